@@ -1,0 +1,15 @@
+//! # skein-core: the sans-I/O heart of Skein
+//!
+//! Every protocol of Skein lives here as a deterministic state machine: the partition log
+//! (`log`), and on top of it replication, the controller, consumer groups and producer
+//! idempotence. Nothing in this crate opens a socket, starts a thread, reads the wall clock
+//! or draws global randomness. Data flows in one direction: a driver (the simulator in
+//! `skein-sim`, or the real runtime in `skein-node`) feeds a state machine its inputs —
+//! messages, the current time, storage through the small [`log::Storage`] trait — and
+//! collects the effects it returns (messages to send, records to make durable, replies to
+//! clients). Same inputs, same outputs, always; that is what lets one seed replay a run.
+
+pub mod log;
+pub mod types;
+
+pub use types::*;

@@ -1,0 +1,4 @@
+//! Subcommands of the `skein` binary.
+
+pub mod check;
+pub mod sim;

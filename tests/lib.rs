@@ -1,0 +1,1 @@
+//! Cross-crate tests of Skein live in this crate's `tests/` targets; the library is empty.
