@@ -200,8 +200,6 @@ pub enum ImageError {
     },
     #[error("metadata delta starts at {got} but the image needs offset {expected} next")]
     Gap { expected: Offset, got: Offset },
-    #[error("image has applied {applied} records but the controller log ends at {source_end}")]
-    AheadOfSource { applied: Offset, source_end: Offset },
 }
 
 /// Cluster metadata as of `next_offset` applied records.
@@ -280,14 +278,9 @@ impl MetadataImage {
 
     /// Applies records `delta.records` that this image has not applied yet. Records before
     /// `next_offset` are skipped, so duplicated or reordered deltas are harmless. Returns how
-    /// many records were applied.
+    /// many records were applied. (A delta whose `end_offset` is below `next_offset` is
+    /// simply a late reply: the controller's log is durable and never shrinks.)
     pub fn apply_delta(&mut self, delta: &MetadataDelta) -> Result<usize, ImageError> {
-        if delta.end_offset < self.next_offset {
-            return Err(ImageError::AheadOfSource {
-                applied: self.next_offset,
-                source_end: delta.end_offset,
-            });
-        }
         if delta.from > self.next_offset {
             return Err(ImageError::Gap {
                 expected: self.next_offset,

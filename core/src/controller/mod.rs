@@ -29,3 +29,6 @@ pub use request::{
     BrokerRegistration, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
     ControllerResponse, FenceReason, HeartbeatReply, ProducerIdAndEpoch, Requester,
 };
+
+#[cfg(test)]
+mod tests;

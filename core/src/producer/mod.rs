@@ -16,3 +16,6 @@ pub use client::{
 pub use state::{
     BatchMetadata, ProducerEntry, ProducerStateTable, SequenceCheck, MAX_CACHED_BATCHES,
 };
+
+#[cfg(test)]
+mod tests;
