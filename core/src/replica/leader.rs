@@ -49,6 +49,11 @@ pub(crate) struct LeaderState {
     pub epoch_start_offset: Offset,
     /// ISR as confirmed by the controller.
     pub isr: BTreeSet<NodeId>,
+    /// Union of every ISR proposed at the current partition epoch. Any one of them may
+    /// have been (or, delayed in the network, may still be) accepted, so all count until
+    /// the controller's answer or metadata moves the partition epoch on.
+    pub proposed: BTreeSet<NodeId>,
+    /// The latest proposal still waiting for an answer (resent on timeout).
     pub pending: Option<PendingIsr>,
     /// After a rejected proposal, do not propose again before this time.
     pub propose_not_before: Nanos,
@@ -57,15 +62,11 @@ pub(crate) struct LeaderState {
 }
 
 impl LeaderState {
-    /// Confirmed ISR united with a pending proposal ("maximal ISR"). Whatever the
-    /// controller ends up committing is a subset of it, so requiring every member of it
-    /// for the HW is safe under both outcomes.
+    /// Confirmed ISR united with every proposal sent at this partition epoch ("maximal
+    /// ISR"). Whatever the controller ends up committing is a subset of it, so requiring
+    /// every member of it for the HW is safe under every outcome.
     pub fn maximal_isr(&self) -> BTreeSet<NodeId> {
-        let mut m = self.isr.clone();
-        if let Some(p) = &self.pending {
-            m.extend(p.isr.iter().copied());
-        }
-        m
+        self.isr.union(&self.proposed).copied().collect()
     }
 
     /// When the first ISR follower would count as lagging (the leader itself has no
@@ -102,6 +103,7 @@ impl<L: ReplicaLog> Replica<L> {
                 if partition_epoch > self.partition_epoch {
                     // The controller changed the ISR (our proposal, or its own change).
                     l.isr = isr.iter().copied().collect();
+                    l.proposed.clear();
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let ev = Event::IsrConfirmed {
@@ -121,6 +123,16 @@ impl<L: ReplicaLog> Replica<L> {
                 leader,
                 leader_epoch: epoch,
             });
+        }
+        if self.log.latest_epoch().is_some_and(|e| e >= epoch) {
+            // Our log already holds batches of this epoch but this process is not its
+            // leader (a restart replaying old metadata): writing in it again could put
+            // different records at the same (epoch, offset). Wait for a newer epoch.
+            tracing::warn!(tp = %self.tp, epoch, "refusing leadership of an epoch already in the log");
+            self.leader_epoch = epoch;
+            self.partition_epoch = partition_epoch;
+            self.role = RoleState::Offline;
+            return;
         }
         self.leader_epoch = epoch;
         self.partition_epoch = partition_epoch;
@@ -165,6 +177,7 @@ impl<L: ReplicaLog> Replica<L> {
         self.role = RoleState::Leader(LeaderState {
             epoch_start_offset,
             isr: isr.iter().copied().collect(),
+            proposed: BTreeSet::new(),
             pending: None,
             propose_not_before: 0,
             followers,
@@ -321,10 +334,12 @@ impl<L: ReplicaLog> Replica<L> {
         p.last_fetch = now;
         p.leo_at_last_fetch = leo;
         p.log_end = Some(offset);
-        // Rejoin: caught up to the HW, and into this epoch.
+        // Rejoin: caught up to the HW, and into this epoch, and not fenced (the
+        // controller would refuse it).
         let hw = self.high_watermark;
         if l.pending.is_none()
             && now >= l.propose_not_before
+            && !self.fenced_brokers.contains(&replica)
             && !l.isr.contains(&replica)
             && offset >= hw
             && offset >= l.epoch_start_offset
@@ -339,6 +354,7 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
+        l.proposed.extend(new_isr.iter().copied());
         l.pending = Some(PendingIsr {
             isr: new_isr.clone(),
             sent_at: now,
@@ -370,6 +386,7 @@ impl<L: ReplicaLog> Replica<L> {
             } => {
                 if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
                     l.isr = isr.iter().copied().collect();
+                    l.proposed.clear();
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let tp = self.tp.clone();
@@ -382,7 +399,8 @@ impl<L: ReplicaLog> Replica<L> {
                 }
             }
             AlterOutcome::Rejected { reason } => {
-                // Stale partition epoch or fenced leader: wait for fresher metadata.
+                // Stale partition epoch or fenced leader: wait for fresher metadata. The
+                // proposal stays in `proposed`: an earlier copy may have been accepted.
                 tracing::info!(tp = %self.tp, %reason, "AlterPartition rejected");
                 l.pending = None;
                 l.propose_not_before = now + retry;

@@ -30,6 +30,7 @@ use crate::types::{
 };
 use follower::FollowerState;
 use leader::LeaderState;
+use std::collections::BTreeSet;
 
 /// Batch attribute bit of a control batch (as in Kafka). The only control batch Skein
 /// writes is the leader-epoch marker a new leader appends (see `become_leader`).
@@ -189,6 +190,8 @@ pub struct Replica<L: ReplicaLog> {
     /// Set when the log has unflushed appends (leader side, flush_interval > 0).
     flush_due: Option<Nanos>,
     next_correlation: u64,
+    /// Brokers the controller has fenced: never proposed for the ISR.
+    pub(crate) fenced_brokers: BTreeSet<NodeId>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -219,6 +222,7 @@ impl<L: ReplicaLog> Replica<L> {
             effects: Vec::new(),
             flush_due: None,
             next_correlation: 1,
+            fenced_brokers: BTreeSet::new(),
         }
     }
 
@@ -260,6 +264,12 @@ impl<L: ReplicaLog> Replica<L> {
 
     pub fn set_config(&mut self, config: ReplicaConfig) {
         self.config = config;
+    }
+
+    /// Brokers currently fenced by the controller (from the metadata image); the leader
+    /// does not propose them for the ISR.
+    pub fn set_fenced_brokers(&mut self, fenced: BTreeSet<NodeId>) {
+        self.fenced_brokers = fenced;
     }
 
     pub fn view(&self) -> ReplicaView {

@@ -606,7 +606,11 @@ impl<S: Storage + Clone> Broker<S> {
                 let offset = self.image.next_offset;
                 self.outputs
                     .push(Output::Event(BrokerEvent::MetadataApplied { offset }));
-                self.reconcile(now);
+                // Act only on a caught-up image: an intermediate state may name this
+                // broker leader of an epoch long gone.
+                if offset >= delta.end_offset {
+                    self.reconcile(now);
+                }
             }
             Err(crate::controller::ImageError::Gap { .. }) if delta.from > before => {
                 // Reordered reply from further ahead: the next pull fills the gap.
@@ -633,6 +637,13 @@ impl<S: Storage + Clone> Broker<S> {
                     .unwrap_or(1);
                 (tp, (s.clone(), min_insync))
             })
+            .collect();
+        let fenced: BTreeSet<NodeId> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| b.is_fenced())
+            .map(|b| b.id)
             .collect();
         let mut hosted_changed = false;
         // Partitions no longer assigned here (topic deleted or moved): drop their data, so
@@ -667,6 +678,7 @@ impl<S: Storage + Clone> Broker<S> {
                 hosted_changed = true;
             }
             let r = self.replicas.get_mut(&tp).expect("just opened");
+            r.set_fenced_brokers(fenced.clone());
             if r.config().min_insync_replicas != min_insync {
                 r.set_config(self.config.replica_config(min_insync));
             }
@@ -746,3 +758,6 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
         new_isr: p.new_isr,
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;
