@@ -135,7 +135,8 @@ pub enum BrokerError {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct BrokerMeta {
     incarnation: u64,
-    partitions: Vec<TopicPartition>,
+    /// Hosted partitions with their topic id.
+    partitions: Vec<(TopicPartition, u64)>,
 }
 
 const META_PATH: &str = "broker.meta";
@@ -159,13 +160,17 @@ pub struct Broker<S: Storage + Clone> {
     heartbeat_in_flight: bool,
     next_retention: Nanos,
     replicas: BTreeMap<TopicPartition, Replica<PartitionLog<S>>>,
+    /// Topic id of each hosted partition: part of its directory name, so data of a
+    /// deleted topic is never mistaken for a re-created one of the same name.
+    topic_ids: BTreeMap<TopicPartition, u64>,
     /// Partitions whose log failed to open, with the error.
     failed: BTreeMap<TopicPartition, String>,
     outputs: Vec<Output>,
 }
 
-fn partition_dir(tp: &TopicPartition) -> String {
-    format!("{}-{}", tp.topic, tp.partition)
+/// `<topic>-<partition>.<topic id>`.
+pub fn partition_dir(tp: &TopicPartition, topic_id: u64) -> String {
+    format!("{}-{}.{}", tp.topic, tp.partition, topic_id)
 }
 
 impl<S: Storage + Clone> Broker<S> {
@@ -206,12 +211,13 @@ impl<S: Storage + Clone> Broker<S> {
             heartbeat_in_flight: false,
             next_retention: now,
             replicas: BTreeMap::new(),
+            topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
             outputs: Vec::new(),
         };
         let mut reports = Vec::new();
-        for tp in meta.partitions {
-            if let Some(summary) = broker.open_replica(&tp, 1) {
+        for (tp, topic_id) in meta.partitions {
+            if let Some(summary) = broker.open_replica(&tp, topic_id, 1) {
                 reports.push((tp, summary));
             }
         }
@@ -220,13 +226,19 @@ impl<S: Storage + Clone> Broker<S> {
         Ok((broker, reports))
     }
 
-    fn open_replica(&mut self, tp: &TopicPartition, min_insync: usize) -> Option<RecoverySummary> {
-        let dir = partition_dir(tp);
+    fn open_replica(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: u64,
+        min_insync: usize,
+    ) -> Option<RecoverySummary> {
+        let dir = partition_dir(tp, topic_id);
         match PartitionLog::open(self.storage.clone(), &dir, self.config.log.clone()) {
             Ok((log, summary)) => {
                 let cfg = self.config.replica_config(min_insync);
                 self.replicas
                     .insert(tp.clone(), Replica::new(tp.clone(), self.id, log, cfg));
+                self.topic_ids.insert(tp.clone(), topic_id);
                 self.failed.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
@@ -249,7 +261,11 @@ impl<S: Storage + Clone> Broker<S> {
     fn save_meta(&mut self) {
         let meta = BrokerMeta {
             incarnation: self.incarnation,
-            partitions: self.replicas.keys().cloned().collect(),
+            partitions: self
+                .topic_ids
+                .iter()
+                .map(|(tp, id)| (tp.clone(), *id))
+                .collect(),
         };
         let res = bincode::serialize(&meta)
             .map_err(|e| e.to_string())
@@ -626,16 +642,13 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Make hosted replicas match the image.
     fn reconcile(&mut self, now: Nanos) {
-        let wanted: BTreeMap<TopicPartition, (PartitionState, usize)> = self
+        let wanted: BTreeMap<TopicPartition, (PartitionState, u64, usize)> = self
             .image
             .partitions_of_broker(self.id)
-            .map(|(tp, s)| {
-                let min_insync = self
-                    .image
-                    .topic(&tp.topic)
-                    .map(|t| t.config.min_insync_replicas as usize)
-                    .unwrap_or(1);
-                (tp, (s.clone(), min_insync))
+            .filter_map(|(tp, s)| {
+                let topic = self.image.topic(&tp.topic)?;
+                let min_insync = topic.config.min_insync_replicas as usize;
+                Some((tp, (s.clone(), topic.topic_id, min_insync)))
             })
             .collect();
         let fenced: BTreeSet<NodeId> = self
@@ -651,7 +664,7 @@ impl<S: Storage + Clone> Broker<S> {
         let gone: Vec<TopicPartition> = self
             .replicas
             .keys()
-            .filter(|tp| !wanted.contains_key(*tp))
+            .filter(|tp| wanted.get(*tp).map(|w| w.1) != self.topic_ids.get(*tp).copied())
             .cloned()
             .collect();
         for tp in gone {
@@ -663,16 +676,18 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                 }
             }
-            self.remove_partition_files(&tp);
+            if let Some(topic_id) = self.topic_ids.remove(&tp) {
+                self.remove_partition_files(&tp, topic_id);
+            }
             self.outputs
                 .push(Output::Event(BrokerEvent::PartitionRemoved {
                     tp: tp.clone(),
                 }));
             hosted_changed = true;
         }
-        for (tp, (state, min_insync)) in wanted {
+        for (tp, (state, topic_id, min_insync)) in wanted {
             if !self.replicas.contains_key(&tp) {
-                if self.open_replica(&tp, min_insync).is_none() {
+                if self.open_replica(&tp, topic_id, min_insync).is_none() {
                     continue;
                 }
                 hosted_changed = true;
@@ -696,8 +711,8 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
-    fn remove_partition_files(&mut self, tp: &TopicPartition) {
-        let dir = partition_dir(tp);
+    fn remove_partition_files(&mut self, tp: &TopicPartition, topic_id: u64) {
+        let dir = partition_dir(tp, topic_id);
         match self.storage.list(&dir) {
             Ok(files) => {
                 for f in files {
@@ -759,5 +774,7 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 pub(crate) mod tests;

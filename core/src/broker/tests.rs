@@ -65,6 +65,8 @@ pub(crate) struct World {
     pub cut: BTreeSet<(Address, Address)>,
     pub events: Vec<(NodeId, BrokerEvent)>,
     pub correlation: u64,
+    /// Values of acks=all produce requests, by correlation.
+    pub acks_all: BTreeMap<u64, Vec<u8>>,
 }
 
 impl World {
@@ -84,6 +86,7 @@ impl World {
             cut: BTreeSet::new(),
             events: Vec::new(),
             correlation: 0,
+            acks_all: BTreeMap::new(),
         };
         for &id in ids {
             w.disks.insert(id, MemStorage::new());
