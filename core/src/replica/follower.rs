@@ -168,6 +168,20 @@ impl<L: ReplicaLog> Replica<L> {
                         tracing::warn!(tp = %self.tp, base = b.base_offset, leo, "fetched batch does not start at log end");
                         break;
                     }
+                    // I1: epochs only grow along the log and never pass the leader's.
+                    debug_assert!(
+                        self.config.bugs.any()
+                            || (b.partition_leader_epoch <= self.leader_epoch
+                                && self
+                                    .log
+                                    .latest_epoch()
+                                    .is_none_or(|e| e <= b.partition_leader_epoch)),
+                        "{}: batch epoch {} out of order (log {:?}, leader {})",
+                        self.tp,
+                        b.partition_leader_epoch,
+                        self.log.latest_epoch(),
+                        self.leader_epoch
+                    );
                     match self.log.append_as_follower(b, now_ms(now)) {
                         Ok(()) => appended = true,
                         Err(e) => {

@@ -428,6 +428,7 @@ impl<L: ReplicaLog> Replica<L> {
                 candidate = candidate.min(end);
             }
         }
+        debug_assert!(candidate <= leo);
         if candidate > self.high_watermark && candidate > l.epoch_start_offset {
             self.high_watermark = candidate;
             let ev = Event::HighWatermark {
