@@ -678,8 +678,10 @@ impl<S: Storage> PartitionLog<S> {
         } else {
             self.storage.append(&path, &[])?;
         }
+        // Index files exist from the start (empty), so a reopen never mistakes a segment
+        // that simply had no index entries for one whose index was lost.
         for p in [seg.index_path(&self.dir), seg.time_index_path(&self.dir)] {
-            self.storage.remove(&p)?;
+            self.storage.write_atomic(&p, &[])?;
         }
         self.segments.push(seg);
         Ok(())
@@ -1006,15 +1008,18 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(summary);
         }
         let new_start = self.segments[n].base;
-        // Epoch cache first: it may then name an epoch start past the data only until
-        // the deletion below completes, and recovery re-clamps it.
-        if self.epochs.truncate_from_start(new_start) {
-            self.write_epoch_checkpoint()?;
-        }
         for s in self.segments.drain(..n).collect::<Vec<_>>() {
             summary.segments_deleted += 1;
             summary.bytes_deleted += s.size;
             self.remove_segment_files(&s)?;
+        }
+        // Segments first, then the cache: a crash in between leaves entries below the log
+        // start, which recovery clamps. An emptied log keeps no entries (each names a batch).
+        let leo = self.log_end_offset();
+        let a = self.epochs.truncate_from_start(new_start);
+        let b = self.epochs.truncate_from_end(leo);
+        if a || b {
+            self.write_epoch_checkpoint()?;
         }
         if self.recovery_point < new_start {
             self.recovery_point = new_start;
@@ -1098,7 +1103,27 @@ impl<S: Storage> PartitionLog<S> {
         if end <= base || !seg.load_indexes(&idx, &tidx, size, end) {
             return Ok(None);
         }
-        seg.last_batch_base = None;
+        // Cheap end check: walk the batches after the last index entry (at most about
+        // index_interval_bytes) and require them to end exactly at the file end and at
+        // the next segment's base. Anything else gets the segment fully validated.
+        let (mut expected, pos) = seg.lookup(Offset::MAX);
+        let mut r = SegReader::new(seg.log_path(&self.dir), pos, size, SCAN_CHUNK);
+        loop {
+            match r.next(&mut self.storage)? {
+                Step::End => break,
+                Step::Fault { .. } => return Ok(None),
+                Step::Batch { header, .. } => {
+                    if header.base_offset != expected || header.record_count == 0 {
+                        return Ok(None);
+                    }
+                    seg.last_batch_base = Some(expected);
+                    expected = header.next_offset();
+                }
+            }
+        }
+        if expected != end {
+            return Ok(None);
+        }
         Ok(Some(seg))
     }
 
