@@ -101,6 +101,15 @@ proptest! {
         if let Some(e) = &err {
             prop_assert!(matches!(e, LogError::Corrupt { .. }), "{e:?}");
         }
+        // Truncating at the reported offset removes the damage.
+        if let Some(LogError::Corrupt { offset, .. }) = &err {
+            log.truncate_to(*offset).unwrap();
+            let (got, err) = read_all(&mut log);
+            prop_assert!(err.is_none(), "{err:?}");
+            prop_assert!(log.log_end_offset() <= *offset);
+            assert_prefix(&got, &want);
+        }
+        let flushed = flushed.min(log.flushed_offset());
         drop(log);
 
         match PartitionLog::open(mem.clone(), "p", cfg(truncate)) {

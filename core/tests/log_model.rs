@@ -22,6 +22,7 @@ impl MBatch {
 #[derive(Clone, Debug)]
 enum Op {
     Append { n: usize, len: usize, bump: bool },
+    FollowerAppend { n: usize, len: usize, bump: bool },
     Roll,
     Truncate { frac: u16 },
     TruncateBelowStart { back: u8 },
@@ -38,6 +39,8 @@ fn op() -> impl Strategy<Value = (Op, i64)> {
     let op = prop_oneof![
         10 => (1usize..5, 0usize..40, proptest::bool::weighted(0.15))
             .prop_map(|(n, len, bump)| Op::Append { n, len, bump }),
+        4 => (1usize..5, 0usize..40, proptest::bool::weighted(0.15))
+            .prop_map(|(n, len, bump)| Op::FollowerAppend { n, len, bump }),
         1 => Just(Op::Roll),
         2 => any::<u16>().prop_map(|frac| Op::Truncate { frac }),
         1 => any::<u8>().prop_map(|back| Op::TruncateBelowStart { back }),
@@ -231,6 +234,26 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
                     base: info.base_offset,
                     values,
                     epoch,
+                    ts: now,
+                });
+            }
+            Op::FollowerAppend { n, len, bump } => {
+                if bump {
+                    w.epoch += 1;
+                }
+                let (mut b, values) = w.make_batch(n, len);
+                b.base_offset = w.leo();
+                b.partition_leader_epoch = w.epoch;
+                for (i, r) in b.records.iter_mut().enumerate() {
+                    r.offset_delta = i as u32;
+                }
+                let now = w.now;
+                let info = w.log().append_as_follower(b, now).unwrap();
+                assert_eq!(info.base_offset, w.leo());
+                w.model.push(MBatch {
+                    base: info.base_offset,
+                    values,
+                    epoch: info.leader_epoch,
                     ts: now,
                 });
             }

@@ -490,3 +490,26 @@ fn file_storage_crash_like_tail_and_reopen() {
     assert_eq!(log.read(30, usize::MAX).unwrap().len(), 23);
     assert_eq!(log.epoch_cache().end_offset_for_epoch(2, 99), Some((2, 60)));
 }
+
+#[test]
+fn failed_fsync_poisons_until_reopen() {
+    let mem = MemStorage::new();
+    build(&mem, 3, true, cfg());
+    let (mut log, _) = open(&mem).unwrap();
+    log.append_as_leader(batch(3, 2), 2, 0).unwrap();
+    mem.set_fail_syncs(true);
+    assert!(matches!(
+        log.flush(),
+        Err(LogError::Storage(StorageError::Io { .. }))
+    ));
+    assert!(matches!(
+        log.append_as_leader(batch(4, 1), 2, 0),
+        Err(LogError::Failed(_))
+    ));
+    assert_eq!(log.flushed_offset(), 6);
+    mem.set_fail_syncs(false);
+    drop(log);
+    mem.crash_lose_unsynced();
+    let (log, _) = open(&mem).unwrap();
+    assert_eq!(log.log_end_offset(), 6);
+}

@@ -832,7 +832,9 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Drops every batch holding an offset `>= offset` (whole batches: the new LEO is the
     /// base of the first dropped batch, `<= offset`). Below the log start, the log is
-    /// emptied and restarted at `offset`. The epoch cache is truncated alike.
+    /// emptied and restarted at `offset`. The epoch cache is truncated alike. A damaged
+    /// batch met while locating the cut becomes the cut, so after a read fails with
+    /// `Corrupt { offset, .. }`, `truncate_to(offset)` removes the damage.
     pub fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
         self.check_usable()?;
         if offset >= self.log_end_offset() {
@@ -851,23 +853,23 @@ impl<S: Storage> PartitionLog<S> {
         let mut max_ts = kept_ti.checked_sub(1).map(|i| seg.time_index[i].ts);
         let mut last_base = None;
         let mut r = SegReader::new(seg.log_path(&self.dir), pos0, seg.size, SCAN_CHUNK);
+        // Damage met on the way (a bad header, CRC or offset) becomes the cut point: the
+        // caller is dropping this region anyway, and this is how a log is repaired after
+        // a read reported corruption.
         let (cut_pos, cut_off) = loop {
             match r.next(&mut self.storage)? {
                 Step::End => break (r.pos, expected),
                 Step::Fault { pos, reason } => {
-                    return Err(corrupt(r.path(), pos, expected, reason))
+                    tracing::warn!(path = %r.path(), pos, offset = expected, %reason, "truncation cut at damaged batch");
+                    break (pos, expected);
                 }
-                Step::Batch { pos, header, .. } => {
-                    if header.base_offset != expected {
-                        return Err(corrupt(
-                            r.path(),
-                            pos,
-                            expected,
-                            format!(
-                                "batch has base offset {}, expected {expected}",
-                                header.base_offset
-                            ),
-                        ));
+                Step::Batch { pos, header, len } => {
+                    let valid = header.base_offset == expected
+                        && header.record_count > 0
+                        && verify_crc(r.bytes(pos, len)).is_ok();
+                    if !valid {
+                        tracing::warn!(path = %r.path(), pos, offset = expected, "truncation cut at damaged batch");
+                        break (pos, expected);
                     }
                     if header.next_offset() > offset {
                         break (pos, expected);
