@@ -1110,20 +1110,28 @@ impl<S: Storage> PartitionLog<S> {
         // the next segment's base. Anything else gets the segment fully validated.
         let (mut expected, pos) = seg.lookup(Offset::MAX);
         let mut r = SegReader::new(seg.log_path(&self.dir), pos, size, SCAN_CHUNK);
+        let mut tail_max = TimestampMs::MIN;
         loop {
             match r.next(&mut self.storage)? {
                 Step::End => break,
                 Step::Fault { .. } => return Ok(None),
-                Step::Batch { header, .. } => {
-                    if header.base_offset != expected || header.record_count == 0 {
+                Step::Batch { pos, header, len } => {
+                    let ok = header.base_offset == expected
+                        && header.record_count > 0
+                        && verify_crc(r.bytes(pos, len)).is_ok();
+                    if !ok {
                         return Ok(None);
                     }
+                    tail_max = tail_max.max(header.max_timestamp);
                     seg.last_batch_base = Some(expected);
                     expected = header.next_offset();
                 }
             }
         }
-        if expected != end {
+        // The last time entry is taken as the segment's maximum (retention trusts it), so
+        // it must at least cover the tail's timestamps.
+        let time_ok = seg.time_index.last().is_some_and(|t| t.ts >= tail_max);
+        if expected != end || !time_ok {
             return Ok(None);
         }
         Ok(Some(seg))
