@@ -700,6 +700,33 @@ impl<S: Storage> PartitionLog<S> {
         Ok(out)
     }
 
+    /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
+    /// for consumer fetches): a batch with `next_offset() > end` is not returned.
+    pub fn read_until(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        end: Offset,
+    ) -> Result<Vec<RecordBatch>, LogError> {
+        let mut out = Vec::new();
+        if from >= end {
+            // Still validate the range so a bad offset is reported.
+            self.check_range(from)?;
+            return Ok(out);
+        }
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
+            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            if h.next_offset() > end {
+                return Ok(false);
+            }
+            let (b, _) = RecordBatch::decode(bytes)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            out.push(b);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
     /// Like [`Self::read`] but returns the encoded batches back to back (CRC-checked, not
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
@@ -747,14 +774,7 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
-        let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if from < start || from > end {
-            return Err(LogError::OffsetOutOfRange {
-                offset: from,
-                log_start: start,
-                log_end: end,
-            });
-        }
+        self.check_range(from)?;
         let mut idx = self
             .segments
             .partition_point(|s| s.base <= from)
@@ -1034,6 +1054,18 @@ impl<S: Storage> PartitionLog<S> {
 
     fn active(&self) -> &Segment {
         self.segments.last().expect("a log always has a segment")
+    }
+
+    fn check_range(&self, from: Offset) -> Result<(), LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if from < start || from > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        Ok(())
     }
 
     fn check_usable(&self) -> Result<(), LogError> {
