@@ -774,6 +774,7 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
+        self.check_usable()?;
         self.check_range(from)?;
         let mut idx = self
             .segments
@@ -950,11 +951,28 @@ impl<S: Storage> PartitionLog<S> {
         if changed {
             self.write_epoch_checkpoint()?;
         }
-        // Remove newest first so a crash midway leaves a contiguous prefix.
-        while let Some(s) = self.segments.pop() {
-            self.remove_segment_files(&s)?;
+        // Never leave the directory without a segment (after a crash that would look like
+        // lost files): below the start, the new empty segment is created first (recovery
+        // cuts the gap after it if we crash midway); at the start, the first segment is
+        // emptied in place. Old segments go newest first.
+        let old = std::mem::take(&mut self.segments);
+        let result = (|| {
+            if offset < old[0].base {
+                self.create_segment(offset)?;
+            }
+            for s in old.iter().rev().filter(|s| s.base != offset) {
+                self.remove_segment_files(s)?;
+            }
+            if offset == old[0].base {
+                self.create_segment(offset)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.failed = Some(format!("truncation to {offset} failed midway: {e}"));
+            self.segments = vec![Segment::new(offset)];
+            return Err(e);
         }
-        self.create_segment(offset)?;
         self.recovery_point = offset;
         Ok(())
     }
