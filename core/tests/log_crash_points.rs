@@ -210,8 +210,16 @@ fn read_all(log: &mut PartitionLog<Dying>) -> Vec<RecordBatch> {
     out
 }
 
+/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
+fn cases(default: u32) -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(256), ..ProptestConfig::default() })]
 
     #[test]
     fn crash_inside_an_operation(
@@ -220,6 +228,7 @@ proptest! {
         budget in 0u32..10,
         mode in 0u8..3,
         seed in any::<u64>(),
+        budget2 in proptest::option::of(0u32..12),
     ) {
         let mem = MemStorage::new();
         let st = Dying { mem: mem.clone(), budget: Rc::new(Cell::new(None)) };
@@ -246,6 +255,17 @@ proptest! {
             }
             _ => f.len,
         });
+        // Optionally die during recovery too, and crash again (tearing).
+        if let Some(b2) = budget2 {
+            st.budget.set(Some(b2));
+            let r = PartitionLog::open(st.clone(), "p", config());
+            if let Err(e) = &r {
+                prop_assert!(!matches!(e, LogError::Corrupt { .. }), "{e}");
+            }
+            drop(r);
+            st.budget.set(None);
+            mem.crash(|f| (f.synced_len + f.len) / 2);
+        }
         let (mut log, sum) = PartitionLog::open(st.clone(), "p", config())
             .unwrap_or_else(|e| panic!("false corruption after crash in {last:?}: {e}"));
         prop_assert!(sum.corruption.is_none(), "{sum:?}");

@@ -422,8 +422,8 @@ impl<S: Storage> PartitionLog<S> {
         for (e, o) in found_epochs {
             cache.assign(e, o);
         }
-        cache.truncate_from_end(leo);
         cache.truncate_from_start(log.log_start_offset());
+        cache.truncate_from_end(leo);
         log.epochs = cache;
         log.write_epoch_checkpoint()?;
         log.recovery_point = rp.min(leo);
