@@ -68,12 +68,37 @@ pub enum ProducerError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InFlightBatch {
     pub batch: RecordBatch,
+    /// Times sent so far.
     pub attempts: u32,
+    /// Unanswered sends made before the latest acknowledgement on this partition: their
+    /// sequence errors may be stale (the broker lacked a batch that has landed since).
+    stale_sends: u32,
+    /// Unanswered sends made after it.
+    fresh_sends: u32,
 }
 
 impl InFlightBatch {
     pub fn base_sequence(&self) -> u32 {
         self.batch.producer.expect("stamped").base_sequence
+    }
+
+    fn sent(&mut self) {
+        self.attempts += 1;
+        self.fresh_sends += 1;
+    }
+
+    /// Accounts for one answer; returns whether it may have been to a stale send.
+    fn answered(&mut self, sequence_error: bool) -> bool {
+        if sequence_error && self.stale_sends > 0 {
+            self.stale_sends -= 1;
+            return true;
+        }
+        if self.fresh_sends > 0 {
+            self.fresh_sends -= 1;
+        } else {
+            self.stale_sends = self.stale_sends.saturating_sub(1);
+        }
+        false
     }
 }
 
@@ -163,6 +188,8 @@ impl IdempotentProducer {
         part.in_flight.push_back(InFlightBatch {
             batch: batch.clone(),
             attempts: 1,
+            stale_sends: 0,
+            fresh_sends: 1,
         });
         Ok(batch)
     }
@@ -175,7 +202,7 @@ impl IdempotentProducer {
     ) -> Result<RecordBatch, ProducerError> {
         self.usable_id()?;
         let entry = self.find(tp, base_sequence)?;
-        entry.attempts += 1;
+        entry.sent();
         Ok(entry.batch.clone())
     }
 
@@ -227,25 +254,40 @@ impl IdempotentProducer {
             part.in_flight[pos].batch.producer.map(|p| p.producer_epoch),
             Some(id.producer_epoch)
         );
+        let sequence_error = matches!(
+            outcome,
+            ProduceOutcome::OutOfOrderSequence | ProduceOutcome::UnknownProducerId
+        );
+        let maybe_stale = part.in_flight[pos].answered(sequence_error);
         Ok(match outcome {
             ProduceOutcome::Appended { base_offset }
             | ProduceOutcome::Duplicate { base_offset } => {
                 part.in_flight.remove(pos);
+                // Every batch still in flight may have answers coming to sends made before
+                // this one landed.
+                for b in part.in_flight.iter_mut() {
+                    b.stale_sends += b.fresh_sends;
+                    b.fresh_sends = 0;
+                }
                 Completion::Acked {
                     base_offset,
                     duplicate: matches!(outcome, ProduceOutcome::Duplicate { .. }),
                 }
             }
             ProduceOutcome::Retriable => {
-                part.in_flight[pos].attempts += 1;
+                part.in_flight[pos].sent();
                 Completion::Retry(part.in_flight[pos].batch.clone())
             }
-            // An earlier batch has not landed yet (it was lost or is being retried): this
-            // one is retried after it.
-            ProduceOutcome::OutOfOrderSequence if pos > 0 => {
-                part.in_flight[pos].attempts += 1;
+            // A sequence error is transient when an earlier batch has not landed yet (lost or
+            // being retried; for the first batches the broker does not even know the
+            // producer), or when it answers a send made before the batch ahead landed.
+            // The batch is retried (after the earlier ones).
+            _ if sequence_error && (pos > 0 || maybe_stale) => {
+                part.in_flight[pos].sent();
                 Completion::Retry(part.in_flight[pos].batch.clone())
             }
+            // The oldest batch, sent after everything before it was acknowledged, is out of
+            // sequence: the broker lost this producer's state.
             ProduceOutcome::OutOfOrderSequence | ProduceOutcome::UnknownProducerId => {
                 Completion::NeedsEpochBump
             }
