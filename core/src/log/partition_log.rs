@@ -678,8 +678,10 @@ impl<S: Storage> PartitionLog<S> {
         } else {
             self.storage.append(&path, &[])?;
         }
+        // Index files exist from the start (empty), so a reopen never mistakes a segment
+        // that simply had no index entries for one whose index was lost.
         for p in [seg.index_path(&self.dir), seg.time_index_path(&self.dir)] {
-            self.storage.remove(&p)?;
+            self.storage.write_atomic(&p, &[])?;
         }
         self.segments.push(seg);
         Ok(())
@@ -690,6 +692,33 @@ impl<S: Storage> PartitionLog<S> {
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
         let mut out = Vec::new();
         self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
+            let (b, _) = RecordBatch::decode(bytes)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            out.push(b);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
+    /// for consumer fetches): a batch with `next_offset() > end` is not returned.
+    pub fn read_until(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        end: Offset,
+    ) -> Result<Vec<RecordBatch>, LogError> {
+        let mut out = Vec::new();
+        if from >= end {
+            // Still validate the range so a bad offset is reported.
+            self.check_range(from)?;
+            return Ok(out);
+        }
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
+            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            if h.next_offset() > end {
+                return Ok(false);
+            }
             let (b, _) = RecordBatch::decode(bytes)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
@@ -745,14 +774,7 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
-        let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if from < start || from > end {
-            return Err(LogError::OffsetOutOfRange {
-                offset: from,
-                log_start: start,
-                log_end: end,
-            });
-        }
+        self.check_range(from)?;
         let mut idx = self
             .segments
             .partition_point(|s| s.base <= from)
@@ -830,7 +852,9 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Drops every batch holding an offset `>= offset` (whole batches: the new LEO is the
     /// base of the first dropped batch, `<= offset`). Below the log start, the log is
-    /// emptied and restarted at `offset`. The epoch cache is truncated alike.
+    /// emptied and restarted at `offset`. The epoch cache is truncated alike. A damaged
+    /// batch met while locating the cut becomes the cut, so after a read fails with
+    /// `Corrupt { offset, .. }`, `truncate_to(offset)` removes the damage.
     pub fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
         self.check_usable()?;
         if offset >= self.log_end_offset() {
@@ -849,23 +873,23 @@ impl<S: Storage> PartitionLog<S> {
         let mut max_ts = kept_ti.checked_sub(1).map(|i| seg.time_index[i].ts);
         let mut last_base = None;
         let mut r = SegReader::new(seg.log_path(&self.dir), pos0, seg.size, SCAN_CHUNK);
+        // Damage met on the way (a bad header, CRC or offset) becomes the cut point: the
+        // caller is dropping this region anyway, and this is how a log is repaired after
+        // a read reported corruption.
         let (cut_pos, cut_off) = loop {
             match r.next(&mut self.storage)? {
                 Step::End => break (r.pos, expected),
                 Step::Fault { pos, reason } => {
-                    return Err(corrupt(r.path(), pos, expected, reason))
+                    tracing::warn!(path = %r.path(), pos, offset = expected, %reason, "truncation cut at damaged batch");
+                    break (pos, expected);
                 }
-                Step::Batch { pos, header, .. } => {
-                    if header.base_offset != expected {
-                        return Err(corrupt(
-                            r.path(),
-                            pos,
-                            expected,
-                            format!(
-                                "batch has base offset {}, expected {expected}",
-                                header.base_offset
-                            ),
-                        ));
+                Step::Batch { pos, header, len } => {
+                    let valid = header.base_offset == expected
+                        && header.record_count > 0
+                        && verify_crc(r.bytes(pos, len)).is_ok();
+                    if !valid {
+                        tracing::warn!(path = %r.path(), pos, offset = expected, "truncation cut at damaged batch");
+                        break (pos, expected);
                     }
                     if header.next_offset() > offset {
                         break (pos, expected);
@@ -1006,15 +1030,18 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(summary);
         }
         let new_start = self.segments[n].base;
-        // Epoch cache first: it may then name an epoch start past the data only until
-        // the deletion below completes, and recovery re-clamps it.
-        if self.epochs.truncate_from_start(new_start) {
-            self.write_epoch_checkpoint()?;
-        }
         for s in self.segments.drain(..n).collect::<Vec<_>>() {
             summary.segments_deleted += 1;
             summary.bytes_deleted += s.size;
             self.remove_segment_files(&s)?;
+        }
+        // Segments first, then the cache: a crash in between leaves entries below the log
+        // start, which recovery clamps. An emptied log keeps no entries (each names a batch).
+        let leo = self.log_end_offset();
+        let a = self.epochs.truncate_from_start(new_start);
+        let b = self.epochs.truncate_from_end(leo);
+        if a || b {
+            self.write_epoch_checkpoint()?;
         }
         if self.recovery_point < new_start {
             self.recovery_point = new_start;
@@ -1027,6 +1054,18 @@ impl<S: Storage> PartitionLog<S> {
 
     fn active(&self) -> &Segment {
         self.segments.last().expect("a log always has a segment")
+    }
+
+    fn check_range(&self, from: Offset) -> Result<(), LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if from < start || from > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        Ok(())
     }
 
     fn check_usable(&self) -> Result<(), LogError> {
@@ -1098,7 +1137,35 @@ impl<S: Storage> PartitionLog<S> {
         if end <= base || !seg.load_indexes(&idx, &tidx, size, end) {
             return Ok(None);
         }
-        seg.last_batch_base = None;
+        // Cheap end check: walk the batches after the last index entry (at most about
+        // index_interval_bytes) and require them to end exactly at the file end and at
+        // the next segment's base. Anything else gets the segment fully validated.
+        let (mut expected, pos) = seg.lookup(Offset::MAX);
+        let mut r = SegReader::new(seg.log_path(&self.dir), pos, size, SCAN_CHUNK);
+        let mut tail_max = TimestampMs::MIN;
+        loop {
+            match r.next(&mut self.storage)? {
+                Step::End => break,
+                Step::Fault { .. } => return Ok(None),
+                Step::Batch { pos, header, len } => {
+                    let ok = header.base_offset == expected
+                        && header.record_count > 0
+                        && verify_crc(r.bytes(pos, len)).is_ok();
+                    if !ok {
+                        return Ok(None);
+                    }
+                    tail_max = tail_max.max(header.max_timestamp);
+                    seg.last_batch_base = Some(expected);
+                    expected = header.next_offset();
+                }
+            }
+        }
+        // The last time entry is taken as the segment's maximum (retention trusts it), so
+        // it must at least cover the tail's timestamps.
+        let time_ok = seg.time_index.last().is_some_and(|t| t.ts >= tail_max);
+        if expected != end || !time_ok {
+            return Ok(None);
+        }
         Ok(Some(seg))
     }
 
