@@ -75,6 +75,8 @@ pub struct InFlightBatch {
     stale_sends: u32,
     /// Unanswered sends made after it.
     fresh_sends: u32,
+    /// Acknowledged, but kept in the window until every batch before it is too.
+    acked: bool,
 }
 
 impl InFlightBatch {
@@ -105,7 +107,10 @@ impl InFlightBatch {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PartitionSequences {
     next_sequence: u32,
-    /// Send order, oldest first.
+    /// The send window, oldest first: from the oldest unacknowledged batch to the newest.
+    /// Batches acknowledged out of order stay until the ones before them are acknowledged,
+    /// so the window never spans more than `MAX_IN_FLIGHT` batches and a retry of its
+    /// oldest batch is always among the broker's cached ones. The front is never acked.
     in_flight: VecDeque<InFlightBatch>,
 }
 
@@ -142,12 +147,13 @@ impl IdempotentProducer {
         self.partitions.get(tp).map_or(0, |p| p.next_sequence)
     }
 
-    /// In-flight batches of `tp`, oldest first.
+    /// Unacknowledged batches of `tp`, oldest first.
     pub fn in_flight(&self, tp: &TopicPartition) -> impl Iterator<Item = &InFlightBatch> + '_ {
         self.partitions
             .get(tp)
             .into_iter()
             .flat_map(|p| p.in_flight.iter())
+            .filter(|b| !b.acked)
     }
 
     fn usable_id(&self) -> Result<ProducerIdAndEpoch, ProducerError> {
@@ -173,6 +179,7 @@ impl IdempotentProducer {
             return Err(ProducerError::EmptyBatch { tp: tp.clone() });
         }
         let part = self.partitions.entry(tp.clone()).or_default();
+        // The window, not just the unacknowledged count, is bounded (see `in_flight`).
         if part.in_flight.len() >= MAX_IN_FLIGHT {
             return Err(ProducerError::TooManyInFlight {
                 tp: tp.clone(),
@@ -190,6 +197,7 @@ impl IdempotentProducer {
             attempts: 1,
             stale_sends: 0,
             fresh_sends: 1,
+            acked: false,
         });
         Ok(batch)
     }
@@ -216,7 +224,7 @@ impl IdempotentProducer {
             .and_then(|p| {
                 p.in_flight
                     .iter_mut()
-                    .find(|b| b.base_sequence() == base_sequence)
+                    .find(|b| !b.acked && b.base_sequence() == base_sequence)
             })
             .ok_or_else(|| ProducerError::UnknownBatch {
                 tp: tp.clone(),
@@ -243,7 +251,7 @@ impl IdempotentProducer {
         let pos = part
             .in_flight
             .iter()
-            .position(|b| b.base_sequence() == base_sequence)
+            .position(|b| !b.acked && b.base_sequence() == base_sequence)
             .ok_or_else(|| ProducerError::UnknownBatch {
                 tp: tp.clone(),
                 base_sequence,
@@ -262,7 +270,10 @@ impl IdempotentProducer {
         Ok(match outcome {
             ProduceOutcome::Appended { base_offset }
             | ProduceOutcome::Duplicate { base_offset } => {
-                part.in_flight.remove(pos);
+                part.in_flight[pos].acked = true;
+                while part.in_flight.front().is_some_and(|b| b.acked) {
+                    part.in_flight.pop_front();
+                }
                 // Every batch still in flight may have answers coming to sends made before
                 // this one landed.
                 for b in part.in_flight.iter_mut() {
@@ -315,7 +326,12 @@ impl IdempotentProducer {
         });
         let abandoned = std::mem::take(&mut self.partitions)
             .into_iter()
-            .flat_map(|(tp, p)| p.in_flight.into_iter().map(move |b| (tp.clone(), b.batch)))
+            .flat_map(|(tp, p)| {
+                p.in_flight
+                    .into_iter()
+                    .filter(|b| !b.acked)
+                    .map(move |b| (tp.clone(), b.batch))
+            })
             .collect();
         Ok(abandoned)
     }
