@@ -16,7 +16,8 @@ use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Controller tunables.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ControllerConfig {
     /// A broker that has not heartbeated for this long is fenced.
     pub session_timeout: Nanos,
@@ -175,8 +176,8 @@ impl Txn {
 
 fn internal(e: ImageError) -> ControllerError {
     debug_assert!(false, "controller produced an inapplicable record: {e}");
-    ControllerError::InvalidRequest {
-        reason: format!("internal error: {e}"),
+    ControllerError::Internal {
+        reason: e.to_string(),
     }
 }
 

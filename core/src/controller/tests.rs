@@ -359,6 +359,28 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
     }
     // Nothing more to fence: the survivors keep their sessions.
     assert!(h.run(20 * SEC, &[2, 3]).is_empty());
+    // The fenced broker restarts and re-registers: unfenced, but it has to catch up (a
+    // leader's AlterPartition) before it is in any ISR again; leaders stay put.
+    let fenced_state: Vec<PartitionState> = (0..3).map(|p| h.part(&tp("t", p))).collect();
+    let (r, events) = h.request_with_events(
+        Requester::Broker(1),
+        ControllerRequest::RegisterBroker {
+            broker: 1,
+            incarnation: 2,
+        },
+    );
+    let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
+        panic!("{r:?}")
+    };
+    h.epochs.insert(1, reg.broker_epoch);
+    assert!(h.c.image().is_unfenced(1));
+    assert!(events
+        .iter()
+        .all(|e| !matches!(e, ControllerEvent::LeaderChanged { .. })));
+    for p in 0..3 {
+        assert_eq!(h.part(&tp("t", p)), fenced_state[p as usize]);
+    }
+    assert!(h.run(20 * SEC, &[1, 2, 3]).is_empty());
     h.assert_replays();
 }
 

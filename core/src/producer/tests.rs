@@ -155,12 +155,18 @@ fn sequence_gap_is_out_of_order() {
         leader.produce(b2),
         ProduceOutcome::Appended { base_offset: 4 }
     );
-    // For the oldest in-flight batch an out-of-order answer means the broker lost track.
+    // b3 was sent before b1 and b2 were acknowledged, so an out-of-order answer to it may
+    // be stale: it is retried.
     let b3 = p.stamp(&tp(), batch(1)).unwrap();
     p.on_response(&tp(), 2, ProduceOutcome::Appended { base_offset: 2 })
         .unwrap();
     p.on_response(&tp(), 4, ProduceOutcome::Appended { base_offset: 4 })
         .unwrap();
+    assert_eq!(
+        p.on_response(&tp(), seq(&b3), ProduceOutcome::OutOfOrderSequence),
+        Ok(Completion::Retry(b3.clone()))
+    );
+    // Sent again with nothing ahead of it and still out of order: the broker lost track.
     assert_eq!(
         p.on_response(&tp(), seq(&b3), ProduceOutcome::OutOfOrderSequence),
         Ok(Completion::NeedsEpochBump)
