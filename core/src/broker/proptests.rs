@@ -288,20 +288,34 @@ fn apply(w: &mut World, a: &Action, next_value: &mut u64, down: &mut BTreeSet<No
     }
 }
 
+/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
+fn cases() -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 96,
+        cases: cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn replication_invariants_hold_under_random_faults(
+        min_insync in 1..=2u16,
+        flush_ms in prop_oneof![3 => Just(0u64), 1 => 1..10u64],
         actions in proptest::collection::vec(action(), 1..250)
     ) {
-        let mut w = World::new(&[1, 2, 3], broker_config());
+        let config = BrokerConfig {
+            flush_interval: flush_ms * MS,
+            ..broker_config()
+        };
+        let mut w = World::new(&[1, 2, 3], config);
         w.run(100 * MS);
-        w.create_topic(3, 2);
+        w.create_topic(3, min_insync);
         let mut checker = Checker::default();
         let mut next_value = 0;
         let mut down = BTreeSet::new();
