@@ -623,3 +623,74 @@ fn deleting_a_topic_removes_replicas_and_data() {
         );
     }
 }
+
+#[test]
+fn unknown_partitions_get_typed_errors() {
+    let mut w = three();
+    let other = TopicPartition::new("nope", 0);
+    let mut req = ProduceRequest {
+        correlation: 500,
+        tp: other.clone(),
+        acks: Acks::All,
+        timeout: MS,
+        batch: batch("x"),
+    };
+    w.queue.push_back((
+        Address::Client(1),
+        Address::Node(1),
+        Message::Produce(req.clone()),
+    ));
+    req.acks = Acks::None;
+    req.correlation = 501;
+    w.queue
+        .push_back((Address::Client(1), Address::Node(1), Message::Produce(req)));
+    w.queue.push_back((
+        Address::Node(2),
+        Address::Node(1),
+        Message::Fetch(FetchRequest {
+            correlation: 502,
+            tp: other,
+            replica_id: 2,
+            current_leader_epoch: 0,
+            fetch_offset: 0,
+            last_fetched_epoch: None,
+            max_bytes: 1,
+        }),
+    ));
+    w.deliver_all();
+    assert_eq!(
+        w.produce_response(500),
+        Some(Err(ProduceError::UnknownTopicOrPartition))
+    );
+    assert_eq!(w.produce_response(501), None, "acks=0 gets no answer");
+    // A fetch claiming to be from another replica than its sender is refused.
+    let leader = w.leader().unwrap();
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    let resp = {
+        let b = w.brokers.get_mut(&leader).unwrap();
+        b.handle(
+            0,
+            Address::Client(9),
+            Message::Fetch(FetchRequest {
+                correlation: 503,
+                tp: tp(),
+                replica_id: follower,
+                current_leader_epoch: 0,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                max_bytes: 1,
+            }),
+        );
+        b.drain_outputs()
+    };
+    assert!(resp.iter().any(|o| matches!(
+        o,
+        Output::Send {
+            msg: Message::FetchResponse(FetchResponse {
+                result: FetchResult::Error(FetchError::NotAssignedReplica(_)),
+                ..
+            }),
+            ..
+        }
+    )));
+}

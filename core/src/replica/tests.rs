@@ -698,3 +698,139 @@ fn hw_advances_only_with_a_record_of_the_current_epoch() {
     net.run(60 * MS); // the cut fetches time out and are resent
     assert_eq!(net.r(2).high_watermark(), marker_at + 1);
 }
+
+#[test]
+fn bug_unfenced_fetch_serves_stale_epochs() {
+    let mut cfg = config();
+    cfg.bugs.unfenced_fetch = true;
+    let mut net = Net::new(&[1, 2, 3], cfg);
+    net.elect(&[1, 2, 3], Some(1), 3, 3, &[1, 2, 3]);
+    let req = FetchRequest {
+        correlation: 1,
+        tp: tp(),
+        replica_id: 2,
+        current_leader_epoch: 1,
+        fetch_offset: 0,
+        last_fetched_epoch: None,
+        max_bytes: 1 << 20,
+    };
+    let now = net.now;
+    let r = net.r(1).handle_fetch(now, req);
+    assert!(
+        matches!(r.result, FetchResult::Records { .. }),
+        "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
+    );
+}
+
+#[test]
+fn list_offsets_and_consumer_epoch_checks() {
+    let mut net = three();
+    net.produce(1, Acks::All, &["a", "b"]);
+    net.run(10 * MS);
+    let list = |net: &mut Net, spec| {
+        let req = ListOffsetsRequest {
+            correlation: 1,
+            tp: tp(),
+            spec,
+        };
+        net.r(1).handle_list_offsets(&req).result
+    };
+    assert_eq!(
+        list(&mut net, OffsetSpec::Earliest)
+            .unwrap()
+            .unwrap()
+            .offset,
+        0
+    );
+    let latest = list(&mut net, OffsetSpec::Latest).unwrap().unwrap();
+    assert_eq!((latest.offset, latest.leader_epoch), (3, 1));
+    assert!(matches!(
+        net.r(2)
+            .handle_list_offsets(&ListOffsetsRequest {
+                correlation: 2,
+                tp: tp(),
+                spec: OffsetSpec::Latest
+            })
+            .result,
+        Err(ConsumerFetchError::NotLeader { .. })
+    ));
+    let mut req = ConsumerFetchRequest {
+        correlation: 3,
+        tp: tp(),
+        offset: 1,
+        max_bytes: 1 << 20,
+        current_leader_epoch: Some(0),
+    };
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::FencedLeaderEpoch {
+            request: 0,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = Some(2);
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::UnknownLeaderEpoch {
+            request: 2,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = Some(1);
+    req.offset = 99;
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::OffsetOutOfRange { offset: 99, .. })
+    ));
+    req.offset = 1;
+    let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+    assert_eq!(recs.batches[0].records.len(), 2);
+}
+
+#[test]
+fn produce_refusals_are_typed() {
+    let mut net = three();
+    let c = net.produce(2, Acks::All, &["x"]);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::NotLeader {
+            leader: Some(1),
+            leader_epoch: 1
+        }))
+    ));
+    let empty = RecordBatch {
+        records: Vec::new(),
+        ..batch(&[])
+    };
+    let c = net.produce_batch(1, Acks::Leader, empty);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidRecord(_)))
+    ));
+    let mut control = batch(&["c"]);
+    control.attributes = CONTROL_BATCH_BIT;
+    let c = net.produce_batch(1, Acks::Leader, control);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidRecord(_)))
+    ));
+    // Fenced producer epoch.
+    let mut b = batch(&["p"]);
+    b.producer = Some(ProducerInfo {
+        producer_id: 1,
+        producer_epoch: 2,
+        base_sequence: 0,
+    });
+    let c = net.produce_batch(1, Acks::Leader, b.clone());
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    b.producer = Some(ProducerInfo {
+        producer_id: 1,
+        producer_epoch: 1,
+        base_sequence: 1,
+    });
+    let c = net.produce_batch(1, Acks::Leader, b);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidProducerEpoch(_)))
+    ));
+}
