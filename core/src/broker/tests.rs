@@ -34,6 +34,7 @@ pub(crate) fn broker_config() -> BrokerConfig {
     BrokerConfig {
         replica_lag_time_max: 200 * MS,
         fetch_backoff: 2 * MS,
+        fetch_max_wait: 20 * MS,
         fetch_timeout: 50 * MS,
         alter_partition_retry: 50 * MS,
         heartbeat_interval: 20 * MS,
@@ -655,6 +656,8 @@ fn unknown_partitions_get_typed_errors() {
             fetch_offset: 0,
             last_fetched_epoch: None,
             max_bytes: 1,
+            high_watermark: 0,
+            max_wait: 0,
         }),
     ));
     w.deliver_all();
@@ -679,6 +682,8 @@ fn unknown_partitions_get_typed_errors() {
                 fetch_offset: 0,
                 last_fetched_epoch: None,
                 max_bytes: 1,
+                high_watermark: 0,
+                max_wait: 0,
             }),
         );
         b.drain_outputs()
