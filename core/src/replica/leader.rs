@@ -397,8 +397,11 @@ impl<L: ReplicaLog> Replica<L> {
         self.record_follower_fetch(now, req.replica_id, req.fetch_offset, leo);
         self.leader_maybe_advance_hw(now);
         let nothing_new = req.fetch_offset >= leo && req.high_watermark >= self.high_watermark;
-        if let (true, true, RoleState::Leader(l)) = (nothing_new, req.max_wait > 0, &mut self.role)
-        {
+        if let (true, true, RoleState::Leader(l)) = (
+            nothing_new,
+            req.max_wait > 0 && self.config.fetch_max_wait > 0,
+            &mut self.role,
+        ) {
             l.parked.insert(
                 req.replica_id,
                 Parked {
@@ -406,7 +409,12 @@ impl<L: ReplicaLog> Replica<L> {
                     fetch_offset: req.fetch_offset,
                     follower_hw: req.high_watermark,
                     max_bytes: req.max_bytes,
-                    deadline: now + req.max_wait.min(self.config.fetch_max_wait.max(1)),
+                    // Never hold a caught-up follower long enough to look lagging.
+                    deadline: now
+                        + req
+                            .max_wait
+                            .min(self.config.fetch_max_wait)
+                            .min(self.config.replica_lag_time_max / 2),
                 },
             );
             return None;
