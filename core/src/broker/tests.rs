@@ -699,3 +699,57 @@ fn unknown_partitions_get_typed_errors() {
         }
     )));
 }
+
+/// Drive the cluster the way the simulator does — jumping from one `next_timeout` to the
+/// next — and check that no timer stays due after its tick (which would spin a driver)
+/// and that an idle cluster wakes up rarely.
+#[test]
+fn next_timeout_never_spins_and_idle_cluster_sleeps() {
+    let mut w = three();
+    w.produce_wait(Acks::All, "a").unwrap();
+    let start = w.now;
+    let mut wakeups = 0;
+    while w.now < start + 2000 * MS {
+        w.deliver_all();
+        let next = w
+            .brokers
+            .values()
+            .filter_map(|b| b.next_timeout())
+            .chain(w.controller.as_ref().and_then(|c| c.next_timeout()))
+            .min()
+            .expect("some timer");
+        assert!(
+            next > w.now || wakeups == 0,
+            "timer due at {next} still pending at {}",
+            w.now
+        );
+        w.now = next.max(w.now + 1);
+        w.tick_all();
+        for b in w.brokers.values() {
+            let t = b.next_timeout().unwrap();
+            assert!(
+                t > w.now,
+                "broker {} due again at once ({t} <= {})",
+                b.id(),
+                w.now
+            );
+        }
+        wakeups += 1;
+    }
+    // Heartbeats every 20ms from 3 brokers plus held fetches expiring: well under 1000.
+    assert!(wakeups < 1000, "{wakeups} wakeups in 2s of idle time");
+    assert!(w.produce_wait(Acks::All, "b").is_ok());
+}
+
+#[test]
+fn corrupt_broker_state_file_is_a_typed_error() {
+    let disk = MemStorage::new();
+    let mut d = disk.clone();
+    d.write_atomic("broker.meta", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+        .unwrap();
+    match Broker::open(1, broker_config(), disk, 0) {
+        Err(BrokerError::Meta { path, .. }) => assert_eq!(path, "broker.meta"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("opened a broker over a corrupt state file"),
+    }
+}
