@@ -494,6 +494,12 @@ impl<S: Storage> PartitionLog<S> {
         &self.storage
     }
 
+    /// Flushes and closes the log, returning its storage.
+    pub fn close(mut self) -> Result<S, LogError> {
+        self.flush()?;
+        Ok(self.storage)
+    }
+
     /// Consumes the log, returning its storage (close without flushing).
     pub fn into_storage(self) -> S {
         self.storage
@@ -691,8 +697,8 @@ impl<S: Storage> PartitionLog<S> {
     /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
-            let (b, _) = RecordBatch::decode(bytes)
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
@@ -714,12 +720,11 @@ impl<S: Storage> PartitionLog<S> {
             self.check_range(from)?;
             return Ok(out);
         }
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
-            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
             if h.next_offset() > end {
                 return Ok(false);
             }
-            let (b, _) = RecordBatch::decode(bytes)
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
@@ -731,7 +736,7 @@ impl<S: Storage> PartitionLog<S> {
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |_, _, _, bytes| {
+        self.scan_batches(from, max_bytes, |_, _, _, bytes, _| {
             out.extend_from_slice(bytes);
             Ok(true)
         })?;
@@ -749,12 +754,11 @@ impl<S: Storage> PartitionLog<S> {
         };
         let (from, _) = self.segments[i].time_lookup(ts);
         let mut found = None;
-        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes| {
-            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes, h| {
             if h.max_timestamp < ts {
                 return Ok(true);
             }
-            let (b, _) = RecordBatch::decode(bytes)
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             found = b
                 .records
@@ -772,7 +776,7 @@ impl<S: Storage> PartitionLog<S> {
         &mut self,
         from: Offset,
         max_bytes: usize,
-        mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
+        mut f: impl FnMut(&str, u64, Offset, &[u8], &BatchHeader) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
         self.check_usable()?;
         self.check_range(from)?;
@@ -815,7 +819,7 @@ impl<S: Storage> PartitionLog<S> {
                             ));
                         }
                         let bytes = r.bytes(pos, len);
-                        verify_crc(bytes)
+                        let header = verify_crc(bytes)
                             .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
                         if header.record_count == 0 {
                             return Err(corrupt(r.path(), pos, expected, "batch has no records"));
@@ -831,7 +835,7 @@ impl<S: Storage> PartitionLog<S> {
                             return Ok(());
                         }
                         total += len;
-                        if !f(r.path(), pos, base, bytes)? {
+                        if !f(r.path(), pos, base, bytes, &header)? {
                             return Ok(());
                         }
                     }
