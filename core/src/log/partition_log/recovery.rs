@@ -245,6 +245,7 @@ impl<S: Storage> PartitionLog<S> {
         log.write_epoch_checkpoint()?;
         log.recovery_point = rp.min(leo);
         log.flush()?;
+        log.debug_check();
         summary.segments = log.segments.len();
         summary.log_start_offset = log.log_start_offset();
         summary.log_end_offset = leo;
