@@ -325,7 +325,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Validates the batches of segment `base` (length, CRC, structure, offsets),
     /// rebuilding its indexes. With `resume = Some(rp)` it starts at the last synced index
-    /// entry at or below the recovery point `rp` instead of the segment start, so a clean
+    /// entry below the recovery point `rp` instead of the segment start, so a clean
     /// restart does not re-read a whole large segment; if that start looks wrong (damage
     /// below `rp` right where the index pointed), it falls back to the segment start.
     fn validate_segment(
@@ -397,7 +397,7 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
-    /// Sets `seg` up as if it had been scanned up to its last index entry at or below `rp`
+    /// Sets `seg` up as if it had been scanned up to its last index entry below `rp`
     /// (entries that far were synced by the flush that recorded `rp`) and returns that
     /// entry's byte position, or 0 (scan everything) if the index files give none.
     fn resume_point(
@@ -417,7 +417,8 @@ impl<S: Storage> PartitionLog<S> {
             let e = IndexEntry::decode(c);
             let ok = index.last().is_none_or(|p| e.rel > p.rel && e.pos > p.pos)
                 && (e.pos as u64) < file_len
-                && base + e.rel as u64 <= rp;
+                // Strictly below: the batch at `rp` itself came after that flush.
+                && base + (e.rel as u64) < rp;
             if !ok {
                 break;
             }
