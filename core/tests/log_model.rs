@@ -393,8 +393,16 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
     }
 }
 
+/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
+fn cases(default: u32) -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(192), ..ProptestConfig::default() })]
 
     #[test]
     fn log_matches_model(cfg in config(), ops in proptest::collection::vec(op(), 1..80)) {
