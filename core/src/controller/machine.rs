@@ -281,6 +281,11 @@ impl<S: Storage> Controller<S> {
         self.log.storage()
     }
 
+    /// Stops the controller, returning its storage (every decision is already fsynced).
+    pub fn into_storage(self) -> S {
+        self.log.into_storage()
+    }
+
     pub fn config(&self) -> &ControllerConfig {
         &self.config
     }

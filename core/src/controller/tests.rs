@@ -948,7 +948,8 @@ fn corrupt_metadata_log_is_a_typed_open_error() {
         .expect("a segment");
     assert!(storage.flip_bit(&path, len / 2, 3));
     let config = h.c.config().clone();
-    drop(h);
+    let storage2 = h.c.into_storage();
+    drop(storage2);
     match Controller::open(storage, config, 0) {
         Err(ControllerOpenError::Log(crate::log::LogError::Corrupt { .. })) => {}
         Err(other) => panic!("unexpected error {other}"),
