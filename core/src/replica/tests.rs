@@ -488,7 +488,31 @@ macro_rules! replica_suite {
         /// divergent suffix instead of keeping a log that differs below the new HW.
         #[test]
         fn kip101_divergent_logs_reconcile_by_epoch() {
+            let (one, two) = kip101_divergence(Bugs::default());
+            assert_eq!(one, two);
+            assert!(one.iter().all(|(_, v)| v != "m2"));
+            assert!(one.iter().any(|(_, v)| v == "m3"));
+        }
+
+        /// Without epoch validation the leader trusts the divergent follower's offset: m2
+        /// stays on 1 at an offset the HW covers, where 2 holds its epoch marker.
+        #[test]
+        fn bug_unfenced_fetch_keeps_divergent_suffix_below_hw() {
+            let bugs = Bugs {
+                unfenced_fetch: true,
+                ..Bugs::default()
+            };
+            let (one, two) = kip101_divergence(bugs);
+            assert!(
+                one.iter().any(|(_, v)| v == "m2"),
+                "the bug keeps m2: {one:?}"
+            );
+            assert_ne!(one, two);
+        }
+
+        fn kip101_divergence(bugs: Bugs) -> (Values, Values) {
             let mut cfg = config();
+            cfg.bugs = bugs;
             cfg.min_insync_replicas = 1;
             let mut net = Net::<L>::new(&[1, 2], cfg);
             net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
@@ -509,9 +533,7 @@ macro_rules! replica_suite {
             net.restart(1);
             net.elect(&[1, 2], Some(2), 2, 2, &[2]);
             net.run(20 * MS);
-            assert_eq!(net.values(1), net.values(2));
-            assert!(net.values(1).iter().all(|(_, v)| v != "m2"));
-            assert!(net.values(1).iter().any(|(_, v)| v == "m3"));
+            (net.values(1), net.values(2))
         }
 
         /// KIP-279: leader 1 (epoch 1) fails over to 2 (epoch 2), which writes and fails back to
