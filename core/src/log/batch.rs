@@ -63,3 +63,673 @@ impl RecordBatch {
         self.base_offset + self.records.len() as u64
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Encoding. Layout (format version 1, all integers big-endian), see docs/format.md:
+//
+//   0  base_offset            u64
+//   8  batch_length           u32   bytes after this field (from byte 12 to the end)
+//  12  magic                  u8    format version, BATCH_MAGIC
+//  13  crc                    u32   CRC-32 (crc32fast) of bytes 17..end
+//  17  partition_leader_epoch u32
+//  21  attributes             u16
+//  23  first_timestamp        i64
+//  31  max_timestamp          i64
+//  39  producer_id            u64   u64::MAX = no producer
+//  47  producer_epoch         u16
+//  49  base_sequence          u32
+//  53  record_count           u32
+//  57  records...
+//
+// Unlike Kafka, the leader epoch sits after the CRC so that a flipped bit in it is caught;
+// the two fields before the CRC (base offset, length) are checked by the log against the
+// expected offset and the file length instead.
+// ---------------------------------------------------------------------------------------
+
+use thiserror::Error;
+
+/// Current batch format version, stored in the `magic` byte.
+pub const BATCH_MAGIC: u8 = 1;
+/// Bytes before the `batch_length` field's coverage starts (base offset + length).
+pub const LOG_OVERHEAD: usize = 12;
+/// Size of the fixed batch header.
+pub const BATCH_HEADER_LEN: usize = 57;
+/// Byte position of the CRC field.
+pub const CRC_POS: usize = 13;
+/// First byte covered by the CRC.
+pub const CRC_START: usize = 17;
+/// Smallest possible encoded record (no key, no value, no headers).
+pub const MIN_RECORD_LEN: usize = 4 + 4 + 8 + 4 + 4 + 4;
+const NO_PRODUCER: u64 = u64::MAX;
+
+/// Why a batch could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EncodeError {
+    #[error("batch too large to encode: {0} bytes")]
+    TooLarge(usize),
+    #[error("producer id {0:#x} is reserved to mean 'no producer'")]
+    ReservedProducerId(u64),
+}
+
+/// Why bytes could not be decoded as a batch. Every variant names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    #[error("truncated: {what} needs {need} bytes at byte {pos}, only {have} available")]
+    Truncated {
+        what: &'static str,
+        pos: usize,
+        need: usize,
+        have: usize,
+    },
+    #[error("unsupported batch format version {0} (expected {BATCH_MAGIC})")]
+    UnsupportedVersion(u8),
+    #[error("batch length {0} is smaller than the fixed header")]
+    LengthTooSmall(u32),
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("malformed batch: {0}")]
+    Malformed(String),
+}
+
+/// The fixed header of an encoded batch. Fields after the CRC are only trustworthy once
+/// [`verify_crc`] has passed on the whole batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: Offset,
+    pub batch_length: u32,
+    pub magic: u8,
+    pub crc: u32,
+    pub partition_leader_epoch: LeaderEpoch,
+    pub attributes: u16,
+    pub first_timestamp: TimestampMs,
+    pub max_timestamp: TimestampMs,
+    pub producer: Option<ProducerInfo>,
+    pub record_count: u32,
+}
+
+impl BatchHeader {
+    /// Parses the fixed header at the start of `buf` (which may hold more than one batch).
+    /// Checks the version and that the length covers the header; not the CRC.
+    pub fn parse(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut c = Cursor::new(buf);
+        let base_offset = c.u64("base_offset")?;
+        let batch_length = c.u32("batch_length")?;
+        let magic = c.u8("magic")?;
+        if magic != BATCH_MAGIC {
+            return Err(DecodeError::UnsupportedVersion(magic));
+        }
+        if (batch_length as usize) < BATCH_HEADER_LEN - LOG_OVERHEAD {
+            return Err(DecodeError::LengthTooSmall(batch_length));
+        }
+        let crc = c.u32("crc")?;
+        let partition_leader_epoch = c.u32("partition_leader_epoch")?;
+        let attributes = c.u16("attributes")?;
+        let first_timestamp = c.i64("first_timestamp")?;
+        let max_timestamp = c.i64("max_timestamp")?;
+        let producer_id = c.u64("producer_id")?;
+        let producer_epoch = c.u16("producer_epoch")?;
+        let base_sequence = c.u32("base_sequence")?;
+        let record_count = c.u32("record_count")?;
+        let producer = (producer_id != NO_PRODUCER).then_some(ProducerInfo {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        });
+        Ok(Self {
+            base_offset,
+            batch_length,
+            magic,
+            crc,
+            partition_leader_epoch,
+            attributes,
+            first_timestamp,
+            max_timestamp,
+            producer,
+            record_count,
+        })
+    }
+
+    /// Total encoded size of the batch, header included.
+    pub fn total_len(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length as usize
+    }
+
+    /// Offset just past the batch (saturating: a corrupt count cannot overflow).
+    pub fn next_offset(&self) -> Offset {
+        self.base_offset.saturating_add(self.record_count as u64)
+    }
+}
+
+/// Checks the CRC of one whole encoded batch (`buf` must hold exactly or at least the batch).
+pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
+    let h = BatchHeader::parse(buf)?;
+    let total = h.total_len();
+    if buf.len() < total {
+        return Err(DecodeError::Truncated {
+            what: "batch body",
+            pos: 0,
+            need: total,
+            have: buf.len(),
+        });
+    }
+    let computed = crc32fast::hash(&buf[CRC_START..total]);
+    if computed != h.crc {
+        return Err(DecodeError::CrcMismatch {
+            stored: h.crc,
+            computed,
+        });
+    }
+    Ok(h)
+}
+
+fn record_len(r: &Record) -> usize {
+    MIN_RECORD_LEN
+        + r.key.as_ref().map_or(0, |k| k.len())
+        + r.value.as_ref().map_or(0, |v| v.len())
+        + r.headers
+            .iter()
+            .map(|h| 8 + h.key.len() + h.value.len())
+            .sum::<usize>()
+}
+
+impl RecordBatch {
+    /// Size of the encoded batch in bytes.
+    pub fn encoded_len(&self) -> usize {
+        BATCH_HEADER_LEN + self.records.iter().map(record_len).sum::<usize>()
+    }
+
+    /// Encodes the batch (format version [`BATCH_MAGIC`]).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the encoded batch to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let total = self.encoded_len();
+        if total - LOG_OVERHEAD > u32::MAX as usize || self.records.len() > u32::MAX as usize {
+            return Err(EncodeError::TooLarge(total));
+        }
+        for r in &self.records {
+            if record_len(r) - 4 > i32::MAX as usize {
+                return Err(EncodeError::TooLarge(total));
+            }
+        }
+        let (pid, pepoch, pseq) = match self.producer {
+            Some(p) if p.producer_id == NO_PRODUCER => {
+                return Err(EncodeError::ReservedProducerId(p.producer_id))
+            }
+            Some(p) => (p.producer_id, p.producer_epoch, p.base_sequence),
+            None => (NO_PRODUCER, u16::MAX, u32::MAX),
+        };
+        let start = out.len();
+        out.reserve(total);
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        out.extend_from_slice(&((total - LOG_OVERHEAD) as u32).to_be_bytes());
+        out.push(BATCH_MAGIC);
+        out.extend_from_slice(&[0; 4]); // CRC, filled below
+        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        out.extend_from_slice(&self.attributes.to_be_bytes());
+        out.extend_from_slice(&self.first_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&pid.to_be_bytes());
+        out.extend_from_slice(&pepoch.to_be_bytes());
+        out.extend_from_slice(&pseq.to_be_bytes());
+        out.extend_from_slice(&(self.records.len() as u32).to_be_bytes());
+        for r in &self.records {
+            out.extend_from_slice(&((record_len(r) - 4) as u32).to_be_bytes());
+            out.extend_from_slice(&r.offset_delta.to_be_bytes());
+            out.extend_from_slice(&r.timestamp_delta.to_be_bytes());
+            put_opt_bytes(out, r.key.as_deref());
+            put_opt_bytes(out, r.value.as_deref());
+            out.extend_from_slice(&(r.headers.len() as u32).to_be_bytes());
+            for h in &r.headers {
+                out.extend_from_slice(&(h.key.len() as u32).to_be_bytes());
+                out.extend_from_slice(h.key.as_bytes());
+                out.extend_from_slice(&(h.value.len() as u32).to_be_bytes());
+                out.extend_from_slice(&h.value);
+            }
+        }
+        debug_assert_eq!(out.len() - start, total);
+        let crc = crc32fast::hash(&out[start + CRC_START..]);
+        out[start + CRC_POS..start + CRC_START].copy_from_slice(&crc.to_be_bytes());
+        Ok(())
+    }
+
+    /// Decodes one batch from the start of `buf`, returning it and the bytes it used.
+    /// Never panics: any malformed input gives a [`DecodeError`].
+    pub fn decode(buf: &[u8]) -> Result<(RecordBatch, usize), DecodeError> {
+        let h = verify_crc(buf)?;
+        let total = h.total_len();
+        if h.base_offset.checked_add(h.record_count as u64).is_none() {
+            return Err(DecodeError::Malformed(format!(
+                "base offset {} + record count {} overflows",
+                h.base_offset, h.record_count
+            )));
+        }
+        let body = &buf[..total];
+        let mut c = Cursor {
+            buf: body,
+            pos: BATCH_HEADER_LEN,
+        };
+        let max_records = (total - BATCH_HEADER_LEN) / MIN_RECORD_LEN;
+        if h.record_count as usize > max_records {
+            return Err(DecodeError::Malformed(format!(
+                "record count {} cannot fit in {} bytes",
+                h.record_count,
+                total - BATCH_HEADER_LEN
+            )));
+        }
+        let mut records = Vec::with_capacity(h.record_count as usize);
+        for i in 0..h.record_count {
+            let len = c.u32("record_length")? as usize;
+            let rec_start = c.pos;
+            let offset_delta = c.u32("offset_delta")?;
+            let timestamp_delta = c.i64("timestamp_delta")?;
+            let key = c.opt_bytes("key")?;
+            let value = c.opt_bytes("value")?;
+            let nh = c.u32("header_count")? as usize;
+            if nh > c.remaining() / 8 {
+                return Err(DecodeError::Malformed(format!(
+                    "record {i}: header count {nh} cannot fit in the batch"
+                )));
+            }
+            let mut headers = Vec::with_capacity(nh);
+            for _ in 0..nh {
+                let klen = c.u32("header key length")? as usize;
+                let kb = c.take(klen, "header key")?;
+                let key = String::from_utf8(kb.to_vec()).map_err(|_| {
+                    DecodeError::Malformed(format!("record {i}: header key is not UTF-8"))
+                })?;
+                let vlen = c.u32("header value length")? as usize;
+                let value = c.take(vlen, "header value")?.to_vec();
+                headers.push(Header { key, value });
+            }
+            if c.pos - rec_start != len {
+                return Err(DecodeError::Malformed(format!(
+                    "record {i}: length field says {len} bytes, fields use {}",
+                    c.pos - rec_start
+                )));
+            }
+            records.push(Record {
+                offset_delta,
+                timestamp_delta,
+                key,
+                value,
+                headers,
+            });
+        }
+        if c.pos != total {
+            return Err(DecodeError::Malformed(format!(
+                "{} trailing bytes after the last record",
+                total - c.pos
+            )));
+        }
+        Ok((
+            RecordBatch {
+                base_offset: h.base_offset,
+                partition_leader_epoch: h.partition_leader_epoch,
+                attributes: h.attributes,
+                producer: h.producer,
+                first_timestamp: h.first_timestamp,
+                max_timestamp: h.max_timestamp,
+                records,
+            },
+            total,
+        ))
+    }
+
+    /// Decodes a buffer holding zero or more whole batches back to back.
+    pub fn decode_all(mut buf: &[u8]) -> Result<Vec<RecordBatch>, DecodeError> {
+        let mut out = Vec::new();
+        while !buf.is_empty() {
+            let (b, n) = Self::decode(buf)?;
+            out.push(b);
+            buf = &buf[n..];
+        }
+        Ok(out)
+    }
+}
+
+fn put_opt_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        Some(b) => {
+            out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Bounds-checked big-endian reader: every read names the field it wanted.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated {
+                what,
+                pos: self.pos,
+                need: n,
+                have: self.remaining(),
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.arr::<1>(what)?[0])
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.arr(what)?))
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.arr(what)?))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.arr(what)?))
+    }
+    fn i64(&mut self, what: &'static str) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.arr(what)?))
+    }
+    fn opt_bytes(&mut self, what: &'static str) -> Result<Option<Vec<u8>>, DecodeError> {
+        let len = i32::from_be_bytes(self.arr(what)?);
+        match len {
+            -1 => Ok(None),
+            n if n < 0 => Err(DecodeError::Malformed(format!(
+                "{what} length {n} is negative"
+            ))),
+            n => Ok(Some(self.take(n as usize, what)?.to_vec())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> RecordBatch {
+        RecordBatch {
+            base_offset: 42,
+            partition_leader_epoch: 7,
+            attributes: 0,
+            producer: Some(ProducerInfo {
+                producer_id: 9,
+                producer_epoch: 2,
+                base_sequence: 100,
+            }),
+            first_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_000_005,
+            records: vec![
+                Record {
+                    offset_delta: 0,
+                    timestamp_delta: 0,
+                    key: Some(b"k".to_vec()),
+                    value: Some(b"hello".to_vec()),
+                    headers: vec![Header {
+                        key: "h".into(),
+                        value: b"v".to_vec(),
+                    }],
+                },
+                Record {
+                    offset_delta: 1,
+                    timestamp_delta: 5,
+                    key: None,
+                    value: None,
+                    headers: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_length() {
+        let b = sample();
+        let enc = b.encode().unwrap();
+        assert_eq!(enc.len(), b.encoded_len());
+        let (dec, n) = RecordBatch::decode(&enc).unwrap();
+        assert_eq!((dec, n), (b.clone(), enc.len()));
+        let mut two = enc.clone();
+        two.extend_from_slice(&enc);
+        assert_eq!(RecordBatch::decode_all(&two).unwrap(), vec![b.clone(), b]);
+        let h = BatchHeader::parse(&enc).unwrap();
+        assert_eq!(
+            (h.base_offset, h.record_count, h.next_offset()),
+            (42, 2, 44)
+        );
+    }
+
+    #[test]
+    fn zero_length_input() {
+        assert!(matches!(
+            RecordBatch::decode(&[]),
+            Err(DecodeError::Truncated {
+                what: "base_offset",
+                ..
+            })
+        ));
+        assert_eq!(RecordBatch::decode_all(&[]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn truncated_header() {
+        let enc = sample().encode().unwrap();
+        for cut in 0..BATCH_HEADER_LEN {
+            assert!(
+                matches!(
+                    RecordBatch::decode(&enc[..cut]),
+                    Err(DecodeError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn length_past_end() {
+        let enc = sample().encode().unwrap();
+        for cut in BATCH_HEADER_LEN..enc.len() {
+            assert!(matches!(
+                RecordBatch::decode(&enc[..cut]),
+                Err(DecodeError::Truncated {
+                    what: "batch body",
+                    ..
+                })
+            ));
+        }
+        let mut big = enc.clone();
+        big[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&big),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn length_too_small() {
+        let mut enc = sample().encode().unwrap();
+        enc[8..12].copy_from_slice(&3u32.to_be_bytes());
+        assert_eq!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::LengthTooSmall(3))
+        );
+    }
+
+    #[test]
+    fn wrong_crc() {
+        let mut enc = sample().encode().unwrap();
+        enc[CRC_POS] ^= 0xff;
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::CrcMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn unsupported_version() {
+        let mut enc = sample().encode().unwrap();
+        enc[12] = 9;
+        assert_eq!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::UnsupportedVersion(9))
+        );
+    }
+
+    #[test]
+    fn every_bit_flip_is_caught_or_harmless() {
+        // Flips after the CRC field fail the CRC; flips before it fail the length/version
+        // checks, except in the base offset, which the log checks against its position.
+        let b = sample();
+        let enc = b.encode().unwrap();
+        for pos in 0..enc.len() {
+            for bit in 0..8 {
+                let mut bad = enc.clone();
+                bad[pos] ^= 1 << bit;
+                if let Ok((d, _)) = RecordBatch::decode(&bad) {
+                    assert!(pos < 8, "undetected flip at byte {pos}");
+                    assert_ne!(d.base_offset, b.base_offset);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn crc_valid_but_malformed_records() {
+        // Hand-build a batch whose record length lies, with a correct CRC.
+        let mut enc = sample().encode().unwrap();
+        let rec0 = BATCH_HEADER_LEN;
+        enc[rec0..rec0 + 4].copy_from_slice(&1000u32.to_be_bytes());
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::Malformed(_))
+        ));
+        // A record count the bytes cannot hold.
+        let mut enc = sample().encode().unwrap();
+        enc[53..57].copy_from_slice(&u32::MAX.to_be_bytes());
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn reserved_producer_id_refused() {
+        let mut b = sample();
+        b.producer = Some(ProducerInfo {
+            producer_id: u64::MAX,
+            producer_epoch: 0,
+            base_sequence: 0,
+        });
+        assert!(matches!(
+            b.encode(),
+            Err(EncodeError::ReservedProducerId(_))
+        ));
+    }
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        (
+            any::<u32>(),
+            any::<i64>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+            proptest::collection::vec(
+                ("[a-z]{0,5}", proptest::collection::vec(any::<u8>(), 0..5)),
+                0..3,
+            ),
+        )
+            .prop_map(|(offset_delta, timestamp_delta, key, value, hs)| Record {
+                offset_delta,
+                timestamp_delta,
+                key,
+                value,
+                headers: hs
+                    .into_iter()
+                    .map(|(key, value)| Header { key, value })
+                    .collect(),
+            })
+    }
+
+    fn arb_batch() -> impl Strategy<Value = RecordBatch> {
+        (
+            0u64..u64::MAX / 2,
+            any::<u32>(),
+            any::<u16>(),
+            proptest::option::of((0u64..u64::MAX - 1, any::<u16>(), any::<u32>())),
+            any::<i64>(),
+            any::<i64>(),
+            proptest::collection::vec(arb_record(), 0..6),
+        )
+            .prop_map(
+                |(base_offset, epoch, attributes, p, ft, mt, records)| RecordBatch {
+                    base_offset,
+                    partition_leader_epoch: epoch,
+                    attributes,
+                    producer: p.map(
+                        |(producer_id, producer_epoch, base_sequence)| ProducerInfo {
+                            producer_id,
+                            producer_epoch,
+                            base_sequence,
+                        },
+                    ),
+                    first_timestamp: ft,
+                    max_timestamp: mt,
+                    records,
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn prop_roundtrip(b in arb_batch()) {
+            let enc = b.encode().unwrap();
+            prop_assert_eq!(enc.len(), b.encoded_len());
+            let (d, n) = RecordBatch::decode(&enc).unwrap();
+            prop_assert_eq!(n, enc.len());
+            prop_assert_eq!(d, b);
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = RecordBatch::decode(&bytes);
+            let _ = RecordBatch::decode_all(&bytes);
+            let _ = BatchHeader::parse(&bytes);
+        }
+
+        #[test]
+        fn prop_mutated_batch_never_panics(b in arb_batch(), edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4), fix_crc in any::<bool>()) {
+            let mut enc = b.encode().unwrap();
+            for (i, v) in edits {
+                let i = i % enc.len();
+                enc[i] = v;
+            }
+            if fix_crc && enc.len() >= CRC_START {
+                let crc = crc32fast::hash(&enc[CRC_START..]);
+                enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+            }
+            let _ = RecordBatch::decode(&enc);
+        }
+    }
+}
