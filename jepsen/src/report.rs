@@ -56,6 +56,7 @@ impl fmt::Display for AnomalyKind {
 
 /// How many times one anomaly occurred, with the first few occurrences (by history index).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Anomaly<T> {
     pub count: u64,
     pub examples: Vec<T>,
@@ -72,6 +73,7 @@ impl<T> Default for Anomaly<T> {
 
 /// An acknowledged send whose value no read ever observed (lost-write, unseen).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Missing {
     pub topic: Text,
     pub partition: Partition,
@@ -86,6 +88,7 @@ pub struct Missing {
 
 /// An offset seen at some history index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Located {
     pub index: Index,
     pub offset: Offset,
@@ -93,6 +96,7 @@ pub struct Located {
 
 /// A value observed at more than one place (duplicate).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Duplicate {
     pub value: Text,
     /// Every distinct place the value was seen (first observation of each), by partition and
@@ -102,6 +106,7 @@ pub struct Duplicate {
 
 /// Where a value was observed, and by which event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Place {
     pub topic: Text,
     pub partition: Partition,
@@ -122,6 +127,7 @@ pub enum Source {
 
 /// One offset seen holding different values (inconsistent-offsets).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Inconsistent {
     pub topic: Text,
     pub partition: Partition,
@@ -132,6 +138,7 @@ pub struct Inconsistent {
 
 /// A value and the event that observed it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Observed {
     pub value: Text,
     pub index: Index,
@@ -141,6 +148,7 @@ pub struct Observed {
 /// Two successive observations by one process of one partition that go wrong
 /// (nonmonotonic-poll, poll-skip, their int- forms, nonmonotonic-send).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Step {
     pub process: Process,
     pub topic: Text,
@@ -161,6 +169,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// A value at an offset, seen by the event at `index`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Seen {
     pub index: Index,
     pub offset: Offset,
@@ -169,6 +178,7 @@ pub struct Seen {
 
 /// What the history contained, for context in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Stats {
     pub events: u64,
     pub processes: u64,
@@ -272,13 +282,20 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.stats;
+        let found = self.found();
+        if found.is_empty() {
+            writeln!(f, "VALID: no anomalies")?;
+        } else {
+            let names: Vec<&str> = found.iter().map(|k| k.name()).collect();
+            writeln!(f, "INVALID: {}", names.join(", "))?;
+        }
         writeln!(
             f,
-            "{}: {} events, {} processes, {} partitions; {} sends ok ({} info, {} fail), {} polls ok reading {} records",
-            if self.valid { "VALID" } else { "INVALID" },
+            "history: {} events, {} processes, {} partitions, {} values; sends ok {}, info {}, fail {}; polls ok {} reading {} records",
             s.events,
             s.processes,
             s.partitions,
+            s.values,
             s.sends_ok,
             s.sends_info,
             s.sends_fail,
