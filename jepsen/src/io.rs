@@ -130,9 +130,13 @@ impl<R: BufRead> HistoryReader<R> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let event = match serde_json::from_slice::<Event>(&self.buf) {
-                Ok(event) => event,
-                Err(err) => return Some(Err(malformed(line, &err))),
+            // The fast path reads the common lines; serde reads (or rejects) everything else.
+            let event = match crate::fast::parse_line(&self.buf) {
+                Some(event) => event,
+                None => match serde_json::from_slice::<Event>(&self.buf) {
+                    Ok(event) => event,
+                    Err(err) => return Some(Err(malformed(line, &err))),
+                },
             };
             if let Some(last) = self.last_index {
                 if event.index <= last {
