@@ -119,6 +119,15 @@ fn generate(path: &str, events: u64, seed: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// CPU time this (single-threaded) process has run, in seconds, from /proc (Linux): on a
+/// shared machine wall time also counts waiting for a core.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(f64::NAN, |ns| ns as f64 / 1e9)
+}
+
 /// Peak resident set size of this process, from /proc (Linux), in bytes.
 fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -129,27 +138,24 @@ fn peak_rss() -> Option<u64> {
 
 fn run_check(path: &str, final_reads: bool) -> Result<(), Box<dyn std::error::Error>> {
     let size = std::fs::metadata(path)?.len();
-    let start = Instant::now();
+    let (wall0, cpu0) = (Instant::now(), cpu_seconds());
     let events = read_history(BufReader::with_capacity(1 << 20, File::open(path)?))?;
-    let read = start.elapsed();
-    let start = Instant::now();
+    let (wall1, cpu1) = (Instant::now(), cpu_seconds());
     let report = check(&events, &CheckOptions::default().final_reads(final_reads));
-    let checked = start.elapsed();
+    let (wall2, cpu2) = (Instant::now(), cpu_seconds());
     let n = events.len() as f64;
-    let total = (read + checked).as_secs_f64();
     println!("file: {path}, {} bytes, {} events", size, events.len());
-    println!(
-        "read:  {:.3} s, {:.0} events/s, {:.0} MB/s",
-        read.as_secs_f64(),
-        n / read.as_secs_f64(),
-        size as f64 / 1e6 / read.as_secs_f64()
-    );
-    println!(
-        "check: {:.3} s, {:.0} events/s",
-        checked.as_secs_f64(),
-        n / checked.as_secs_f64()
-    );
-    println!("total: {:.3} s, {:.0} events/s", total, n / total);
+    let phase = |name: &str, wall: f64, cpu: f64| {
+        println!(
+            "{name:<6} wall {wall:.3} s = {:>9.0} events/s; cpu {cpu:.3} s = {:>9.0} events/s, {:.0} MB/s",
+            n / wall,
+            n / cpu,
+            size as f64 / 1e6 / cpu
+        )
+    };
+    phase("read", (wall1 - wall0).as_secs_f64(), cpu1 - cpu0);
+    phase("check", (wall2 - wall1).as_secs_f64(), cpu2 - cpu1);
+    phase("total", (wall2 - wall0).as_secs_f64(), cpu2 - cpu0);
     if let Some(rss) = peak_rss() {
         println!(
             "peak RSS: {} bytes = {:.2}x the file",

@@ -13,7 +13,13 @@ use crate::history::{
 
 /// Parses one line, or `None` if the line is anything but a plain, valid send/poll/crash.
 pub(crate) fn parse_line(line: &[u8]) -> Option<Event> {
-    let mut p = Parser { b: line, i: 0 };
+    // One UTF-8 check per line; strings are then sliced at ASCII quotes, always boundaries.
+    let text = std::str::from_utf8(line).ok()?;
+    let mut p = Parser {
+        s: text,
+        b: line,
+        i: 0,
+    };
     let event = p.event()?;
     p.ws();
     if p.i != line.len() {
@@ -23,6 +29,7 @@ pub(crate) fn parse_line(line: &[u8]) -> Option<Event> {
 }
 
 struct Parser<'a> {
+    s: &'a str,
     b: &'a [u8],
     i: usize,
 }
@@ -64,7 +71,7 @@ impl<'a> Parser<'a> {
                 _ => self.i += 1,
             }
         }
-        let s = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        let s = self.s.get(start..self.i)?;
         self.i += 1;
         Some(s)
     }
