@@ -2,19 +2,22 @@
 //! each process's position; a sort-and-scan per partition then finds the offset- and
 //! value-level anomalies, and the known offsets it collects decide which gaps are skips.
 //!
-//! Work is linear in the history plus a sort of each partition's observations (which arrive
-//! almost sorted). Hash maps are used only for lookups; nothing iterates them into the report.
+//! Work is linear in the history: the per-partition sort is a counting sort by offset (a
+//! comparison sort only when offsets are sparse). Hash maps are lookup tables only; nothing
+//! iterates them into the report, which is ordered by history index.
 
+use crate::fxhash::FastMap;
 use crate::history::{Event, EventType, Function, Index, Offset, Partition, Process, Text};
 use crate::report::{
     Anomaly, Duplicate, Inconsistent, Located, Missing, Observed, Place, Report, Seen, Source,
     Stats, Step,
 };
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 
 /// Examples kept per anomaly unless told otherwise.
 pub const DEFAULT_MAX_EXAMPLES: usize = 8;
+/// Within one example, how many places, values or skipped offsets are listed (all counted).
+const MAX_LISTED: usize = 8;
 
 /// How to judge a history.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,72 +52,6 @@ pub fn check(events: &[Event], options: &CheckOptions) -> Report {
 
 type TpId = u32;
 type ValueId = u32;
-
-/// Hash maps here are lookup tables only: their order never reaches the report. They hash
-/// with FxHash (as rustc does) because SipHash's DoS resistance buys nothing for a checker
-/// and cost a sixth of its time.
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-#[derive(Default, Clone, Copy)]
-struct FxHasher {
-    hash: u64,
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // Fx mixes input into the high bits only, but the table indexes with the low bits:
-        // finish with murmur3's fmix64 so values differing late in the string spread out.
-        let mut h = self.hash;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
 
 /// Position of an event in the checked slice (examples convert it to the event's index).
 type At = u64;
@@ -399,7 +336,7 @@ impl<'a> Checker<'a> {
         let max = self.options.max_examples;
         let mut lost: Examples<(TpId, Obs)> = Examples::new(max);
         let mut unseen: Examples<(TpId, Obs)> = Examples::new(max);
-        let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>)> = Examples::new(max);
+        let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>, u64)> = Examples::new(max);
         // Where each value was first seen, and every place of values seen in several places.
         let mut first_place: Vec<Option<(TpId, Obs)>> = vec![None; self.values.len()];
         let mut dup_places: BTreeMap<ValueId, Vec<(TpId, Obs)>> = BTreeMap::new();
@@ -433,7 +370,10 @@ impl<'a> Checker<'a> {
                 }
                 if any_read && distinct.len() > 1 {
                     distinct.sort_by_key(|d| d.at);
-                    inconsistent.add(distinct[0].at, || (tp, offset, distinct.clone()));
+                    inconsistent.add(distinct[0].at, || {
+                        let listed = distinct[..distinct.len().min(MAX_LISTED)].to_vec();
+                        (tp, offset, listed, distinct.len() as u64)
+                    });
                 }
                 for o in &distinct {
                     match first_place[o.value as usize] {
@@ -473,7 +413,7 @@ impl<'a> Checker<'a> {
                         before: gap.before,
                         after: gap.after,
                     };
-                    let shown = offsets[lo..hi.min(lo + DEFAULT_MAX_EXAMPLES)].to_vec();
+                    let shown = offsets[lo..hi.min(lo + MAX_LISTED)].to_vec();
                     (raw, shown, (hi - lo) as u64)
                 });
             }
@@ -625,19 +565,25 @@ impl View<'_, '_> {
         places.sort_by_key(|p| p.1.at);
         Duplicate {
             value: self.value(places[0].1.value),
+            place_count: places.len() as u64,
             places: places
                 .into_iter()
+                .take(MAX_LISTED)
                 .map(|(tp, o)| self.place(tp, o))
                 .collect(),
         }
     }
 
-    fn inconsistent(&self, (tp, offset, distinct): (TpId, Offset, Vec<Obs>)) -> Inconsistent {
+    fn inconsistent(
+        &self,
+        (tp, offset, distinct, count): (TpId, Offset, Vec<Obs>, u64),
+    ) -> Inconsistent {
         let part = &self.parts[tp as usize];
         Inconsistent {
             topic: part.topic.clone(),
             partition: part.partition,
             offset,
+            value_count: count,
             values: distinct
                 .into_iter()
                 .map(|o| Observed {

@@ -9,6 +9,7 @@
 
 pub mod check;
 mod fast;
+mod fxhash;
 pub mod history;
 pub mod io;
 pub mod report;

@@ -99,8 +99,9 @@ pub struct Located {
 #[serde(rename_all = "kebab-case")]
 pub struct Duplicate {
     pub value: Text,
-    /// Every distinct place the value was seen (first observation of each), by partition and
-    /// offset.
+    /// How many distinct places (partition, offset) the value was seen at.
+    pub place_count: u64,
+    /// The first few of them (by history index), each with its first observation.
     pub places: Vec<Place>,
 }
 
@@ -132,7 +133,9 @@ pub struct Inconsistent {
     pub topic: Text,
     pub partition: Partition,
     pub offset: Offset,
-    /// Each distinct value with the first event that observed it there.
+    /// How many distinct values the offset was seen holding.
+    pub value_count: u64,
+    /// The first few of them (by history index), each with the first event that observed it.
     pub values: Vec<Observed>,
 }
 
@@ -333,7 +336,7 @@ impl fmt::Display for Report {
                                 p.index
                             )?;
                         }
-                        writeln!(f)?;
+                        more(f, d.place_count, d.places.len())?;
                     }
                 }
                 AnomalyKind::InconsistentOffsets => {
@@ -348,7 +351,7 @@ impl fmt::Display for Report {
                                 v.index
                             )?;
                         }
-                        writeln!(f)?;
+                        more(f, i.value_count, i.values.len())?;
                     }
                 }
                 AnomalyKind::NonmonotonicPoll => step_lines(f, &self.nonmonotonic_poll)?,
@@ -359,6 +362,14 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+/// Ends an example line, saying how many entries it did not list.
+fn more(f: &mut fmt::Formatter<'_>, count: u64, listed: usize) -> fmt::Result {
+    match count.saturating_sub(listed as u64) {
+        0 => writeln!(f),
+        n => writeln!(f, " and {n} more"),
     }
 }
 

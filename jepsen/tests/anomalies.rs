@@ -425,3 +425,18 @@ fn extreme_offsets_do_not_overflow() {
     assert_eq!(r.poll_skip.count, 0, "{r}");
     assert_eq!(r.inconsistent_offsets.count, 1, "{r}");
 }
+
+#[test]
+fn long_lists_inside_an_example_are_capped_but_counted() {
+    let mut h = H::new();
+    h.send(1, 0, "a", 0);
+    for i in 0..20 {
+        h.poll(2 + i, &[(0, 0, &format!("x{i}")), (0, 100 + i, "a")]);
+    }
+    let r = h.check();
+    let i = &r.inconsistent_offsets.examples[0];
+    assert_eq!((i.value_count, i.values.len()), (21, 8));
+    assert_eq!(i.values[0].value.as_str(), "a");
+    let d = &r.duplicate.examples[0];
+    assert_eq!((d.place_count, d.places.len()), (21, 8));
+}
