@@ -61,8 +61,16 @@ fn assert_prefix(got: &[RecordBatch], want: &[RecordBatch]) {
     }
 }
 
+/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
+fn cases(default: u32) -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn flips_are_never_served(

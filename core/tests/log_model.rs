@@ -199,6 +199,7 @@ impl World {
             );
         }
         for m in &self.model {
+            assert_eq!(log.epoch_cache().epoch_at(m.base), Some(m.epoch));
             let i = entries.partition_point(|e| e.start_offset <= m.base);
             assert!(i > 0, "no epoch entry for batch at {}", m.base);
             assert_eq!(entries[i - 1].epoch, m.epoch, "{entries:?} batch {m:?}");
@@ -372,6 +373,14 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
                     assert!(bs.len() == 1 || total <= max_bytes as usize);
                     let raw = w.log().read_raw(x, max_bytes as usize).unwrap();
                     assert_eq!(RecordBatch::decode_all(&raw).unwrap(), bs);
+                    // Bounded read (e.g. below a high watermark).
+                    let hw = x + (frac as u64 % 7);
+                    let below = w.log().read_until(x, max_bytes as usize, hw).unwrap();
+                    assert!(below.iter().all(|b| b.next_offset() <= hw));
+                    assert_eq!(&below[..], &bs[..below.len()]);
+                    if bs[0].next_offset() <= hw {
+                        assert!(!below.is_empty());
+                    }
                 }
             }
             Op::Timestamp { frac } => {
@@ -384,8 +393,16 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
     }
 }
 
+/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
+fn cases(default: u32) -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(192), ..ProptestConfig::default() })]
 
     #[test]
     fn log_matches_model(cfg in config(), ops in proptest::collection::vec(op(), 1..80)) {

@@ -513,3 +513,49 @@ fn failed_fsync_poisons_until_reopen() {
     let (log, _) = open(&mem).unwrap();
     assert_eq!(log.log_end_offset(), 6);
 }
+
+#[test]
+fn flushed_inactive_segments_are_trusted_on_reopen() {
+    let mem = MemStorage::new();
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..cfg()
+    };
+    let (mut log, _) = PartitionLog::open(mem.clone(), "p", config.clone()).unwrap();
+    for i in 0..12 {
+        // Constant timestamps: the time index gets few entries.
+        let mut b = batch(i, 2);
+        b.first_timestamp = 5;
+        log.append_as_leader(b, 1, 0).unwrap();
+    }
+    log.flush().unwrap();
+    let segs = log.segment_count();
+    assert!(segs >= 4);
+    drop(log);
+    let (_, sum) = PartitionLog::open(mem.clone(), "p", config).unwrap();
+    assert_eq!(
+        sum.segments_validated, 1,
+        "only the active segment: {sum:?}"
+    );
+}
+
+#[test]
+fn lowered_time_index_entry_is_not_trusted() {
+    let mem = MemStorage::new();
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_ms: Some(1000),
+        ..cfg()
+    };
+    build(&mem, 8, true, config.clone());
+    // Lower the first segment's max timestamp in its time index (a flipped high bit).
+    let tpath = "p/00000000000000000000.timeindex";
+    let mut t = mem.contents(tpath).unwrap();
+    let n = t.len();
+    t[n - 12] ^= 0x80; // sign bit: hugely negative timestamp
+    mem.put_raw(tpath, &t);
+    let (mut log, sum) = PartitionLog::open(mem.clone(), "p", config).unwrap();
+    assert!(sum.segments_validated >= 2, "{sum:?}");
+    // Retention must not treat the segment as ancient.
+    assert_eq!(log.apply_retention(500).unwrap().segments_deleted, 0);
+}

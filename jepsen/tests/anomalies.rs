@@ -393,3 +393,50 @@ fn report_json_uses_jepsen_names_and_round_trips() {
 fn empty_history_is_valid() {
     assert_valid(&check(&[], &CheckOptions::default().final_reads(true)));
 }
+
+#[test]
+fn sparse_offsets_are_checked_too() {
+    // Offsets far apart take the comparison-sort path instead of the counting sort.
+    let big = 1u64 << 40;
+    let mut h = H::new();
+    h.send(1, 0, "a", 3);
+    h.send(1, 0, "b", big);
+    h.send(1, 0, "c", 2 * big);
+    h.poll(2, &[(0, big, "x"), (0, 3, "a")]);
+    h.poll(3, &[(0, 2 * big, "c")]);
+    let r = h.check();
+    assert_eq!(r.inconsistent_offsets.count, 1, "{r}");
+    assert_eq!(r.inconsistent_offsets.examples[0].offset, big);
+    assert_eq!(r.int_nonmonotonic_poll.count, 1, "{r}");
+    assert_eq!(r.lost_write.count, 1, "{r}");
+    assert_eq!(r.lost_write.examples[0].value.as_str(), "b");
+    assert_eq!(r.duplicate.count, 0, "{r}");
+}
+
+#[test]
+fn extreme_offsets_do_not_overflow() {
+    let mut h = H::new();
+    h.poll(2, &[(0, u64::MAX, "a"), (0, u64::MAX, "a"), (0, 0, "b")]);
+    h.poll(2, &[(0, u64::MAX - 1, "c")]);
+    h.send(1, 0, "d", u64::MAX);
+    let r = h.check();
+    assert_eq!(r.int_nonmonotonic_poll.count, 2, "{r}");
+    // 0 -> MAX-1 is a gap, but no offset inside it is known to hold a record.
+    assert_eq!(r.poll_skip.count, 0, "{r}");
+    assert_eq!(r.inconsistent_offsets.count, 1, "{r}");
+}
+
+#[test]
+fn long_lists_inside_an_example_are_capped_but_counted() {
+    let mut h = H::new();
+    h.send(1, 0, "a", 0);
+    for i in 0..20 {
+        h.poll(2 + i, &[(0, 0, &format!("x{i}")), (0, 100 + i, "a")]);
+    }
+    let r = h.check();
+    let i = &r.inconsistent_offsets.examples[0];
+    assert_eq!((i.value_count, i.values.len()), (21, 8));
+    assert_eq!(i.values[0].value.as_str(), "a");
+    let d = &r.duplicate.examples[0];
+    assert_eq!((d.place_count, d.places.len()), (21, 8));
+}

@@ -210,3 +210,20 @@ fn invalid_utf8_is_an_error_naming_the_line() {
     let e = read_history(&bytes[..]).unwrap_err();
     assert_eq!(e.line(), 2, "{e}");
 }
+
+#[test]
+fn writer_refuses_events_the_reader_would_reject() {
+    let mut w = HistoryWriter::new(Vec::new());
+    let no_offset = Value::Send(SendValue::new("t", 0, "v"));
+    let err = w
+        .write(1, 1, EventType::Ok, Function::Send, no_offset)
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("offset"), "{err}");
+    let err = w
+        .write(1, 1, EventType::Ok, Function::Poll, Value::Null)
+        .unwrap_err();
+    assert!(err.to_string().contains("records"), "{err}");
+    assert_eq!(w.next_index(), 0);
+    assert!(w.into_inner().unwrap().is_empty());
+}

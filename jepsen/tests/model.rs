@@ -292,11 +292,19 @@ fn inject(m: &mut Model, kind: AnomalyKind, pick: usize) {
             m.h.send(fresh, partition, &value, len);
         }
         AnomalyKind::InconsistentOffsets => {
-            let polls = ok_polls(m);
-            let at = polls[pick % polls.len()];
-            let records = records_mut(m, at);
-            let r = pick % records.len();
-            records[r].value = format!("bogus-{pick}").into();
+            // Change what a read saw at an offset an acknowledged send also names (an offset
+            // read only once, of an unacknowledged send, would give no second opinion).
+            let acked: std::collections::BTreeSet<(u32, u64)> = m.acked.iter().copied().collect();
+            let mut candidates = Vec::new();
+            for at in ok_polls(m) {
+                for (i, r) in m.h.events[at].records().unwrap().iter().enumerate() {
+                    if acked.contains(&(r.partition, r.offset)) {
+                        candidates.push((at, i));
+                    }
+                }
+            }
+            let (at, i) = candidates[pick % candidates.len()];
+            records_mut(m, at)[i].value = format!("bogus-{pick}").into();
         }
         AnomalyKind::NonmonotonicPoll => {
             let polls = ok_polls(m);
