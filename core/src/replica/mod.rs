@@ -14,7 +14,6 @@ mod leader;
 mod log;
 
 #[cfg(test)]
-pub(crate) mod memlog;
 #[cfg(test)]
 mod tests;
 

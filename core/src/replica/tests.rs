@@ -1,8 +1,7 @@
-//! Scripted replica-level tests: three replicas over in-memory logs, metadata decisions
+//! Scripted replica-level tests: three replicas over `PartitionLog`s on `MemStorage`, metadata decisions
 //! made by the test (standing in for the controller), every message routed by hand so
 //! each KIP-101/279/320 sequence is reproduced step by step.
 
-use super::memlog::VecLog;
 use super::*;
 use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo, Record};
 use crate::message::*;
@@ -39,9 +38,9 @@ fn batch(values: &[&str]) -> RecordBatch {
     }
 }
 
-/// A log the scripted tests can run on: the in-memory `VecLog` and the real
-/// `PartitionLog` over `MemStorage` (so the KIP sequences also exercise the real epoch
-/// cache and crash recovery).
+/// What the scripted tests need of a log beyond `ReplicaLog`. Only the real
+/// `PartitionLog` over `MemStorage` implements it: one log implementation, so the KIP
+/// sequences exercise the real epoch cache and crash recovery.
 pub(crate) trait TestLog: ReplicaLog + Sized {
     fn fresh() -> Self;
     /// Lose everything unsynced and come back.
@@ -57,16 +56,6 @@ pub(crate) trait TestLog: ReplicaLog + Sized {
             out.extend(batches);
         }
         out
-    }
-}
-
-impl TestLog for VecLog {
-    fn fresh() -> Self {
-        VecLog::default()
-    }
-    fn crash(mut self) -> Self {
-        VecLog::crash(&mut self);
-        self
     }
 }
 
@@ -928,12 +917,6 @@ macro_rules! replica_suite {
             ));
         }
     };
-}
-
-mod on_vec_log {
-    use super::*;
-    type L = VecLog;
-    replica_suite!();
 }
 
 mod on_partition_log {
