@@ -9,6 +9,7 @@
 //! collects the effects it returns (messages to send, records to make durable, replies to
 //! clients). Same inputs, same outputs, always; that is what lets one seed replay a run.
 
+pub mod group;
 pub mod log;
 pub mod types;
 
