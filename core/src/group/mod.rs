@@ -11,11 +11,13 @@
 //! See `docs/groups.md` for the protocol, fencing and persistence format.
 
 pub mod assignor;
+pub mod consumer;
 pub mod coordinator;
 pub mod protocol;
 pub mod records;
 pub mod state;
 
 pub use assignor::*;
+pub use consumer::*;
 pub use coordinator::*;
 pub use protocol::*;
