@@ -307,7 +307,10 @@ pub struct GroupConsumer {
     owned: BTreeMap<TopicPartition, PartitionState>,
     metadata: TopicPartitions,
     revoking: Option<(Vec<TopicPartition>, AfterRevoke)>,
-    inflight: BTreeMap<CorrelationId, (Inflight, Nanos)>,
+    /// Request, when it was sent, when it times out.
+    inflight: BTreeMap<CorrelationId, (Inflight, Nanos, Nanos)>,
+    /// Send time of the request whose response is being handled.
+    answered_sent_at: Nanos,
     next_correlation: CorrelationId,
     next_commit: CommitId,
     /// Commits waiting for a coordinator to retry against, with the generation they were
@@ -336,6 +339,7 @@ impl GroupConsumer {
             metadata: BTreeMap::new(),
             revoking: None,
             inflight: BTreeMap::new(),
+            answered_sent_at: 0,
             next_correlation: 1,
             next_commit: 1,
             retry_commits: Vec::new(),
@@ -506,9 +510,12 @@ impl GroupConsumer {
         correlation: CorrelationId,
         response: ConsumerResponse,
     ) {
-        let Some((what, _)) = self.inflight.remove(&correlation) else {
+        let Some((what, sent, _)) = self.inflight.remove(&correlation) else {
             return; // timed out earlier, or a duplicate
         };
+        // Session liveness is measured from when the coordinator could at the earliest have
+        // seen the request, so the client gives up no later than the coordinator evicts it.
+        self.answered_sent_at = sent;
         match (what, response) {
             (
                 Inflight::FindCoordinator,
@@ -582,11 +589,11 @@ impl GroupConsumer {
         let expired: Vec<CorrelationId> = self
             .inflight
             .iter()
-            .filter(|(_, (_, d))| now >= *d)
+            .filter(|(_, (_, _, d))| now >= *d)
             .map(|(c, _)| *c)
             .collect();
         for c in expired {
-            let (what, _) = self.inflight.remove(&c).expect("listed");
+            let (what, _, _) = self.inflight.remove(&c).expect("listed");
             self.after_timeout(now, what);
         }
         // Fail user commits whose retry deadline passed while waiting for a coordinator.
@@ -609,29 +616,24 @@ impl GroupConsumer {
                 CommitPurpose::Auto => {}
             }
         }
-        // Client-side session check: silent for a session timeout means the coordinator has
-        // probably evicted us; stop processing before someone else starts.
-        let waiting = self
-            .inflight
-            .values()
-            .any(|(w, _)| matches!(w, Inflight::Join | Inflight::Sync));
-        if !self.owned.is_empty()
-            && !waiting
-            && self.revoking.is_none()
-            && now >= self.last_contact + self.config.session_timeout
-        {
+        // Client-side liveness: the coordinator evicts a member a session timeout after the
+        // last request it saw, or at the end of a rebalance it did not rejoin, or a rebalance
+        // timeout after a join it did not sync; `last_contact` is the send time of the last
+        // request answered in a way that rules those out, so giving up at the earlier bound
+        // stops processing no later than anyone else can be handed our partitions.
+        if !self.owned.is_empty() && now >= self.liveness_deadline() {
             self.lose_partitions(now);
         }
         self.step(now);
     }
 
     pub fn next_timeout(&self) -> Option<Nanos> {
-        let mut t: Vec<Nanos> = self.inflight.values().map(|(_, d)| *d).collect();
+        let mut t: Vec<Nanos> = self.inflight.values().map(|(_, _, d)| *d).collect();
         if self.phase == MemberPhase::Stable {
             t.push(self.next_heartbeat);
-            if !self.owned.is_empty() {
-                t.push(self.last_contact + self.config.session_timeout);
-            }
+        }
+        if !self.owned.is_empty() {
+            t.push(self.liveness_deadline());
         }
         if self.backoff_until > 0 {
             t.push(self.backoff_until);
@@ -657,6 +659,19 @@ impl GroupConsumer {
 
     // ---- internals ----------------------------------------------------------------------
 
+    fn liveness_deadline(&self) -> Nanos {
+        self.last_contact
+            + self
+                .config
+                .session_timeout
+                .min(self.config.rebalance_timeout)
+    }
+
+    /// The coordinator answered a request that refreshed our session.
+    fn contact(&mut self) {
+        self.last_contact = self.last_contact.max(self.answered_sent_at);
+    }
+
     fn event(&mut self, e: ConsumerEvent) {
         self.outputs.push(ConsumerOutput::Event(e));
     }
@@ -669,7 +684,8 @@ impl GroupConsumer {
             Inflight::Join => self.config.rebalance_timeout + self.config.request_timeout,
             _ => self.config.request_timeout,
         };
-        self.inflight.insert(correlation, (what, now + timeout));
+        self.inflight
+            .insert(correlation, (what, now, now + timeout));
         self.outputs.push(ConsumerOutput::Send {
             to,
             correlation,
@@ -678,7 +694,7 @@ impl GroupConsumer {
     }
 
     fn in_flight(&self, f: impl Fn(&Inflight) -> bool) -> bool {
-        self.inflight.values().any(|(w, _)| f(w))
+        self.inflight.values().any(|(w, _, _)| f(w))
     }
 
     fn send_group(&mut self, now: Nanos, req: GroupRequest, what: Inflight) -> bool {
@@ -991,7 +1007,7 @@ impl GroupConsumer {
                     self.fail(GroupError::InconsistentGroupProtocol);
                     return;
                 };
-                self.last_contact = now;
+                self.contact();
                 self.member_id = Some(resp.member_id.clone());
                 self.generation = Some(resp.generation);
                 self.protocol = Some(kind);
@@ -1086,7 +1102,7 @@ impl GroupConsumer {
                 self.group_error(now, &e);
             }
             Ok(a) => {
-                self.last_contact = now;
+                self.contact();
                 self.phase = MemberPhase::Stable;
                 self.next_heartbeat = now + self.config.heartbeat_interval;
                 if let Some(i) = self.config.auto_commit_interval {
@@ -1125,9 +1141,9 @@ impl GroupConsumer {
 
     fn on_heartbeat(&mut self, now: Nanos, r: Result<(), GroupError>) {
         match r {
-            Ok(()) => self.last_contact = now,
+            Ok(()) => self.contact(),
+            // No contact: the coordinator's join deadline started before this answer.
             Err(GroupError::RebalanceInProgress) => {
-                self.last_contact = now;
                 if self.phase == MemberPhase::Stable {
                     self.request_rejoin(now);
                 }

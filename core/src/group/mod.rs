@@ -21,3 +21,6 @@ pub use assignor::*;
 pub use consumer::*;
 pub use coordinator::*;
 pub use protocol::*;
+
+#[cfg(test)]
+mod tests;

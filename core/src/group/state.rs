@@ -143,7 +143,9 @@ impl Effects {
     }
 
     pub fn append(&mut self, mut records: Vec<Record>, then: PendingAppend) -> AppendId {
-        let id = self.next_append;
+        // Ids carry the leader epoch: a completion meant for an earlier incarnation of this
+        // coordinator can never be mistaken for one of ours.
+        let id = (u64::from(self.epoch) << 32) | (self.next_append & 0xffff_ffff);
         self.next_append += 1;
         records::number_records(&mut records);
         self.outputs.push(CoordinatorOutput::Append {
@@ -1017,7 +1019,14 @@ impl Group {
     ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, GroupError> {
         let wanted: Vec<TopicPartition> = match &req.partitions {
             Some(p) => p.clone(),
-            None => self.offsets.keys().cloned().collect(),
+            None => self
+                .offsets
+                .keys()
+                .chain(self.pending_commits.keys())
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         };
         if req.require_stable
             && wanted
