@@ -22,6 +22,7 @@ enum Op {
     Failover(u8),
     AckDelay(u8),
     Reset(u8, u8),
+    Zombie(u8, u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -35,6 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3).prop_map(Op::Failover),
         1 => (0u8..4).prop_map(Op::AckDelay),
         1 => (0u8..4, 0u8..30).prop_map(|(p, o)| Op::Reset(p, o)),
+        2 => (any::<u8>(), 0u8..4).prop_map(|(z, p)| Op::Zombie(z, p)),
     ]
 }
 
@@ -60,7 +62,7 @@ proptest! {
             let n = w.consumers.len();
             match op {
                 Op::Run(steps) => {
-                    for _ in 0..steps {
+                    for _ in 0..steps as u32 * 4 {
                         w.step();
                     }
                 }
@@ -76,6 +78,7 @@ proptest! {
                 Op::Heal(i) => w.cut[i as usize % n] = false,
                 Op::Failover(k) => w.failover(k as usize),
                 Op::AckDelay(d) => w.ack_delay_steps = d as u32,
+                Op::Zombie(z, p) => w.zombie_commit(z as usize, &TopicPartition::new(TOPIC, p as u32)),
                 Op::Reset(p, o) => {
                     // Only accepted while the group is empty; either way invariants hold.
                     w.admin_reset(&TopicPartition::new(TOPIC, p as u32), o as u64);
@@ -96,5 +99,9 @@ proptest! {
         w.run(60 * S);
         prop_assert!(w.all_processed(), "processed {:?}", w.processed.iter().map(|(t, s)| (t.to_string(), s.len())).collect::<Vec<_>>());
         prop_assert!(w.stable_generation().is_some());
+        // Finally every identity ever held replays a commit: only current ones get through.
+        for z in 0..w.identities.len() {
+            w.zombie_commit(z, &TopicPartition::new(TOPIC, (z % 4) as u32));
+        }
     }
 }

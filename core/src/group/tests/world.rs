@@ -61,6 +61,8 @@ pub struct World {
     pub resets: u32,
     /// Target of the last explicit reset per partition: records below it may be skipped.
     pub reset_to: BTreeMap<TopicPartition, Offset>,
+    /// Every (member id, generation) a consumer has held: the identities a zombie may replay.
+    pub identities: BTreeSet<(MemberId, GenerationId)>,
 }
 
 impl World {
@@ -90,6 +92,7 @@ impl World {
             acked_commit: BTreeMap::new(),
             resets: 0,
             reset_to: BTreeMap::new(),
+            identities: BTreeSet::new(),
         }
     }
 
@@ -380,6 +383,66 @@ impl World {
             self.app(i);
         }
         self.flush();
+        for c in self.consumers.iter().flatten() {
+            if let (Some(m), Some(g)) = (c.member_id(), c.generation()) {
+                self.identities.insert((m.clone(), g));
+            }
+        }
+    }
+
+    /// A zombie replays an identity it once held and commits offset 0 for `tp`. Accepted only
+    /// if that identity is still the current generation's (then it is a legitimate rewind by a
+    /// live member, counted as a reset); otherwise it must be refused.
+    pub fn zombie_commit(&mut self, pick: usize, tp: &TopicPartition) {
+        let Some((member_id, generation)) = self
+            .identities
+            .iter()
+            .nth(pick % self.identities.len().max(1))
+            .cloned()
+        else {
+            return;
+        };
+        let current = self.coord.group(super::harness::GROUP).is_some_and(|g| {
+            g.generation == generation
+                && g.members.contains_key(&member_id)
+                && g.state != GroupState::CompletingRebalance
+        });
+        let req = GroupRequest::OffsetCommit(OffsetCommitRequest {
+            group_id: super::harness::GROUP.into(),
+            committer: Committer::Member {
+                member_id,
+                generation,
+                group_instance_id: None,
+            },
+            offsets: [(tp.clone(), OffsetAndMetadata::new(0))].into(),
+        });
+        self.coord.handle(self.now, 998, 1, req);
+        self.coordinator_outputs();
+        self.ack_appends();
+        let accepted = self.queue.iter().any(|m| {
+            matches!(
+                m,
+                Msg::ToClient {
+                    client: 998,
+                    resp: ConsumerResponse::Group(GroupResponse::OffsetCommit(Ok(()))),
+                    ..
+                }
+            )
+        });
+        self.queue
+            .retain(|m| !matches!(m, Msg::ToClient { client: 998, .. }));
+        let active = matches!(self.coord.phase(), CoordinatorPhase::Active { .. });
+        assert_eq!(
+            accepted,
+            current && active,
+            "stale identity's commit accepted (or live one refused)"
+        );
+        if accepted {
+            self.resets += 1;
+            self.reset_to.insert(tp.clone(), 0);
+            self.high_commit.insert(tp.clone(), 0);
+            self.acked_commit.insert(tp.clone(), 0);
+        }
     }
 
     pub fn run(&mut self, d: Nanos) {
