@@ -6,6 +6,7 @@
 //! * [`assignor`]: range, round-robin and cooperative-sticky assignors (pure functions).
 //! * [`coordinator`]: `GroupCoordinator`, the groups of one `__consumer_offsets` partition,
 //!   hosted by the broker leading that partition.
+//! * [`host`]: `GroupCoordinators`, the per-broker set of hosted coordinators (broker seam).
 //! * [`consumer`]: `GroupConsumer`, the client side.
 //!
 //! See `docs/groups.md` for the protocol, fencing and persistence format.
@@ -13,6 +14,7 @@
 pub mod assignor;
 pub mod consumer;
 pub mod coordinator;
+pub mod host;
 pub mod protocol;
 pub mod records;
 pub mod state;
@@ -20,6 +22,7 @@ pub mod state;
 pub use assignor::*;
 pub use consumer::*;
 pub use coordinator::*;
+pub use host::GroupCoordinators;
 pub use protocol::*;
 
 #[cfg(test)]
