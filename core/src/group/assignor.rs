@@ -374,7 +374,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
 
         /// Heterogeneous subscriptions: each partition has exactly one eligible owner.
         #[test]

@@ -1418,8 +1418,7 @@ impl GroupConsumer {
             return;
         };
         if p.fetch_offset != Some(offset) {
-            p.fetching = false;
-            return; // stale: seeked or reset since
+            return; // stale: seeked or reset since (a newer fetch may be in flight)
         }
         p.fetching = false;
         match r {

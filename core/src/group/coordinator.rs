@@ -281,11 +281,16 @@ impl GroupCoordinator {
                 })),
             ),
             GroupRequest::JoinGroup(req) => {
+                let id = req.group_id.clone();
                 let g = self
                     .groups
-                    .entry(req.group_id.clone())
-                    .or_insert_with(|| Group::new(req.group_id.clone()));
+                    .entry(id.clone())
+                    .or_insert_with(|| Group::new(id.clone()));
                 g.join(now, w, req, cfg, fx);
+                // A refused first join leaves nothing behind.
+                if g.is_pristine() {
+                    self.groups.remove(&id);
+                }
             }
             GroupRequest::SyncGroup(req) => match self.groups.get_mut(&req.group_id) {
                 Some(g) => g.sync(now, w, req, cfg, fx),

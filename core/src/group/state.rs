@@ -260,6 +260,16 @@ impl Group {
         }
     }
 
+    /// Never used: nothing to keep or persist.
+    pub fn is_pristine(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.generation == 0
+            && self.members.is_empty()
+            && self.pending_members.is_empty()
+            && self.offsets.is_empty()
+            && self.pending_commits.is_empty()
+    }
+
     /// Rebuild from a persisted group record: members are restored with fresh sessions, so
     /// live ones keep their generation (and a failover alone causes no rebalance) while dead
     /// ones expire.

@@ -437,3 +437,18 @@ fn plain_failover_keeps_generation_members_and_offsets() {
     assert_eq!(h.view().state, GroupState::PreparingRebalance);
     assert!(!h.view().members.contains_key(&ids[2]));
 }
+
+#[test]
+fn refused_first_join_leaves_no_group() {
+    let mut h = Harness::new();
+    let mut bad = join(None, None);
+    if let GroupRequest::JoinGroup(j) = &mut bad {
+        j.session_timeout = 1;
+    }
+    assert_eq!(
+        h.call(1, bad),
+        GroupResponse::JoinGroup(Err(GroupError::InvalidSessionTimeout))
+    );
+    assert!(h.coord.group(GROUP).is_none());
+    assert!(h.log.is_empty());
+}
