@@ -213,3 +213,59 @@ fn commit_outside_a_stable_generation_is_refused_locally() {
             result: Err(CommitError::NotOwned(TopicPartition::new("other", 0)))
         })));
 }
+
+fn static_config(w: &World, instance: &str) -> ConsumerConfig {
+    let mut c = w.consumer_config(AssignorKind::Range, AppMode::Auto);
+    c.instance_id = Some(instance.into());
+    c
+}
+
+#[test]
+fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
+    let mut w = World::new(6, 20);
+    for i in ["a", "b", "c"] {
+        let c = static_config(&w, i);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let generation = w.stable_generation().unwrap();
+    let had = w.consumer(1).assignment();
+    // Crash b and start a new process with the same instance id well within the session.
+    w.crash(1);
+    w.run(2 * S);
+    let c = static_config(&w, "b");
+    let b2 = w.add(c, AppMode::Auto);
+    w.run(5 * S);
+    assert_eq!(w.stable_generation(), Some(generation), "no rebalance");
+    assert_eq!(w.consumer(b2).assignment(), had);
+    assert_covering(&w, &[0, 2, b2]);
+    assert!(w.all_processed());
+}
+
+#[test]
+fn a_replaced_static_zombie_is_fenced_and_stops() {
+    let mut w = World::new(6, 20);
+    for i in ["a", "b"] {
+        let c = static_config(&w, i);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    // The operator restarts b elsewhere while the old b is merely cut off: static membership
+    // trusts the instance id, so for a moment both think they own b's partitions.
+    w.check_ownership = false;
+    w.cut[1] = true;
+    let c = static_config(&w, "b");
+    let b2 = w.add(c, AppMode::Auto);
+    w.run(2 * S);
+    w.cut[1] = false;
+    w.run(8 * S);
+    assert!(w
+        .events
+        .iter()
+        .any(|(i, e)| *i == 1 && *e == ConsumerEvent::Fatal(GroupError::FencedInstanceId)));
+    assert!(w.consumer(1).assignment().is_empty());
+    w.check_ownership = true;
+    w.run(5 * S);
+    assert_covering(&w, &[0, b2]);
+}
