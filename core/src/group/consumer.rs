@@ -323,10 +323,41 @@ pub struct GroupConsumer {
     outputs: Vec<ConsumerOutput>,
 }
 
+/// A consumer configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerConfigError {
+    #[error("group id is empty")]
+    EmptyGroupId,
+    #[error("no assignor configured")]
+    NoAssignors,
+    #[error("heartbeat interval must be shorter than the session timeout")]
+    HeartbeatNotBelowSession,
+    #[error("max_poll_records must be at least 1")]
+    ZeroPollRecords,
+}
+
+impl ConsumerConfig {
+    pub fn validate(&self) -> Result<(), ConsumerConfigError> {
+        if self.group_id.is_empty() {
+            return Err(ConsumerConfigError::EmptyGroupId);
+        }
+        if self.assignors.is_empty() {
+            return Err(ConsumerConfigError::NoAssignors);
+        }
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(ConsumerConfigError::HeartbeatNotBelowSession);
+        }
+        if self.max_poll_records == 0 {
+            return Err(ConsumerConfigError::ZeroPollRecords);
+        }
+        Ok(())
+    }
+}
+
 impl GroupConsumer {
-    pub fn new(config: ConsumerConfig) -> Self {
-        assert!(!config.assignors.is_empty(), "at least one assignor");
-        Self {
+    pub fn new(config: ConsumerConfig) -> Result<Self, ConsumerConfigError> {
+        config.validate()?;
+        Ok(Self {
             config,
             topics: BTreeSet::new(),
             phase: MemberPhase::Unsubscribed,
@@ -348,7 +379,7 @@ impl GroupConsumer {
             last_contact: 0,
             next_auto_commit: 0,
             outputs: Vec::new(),
-        }
+        })
     }
 
     // ---- views --------------------------------------------------------------------------

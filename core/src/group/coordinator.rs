@@ -270,6 +270,7 @@ impl GroupCoordinator {
             self.fx.respond(w, GroupResponse::error_for(&request, e));
             return;
         }
+        let gid = request.group_id().to_string();
         let cfg = &self.config;
         let fx = &mut self.fx;
         match request {
@@ -353,7 +354,7 @@ impl GroupCoordinator {
                 fx.respond(w, GroupResponse::OffsetFetch(r));
             }
         }
-        self.check_invariants();
+        self.check_invariants(&gid);
     }
 
     /// The host's report on an `Append` effect.
@@ -365,6 +366,11 @@ impl GroupCoordinator {
     ) {
         let Some(p) = self.fx.pending.remove(&id) else {
             return; // Issued before an unload: nobody is waiting any more.
+        };
+        let gid = match &p {
+            PendingAppend::Commit { group, .. } | PendingAppend::Metadata { group, .. } => {
+                group.clone()
+            }
         };
         let cfg = &self.config;
         let fx = &mut self.fx;
@@ -390,7 +396,7 @@ impl GroupCoordinator {
                 }
             }
         }
-        self.check_invariants();
+        self.check_invariants(&gid);
     }
 
     /// Advance time: session expiry, join and sync deadlines.
@@ -401,9 +407,11 @@ impl GroupCoordinator {
         for g in self.groups.values_mut() {
             if g.next_timeout().is_some_and(|t| t <= now) {
                 g.tick(now, &self.config, &mut self.fx);
+                if cfg!(debug_assertions) {
+                    g.check_invariants();
+                }
             }
         }
-        self.check_invariants();
     }
 
     /// Earliest time at which `tick` has something to do.
@@ -443,9 +451,10 @@ impl GroupCoordinator {
         })
     }
 
-    fn check_invariants(&self) {
+    /// Debug check of the invariants of the group a call touched.
+    fn check_invariants(&self, group: &str) {
         if cfg!(debug_assertions) {
-            for g in self.groups.values() {
+            if let Some(g) = self.groups.get(group) {
                 g.check_invariants();
             }
         }

@@ -269,3 +269,23 @@ fn a_replaced_static_zombie_is_fenced_and_stops() {
     w.run(5 * S);
     assert_covering(&w, &[0, b2]);
 }
+
+#[test]
+fn unusable_configs_are_refused_by_name() {
+    let mut c = ConsumerConfig::new("g");
+    c.assignors.clear();
+    assert_eq!(
+        GroupConsumer::new(c).err(),
+        Some(ConsumerConfigError::NoAssignors)
+    );
+    let mut c = ConsumerConfig::new("g");
+    c.heartbeat_interval = c.session_timeout;
+    assert_eq!(
+        GroupConsumer::new(c).err(),
+        Some(ConsumerConfigError::HeartbeatNotBelowSession)
+    );
+    assert_eq!(
+        GroupConsumer::new(ConsumerConfig::new("")).err(),
+        Some(ConsumerConfigError::EmptyGroupId)
+    );
+}

@@ -117,7 +117,7 @@ impl World {
     }
 
     pub fn add(&mut self, config: ConsumerConfig, mode: AppMode) -> usize {
-        let mut c = GroupConsumer::new(config);
+        let mut c = GroupConsumer::new(config).expect("valid config");
         c.subscribe(self.now, &[TOPIC]);
         self.consumers.push(Some(c));
         self.modes.push(mode);
