@@ -302,6 +302,8 @@ pub struct GroupConsumer {
     coordinator: Option<NodeId>,
     member_id: Option<MemberId>,
     generation: Option<GenerationId>,
+    /// Generation of the last assignment received: what `owned` is claimed with on rejoin.
+    owned_generation: Option<GenerationId>,
     protocol: Option<AssignorKind>,
     pending_join: Option<JoinGroupResponse>,
     owned: BTreeMap<TopicPartition, PartitionState>,
@@ -364,6 +366,7 @@ impl GroupConsumer {
             coordinator: None,
             member_id: None,
             generation: None,
+            owned_generation: None,
             protocol: None,
             pending_join: None,
             owned: BTreeMap::new(),
@@ -852,7 +855,7 @@ impl GroupConsumer {
         let subscription = Subscription {
             topics: self.topics.iter().cloned().collect(),
             owned,
-            generation: self.generation,
+            generation: self.owned_generation,
         };
         let req = GroupRequest::JoinGroup(JoinGroupRequest {
             group_id: self.config.group_id.clone(),
@@ -964,6 +967,7 @@ impl GroupConsumer {
         }
         self.revoking = None;
         self.generation = None;
+        self.owned_generation = None;
         self.request_rejoin(now);
     }
 
@@ -1139,6 +1143,7 @@ impl GroupConsumer {
                 if let Some(i) = self.config.auto_commit_interval {
                     self.next_auto_commit = now + i;
                 }
+                self.owned_generation = self.generation;
                 let new: BTreeSet<TopicPartition> = a.partitions.into_iter().collect();
                 let revoked: Vec<TopicPartition> = self
                     .owned
