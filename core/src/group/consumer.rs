@@ -323,6 +323,9 @@ pub struct GroupConsumer {
     last_contact: Nanos,
     next_auto_commit: Nanos,
     outputs: Vec<ConsumerOutput>,
+    /// Latest time seen: deadlines at or before it were already acted on (or wait on
+    /// something with its own deadline), so `next_timeout` never reports them.
+    last_now: Nanos,
 }
 
 /// A consumer configuration that cannot work.
@@ -382,6 +385,7 @@ impl GroupConsumer {
             last_contact: 0,
             next_auto_commit: 0,
             outputs: Vec::new(),
+            last_now: 0,
         })
     }
 
@@ -619,45 +623,9 @@ impl GroupConsumer {
         self.step(now);
     }
 
+    /// Advance time: request timeouts, commit retry deadlines, client-side liveness (every
+    /// other entry point does this too).
     pub fn tick(&mut self, now: Nanos) {
-        let expired: Vec<CorrelationId> = self
-            .inflight
-            .iter()
-            .filter(|(_, (_, _, d))| now >= *d)
-            .map(|(c, _)| *c)
-            .collect();
-        for c in expired {
-            let (what, _, _) = self.inflight.remove(&c).expect("listed");
-            self.after_timeout(now, what);
-        }
-        // Fail user commits whose retry deadline passed while waiting for a coordinator.
-        let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retry_commits)
-            .into_iter()
-            .partition(|c| match c.purpose {
-                CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
-                    now >= deadline
-                }
-                CommitPurpose::Auto => false,
-            });
-        self.retry_commits = live;
-        for c in dead {
-            match c.purpose {
-                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
-                    id,
-                    result: Err(CommitError::Timeout),
-                }),
-                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
-                CommitPurpose::Auto => {}
-            }
-        }
-        // Client-side liveness: the coordinator evicts a member a session timeout after the
-        // last request it saw, or at the end of a rebalance it did not rejoin, or a rebalance
-        // timeout after a join it did not sync; `last_contact` is the send time of the last
-        // request answered in a way that rules those out, so giving up at the earlier bound
-        // stops processing no later than anyone else can be handed our partitions.
-        if !self.owned.is_empty() && now >= self.liveness_deadline() {
-            self.lose_partitions(now);
-        }
         self.step(now);
     }
 
@@ -684,7 +652,7 @@ impl GroupConsumer {
             }
             CommitPurpose::Auto => None,
         }));
-        t.into_iter().min()
+        t.into_iter().filter(|t| *t > self.last_now).min()
     }
 
     pub fn drain_outputs(&mut self) -> Vec<ConsumerOutput> {
@@ -752,7 +720,50 @@ impl GroupConsumer {
     }
 
     /// The driver: issue whatever the current state needs.
+    fn timers(&mut self, now: Nanos) {
+        let expired: Vec<CorrelationId> = self
+            .inflight
+            .iter()
+            .filter(|(_, (_, _, d))| now >= *d)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in expired {
+            let (what, _, _) = self.inflight.remove(&c).expect("listed");
+            self.after_timeout(now, what);
+        }
+        // Fail user commits whose retry deadline passed while waiting for a coordinator.
+        let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retry_commits)
+            .into_iter()
+            .partition(|c| match c.purpose {
+                CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
+                    now >= deadline
+                }
+                CommitPurpose::Auto => false,
+            });
+        self.retry_commits = live;
+        for c in dead {
+            match c.purpose {
+                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
+                    id,
+                    result: Err(CommitError::Timeout),
+                }),
+                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
+                CommitPurpose::Auto => {}
+            }
+        }
+        // Client-side liveness: the coordinator evicts a member a session timeout after the
+        // last request it saw, or at the end of a rebalance it did not rejoin, or a rebalance
+        // timeout after a join it did not sync; `last_contact` is the send time of the last
+        // request answered in a way that rules those out, so giving up at the earlier bound
+        // stops processing no later than anyone else can be handed our partitions.
+        if !self.owned.is_empty() && now >= self.liveness_deadline() {
+            self.lose_partitions(now);
+        }
+    }
+
     fn step(&mut self, now: Nanos) {
+        self.last_now = self.last_now.max(now);
+        self.timers(now);
         if matches!(
             self.phase,
             MemberPhase::Unsubscribed | MemberPhase::Closed | MemberPhase::Failed(_)

@@ -289,3 +289,21 @@ fn unusable_configs_are_refused_by_name() {
         Some(ConsumerConfigError::EmptyGroupId)
     );
 }
+
+#[test]
+fn next_timeout_alone_drives_membership_without_spurious_rebalances() {
+    let mut w = World::new(6, 0);
+    for _ in 0..3 {
+        let c = w.consumer_config(AssignorKind::CooperativeSticky, AppMode::Auto);
+        w.add(c, AppMode::Auto);
+    }
+    let wakeups = w.run_by_timeouts(10 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let generation = w.stable_generation().unwrap();
+    // A minute of heartbeats on timer wake-ups only: the group stays put.
+    let more = w.run_by_timeouts(60 * S);
+    assert_eq!(w.stable_generation(), Some(generation));
+    assert_covering(&w, &[0, 1, 2]);
+    // Heartbeats every second per consumer, give or take fetch back-offs: bounded, not a spin.
+    assert!(wakeups + more < 10_000, "{wakeups} + {more} wake-ups");
+}

@@ -419,6 +419,17 @@ impl World {
                 self.identities.insert((m.clone(), g));
             }
         }
+        // Drivers sleep until `next_timeout`: it must never name a moment already handled.
+        for c in self.consumers.iter().flatten() {
+            assert!(
+                c.next_timeout().is_none_or(|t| t > self.now),
+                "consumer timeout in the past"
+            );
+        }
+        assert!(
+            self.coord.next_timeout().is_none_or(|t| t > self.now),
+            "coordinator timeout in the past"
+        );
     }
 
     /// A zombie replays an identity it once held and commits offset 0 for `tp`. Accepted only
@@ -473,6 +484,42 @@ impl World {
             self.reset_to.insert(tp.clone(), 0);
             self.high_commit.insert(tp.clone(), 0);
         }
+    }
+
+    /// Like a real driver: sleep until the earliest `next_timeout`, tick everyone, deliver.
+    /// No application polls, so only the membership protocol runs. Returns the wake-ups.
+    pub fn run_by_timeouts(&mut self, d: Nanos) -> usize {
+        let end = self.now + d;
+        let mut wakeups = 0;
+        loop {
+            let next = self
+                .consumers
+                .iter()
+                .flatten()
+                .filter_map(|c| c.next_timeout())
+                .chain(self.coord.next_timeout())
+                .min();
+            match next {
+                Some(t) if t <= end => {
+                    assert!(t > self.now);
+                    self.now = t;
+                }
+                _ => break,
+            }
+            wakeups += 1;
+            for i in 0..self.consumers.len() {
+                if let Some(c) = self.consumers[i].as_mut() {
+                    c.tick(self.now);
+                }
+                self.collect(i);
+            }
+            self.coord.tick(self.now);
+            self.coordinator_outputs();
+            self.ack_appends();
+            self.flush();
+        }
+        self.now = end;
+        wakeups
     }
 
     pub fn run(&mut self, d: Nanos) {
