@@ -412,6 +412,8 @@ impl GroupCoordinator {
                 }
             }
         }
+        // Pending ids that expired may leave groups nobody ever joined.
+        self.groups.retain(|_, g| !g.is_pristine());
     }
 
     /// Earliest time at which `tick` has something to do.

@@ -5,8 +5,9 @@
 //! explicit reset, and that every acknowledged commit stays visible; at the end, once healed,
 //! every record has been processed at least once.
 
-use super::harness::S;
+use super::harness::{self, Harness, MS, S};
 use super::world::*;
+use crate::group::records;
 use crate::group::*;
 use crate::types::TopicPartition;
 use proptest::prelude::*;
@@ -136,6 +137,152 @@ proptest! {
         w.run(30 * S);
         for (tp, o) in before {
             prop_assert!(w.committed()[&tp] >= o || w.reset_to.contains_key(&tp));
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Raw {
+    Join(u8, bool),
+    Sync(u8, u8, bool),
+    Heartbeat(u8, u8),
+    Leave(u8),
+    Commit(u8, u8, u8, u8),
+    Fetch,
+    Advance(u16),
+    Ack,
+    Fail,
+    Failover,
+}
+
+fn raw() -> impl Strategy<Value = Raw> {
+    prop_oneof![
+        3 => (any::<u8>(), any::<bool>()).prop_map(|(m, s)| Raw::Join(m, s)),
+        2 => (any::<u8>(), 0u8..4, any::<bool>()).prop_map(|(m, g, a)| Raw::Sync(m, g, a)),
+        2 => (any::<u8>(), 0u8..4).prop_map(|(m, g)| Raw::Heartbeat(m, g)),
+        1 => any::<u8>().prop_map(Raw::Leave),
+        2 => (any::<u8>(), 0u8..4, 0u8..6, any::<u8>()).prop_map(|(m, g, p, o)| Raw::Commit(m, g, p, o)),
+        1 => Just(Raw::Fetch),
+        2 => (1u16..15_000).prop_map(Raw::Advance),
+        2 => Just(Raw::Ack),
+        1 => Just(Raw::Fail),
+        1 => Just(Raw::Failover),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Arbitrary, mostly nonsensical request sequences (unknown ids, wrong generations,
+    /// conflicting assignments, failed appends, failovers): the coordinator never panics, its
+    /// debug invariants hold, every request gets exactly one answer unless it is parked, and
+    /// what OffsetFetch shows is always the latest *durable* commit per partition.
+    #[test]
+    fn coordinator_survives_arbitrary_requests(ops in prop::collection::vec(raw(), 1..60)) {
+        let mut h = Harness::new();
+        h.auto_ack = false;
+        let mut ids: Vec<String> = vec!["ghost".into()];
+        // Mostly the newest ids and the current generation, so requests often make sense.
+        let pick = |ids: &Vec<String>, m: u8| {
+            let k = if m < 200 { ids.len() - 1 - (m as usize % ids.len().min(4)) } else { m as usize % ids.len() };
+            ids[k].clone()
+        };
+        for op in ops {
+            let current = h.coord.group(harness::GROUP).map(|g| g.generation).unwrap_or(0);
+            let generation = |g: u8| match g {
+                0 | 1 => current,
+                2 => current.saturating_sub(1),
+                _ => current + 1,
+            };
+            let client = 1;
+            match op {
+                Raw::Join(m, fresh) => {
+                    let member = if fresh { None } else { Some(pick(&ids, m)) };
+                    let instance = (m % 4 == 0).then(|| format!("i{}", m % 3));
+                    let c = h.send(client, harness::join(member.as_deref(), instance.as_deref()));
+                    if let Some(GroupResponse::JoinGroup(r)) = h.take(c) {
+                        match r {
+                            Err(GroupError::MemberIdRequired(id)) => ids.push(id),
+                            Ok(j) => ids.push(j.member_id),
+                            Err(_) => {}
+                        }
+                    }
+                }
+                Raw::Sync(m, g, assign) => {
+                    let members: Vec<String> = h
+                        .coord
+                        .group(harness::GROUP)
+                        .map(|v| v.members.into_keys().collect())
+                        .unwrap_or_default();
+                    let a = if assign {
+                        // Sometimes valid (one partition each), sometimes a partition twice.
+                        members.iter().enumerate().map(|(i, id)| (id.clone(), MemberAssignment {
+                            partitions: vec![TopicPartition::new(TOPIC, if g == 3 { 0 } else { i as u32 })],
+                        })).collect()
+                    } else {
+                        Default::default()
+                    };
+                    let leader = h.coord.group(harness::GROUP).and_then(|v| v.leader);
+                    let who = match (assign, leader) {
+                        (true, Some(l)) => l,
+                        _ => pick(&ids, m),
+                    };
+                    h.send(client, harness::sync(&who, generation(g), a));
+                }
+                Raw::Heartbeat(m, g) => {
+                    let r = h.call(client, harness::heartbeat(&pick(&ids, m), generation(g)));
+                    prop_assert!(matches!(r, GroupResponse::Heartbeat(_)));
+                }
+                Raw::Leave(m) => {
+                    h.call(client, harness::leave(&pick(&ids, m)));
+                }
+                Raw::Commit(m, g, p, o) => {
+                    h.send(client, harness::commit(&pick(&ids, m), generation(g), &[(p as u32, o as u64)]));
+                }
+                Raw::Fetch => {
+                    let r = h.call(client, harness::fetch_all());
+                    prop_assert!(matches!(r, GroupResponse::OffsetFetch(_)));
+                }
+                Raw::Advance(ms) => h.advance(ms as u64 * MS),
+                Raw::Ack => h.ack_all(),
+                Raw::Fail => {
+                    // Failed appends leave records in the log that never became durable:
+                    // a real leader would truncate them, so drop them here too.
+                    let first = h.unacked.front().map(|(_, base)| *base);
+                    h.fail_appends(AppendError::Timeout);
+                    if let Some(base) = first {
+                        h.log.retain(|b| b.base_offset < base);
+                    }
+                }
+                Raw::Failover => {
+                    // Unacknowledged appends are lost with the old leader here.
+                    let first = h.unacked.front().map(|(_, base)| *base);
+                    if let Some(base) = first {
+                        h.log.retain(|b| b.base_offset < base);
+                    }
+                    h.failover();
+                }
+            }
+            // Durable state == what the coordinator shows (unacknowledged batches excluded).
+            let durable_end = h.unacked.front().map(|(_, b)| *b).unwrap_or(u64::MAX);
+            let durable: Vec<_> = h.log.iter().filter(|b| b.base_offset < durable_end).cloned().collect();
+            let mut expect = std::collections::BTreeMap::new();
+            for (_, r) in records::latest_per_key(&durable).unwrap() {
+                if let Some(records::GroupRecord::Offset { tp, value: Some(v), .. }) = records::decode_record(&r).unwrap() {
+                    expect.insert(tp, v.offset);
+                }
+            }
+            let shown: std::collections::BTreeMap<_, _> = h
+                .coord
+                .group(harness::GROUP)
+                .map(|g| g.offsets.into_iter().map(|(tp, o)| (tp, o.offset)).collect())
+                .unwrap_or_default();
+            prop_assert_eq!(shown, expect);
+        }
+        // Every reply went to the one client; nothing is answered twice.
+        let mut seen = std::collections::BTreeSet::new();
+        for (_, corr, _) in &h.replies {
+            prop_assert!(seen.insert(*corr), "request {} answered twice", corr);
         }
     }
 }
