@@ -56,6 +56,9 @@ pub struct ConsumerConfig {
     pub fetch_max_bytes: usize,
     /// Stop fetching a partition while this many records wait in its buffer.
     pub max_buffered_records: usize,
+    /// The leader re-reads partition counts this often and rebalances when they changed
+    /// (`metadata.max.age.ms`).
+    pub metadata_max_age: Nanos,
 }
 
 impl ConsumerConfig {
@@ -75,6 +78,7 @@ impl ConsumerConfig {
             max_poll_records: 500,
             fetch_max_bytes: 1 << 20,
             max_buffered_records: 1000,
+            metadata_max_age: 300 * SECOND,
         }
     }
 }
@@ -306,6 +310,10 @@ pub struct GroupConsumer {
     owned_generation: Option<GenerationId>,
     protocol: Option<AssignorKind>,
     pending_join: Option<JoinGroupResponse>,
+    /// As leader: the partition counts the current assignment was computed from (0 = topic
+    /// unknown then), and when to check them again.
+    assigned_with: Option<TopicPartitions>,
+    next_metadata_check: Nanos,
     owned: BTreeMap<TopicPartition, PartitionState>,
     metadata: TopicPartitions,
     revoking: Option<(Vec<TopicPartition>, AfterRevoke)>,
@@ -372,6 +380,8 @@ impl GroupConsumer {
             owned_generation: None,
             protocol: None,
             pending_join: None,
+            assigned_with: None,
+            next_metadata_check: 0,
             owned: BTreeMap::new(),
             metadata: BTreeMap::new(),
             revoking: None,
@@ -596,6 +606,15 @@ impl GroupConsumer {
                 self.metadata.extend(topics);
                 if self.phase == MemberPhase::AwaitingMetadata {
                     self.assign_and_sync(now);
+                } else if self.phase == MemberPhase::Stable {
+                    let changed = self.assigned_with.as_ref().is_some_and(|used| {
+                        used.iter()
+                            .any(|(t, n)| self.metadata.get(t).copied().unwrap_or(0) != *n)
+                    });
+                    if changed {
+                        tracing::debug!("partition counts changed: leader rebalances");
+                        self.request_rejoin(now);
+                    }
                 }
             }
             (Inflight::ListOffsets { tp }, ConsumerResponse::ListOffsets(r)) => {
@@ -633,6 +652,9 @@ impl GroupConsumer {
         let mut t: Vec<Nanos> = self.inflight.values().map(|(_, _, d)| *d).collect();
         if self.phase == MemberPhase::Stable {
             t.push(self.next_heartbeat);
+            if self.assigned_with.is_some() {
+                t.push(self.next_metadata_check);
+            }
         }
         if !self.owned.is_empty() {
             t.push(self.liveness_deadline());
@@ -813,6 +835,22 @@ impl GroupConsumer {
             });
             self.send_group(now, req, Inflight::Heartbeat);
             self.next_heartbeat = now + self.config.heartbeat_interval;
+        }
+        // As leader, watch the partition counts the assignment was computed from.
+        if self.phase == MemberPhase::Stable
+            && now >= self.next_metadata_check
+            && !self.in_flight(|w| *w == Inflight::Metadata)
+        {
+            if let Some(used) = &self.assigned_with {
+                let topics = used.keys().cloned().collect();
+                self.next_metadata_check = now + self.config.metadata_max_age;
+                self.send(
+                    now,
+                    Destination::AnyBroker,
+                    ConsumerRequest::Metadata { topics },
+                    Inflight::Metadata,
+                );
+            }
         }
         // Positions of newly owned partitions: one OffsetFetch for all of them.
         let need: Vec<TopicPartition> = self
@@ -1059,6 +1097,7 @@ impl GroupConsumer {
                 self.protocol = Some(kind);
                 let leader = resp.is_leader() && !resp.skip_assignment;
                 self.pending_join = Some(resp);
+                self.assigned_with = None;
                 if leader {
                     self.assign_and_sync(now);
                 } else {
@@ -1079,17 +1118,15 @@ impl GroupConsumer {
             .iter()
             .flat_map(|m| m.subscription.topics.iter().cloned())
             .collect();
-        let missing: Vec<String> = wanted
-            .iter()
-            .filter(|t| !self.metadata.contains_key(*t))
-            .cloned()
-            .collect();
-        if !missing.is_empty() && self.phase != MemberPhase::AwaitingMetadata {
+        // Always assign from fresh partition counts.
+        if self.phase != MemberPhase::AwaitingMetadata {
             self.phase = MemberPhase::AwaitingMetadata;
             self.send(
                 now,
                 Destination::AnyBroker,
-                ConsumerRequest::Metadata { topics: missing },
+                ConsumerRequest::Metadata {
+                    topics: wanted.iter().cloned().collect(),
+                },
                 Inflight::Metadata,
             );
             return;
@@ -1107,6 +1144,13 @@ impl GroupConsumer {
             .filter(|(t, _)| wanted.contains(*t))
             .map(|(t, n)| (t.clone(), *n))
             .collect();
+        self.assigned_with = Some(
+            wanted
+                .iter()
+                .map(|t| (t.clone(), self.metadata.get(t).copied().unwrap_or(0)))
+                .collect(),
+        );
+        self.next_metadata_check = now + self.config.metadata_max_age;
         let assignments = kind
             .assign(&members, &topics)
             .into_iter()

@@ -307,3 +307,21 @@ fn next_timeout_alone_drives_membership_without_spurious_rebalances() {
     // Heartbeats every second per consumer, give or take fetch back-offs: bounded, not a spin.
     assert!(wakeups + more < 10_000, "{wakeups} + {more} wake-ups");
 }
+
+#[test]
+fn added_partitions_are_picked_up_by_a_rebalance() {
+    let mut w = World::new(4, 10);
+    for _ in 0..2 {
+        let c = w.consumer_config(AssignorKind::RoundRobin, AppMode::Auto);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    let before = w.stable_generation().unwrap();
+    for p in 4..6 {
+        w.hw.insert(tp(p), 10);
+    }
+    w.run(10 * S);
+    assert!(w.stable_generation().unwrap() > before);
+    assert_covering(&w, &[0, 1]);
+    assert!(w.all_processed());
+}

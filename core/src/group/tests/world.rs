@@ -113,6 +113,7 @@ impl World {
         c.auto_commit_interval = (mode == AppMode::Auto).then_some(S);
         c.request_timeout = 5 * S;
         c.max_poll_records = 7;
+        c.metadata_max_age = 2 * S;
         c
     }
 
