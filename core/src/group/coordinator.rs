@@ -48,8 +48,18 @@ pub struct LoadSummary {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CoordinatorPhase {
     Unloaded,
-    Loading { epoch: LeaderEpoch },
-    Active { epoch: LeaderEpoch },
+    Loading {
+        epoch: LeaderEpoch,
+    },
+    Active {
+        epoch: LeaderEpoch,
+    },
+    /// The partition holds a record this coordinator cannot read: it refuses to serve
+    /// (CoordinatorNotAvailable) rather than serve a wrong state, until `unload`/`begin_load`.
+    LoadFailed {
+        epoch: LeaderEpoch,
+        error: LoadError,
+    },
 }
 
 #[derive(Default)]
@@ -119,9 +129,30 @@ impl GroupCoordinator {
     }
 
     /// Feed batches of the partition, in offset order, from the log start up to its end
-    /// offset as of becoming leader. May be called many times.
+    /// offset as of becoming leader. May be called many times. On a malformed record the
+    /// coordinator moves to `LoadFailed` and the error names the offset.
     pub fn load_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
-        debug_assert!(matches!(self.phase, CoordinatorPhase::Loading { .. }));
+        let epoch = match &self.phase {
+            CoordinatorPhase::Loading { epoch } => *epoch,
+            CoordinatorPhase::LoadFailed { error, .. } => return Err(error.clone()),
+            _ => {
+                debug_assert!(false, "load_batches while not loading");
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.apply_batches(batches) {
+            tracing::error!(error = %e, "cannot load __consumer_offsets");
+            self.loading.clear();
+            self.phase = CoordinatorPhase::LoadFailed {
+                epoch,
+                error: e.clone(),
+            };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn apply_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
         for b in batches {
             for r in &b.records {
                 let offset = b.base_offset + r.offset_delta as u64;
@@ -173,7 +204,11 @@ impl GroupCoordinator {
     /// a fresh session from `now`.
     pub fn complete_load(&mut self, now: Nanos) -> LoadSummary {
         let CoordinatorPhase::Loading { epoch } = self.phase else {
-            debug_assert!(false, "complete_load while not loading");
+            // After a failed load the coordinator stays failed; anything else is a host bug.
+            debug_assert!(
+                matches!(self.phase, CoordinatorPhase::LoadFailed { .. }),
+                "complete_load while not loading"
+            );
             return self.summary.clone();
         };
         for (id, l) in std::mem::take(&mut self.loading) {
@@ -201,10 +236,7 @@ impl GroupCoordinator {
         batches: &[RecordBatch],
     ) -> Result<LoadSummary, LoadError> {
         self.begin_load(epoch);
-        if let Err(e) = self.load_batches(batches) {
-            self.unload();
-            return Err(e);
-        }
+        self.load_batches(batches)?;
         Ok(self.complete_load(now))
     }
 
@@ -255,6 +287,7 @@ impl GroupCoordinator {
         let gate = match self.phase {
             CoordinatorPhase::Unloaded => Err(GroupError::NotCoordinator),
             CoordinatorPhase::Loading { .. } => Err(GroupError::CoordinatorLoadInProgress),
+            CoordinatorPhase::LoadFailed { .. } => Err(GroupError::CoordinatorNotAvailable),
             CoordinatorPhase::Active { .. } => {
                 let g = request.group_id();
                 if g.is_empty() {

@@ -395,7 +395,18 @@ fn corrupt_records_fail_the_load_with_their_offset() {
     let mut c = GroupCoordinator::new(2, 0, 1, config());
     let err = c.load(0, 2, &log).unwrap_err();
     assert_eq!(err.offset, log[last].base_offset);
-    assert_eq!(c.phase(), &CoordinatorPhase::Unloaded);
+    assert!(matches!(
+        c.phase(),
+        CoordinatorPhase::LoadFailed { epoch: 2, .. }
+    ));
+    c.handle(0, 1, 1, heartbeat("m", 1));
+    assert!(matches!(
+        &c.drain_outputs()[..],
+        [CoordinatorOutput::Respond {
+            response: GroupResponse::Heartbeat(Err(GroupError::CoordinatorNotAvailable)),
+            ..
+        }]
+    ));
     assert!(err.to_string().contains("__consumer_offsets-0"));
 }
 
