@@ -247,24 +247,13 @@ enum Inflight {
     FindCoordinator,
     Join,
     Sync,
-    Heartbeat,
+    Heartbeat { generation: GenerationId },
     Leave,
-    Commit {
-        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
-        purpose: CommitPurpose,
-        generation: GenerationId,
-    },
-    OffsetFetch {
-        partitions: Vec<TopicPartition>,
-    },
+    Commit(PendingCommit),
+    OffsetFetch { partitions: Vec<TopicPartition> },
     Metadata,
-    ListOffsets {
-        tp: TopicPartition,
-    },
-    Fetch {
-        tp: TopicPartition,
-        offset: Offset,
-    },
+    ListOffsets { tp: TopicPartition },
+    Fetch { tp: TopicPartition, offset: Offset },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -275,6 +264,8 @@ struct PartitionState {
     fetch_offset: Option<Offset>,
     /// Last offset this consumer saw committed for the partition.
     committed: Option<Offset>,
+    /// Sequence of the commit that set `committed` (answers may arrive out of order).
+    committed_sequence: u64,
     /// The next commit may go below `committed`: the application seeked.
     reset: bool,
     high_watermark: Option<Offset>,
@@ -290,6 +281,8 @@ struct PendingCommit {
     offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
     purpose: CommitPurpose,
     generation: GenerationId,
+    /// This consumer's commit sequence number; retries keep it.
+    sequence: u64,
 }
 
 /// A revocation waiting for its commit, then for what comes after.
@@ -323,6 +316,8 @@ pub struct GroupConsumer {
     answered_sent_at: Nanos,
     next_correlation: CorrelationId,
     next_commit: CommitId,
+    /// Sequence of the last commit request sent (see `Committer::Member::sequence`).
+    commit_sequence: u64,
     /// Commits waiting for a coordinator to retry against, with the generation they were
     /// made in (a retry never borrows a later generation's authority).
     retry_commits: Vec<PendingCommit>,
@@ -389,6 +384,7 @@ impl GroupConsumer {
             answered_sent_at: 0,
             next_correlation: 1,
             next_commit: 1,
+            commit_sequence: 0,
             retry_commits: Vec::new(),
             backoff_until: 0,
             next_heartbeat: 0,
@@ -445,7 +441,7 @@ impl GroupConsumer {
                 self.next_auto_commit = now + interval;
                 let offsets = self.positions_to_commit(None);
                 if !offsets.is_empty() {
-                    self.send_commit(now, offsets, CommitPurpose::Auto, self.generation);
+                    self.send_commit(now, offsets, CommitPurpose::Auto, self.generation, None);
                 }
             }
         }
@@ -578,26 +574,14 @@ impl GroupConsumer {
             (Inflight::Sync, ConsumerResponse::Group(GroupResponse::SyncGroup(r))) => {
                 self.on_sync(now, r)
             }
-            (Inflight::Heartbeat, ConsumerResponse::Group(GroupResponse::Heartbeat(r))) => {
-                self.on_heartbeat(now, r)
-            }
-            (Inflight::Leave, ConsumerResponse::Group(GroupResponse::LeaveGroup(_))) => {}
             (
-                Inflight::Commit {
-                    offsets,
-                    purpose,
-                    generation,
-                },
-                ConsumerResponse::Group(GroupResponse::OffsetCommit(r)),
-            ) => self.on_commit(
-                now,
-                PendingCommit {
-                    offsets,
-                    purpose,
-                    generation,
-                },
-                r,
-            ),
+                Inflight::Heartbeat { generation },
+                ConsumerResponse::Group(GroupResponse::Heartbeat(r)),
+            ) => self.on_heartbeat(now, generation, r),
+            (Inflight::Leave, ConsumerResponse::Group(GroupResponse::LeaveGroup(_))) => {}
+            (Inflight::Commit(c), ConsumerResponse::Group(GroupResponse::OffsetCommit(r))) => {
+                self.on_commit(now, c, r)
+            }
             (
                 Inflight::OffsetFetch { partitions },
                 ConsumerResponse::Group(GroupResponse::OffsetFetch(r)),
@@ -815,7 +799,13 @@ impl GroupConsumer {
 
     fn step_with_coordinator(&mut self, now: Nanos) {
         for c in std::mem::take(&mut self.retry_commits) {
-            self.send_commit(now, c.offsets, c.purpose, Some(c.generation));
+            self.send_commit(
+                now,
+                c.offsets,
+                c.purpose,
+                Some(c.generation),
+                Some(c.sequence),
+            );
         }
         if self.revoking.is_some() {
             return; // finish the revocation commit first
@@ -825,7 +815,7 @@ impl GroupConsumer {
         }
         if self.phase == MemberPhase::Stable
             && now >= self.next_heartbeat
-            && !self.in_flight(|w| *w == Inflight::Heartbeat)
+            && !self.in_flight(|w| matches!(w, Inflight::Heartbeat { .. }))
         {
             let req = GroupRequest::Heartbeat(HeartbeatRequest {
                 group_id: self.config.group_id.clone(),
@@ -833,7 +823,8 @@ impl GroupConsumer {
                 member_id: self.member_id.clone().unwrap_or_default(),
                 group_instance_id: self.config.instance_id.clone(),
             });
-            self.send_group(now, req, Inflight::Heartbeat);
+            let generation = self.generation.unwrap_or_default();
+            self.send_group(now, req, Inflight::Heartbeat { generation });
             self.next_heartbeat = now + self.config.heartbeat_interval;
         }
         // As leader, watch the partition counts the assignment was computed from.
@@ -973,6 +964,7 @@ impl GroupConsumer {
                     deadline: now + self.config.request_timeout,
                 },
                 self.generation,
+                None,
             )
         {
             self.finish_revoke(now);
@@ -1058,6 +1050,8 @@ impl GroupConsumer {
             | GroupError::InvalidSessionTimeout
             | GroupError::InvalidGroupId
             | GroupError::GroupMaxSizeReached => self.fail(e.clone()),
+            // A superseded commit says nothing about membership.
+            GroupError::StaleCommit => {}
             GroupError::InvalidAssignment(_)
             | GroupError::OffsetMetadataTooLarge
             | GroupError::NonEmptyGroup => {
@@ -1230,7 +1224,11 @@ impl GroupConsumer {
         }
     }
 
-    fn on_heartbeat(&mut self, now: Nanos, r: Result<(), GroupError>) {
+    fn on_heartbeat(&mut self, now: Nanos, generation: GenerationId, r: Result<(), GroupError>) {
+        if r.is_err() && self.generation != Some(generation) {
+            // A late answer about a generation we have already left behind.
+            return;
+        }
         match r {
             Ok(()) => self.contact(),
             // No contact: the coordinator's join deadline started before this answer.
@@ -1294,7 +1292,7 @@ impl GroupConsumer {
             retry: sync,
             deadline: now + self.config.request_timeout,
         };
-        self.send_commit(now, offsets, purpose, self.generation);
+        self.send_commit(now, offsets, purpose, self.generation, None);
         id
     }
 
@@ -1306,6 +1304,7 @@ impl GroupConsumer {
         offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
         purpose: CommitPurpose,
         generation: Option<GenerationId>,
+        sequence: Option<u64>,
     ) -> bool {
         let Some(generation) = generation else {
             match purpose {
@@ -1318,9 +1317,14 @@ impl GroupConsumer {
             }
             return false;
         };
+        let sequence = sequence.unwrap_or_else(|| {
+            self.commit_sequence += 1;
+            self.commit_sequence
+        });
         let req = GroupRequest::OffsetCommit(OffsetCommitRequest {
             group_id: self.config.group_id.clone(),
             committer: Committer::Member {
+                sequence,
                 member_id: self.member_id.clone().unwrap_or_default(),
                 generation,
                 group_instance_id: self.config.instance_id.clone(),
@@ -1331,11 +1335,12 @@ impl GroupConsumer {
             self.send_group(
                 now,
                 req,
-                Inflight::Commit {
+                Inflight::Commit(PendingCommit {
                     offsets,
                     purpose,
                     generation,
-                },
+                    sequence,
+                }),
             );
             true
         } else if matches!(
@@ -1346,6 +1351,7 @@ impl GroupConsumer {
                 offsets,
                 purpose,
                 generation,
+                sequence,
             });
             true
         } else {
@@ -1364,16 +1370,21 @@ impl GroupConsumer {
             offsets,
             purpose,
             generation,
+            sequence,
         } = c;
         match r {
             Ok(()) => {
                 for (tp, o) in &offsets {
                     if let Some(p) = self.owned.get_mut(tp) {
+                        if sequence < p.committed_sequence {
+                            continue; // an older commit's answer, overtaken by a newer one
+                        }
                         debug_assert!(
                             p.reset || p.committed.is_none_or(|c| c <= o.offset),
                             "commits move forward"
                         );
                         p.committed = Some(o.offset);
+                        p.committed_sequence = sequence;
                         p.reset = false;
                     }
                 }
@@ -1408,6 +1419,7 @@ impl GroupConsumer {
                         offsets,
                         purpose,
                         generation,
+                        sequence,
                     });
                     return;
                 }
@@ -1558,20 +1570,8 @@ impl GroupConsumer {
                 self.coordinator_lost(now);
                 self.request_rejoin_if_joining(now);
             }
-            Inflight::Heartbeat | Inflight::Leave => {}
-            Inflight::Commit {
-                offsets,
-                purpose,
-                generation,
-            } => self.on_commit(
-                now,
-                PendingCommit {
-                    offsets,
-                    purpose,
-                    generation,
-                },
-                Err(GroupError::CoordinatorNotAvailable),
-            ),
+            Inflight::Heartbeat { .. } | Inflight::Leave => {}
+            Inflight::Commit(c) => self.on_commit(now, c, Err(GroupError::CoordinatorNotAvailable)),
             Inflight::OffsetFetch { partitions } => {
                 for tp in partitions {
                     if let Some(p) = self.owned.get_mut(&tp) {

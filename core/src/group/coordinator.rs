@@ -66,6 +66,7 @@ pub enum CoordinatorPhase {
 struct Loaded {
     metadata: Option<records::GroupMetadataValue>,
     offsets: BTreeMap<TopicPartition, Committed>,
+    stamps: BTreeMap<TopicPartition, records::CommitStamp>,
 }
 
 /// Read-only view of one group, for tests and the simulator's invariant checks.
@@ -174,8 +175,17 @@ impl GroupCoordinator {
                     continue;
                 }
                 match rec {
-                    GroupRecord::Offset { group, tp, value } => {
+                    GroupRecord::Offset {
+                        group,
+                        tp,
+                        value,
+                        stamp,
+                    } => {
                         let l = self.loading.entry(group).or_default();
+                        match stamp {
+                            Some(s) => l.stamps.insert(tp.clone(), s),
+                            None => l.stamps.remove(&tp),
+                        };
                         match value {
                             Some(value) => {
                                 l.offsets.insert(
@@ -221,6 +231,7 @@ impl GroupCoordinator {
             };
             self.summary.offsets += l.offsets.len();
             g.offsets = l.offsets;
+            g.stamps = l.stamps;
             self.groups.insert(id, g);
         }
         self.summary.groups = self.groups.len();
@@ -375,7 +386,7 @@ impl GroupCoordinator {
                     }
                 };
                 match g.check_commit(now, &req.committer) {
-                    Ok(()) => g.commit(w, req.offsets, fx),
+                    Ok(()) => g.commit(w, &req.committer, req.offsets, fx),
                     Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
                 }
             }

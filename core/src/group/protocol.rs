@@ -171,6 +171,10 @@ pub enum Committer {
         member_id: MemberId,
         generation: GenerationId,
         group_instance_id: Option<InstanceId>,
+        /// Increases with every commit request of this consumer (retries repeat it): a
+        /// commit overtaken in the network by a newer one of the same member is refused
+        /// (`StaleCommit`) instead of moving the offset back.
+        sequence: u64,
     },
     Admin,
 }
@@ -305,6 +309,8 @@ pub enum GroupError {
     OffsetMetadataTooLarge,
     #[error("the group has active members; only a member of the current generation may commit")]
     NonEmptyGroup,
+    #[error("a newer commit of this member supersedes this one")]
+    StaleCommit,
 }
 
 impl GroupError {

@@ -10,6 +10,8 @@
 //! offset key   : u16 version=1 | str group | str topic | u32 partition
 //! group key    : u16 version=2 | str group
 //! offset value : u16 version=1 | u64 offset | opt<u32> leader_epoch | str metadata
+//!                | opt<stamp>
+//! stamp        : str member_id | u32 generation | u64 sequence   (who committed, and when)
 //! group value  : u16 version=1 | str protocol_type | u32 generation | opt<str> protocol
 //!                | opt<str> leader | u32 n | n x member
 //! member       : str member_id | opt<str> instance_id | u64 session_timeout_ns
@@ -44,6 +46,15 @@ impl RecordKey {
     }
 }
 
+/// Which member commit wrote an offset: lets a coordinator (also after a failover) refuse an
+/// older commit of the same member that the network delivered late.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitStamp {
+    pub member_id: MemberId,
+    pub generation: GenerationId,
+    pub sequence: u64,
+}
+
 /// One member as persisted in a group-metadata record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PersistedMember {
@@ -72,6 +83,8 @@ pub enum GroupRecord {
         group: GroupId,
         tp: TopicPartition,
         value: Option<OffsetAndMetadata>,
+        /// Absent for admin commits and tombstones.
+        stamp: Option<CommitStamp>,
     },
     Group {
         group: GroupId,
@@ -147,7 +160,7 @@ pub fn encode_key(key: &RecordKey) -> Vec<u8> {
     w.0
 }
 
-pub fn encode_offset_value(v: &OffsetAndMetadata) -> Vec<u8> {
+pub fn encode_offset_value(v: &OffsetAndMetadata, stamp: Option<&CommitStamp>) -> Vec<u8> {
     let mut w = W(Vec::new());
     w.u16(OFFSET_VALUE_VERSION);
     w.u64(v.offset);
@@ -159,6 +172,15 @@ pub fn encode_offset_value(v: &OffsetAndMetadata) -> Vec<u8> {
         }
     }
     w.str(&v.metadata);
+    match stamp {
+        None => w.u8(0),
+        Some(s) => {
+            w.u8(1);
+            w.str(&s.member_id);
+            w.u32(s.generation);
+            w.u64(s.sequence);
+        }
+    }
     w.0
 }
 
@@ -203,12 +225,13 @@ pub fn offset_record(
     group: &str,
     tp: &TopicPartition,
     value: Option<&OffsetAndMetadata>,
+    stamp: Option<&CommitStamp>,
 ) -> Record {
     let key = encode_key(&RecordKey::Offset {
         group: group.to_string(),
         tp: tp.clone(),
     });
-    record(key, value.map(encode_offset_value))
+    record(key, value.map(|v| encode_offset_value(v, stamp)))
 }
 
 /// The record storing (or, with `None`, deleting) a group's metadata.
@@ -305,7 +328,9 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
     Ok(key)
 }
 
-pub fn decode_offset_value(bytes: &[u8]) -> Result<OffsetAndMetadata, RecordError> {
+pub fn decode_offset_value(
+    bytes: &[u8],
+) -> Result<(OffsetAndMetadata, Option<CommitStamp>), RecordError> {
     let mut r = R::new(bytes);
     let version = r.u16("offset value version")?;
     if version != OFFSET_VALUE_VERSION {
@@ -321,12 +346,24 @@ pub fn decode_offset_value(bytes: &[u8]) -> Result<OffsetAndMetadata, RecordErro
         t => return Err(RecordError::BadOptionTag(t, "leader epoch")),
     };
     let metadata = r.str("offset metadata")?;
+    let stamp = match r.u8("commit stamp")? {
+        0 => None,
+        1 => Some(CommitStamp {
+            member_id: r.str("stamp member id")?,
+            generation: r.u32("stamp generation")?,
+            sequence: r.u64("stamp sequence")?,
+        }),
+        t => return Err(RecordError::BadOptionTag(t, "commit stamp")),
+    };
     r.finish("offset value")?;
-    Ok(OffsetAndMetadata {
-        offset,
-        leader_epoch,
-        metadata,
-    })
+    Ok((
+        OffsetAndMetadata {
+            offset,
+            leader_epoch,
+            metadata,
+        },
+        stamp,
+    ))
 }
 
 pub fn decode_group_value(bytes: &[u8]) -> Result<GroupMetadataValue, RecordError> {
@@ -391,15 +428,23 @@ pub fn decode_record(record: &Record) -> Result<Option<GroupRecord>, RecordError
         Err(e) => return Err(e),
     };
     Ok(Some(match key {
-        RecordKey::Offset { group, tp } => GroupRecord::Offset {
-            group,
-            tp,
-            value: record
+        RecordKey::Offset { group, tp } => {
+            let decoded = record
                 .value
                 .as_deref()
                 .map(decode_offset_value)
-                .transpose()?,
-        },
+                .transpose()?;
+            let (value, stamp) = match decoded {
+                Some((v, s)) => (Some(v), s),
+                None => (None, None),
+            };
+            GroupRecord::Offset {
+                group,
+                tp,
+                value,
+                stamp,
+            }
+        }
         RecordKey::Group { group } => GroupRecord::Group {
             group,
             value: record
@@ -491,16 +536,24 @@ mod tests {
             metadata: "m".into(),
         };
         let tp = TopicPartition::new("t", 1);
-        let r = offset_record("g", &tp, Some(&o));
-        assert_eq!(
-            decode_record(&r).unwrap(),
-            Some(GroupRecord::Offset {
-                group: "g".into(),
-                tp: tp.clone(),
-                value: Some(o)
-            })
-        );
-        let t = offset_record("g", &tp, None);
+        let stamp = CommitStamp {
+            member_id: "m-1".into(),
+            generation: 4,
+            sequence: 9,
+        };
+        for st in [None, Some(stamp)] {
+            let r = offset_record("g", &tp, Some(&o), st.as_ref());
+            assert_eq!(
+                decode_record(&r).unwrap(),
+                Some(GroupRecord::Offset {
+                    group: "g".into(),
+                    tp: tp.clone(),
+                    value: Some(o.clone()),
+                    stamp: st,
+                })
+            );
+        }
+        let t = offset_record("g", &tp, None, None);
         assert!(matches!(
             decode_record(&t).unwrap(),
             Some(GroupRecord::Offset { value: None, .. })
@@ -538,10 +591,10 @@ mod tests {
     fn compaction_keeps_latest_and_drops_tombstones() {
         let tp = TopicPartition::new("t", 0);
         let mut recs = vec![
-            offset_record("g", &tp, Some(&OffsetAndMetadata::new(1))),
-            offset_record("g", &tp, Some(&OffsetAndMetadata::new(5))),
-            offset_record("h", &tp, Some(&OffsetAndMetadata::new(9))),
-            offset_record("h", &tp, None),
+            offset_record("g", &tp, Some(&OffsetAndMetadata::new(1)), None),
+            offset_record("g", &tp, Some(&OffsetAndMetadata::new(5)), None),
+            offset_record("h", &tp, Some(&OffsetAndMetadata::new(9)), None),
+            offset_record("h", &tp, None, None),
         ];
         number_records(&mut recs);
         let batch = RecordBatch {
@@ -559,6 +612,7 @@ mod tests {
         assert_eq!(
             decode_offset_value(kept[0].1.value.as_deref().unwrap())
                 .unwrap()
+                .0
                 .offset,
             5
         );

@@ -13,7 +13,7 @@
 //! The group only *decides*; persistence and replies go through [`Effects`].
 
 use crate::group::protocol::*;
-use crate::group::records::{self, GroupMetadataValue, PersistedMember};
+use crate::group::records::{self, CommitStamp, GroupMetadataValue, PersistedMember};
 use crate::log::Record;
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
@@ -230,6 +230,8 @@ pub(crate) struct Group {
     pub metadata_append: Option<AppendId>,
     pub offsets: BTreeMap<TopicPartition, Committed>,
     pub pending_commits: BTreeMap<TopicPartition, u32>,
+    /// Per partition, the member commit that last wrote (or is writing) it.
+    pub stamps: BTreeMap<TopicPartition, CommitStamp>,
 }
 
 fn same_protocols(a: &[ProtocolMetadata], b: &[ProtocolMetadata]) -> bool {
@@ -257,6 +259,7 @@ impl Group {
             metadata_append: None,
             offsets: BTreeMap::new(),
             pending_commits: BTreeMap::new(),
+            stamps: BTreeMap::new(),
         }
     }
 
@@ -667,12 +670,14 @@ impl Group {
         fx: &mut Effects,
     ) {
         // Syncs parked in CompletingRebalance belong to a generation that will not complete.
+        // A member answered after waiting on us gets a fresh session to act on the answer.
         for m in self.members.values_mut() {
             if let Some(s) = m.sync_waiter.take() {
                 fx.respond(
                     s,
                     GroupResponse::SyncGroup(Err(GroupError::RebalanceInProgress)),
                 );
+                m.session_deadline = now + m.session_timeout;
             }
         }
         self.metadata_append = None;
@@ -945,6 +950,7 @@ impl Group {
                 member_id,
                 generation,
                 group_instance_id,
+                ..
             } => {
                 self.check_fencing(member_id, group_instance_id.as_ref(), Some(*generation))?;
                 match self.state {
@@ -962,12 +968,39 @@ impl Group {
         }
     }
 
+    /// Accept a (fenced-checked) commit: refuse it if a newer commit of the same member
+    /// already wrote one of its partitions (the network reordered them), else append it.
     pub fn commit(
         &mut self,
         w: Waiter,
+        c: &Committer,
         offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
         fx: &mut Effects,
     ) {
+        let stamp = match c {
+            Committer::Member {
+                member_id,
+                generation,
+                sequence,
+                ..
+            } => Some(CommitStamp {
+                member_id: member_id.clone(),
+                generation: *generation,
+                sequence: *sequence,
+            }),
+            Committer::Admin => None,
+        };
+        if let Some(s) = &stamp {
+            let stale = offsets.keys().any(|tp| {
+                self.stamps
+                    .get(tp)
+                    .is_some_and(|old| old.member_id == s.member_id && old.sequence > s.sequence)
+            });
+            if stale {
+                fx.respond(w, GroupResponse::OffsetCommit(Err(GroupError::StaleCommit)));
+                return;
+            }
+        }
         if offsets.is_empty() {
             fx.respond(w, GroupResponse::OffsetCommit(Ok(())));
             return;
@@ -975,10 +1008,14 @@ impl Group {
         let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.into_iter().collect();
         let recs = offsets
             .iter()
-            .map(|(tp, v)| records::offset_record(&self.id, tp, Some(v)))
+            .map(|(tp, v)| records::offset_record(&self.id, tp, Some(v), stamp.as_ref()))
             .collect();
         for (tp, _) in &offsets {
             *self.pending_commits.entry(tp.clone()).or_default() += 1;
+            match &stamp {
+                Some(s) => self.stamps.insert(tp.clone(), s.clone()),
+                None => self.stamps.remove(tp),
+            };
         }
         fx.append(
             recs,
@@ -1079,6 +1116,7 @@ impl Group {
                                     partitions: m.assignment.clone(),
                                 };
                                 fx.respond(w, GroupResponse::SyncGroup(Ok(a)));
+                                m.session_deadline = now + m.session_timeout;
                             }
                         }
                     }
@@ -1088,6 +1126,7 @@ impl Group {
                             m.assignment.clear();
                             if let Some(w) = m.sync_waiter.take() {
                                 fx.respond(w, GroupResponse::SyncGroup(Err(err.clone())));
+                                m.session_deadline = now + m.session_timeout;
                             }
                         }
                         self.prepare_rebalance(now, false, cfg, fx);

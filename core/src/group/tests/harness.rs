@@ -158,6 +158,9 @@ impl Harness {
 
 pub const GROUP: &str = "g";
 
+/// Commit sequence numbers for scripted members: increasing, like a real consumer's.
+static COMMIT_SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 pub fn protocols(topics: &[&str], names: &[&str]) -> Vec<ProtocolMetadata> {
     names
         .iter()
@@ -221,6 +224,7 @@ pub fn commit(member: &str, generation: u32, offsets: &[(u32, Offset)]) -> Group
             member_id: member.into(),
             generation,
             group_instance_id: None,
+            sequence: COMMIT_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         },
         offsets: offsets
             .iter()

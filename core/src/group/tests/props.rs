@@ -49,61 +49,93 @@ fn assignor(a: u8) -> AssignorKind {
     ][a as usize % 3]
 }
 
+/// One random schedule (also called by the regression tests below with inputs proptest found).
+fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
+    let mut w = World::new(4, 30);
+    use rand::SeedableRng;
+    w.faults = Some((
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+        delay_pct,
+        loss,
+    ));
+    // One assignor per run: members must share a protocol.
+    let kind = assignor(kind);
+    let c = w.consumer_config(kind, AppMode::Auto);
+    w.add(c, AppMode::Auto);
+    for op in ops {
+        let n = w.consumers.len();
+        match op {
+            Op::Run(steps) => {
+                for _ in 0..steps as u32 * 4 {
+                    w.step();
+                }
+            }
+            Op::Add(m) if n < 5 => {
+                let mode = if m {
+                    AppMode::Auto
+                } else {
+                    AppMode::CommitAfterProcess
+                };
+                let c = w.consumer_config(kind, mode);
+                w.add(c, mode);
+            }
+            Op::Add(_) => {}
+            Op::Crash(i) => w.crash(i as usize % n),
+            Op::Close(i) => w.close(i as usize % n),
+            Op::Cut(i) => w.cut[i as usize % n] = true,
+            Op::Heal(i) => w.cut[i as usize % n] = false,
+            Op::Failover(k) => w.failover(k as usize),
+            Op::AckDelay(d) => w.ack_delay_steps = d as u32,
+            Op::Zombie(z, p) => w.zombie_commit(z as usize, &TopicPartition::new(TOPIC, p as u32)),
+            Op::Reset(p, o) => {
+                // Only accepted while the group is empty; either way invariants hold.
+                w.admin_reset(&TopicPartition::new(TOPIC, p as u32), o as u64);
+            }
+        }
+        w.flush();
+    }
+    // Heal everything and make sure one consumer is alive, then let the group settle.
+    for c in w.cut.iter_mut() {
+        *c = false;
+    }
+    w.ack_delay_steps = 0;
+    w.faults = None;
+    let live = w.consumers.iter().any(|c| {
+        c.as_ref()
+            .is_some_and(|c| !matches!(c.phase(), MemberPhase::Closed | MemberPhase::Failed(_)))
+    });
+    if !live {
+        let c = w.consumer_config(kind, AppMode::Auto);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(60 * S);
+    assert!(
+        w.all_processed(),
+        "processed {:?}",
+        w.processed
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.len()))
+            .collect::<Vec<_>>()
+    );
+    assert!(w.stable_generation().is_some());
+    // Finally every identity ever held replays a commit: only current ones get through.
+    for z in 0..w.identities.len() {
+        w.zombie_commit(z, &TopicPartition::new(TOPIC, (z % 4) as u32));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_schedules_keep_group_invariants(kind in 0u8..3, ops in prop::collection::vec(op(), 1..25)) {
-        let mut w = World::new(4, 30);
-        // One assignor per run: members must share a protocol.
-        let kind = assignor(kind);
-        let c = w.consumer_config(kind, AppMode::Auto);
-        w.add(c, AppMode::Auto);
-        for op in ops {
-            let n = w.consumers.len();
-            match op {
-                Op::Run(steps) => {
-                    for _ in 0..steps as u32 * 4 {
-                        w.step();
-                    }
-                }
-                Op::Add(m) if n < 5 => {
-                    let mode = if m { AppMode::Auto } else { AppMode::CommitAfterProcess };
-                    let c = w.consumer_config(kind, mode);
-                    w.add(c, mode);
-                }
-                Op::Add(_) => {}
-                Op::Crash(i) => w.crash(i as usize % n),
-                Op::Close(i) => w.close(i as usize % n),
-                Op::Cut(i) => w.cut[i as usize % n] = true,
-                Op::Heal(i) => w.cut[i as usize % n] = false,
-                Op::Failover(k) => w.failover(k as usize),
-                Op::AckDelay(d) => w.ack_delay_steps = d as u32,
-                Op::Zombie(z, p) => w.zombie_commit(z as usize, &TopicPartition::new(TOPIC, p as u32)),
-                Op::Reset(p, o) => {
-                    // Only accepted while the group is empty; either way invariants hold.
-                    w.admin_reset(&TopicPartition::new(TOPIC, p as u32), o as u64);
-                }
-            }
-            w.flush();
-        }
-        // Heal everything and make sure one consumer is alive, then let the group settle.
-        for c in w.cut.iter_mut() {
-            *c = false;
-        }
-        w.ack_delay_steps = 0;
-        let live = w.consumers.iter().any(|c| c.as_ref().is_some_and(|c| !matches!(c.phase(), MemberPhase::Closed | MemberPhase::Failed(_))));
-        if !live {
-            let c = w.consumer_config(kind, AppMode::Auto);
-            w.add(c, AppMode::Auto);
-        }
-        w.run(60 * S);
-        prop_assert!(w.all_processed(), "processed {:?}", w.processed.iter().map(|(t, s)| (t.to_string(), s.len())).collect::<Vec<_>>());
-        prop_assert!(w.stable_generation().is_some());
-        // Finally every identity ever held replays a commit: only current ones get through.
-        for z in 0..w.identities.len() {
-            w.zombie_commit(z, &TopicPartition::new(TOPIC, (z % 4) as u32));
-        }
+    fn random_schedules_keep_group_invariants(
+        kind in 0u8..3,
+        ops in prop::collection::vec(op(), 1..25),
+        seed in any::<u64>(),
+        delay_pct in 0u32..30,
+        loss in 0u32..30,
+    ) {
+        run_schedule(kind, ops, seed, delay_pct, loss);
     }
 }
 
@@ -285,4 +317,16 @@ proptest! {
             prop_assert!(seen.insert(*corr), "request {} answered twice", corr);
         }
     }
+}
+
+#[test]
+fn regression_coordinator_timeout_after_cuts() {
+    use Op::*;
+    run_schedule(
+        0,
+        vec![Cut(0), Add(false), Run(24), Cut(19), Run(17)],
+        14375847517842277947,
+        0,
+        0,
+    );
 }
