@@ -330,3 +330,18 @@ fn regression_coordinator_timeout_after_cuts() {
         0,
     );
 }
+
+#[test]
+fn regression_zombie_rewind_after_admin_reset() {
+    use Op::*;
+    let ops = vec![
+        Failover(0),
+        Reset(3, 1),
+        Crash(0),
+        Add(true),
+        Run(14),
+        Run(35),
+        Zombie(29, 3),
+    ];
+    run_schedule(0, ops, 10297006069411795518, 5, 25);
+}

@@ -522,8 +522,9 @@ impl World {
             "stale identity's commit accepted"
         );
         if accepted {
+            // A rewind by a live identity: committed may go back, but nothing is skipped
+            // (`reset_to` stays), the owner carries on from its position.
             self.resets += 1;
-            self.reset_to.insert(tp.clone(), 0);
             self.high_commit.insert(tp.clone(), 0);
         }
     }
