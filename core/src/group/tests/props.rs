@@ -100,9 +100,11 @@ fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
     }
     w.ack_delay_steps = 0;
     w.faults = None;
-    let live = w.consumers.iter().any(|c| {
-        c.as_ref()
-            .is_some_and(|c| !matches!(c.phase(), MemberPhase::Closed | MemberPhase::Failed(_)))
+    let live = (0..w.consumers.len()).any(|i| {
+        !w.closing[i]
+            && w.consumers[i]
+                .as_ref()
+                .is_some_and(|c| !matches!(c.phase(), MemberPhase::Closed | MemberPhase::Failed(_)))
     });
     if !live {
         let c = w.consumer_config(kind, AppMode::Auto);
@@ -117,7 +119,19 @@ fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
             .map(|(t, s)| (t.to_string(), s.len()))
             .collect::<Vec<_>>()
     );
-    assert!(w.stable_generation().is_some());
+    assert!(
+        w.stable_generation().is_some(),
+        "group {:?}; consumers {:?}",
+        w.coord.group(super::harness::GROUP),
+        w.consumers
+            .iter()
+            .map(|c| c.as_ref().map(|c| (
+                c.phase().clone(),
+                c.member_id().cloned(),
+                c.coordinator()
+            )))
+            .collect::<Vec<_>>()
+    );
     // Finally every identity ever held replays a commit: only current ones get through.
     for z in 0..w.identities.len() {
         w.zombie_commit(z, &TopicPartition::new(TOPIC, (z % 4) as u32));
@@ -344,4 +358,21 @@ fn regression_zombie_rewind_after_admin_reset() {
         Zombie(29, 3),
     ];
     run_schedule(0, ops, 10297006069411795518, 5, 25);
+}
+
+#[test]
+fn regression_liveness_after_cut_failover_close() {
+    use Op::*;
+    let ops = vec![
+        Crash(0),
+        Add(false),
+        Run(2),
+        Cut(85),
+        Failover(0),
+        Add(true),
+        Run(20),
+        Close(29),
+        Crash(7),
+    ];
+    run_schedule(0, ops, 4468871068002204369, 19, 0);
 }

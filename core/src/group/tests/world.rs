@@ -51,6 +51,8 @@ pub struct World {
     pub consumers: Vec<Option<GroupConsumer>>,
     pub modes: Vec<AppMode>,
     pub cut: Vec<bool>,
+    /// `close` was called (the consumer may still be committing on its way out).
+    pub closing: Vec<bool>,
     pub hw: BTreeMap<TopicPartition, Offset>,
     queue: VecDeque<Msg>,
     pub events: Vec<(usize, ConsumerEvent)>,
@@ -92,6 +94,7 @@ impl World {
             consumers: Vec::new(),
             modes: Vec::new(),
             cut: Vec::new(),
+            closing: Vec::new(),
             hw: (0..partitions)
                 .map(|p| (TopicPartition::new(TOPIC, p), records))
                 .collect(),
@@ -131,6 +134,7 @@ impl World {
         self.consumers.push(Some(c));
         self.modes.push(mode);
         self.cut.push(false);
+        self.closing.push(false);
         let i = self.consumers.len() - 1;
         self.collect(i);
         self.flush();
@@ -147,6 +151,7 @@ impl World {
     }
 
     pub fn close(&mut self, i: usize) {
+        self.closing[i] = true;
         if let Some(c) = self.consumers[i].as_mut() {
             c.close(self.now);
         }
