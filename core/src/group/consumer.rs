@@ -1462,6 +1462,9 @@ impl GroupConsumer {
                             p.position = Some(o.offset);
                             p.fetch_offset = Some(o.offset);
                             p.committed = Some(o.offset);
+                            // Answers to commits sent before now are older than this
+                            // (the next commit will carry `commit_sequence + 1`).
+                            p.committed_sequence = self.commit_sequence + 1;
                         }
                         None => resets.push(tp),
                     }

@@ -376,3 +376,19 @@ fn regression_liveness_after_cut_failover_close() {
     ];
     run_schedule(0, ops, 4468871068002204369, 19, 0);
 }
+
+#[test]
+fn regression_late_commit_answer_after_reassignment() {
+    use Op::*;
+    let ops = vec![
+        Crash(0),
+        Run(1),
+        Reset(3, 0),
+        Crash(0),
+        Add(false),
+        Run(21),
+        Add(false),
+        Run(2),
+    ];
+    run_schedule(0, ops, 6247237663804496841, 16, 0);
+}
