@@ -163,9 +163,13 @@ proptest! {
     fn committed_offsets_never_go_backwards(
         kind in 0u8..3,
         ops in prop::collection::vec((1u8..30, 0u8..3, 0u8..4, any::<u8>()), 1..12),
+        seed in any::<u64>(),
+        delay_pct in 0u32..30,
     ) {
         let kind = assignor(kind);
         let mut w = World::new(3, 400);
+        use rand::SeedableRng;
+        w.faults = Some((rand_chacha::ChaCha8Rng::seed_from_u64(seed), delay_pct, 10));
         for _ in 0..3 {
             let c = w.consumer_config(kind, AppMode::CommitAfterProcess);
             w.add(c, AppMode::CommitAfterProcess);
@@ -180,6 +184,7 @@ proptest! {
         }
         let before = w.committed();
         w.ack_delay_steps = 0;
+        w.faults = None;
         w.run(30 * S);
         for (tp, o) in before {
             prop_assert!(w.committed()[&tp] >= o || w.reset_to.contains_key(&tp));
