@@ -463,3 +463,47 @@ fn refused_first_join_leaves_no_group() {
     assert!(h.coord.group(GROUP).is_none());
     assert!(h.log.is_empty());
 }
+
+#[test]
+fn a_commit_overtaken_by_a_newer_one_is_refused_also_after_failover() {
+    let mut h = Harness::new();
+    let ids = three_members(&mut h);
+    let with_seq = |seq: u64, offset: u64| {
+        let mut r = commit(&ids[0], 1, &[(0, offset)]);
+        if let GroupRequest::OffsetCommit(c) = &mut r {
+            if let Committer::Member { sequence, .. } = &mut c.committer {
+                *sequence = seq;
+            }
+        }
+        r
+    };
+    assert_eq!(
+        h.call(1, with_seq(10, 50)),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    // The network delivers an older commit of the same member late.
+    assert_eq!(
+        h.call(1, with_seq(9, 40)),
+        GroupResponse::OffsetCommit(Err(GroupError::StaleCommit))
+    );
+    // A retry of the same commit is fine.
+    assert_eq!(
+        h.call(1, with_seq(10, 50)),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    h.failover();
+    assert_eq!(
+        h.call(1, with_seq(8, 30)),
+        GroupResponse::OffsetCommit(Err(GroupError::StaleCommit))
+    );
+    assert_eq!(offsets_of(h.call(1, fetch_all())), [(0, 50)].into());
+    assert_eq!(
+        h.call(1, with_seq(11, 60)),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    // Another member's commits are ordered by generation fencing, not by A's sequence.
+    assert_eq!(
+        h.call(2, commit(&ids[1], 1, &[(0, 70)])),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+}
