@@ -24,6 +24,9 @@ enum Op {
     AckDelay(u8),
     Reset(u8, u8),
     Zombie(u8, u8),
+    /// Start a static member with instance id `s{k % 3}` unless a live process holds it
+    /// (static membership trusts that the previous holder is dead).
+    AddStatic(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -38,6 +41,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4).prop_map(Op::AckDelay),
         1 => (0u8..4, 0u8..30).prop_map(|(p, o)| Op::Reset(p, o)),
         2 => (any::<u8>(), 0u8..4).prop_map(|(z, p)| Op::Zombie(z, p)),
+        2 => any::<u8>().prop_map(Op::AddStatic),
     ]
 }
 
@@ -80,6 +84,22 @@ fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
                 w.add(c, mode);
             }
             Op::Add(_) => {}
+            Op::AddStatic(k) if n < 6 => {
+                let inst = format!("s{}", k % 3);
+                // A process still shutting down holds its instance id too.
+                let held = (0..n).any(|i| {
+                    w.consumers[i].as_ref().is_some_and(|c| {
+                        !matches!(c.phase(), MemberPhase::Closed | MemberPhase::Failed(_))
+                            && w.instance_of(i) == Some(inst.as_str())
+                    })
+                });
+                if !held {
+                    let mut c = w.consumer_config(kind, AppMode::Auto);
+                    c.instance_id = Some(inst);
+                    w.add(c, AppMode::Auto);
+                }
+            }
+            Op::AddStatic(_) => {}
             Op::Crash(i) => w.crash(i as usize % n),
             Op::Close(i) => w.close(i as usize % n),
             Op::Cut(i) => w.cut[i as usize % n] = true,

@@ -53,6 +53,7 @@ pub struct World {
     pub cut: Vec<bool>,
     /// `close` was called (the consumer may still be committing on its way out).
     pub closing: Vec<bool>,
+    instances: Vec<Option<InstanceId>>,
     pub hw: BTreeMap<TopicPartition, Offset>,
     queue: VecDeque<Msg>,
     pub events: Vec<(usize, ConsumerEvent)>,
@@ -95,6 +96,7 @@ impl World {
             modes: Vec::new(),
             cut: Vec::new(),
             closing: Vec::new(),
+            instances: Vec::new(),
             hw: (0..partitions)
                 .map(|p| (TopicPartition::new(TOPIC, p), records))
                 .collect(),
@@ -129,6 +131,7 @@ impl World {
     }
 
     pub fn add(&mut self, config: ConsumerConfig, mode: AppMode) -> usize {
+        self.instances.push(config.instance_id.clone());
         let mut c = GroupConsumer::new(config).expect("valid config");
         c.subscribe(self.now, &[TOPIC]);
         self.consumers.push(Some(c));
@@ -139,6 +142,10 @@ impl World {
         self.collect(i);
         self.flush();
         i
+    }
+
+    pub fn instance_of(&self, i: usize) -> Option<&str> {
+        self.instances[i].as_deref()
     }
 
     pub fn consumer(&self, i: usize) -> &GroupConsumer {
