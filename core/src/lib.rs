@@ -11,6 +11,7 @@
 
 pub mod broker;
 pub mod controller;
+pub mod group;
 pub mod log;
 pub mod message;
 pub mod producer;

@@ -1,0 +1,1607 @@
+//! `GroupConsumer`: the client side of a consumer group, as a sans-I/O state machine.
+//!
+//! The application calls [`GroupConsumer::subscribe`], [`GroupConsumer::poll`],
+//! [`GroupConsumer::commit_sync`] / [`GroupConsumer::commit_async`], [`GroupConsumer::seek`]
+//! and [`GroupConsumer::close`]; the host delivers responses with
+//! [`GroupConsumer::handle_response`], advances time with [`GroupConsumer::tick`], and sends
+//! whatever [`GroupConsumer::drain_outputs`] returns ([`ConsumerOutput::Send`] to a
+//! [`Destination`]) and reports the [`ConsumerEvent`]s (assignments, revocations, losses,
+//! commit results) to the application or the history.
+//!
+//! Membership loop: find the coordinator, join (rejoining once with the member id the
+//! coordinator hands out), the leader computes the assignment with the agreed assignor, sync,
+//! then heartbeat. Safety rules: partitions are revoked (positions committed first when
+//! auto-commit is on) *before* an eager rejoin; cooperative members revoke only what the new
+//! assignment takes away, then rejoin; a member told its generation is gone
+//! (IllegalGeneration, UnknownMemberId) — or that has not reached the coordinator for a
+//! session timeout — drops its partitions at once (`PartitionsLost`, no commit) before
+//! rejoining. Records are only returned below the high watermark the broker reported.
+
+use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
+use crate::group::protocol::*;
+use crate::log::{Header, RecordBatch};
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TimestampMs, TopicPartition};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+const MS: Nanos = 1_000_000;
+const SECOND: Nanos = 1_000 * MS;
+
+/// Where to start when the group has no committed offset for a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+    /// Report [`ConsumerEvent::NoOffset`] and leave the partition idle.
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    pub group_id: GroupId,
+    pub instance_id: Option<InstanceId>,
+    pub session_timeout: Nanos,
+    pub rebalance_timeout: Nanos,
+    pub heartbeat_interval: Nanos,
+    /// Assignors offered, in order of preference.
+    pub assignors: Vec<AssignorKind>,
+    /// `Some(interval)`: commit positions from within `poll` at this interval, and before
+    /// revoking partitions or leaving.
+    pub auto_commit_interval: Option<Nanos>,
+    pub reset: OffsetReset,
+    pub retry_backoff: Nanos,
+    pub request_timeout: Nanos,
+    /// Wait this long before fetching again after an empty fetch.
+    pub fetch_idle_backoff: Nanos,
+    pub max_poll_records: usize,
+    pub fetch_max_bytes: usize,
+    /// Stop fetching a partition while this many records wait in its buffer.
+    pub max_buffered_records: usize,
+    /// The leader re-reads partition counts this often and rebalances when they changed
+    /// (`metadata.max.age.ms`).
+    pub metadata_max_age: Nanos,
+}
+
+impl ConsumerConfig {
+    pub fn new(group_id: impl Into<GroupId>) -> Self {
+        Self {
+            group_id: group_id.into(),
+            instance_id: None,
+            session_timeout: 10 * SECOND,
+            rebalance_timeout: 30 * SECOND,
+            heartbeat_interval: 3 * SECOND,
+            assignors: vec![AssignorKind::Range],
+            auto_commit_interval: Some(5 * SECOND),
+            reset: OffsetReset::Latest,
+            retry_backoff: 100 * MS,
+            request_timeout: 30 * SECOND,
+            fetch_idle_backoff: 100 * MS,
+            max_poll_records: 500,
+            fetch_max_bytes: 1 << 20,
+            max_buffered_records: 1000,
+            metadata_max_age: 300 * SECOND,
+        }
+    }
+}
+
+/// Where the host should send a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// Any reachable broker (FindCoordinator, Metadata).
+    AnyBroker,
+    /// The group coordinator the consumer found.
+    Node(NodeId),
+    /// The current leader of this partition, as the host's metadata knows it.
+    LeaderOf(TopicPartition),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    /// The high watermark: the first offset not yet readable.
+    Latest,
+}
+
+/// What the consumer asks of brokers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerRequest {
+    Group(GroupRequest),
+    /// Partition counts of these topics.
+    Metadata {
+        topics: Vec<String>,
+    },
+    ListOffsets {
+        tp: TopicPartition,
+        spec: OffsetSpec,
+    },
+    /// Read committed records (below the HW) of `tp` from `offset`.
+    Fetch {
+        tp: TopicPartition,
+        offset: Offset,
+        max_bytes: usize,
+    },
+}
+
+/// Partition-read failures as the broker reports them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("the broker is not the partition's leader")]
+    NotLeader,
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("offset out of range")]
+    OffsetOutOfRange,
+    #[error("request timed out")]
+    Timeout,
+    #[error("{0}")]
+    Other(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedData {
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Responses the host hands back, matched to requests by correlation id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerResponse {
+    Group(GroupResponse),
+    /// Partition counts; unknown topics are absent.
+    Metadata {
+        topics: BTreeMap<String, u32>,
+    },
+    ListOffsets(Result<Offset, FetchError>),
+    Fetch(Result<FetchedData, FetchError>),
+}
+
+pub type CommitId = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    #[error("not a member of a stable generation")]
+    RebalanceInProgress,
+    #[error("{0} is not assigned to this consumer")]
+    NotOwned(TopicPartition),
+    #[error("coordinator refused the commit: {0}")]
+    Group(GroupError),
+    #[error("no answer within the request timeout")]
+    Timeout,
+}
+
+/// A record handed to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    pub tp: TopicPartition,
+    pub offset: Offset,
+    pub leader_epoch: LeaderEpoch,
+    pub timestamp: TimestampMs,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<Header>,
+}
+
+/// What happened, for the application (and the simulator's history).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerEvent {
+    PartitionsAssigned {
+        generation: GenerationId,
+        partitions: Vec<TopicPartition>,
+    },
+    /// Given up cleanly (positions committed first with auto-commit); no more records.
+    PartitionsRevoked { partitions: Vec<TopicPartition> },
+    /// The generation is gone: processing stopped at once, nothing committed.
+    PartitionsLost { partitions: Vec<TopicPartition> },
+    CommitCompleted {
+        id: CommitId,
+        result: Result<BTreeMap<TopicPartition, Offset>, CommitError>,
+    },
+    /// No committed offset and reset policy `None`: the partition stays idle until `seek`.
+    NoOffset { tp: TopicPartition },
+    /// An error the consumer cannot recover from (fenced static instance, incompatible
+    /// assignors); it stops.
+    Fatal(GroupError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerOutput {
+    Send {
+        to: Destination,
+        correlation: CorrelationId,
+        request: ConsumerRequest,
+    },
+    Event(ConsumerEvent),
+}
+
+/// Where the consumer is in the membership protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberPhase {
+    Unsubscribed,
+    /// Must (re)join as soon as the coordinator is known and revocations are done.
+    NeedsJoin,
+    Joining,
+    /// Leader waiting for partition counts to compute the assignment.
+    AwaitingMetadata,
+    Syncing,
+    Stable,
+    Closed,
+    Failed(GroupError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum CommitPurpose {
+    User {
+        id: CommitId,
+        retry: bool,
+        deadline: Nanos,
+    },
+    Auto,
+    /// Before revoking: when done (or given up at `deadline`), finish the revocation.
+    Revoke {
+        deadline: Nanos,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Inflight {
+    FindCoordinator,
+    Join,
+    Sync,
+    Heartbeat { generation: GenerationId },
+    Leave,
+    Commit(PendingCommit),
+    OffsetFetch { partitions: Vec<TopicPartition> },
+    Metadata,
+    ListOffsets { tp: TopicPartition },
+    Fetch { tp: TopicPartition, offset: Offset },
+}
+
+#[derive(Clone, Debug, Default)]
+struct PartitionState {
+    /// Next offset `poll` returns.
+    position: Option<Offset>,
+    /// Next offset to fetch (position + buffered).
+    fetch_offset: Option<Offset>,
+    /// Last offset this consumer saw committed for the partition.
+    committed: Option<Offset>,
+    /// Sequence of the commit that set `committed` (answers may arrive out of order).
+    committed_sequence: u64,
+    /// The next commit may go below `committed`: the application seeked.
+    reset: bool,
+    high_watermark: Option<Offset>,
+    buffer: VecDeque<ConsumedRecord>,
+    fetching: bool,
+    resolving: bool,
+    no_offset: bool,
+    retry_at: Nanos,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PendingCommit {
+    offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    purpose: CommitPurpose,
+    generation: GenerationId,
+    /// This consumer's commit sequence number; retries keep it.
+    sequence: u64,
+}
+
+/// A revocation waiting for its commit, then for what comes after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum AfterRevoke {
+    Join,
+    Leave,
+}
+
+pub struct GroupConsumer {
+    config: ConsumerConfig,
+    topics: BTreeSet<String>,
+    phase: MemberPhase,
+    coordinator: Option<NodeId>,
+    member_id: Option<MemberId>,
+    generation: Option<GenerationId>,
+    /// Generation of the last assignment received: what `owned` is claimed with on rejoin.
+    owned_generation: Option<GenerationId>,
+    protocol: Option<AssignorKind>,
+    pending_join: Option<JoinGroupResponse>,
+    /// As leader: the partition counts the current assignment was computed from (0 = topic
+    /// unknown then), and when to check them again.
+    assigned_with: Option<TopicPartitions>,
+    next_metadata_check: Nanos,
+    owned: BTreeMap<TopicPartition, PartitionState>,
+    metadata: TopicPartitions,
+    revoking: Option<(Vec<TopicPartition>, AfterRevoke)>,
+    /// Request, when it was sent, when it times out.
+    inflight: BTreeMap<CorrelationId, (Inflight, Nanos, Nanos)>,
+    /// Send time of the request whose response is being handled.
+    answered_sent_at: Nanos,
+    next_correlation: CorrelationId,
+    next_commit: CommitId,
+    /// Sequence of the last commit request sent (see `Committer::Member::sequence`).
+    commit_sequence: u64,
+    /// Commits waiting for a coordinator to retry against, with the generation they were
+    /// made in (a retry never borrows a later generation's authority).
+    retry_commits: Vec<PendingCommit>,
+    backoff_until: Nanos,
+    next_heartbeat: Nanos,
+    last_contact: Nanos,
+    next_auto_commit: Nanos,
+    outputs: Vec<ConsumerOutput>,
+    /// Latest time seen: deadlines at or before it were already acted on (or wait on
+    /// something with its own deadline), so `next_timeout` never reports them.
+    last_now: Nanos,
+}
+
+/// A consumer configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerConfigError {
+    #[error("group id is empty")]
+    EmptyGroupId,
+    #[error("no assignor configured")]
+    NoAssignors,
+    #[error("heartbeat interval must be shorter than the session timeout")]
+    HeartbeatNotBelowSession,
+    #[error("max_poll_records must be at least 1")]
+    ZeroPollRecords,
+}
+
+impl ConsumerConfig {
+    pub fn validate(&self) -> Result<(), ConsumerConfigError> {
+        if self.group_id.is_empty() {
+            return Err(ConsumerConfigError::EmptyGroupId);
+        }
+        if self.assignors.is_empty() {
+            return Err(ConsumerConfigError::NoAssignors);
+        }
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(ConsumerConfigError::HeartbeatNotBelowSession);
+        }
+        if self.max_poll_records == 0 {
+            return Err(ConsumerConfigError::ZeroPollRecords);
+        }
+        Ok(())
+    }
+}
+
+impl GroupConsumer {
+    pub fn new(config: ConsumerConfig) -> Result<Self, ConsumerConfigError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            topics: BTreeSet::new(),
+            phase: MemberPhase::Unsubscribed,
+            coordinator: None,
+            member_id: None,
+            generation: None,
+            owned_generation: None,
+            protocol: None,
+            pending_join: None,
+            assigned_with: None,
+            next_metadata_check: 0,
+            owned: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            revoking: None,
+            inflight: BTreeMap::new(),
+            answered_sent_at: 0,
+            next_correlation: 1,
+            next_commit: 1,
+            commit_sequence: 0,
+            retry_commits: Vec::new(),
+            backoff_until: 0,
+            next_heartbeat: 0,
+            last_contact: 0,
+            next_auto_commit: 0,
+            outputs: Vec::new(),
+            last_now: 0,
+        })
+    }
+
+    // ---- views --------------------------------------------------------------------------
+
+    pub fn phase(&self) -> &MemberPhase {
+        &self.phase
+    }
+    pub fn member_id(&self) -> Option<&MemberId> {
+        self.member_id.as_ref()
+    }
+    pub fn generation(&self) -> Option<GenerationId> {
+        self.generation
+    }
+    pub fn coordinator(&self) -> Option<NodeId> {
+        self.coordinator
+    }
+    /// Partitions this consumer may process right now.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.owned.keys().cloned().collect()
+    }
+    pub fn position(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.owned.get(tp).and_then(|p| p.position)
+    }
+    pub fn committed(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.owned.get(tp).and_then(|p| p.committed)
+    }
+
+    // ---- application calls --------------------------------------------------------------
+
+    /// Subscribe to `topics` (replacing any previous subscription) and join the group.
+    pub fn subscribe(&mut self, now: Nanos, topics: &[&str]) {
+        if matches!(self.phase, MemberPhase::Closed | MemberPhase::Failed(_)) {
+            return;
+        }
+        self.topics = topics.iter().map(|t| t.to_string()).collect();
+        self.request_rejoin(now);
+        self.step(now);
+    }
+
+    /// Records ready for processing, below the high watermark, from owned partitions only.
+    /// With auto-commit, first commits the positions reached by previous polls (records
+    /// returned earlier are taken as processed).
+    pub fn poll(&mut self, now: Nanos) -> Vec<ConsumedRecord> {
+        if let Some(interval) = self.config.auto_commit_interval {
+            if self.phase == MemberPhase::Stable && now >= self.next_auto_commit {
+                self.next_auto_commit = now + interval;
+                let offsets = self.positions_to_commit(None);
+                if !offsets.is_empty() {
+                    self.send_commit(now, offsets, CommitPurpose::Auto, self.generation, None);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        'outer: loop {
+            let mut progressed = false;
+            for (_, p) in self.owned.iter_mut() {
+                if out.len() >= self.config.max_poll_records {
+                    break 'outer;
+                }
+                if let Some(r) = p.buffer.pop_front() {
+                    p.position = Some(r.offset + 1);
+                    out.push(r);
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        self.step(now);
+        out
+    }
+
+    /// Commit every owned partition's position; retried on retriable errors until the
+    /// request timeout. The outcome arrives as [`ConsumerEvent::CommitCompleted`].
+    pub fn commit_sync(&mut self, now: Nanos) -> CommitId {
+        let offsets = self.positions_to_commit(None);
+        self.commit(now, offsets, true)
+    }
+
+    /// Commit every owned partition's position once, without retries.
+    pub fn commit_async(&mut self, now: Nanos) -> CommitId {
+        let offsets = self.positions_to_commit(None);
+        self.commit(now, offsets, false)
+    }
+
+    /// Commit explicit offsets (each the next offset to consume) of owned partitions.
+    pub fn commit_offsets(
+        &mut self,
+        now: Nanos,
+        offsets: BTreeMap<TopicPartition, Offset>,
+        sync: bool,
+    ) -> CommitId {
+        let offsets = offsets
+            .into_iter()
+            .map(|(tp, o)| (tp, OffsetAndMetadata::new(o)))
+            .collect();
+        self.commit(now, offsets, sync)
+    }
+
+    /// Move the position of an owned partition. Commits may then go below what was
+    /// committed before: this is the explicit reset.
+    pub fn seek(&mut self, now: Nanos, tp: &TopicPartition, offset: Offset) -> bool {
+        let Some(p) = self.owned.get_mut(tp) else {
+            return false;
+        };
+        p.position = Some(offset);
+        p.fetch_offset = Some(offset);
+        p.buffer.clear();
+        p.fetching = false; // an in-flight fetch is now stale (checked by offset)
+        p.resolving = false;
+        p.no_offset = false;
+        p.reset = true;
+        self.step(now);
+        true
+    }
+
+    /// Seek to the log start or the high watermark.
+    pub fn seek_to(&mut self, now: Nanos, tp: &TopicPartition, spec: OffsetSpec) -> bool {
+        let Some(p) = self.owned.get_mut(tp) else {
+            return false;
+        };
+        p.buffer.clear();
+        p.position = None;
+        p.fetch_offset = None;
+        p.fetching = false;
+        p.resolving = true;
+        p.no_offset = false;
+        p.reset = true;
+        let tp = tp.clone();
+        self.send(
+            now,
+            Destination::LeaderOf(tp.clone()),
+            ConsumerRequest::ListOffsets {
+                tp: tp.clone(),
+                spec,
+            },
+            Inflight::ListOffsets { tp },
+        );
+        true
+    }
+
+    /// Leave the group: revoke (committing first with auto-commit), then LeaveGroup (static
+    /// members do not leave: their session expires, so a quick restart keeps the assignment).
+    pub fn close(&mut self, now: Nanos) {
+        if matches!(self.phase, MemberPhase::Closed | MemberPhase::Failed(_)) {
+            return;
+        }
+        let all: Vec<TopicPartition> = self.owned.keys().cloned().collect();
+        self.start_revoke(now, all, AfterRevoke::Leave);
+        self.step(now);
+    }
+
+    // ---- host calls ---------------------------------------------------------------------
+
+    pub fn handle_response(
+        &mut self,
+        now: Nanos,
+        correlation: CorrelationId,
+        response: ConsumerResponse,
+    ) {
+        let Some((what, sent, _)) = self.inflight.remove(&correlation) else {
+            return; // timed out earlier, or a duplicate
+        };
+        // Session liveness is measured from when the coordinator could at the earliest have
+        // seen the request, so the client gives up no later than the coordinator evicts it.
+        self.answered_sent_at = sent;
+        match (what, response) {
+            (
+                Inflight::FindCoordinator,
+                ConsumerResponse::Group(GroupResponse::FindCoordinator(r)),
+            ) => match r {
+                Ok(info) => self.coordinator = Some(info.node),
+                Err(_) => self.backoff_until = now + self.config.retry_backoff,
+            },
+            (Inflight::Join, ConsumerResponse::Group(GroupResponse::JoinGroup(r))) => {
+                self.on_join(now, r)
+            }
+            (Inflight::Sync, ConsumerResponse::Group(GroupResponse::SyncGroup(r))) => {
+                self.on_sync(now, r)
+            }
+            (
+                Inflight::Heartbeat { generation },
+                ConsumerResponse::Group(GroupResponse::Heartbeat(r)),
+            ) => self.on_heartbeat(now, generation, r),
+            (Inflight::Leave, ConsumerResponse::Group(GroupResponse::LeaveGroup(_))) => {}
+            (Inflight::Commit(c), ConsumerResponse::Group(GroupResponse::OffsetCommit(r))) => {
+                self.on_commit(now, c, r)
+            }
+            (
+                Inflight::OffsetFetch { partitions },
+                ConsumerResponse::Group(GroupResponse::OffsetFetch(r)),
+            ) => self.on_offset_fetch(now, partitions, r),
+            (Inflight::Metadata, ConsumerResponse::Metadata { topics }) => {
+                self.metadata.extend(topics);
+                if self.phase == MemberPhase::AwaitingMetadata {
+                    self.assign_and_sync(now);
+                } else if self.phase == MemberPhase::Stable {
+                    let changed = self.assigned_with.as_ref().is_some_and(|used| {
+                        used.iter()
+                            .any(|(t, n)| self.metadata.get(t).copied().unwrap_or(0) != *n)
+                    });
+                    if changed {
+                        tracing::debug!("partition counts changed: leader rebalances");
+                        self.request_rejoin(now);
+                    }
+                }
+            }
+            (Inflight::ListOffsets { tp }, ConsumerResponse::ListOffsets(r)) => {
+                if let Some(p) = self.owned.get_mut(&tp) {
+                    if p.resolving {
+                        p.resolving = false;
+                        match r {
+                            Ok(o) => {
+                                p.position = Some(o);
+                                p.fetch_offset = Some(o);
+                            }
+                            Err(_) => p.retry_at = now + self.config.retry_backoff,
+                        }
+                    }
+                }
+            }
+            (Inflight::Fetch { tp, offset }, ConsumerResponse::Fetch(r)) => {
+                self.on_fetch(now, tp, offset, r)
+            }
+            (what, resp) => {
+                tracing::warn!(?what, ?resp, "response does not match its request; dropped");
+                self.after_timeout(now, what);
+            }
+        }
+        self.step(now);
+    }
+
+    /// Advance time: request timeouts, commit retry deadlines, client-side liveness (every
+    /// other entry point does this too).
+    pub fn tick(&mut self, now: Nanos) {
+        self.step(now);
+    }
+
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        let mut t: Vec<Nanos> = self.inflight.values().map(|(_, _, d)| *d).collect();
+        if self.phase == MemberPhase::Stable {
+            t.push(self.next_heartbeat);
+            if self.assigned_with.is_some() {
+                t.push(self.next_metadata_check);
+            }
+        }
+        if !self.owned.is_empty() {
+            t.push(self.liveness_deadline());
+        }
+        if self.backoff_until > 0 {
+            t.push(self.backoff_until);
+        }
+        t.extend(
+            self.owned
+                .values()
+                .filter(|p| !p.fetching && p.retry_at > 0)
+                .map(|p| p.retry_at),
+        );
+        t.extend(self.retry_commits.iter().filter_map(|c| match &c.purpose {
+            CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
+                Some(*deadline)
+            }
+            CommitPurpose::Auto => None,
+        }));
+        t.into_iter().filter(|t| *t > self.last_now).min()
+    }
+
+    pub fn drain_outputs(&mut self) -> Vec<ConsumerOutput> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    // ---- internals ----------------------------------------------------------------------
+
+    fn liveness_deadline(&self) -> Nanos {
+        self.last_contact
+            + self
+                .config
+                .session_timeout
+                .min(self.config.rebalance_timeout)
+    }
+
+    /// The coordinator answered a request that refreshed our session.
+    fn contact(&mut self) {
+        self.last_contact = self.last_contact.max(self.answered_sent_at);
+    }
+
+    fn event(&mut self, e: ConsumerEvent) {
+        self.outputs.push(ConsumerOutput::Event(e));
+    }
+
+    fn send(&mut self, now: Nanos, to: Destination, request: ConsumerRequest, what: Inflight) {
+        let correlation = self.next_correlation;
+        self.next_correlation += 1;
+        let timeout = match what {
+            // A join is parked by the coordinator for up to the rebalance timeout.
+            Inflight::Join => self.config.rebalance_timeout + self.config.request_timeout,
+            _ => self.config.request_timeout,
+        };
+        self.inflight
+            .insert(correlation, (what, now, now + timeout));
+        self.outputs.push(ConsumerOutput::Send {
+            to,
+            correlation,
+            request,
+        });
+    }
+
+    fn in_flight(&self, f: impl Fn(&Inflight) -> bool) -> bool {
+        self.inflight.values().any(|(w, _, _)| f(w))
+    }
+
+    fn send_group(&mut self, now: Nanos, req: GroupRequest, what: Inflight) -> bool {
+        match self.coordinator {
+            Some(node) => {
+                self.send(
+                    now,
+                    Destination::Node(node),
+                    ConsumerRequest::Group(req),
+                    what,
+                );
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn coordinator_lost(&mut self, now: Nanos) {
+        self.coordinator = None;
+        self.backoff_until = now + self.config.retry_backoff;
+    }
+
+    /// The driver: issue whatever the current state needs.
+    fn timers(&mut self, now: Nanos) {
+        let expired: Vec<CorrelationId> = self
+            .inflight
+            .iter()
+            .filter(|(_, (_, _, d))| now >= *d)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in expired {
+            let (what, _, _) = self.inflight.remove(&c).expect("listed");
+            self.after_timeout(now, what);
+        }
+        // Fail user commits whose retry deadline passed while waiting for a coordinator.
+        let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retry_commits)
+            .into_iter()
+            .partition(|c| match c.purpose {
+                CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
+                    now >= deadline
+                }
+                CommitPurpose::Auto => false,
+            });
+        self.retry_commits = live;
+        for c in dead {
+            match c.purpose {
+                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
+                    id,
+                    result: Err(CommitError::Timeout),
+                }),
+                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
+                CommitPurpose::Auto => {}
+            }
+        }
+        // Client-side liveness: the coordinator evicts a member a session timeout after the
+        // last request it saw, or at the end of a rebalance it did not rejoin, or a rebalance
+        // timeout after a join it did not sync; `last_contact` is the send time of the last
+        // request answered in a way that rules those out, so giving up at the earlier bound
+        // stops processing no later than anyone else can be handed our partitions.
+        if !self.owned.is_empty() && now >= self.liveness_deadline() {
+            self.lose_partitions(now);
+        }
+    }
+
+    fn step(&mut self, now: Nanos) {
+        self.last_now = self.last_now.max(now);
+        self.timers(now);
+        if matches!(
+            self.phase,
+            MemberPhase::Unsubscribed | MemberPhase::Closed | MemberPhase::Failed(_)
+        ) {
+            return;
+        }
+        if now >= self.backoff_until {
+            self.backoff_until = 0;
+        }
+        if self.coordinator.is_none() {
+            if self.backoff_until == 0 && !self.in_flight(|w| *w == Inflight::FindCoordinator) {
+                let req = GroupRequest::FindCoordinator {
+                    group_id: self.config.group_id.clone(),
+                };
+                self.send(
+                    now,
+                    Destination::AnyBroker,
+                    ConsumerRequest::Group(req),
+                    Inflight::FindCoordinator,
+                );
+            }
+        } else if self.backoff_until == 0 {
+            self.step_with_coordinator(now);
+        }
+        self.step_partitions(now);
+    }
+
+    fn step_with_coordinator(&mut self, now: Nanos) {
+        for c in std::mem::take(&mut self.retry_commits) {
+            self.send_commit(
+                now,
+                c.offsets,
+                c.purpose,
+                Some(c.generation),
+                Some(c.sequence),
+            );
+        }
+        if self.revoking.is_some() {
+            return; // finish the revocation commit first
+        }
+        if self.phase == MemberPhase::NeedsJoin && !self.in_flight(|w| *w == Inflight::Join) {
+            self.send_join(now);
+        }
+        if self.phase == MemberPhase::Stable
+            && now >= self.next_heartbeat
+            && !self.in_flight(|w| matches!(w, Inflight::Heartbeat { .. }))
+        {
+            let req = GroupRequest::Heartbeat(HeartbeatRequest {
+                group_id: self.config.group_id.clone(),
+                generation: self.generation.unwrap_or_default(),
+                member_id: self.member_id.clone().unwrap_or_default(),
+                group_instance_id: self.config.instance_id.clone(),
+            });
+            let generation = self.generation.unwrap_or_default();
+            self.send_group(now, req, Inflight::Heartbeat { generation });
+            self.next_heartbeat = now + self.config.heartbeat_interval;
+        }
+        // As leader, watch the partition counts the assignment was computed from.
+        if self.phase == MemberPhase::Stable
+            && now >= self.next_metadata_check
+            && !self.in_flight(|w| *w == Inflight::Metadata)
+        {
+            if let Some(used) = &self.assigned_with {
+                let topics = used.keys().cloned().collect();
+                self.next_metadata_check = now + self.config.metadata_max_age;
+                self.send(
+                    now,
+                    Destination::AnyBroker,
+                    ConsumerRequest::Metadata { topics },
+                    Inflight::Metadata,
+                );
+            }
+        }
+        // Positions of newly owned partitions: one OffsetFetch for all of them.
+        let need: Vec<TopicPartition> = self
+            .owned
+            .iter()
+            .filter(|(_, p)| {
+                p.position.is_none() && !p.resolving && !p.no_offset && now >= p.retry_at
+            })
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if !need.is_empty() && self.phase == MemberPhase::Stable {
+            for tp in &need {
+                self.owned.get_mut(tp).expect("owned").resolving = true;
+            }
+            let req = GroupRequest::OffsetFetch(OffsetFetchRequest {
+                group_id: self.config.group_id.clone(),
+                partitions: Some(need.clone()),
+                require_stable: true,
+            });
+            self.send_group(now, req, Inflight::OffsetFetch { partitions: need });
+        }
+    }
+
+    fn step_partitions(&mut self, now: Nanos) {
+        let mut fetches = Vec::new();
+        for (tp, p) in self.owned.iter_mut() {
+            if let (Some(off), false) = (p.fetch_offset, p.fetching) {
+                if p.buffer.len() < self.config.max_buffered_records && now >= p.retry_at {
+                    p.fetching = true;
+                    fetches.push((tp.clone(), off));
+                }
+            }
+        }
+        for (tp, offset) in fetches {
+            let req = ConsumerRequest::Fetch {
+                tp: tp.clone(),
+                offset,
+                max_bytes: self.config.fetch_max_bytes,
+            };
+            self.send(
+                now,
+                Destination::LeaderOf(tp.clone()),
+                req,
+                Inflight::Fetch { tp, offset },
+            );
+        }
+    }
+
+    fn send_join(&mut self, now: Nanos) {
+        let owned: Vec<TopicPartition> = self.owned.keys().cloned().collect();
+        let subscription = Subscription {
+            topics: self.topics.iter().cloned().collect(),
+            owned,
+            generation: self.owned_generation,
+        };
+        let req = GroupRequest::JoinGroup(JoinGroupRequest {
+            group_id: self.config.group_id.clone(),
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.instance_id.clone(),
+            session_timeout: self.config.session_timeout,
+            rebalance_timeout: self.config.rebalance_timeout,
+            protocol_type: CONSUMER_PROTOCOL_TYPE.to_string(),
+            protocols: self
+                .config
+                .assignors
+                .iter()
+                .map(|a| ProtocolMetadata {
+                    name: a.name().to_string(),
+                    subscription: subscription.clone(),
+                })
+                .collect(),
+        });
+        if self.send_group(now, req, Inflight::Join) {
+            self.phase = MemberPhase::Joining;
+        }
+    }
+
+    fn rebalance_protocol(&self) -> RebalanceProtocol {
+        self.protocol.unwrap_or(self.config.assignors[0]).protocol()
+    }
+
+    /// Start a rebalance from our side: eager members revoke everything first.
+    fn request_rejoin(&mut self, now: Nanos) {
+        if matches!(self.phase, MemberPhase::Closed | MemberPhase::Failed(_)) {
+            return;
+        }
+        self.phase = MemberPhase::NeedsJoin;
+        self.pending_join = None;
+        if self.rebalance_protocol() == RebalanceProtocol::Eager && !self.owned.is_empty() {
+            let all = self.owned.keys().cloned().collect();
+            self.start_revoke(now, all, AfterRevoke::Join);
+        }
+    }
+
+    fn start_revoke(&mut self, now: Nanos, partitions: Vec<TopicPartition>, then: AfterRevoke) {
+        if let Some((parts, after)) = &mut self.revoking {
+            // Already revoking: widen it; keep the stronger follow-up.
+            for tp in partitions {
+                if !parts.contains(&tp) {
+                    parts.push(tp);
+                }
+            }
+            if then == AfterRevoke::Leave {
+                *after = AfterRevoke::Leave;
+            }
+            return;
+        }
+        self.revoking = Some((partitions.clone(), then));
+        let set: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        let offsets = if self.config.auto_commit_interval.is_some() && self.generation.is_some() {
+            self.positions_to_commit(Some(&set))
+        } else {
+            BTreeMap::new()
+        };
+        if offsets.is_empty()
+            || !self.send_commit(
+                now,
+                offsets,
+                CommitPurpose::Revoke {
+                    deadline: now + self.config.request_timeout,
+                },
+                self.generation,
+                None,
+            )
+        {
+            self.finish_revoke(now);
+        }
+    }
+
+    fn finish_revoke(&mut self, now: Nanos) {
+        let Some((parts, then)) = self.revoking.take() else {
+            return;
+        };
+        for tp in &parts {
+            self.owned.remove(tp);
+        }
+        if !parts.is_empty() {
+            self.event(ConsumerEvent::PartitionsRevoked { partitions: parts });
+        }
+        match then {
+            AfterRevoke::Join => {}
+            AfterRevoke::Leave => {
+                if self.config.instance_id.is_none() {
+                    if let Some(member_id) = self.member_id.clone() {
+                        let req = GroupRequest::LeaveGroup(LeaveGroupRequest {
+                            group_id: self.config.group_id.clone(),
+                            member_id,
+                            group_instance_id: None,
+                        });
+                        self.send_group(now, req, Inflight::Leave);
+                    }
+                }
+                self.phase = MemberPhase::Closed;
+                self.generation = None;
+            }
+        }
+    }
+
+    /// The generation is gone: drop everything now, commit nothing, rejoin.
+    fn lose_partitions(&mut self, now: Nanos) {
+        let parts: Vec<TopicPartition> = std::mem::take(&mut self.owned).into_keys().collect();
+        if !parts.is_empty() {
+            self.event(ConsumerEvent::PartitionsLost { partitions: parts });
+        }
+        self.revoking = None;
+        self.generation = None;
+        self.owned_generation = None;
+        self.request_rejoin(now);
+    }
+
+    fn fail(&mut self, e: GroupError) {
+        let parts: Vec<TopicPartition> = std::mem::take(&mut self.owned).into_keys().collect();
+        if !parts.is_empty() {
+            self.event(ConsumerEvent::PartitionsLost { partitions: parts });
+        }
+        self.phase = MemberPhase::Failed(e.clone());
+        self.event(ConsumerEvent::Fatal(e));
+    }
+
+    /// Common handling of a group error; returns true if it was consumed.
+    fn group_error(&mut self, now: Nanos, e: &GroupError) {
+        match e {
+            GroupError::NotCoordinator | GroupError::CoordinatorNotAvailable => {
+                self.coordinator_lost(now);
+                self.request_rejoin_if_joining(now);
+            }
+            GroupError::CoordinatorLoadInProgress | GroupError::UnstableOffsetCommit => {
+                self.backoff_until = now + self.config.retry_backoff;
+                self.request_rejoin_if_joining(now);
+            }
+            GroupError::UnknownMemberId => {
+                self.member_id = None;
+                self.lose_partitions(now);
+                self.backoff_until = now + self.config.retry_backoff;
+            }
+            GroupError::IllegalGeneration => {
+                self.lose_partitions(now);
+            }
+            GroupError::RebalanceInProgress => self.request_rejoin(now),
+            GroupError::MemberIdRequired(id) => {
+                self.member_id = Some(id.clone());
+                self.phase = MemberPhase::NeedsJoin;
+            }
+            GroupError::FencedInstanceId
+            | GroupError::InconsistentGroupProtocol
+            | GroupError::InvalidSessionTimeout
+            | GroupError::InvalidGroupId
+            | GroupError::GroupMaxSizeReached => self.fail(e.clone()),
+            // A superseded commit says nothing about membership.
+            GroupError::StaleCommit => {}
+            GroupError::InvalidAssignment(_)
+            | GroupError::OffsetMetadataTooLarge
+            | GroupError::NonEmptyGroup => {
+                self.backoff_until = now + self.config.retry_backoff;
+                self.request_rejoin_if_joining(now);
+            }
+        }
+    }
+
+    fn request_rejoin_if_joining(&mut self, _now: Nanos) {
+        if matches!(
+            self.phase,
+            MemberPhase::Joining | MemberPhase::Syncing | MemberPhase::AwaitingMetadata
+        ) {
+            self.phase = MemberPhase::NeedsJoin;
+            self.pending_join = None;
+        }
+    }
+
+    fn on_join(&mut self, now: Nanos, r: Result<JoinGroupResponse, GroupError>) {
+        if self.phase != MemberPhase::Joining {
+            return;
+        }
+        match r {
+            Err(e) => {
+                self.phase = MemberPhase::NeedsJoin;
+                self.group_error(now, &e);
+            }
+            Ok(resp) => {
+                let Some(kind) = AssignorKind::from_name(&resp.protocol) else {
+                    self.fail(GroupError::InconsistentGroupProtocol);
+                    return;
+                };
+                self.contact();
+                self.member_id = Some(resp.member_id.clone());
+                self.generation = Some(resp.generation);
+                self.protocol = Some(kind);
+                let leader = resp.is_leader() && !resp.skip_assignment;
+                self.pending_join = Some(resp);
+                self.assigned_with = None;
+                if leader {
+                    self.assign_and_sync(now);
+                } else {
+                    self.send_sync(now, BTreeMap::new());
+                }
+            }
+        }
+    }
+
+    /// As leader: compute the assignment with the agreed assignor (fetching partition counts
+    /// first if some subscribed topic is unknown) and sync it.
+    fn assign_and_sync(&mut self, now: Nanos) {
+        let Some(join) = self.pending_join.clone() else {
+            return;
+        };
+        let wanted: BTreeSet<String> = join
+            .members
+            .iter()
+            .flat_map(|m| m.subscription.topics.iter().cloned())
+            .collect();
+        // Always assign from fresh partition counts.
+        if self.phase != MemberPhase::AwaitingMetadata {
+            self.phase = MemberPhase::AwaitingMetadata;
+            self.send(
+                now,
+                Destination::AnyBroker,
+                ConsumerRequest::Metadata {
+                    topics: wanted.iter().cloned().collect(),
+                },
+                Inflight::Metadata,
+            );
+            return;
+        }
+        // Topics still unknown after a metadata answer do not exist: nothing to assign there.
+        let kind = self.protocol.expect("set on join");
+        let members: BTreeMap<MemberId, AssignorMember> = join
+            .members
+            .iter()
+            .map(|m| (m.member_id.clone(), AssignorMember::from(&m.subscription)))
+            .collect();
+        let topics: TopicPartitions = self
+            .metadata
+            .iter()
+            .filter(|(t, _)| wanted.contains(*t))
+            .map(|(t, n)| (t.clone(), *n))
+            .collect();
+        self.assigned_with = Some(
+            wanted
+                .iter()
+                .map(|t| (t.clone(), self.metadata.get(t).copied().unwrap_or(0)))
+                .collect(),
+        );
+        self.next_metadata_check = now + self.config.metadata_max_age;
+        let assignments = kind
+            .assign(&members, &topics)
+            .into_iter()
+            .map(|(m, set)| {
+                (
+                    m,
+                    MemberAssignment {
+                        partitions: set.into_iter().collect(),
+                    },
+                )
+            })
+            .collect();
+        self.send_sync(now, assignments);
+    }
+
+    fn send_sync(&mut self, now: Nanos, assignments: BTreeMap<MemberId, MemberAssignment>) {
+        let req = GroupRequest::SyncGroup(SyncGroupRequest {
+            group_id: self.config.group_id.clone(),
+            generation: self.generation.unwrap_or_default(),
+            member_id: self.member_id.clone().unwrap_or_default(),
+            group_instance_id: self.config.instance_id.clone(),
+            assignments,
+        });
+        self.phase = if self.send_group(now, req, Inflight::Sync) {
+            MemberPhase::Syncing
+        } else {
+            MemberPhase::NeedsJoin
+        };
+    }
+
+    fn on_sync(&mut self, now: Nanos, r: Result<MemberAssignment, GroupError>) {
+        if self.phase != MemberPhase::Syncing {
+            return;
+        }
+        self.pending_join = None;
+        match r {
+            Err(e) => {
+                self.phase = MemberPhase::NeedsJoin;
+                self.group_error(now, &e);
+            }
+            Ok(a) => {
+                self.contact();
+                self.phase = MemberPhase::Stable;
+                self.next_heartbeat = now + self.config.heartbeat_interval;
+                if let Some(i) = self.config.auto_commit_interval {
+                    self.next_auto_commit = now + i;
+                }
+                self.owned_generation = self.generation;
+                let new: BTreeSet<TopicPartition> = a.partitions.into_iter().collect();
+                let revoked: Vec<TopicPartition> = self
+                    .owned
+                    .keys()
+                    .filter(|tp| !new.contains(*tp))
+                    .cloned()
+                    .collect();
+                let added: Vec<TopicPartition> = new
+                    .iter()
+                    .filter(|tp| !self.owned.contains_key(*tp))
+                    .cloned()
+                    .collect();
+                for tp in &added {
+                    self.owned.insert(tp.clone(), PartitionState::default());
+                }
+                if !added.is_empty() {
+                    let generation = self.generation.unwrap_or_default();
+                    self.event(ConsumerEvent::PartitionsAssigned {
+                        generation,
+                        partitions: added,
+                    });
+                }
+                if !revoked.is_empty() {
+                    // Cooperative: give up what moved, then rejoin so it can be handed over.
+                    self.phase = MemberPhase::NeedsJoin;
+                    self.start_revoke(now, revoked, AfterRevoke::Join);
+                }
+            }
+        }
+    }
+
+    fn on_heartbeat(&mut self, now: Nanos, generation: GenerationId, r: Result<(), GroupError>) {
+        if r.is_err() && self.generation != Some(generation) {
+            // A late answer about a generation we have already left behind.
+            return;
+        }
+        match r {
+            Ok(()) => self.contact(),
+            // No contact: the coordinator's join deadline started before this answer.
+            Err(GroupError::RebalanceInProgress) => {
+                if self.phase == MemberPhase::Stable {
+                    self.request_rejoin(now);
+                }
+            }
+            // Only a Stable member acts on heartbeat errors; otherwise a join or sync is
+            // under way and its own answer decides.
+            Err(e) if self.phase == MemberPhase::Stable || e == GroupError::FencedInstanceId => {
+                self.group_error(now, &e)
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn positions_to_commit(
+        &self,
+        only: Option<&BTreeSet<TopicPartition>>,
+    ) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
+        self.owned
+            .iter()
+            .filter(|(tp, _)| only.is_none_or(|s| s.contains(*tp)))
+            .filter_map(|(tp, p)| {
+                let pos = p.position?;
+                (p.committed != Some(pos)).then(|| (tp.clone(), OffsetAndMetadata::new(pos)))
+            })
+            .collect()
+    }
+
+    fn commit(
+        &mut self,
+        now: Nanos,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+        sync: bool,
+    ) -> CommitId {
+        let id = self.next_commit;
+        self.next_commit += 1;
+        let refused = if self.phase != MemberPhase::Stable || self.revoking.is_some() {
+            Some(CommitError::RebalanceInProgress)
+        } else {
+            offsets
+                .keys()
+                .find(|tp| !self.owned.contains_key(*tp))
+                .map(|tp| CommitError::NotOwned(tp.clone()))
+        };
+        if let Some(e) = refused {
+            self.event(ConsumerEvent::CommitCompleted { id, result: Err(e) });
+            return id;
+        }
+        if offsets.is_empty() {
+            self.event(ConsumerEvent::CommitCompleted {
+                id,
+                result: Ok(BTreeMap::new()),
+            });
+            return id;
+        }
+        let purpose = CommitPurpose::User {
+            id,
+            retry: sync,
+            deadline: now + self.config.request_timeout,
+        };
+        self.send_commit(now, offsets, purpose, self.generation, None);
+        id
+    }
+
+    /// Send (or, without a coordinator, park for retry) a commit made in `generation`. False
+    /// if it could not be sent and will not be retried; a user commit then has its result.
+    fn send_commit(
+        &mut self,
+        now: Nanos,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+        purpose: CommitPurpose,
+        generation: Option<GenerationId>,
+        sequence: Option<u64>,
+    ) -> bool {
+        let Some(generation) = generation else {
+            match purpose {
+                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
+                    id,
+                    result: Err(CommitError::RebalanceInProgress),
+                }),
+                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
+                CommitPurpose::Auto => {}
+            }
+            return false;
+        };
+        let sequence = sequence.unwrap_or_else(|| {
+            self.commit_sequence += 1;
+            self.commit_sequence
+        });
+        let req = GroupRequest::OffsetCommit(OffsetCommitRequest {
+            group_id: self.config.group_id.clone(),
+            committer: Committer::Member {
+                sequence,
+                member_id: self.member_id.clone().unwrap_or_default(),
+                generation,
+                group_instance_id: self.config.instance_id.clone(),
+            },
+            offsets: offsets.clone(),
+        });
+        if self.coordinator.is_some() && self.backoff_until == 0 {
+            self.send_group(
+                now,
+                req,
+                Inflight::Commit(PendingCommit {
+                    offsets,
+                    purpose,
+                    generation,
+                    sequence,
+                }),
+            );
+            true
+        } else if matches!(
+            purpose,
+            CommitPurpose::User { retry: true, .. } | CommitPurpose::Revoke { .. }
+        ) {
+            self.retry_commits.push(PendingCommit {
+                offsets,
+                purpose,
+                generation,
+                sequence,
+            });
+            true
+        } else {
+            if let CommitPurpose::User { id, .. } = purpose {
+                self.event(ConsumerEvent::CommitCompleted {
+                    id,
+                    result: Err(CommitError::Group(GroupError::CoordinatorNotAvailable)),
+                });
+            }
+            false
+        }
+    }
+
+    fn on_commit(&mut self, now: Nanos, c: PendingCommit, r: Result<(), GroupError>) {
+        let PendingCommit {
+            offsets,
+            purpose,
+            generation,
+            sequence,
+        } = c;
+        match r {
+            Ok(()) => {
+                for (tp, o) in &offsets {
+                    if let Some(p) = self.owned.get_mut(tp) {
+                        if sequence < p.committed_sequence {
+                            continue; // an older commit's answer, overtaken by a newer one
+                        }
+                        debug_assert!(
+                            p.reset || p.committed.is_none_or(|c| c <= o.offset),
+                            "commits move forward"
+                        );
+                        p.committed = Some(o.offset);
+                        p.committed_sequence = sequence;
+                        p.reset = false;
+                    }
+                }
+                match purpose {
+                    CommitPurpose::User { id, .. } => {
+                        let done = offsets.into_iter().map(|(tp, o)| (tp, o.offset)).collect();
+                        self.event(ConsumerEvent::CommitCompleted {
+                            id,
+                            result: Ok(done),
+                        });
+                    }
+                    CommitPurpose::Revoke { .. } => self.finish_revoke(now),
+                    CommitPurpose::Auto => {}
+                }
+            }
+            Err(e) => {
+                let retry = e.is_retriable()
+                    && match &purpose {
+                        CommitPurpose::User {
+                            retry, deadline, ..
+                        } => *retry && now < *deadline,
+                        CommitPurpose::Revoke { deadline } => now < *deadline,
+                        CommitPurpose::Auto => false,
+                    };
+                if e.needs_coordinator_lookup() {
+                    self.coordinator_lost(now);
+                } else if e.is_retriable() {
+                    self.backoff_until = now + self.config.retry_backoff;
+                }
+                if retry {
+                    self.retry_commits.push(PendingCommit {
+                        offsets,
+                        purpose,
+                        generation,
+                        sequence,
+                    });
+                    return;
+                }
+                match purpose {
+                    CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
+                        id,
+                        result: Err(CommitError::Group(e.clone())),
+                    }),
+                    CommitPurpose::Revoke { .. } => self.finish_revoke(now),
+                    CommitPurpose::Auto => {}
+                }
+                if !e.is_retriable() && self.generation == Some(generation) {
+                    // Fenced (IllegalGeneration, UnknownMemberId...): our generation is gone.
+                    // A refusal of an older generation's commit says nothing about this one.
+                    self.group_error(now, &e);
+                }
+            }
+        }
+    }
+
+    fn on_offset_fetch(
+        &mut self,
+        now: Nanos,
+        partitions: Vec<TopicPartition>,
+        r: Result<BTreeMap<TopicPartition, OffsetAndMetadata>, GroupError>,
+    ) {
+        match r {
+            Ok(committed) => {
+                let mut resets = Vec::new();
+                for tp in partitions {
+                    let Some(p) = self.owned.get_mut(&tp) else {
+                        continue;
+                    };
+                    if !p.resolving {
+                        continue; // seeked meanwhile
+                    }
+                    match committed.get(&tp) {
+                        Some(o) => {
+                            p.resolving = false;
+                            p.position = Some(o.offset);
+                            p.fetch_offset = Some(o.offset);
+                            p.committed = Some(o.offset);
+                            // Answers to commits sent before now are older than this
+                            // (the next commit will carry `commit_sequence + 1`).
+                            p.committed_sequence = self.commit_sequence + 1;
+                        }
+                        None => resets.push(tp),
+                    }
+                }
+                for tp in resets {
+                    self.apply_reset_policy(now, tp);
+                }
+            }
+            Err(e) => {
+                for tp in &partitions {
+                    if let Some(p) = self.owned.get_mut(tp) {
+                        p.resolving = false;
+                        p.retry_at = now + self.config.retry_backoff;
+                    }
+                }
+                self.group_error(now, &e);
+            }
+        }
+    }
+
+    fn apply_reset_policy(&mut self, now: Nanos, tp: TopicPartition) {
+        let spec = match self.config.reset {
+            OffsetReset::Earliest => OffsetSpec::Earliest,
+            OffsetReset::Latest => OffsetSpec::Latest,
+            OffsetReset::None => {
+                if let Some(p) = self.owned.get_mut(&tp) {
+                    p.resolving = false;
+                    p.no_offset = true;
+                }
+                self.event(ConsumerEvent::NoOffset { tp });
+                return;
+            }
+        };
+        if let Some(p) = self.owned.get_mut(&tp) {
+            p.resolving = true;
+            p.reset = true;
+        }
+        self.send(
+            now,
+            Destination::LeaderOf(tp.clone()),
+            ConsumerRequest::ListOffsets {
+                tp: tp.clone(),
+                spec,
+            },
+            Inflight::ListOffsets { tp },
+        );
+    }
+
+    fn on_fetch(
+        &mut self,
+        now: Nanos,
+        tp: TopicPartition,
+        offset: Offset,
+        r: Result<FetchedData, FetchError>,
+    ) {
+        let Some(p) = self.owned.get_mut(&tp) else {
+            return;
+        };
+        if p.fetch_offset != Some(offset) {
+            return; // stale: seeked or reset since (a newer fetch may be in flight)
+        }
+        p.fetching = false;
+        match r {
+            Ok(data) => {
+                p.high_watermark = Some(data.high_watermark);
+                let mut next = offset;
+                for b in &data.batches {
+                    for r in &b.records {
+                        let o = b.base_offset + r.offset_delta as u64;
+                        // Whole batches may start before the fetch offset; nothing at or
+                        // above the HW is handed out even if a broker sent it.
+                        if o < next || o >= data.high_watermark {
+                            continue;
+                        }
+                        p.buffer.push_back(ConsumedRecord {
+                            tp: tp.clone(),
+                            offset: o,
+                            leader_epoch: b.partition_leader_epoch,
+                            timestamp: b.first_timestamp + r.timestamp_delta,
+                            key: r.key.clone(),
+                            value: r.value.clone(),
+                            headers: r.headers.clone(),
+                        });
+                        next = o + 1;
+                    }
+                }
+                if next == offset {
+                    p.retry_at = now + self.config.fetch_idle_backoff;
+                }
+                p.fetch_offset = Some(next);
+            }
+            Err(FetchError::OffsetOutOfRange) => {
+                p.buffer.clear();
+                p.position = None;
+                p.fetch_offset = None;
+                self.apply_reset_policy(now, tp);
+            }
+            Err(_) => p.retry_at = now + self.config.retry_backoff,
+        }
+    }
+
+    fn after_timeout(&mut self, now: Nanos, what: Inflight) {
+        match what {
+            Inflight::FindCoordinator => self.backoff_until = now + self.config.retry_backoff,
+            Inflight::Join | Inflight::Sync => {
+                self.coordinator_lost(now);
+                self.request_rejoin_if_joining(now);
+            }
+            Inflight::Heartbeat { .. } | Inflight::Leave => {}
+            Inflight::Commit(c) => self.on_commit(now, c, Err(GroupError::CoordinatorNotAvailable)),
+            Inflight::OffsetFetch { partitions } => {
+                for tp in partitions {
+                    if let Some(p) = self.owned.get_mut(&tp) {
+                        p.resolving = false;
+                    }
+                }
+                self.coordinator_lost(now);
+            }
+            Inflight::Metadata => {
+                if self.phase == MemberPhase::AwaitingMetadata {
+                    self.phase = MemberPhase::NeedsJoin;
+                }
+            }
+            Inflight::ListOffsets { tp } => {
+                if let Some(p) = self.owned.get_mut(&tp) {
+                    p.resolving = false;
+                    p.retry_at = now + self.config.retry_backoff;
+                }
+            }
+            Inflight::Fetch { tp, offset } => {
+                if let Some(p) = self.owned.get_mut(&tp) {
+                    if p.fetch_offset == Some(offset) {
+                        p.fetching = false;
+                        p.retry_at = now + self.config.retry_backoff;
+                    }
+                }
+            }
+        }
+    }
+}

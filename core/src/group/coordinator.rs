@@ -1,0 +1,508 @@
+//! `GroupCoordinator`: every group whose id hashes to one `__consumer_offsets` partition,
+//! hosted by the broker that leads that partition.
+//!
+//! Lifecycle, driven by the host broker:
+//! ```text
+//!  Unloaded --begin_load(epoch)--> Loading --load_batches(..)*, complete_load(now)--> Active
+//!     ^                                                                                |
+//!     +------------------------------------- unload() ---------------------------------+
+//! ```
+//! While Unloaded every request gets NotCoordinator, while Loading CoordinatorLoadInProgress.
+//! When Active, requests go to their group's state machine ([`crate::group::state`]); the
+//! decisions that must survive a failover (group metadata of each generation, committed
+//! offsets) leave as [`CoordinatorOutput::Append`] effects and take effect — an OffsetCommit
+//! is acknowledged, a SyncGroup answered — only when the host reports
+//! [`GroupCoordinator::append_completed`] with `Ok`.
+
+use crate::group::protocol::*;
+use crate::group::records::{self, GroupRecord, RecordError};
+pub use crate::group::state::{
+    AppendError, AppendId, Committed, CoordinatorOutput, GroupConfig, GroupState,
+};
+use crate::group::state::{Effects, Group, PendingAppend, Waiter};
+use crate::log::RecordBatch;
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
+use std::collections::BTreeMap;
+
+/// A record of `__consumer_offsets` that could not be loaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("__consumer_offsets-{partition} offset {offset}: {source}")]
+pub struct LoadError {
+    pub partition: u32,
+    pub offset: Offset,
+    pub source: RecordError,
+}
+
+/// What a load found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadSummary {
+    pub records: u64,
+    pub groups: usize,
+    pub offsets: usize,
+    /// Records with a key version this coordinator does not know.
+    pub skipped_unknown: u64,
+    /// Records of groups that do not hash to this partition (ignored).
+    pub foreign: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoordinatorPhase {
+    Unloaded,
+    Loading {
+        epoch: LeaderEpoch,
+    },
+    Active {
+        epoch: LeaderEpoch,
+    },
+    /// The partition holds a record this coordinator cannot read: it refuses to serve
+    /// (CoordinatorNotAvailable) rather than serve a wrong state, until `unload`/`begin_load`.
+    LoadFailed {
+        epoch: LeaderEpoch,
+        error: LoadError,
+    },
+}
+
+#[derive(Default)]
+struct Loaded {
+    metadata: Option<records::GroupMetadataValue>,
+    offsets: BTreeMap<TopicPartition, Committed>,
+    stamps: BTreeMap<TopicPartition, records::CommitStamp>,
+}
+
+/// Read-only view of one group, for tests and the simulator's invariant checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupView {
+    pub state: GroupState,
+    pub generation: GenerationId,
+    pub protocol: Option<String>,
+    pub leader: Option<MemberId>,
+    /// Member id -> (instance id, assigned partitions).
+    pub members: BTreeMap<MemberId, (Option<InstanceId>, Vec<TopicPartition>)>,
+    pub offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+}
+
+pub struct GroupCoordinator {
+    node: NodeId,
+    partition: u32,
+    num_partitions: u32,
+    config: GroupConfig,
+    phase: CoordinatorPhase,
+    groups: BTreeMap<GroupId, Group>,
+    loading: BTreeMap<GroupId, Loaded>,
+    summary: LoadSummary,
+    fx: Effects,
+}
+
+impl GroupCoordinator {
+    /// The coordinator for `__consumer_offsets` partition `partition` (of `num_partitions`)
+    /// on broker `node`. Starts Unloaded.
+    pub fn new(node: NodeId, partition: u32, num_partitions: u32, config: GroupConfig) -> Self {
+        assert!(partition < num_partitions, "partition out of range");
+        Self {
+            node,
+            partition,
+            num_partitions,
+            config,
+            phase: CoordinatorPhase::Unloaded,
+            groups: BTreeMap::new(),
+            loading: BTreeMap::new(),
+            summary: LoadSummary::default(),
+            fx: Effects {
+                partition,
+                ..Effects::default()
+            },
+        }
+    }
+
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    pub fn phase(&self) -> &CoordinatorPhase {
+        &self.phase
+    }
+
+    /// This broker became leader of the partition at `epoch`: start rebuilding state.
+    pub fn begin_load(&mut self, epoch: LeaderEpoch) {
+        self.unload();
+        self.phase = CoordinatorPhase::Loading { epoch };
+        self.fx.epoch = epoch;
+    }
+
+    /// Feed batches of the partition, in offset order, from the log start up to its end
+    /// offset as of becoming leader. May be called many times. On a malformed record the
+    /// coordinator moves to `LoadFailed` and the error names the offset.
+    pub fn load_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
+        let epoch = match &self.phase {
+            CoordinatorPhase::Loading { epoch } => *epoch,
+            CoordinatorPhase::LoadFailed { error, .. } => return Err(error.clone()),
+            _ => {
+                debug_assert!(false, "load_batches while not loading");
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.apply_batches(batches) {
+            tracing::error!(error = %e, "cannot load __consumer_offsets");
+            self.loading.clear();
+            self.phase = CoordinatorPhase::LoadFailed {
+                epoch,
+                error: e.clone(),
+            };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn apply_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
+        for b in batches {
+            for r in &b.records {
+                let offset = b.base_offset + r.offset_delta as u64;
+                self.summary.records += 1;
+                let rec = records::decode_record(r).map_err(|source| LoadError {
+                    partition: self.partition,
+                    offset,
+                    source,
+                })?;
+                let Some(rec) = rec else {
+                    self.summary.skipped_unknown += 1;
+                    continue;
+                };
+                let group = match &rec {
+                    GroupRecord::Offset { group, .. } | GroupRecord::Group { group, .. } => group,
+                };
+                if coordinator_partition(group, self.num_partitions) != self.partition {
+                    self.summary.foreign += 1;
+                    continue;
+                }
+                match rec {
+                    GroupRecord::Offset {
+                        group,
+                        tp,
+                        value,
+                        stamp,
+                    } => {
+                        let l = self.loading.entry(group).or_default();
+                        match stamp {
+                            Some(s) => l.stamps.insert(tp.clone(), s),
+                            None => l.stamps.remove(&tp),
+                        };
+                        match value {
+                            Some(value) => {
+                                l.offsets.insert(
+                                    tp,
+                                    Committed {
+                                        value,
+                                        log_offset: offset,
+                                    },
+                                );
+                            }
+                            None => {
+                                l.offsets.remove(&tp);
+                            }
+                        }
+                    }
+                    GroupRecord::Group { group, value } => {
+                        self.loading.entry(group).or_default().metadata = value;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record is loaded: serve requests. Members restored from the latest metadata get
+    /// a fresh session from `now`.
+    pub fn complete_load(&mut self, now: Nanos) -> LoadSummary {
+        let CoordinatorPhase::Loading { epoch } = self.phase else {
+            // After a failed load the coordinator stays failed; anything else is a host bug.
+            debug_assert!(
+                matches!(self.phase, CoordinatorPhase::LoadFailed { .. }),
+                "complete_load while not loading"
+            );
+            return self.summary.clone();
+        };
+        for (id, l) in std::mem::take(&mut self.loading) {
+            if l.metadata.is_none() && l.offsets.is_empty() {
+                continue;
+            }
+            let mut g = match l.metadata {
+                Some(v) => Group::from_persisted(id.clone(), v, now),
+                None => Group::new(id.clone()),
+            };
+            self.summary.offsets += l.offsets.len();
+            g.offsets = l.offsets;
+            g.stamps = l.stamps;
+            self.groups.insert(id, g);
+        }
+        self.summary.groups = self.groups.len();
+        self.phase = CoordinatorPhase::Active { epoch };
+        std::mem::take(&mut self.summary)
+    }
+
+    /// `begin_load`, `load_batches`, `complete_load` in one go.
+    pub fn load(
+        &mut self,
+        now: Nanos,
+        epoch: LeaderEpoch,
+        batches: &[RecordBatch],
+    ) -> Result<LoadSummary, LoadError> {
+        self.begin_load(epoch);
+        self.load_batches(batches)?;
+        Ok(self.complete_load(now))
+    }
+
+    /// This broker lost leadership of the partition: answer parked requests with
+    /// NotCoordinator and forget every group. Completions of earlier appends are ignored.
+    pub fn unload(&mut self) {
+        let mut fx = std::mem::take(&mut self.fx);
+        for g in self.groups.values_mut() {
+            g.fail_waiters(GroupError::NotCoordinator, &mut fx);
+        }
+        for (_, p) in std::mem::take(&mut fx.pending) {
+            if let PendingAppend::Commit { waiter, .. } = p {
+                fx.respond(
+                    waiter,
+                    GroupResponse::OffsetCommit(Err(GroupError::NotCoordinator)),
+                );
+            }
+            if let PendingAppend::Metadata {
+                then: crate::group::state::AfterMetadata::StaticJoin { waiter, .. },
+                ..
+            } = p
+            {
+                fx.respond(
+                    waiter,
+                    GroupResponse::JoinGroup(Err(GroupError::NotCoordinator)),
+                );
+            }
+        }
+        self.fx = fx;
+        self.groups.clear();
+        self.loading.clear();
+        self.summary = LoadSummary::default();
+        self.phase = CoordinatorPhase::Unloaded;
+    }
+
+    /// A request from client `from`; the response (now or later) carries `correlation`.
+    pub fn handle(
+        &mut self,
+        now: Nanos,
+        from: ClientId,
+        correlation: CorrelationId,
+        request: GroupRequest,
+    ) {
+        let w = Waiter {
+            to: from,
+            correlation,
+        };
+        let gate = match self.phase {
+            CoordinatorPhase::Unloaded => Err(GroupError::NotCoordinator),
+            CoordinatorPhase::Loading { .. } => Err(GroupError::CoordinatorLoadInProgress),
+            CoordinatorPhase::LoadFailed { .. } => Err(GroupError::CoordinatorNotAvailable),
+            CoordinatorPhase::Active { .. } => {
+                let g = request.group_id();
+                if g.is_empty() {
+                    Err(GroupError::InvalidGroupId)
+                } else if coordinator_partition(g, self.num_partitions) != self.partition {
+                    Err(GroupError::NotCoordinator)
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        if let Err(e) = gate {
+            self.fx.respond(w, GroupResponse::error_for(&request, e));
+            return;
+        }
+        let gid = request.group_id().to_string();
+        let cfg = &self.config;
+        let fx = &mut self.fx;
+        match request {
+            GroupRequest::FindCoordinator { .. } => fx.respond(
+                w,
+                GroupResponse::FindCoordinator(Ok(CoordinatorInfo {
+                    node: self.node,
+                    partition: self.partition,
+                })),
+            ),
+            GroupRequest::JoinGroup(req) => {
+                let id = req.group_id.clone();
+                let g = self
+                    .groups
+                    .entry(id.clone())
+                    .or_insert_with(|| Group::new(id.clone()));
+                g.join(now, w, req, cfg, fx);
+                // A refused first join leaves nothing behind.
+                if g.is_pristine() {
+                    self.groups.remove(&id);
+                }
+            }
+            GroupRequest::SyncGroup(req) => match self.groups.get_mut(&req.group_id) {
+                Some(g) => g.sync(now, w, req, cfg, fx),
+                None => fx.respond(
+                    w,
+                    GroupResponse::SyncGroup(Err(GroupError::UnknownMemberId)),
+                ),
+            },
+            GroupRequest::Heartbeat(req) => {
+                let r = match self.groups.get_mut(&req.group_id) {
+                    Some(g) => g.heartbeat(now, &req),
+                    None => Err(GroupError::UnknownMemberId),
+                };
+                fx.respond(w, GroupResponse::Heartbeat(r));
+            }
+            GroupRequest::LeaveGroup(req) => {
+                let r = match self.groups.get_mut(&req.group_id) {
+                    Some(g) => g.leave(now, &req, cfg, fx),
+                    None => Err(GroupError::UnknownMemberId),
+                };
+                fx.respond(w, GroupResponse::LeaveGroup(r));
+            }
+            GroupRequest::OffsetCommit(req) => {
+                if req
+                    .offsets
+                    .values()
+                    .any(|o| o.metadata.len() > cfg.max_metadata_bytes)
+                {
+                    fx.respond(
+                        w,
+                        GroupResponse::OffsetCommit(Err(GroupError::OffsetMetadataTooLarge)),
+                    );
+                    return;
+                }
+                let g = match (self.groups.get_mut(&req.group_id), &req.committer) {
+                    (Some(g), _) => g,
+                    // Offsets of a group nobody ever joined: a simple consumer or an operator.
+                    (None, Committer::Admin) => self
+                        .groups
+                        .entry(req.group_id.clone())
+                        .or_insert_with(|| Group::new(req.group_id.clone())),
+                    (None, Committer::Member { .. }) => {
+                        fx.respond(
+                            w,
+                            GroupResponse::OffsetCommit(Err(GroupError::UnknownMemberId)),
+                        );
+                        return;
+                    }
+                };
+                match g.check_commit(now, &req.committer) {
+                    Ok(()) => g.commit(w, &req.committer, req.offsets, fx),
+                    Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
+                }
+            }
+            GroupRequest::OffsetFetch(req) => {
+                let r = match self.groups.get(&req.group_id) {
+                    Some(g) => g.fetch(&req),
+                    None => Ok(BTreeMap::new()),
+                };
+                fx.respond(w, GroupResponse::OffsetFetch(r));
+            }
+        }
+        self.check_invariants(&gid);
+    }
+
+    /// The host's report on an `Append` effect.
+    pub fn append_completed(
+        &mut self,
+        now: Nanos,
+        id: AppendId,
+        result: Result<Offset, AppendError>,
+    ) {
+        let Some(p) = self.fx.pending.remove(&id) else {
+            return; // Issued before an unload: nobody is waiting any more.
+        };
+        let gid = match &p {
+            PendingAppend::Commit { group, .. } | PendingAppend::Metadata { group, .. } => {
+                group.clone()
+            }
+        };
+        let cfg = &self.config;
+        let fx = &mut self.fx;
+        match p {
+            PendingAppend::Commit {
+                group,
+                offsets,
+                waiter,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.commit_done(&offsets, result.as_ref().ok().copied());
+                }
+                let r = result.map(|_| ()).map_err(|e| e.to_group_error());
+                fx.respond(waiter, GroupResponse::OffsetCommit(r));
+            }
+            PendingAppend::Metadata {
+                group,
+                generation,
+                then,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.metadata_done(now, (id, generation), then, result, cfg, fx);
+                }
+            }
+        }
+        self.check_invariants(&gid);
+    }
+
+    /// Advance time: session expiry, join and sync deadlines.
+    pub fn tick(&mut self, now: Nanos) {
+        if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
+            return;
+        }
+        for g in self.groups.values_mut() {
+            if g.next_timeout().is_some_and(|t| t <= now) {
+                g.tick(now, &self.config, &mut self.fx);
+                if cfg!(debug_assertions) {
+                    g.check_invariants();
+                }
+            }
+        }
+        // Pending ids that expired may leave groups nobody ever joined.
+        self.groups.retain(|_, g| !g.is_pristine());
+    }
+
+    /// Earliest time at which `tick` has something to do.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
+            return None;
+        }
+        self.groups.values().filter_map(|g| g.next_timeout()).min()
+    }
+
+    pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {
+        std::mem::take(&mut self.fx.outputs)
+    }
+
+    /// Groups this coordinator holds, sorted.
+    pub fn group_ids(&self) -> Vec<GroupId> {
+        self.groups.keys().cloned().collect()
+    }
+
+    pub fn group(&self, group_id: &str) -> Option<GroupView> {
+        let g = self.groups.get(group_id)?;
+        Some(GroupView {
+            state: g.state,
+            generation: g.generation,
+            protocol: g.protocol.clone(),
+            leader: g.leader.clone(),
+            members: g
+                .members
+                .values()
+                .map(|m| (m.id.clone(), (m.instance_id.clone(), m.assignment.clone())))
+                .collect(),
+            offsets: g
+                .offsets
+                .iter()
+                .map(|(tp, c)| (tp.clone(), c.value.clone()))
+                .collect(),
+        })
+    }
+
+    /// Debug check of the invariants of the group a call touched.
+    fn check_invariants(&self, group: &str) {
+        if cfg!(debug_assertions) {
+            if let Some(g) = self.groups.get(group) {
+                g.check_invariants();
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! `GroupCoordinators`: what a broker embeds to host the coordinators of the
+//! `__consumer_offsets` partitions it leads. It routes each request to the partition its group
+//! hashes to, answers NotCoordinator for partitions it does not lead, and merges outputs.
+//!
+//! Broker wiring (the seam the replication branch plugs into):
+//! * leader of `__consumer_offsets`-p at epoch e: `become_leader(p, e)`, then
+//!   `load_batches(p, ..)` with the partition's batches from log start to its end offset
+//!   (in as many calls as convenient), then `complete_load(now, p)`;
+//! * follower of / no longer replica for p: `resign(p)`;
+//! * client group request: `handle(now, client, correlation, request)`; a FindCoordinator is
+//!   answered with [`crate::group::find_coordinator`] from the metadata image instead;
+//! * `CoordinatorOutput::Append { partition, leader_epoch, records, id }`: append one batch as
+//!   leader of that epoch with acks=all; report `append_completed(now, partition, id, ..)`
+//!   when it is below the HW (or failed), in log order;
+//! * `tick(now)` at `next_timeout()`, and send the `Respond` outputs to clients.
+
+use crate::group::coordinator::*;
+use crate::group::protocol::*;
+use crate::log::RecordBatch;
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset};
+use std::collections::BTreeMap;
+
+pub struct GroupCoordinators {
+    node: NodeId,
+    num_partitions: u32,
+    config: GroupConfig,
+    hosted: BTreeMap<u32, GroupCoordinator>,
+    outputs: Vec<CoordinatorOutput>,
+}
+
+impl GroupCoordinators {
+    pub fn new(node: NodeId, num_partitions: u32, config: GroupConfig) -> Self {
+        assert!(num_partitions > 0, "__consumer_offsets needs partitions");
+        Self {
+            node,
+            num_partitions,
+            config,
+            hosted: BTreeMap::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    pub fn num_partitions(&self) -> u32 {
+        self.num_partitions
+    }
+
+    /// The coordinator of partition `p`, if this broker hosts it (any phase).
+    pub fn coordinator(&self, p: u32) -> Option<&GroupCoordinator> {
+        self.hosted.get(&p)
+    }
+
+    pub fn become_leader(&mut self, partition: u32, epoch: LeaderEpoch) {
+        let (node, n, cfg) = (self.node, self.num_partitions, self.config.clone());
+        let c = self
+            .hosted
+            .entry(partition)
+            .or_insert_with(|| GroupCoordinator::new(node, partition, n, cfg));
+        c.begin_load(epoch);
+        self.outputs.extend(c.drain_outputs());
+    }
+
+    pub fn load_batches(
+        &mut self,
+        partition: u32,
+        batches: &[RecordBatch],
+    ) -> Result<(), LoadError> {
+        match self.hosted.get_mut(&partition) {
+            Some(c) => c.load_batches(batches),
+            None => Ok(()),
+        }
+    }
+
+    pub fn complete_load(&mut self, now: Nanos, partition: u32) -> Option<LoadSummary> {
+        self.hosted
+            .get_mut(&partition)
+            .map(|c| c.complete_load(now))
+    }
+
+    pub fn resign(&mut self, partition: u32) {
+        if let Some(mut c) = self.hosted.remove(&partition) {
+            c.unload();
+            self.outputs.extend(c.drain_outputs());
+        }
+    }
+
+    pub fn handle(
+        &mut self,
+        now: Nanos,
+        from: ClientId,
+        correlation: CorrelationId,
+        request: GroupRequest,
+    ) {
+        let p = coordinator_partition(request.group_id(), self.num_partitions);
+        match self.hosted.get_mut(&p) {
+            Some(c) => {
+                c.handle(now, from, correlation, request);
+                self.outputs.extend(c.drain_outputs());
+            }
+            None => self.outputs.push(CoordinatorOutput::Respond {
+                to: from,
+                correlation,
+                response: GroupResponse::error_for(&request, GroupError::NotCoordinator),
+            }),
+        }
+    }
+
+    pub fn append_completed(
+        &mut self,
+        now: Nanos,
+        partition: u32,
+        id: AppendId,
+        result: Result<Offset, AppendError>,
+    ) {
+        if let Some(c) = self.hosted.get_mut(&partition) {
+            c.append_completed(now, id, result);
+            self.outputs.extend(c.drain_outputs());
+        }
+    }
+
+    pub fn tick(&mut self, now: Nanos) {
+        for c in self.hosted.values_mut() {
+            c.tick(now);
+            self.outputs.extend(c.drain_outputs());
+        }
+    }
+
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        self.hosted.values().filter_map(|c| c.next_timeout()).min()
+    }
+
+    pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {
+        std::mem::take(&mut self.outputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetch(group: &str) -> GroupRequest {
+        GroupRequest::OffsetFetch(OffsetFetchRequest {
+            group_id: group.into(),
+            partitions: None,
+            require_stable: false,
+        })
+    }
+
+    #[test]
+    fn routes_by_partition_and_gates_on_load() {
+        let mut h = GroupCoordinators::new(7, 4, GroupConfig::default());
+        let g = "orders";
+        let p = coordinator_partition(g, 4);
+        let resp = |h: &mut GroupCoordinators| match h.drain_outputs().pop() {
+            Some(CoordinatorOutput::Respond { response, .. }) => response,
+            other => panic!("{other:?}"),
+        };
+        h.handle(0, 1, 1, fetch(g));
+        assert_eq!(
+            resp(&mut h),
+            GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator))
+        );
+        h.become_leader(p, 3);
+        h.handle(0, 1, 2, fetch(g));
+        assert_eq!(
+            resp(&mut h),
+            GroupResponse::OffsetFetch(Err(GroupError::CoordinatorLoadInProgress))
+        );
+        h.load_batches(p, &[]).unwrap();
+        assert_eq!(h.complete_load(0, p).map(|s| s.groups), Some(0));
+        h.handle(0, 1, 3, fetch(g));
+        assert_eq!(
+            resp(&mut h),
+            GroupResponse::OffsetFetch(Ok(Default::default()))
+        );
+        h.handle(
+            0,
+            1,
+            4,
+            GroupRequest::FindCoordinator { group_id: g.into() },
+        );
+        assert_eq!(
+            resp(&mut h),
+            GroupResponse::FindCoordinator(Ok(CoordinatorInfo {
+                node: 7,
+                partition: p
+            }))
+        );
+        h.resign(p);
+        h.handle(0, 1, 5, fetch(g));
+        assert_eq!(
+            resp(&mut h),
+            GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator))
+        );
+    }
+}

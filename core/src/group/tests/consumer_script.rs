@@ -1,0 +1,327 @@
+//! Scripted sequences with real consumers in the small world.
+
+use super::harness::S;
+use super::world::*;
+use crate::group::*;
+use crate::types::TopicPartition;
+use std::collections::BTreeSet;
+
+fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new(TOPIC, p)
+}
+
+fn world_of(n: usize, assignor: AssignorKind, mode: AppMode) -> World {
+    let mut w = World::new(6, 20);
+    for _ in 0..n {
+        let c = w.consumer_config(assignor, mode);
+        w.add(c, mode);
+    }
+    w
+}
+
+fn assert_covering(w: &World, live: &[usize]) {
+    let mut all = BTreeSet::new();
+    for &i in live {
+        assert_eq!(w.consumer(i).phase(), &MemberPhase::Stable, "consumer {i}");
+        for t in w.consumer(i).assignment() {
+            assert!(all.insert(t));
+        }
+    }
+    assert_eq!(all, (0..6).map(tp).collect());
+}
+
+fn count(w: &World, i: usize, f: impl Fn(&ConsumerEvent) -> bool) -> usize {
+    w.events.iter().filter(|(j, e)| *j == i && f(e)).count()
+}
+
+#[test]
+fn three_consumers_share_the_topic_and_commit() {
+    let mut w = world_of(3, AssignorKind::Range, AppMode::Auto);
+    w.run(20 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let generation = w.consumer(0).generation();
+    assert!((0..3).all(|i| w.consumer(i).generation() == generation));
+    assert_eq!(
+        w.stable_generation(),
+        generation,
+        "one generation thanks to the initial delay"
+    );
+    assert!(w.all_processed());
+    assert!(
+        w.committed().values().all(|o| *o == 20),
+        "{:?}",
+        w.committed()
+    );
+}
+
+#[test]
+fn a_closing_consumer_hands_over_cleanly() {
+    let mut w = world_of(3, AssignorKind::RoundRobin, AppMode::CommitAfterProcess);
+    w.run(5 * S);
+    let had = w.consumer(2).assignment();
+    assert!(!had.is_empty());
+    w.close(2);
+    assert_eq!(w.consumer(2).phase(), &MemberPhase::Closed);
+    assert!(w.consumer(2).assignment().is_empty());
+    assert_eq!(
+        count(&w, 2, |e| matches!(
+            e,
+            ConsumerEvent::PartitionsRevoked { .. }
+        )),
+        1
+    );
+    w.run(10 * S);
+    assert_covering(&w, &[0, 1]);
+    assert_eq!(
+        w.coord.group(super::harness::GROUP).unwrap().members.len(),
+        2
+    );
+    assert!(w.all_processed());
+    assert!(w.committed().values().all(|o| *o == 20));
+}
+
+#[test]
+fn a_cut_off_consumer_stops_before_its_partitions_move_and_rejoins_later() {
+    let mut w = world_of(3, AssignorKind::Range, AppMode::Auto);
+    w.run(5 * S);
+    let before = w.stable_generation().unwrap();
+    w.cut[1] = true;
+    // `World::check` asserts after every step that no partition has two owners.
+    w.run(15 * S);
+    assert_eq!(
+        count(&w, 1, |e| matches!(e, ConsumerEvent::PartitionsLost { .. })),
+        1
+    );
+    assert!(w.consumer(1).assignment().is_empty());
+    assert_covering(&w, &[0, 2]);
+    assert!(w.stable_generation().unwrap() > before);
+    w.cut[1] = false;
+    w.run(15 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    assert!(w.all_processed());
+}
+
+#[test]
+fn cooperative_rebalance_moves_only_what_it_must() {
+    let mut w = world_of(2, AssignorKind::CooperativeSticky, AppMode::Auto);
+    w.run(10 * S);
+    assert_covering(&w, &[0, 1]);
+    let kept: Vec<Vec<TopicPartition>> = (0..2).map(|i| w.consumer(i).assignment()).collect();
+    w.events.clear();
+    let c = w.consumer_config(AssignorKind::CooperativeSticky, AppMode::Auto);
+    w.add(c, AppMode::Auto);
+    w.run(15 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let newcomer: BTreeSet<TopicPartition> = w.consumer(2).assignment().into_iter().collect();
+    assert_eq!(newcomer.len(), 2);
+    let mut revoked = BTreeSet::new();
+    for (i, e) in &w.events {
+        match e {
+            ConsumerEvent::PartitionsRevoked { partitions } => {
+                revoked.extend(partitions.iter().cloned().map(|p| (*i, p)))
+            }
+            ConsumerEvent::PartitionsLost { .. } => panic!("consumer {i} lost partitions"),
+            _ => {}
+        }
+    }
+    // Exactly the newcomer's partitions were revoked, each by its previous owner, and
+    // everything else kept working through the rebalance.
+    let moved: BTreeSet<TopicPartition> = revoked.iter().map(|(_, p)| p.clone()).collect();
+    assert_eq!(moved, newcomer);
+    for (i, p) in &revoked {
+        assert!(kept[*i].contains(p));
+    }
+    for (i, k) in kept.iter().enumerate() {
+        for p in k {
+            if !newcomer.contains(p) {
+                assert!(w.consumer(i).assignment().contains(p));
+            }
+        }
+    }
+    assert!(w.all_processed());
+}
+
+#[test]
+fn coordinator_failover_keeps_committed_offsets_and_the_group_recovers() {
+    let mut w = world_of(3, AssignorKind::Range, AppMode::CommitAfterProcess);
+    w.hw.values_mut().for_each(|h| *h = 200);
+    w.run(3 * S);
+    let committed = w.committed();
+    assert!(!committed.is_empty());
+    let before = w.stable_generation().unwrap();
+    w.failover(0);
+    // `World::check` compares against every acknowledged commit as the run goes on.
+    for (t, o) in &committed {
+        assert!(w.committed()[t] >= *o);
+    }
+    w.run(30 * S);
+    assert!(w.stable_generation().unwrap() >= before);
+    assert_covering(&w, &[0, 1, 2]);
+    assert!(w.all_processed());
+    assert!(w.committed().values().all(|o| *o == 200));
+}
+
+#[test]
+fn reset_policy_and_seek() {
+    let mut w = World::new(1, 10);
+    let mut c = w.consumer_config(AssignorKind::Range, AppMode::CommitAfterProcess);
+    c.reset = OffsetReset::Latest;
+    w.add(c, AppMode::CommitAfterProcess);
+    w.run(5 * S);
+    // No committed offset, reset=latest: starts at the HW, processes nothing.
+    assert_eq!(w.consumer(0).position(&tp(0)), Some(10));
+    assert!(w.processed.is_empty());
+    let now = w.now;
+    assert!(w.consumers[0].as_mut().unwrap().seek(now, &tp(0), 4));
+    w.run(2 * S);
+    assert_eq!(w.processed[&tp(0)], (4..10).collect());
+    // With reset=none a partition without offset is reported, not guessed.
+    let mut w = World::new(1, 10);
+    let mut c = w.consumer_config(AssignorKind::Range, AppMode::CommitAfterProcess);
+    c.reset = OffsetReset::None;
+    w.add(c, AppMode::CommitAfterProcess);
+    w.run(5 * S);
+    assert_eq!(
+        count(&w, 0, |e| matches!(e, ConsumerEvent::NoOffset { .. })),
+        1
+    );
+    assert_eq!(w.consumer(0).position(&tp(0)), None);
+}
+
+#[test]
+fn commit_outside_a_stable_generation_is_refused_locally() {
+    let mut w = World::new(2, 10);
+    let c = w.consumer_config(AssignorKind::Range, AppMode::CommitAfterProcess);
+    w.add(c, AppMode::CommitAfterProcess);
+    let now = w.now;
+    let id = w.consumers[0].as_mut().unwrap().commit_sync(now);
+    let out = w.consumers[0].as_mut().unwrap().drain_outputs();
+    assert!(
+        out.contains(&ConsumerOutput::Event(ConsumerEvent::CommitCompleted {
+            id,
+            result: Err(CommitError::RebalanceInProgress)
+        }))
+    );
+    w.run(5 * S);
+    let now = w.now;
+    let c = w.consumers[0].as_mut().unwrap();
+    let id = c.commit_offsets(now, [(TopicPartition::new("other", 0), 1)].into(), true);
+    assert!(c
+        .drain_outputs()
+        .contains(&ConsumerOutput::Event(ConsumerEvent::CommitCompleted {
+            id,
+            result: Err(CommitError::NotOwned(TopicPartition::new("other", 0)))
+        })));
+}
+
+fn static_config(w: &World, instance: &str) -> ConsumerConfig {
+    let mut c = w.consumer_config(AssignorKind::Range, AppMode::Auto);
+    c.instance_id = Some(instance.into());
+    c
+}
+
+#[test]
+fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
+    let mut w = World::new(6, 20);
+    for i in ["a", "b", "c"] {
+        let c = static_config(&w, i);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let generation = w.stable_generation().unwrap();
+    let had = w.consumer(1).assignment();
+    // Crash b and start a new process with the same instance id well within the session.
+    w.crash(1);
+    w.run(2 * S);
+    let c = static_config(&w, "b");
+    let b2 = w.add(c, AppMode::Auto);
+    w.run(5 * S);
+    assert_eq!(w.stable_generation(), Some(generation), "no rebalance");
+    assert_eq!(w.consumer(b2).assignment(), had);
+    assert_covering(&w, &[0, 2, b2]);
+    assert!(w.all_processed());
+}
+
+#[test]
+fn a_replaced_static_zombie_is_fenced_and_stops() {
+    let mut w = World::new(6, 20);
+    for i in ["a", "b"] {
+        let c = static_config(&w, i);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    // The operator restarts b elsewhere while the old b is merely cut off: static membership
+    // trusts the instance id, so for a moment both think they own b's partitions.
+    w.check_ownership = false;
+    w.cut[1] = true;
+    let c = static_config(&w, "b");
+    let b2 = w.add(c, AppMode::Auto);
+    w.run(2 * S);
+    w.cut[1] = false;
+    w.run(8 * S);
+    assert!(w
+        .events
+        .iter()
+        .any(|(i, e)| *i == 1 && *e == ConsumerEvent::Fatal(GroupError::FencedInstanceId)));
+    assert!(w.consumer(1).assignment().is_empty());
+    w.check_ownership = true;
+    w.run(5 * S);
+    assert_covering(&w, &[0, b2]);
+}
+
+#[test]
+fn unusable_configs_are_refused_by_name() {
+    let mut c = ConsumerConfig::new("g");
+    c.assignors.clear();
+    assert_eq!(
+        GroupConsumer::new(c).err(),
+        Some(ConsumerConfigError::NoAssignors)
+    );
+    let mut c = ConsumerConfig::new("g");
+    c.heartbeat_interval = c.session_timeout;
+    assert_eq!(
+        GroupConsumer::new(c).err(),
+        Some(ConsumerConfigError::HeartbeatNotBelowSession)
+    );
+    assert_eq!(
+        GroupConsumer::new(ConsumerConfig::new("")).err(),
+        Some(ConsumerConfigError::EmptyGroupId)
+    );
+}
+
+#[test]
+fn next_timeout_alone_drives_membership_without_spurious_rebalances() {
+    let mut w = World::new(6, 0);
+    for _ in 0..3 {
+        let c = w.consumer_config(AssignorKind::CooperativeSticky, AppMode::Auto);
+        w.add(c, AppMode::Auto);
+    }
+    let wakeups = w.run_by_timeouts(10 * S);
+    assert_covering(&w, &[0, 1, 2]);
+    let generation = w.stable_generation().unwrap();
+    // A minute of heartbeats on timer wake-ups only: the group stays put.
+    let more = w.run_by_timeouts(60 * S);
+    assert_eq!(w.stable_generation(), Some(generation));
+    assert_covering(&w, &[0, 1, 2]);
+    // Heartbeats every second per consumer, give or take fetch back-offs: bounded, not a spin.
+    assert!(wakeups + more < 10_000, "{wakeups} + {more} wake-ups");
+}
+
+#[test]
+fn added_partitions_are_picked_up_by_a_rebalance() {
+    let mut w = World::new(4, 10);
+    for _ in 0..2 {
+        let c = w.consumer_config(AssignorKind::RoundRobin, AppMode::Auto);
+        w.add(c, AppMode::Auto);
+    }
+    w.run(10 * S);
+    let before = w.stable_generation().unwrap();
+    for p in 4..6 {
+        w.hw.insert(tp(p), 10);
+    }
+    w.run(10 * S);
+    assert!(w.stable_generation().unwrap() > before);
+    assert_covering(&w, &[0, 1]);
+    assert!(w.all_processed());
+}
