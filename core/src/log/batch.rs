@@ -301,7 +301,24 @@ impl RecordBatch {
     /// Never panics: any malformed input gives a [`DecodeError`].
     pub fn decode(buf: &[u8]) -> Result<(RecordBatch, usize), DecodeError> {
         let h = verify_crc(buf)?;
+        Self::decode_verified(buf, &h)
+    }
+
+    /// Decodes a batch whose CRC [`verify_crc`] already checked (returning `h`), without
+    /// computing it again.
+    pub fn decode_verified(
+        buf: &[u8],
+        h: &BatchHeader,
+    ) -> Result<(RecordBatch, usize), DecodeError> {
         let total = h.total_len();
+        if buf.len() < total {
+            return Err(DecodeError::Truncated {
+                what: "batch body",
+                pos: 0,
+                need: total,
+                have: buf.len(),
+            });
+        }
         if h.base_offset.checked_add(h.record_count as u64).is_none() {
             return Err(DecodeError::Malformed(format!(
                 "base offset {} + record count {} overflows",

@@ -337,3 +337,36 @@ fn client_limits_and_errors() {
         Err(ProducerError::EpochExhausted { producer_id: 1 })
     );
 }
+
+#[test]
+fn rebuild_from_a_partition_log() {
+    use crate::log::{LogConfig, MemStorage, PartitionLog};
+    let (mut log, _) = PartitionLog::open(MemStorage::new(), "t-0", LogConfig::default()).unwrap();
+    let mut table = ProducerStateTable::new();
+    let mut producers = [producer(1), producer(2), producer(3)];
+    for i in 0..20usize {
+        let p = &mut producers[i % 3];
+        let b = p.stamp(&tp(), batch(1 + (i % 4) as u32)).unwrap();
+        let info = b.producer.unwrap();
+        assert_eq!(table.check(&info, b.record_count()), SequenceCheck::Append);
+        let appended = log.append_as_leader(b, 0, 0).unwrap();
+        let count = (appended.last_offset + 1 - appended.base_offset) as u32;
+        table.record_append(&info, count, appended.base_offset);
+        p.on_response(
+            &tp(),
+            info.base_sequence,
+            ProduceOutcome::Appended {
+                base_offset: appended.base_offset,
+            },
+        )
+        .unwrap();
+        // Plain batches in between are ignored.
+        log.append_as_leader(batch(1), 0, 0).unwrap();
+    }
+    // A small chunk size forces many reads.
+    assert_eq!(
+        ProducerStateTable::rebuild_from_log(&mut log, 64).unwrap(),
+        table
+    );
+    assert_eq!(table.len(), 3);
+}
