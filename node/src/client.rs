@@ -351,6 +351,27 @@ impl Client {
         Err(last.unwrap_or(ClientError::UnknownTopic(topic.to_string())))
     }
 
+    /// Partition metadata for `topic`, waiting (up to `retry_for`) while the brokers have
+    /// not yet heard of a topic the controller knows (it reaches them with their next
+    /// heartbeat). A topic the controller does not know either fails at once.
+    pub async fn wait_topic(&mut self, topic: &str) -> Result<Vec<PartitionMetadata>, ClientError> {
+        let started = Instant::now();
+        loop {
+            match self.topic_metadata(topic).await {
+                Ok(parts) => return Ok(parts),
+                Err(ClientError::UnknownTopic(t)) => {
+                    let image = self.cluster_image().await?;
+                    if image.topic(topic).is_none() || started.elapsed() >= self.opts.retry_for {
+                        return Err(ClientError::UnknownTopic(t));
+                    }
+                }
+                Err(e) if started.elapsed() >= self.opts.retry_for => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "metadata: retrying"),
+            }
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
     /// Partition metadata, retried until it names a leader.
     async fn leader(&mut self, tp: &TopicPartition, refresh: bool) -> Result<NodeId, String> {
         if !refresh {

@@ -36,7 +36,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let mut c = client(&args.cluster)?;
     runtime()?.block_on(async move {
         let mut parts: Vec<u32> = c
-            .topic_metadata(&args.topic)
+            .wait_topic(&args.topic)
             .await?
             .iter()
             .map(|p| p.tp.partition)

@@ -70,7 +70,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
             Some(p) => vec![p],
             None => {
                 let mut ps: Vec<u32> = c
-                    .topic_metadata(&args.topic)
+                    .wait_topic(&args.topic)
                     .await?
                     .iter()
                     .map(|p| p.tp.partition)

@@ -1,0 +1,98 @@
+//! An in-process cluster on ephemeral 127.0.0.1 ports in a temp dir, for tests.
+
+#![allow(dead_code)]
+
+use skein_node::client::{Client, ClientOptions};
+use skein_node::config::{BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role};
+use skein_node::runtime::{start, NodeHandle};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+pub struct TestCluster {
+    pub cluster: Cluster,
+    pub controller: Option<NodeHandle>,
+    pub brokers: Vec<NodeHandle>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Controller plus `n` brokers, every broker registered and unfenced on return.
+    pub async fn start(n: u32) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut listeners = Vec::new();
+        for _ in 0..=n {
+            listeners.push(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let addr = |i: usize| listeners[i].local_addr().unwrap().to_string();
+        let cluster_cfg = ClusterConfig {
+            controller: addr(0),
+            brokers: (1..=n)
+                .map(|id| BrokerEntry {
+                    id,
+                    address: addr(id as usize),
+                })
+                .collect(),
+        };
+        let cluster = cluster_cfg.validate().unwrap();
+        let mut handles = Vec::new();
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let (role, node_id, name) = match i {
+                0 => (Role::Controller, None, "controller".to_string()),
+                i => (Role::Broker, Some(i as u32), format!("broker-{i}")),
+            };
+            let cfg = NodeConfig {
+                role,
+                node_id,
+                data_dir: dir.path().join(name),
+                fsync: FsyncPolicy::Always,
+                fsync_interval_ms: 50,
+                max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
+                cluster: cluster_cfg.clone(),
+            }
+            .validate()
+            .unwrap();
+            handles.push(start(cfg, Some(listener)).await.unwrap());
+        }
+        let controller = handles.remove(0);
+        let tc = Self {
+            cluster,
+            controller: Some(controller),
+            brokers: handles,
+            dir,
+        };
+        let mut client = tc.client();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                if let Ok(image) = client.cluster_image().await {
+                    if image.unfenced_brokers().len() == n as usize {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("brokers register within 30 s");
+        tc
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(
+            self.cluster.clone(),
+            ClientOptions {
+                request_timeout: Duration::from_secs(5),
+                retry_for: Duration::from_secs(20),
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    pub async fn stop(mut self) {
+        for b in self.brokers.drain(..) {
+            b.stop().await;
+        }
+        if let Some(c) = self.controller.take() {
+            c.stop().await;
+        }
+    }
+}
