@@ -1,5 +1,6 @@
 //! Partition-log throughput on real files (FileStorage in a temp dir):
-//! - append: 100-byte records in ~16 KiB batches, fsync (flush) every 64 MiB;
+//! - append: 100-byte records in ~16 KiB batches, fsync (flush) every 64 MiB, through the
+//!   page cache and with O_DIRECT (`FileStorage::with_direct_io`);
 //! - read: sequential reads of 1 MiB from a flushed log (page cache warm), decoded
 //!   (`read`) and raw (`read_raw`, CRC-checked only: what a fetch carries);
 //! - batch encode/decode alone.
@@ -47,9 +48,18 @@ fn bench_config() -> LogConfig {
 }
 
 fn append(c: &mut Criterion) {
+    append_with(c, "append_16KiB_batches_fsync_64MiB", false);
+    append_with(c, "append_16KiB_batches_fsync_64MiB_direct_io", true);
+}
+
+fn append_with(c: &mut Criterion, name: &str, direct: bool) {
     let dir = tempfile::tempdir_in(std::env::var("SKEIN_BENCH_DIR").unwrap_or("/tmp".into()))
         .expect("temp dir");
-    let storage = FileStorage::new(dir.path()).unwrap();
+    let storage = if direct {
+        FileStorage::with_direct_io(dir.path()).unwrap()
+    } else {
+        FileStorage::new(dir.path()).unwrap()
+    };
     let (mut log, _) = PartitionLog::open(storage, "bench-0", bench_config()).unwrap();
     let batch = batch_16k();
     let len = batch.encoded_len() as u64;
@@ -59,7 +69,7 @@ fn append(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(12))
         .throughput(Throughput::Bytes(len));
-    g.bench_function("append_16KiB_batches_fsync_64MiB", |b| {
+    g.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let mut spent = Duration::ZERO;
             for _ in 0..iters {

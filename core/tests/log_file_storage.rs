@@ -19,9 +19,22 @@ fn config() -> LogConfig {
 
 #[test]
 fn random_walk_on_real_files() {
-    for seed in [7u64] {
+    random_walk(7, false);
+}
+
+#[test]
+fn random_walk_on_real_files_direct_io() {
+    random_walk(8, true);
+}
+
+fn random_walk(seed: u64, direct: bool) {
+    {
         let dir = tempfile::tempdir().unwrap();
-        let fs = FileStorage::new(dir.path()).unwrap();
+        let fs = if direct {
+            FileStorage::with_direct_io(dir.path()).unwrap()
+        } else {
+            FileStorage::new(dir.path()).unwrap()
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (mut log, _) = PartitionLog::open(fs.clone(), "t/0", config()).unwrap();
         // Model: (base, values, epoch, ts)

@@ -206,8 +206,51 @@ fn base_offset_mismatch_is_detected() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
     drop(log);
-    // The active segment is always revalidated on open: flushed data, so an error.
+    // Flushed data is not revalidated on open (recovery resumes at the recovery point),
+    // so the open succeeds and reads still refuse the batch...
+    let (mut log, _) = open(&mem).unwrap();
+    assert!(matches!(log.read(2, 10), Err(LogError::Corrupt { .. })));
+    drop(log);
+    // ...while a full-validation open (recovery point unreadable) reports it.
+    mem.put_raw("p/recovery-point-checkpoint", b"junk");
     assert!(matches!(open(&mem), Err(LogError::Corrupt { .. })));
+}
+
+#[test]
+fn clean_reopen_resumes_at_the_recovery_point() {
+    let mem = MemStorage::new();
+    build(&mem, 40, true, cfg());
+    let (mut log, _) = open(&mem).unwrap();
+    log.append_as_leader(batch(40, 2), 30, 0).unwrap();
+    drop(log);
+    let seg_len = mem.contents(SEG0).unwrap().len() as u64;
+    let (mut log, sum) = open(&mem).unwrap();
+    assert_eq!(sum.segments_validated, 1);
+    assert!(sum.bytes_validated < seg_len / 4, "{sum:?} of {seg_len}");
+    assert_eq!(log.log_end_offset(), 82);
+    assert_eq!(log.read(0, usize::MAX).unwrap().len(), 41);
+    assert_eq!(log.offset_for_timestamp(120).unwrap(), Some(40));
+}
+
+#[test]
+fn misleading_index_falls_back_to_full_validation() {
+    let mem = MemStorage::new();
+    build(&mem, 10, true, cfg());
+    let idx = "p/00000000000000000000.index";
+    let mut bytes = mem.contents(idx).unwrap();
+    let n = bytes.len();
+    assert!(n >= 16);
+    // Point the last entry a few bytes off its batch (still increasing, inside the file).
+    let pos = u32::from_be_bytes(bytes[n - 4..].try_into().unwrap()) + 3;
+    bytes[n - 4..].copy_from_slice(&pos.to_be_bytes());
+    mem.put_raw(idx, &bytes);
+    let (mut log, sum) = open(&mem).unwrap();
+    assert!(
+        sum.corruption.is_none() && sum.bytes_truncated == 0,
+        "{sum:?}"
+    );
+    assert_eq!(log.read(0, usize::MAX).unwrap().len(), 10);
+    assert_eq!(log.log_end_offset(), 20);
 }
 
 #[test]

@@ -33,6 +33,8 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: usize,
     /// Follower wait after an empty fetch or an error.
     pub fetch_backoff: Nanos,
+    /// Long poll: how long a leader may hold a fetch that has nothing new.
+    pub fetch_max_wait: Nanos,
     /// A fetch without answer for this long is resent.
     pub fetch_timeout: Nanos,
     pub alter_partition_retry: Nanos,
@@ -55,6 +57,7 @@ impl Default for BrokerConfig {
             replica_lag_time_max: r.replica_lag_time_max,
             fetch_max_bytes: r.fetch_max_bytes,
             fetch_backoff: r.fetch_backoff,
+            fetch_max_wait: r.fetch_max_wait,
             fetch_timeout: r.fetch_timeout,
             alter_partition_retry: r.alter_partition_retry,
             flush_interval: r.flush_interval,
@@ -73,6 +76,7 @@ impl BrokerConfig {
             min_insync_replicas,
             fetch_max_bytes: self.fetch_max_bytes,
             fetch_backoff: self.fetch_backoff,
+            fetch_max_wait: self.fetch_max_wait,
             fetch_timeout: self.fetch_timeout,
             alter_partition_retry: self.alter_partition_retry,
             flush_interval: self.flush_interval,
@@ -477,7 +481,16 @@ impl<S: Storage + Clone> Broker<S> {
         match msg {
             Message::Fetch(req) => {
                 let resp = match (self.replicas.get_mut(&req.tp), from) {
-                    (Some(r), Address::Node(n)) if n == req.replica_id => r.handle_fetch(now, req),
+                    (Some(r), Address::Node(n)) if n == req.replica_id => {
+                        match r.handle_fetch(now, req) {
+                            Some(resp) => resp,
+                            None => {
+                                // Held (long poll): answered later as a replica effect.
+                                self.collect_replica_effects();
+                                return;
+                            }
+                        }
+                    }
                     (Some(_), _) => FetchResponse {
                         correlation: req.correlation,
                         tp: req.tp,

@@ -373,6 +373,7 @@ impl<S: Storage> PartitionLog<S> {
             self.append_index(&tpath, &te.encode())?;
         }
         debug_assert_eq!(self.log_end_offset(), batch.next_offset());
+        self.debug_check();
         Ok(AppendInfo {
             base_offset: base,
             last_offset: batch.last_offset(),
@@ -690,6 +691,7 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         debug_assert!(self.log_end_offset() <= offset);
+        self.debug_check();
         Ok(())
     }
 
@@ -729,6 +731,7 @@ impl<S: Storage> PartitionLog<S> {
             return Err(e);
         }
         self.recovery_point = offset;
+        self.debug_check();
         Ok(())
     }
 
@@ -820,6 +823,7 @@ impl<S: Storage> PartitionLog<S> {
             self.recovery_point = new_start;
         }
         summary.log_start_offset = new_start;
+        self.debug_check();
         Ok(summary)
     }
 
@@ -839,6 +843,30 @@ impl<S: Storage> PartitionLog<S> {
             });
         }
         Ok(())
+    }
+
+    /// Structural invariants, checked after every mutation in debug builds.
+    fn debug_check(&self) {
+        if !cfg!(debug_assertions) || self.failed.is_some() {
+            return;
+        }
+        debug_assert!(!self.segments.is_empty());
+        for w in self.segments.windows(2) {
+            debug_assert_eq!(w[0].next_offset, w[1].base, "segments not contiguous");
+        }
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        debug_assert!(self.recovery_point <= end);
+        for e in self.epochs.entries() {
+            debug_assert!(
+                e.start_offset >= start && e.start_offset < end,
+                "epoch entry {e:?} outside [{start}, {end})"
+            );
+        }
+    }
+
+    /// True after a storage failure: every call but the accessors fails until reopened.
+    pub fn is_failed(&self) -> bool {
+        self.failed.is_some()
     }
 
     fn check_usable(&self) -> Result<(), LogError> {

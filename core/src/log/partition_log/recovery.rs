@@ -6,13 +6,18 @@ use super::*;
 use crate::log::batch::{verify_crc, BatchHeader, RecordBatch, BATCH_HEADER_LEN};
 use crate::log::checkpoint;
 use crate::log::epoch_cache::EpochCache;
-use crate::log::segment::{log_name, parse_log_name, SegReader, Segment, Step};
+use crate::log::segment::{
+    log_name, parse_log_name, IndexEntry, SegReader, Segment, Step, TimeEntry, INDEX_ENTRY_LEN,
+    TIME_ENTRY_LEN,
+};
 use crate::log::storage::{join, Storage, StorageError};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Result of validating one segment during recovery.
 struct Validated {
     seg: Segment,
+    /// Bytes actually scanned.
+    bytes: u64,
     batches: u64,
     epochs: Vec<(LeaderEpoch, Offset)>,
     /// First invalid byte (the cut point) and why, if the file did not end cleanly.
@@ -127,11 +132,14 @@ impl<S: Storage> PartitionLog<S> {
                     (seg, None)
                 }
                 None => {
-                    let v = log.validate_segment(base)?;
+                    // The segment holding the recovery point resumes from it (when the
+                    // epoch checkpoint is sound, so no epochs below it need finding).
+                    let resume = (i == k && !rebuild_epochs && rp > base).then_some(rp);
+                    let v = log.validate_segment(base, resume)?;
                     validated.push(i);
                     summary.segments_validated += 1;
                     summary.batches_validated += v.batches;
-                    summary.bytes_validated += v.seg.size;
+                    summary.bytes_validated += v.bytes;
                     found_epochs.extend(v.epochs.iter().copied());
                     let mut fault = v.fault.map(|(pos, reason)| (pos, reason, v.file_len));
                     // A segment ending early, or not where the next begins, cuts the rest.
@@ -237,6 +245,7 @@ impl<S: Storage> PartitionLog<S> {
         log.write_epoch_checkpoint()?;
         log.recovery_point = rp.min(leo);
         log.flush()?;
+        log.debug_check();
         summary.segments = log.segments.len();
         summary.log_start_offset = log.log_start_offset();
         summary.log_end_offset = leo;
@@ -314,13 +323,24 @@ impl<S: Storage> PartitionLog<S> {
         Ok(Some(seg))
     }
 
-    /// Validates every batch of segment `base` from its start (length, CRC, structure,
-    /// offsets), rebuilding its indexes.
-    fn validate_segment(&mut self, base: Offset) -> Result<Validated, LogError> {
+    /// Validates the batches of segment `base` (length, CRC, structure, offsets),
+    /// rebuilding its indexes. With `resume = Some(rp)` it starts at the last synced index
+    /// entry below the recovery point `rp` instead of the segment start, so a clean
+    /// restart does not re-read a whole large segment; if that start looks wrong (damage
+    /// below `rp` right where the index pointed), it falls back to the segment start.
+    fn validate_segment(
+        &mut self,
+        base: Offset,
+        resume: Option<Offset>,
+    ) -> Result<Validated, LogError> {
         let mut seg = Segment::new(base);
         let path = seg.log_path(&self.dir);
         let file_len = self.storage.len(&path)?;
-        let mut r = SegReader::new(path.clone(), 0, file_len, SCAN_CHUNK);
+        let start = match resume {
+            Some(rp) => self.resume_point(&mut seg, rp, file_len)?,
+            None => 0,
+        };
+        let mut r = SegReader::new(path.clone(), start, file_len, SCAN_CHUNK);
         let mut v_epochs = Vec::new();
         let mut batches = 0;
         let fault = loop {
@@ -355,6 +375,12 @@ impl<S: Storage> PartitionLog<S> {
                 }
             }
         };
+        if let (Some(rp), Some((pos, reason))) = (resume, &fault) {
+            if start > 0 && seg.next_offset < rp {
+                tracing::debug!(path = %path, pos, %reason, "resumed validation failed below the recovery point; validating the whole segment");
+                return self.validate_segment(base, None);
+            }
+        }
         if fault.is_none() {
             // Not the active segment if more follow; make its time index exact either way.
             if let Some(t) = seg.final_time_entry() {
@@ -362,12 +388,67 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         Ok(Validated {
+            bytes: seg.size - start,
             seg,
             batches,
             epochs: v_epochs,
             fault,
             file_len,
         })
+    }
+
+    /// Sets `seg` up as if it had been scanned up to its last index entry below `rp`
+    /// (entries that far were synced by the flush that recorded `rp`) and returns that
+    /// entry's byte position, or 0 (scan everything) if the index files give none.
+    fn resume_point(
+        &mut self,
+        seg: &mut Segment,
+        rp: Offset,
+        file_len: u64,
+    ) -> Result<u64, LogError> {
+        let (ip, tp) = (seg.index_path(&self.dir), seg.time_index_path(&self.dir));
+        if !self.storage.exists(&ip) || !self.storage.exists(&tp) {
+            return Ok(0);
+        }
+        let (idx, tidx) = (self.storage.read_all(&ip)?, self.storage.read_all(&tp)?);
+        let base = seg.base;
+        let mut index: Vec<IndexEntry> = Vec::new();
+        for c in idx.chunks_exact(INDEX_ENTRY_LEN) {
+            let e = IndexEntry::decode(c);
+            let ok = index.last().is_none_or(|p| e.rel > p.rel && e.pos > p.pos)
+                && (e.pos as u64) < file_len
+                // Strictly below: the batch at `rp` itself came after that flush.
+                && base + (e.rel as u64) < rp;
+            if !ok {
+                break;
+            }
+            index.push(e);
+        }
+        let Some(last) = index.pop() else {
+            return Ok(0);
+        };
+        let mut time_index: Vec<TimeEntry> = Vec::new();
+        for c in tidx.chunks_exact(TIME_ENTRY_LEN) {
+            let t = TimeEntry::decode(c);
+            let ok = time_index
+                .last()
+                .is_none_or(|p| t.ts > p.ts && t.rel >= p.rel)
+                && t.rel <= last.rel;
+            if !ok {
+                break;
+            }
+            time_index.push(t);
+        }
+        // The running maximum through the batch at `last` is its time entry, if any, or
+        // the previous one (entries are written at index points when the maximum grows).
+        seg.max_timestamp = time_index.last().map(|t| t.ts);
+        seg.index = index;
+        seg.time_index = time_index;
+        seg.size = last.pos as u64;
+        seg.next_offset = base + last.rel as u64;
+        // Re-index the batch at `last` when it is scanned again.
+        seg.bytes_since_index = self.config.index_interval_bytes;
+        Ok(last.pos as u64)
     }
 
     /// Epochs of a trusted segment's batches (when the epoch checkpoint must be rebuilt).
