@@ -61,6 +61,8 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 fetch_offset: off,
                 last_fetched_epoch: e,
                 max_bytes: 1000,
+                high_watermark: off / 2,
+                max_wait: 500_000_000,
             }))
         }),
         (
