@@ -230,6 +230,14 @@ fn cluster_up_topic_produce_consume_down() {
     let down = run(&["cluster", "down", "--dir", d], "", limit);
     assert!(down.status.success(), "{}", text(&down.stderr));
     assert!(started.iter().all(|p| !running(*p)), "every node stopped");
+    // With the cluster gone, clients say what is wrong.
+    let gone = run(&["topic", "list", "--cluster", cf], "", limit);
+    assert_eq!(gone.status.code(), Some(2));
+    assert!(
+        text(&gone.stderr).contains("cannot connect to"),
+        "{}",
+        text(&gone.stderr)
+    );
     for name in ["controller", "broker-1"] {
         let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();
         assert!(!log.contains("ERROR"), "{name}.log has errors:\n{log}");

@@ -12,6 +12,8 @@ pub struct TestCluster {
     pub cluster: Cluster,
     pub controller: Option<NodeHandle>,
     pub brokers: Vec<NodeHandle>,
+    /// Broker configs, index = id - 1 (to restart them).
+    pub configs: Vec<skein_node::config::ValidNodeConfig>,
     pub dir: tempfile::TempDir,
 }
 
@@ -35,6 +37,7 @@ impl TestCluster {
         };
         let cluster = cluster_cfg.validate().unwrap();
         let mut handles = Vec::new();
+        let mut configs = Vec::new();
         for (i, listener) in listeners.into_iter().enumerate() {
             let (role, node_id, name) = match i {
                 0 => (Role::Controller, None, "controller".to_string()),
@@ -51,6 +54,9 @@ impl TestCluster {
             }
             .validate()
             .unwrap();
+            if node_id.is_some() {
+                configs.push(cfg.clone());
+            }
             handles.push(start(cfg, Some(listener)).await.unwrap());
         }
         let controller = handles.remove(0);
@@ -58,6 +64,7 @@ impl TestCluster {
             cluster,
             controller: Some(controller),
             brokers: handles,
+            configs,
             dir,
         };
         let mut client = tc.client();
@@ -85,6 +92,33 @@ impl TestCluster {
                 ..ClientOptions::default()
             },
         )
+    }
+
+    /// Stops broker `id` gracefully (SIGTERM path); returns once it has stopped.
+    pub async fn stop_broker(&mut self, id: u32) {
+        let idx = (id - 1) as usize;
+        let placeholder = self.brokers.remove(idx);
+        placeholder.stop().await;
+    }
+
+    /// Starts broker `id` again on the same address and data dir (after `stop_broker`).
+    pub async fn restart_broker(&mut self, id: u32) {
+        let idx = (id - 1) as usize;
+        let cfg = self.configs[idx].clone();
+        // The old listener is closed once the stopped node's tasks are gone; retry briefly.
+        for attempt in 0.. {
+            match start(cfg.clone(), None).await {
+                Ok(h) => {
+                    self.brokers.insert(idx, h);
+                    return;
+                }
+                Err(e) if attempt < 50 => {
+                    eprintln!("restart broker {id}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("cannot restart broker {id}: {e}"),
+            }
+        }
     }
 
     pub async fn stop(mut self) {
