@@ -12,6 +12,7 @@ use skein_core::controller::{
 };
 use skein_core::log::{Record, RecordBatch};
 use skein_core::message::*;
+use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
 use skein_core::types::{NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub enum ClientError {
     },
     #[error("broker {0} is not in the cluster file")]
     UnknownBroker(NodeId),
+    #[error("idempotent producer: {0}")]
+    Producer(#[from] ProducerError),
 }
 
 /// One connection, one request at a time.
@@ -177,6 +180,9 @@ pub struct Client {
     controller: Option<Conn>,
     leaders: BTreeMap<TopicPartition, PartitionMetadata>,
     next_correlation: u64,
+    /// Set by `enable_idempotence`: batches carry producer id, epoch and sequence, so a
+    /// retried batch the leader already has is answered as a duplicate, not written twice.
+    idempotence: Option<IdempotentProducer>,
 }
 
 /// Acknowledgement of one produced batch.
@@ -196,6 +202,7 @@ impl Client {
             controller: None,
             leaders: BTreeMap::new(),
             next_correlation: 1,
+            idempotence: None,
         }
     }
 
@@ -259,6 +266,30 @@ impl Client {
                 return Ok(image);
             }
         }
+    }
+
+    /// Asks the controller for a producer id; from now on `produce` is idempotent (use
+    /// with acks = all: only then is the leader's duplicate detection backed by the ISR).
+    pub async fn enable_idempotence(&mut self) -> Result<(), ClientError> {
+        let resp = self
+            .controller_request(ControllerRequest::InitProducerId)
+            .await?;
+        match resp {
+            ControllerResponse::InitProducerId(result) => {
+                let mut p = IdempotentProducer::new();
+                p.init(result?);
+                self.idempotence = Some(p);
+                Ok(())
+            }
+            other => Err(ClientError::Unexpected {
+                addr: self.cluster.controller,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotence.is_some()
     }
 
     pub async fn create_topic(
@@ -390,9 +421,11 @@ impl Client {
 
     /// Produces `values` as one batch. Retries (refreshing metadata) while the partition
     /// has no reachable leader, the leader moved, or the ISR is too small, up to
-    /// `retry_for`. A lost connection or timeout after sending is retried too, so without
-    /// an idempotent producer a record may be written twice (at least once), never lost
-    /// silently: a final failure is an error.
+    /// `retry_for`. A lost connection or timeout after sending is retried too: with
+    /// `enable_idempotence` the retry carries the same sequence and the leader answers a
+    /// duplicate with the original offset (exactly once per batch); without it a record
+    /// may be written twice (at least once). Never lost silently: a final failure is an
+    /// error.
     pub async fn produce(
         &mut self,
         tp: &TopicPartition,
@@ -423,6 +456,10 @@ impl Client {
                 })
                 .collect(),
         };
+        let mut batch = match self.idempotence.as_mut() {
+            Some(p) => p.stamp(tp, batch)?,
+            None => batch,
+        };
         let started = Instant::now();
         let mut refresh = false;
         loop {
@@ -449,23 +486,26 @@ impl Client {
                         });
                     }
                     match self.broker_request(leader, req).await {
-                        Ok(Message::ProduceResponse(r)) => match r.result {
-                            Ok(ack) => {
-                                return Ok(Produced {
-                                    base_offset: Some(ack.base_offset),
-                                    count,
-                                })
+                        Ok(Message::ProduceResponse(r)) => {
+                            match self.on_produce_result(tp, &mut batch, r.result)? {
+                                Ok(base_offset) => {
+                                    return Ok(Produced {
+                                        base_offset: Some(base_offset),
+                                        count,
+                                    })
+                                }
+                                Err(reason) => reason,
                             }
-                            Err(e) if retriable_produce(&e) => e.to_string(),
-                            Err(error) => {
-                                return Err(ClientError::Produce {
-                                    tp: tp.clone(),
-                                    error,
-                                })
-                            }
-                        },
-                        Ok(other) => format!("unexpected reply {other:?}"),
-                        Err(e) => e.to_string(),
+                        }
+                        Ok(other) => {
+                            self.resend(tp, &mut batch)?;
+                            format!("unexpected reply {other:?}")
+                        }
+                        Err(e) => {
+                            // Outcome unknown: the same batch (same sequence) goes again.
+                            self.resend(tp, &mut batch)?;
+                            e.to_string()
+                        }
                     }
                 }
             };
@@ -479,6 +519,96 @@ impl Client {
             tracing::debug!(%tp, reason = %last, "produce: retrying");
             refresh = true;
             tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
+    /// Marks an idempotent batch as sent again (no-op for plain batches).
+    fn resend(&mut self, tp: &TopicPartition, batch: &mut RecordBatch) -> Result<(), ClientError> {
+        if let (Some(p), Some(info)) = (self.idempotence.as_mut(), batch.producer) {
+            *batch = p.retry(tp, info.base_sequence)?;
+        }
+        Ok(())
+    }
+
+    /// What to do with a produce answer: `Ok(Ok(offset))` done, `Ok(Err(reason))` send
+    /// `batch` again (possibly re-stamped), `Err` give up.
+    fn on_produce_result(
+        &mut self,
+        tp: &TopicPartition,
+        batch: &mut RecordBatch,
+        result: Result<ProduceAck, ProduceError>,
+    ) -> Result<Result<Offset, String>, ClientError> {
+        let Some(producer) = self.idempotence.as_mut() else {
+            return match result {
+                Ok(ack) => Ok(Ok(ack.base_offset)),
+                Err(e) if retriable_produce(&e) => Ok(Err(e.to_string())),
+                Err(error) => Err(ClientError::Produce {
+                    tp: tp.clone(),
+                    error,
+                }),
+            };
+        };
+        let seq = batch.producer.map_or(0, |p| p.base_sequence);
+        let (outcome, reason) = match &result {
+            Ok(ack) if ack.duplicate => (
+                ProduceOutcome::Duplicate {
+                    base_offset: ack.base_offset,
+                },
+                String::new(),
+            ),
+            Ok(ack) => (
+                ProduceOutcome::Appended {
+                    base_offset: ack.base_offset,
+                },
+                String::new(),
+            ),
+            Err(ProduceError::OutOfOrderSequence(_)) => {
+                (ProduceOutcome::OutOfOrderSequence, String::new())
+            }
+            Err(ProduceError::UnknownProducerId(_)) => {
+                (ProduceOutcome::UnknownProducerId, String::new())
+            }
+            Err(ProduceError::InvalidProducerEpoch(_)) => {
+                (ProduceOutcome::InvalidProducerEpoch, String::new())
+            }
+            Err(e) if retriable_produce(e) => (ProduceOutcome::Retriable, e.to_string()),
+            Err(error) => {
+                return Err(ClientError::Produce {
+                    tp: tp.clone(),
+                    error: error.clone(),
+                })
+            }
+        };
+        match producer.on_response(tp, seq, outcome)? {
+            Completion::Acked { base_offset, .. } => Ok(Ok(base_offset)),
+            Completion::Retry(b) => {
+                *batch = b;
+                Ok(Err(if reason.is_empty() {
+                    format!("{result:?}")
+                } else {
+                    reason
+                }))
+            }
+            Completion::NeedsEpochBump => {
+                // The leader lost this producer's sequence state: a new epoch, and this
+                // batch (whose fate is unknown) goes again at least once.
+                let mut abandoned = producer.bump_epoch()?;
+                let (_, b) = abandoned.pop().ok_or_else(|| ClientError::Produce {
+                    tp: tp.clone(),
+                    error: ProduceError::OutOfOrderSequence(
+                        "sequence state lost and no batch in flight".into(),
+                    ),
+                })?;
+                *batch = producer.stamp(tp, b)?;
+                Ok(Err("producer epoch bumped after a lost sequence".into()))
+            }
+            Completion::Fenced => Err(ClientError::Produce {
+                tp: tp.clone(),
+                error: match result {
+                    Err(e) => e,
+                    Ok(_) => ProduceError::InvalidProducerEpoch("fenced".into()),
+                },
+            }),
         }
     }
 

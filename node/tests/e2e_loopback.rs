@@ -83,3 +83,94 @@ async fn produce_and_consume_1000_records_rf3_acks_all() {
     .await
     .expect("test finished within 120 s");
 }
+
+/// A retried idempotent batch (same producer id, epoch, sequence) reaching the leader
+/// twice is answered as a duplicate with the original offset, not written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
+    use skein_core::controller::{ControllerRequest, ControllerResponse};
+    use skein_core::log::{ProducerInfo, Record, RecordBatch};
+    use skein_core::message::{Message, ProduceRequest};
+    use skein_node::client::Conn;
+
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let tc = TestCluster::start(3).await;
+        let mut client = tc.client();
+        let config = TopicConfig {
+            partitions: 1,
+            replication_factor: 3,
+            min_insync_replicas: 2,
+            ..TopicConfig::default()
+        };
+        client.create_topic("idem", config).await.unwrap();
+        let tp = TopicPartition::new("idem", 0);
+        // Wait for a leader (a plain write also proves the topic is up).
+        let first = client
+            .produce(&tp, vec![b"plain".to_vec()], Acks::All)
+            .await
+            .unwrap();
+        let ControllerResponse::InitProducerId(Ok(pid)) = client
+            .controller_request(ControllerRequest::InitProducerId)
+            .await
+            .unwrap()
+        else {
+            panic!("InitProducerId failed");
+        };
+        let leader = client.topic_metadata("idem").await.unwrap()[0]
+            .leader
+            .unwrap();
+        let mut conn = Conn::connect(
+            tc.cluster.broker(leader).unwrap(),
+            skein_node::frame::DEFAULT_MAX_FRAME,
+        )
+        .await
+        .unwrap();
+        let batch = RecordBatch {
+            base_offset: 0,
+            partition_leader_epoch: 0,
+            attributes: 0,
+            producer: Some(ProducerInfo {
+                producer_id: pid.producer_id,
+                producer_epoch: pid.producer_epoch,
+                base_sequence: 0,
+            }),
+            first_timestamp: 0,
+            max_timestamp: 0,
+            records: (0..3)
+                .map(|i| Record {
+                    offset_delta: i,
+                    timestamp_delta: 0,
+                    key: None,
+                    value: Some(vec![i as u8]),
+                    headers: vec![],
+                })
+                .collect(),
+        };
+        let mut acks = Vec::new();
+        for correlation in [1, 2] {
+            conn.send(Message::Produce(ProduceRequest {
+                correlation,
+                tp: tp.clone(),
+                acks: Acks::All,
+                timeout: 5_000_000_000,
+                batch: batch.clone(),
+            }))
+            .await
+            .unwrap();
+            match conn.recv(Duration::from_secs(10)).await.unwrap() {
+                Message::ProduceResponse(r) => acks.push(r.result.unwrap()),
+                other => panic!("expected ProduceResponse, got {other:?}"),
+            }
+        }
+        assert!(!acks[0].duplicate);
+        assert!(acks[1].duplicate, "the second copy is recognised");
+        assert_eq!(acks[0].base_offset, acks[1].base_offset);
+        assert!(acks[0].base_offset > first.base_offset.unwrap());
+        // The log holds the batch once: the high watermark is just past it.
+        let hw = client.list_offset(&tp, OffsetSpec::Latest).await.unwrap();
+        assert_eq!(hw, acks[0].base_offset + 3);
+        tc.stop().await;
+    })
+    .await
+    .expect("test finished within 60 s");
+}

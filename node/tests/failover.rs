@@ -41,6 +41,7 @@ async fn producer_follows_leader_change_and_no_acked_record_is_lost() {
             ..TopicConfig::default()
         };
         client.create_topic("f", config).await.unwrap();
+        client.enable_idempotence().await.unwrap();
         let tp = TopicPartition::new("f", 0);
         let mut acked: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         for round in 0..4 {

@@ -44,6 +44,10 @@ pub struct ProduceArgs {
     /// Wait this long for more lines before sending a partial batch.
     #[arg(long, default_value_t = 10)]
     pub linger_ms: u64,
+    /// Plain (at-least-once) producer even with acks=all. By default acks=all uses an
+    /// idempotent producer: retried batches are never written twice.
+    #[arg(long)]
+    pub no_idempotence: bool,
     /// Print one summary line per batch instead of one offset per record.
     #[arg(long)]
     pub quiet: bool,
@@ -85,6 +89,9 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
             args.topic
         );
         let acks: Acks = args.acks.into();
+        if acks == Acks::All && !args.no_idempotence {
+            c.enable_idempotence().await?;
+        }
         let mut next = 0usize;
         let mut total = 0usize;
         let mut done = false;
