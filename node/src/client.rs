@@ -346,6 +346,25 @@ impl Client {
         Ok(self.brokers.get_mut(&id).expect("inserted above"))
     }
 
+    /// Broker `id`'s own view of the cluster (all topics).
+    pub async fn broker_metadata(&mut self, id: NodeId) -> Result<MetadataResponse, ClientError> {
+        let correlation = self.correlation();
+        let req = Message::Metadata(MetadataRequest {
+            correlation,
+            topics: None,
+        });
+        match self.broker_request(id, req).await? {
+            Message::MetadataResponse(m) => Ok(m),
+            other => Err(ClientError::Unexpected {
+                addr: self
+                    .cluster
+                    .broker(id)
+                    .ok_or(ClientError::UnknownBroker(id))?,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
     /// Partition metadata for `topic` from the first broker that answers.
     pub async fn topic_metadata(
         &mut self,

@@ -68,6 +68,22 @@ fn default_max_frame() -> u32 {
     DEFAULT_MAX_FRAME
 }
 
+/// Optional timing knobs (milliseconds); unset ones keep the core defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tuning {
+    /// Controller: a broker silent this long is fenced (default 6000). Also the grace a
+    /// restarted controller gives brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout_ms: Option<u64>,
+    /// Broker: heartbeat (and metadata pull) period (default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval_ms: Option<u64>,
+    /// Broker: a follower not caught up for this long leaves the ISR (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_lag_time_max_ms: Option<u64>,
+}
+
 /// A node's configuration file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +98,8 @@ pub struct NodeConfig {
     pub fsync_interval_ms: u64,
     #[serde(default = "default_max_frame")]
     pub max_frame_bytes: u32,
+    #[serde(default)]
+    pub tuning: Tuning,
     pub cluster: ClusterConfig,
 }
 
@@ -110,6 +128,7 @@ pub struct ValidNodeConfig {
     pub fsync: FsyncPolicy,
     pub fsync_interval_ms: u64,
     pub max_frame_bytes: u32,
+    pub tuning: Tuning,
     pub cluster: Cluster,
 }
 
@@ -142,6 +161,12 @@ pub enum ConfigError {
     DataDir { path: String, reason: String },
     #[error("fsync_interval_ms must be at least 1 with fsync = \"interval\"")]
     ZeroFsyncInterval,
+    #[error("tuning.{field} must be at least 1 ms")]
+    ZeroTuning { field: &'static str },
+    #[error(
+        "tuning.heartbeat_interval_ms {heartbeat} must be below the session timeout {session} ms"
+    )]
+    HeartbeatNotBelowSession { heartbeat: u64, session: u64 },
     #[error("max_frame_bytes {got} must be between 4096 and {max}")]
     BadMaxFrame { got: u32, max: u32 },
 }
@@ -274,6 +299,21 @@ impl NodeConfig {
                 max: 256 << 20,
             });
         }
+        let t = &self.tuning;
+        for (field, v) in [
+            ("session_timeout_ms", t.session_timeout_ms),
+            ("heartbeat_interval_ms", t.heartbeat_interval_ms),
+            ("replica_lag_time_max_ms", t.replica_lag_time_max_ms),
+        ] {
+            if v == Some(0) {
+                return Err(ConfigError::ZeroTuning { field });
+            }
+        }
+        let session = t.session_timeout_ms.unwrap_or(6000);
+        let heartbeat = t.heartbeat_interval_ms.unwrap_or(500);
+        if heartbeat >= session {
+            return Err(ConfigError::HeartbeatNotBelowSession { heartbeat, session });
+        }
         check_data_dir(&self.data_dir)?;
         Ok(ValidNodeConfig {
             role: self.role,
@@ -283,6 +323,7 @@ impl NodeConfig {
             fsync: self.fsync,
             fsync_interval_ms: self.fsync_interval_ms,
             max_frame_bytes: self.max_frame_bytes,
+            tuning: self.tuning.clone(),
             cluster,
         })
     }
@@ -312,8 +353,33 @@ mod tests {
             fsync: FsyncPolicy::Always,
             fsync_interval_ms: 50,
             max_frame_bytes: DEFAULT_MAX_FRAME,
+            tuning: Tuning::default(),
             cluster: cluster(),
         }
+    }
+
+    #[test]
+    fn tuning_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = broker(dir.path(), 1);
+        cfg.tuning.heartbeat_interval_ms = Some(0);
+        assert_eq!(
+            cfg.validate().unwrap_err(),
+            ConfigError::ZeroTuning {
+                field: "heartbeat_interval_ms"
+            }
+        );
+        cfg.tuning.heartbeat_interval_ms = Some(3000);
+        cfg.tuning.session_timeout_ms = Some(2000);
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::HeartbeatNotBelowSession { .. })
+        ));
+        cfg.tuning.heartbeat_interval_ms = Some(200);
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert_eq!(NodeConfig::load(&path).unwrap(), cfg);
+        assert!(cfg.validate().is_ok());
     }
 
     #[test]

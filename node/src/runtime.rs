@@ -99,12 +99,29 @@ impl Storage for PolicyStorage {
 
 /// Broker tunables derived from the node config.
 pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
+    let d = BrokerConfig::default();
+    let ms = |v: Option<u64>, default: Nanos| v.map_or(default, |ms| ms * 1_000_000);
     BrokerConfig {
         flush_interval: match cfg.fsync {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
             FsyncPolicy::Always | FsyncPolicy::Never => 0,
         },
-        ..BrokerConfig::default()
+        heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
+        replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
+        ..d
+    }
+}
+
+/// Controller tunables derived from the node config.
+pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
+    let d = ControllerConfig::default();
+    match cfg.tuning.session_timeout_ms {
+        Some(ms) => ControllerConfig {
+            session_timeout: ms * 1_000_000,
+            restart_grace: ms * 1_000_000,
+            ..d
+        },
+        None => d,
     }
 }
 
@@ -210,7 +227,7 @@ pub async fn start(
             (Peer::Node(id), Machine::Broker(Box::new(broker)))
         }
         Role::Controller => {
-            let controller = Controller::open(storage, ControllerConfig::default(), clock.now())
+            let controller = Controller::open(storage, controller_config(&cfg), clock.now())
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (Peer::Controller, Machine::Controller(Box::new(controller)))
         }

@@ -230,6 +230,40 @@ fn cluster_up_topic_produce_consume_down() {
     let down = run(&["cluster", "down", "--dir", d], "", limit);
     assert!(down.status.success(), "{}", text(&down.stderr));
     assert!(started.iter().all(|p| !running(*p)), "every node stopped");
+    // Restart on the same directory (new ports): the data is recovered.
+    let up2 = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    assert!(
+        up2.status.success(),
+        "second cluster up failed: {}",
+        text(&up2.stderr)
+    );
+    let again = run(
+        &[
+            "consume",
+            "--topic",
+            "t",
+            "--from-beginning",
+            "--max",
+            "200",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), lines, "records survive a restart");
+    let more = run(
+        &["produce", "--topic", "t", "--quiet", "--cluster", cf],
+        "after-restart\n",
+        limit,
+    );
+    assert!(more.status.success(), "{}", text(&more.stderr));
+    let restarted = pids(&dir);
+    let down = run(&["cluster", "down", "--dir", d], "", limit);
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    assert!(restarted.iter().all(|p| !running(*p)), "every node stopped");
+
     // With the cluster gone, clients say what is wrong.
     let gone = run(&["topic", "list", "--cluster", cf], "", limit);
     assert_eq!(gone.status.code(), Some(2));

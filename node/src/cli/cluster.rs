@@ -137,6 +137,7 @@ fn up(
             fsync,
             fsync_interval_ms: 50,
             max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
+            tuning: Default::default(),
             cluster: cluster.clone(),
         };
         cfg.validate()?;
@@ -174,10 +175,20 @@ fn up(
                     dir.join(format!("{name}.log")).display()
                 );
             }
-            if let Ok(image) = client.cluster_image().await {
-                if image.unfenced_brokers().len() == brokers as usize {
-                    return Ok(());
+            // Ready when every broker answers and its own (caught-up) image shows every
+            // broker live: the controller's image alone may still show a previous run.
+            let mut ready = true;
+            for id in 1..=brokers {
+                match client.broker_metadata(id).await {
+                    Ok(m) if m.brokers.len() == brokers as usize => {}
+                    _ => {
+                        ready = false;
+                        break;
+                    }
                 }
+            }
+            if ready {
+                return Ok(());
             }
             if started.elapsed() > wait {
                 bail!(

@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use skein_node::client::{Client, ClientOptions};
-use skein_node::config::{BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role};
+use skein_node::config::{
+    BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role, Tuning,
+};
 use skein_node::runtime::{start, NodeHandle};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -50,6 +52,12 @@ impl TestCluster {
                 fsync: FsyncPolicy::Always,
                 fsync_interval_ms: 50,
                 max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
+                // Short sessions so a stopped broker is fenced (and its leadership moved) fast.
+                tuning: Tuning {
+                    session_timeout_ms: Some(3000),
+                    heartbeat_interval_ms: Some(250),
+                    replica_lag_time_max_ms: None,
+                },
                 cluster: cluster_cfg.clone(),
             }
             .validate()
