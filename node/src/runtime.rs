@@ -14,6 +14,7 @@ use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
 use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
 use skein_core::log::{FileStorage, Storage, StorageError};
 use skein_core::message::{Address, Message};
+use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -391,7 +392,15 @@ fn kind_name(msg: &Message) -> &'static str {
 
 fn log_broker_event(e: &BrokerEvent) {
     match e {
-        BrokerEvent::Replica(ev) => tracing::debug!(event = ?ev, "replica"),
+        BrokerEvent::Replica(ev) => match ev {
+            // Leadership, truncation and ISR changes are what an operator wants to see.
+            ReplicaEvent::BecameLeader { .. }
+            | ReplicaEvent::BecameFollower { .. }
+            | ReplicaEvent::Truncated { .. }
+            | ReplicaEvent::IsrConfirmed { .. } => tracing::info!(event = ?ev, "replica"),
+            ReplicaEvent::LogError { .. } => tracing::error!(event = ?ev, "replica"),
+            _ => tracing::debug!(event = ?ev, "replica"),
+        },
         BrokerEvent::MetadataApplied { offset } => tracing::debug!(offset, "metadata applied"),
         BrokerEvent::MetadataError { error } => tracing::error!(%error, "metadata error"),
         BrokerEvent::LogOpenFailed { tp, error } => {

@@ -107,6 +107,25 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
         let tc = TestCluster::start(1).await;
         let addr = tc.cluster.broker(1).unwrap();
         still_serves(addr).await;
+        // Some data, to show bad input changes nothing in the log.
+        let mut client = tc.client();
+        client
+            .create_topic("keep", skein_core::controller::TopicConfig::default())
+            .await
+            .unwrap();
+        let tp = skein_core::types::TopicPartition::new("keep", 0);
+        client
+            .produce(
+                &tp,
+                vec![b"a".to_vec(), b"b".to_vec()],
+                skein_core::message::Acks::All,
+            )
+            .await
+            .unwrap();
+        let end_before = client
+            .list_offset(&tp, skein_core::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
 
         // Garbage: an HTTP request.
         let r = send_bad(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
@@ -167,6 +186,45 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
         assert!(r.contains("expected Hello"), "{r}");
         still_serves(addr).await;
 
+        // A forged Produce whose CRC is wrong never reaches the log.
+        let mut forged = encode(
+            &Frame::Msg(Message::Produce(skein_core::message::ProduceRequest {
+                correlation: 7,
+                tp: tp.clone(),
+                acks: skein_core::message::Acks::Leader,
+                timeout: 1_000_000_000,
+                batch: skein_core::log::RecordBatch {
+                    base_offset: 0,
+                    partition_leader_epoch: 0,
+                    attributes: 0,
+                    producer: None,
+                    first_timestamp: 0,
+                    max_timestamp: 0,
+                    records: vec![skein_core::log::Record {
+                        offset_delta: 0,
+                        timestamp_delta: 0,
+                        key: None,
+                        value: Some(b"evil".to_vec()),
+                        headers: vec![],
+                    }],
+                },
+            })),
+            DEFAULT_MAX_FRAME,
+        )
+        .unwrap();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        let r = send_bad(addr, &[hello(), forged].concat(), false).await;
+        assert!(r.contains("CRC mismatch"), "{r}");
+
+        let end_after = client
+            .list_offset(&tp, skein_core::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
+        assert_eq!(end_before, end_after, "bad input wrote nothing");
+        let (records, _) = client.fetch(&tp, 0, 1 << 20).await.unwrap();
+        let values: Vec<Vec<u8>> = records.into_iter().filter_map(|(_, v)| v).collect();
+        assert_eq!(values, vec![b"a".to_vec(), b"b".to_vec()]);
         assert!(!tc.brokers[0].is_finished(), "the broker is still running");
         tc.stop().await;
     })

@@ -94,7 +94,10 @@ fn up(
     let dir = dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", dir.display()))?;
-    if let Some(live) = read_pids(&dir)?.into_iter().find(|(_, pid)| alive(*pid)) {
+    if let Some(live) = read_pids(&dir)?
+        .into_iter()
+        .find(|(_, pid)| alive(*pid) && is_our_node(*pid, &dir))
+    {
         bail!(
             "a cluster is already running in {} ({} is pid {}); stop it with `skein cluster down --dir {}`",
             dir.display(), live.0, live.1, dir.display()
@@ -254,6 +257,22 @@ fn alive(pid: u32) -> bool {
     }
 }
 
+/// Whether `pid` is a `skein node` process of this cluster directory (guards against a
+/// recycled pid: `down` never signals anything else).
+fn is_our_node(pid: u32, dir: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.iter().any(|a| a == "node")
+        && args
+            .iter()
+            .any(|a| Path::new(a).parent() == Some(dir) && a.ends_with(".toml"))
+}
+
 fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{sig}"))
@@ -264,12 +283,22 @@ fn signal(pid: u32, sig: &str) {
 }
 
 fn down(dir: &Path) -> anyhow::Result<ExitCode> {
+    let dir = &dir
+        .canonicalize()
+        .with_context(|| format!("no cluster directory {}", dir.display()))?;
     let pids = read_pids(dir)?;
     if pids.is_empty() {
         bail!("no cluster recorded in {} (no {PID_FILE})", dir.display());
     }
     // Brokers first, the controller last, so brokers can still talk to it while stopping.
     for (name, pid) in pids.iter().rev() {
+        if alive(*pid) && !is_our_node(*pid, dir) {
+            eprintln!(
+                "pid {pid} ({name}) is no longer a skein node of {}; leaving it alone",
+                dir.display()
+            );
+            continue;
+        }
         if alive(*pid) {
             signal(*pid, "TERM");
             let t = Instant::now();
