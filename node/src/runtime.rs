@@ -729,3 +729,68 @@ async fn wait_for_signal() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BrokerEntry, ClusterConfig, NodeConfig, Tuning};
+
+    fn cfg(dir: &std::path::Path, fsync: FsyncPolicy, tuning: Tuning) -> ValidNodeConfig {
+        NodeConfig {
+            role: Role::Broker,
+            node_id: Some(1),
+            data_dir: dir.to_path_buf(),
+            fsync,
+            fsync_interval_ms: 40,
+            max_frame_bytes: crate::frame::DEFAULT_MAX_FRAME,
+            tuning,
+            cluster: ClusterConfig {
+                controller: "127.0.0.1:9000".into(),
+                brokers: vec![BrokerEntry {
+                    id: 1,
+                    address: "127.0.0.1:9001".into(),
+                }],
+            },
+        }
+        .validate()
+        .unwrap()
+    }
+
+    #[test]
+    fn config_reaches_the_state_machines() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = BrokerConfig::default();
+        let always = broker_config(&cfg(dir.path(), FsyncPolicy::Always, Tuning::default()));
+        assert_eq!(always.flush_interval, 0);
+        assert_eq!(always.heartbeat_interval, d.heartbeat_interval);
+        let interval = broker_config(&cfg(dir.path(), FsyncPolicy::Interval, Tuning::default()));
+        assert_eq!(interval.flush_interval, 40_000_000);
+        let tuning = Tuning {
+            session_timeout_ms: Some(3000),
+            heartbeat_interval_ms: Some(100),
+            replica_lag_time_max_ms: Some(2000),
+        };
+        let c = cfg(dir.path(), FsyncPolicy::Always, tuning);
+        let b = broker_config(&c);
+        assert_eq!(b.heartbeat_interval, 100_000_000);
+        assert_eq!(b.replica_lag_time_max, 2_000_000_000);
+        let ctl = controller_config(&c);
+        assert_eq!(ctl.session_timeout, 3_000_000_000);
+        assert_eq!(ctl.restart_grace, 3_000_000_000);
+    }
+
+    #[test]
+    fn never_policy_skips_only_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = PolicyStorage::new(FileStorage::new(dir.path()).unwrap(), FsyncPolicy::Never);
+        s.append("d/f", b"abc").unwrap();
+        s.sync("d/f").unwrap();
+        s.write_atomic("meta", b"m").unwrap();
+        assert_eq!(s.read_all("d/f").unwrap(), b"abc");
+        assert_eq!(s.read_all("meta").unwrap(), b"m");
+        assert!(!s.sync);
+        assert!(
+            PolicyStorage::new(FileStorage::new(dir.path()).unwrap(), FsyncPolicy::Interval).sync
+        );
+    }
+}

@@ -6,12 +6,24 @@ use common::TestCluster;
 use skein_core::controller::TopicConfig;
 use skein_core::message::{Acks, OffsetSpec};
 use skein_core::types::TopicPartition;
+use skein_node::config::FsyncPolicy;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_and_consume_1000_records_rf3_acks_all() {
+    produce_and_consume(FsyncPolicy::Always).await;
+}
+
+/// With a flush interval acks=all still completes: the leader's delayed fsync and the
+/// followers' fsync-before-fetch move the high watermark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_and_consume_with_fsync_interval() {
+    produce_and_consume(FsyncPolicy::Interval).await;
+}
+
+async fn produce_and_consume(fsync: FsyncPolicy) {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let tc = TestCluster::start(3).await;
+        let tc = TestCluster::start_with(3, fsync).await;
         let mut client = tc.client();
         let config = TopicConfig {
             partitions: 1,

@@ -22,6 +22,11 @@ pub struct TestCluster {
 impl TestCluster {
     /// Controller plus `n` brokers, every broker registered and unfenced on return.
     pub async fn start(n: u32) -> Self {
+        Self::start_with(n, FsyncPolicy::Always).await
+    }
+
+    /// Like `start`, with the given fsync policy on every node.
+    pub async fn start_with(n: u32, fsync: FsyncPolicy) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut listeners = Vec::new();
         for _ in 0..=n {
@@ -49,7 +54,7 @@ impl TestCluster {
                 role,
                 node_id,
                 data_dir: dir.path().join(name),
-                fsync: FsyncPolicy::Always,
+                fsync,
                 fsync_interval_ms: 50,
                 max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
                 // Short sessions so a stopped broker is fenced (and its leadership moved) fast.
