@@ -602,3 +602,23 @@ fn lowered_time_index_entry_is_not_trusted() {
     // Retention must not treat the segment as ancient.
     assert_eq!(log.apply_retention(500).unwrap().segments_deleted, 0);
 }
+
+#[test]
+fn zero_padding_after_the_end_is_a_torn_tail() {
+    // What a crash can leave with FileStorage::with_direct_io: the padded last block was
+    // written but the file not yet cut back to its logical length.
+    let mem = MemStorage::new();
+    build(&mem, 3, true, cfg());
+    let mut data = mem.contents(SEG0).unwrap();
+    let len = data.len();
+    data.resize(len.div_ceil(4096) * 4096 + 4096, 0);
+    mem.put_raw(SEG0, &data);
+    let (log, sum) = open(&mem).unwrap();
+    assert_eq!(log.log_end_offset(), 6);
+    assert!(sum.corruption.is_none());
+    assert_eq!(sum.bytes_truncated as usize, data.len() - len);
+    assert!(sum
+        .truncation_reason
+        .unwrap()
+        .contains("unsupported batch format version 0"));
+}

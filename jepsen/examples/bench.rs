@@ -37,7 +37,9 @@ impl Rng {
     }
 }
 
-fn generate(path: &str, events: u64, seed: u64) -> std::io::Result<()> {
+/// With `faulty`, consumers skip a record 1% of the time and re-read one 1% of the time, so
+/// the checker also meets gaps, skips and backwards steps at scale.
+fn generate(path: &str, events: u64, seed: u64, faulty: bool) -> std::io::Result<()> {
     let mut rng = Rng(seed);
     let mut w = HistoryWriter::new(BufWriter::with_capacity(1 << 20, File::create(path)?));
     let mut logs: Vec<Vec<String>> = vec![Vec::new(); PARTITIONS as usize];
@@ -105,6 +107,13 @@ fn generate(path: &str, events: u64, seed: u64) -> std::io::Result<()> {
                 let n = rng.below(4);
                 let pos = &mut next[c as usize][slot];
                 for _ in 0..n {
+                    if faulty {
+                        match rng.below(100) {
+                            0 => *pos += 1,
+                            1 => *pos = pos.saturating_sub(1),
+                            _ => {}
+                        }
+                    }
                     if (*pos as usize) < log.len() {
                         records.push(PolledRecord::new("t", p, *pos, log[*pos as usize].as_str()));
                         *pos += 1;
@@ -171,12 +180,15 @@ fn run_check(path: &str, final_reads: bool) -> Result<(), Box<dyn std::error::Er
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["gen", path, n] => generate(path, n.parse()?, 42)?,
-        ["gen", path, n, seed] => generate(path, n.parse()?, seed.parse()?)?,
+        ["gen", path, n] => generate(path, n.parse()?, 42, false)?,
+        ["gen", path, n, seed] => generate(path, n.parse()?, seed.parse()?, false)?,
+        ["gen-faulty", path, n] => generate(path, n.parse()?, 42, true)?,
         ["check", path] => run_check(path, false)?,
         ["check", path, "--final-reads"] => run_check(path, true)?,
         _ => {
-            eprintln!("usage: bench gen PATH EVENTS [SEED] | bench check PATH [--final-reads]");
+            eprintln!(
+                "usage: bench gen PATH EVENTS [SEED] | bench gen-faulty PATH EVENTS | bench check PATH [--final-reads]"
+            );
             std::process::exit(2);
         }
     }

@@ -101,3 +101,33 @@ fn missing_file_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope.jsonl"));
 }
+
+#[test]
+fn reads_standard_input_with_dash() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let history = format!(
+        "{SEND_A}{}",
+        poll(
+            4,
+            r#"{"topic":"t","partition":0,"offset":1,"value":"b"},{"topic":"t","partition":0,"offset":0,"value":"a"}"#
+        )
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["check", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(history.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["int-nonmonotonic-poll"]["count"], 1);
+    assert_eq!(json["lost-write"]["count"], 0);
+}

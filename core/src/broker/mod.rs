@@ -46,6 +46,9 @@ pub struct BrokerConfig {
     pub controller_timeout: Nanos,
     /// How often retention runs on every hosted log.
     pub retention_check_interval: Nanos,
+    /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
+    /// (when they changed). A restarted replica starts from its checkpointed HW.
+    pub hw_checkpoint_interval: Nanos,
     pub bugs: Bugs,
 }
 
@@ -64,6 +67,7 @@ impl Default for BrokerConfig {
             heartbeat_interval: 500_000_000,
             controller_timeout: 1_000_000_000,
             retention_check_interval: 60_000_000_000,
+            hw_checkpoint_interval: 1_000_000_000,
             bugs: Bugs::default(),
         }
     }
@@ -144,6 +148,10 @@ struct BrokerMeta {
 }
 
 const META_PATH: &str = "broker.meta";
+const HW_PATH: &str = "hw.checkpoint";
+
+/// `hw.checkpoint`: (partition, topic id, high watermark) of every hosted partition.
+type HwCheckpoint = Vec<(TopicPartition, u64, Offset)>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Registration {
@@ -163,6 +171,8 @@ pub struct Broker<S: Storage + Clone> {
     heartbeat_sent_at: Option<Nanos>,
     heartbeat_in_flight: bool,
     next_retention: Nanos,
+    next_hw_checkpoint: Nanos,
+    last_hw_checkpoint: HwCheckpoint,
     replicas: BTreeMap<TopicPartition, Replica<PartitionLog<S>>>,
     /// Topic id of each hosted partition: part of its directory name, so data of a
     /// deleted topic is never mistaken for a re-created one of the same name.
@@ -214,6 +224,8 @@ impl<S: Storage + Clone> Broker<S> {
             heartbeat_sent_at: None,
             heartbeat_in_flight: false,
             next_retention: now,
+            next_hw_checkpoint: now,
+            last_hw_checkpoint: Vec::new(),
             replicas: BTreeMap::new(),
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
@@ -225,7 +237,9 @@ impl<S: Storage + Clone> Broker<S> {
                 reports.push((tp, summary));
             }
         }
+        broker.restore_high_watermarks();
         broker.next_retention = now + broker.config.retention_check_interval;
+        broker.next_hw_checkpoint = now + broker.config.hw_checkpoint_interval;
         broker.tick(now);
         Ok((broker, reports))
     }
@@ -259,6 +273,58 @@ impl<S: Storage + Clone> Broker<S> {
                 }));
                 None
             }
+        }
+    }
+
+    /// Every offset below a replica's HW is fsynced on that replica (the leader counts
+    /// only flushed data, followers report only flushed offsets), so a checkpointed HW is
+    /// still covered by the recovered log; it is clamped to the log end anyway.
+    fn restore_high_watermarks(&mut self) {
+        if !self.storage.exists(HW_PATH) {
+            return;
+        }
+        let parsed = self
+            .storage
+            .read_all(HW_PATH)
+            .map_err(|e| e.to_string())
+            .and_then(|b| bincode::deserialize::<HwCheckpoint>(&b).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(entries) => {
+                for (tp, topic_id, hw) in entries {
+                    if self.topic_ids.get(&tp) == Some(&topic_id) {
+                        if let Some(r) = self.replicas.get_mut(&tp) {
+                            r.restore_high_watermark(hw);
+                        }
+                    }
+                }
+            }
+            // Only an optimisation: a low HW is always safe.
+            Err(error) => tracing::warn!(%error, "ignoring unreadable hw.checkpoint"),
+        }
+    }
+
+    fn checkpoint_high_watermarks(&mut self) {
+        let cp: HwCheckpoint = self
+            .replicas
+            .iter()
+            .filter_map(|(tp, r)| {
+                let id = *self.topic_ids.get(tp)?;
+                Some((tp.clone(), id, r.high_watermark()))
+            })
+            .collect();
+        if cp == self.last_hw_checkpoint {
+            return;
+        }
+        let res = bincode::serialize(&cp)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                self.storage
+                    .write_atomic(HW_PATH, &b)
+                    .map_err(|e| e.to_string())
+            });
+        match res {
+            Ok(()) => self.last_hw_checkpoint = cp,
+            Err(error) => tracing::warn!(%error, "cannot write hw.checkpoint"),
         }
     }
 
@@ -388,10 +454,15 @@ impl<S: Storage + Clone> Broker<S> {
             .values()
             .filter_map(|r| r.next_timeout())
             .min();
-        [controller, replicas, Some(self.next_retention)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            controller,
+            replicas,
+            Some(self.next_retention),
+            Some(self.next_hw_checkpoint),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
@@ -423,6 +494,10 @@ impl<S: Storage + Clone> Broker<S> {
         }
         for r in self.replicas.values_mut() {
             r.tick(now);
+        }
+        if now >= self.next_hw_checkpoint {
+            self.next_hw_checkpoint = now + self.config.hw_checkpoint_interval;
+            self.checkpoint_high_watermarks();
         }
         if now >= self.next_retention {
             self.next_retention = now + self.config.retention_check_interval;

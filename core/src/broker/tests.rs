@@ -39,6 +39,7 @@ pub(crate) fn broker_config() -> BrokerConfig {
         alter_partition_retry: 50 * MS,
         heartbeat_interval: 20 * MS,
         controller_timeout: 50 * MS,
+        hw_checkpoint_interval: 50 * MS,
         ..BrokerConfig::default()
     }
 }
@@ -591,7 +592,10 @@ fn restarted_broker_reopens_its_logs_before_metadata() {
     w.run(50 * MS);
     let leader = w.leader().unwrap();
     let f = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    w.run(100 * MS); // a checkpoint interval passes
     let leo = w.view(f).log_end_offset;
+    let hw = w.view(f).high_watermark;
+    assert!(hw > 0);
     w.crash(f);
     let (b, reports) = Broker::open(f, broker_config(), w.disks[&f].clone(), w.now).unwrap();
     assert_eq!(reports.len(), 1);

@@ -12,8 +12,9 @@ pub struct Bugs {
     /// with the start of its next epoch *as if it were the follower's epoch*, so the
     /// follower keeps a divergent suffix after a fast double failover.
     pub next_epoch_start: bool,
-    /// Fetches are not checked against the leader epoch (no Fenced/UnknownLeaderEpoch),
-    /// and responses from any leader are accepted.
+    /// Pre-KIP-320: fetches are checked neither against the leader epoch (no
+    /// Fenced/UnknownLeaderEpoch; responses of any epoch accepted) nor against the epoch
+    /// cache, so the leader trusts a divergent follower's fetch offset for the HW.
     pub unfenced_fetch: bool,
     /// The high watermark follows the leader's own log only: acks=all writes are
     /// acknowledged before the ISR has them.

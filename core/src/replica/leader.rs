@@ -371,7 +371,12 @@ impl<L: ReplicaLog> Replica<L> {
             });
         }
         // KIP-320: is the follower's log a prefix of ours up to fetch_offset?
-        let diverging = match req.last_fetched_epoch {
+        let last_fetched_epoch = if self.config.bugs.unfenced_fetch {
+            None // bug: trust the follower's offset (pre-KIP-320)
+        } else {
+            req.last_fetched_epoch
+        };
+        let diverging = match last_fetched_epoch {
             Some(last) => match self.log.end_offset_for_epoch(last) {
                 None => Some((None, log_start)),
                 Some((epoch, end)) if epoch < last || end < req.fetch_offset => {

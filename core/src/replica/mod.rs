@@ -254,6 +254,12 @@ impl<L: ReplicaLog> Replica<L> {
         self.high_watermark
     }
 
+    /// Start from a checkpointed HW (clamped to the log end; never lowers it).
+    pub fn restore_high_watermark(&mut self, hw: Offset) {
+        let hw = hw.min(self.log.log_end_offset());
+        self.high_watermark = self.high_watermark.max(hw);
+    }
+
     pub fn log(&self) -> &L {
         &self.log
     }

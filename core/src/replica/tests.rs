@@ -4,7 +4,7 @@
 
 use super::memlog::VecLog;
 use super::*;
-use crate::log::{ProducerInfo, Record};
+use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo, Record};
 use crate::message::*;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -39,9 +39,55 @@ fn batch(values: &[&str]) -> RecordBatch {
     }
 }
 
+/// A log the scripted tests can run on: the in-memory `VecLog` and the real
+/// `PartitionLog` over `MemStorage` (so the KIP sequences also exercise the real epoch
+/// cache and crash recovery).
+pub(crate) trait TestLog: ReplicaLog + Sized {
+    fn fresh() -> Self;
+    /// Lose everything unsynced and come back.
+    fn crash(self) -> Self;
+    fn all_batches(&mut self) -> Vec<RecordBatch> {
+        let end = self.log_end_offset();
+        let mut at = self.log_start_offset();
+        let mut out = Vec::new();
+        while at < end {
+            let batches = self.read(at, 1 << 20).expect("read");
+            let Some(last) = batches.last() else { break };
+            at = last.next_offset();
+            out.extend(batches);
+        }
+        out
+    }
+}
+
+impl TestLog for VecLog {
+    fn fresh() -> Self {
+        VecLog::default()
+    }
+    fn crash(mut self) -> Self {
+        VecLog::crash(&mut self);
+        self
+    }
+}
+
+impl TestLog for PartitionLog<MemStorage> {
+    fn fresh() -> Self {
+        PartitionLog::open(MemStorage::new(), "t-0", LogConfig::default())
+            .expect("open")
+            .0
+    }
+    fn crash(self) -> Self {
+        let storage = self.into_storage();
+        storage.crash_lose_unsynced();
+        PartitionLog::open(storage, "t-0", LogConfig::default())
+            .expect("reopen")
+            .0
+    }
+}
+
 /// Data values (control batches left out) of a log, in offset order.
-fn values(log: &VecLog) -> Values {
-    log.batches
+fn values<L: TestLog>(log: &mut L) -> Values {
+    log.all_batches()
         .iter()
         .filter(|b| !is_control(b))
         .flat_map(|b| {
@@ -55,12 +101,12 @@ fn values(log: &VecLog) -> Values {
         .collect()
 }
 
-struct Net {
+struct Net<L: TestLog> {
     now: Nanos,
     config: ReplicaConfig,
-    nodes: BTreeMap<NodeId, Replica<VecLog>>,
+    nodes: BTreeMap<NodeId, Replica<L>>,
     /// Logs of crashed nodes, waiting for a restart.
-    down: BTreeMap<NodeId, VecLog>,
+    down: BTreeMap<NodeId, L>,
     queue: VecDeque<(NodeId, Address, Message)>,
     responses: Vec<ProduceResponse>,
     proposals: Vec<IsrProposal>,
@@ -69,16 +115,11 @@ struct Net {
     correlation: u64,
 }
 
-impl Net {
+impl<L: TestLog> Net<L> {
     fn new(ids: &[NodeId], config: ReplicaConfig) -> Self {
         let nodes = ids
             .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Replica::new(tp(), id, VecLog::default(), config.clone()),
-                )
-            })
+            .map(|&id| (id, Replica::new(tp(), id, L::fresh(), config.clone())))
             .collect();
         Self {
             now: 0,
@@ -93,7 +134,7 @@ impl Net {
         }
     }
 
-    fn r(&mut self, id: NodeId) -> &mut Replica<VecLog> {
+    fn r(&mut self, id: NodeId) -> &mut Replica<L> {
         self.nodes.get_mut(&id).expect("node up")
     }
 
@@ -200,9 +241,7 @@ impl Net {
 
     fn crash(&mut self, id: NodeId) {
         let r = self.nodes.remove(&id).unwrap();
-        let mut log = r.log;
-        log.crash();
-        self.down.insert(id, log);
+        self.down.insert(id, TestLog::crash(r.log));
         self.queue
             .retain(|(f, t, _)| *f != id && *t != Address::Node(id));
     }
@@ -213,10 +252,10 @@ impl Net {
             .insert(id, Replica::new(tp(), id, log, self.config.clone()));
     }
 
-    fn values(&self, id: NodeId) -> Values {
-        match self.nodes.get(&id) {
-            Some(r) => values(r.log()),
-            None => values(&self.down[&id]),
+    fn values(&mut self, id: NodeId) -> Values {
+        match self.nodes.get_mut(&id) {
+            Some(r) => values(r.log_mut()),
+            None => values(self.down.get_mut(&id).expect("known node")),
         }
     }
 
@@ -244,623 +283,661 @@ fn config() -> ReplicaConfig {
     }
 }
 
-fn three() -> Net {
-    let mut net = Net::new(&[1, 2, 3], config());
-    net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
-    net.run(5 * MS);
-    net
-}
+macro_rules! replica_suite {
+    () => {
+        fn three() -> Net<L> {
+            let mut net = Net::<L>::new(&[1, 2, 3], config());
+            net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(5 * MS);
+            net
+        }
 
-#[test]
-fn normal_replication_advances_hw_and_acknowledges() {
-    let mut net = three();
-    net.cut = vec![(1, 2), (1, 3)];
-    let c = net.produce(1, Acks::All, &["a", "b"]);
-    net.run(10 * MS);
-    assert_eq!(net.response(c), None, "acks=all waits for the ISR");
-    net.cut.clear();
-    net.run(100 * MS);
-    let ack = net.response(c).unwrap().clone().unwrap();
-    // Offset 0 is leader 1's epoch marker.
-    assert_eq!(ack.base_offset, 1);
-    assert_eq!(ack.leader_epoch, 1);
-    for id in [1, 2, 3] {
-        assert_eq!(net.values(id), vec![(1, "a".into()), (2, "b".into())]);
-        assert_eq!(net.r(id).high_watermark(), 3, "node {id}");
-    }
-    let leader = net.r(1).view();
-    assert_eq!(leader.isr, vec![1, 2, 3]);
-    assert_eq!(leader.role, Role::Leader);
-}
+        #[test]
+        fn normal_replication_advances_hw_and_acknowledges() {
+            let mut net = three();
+            net.cut = vec![(1, 2), (1, 3)];
+            let c = net.produce(1, Acks::All, &["a", "b"]);
+            net.run(10 * MS);
+            assert_eq!(net.response(c), None, "acks=all waits for the ISR");
+            net.cut.clear();
+            net.run(100 * MS);
+            let ack = net.response(c).unwrap().clone().unwrap();
+            // Offset 0 is leader 1's epoch marker.
+            assert_eq!(ack.base_offset, 1);
+            assert_eq!(ack.leader_epoch, 1);
+            for id in [1, 2, 3] {
+                assert_eq!(net.values(id), vec![(1, "a".into()), (2, "b".into())]);
+                assert_eq!(net.r(id).high_watermark(), 3, "node {id}");
+            }
+            let leader = net.r(1).view();
+            assert_eq!(leader.isr, vec![1, 2, 3]);
+            assert_eq!(leader.role, Role::Leader);
+        }
 
-#[test]
-fn acks_one_answers_at_once_and_acks_zero_never() {
-    let mut net = three();
-    let c1 = net.produce(1, Acks::Leader, &["x"]);
-    net.deliver_all();
-    assert!(matches!(net.response(c1), Some(Ok(_))));
-    let c0 = net.produce(1, Acks::None, &["y"]);
-    net.run(10 * MS);
-    assert_eq!(net.response(c0), None);
-    assert_eq!(net.values(2).len(), 2);
-}
+        #[test]
+        fn acks_one_answers_at_once_and_acks_zero_never() {
+            let mut net = three();
+            let c1 = net.produce(1, Acks::Leader, &["x"]);
+            net.deliver_all();
+            assert!(matches!(net.response(c1), Some(Ok(_))));
+            let c0 = net.produce(1, Acks::None, &["y"]);
+            net.run(10 * MS);
+            assert_eq!(net.response(c0), None);
+            assert_eq!(net.values(2).len(), 2);
+        }
 
-#[test]
-fn consumers_only_see_records_below_hw() {
-    let mut net = three();
-    net.cut = vec![(2, 1), (3, 1)]; // followers cannot fetch
-    net.produce(1, Acks::Leader, &["a"]);
-    net.deliver_all();
-    let req = ConsumerFetchRequest {
-        correlation: 9,
-        tp: tp(),
-        offset: 0,
-        max_bytes: 1 << 20,
-        current_leader_epoch: None,
-    };
-    let resp = net.r(1).handle_consumer_fetch(&req);
-    let recs = resp.result.unwrap();
-    assert!(
-        recs.batches.is_empty(),
-        "uncommitted record visible: {recs:?}"
-    );
-    net.cut.clear();
-    net.run(100 * MS); // dropped fetches time out and are resent
-    let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
-    assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
-    assert_eq!(recs.high_watermark, 2);
-    // A follower refuses consumer reads.
-    assert!(matches!(
-        net.r(2).handle_consumer_fetch(&req).result,
-        Err(ConsumerFetchError::NotLeader {
-            leader: Some(1),
-            ..
-        })
-    ));
-}
-
-#[test]
-fn stale_and_future_epoch_fetches_are_refused() {
-    let mut net = three();
-    let mut req = FetchRequest {
-        correlation: 1,
-        tp: tp(),
-        replica_id: 2,
-        current_leader_epoch: 0,
-        fetch_offset: 0,
-        last_fetched_epoch: None,
-        max_bytes: 1 << 20,
-        high_watermark: 0,
-        max_wait: 0,
-    };
-    let now = net.now;
-    let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
-    assert!(matches!(
-        r.result,
-        FetchResult::Error(FetchError::FencedLeaderEpoch {
-            request: 0,
-            current: 1
-        })
-    ));
-    req.current_leader_epoch = 2;
-    let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
-    assert!(matches!(
-        r.result,
-        FetchResult::Error(FetchError::UnknownLeaderEpoch {
-            request: 2,
-            current: 1
-        })
-    ));
-    req.current_leader_epoch = 1;
-    let r = net.r(2).handle_fetch(now, req).unwrap();
-    assert!(matches!(
-        r.result,
-        FetchResult::Error(FetchError::NotLeader)
-    ));
-}
-
-#[test]
-fn follower_restart_keeps_its_log_and_catches_up() {
-    let mut net = three();
-    let c = net.produce(1, Acks::All, &["a"]);
-    net.run(10 * MS);
-    assert!(matches!(net.response(c), Some(Ok(_))));
-    net.crash(3);
-    let c = net.produce(1, Acks::All, &["b"]);
-    net.run(10 * MS);
-    assert_eq!(net.response(c), None, "3 is still in the ISR");
-    net.run(150 * MS);
-    assert_eq!(net.confirm_proposal(), vec![1, 2]);
-    assert!(
-        matches!(net.response(c), Some(Ok(_))),
-        "ISR 1,2 still >= min.insync"
-    );
-    net.restart(3);
-    // After a restart the replica's HW is low but its log is not truncated to it.
-    assert_eq!(net.r(3).high_watermark(), 0);
-    assert_eq!(net.values(3), vec![(1, "a".into())]);
-    net.elect(&[3], Some(1), 1, 1, &[1, 2, 3]);
-    net.run(10 * MS);
-    assert_eq!(net.values(3), net.values(1));
-}
-
-/// KIP-101 scenario 1: a follower holds a committed record but has not learned the HW
-/// covering it when it restarts. Truncating to the HW (the old behaviour) then loses a
-/// committed record once it becomes leader; epoch-based truncation keeps it.
-fn kip101_loss(bugs: Bugs) -> (Values, Option<ProduceAck>) {
-    let mut cfg = config();
-    cfg.bugs = bugs;
-    cfg.min_insync_replicas = 1;
-    cfg.fetch_max_wait = 0; // plain polling: the script below steps each fetch by hand
-    let mut net = Net::new(&[1, 2], cfg);
-    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
-    net.run(5 * MS);
-    let c = net.produce(1, Acks::All, &["m1"]);
-    // Follower 2 fetches m1 and fetches again; that second fetch commits m1 on the
-    // leader, but its response (carrying the new HW) is lost.
-    net.now += MS;
-    let now = net.now;
-    net.r(2).tick(now);
-    net.collect();
-    assert!(net.deliver_one()); // fetch(1) -> leader
-    assert!(net.deliver_one()); // m1 -> follower, which fetches(2) at once
-    assert!(net.deliver_one()); // fetch(2) -> leader: HW 2, m1 acknowledged
-    net.cut = vec![(1, 2)];
-    net.deliver_all();
-    let ack = net.response(c).and_then(|r| r.clone().ok());
-    net.cut = vec![(1, 2)];
-    net.run(5 * MS);
-    assert!(net.r(2).high_watermark() < net.r(1).high_watermark());
-    // 2 restarts, then 1 dies and 2 takes over.
-    net.crash(2);
-    net.restart(2);
-    net.elect(&[2], Some(1), 1, 1, &[1, 2]);
-    net.crash(1);
-    net.elect(&[2], Some(2), 2, 2, &[2]);
-    net.run(5 * MS);
-    (net.values(2), ack)
-}
-
-#[test]
-fn kip101_restarted_follower_does_not_truncate_to_hw() {
-    let (values, ack) = kip101_loss(Bugs::default());
-    let ack = ack.expect("m1 was acknowledged");
-    assert_eq!(values, vec![(ack.base_offset, "m1".to_string())]);
-}
-
-#[test]
-fn kip101_bug_truncate_to_hw_loses_committed_record() {
-    let bugs = Bugs {
-        truncate_to_hw: true,
-        ..Bugs::default()
-    };
-    let (values, ack) = kip101_loss(bugs);
-    assert!(ack.is_some());
-    assert!(
-        values.is_empty(),
-        "the bug should lose m1, log is {values:?}"
-    );
-}
-
-/// KIP-101 scenario 2: after both replicas crash, the one that comes back first leads a
-/// new epoch with a different record at the same offset; the other must drop its
-/// divergent suffix instead of keeping a log that differs below the new HW.
-#[test]
-fn kip101_divergent_logs_reconcile_by_epoch() {
-    let mut cfg = config();
-    cfg.min_insync_replicas = 1;
-    let mut net = Net::new(&[1, 2], cfg);
-    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
-    net.run(5 * MS);
-    net.produce(1, Acks::All, &["m1"]);
-    net.run(5 * MS);
-    // m2 reaches only the leader's (flushed) log.
-    net.cut = vec![(1, 2), (2, 1)];
-    net.produce(1, Acks::Leader, &["m2"]);
-    net.crash(1);
-    net.crash(2);
-    net.cut.clear();
-    net.restart(2);
-    net.elect(&[2], Some(2), 2, 2, &[2]);
-    let c = net.produce(2, Acks::All, &["m3"]);
-    net.run(5 * MS);
-    assert!(matches!(net.response(c), Some(Ok(_))));
-    net.restart(1);
-    net.elect(&[1, 2], Some(2), 2, 2, &[2]);
-    net.run(20 * MS);
-    assert_eq!(net.values(1), net.values(2));
-    assert!(net.values(1).iter().all(|(_, v)| v != "m2"));
-    assert!(net.values(1).iter().any(|(_, v)| v == "m3"));
-}
-
-/// KIP-279: leader 1 (epoch 1) fails over to 2 (epoch 2), which writes and fails back to
-/// 1 (epoch 3) before 1 ever fetched epoch 2. 1 does not know epoch 2, so it answers
-/// with its largest epoch below (1) and where that ends; 2 must drop its epoch-2 suffix.
-fn kip279(bugs: Bugs) -> (Values, Values) {
-    let mut cfg = config();
-    cfg.bugs = bugs;
-    cfg.min_insync_replicas = 1;
-    let mut net = Net::new(&[1, 2], cfg);
-    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
-    net.run(5 * MS);
-    net.produce(1, Acks::All, &["a"]);
-    net.run(5 * MS);
-    net.cut = vec![(1, 2), (2, 1)];
-    net.produce(1, Acks::Leader, &["b1"]); // only on 1
-                                           // Fast failover to 2, which writes its own record at the same offset.
-    net.elect(&[2], Some(2), 2, 2, &[1, 2]);
-    net.produce(2, Acks::Leader, &["b2"]);
-    net.run(2 * MS);
-    // And straight back to 1, before 1 fetched anything of epoch 2.
-    net.elect(&[1, 2], Some(1), 3, 3, &[1, 2]);
-    net.cut.clear();
-    net.run(20 * MS);
-    (net.values(1), net.values(2))
-}
-
-#[test]
-fn kip279_fast_double_failover_converges() {
-    let (one, two) = kip279(Bugs::default());
-    assert_eq!(one, two);
-    assert!(two.iter().any(|(_, v)| v == "b1"));
-    assert!(two.iter().all(|(_, v)| v != "b2"));
-}
-
-#[test]
-fn kip279_bug_next_epoch_start_keeps_divergent_suffix() {
-    let bugs = Bugs {
-        next_epoch_start: true,
-        ..Bugs::default()
-    };
-    let (one, two) = kip279(bugs);
-    assert_ne!(one, two, "the bug should leave the logs diverged");
-}
-
-#[test]
-fn isr_shrinks_when_followers_lag_and_min_insync_refuses_writes() {
-    let mut net = three();
-    net.crash(2);
-    net.crash(3);
-    let c = net.produce(1, Acks::All, &["a"]);
-    net.run(150 * MS);
-    // The leader proposed {1} but, unconfirmed, still waits for the maximal ISR.
-    assert_eq!(net.proposals.last().unwrap().new_isr, vec![1]);
-    assert_eq!(net.r(1).view().isr, vec![1, 2, 3]);
-    assert!(net.r(1).high_watermark() < 2);
-    assert_eq!(net.response(c), None);
-    assert_eq!(net.confirm_proposal(), vec![1]);
-    // Now committed under an ISR of one: the waiting write fails after append.
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::NotEnoughReplicasAfterAppend {
-            isr: 1,
-            min_insync: 2
-        }))
-    ));
-    let c = net.produce(1, Acks::All, &["b"]);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::NotEnoughReplicas {
-            isr: 1,
-            min_insync: 2
-        }))
-    ));
-    // A follower comes back, catches up and rejoins.
-    net.restart(2);
-    net.elect(&[2], Some(1), 1, 2, &[1]);
-    net.run(10 * MS);
-    assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
-    assert_eq!(net.confirm_proposal(), vec![1, 2]);
-    let c = net.produce(1, Acks::All, &["c"]);
-    net.run(10 * MS);
-    assert!(matches!(net.response(c), Some(Ok(_))));
-}
-
-#[test]
-fn pending_writes_time_out() {
-    let mut net = three();
-    net.crash(2);
-    net.crash(3);
-    let c = net.produce(1, Acks::All, &["a"]);
-    // Keep the ISR unconfirmed: the write can never commit and must time out.
-    net.run(1100 * MS);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::RequestTimedOut))
-    ));
-}
-
-#[test]
-fn zombie_leader_cannot_acknowledge_and_is_deposed() {
-    let mut net = three();
-    // Leader 1 is cut off; 2 becomes leader at epoch 2 (1 does not hear of it).
-    net.cut = vec![(1, 2), (1, 3), (2, 1), (3, 1)];
-    net.elect(&[2, 3], Some(2), 2, 2, &[2, 3]);
-    let zombie = net.produce(1, Acks::All, &["zombie"]);
-    let good = net.produce(2, Acks::All, &["good"]);
-    net.run(200 * MS);
-    assert!(matches!(net.response(good), Some(Ok(_))));
-    assert_eq!(net.response(zombie), None, "zombie must not acknowledge");
-    // The zombie's ISR shrink proposal is stale: the controller rejects it.
-    let stale = net
-        .proposals
-        .iter()
-        .find(|p| p.leader == 1)
-        .cloned()
-        .unwrap();
-    assert_eq!(stale.leader_epoch, 1);
-    let now = net.now;
-    net.r(1).on_alter_partition_result(
-        now,
-        AlterOutcome::Rejected {
-            reason: "fenced".into(),
-        },
-    );
-    // Followers that reach the zombie with the new epoch get UnknownLeaderEpoch.
-    let req = FetchRequest {
-        correlation: 1,
-        tp: tp(),
-        replica_id: 3,
-        current_leader_epoch: 2,
-        fetch_offset: 0,
-        last_fetched_epoch: None,
-        max_bytes: 1,
-        high_watermark: 0,
-        max_wait: 0,
-    };
-    assert!(matches!(
-        net.r(1).handle_fetch(now, req).unwrap().result,
-        FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
-    ));
-    // Metadata reaches the zombie: pending write fails NotLeader, log converges.
-    net.cut.clear();
-    net.elect(&[1], Some(2), 2, 2, &[2, 3]);
-    net.deliver_all();
-    assert!(matches!(
-        net.response(zombie),
-        Some(Err(ProduceError::NotLeader {
-            leader: Some(2),
-            leader_epoch: 2
-        }))
-    ));
-    net.run(20 * MS);
-    assert_eq!(net.values(1), net.values(2));
-    assert!(net.values(1).iter().all(|(_, v)| v != "zombie"));
-}
-
-#[test]
-fn idempotent_retry_after_lost_response_is_not_duplicated() {
-    let mut net = three();
-    let mut b = batch(&["once"]);
-    b.producer = Some(ProducerInfo {
-        producer_id: 7,
-        producer_epoch: 0,
-        base_sequence: 0,
-    });
-    let c1 = net.produce_batch(1, Acks::All, b.clone());
-    net.run(10 * MS);
-    let first = net.response(c1).unwrap().clone().unwrap();
-    net.responses.clear(); // the response was lost
-    let c2 = net.produce_batch(1, Acks::All, b.clone());
-    net.run(10 * MS);
-    let second = net.response(c2).unwrap().clone().unwrap();
-    assert_eq!(second.base_offset, first.base_offset);
-    assert!(second.duplicate);
-    assert_eq!(net.values(1), vec![(first.base_offset, "once".into())]);
-    // Out of order: a gap in the sequence is refused.
-    let mut gap = batch(&["gap"]);
-    gap.producer = Some(ProducerInfo {
-        producer_id: 7,
-        producer_epoch: 0,
-        base_sequence: 5,
-    });
-    let c3 = net.produce_batch(1, Acks::All, gap);
-    assert!(matches!(
-        net.response(c3),
-        Some(Err(ProduceError::OutOfOrderSequence(_)))
-    ));
-    // After a failover the new leader rebuilds producer state from its log.
-    net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
-    let c4 = net.produce_batch(2, Acks::All, b);
-    net.run(10 * MS);
-    let third = net.response(c4).unwrap().clone().unwrap();
-    assert_eq!(third.base_offset, first.base_offset);
-    assert_eq!(net.values(2).len(), 1);
-}
-
-#[test]
-fn leader_hw_counts_only_flushed_data() {
-    let mut cfg = config();
-    cfg.flush_interval = 20 * MS;
-    cfg.min_insync_replicas = 1;
-    let mut net = Net::new(&[1], cfg);
-    net.elect(&[1], Some(1), 1, 1, &[1]);
-    net.run(25 * MS);
-    let hw0 = net.r(1).high_watermark();
-    let c = net.produce(1, Acks::All, &["a"]);
-    net.run(5 * MS);
-    assert_eq!(
-        net.r(1).high_watermark(),
-        hw0,
-        "unflushed data is not committed"
-    );
-    assert_eq!(net.response(c), None);
-    net.run(30 * MS);
-    assert!(matches!(net.response(c), Some(Ok(_))));
-    assert_eq!(net.r(1).view().flushed_offset, net.r(1).high_watermark());
-}
-
-#[test]
-fn hw_advances_only_with_a_record_of_the_current_epoch() {
-    let mut net = three();
-    net.produce(1, Acks::All, &["a"]);
-    net.run(10 * MS);
-    // New leader 2 starts with its follower HW; it moves past the old epoch's data only
-    // once its own epoch marker is replicated.
-    net.cut = vec![(1, 2), (3, 2)];
-    net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
-    let hw = net.r(2).high_watermark();
-    let marker_at = net.r(2).log().log_end_offset() - 1;
-    net.run(5 * MS);
-    assert_eq!(net.r(2).high_watermark(), hw);
-    assert!(hw <= marker_at);
-    net.cut.clear();
-    net.run(100 * MS); // the cut fetches time out and are resent
-    assert_eq!(net.r(2).high_watermark(), marker_at + 1);
-}
-
-#[test]
-fn long_poll_fetch_is_held_until_there_is_news() {
-    let mut net = three();
-    net.run(5 * MS);
-    // Both followers are caught up: their fetches are parked at the leader.
-    assert!(net.queue.is_empty());
-    let before = net.r(2).log().log_end_offset();
-    let c = net.produce(1, Acks::All, &["a"]);
-    // The append answers the held fetches at once; no polling delay.
-    net.deliver_all();
-    assert!(matches!(net.response(c), Some(Ok(_))));
-    assert!(net.r(2).log().log_end_offset() > before);
-    assert_eq!(net.r(2).high_watermark(), net.r(1).high_watermark());
-    // With nothing new, a held fetch is answered when its wait is over.
-    net.run(25 * MS);
-    assert!(net.r(2).view().role == Role::Follower { leader: 1 });
-}
-
-#[test]
-fn bug_unfenced_fetch_serves_stale_epochs() {
-    let mut cfg = config();
-    cfg.bugs.unfenced_fetch = true;
-    let mut net = Net::new(&[1, 2, 3], cfg);
-    net.elect(&[1, 2, 3], Some(1), 3, 3, &[1, 2, 3]);
-    let req = FetchRequest {
-        correlation: 1,
-        tp: tp(),
-        replica_id: 2,
-        current_leader_epoch: 1,
-        fetch_offset: 0,
-        last_fetched_epoch: None,
-        max_bytes: 1 << 20,
-        high_watermark: 0,
-        max_wait: 0,
-    };
-    let now = net.now;
-    let r = net.r(1).handle_fetch(now, req).unwrap();
-    assert!(
-        matches!(r.result, FetchResult::Records { .. }),
-        "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
-    );
-}
-
-#[test]
-fn list_offsets_and_consumer_epoch_checks() {
-    let mut net = three();
-    net.produce(1, Acks::All, &["a", "b"]);
-    net.run(10 * MS);
-    let list = |net: &mut Net, spec| {
-        let req = ListOffsetsRequest {
-            correlation: 1,
-            tp: tp(),
-            spec,
-        };
-        net.r(1).handle_list_offsets(&req).result
-    };
-    assert_eq!(
-        list(&mut net, OffsetSpec::Earliest)
-            .unwrap()
-            .unwrap()
-            .offset,
-        0
-    );
-    let latest = list(&mut net, OffsetSpec::Latest).unwrap().unwrap();
-    assert_eq!((latest.offset, latest.leader_epoch), (3, 1));
-    assert!(matches!(
-        net.r(2)
-            .handle_list_offsets(&ListOffsetsRequest {
-                correlation: 2,
+        #[test]
+        fn consumers_only_see_records_below_hw() {
+            let mut net = three();
+            net.cut = vec![(2, 1), (3, 1)]; // followers cannot fetch
+            net.produce(1, Acks::Leader, &["a"]);
+            net.deliver_all();
+            let req = ConsumerFetchRequest {
+                correlation: 9,
                 tp: tp(),
-                spec: OffsetSpec::Latest
-            })
-            .result,
-        Err(ConsumerFetchError::NotLeader { .. })
-    ));
-    let mut req = ConsumerFetchRequest {
-        correlation: 3,
-        tp: tp(),
-        offset: 1,
-        max_bytes: 1 << 20,
-        current_leader_epoch: Some(0),
+                offset: 0,
+                max_bytes: 1 << 20,
+                current_leader_epoch: None,
+            };
+            let resp = net.r(1).handle_consumer_fetch(&req);
+            let recs = resp.result.unwrap();
+            assert!(
+                recs.batches.is_empty(),
+                "uncommitted record visible: {recs:?}"
+            );
+            net.cut.clear();
+            net.run(100 * MS); // dropped fetches time out and are resent
+            let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+            assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
+            assert_eq!(recs.high_watermark, 2);
+            // A follower refuses consumer reads.
+            assert!(matches!(
+                net.r(2).handle_consumer_fetch(&req).result,
+                Err(ConsumerFetchError::NotLeader {
+                    leader: Some(1),
+                    ..
+                })
+            ));
+        }
+
+        #[test]
+        fn stale_and_future_epoch_fetches_are_refused() {
+            let mut net = three();
+            let mut req = FetchRequest {
+                correlation: 1,
+                tp: tp(),
+                replica_id: 2,
+                current_leader_epoch: 0,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                max_bytes: 1 << 20,
+                high_watermark: 0,
+                max_wait: 0,
+            };
+            let now = net.now;
+            let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
+            assert!(matches!(
+                r.result,
+                FetchResult::Error(FetchError::FencedLeaderEpoch {
+                    request: 0,
+                    current: 1
+                })
+            ));
+            req.current_leader_epoch = 2;
+            let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
+            assert!(matches!(
+                r.result,
+                FetchResult::Error(FetchError::UnknownLeaderEpoch {
+                    request: 2,
+                    current: 1
+                })
+            ));
+            req.current_leader_epoch = 1;
+            let r = net.r(2).handle_fetch(now, req).unwrap();
+            assert!(matches!(
+                r.result,
+                FetchResult::Error(FetchError::NotLeader)
+            ));
+        }
+
+        #[test]
+        fn follower_restart_keeps_its_log_and_catches_up() {
+            let mut net = three();
+            let c = net.produce(1, Acks::All, &["a"]);
+            net.run(10 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            net.crash(3);
+            let c = net.produce(1, Acks::All, &["b"]);
+            net.run(10 * MS);
+            assert_eq!(net.response(c), None, "3 is still in the ISR");
+            net.run(150 * MS);
+            assert_eq!(net.confirm_proposal(), vec![1, 2]);
+            assert!(
+                matches!(net.response(c), Some(Ok(_))),
+                "ISR 1,2 still >= min.insync"
+            );
+            net.restart(3);
+            // After a restart the replica's HW is low but its log is not truncated to it.
+            assert_eq!(net.r(3).high_watermark(), 0);
+            assert_eq!(net.values(3), vec![(1, "a".into())]);
+            net.elect(&[3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(10 * MS);
+            assert_eq!(net.values(3), net.values(1));
+        }
+
+        /// KIP-101 scenario 1: a follower holds a committed record but has not learned the HW
+        /// covering it when it restarts. Truncating to the HW (the old behaviour) then loses a
+        /// committed record once it becomes leader; epoch-based truncation keeps it.
+        fn kip101_loss(bugs: Bugs) -> (Values, Option<ProduceAck>) {
+            let mut cfg = config();
+            cfg.bugs = bugs;
+            cfg.min_insync_replicas = 1;
+            cfg.fetch_max_wait = 0; // plain polling: the script below steps each fetch by hand
+            let mut net = Net::<L>::new(&[1, 2], cfg);
+            net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+            net.run(5 * MS);
+            let c = net.produce(1, Acks::All, &["m1"]);
+            // Follower 2 fetches m1 and fetches again; that second fetch commits m1 on the
+            // leader, but its response (carrying the new HW) is lost.
+            net.now += MS;
+            let now = net.now;
+            net.r(2).tick(now);
+            net.collect();
+            assert!(net.deliver_one()); // fetch(1) -> leader
+            assert!(net.deliver_one()); // m1 -> follower, which fetches(2) at once
+            assert!(net.deliver_one()); // fetch(2) -> leader: HW 2, m1 acknowledged
+            net.cut = vec![(1, 2)];
+            net.deliver_all();
+            let ack = net.response(c).and_then(|r| r.clone().ok());
+            net.cut = vec![(1, 2)];
+            net.run(5 * MS);
+            assert!(net.r(2).high_watermark() < net.r(1).high_watermark());
+            // 2 restarts, then 1 dies and 2 takes over.
+            net.crash(2);
+            net.restart(2);
+            net.elect(&[2], Some(1), 1, 1, &[1, 2]);
+            net.crash(1);
+            net.elect(&[2], Some(2), 2, 2, &[2]);
+            net.run(5 * MS);
+            (net.values(2), ack)
+        }
+
+        #[test]
+        fn kip101_restarted_follower_does_not_truncate_to_hw() {
+            let (values, ack) = kip101_loss(Bugs::default());
+            let ack = ack.expect("m1 was acknowledged");
+            assert_eq!(values, vec![(ack.base_offset, "m1".to_string())]);
+        }
+
+        #[test]
+        fn kip101_bug_truncate_to_hw_loses_committed_record() {
+            let bugs = Bugs {
+                truncate_to_hw: true,
+                ..Bugs::default()
+            };
+            let (values, ack) = kip101_loss(bugs);
+            assert!(ack.is_some());
+            assert!(
+                values.is_empty(),
+                "the bug should lose m1, log is {values:?}"
+            );
+        }
+
+        /// KIP-101 scenario 2: after both replicas crash, the one that comes back first leads a
+        /// new epoch with a different record at the same offset; the other must drop its
+        /// divergent suffix instead of keeping a log that differs below the new HW.
+        #[test]
+        fn kip101_divergent_logs_reconcile_by_epoch() {
+            let (one, two) = kip101_divergence(Bugs::default());
+            assert_eq!(one, two);
+            assert!(one.iter().all(|(_, v)| v != "m2"));
+            assert!(one.iter().any(|(_, v)| v == "m3"));
+        }
+
+        /// Without epoch validation the leader trusts the divergent follower's offset: m2
+        /// stays on 1 at an offset the HW covers, where 2 holds its epoch marker.
+        #[test]
+        fn bug_unfenced_fetch_keeps_divergent_suffix_below_hw() {
+            let bugs = Bugs {
+                unfenced_fetch: true,
+                ..Bugs::default()
+            };
+            let (one, two) = kip101_divergence(bugs);
+            assert!(
+                one.iter().any(|(_, v)| v == "m2"),
+                "the bug keeps m2: {one:?}"
+            );
+            assert_ne!(one, two);
+        }
+
+        fn kip101_divergence(bugs: Bugs) -> (Values, Values) {
+            let mut cfg = config();
+            cfg.bugs = bugs;
+            cfg.min_insync_replicas = 1;
+            let mut net = Net::<L>::new(&[1, 2], cfg);
+            net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+            net.run(5 * MS);
+            net.produce(1, Acks::All, &["m1"]);
+            net.run(5 * MS);
+            // m2 reaches only the leader's (flushed) log.
+            net.cut = vec![(1, 2), (2, 1)];
+            net.produce(1, Acks::Leader, &["m2"]);
+            net.crash(1);
+            net.crash(2);
+            net.cut.clear();
+            net.restart(2);
+            net.elect(&[2], Some(2), 2, 2, &[2]);
+            let c = net.produce(2, Acks::All, &["m3"]);
+            net.run(5 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            net.restart(1);
+            net.elect(&[1, 2], Some(2), 2, 2, &[2]);
+            net.run(20 * MS);
+            (net.values(1), net.values(2))
+        }
+
+        /// KIP-279: leader 1 (epoch 1) fails over to 2 (epoch 2), which writes and fails back to
+        /// 1 (epoch 3) before 1 ever fetched epoch 2. 1 does not know epoch 2, so it answers
+        /// with its largest epoch below (1) and where that ends; 2 must drop its epoch-2 suffix.
+        fn kip279(bugs: Bugs) -> (Values, Values) {
+            let mut cfg = config();
+            cfg.bugs = bugs;
+            cfg.min_insync_replicas = 1;
+            let mut net = Net::<L>::new(&[1, 2], cfg);
+            net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+            net.run(5 * MS);
+            net.produce(1, Acks::All, &["a"]);
+            net.run(5 * MS);
+            net.cut = vec![(1, 2), (2, 1)];
+            net.produce(1, Acks::Leader, &["b1"]); // only on 1
+                                                   // Fast failover to 2, which writes its own record at the same offset.
+            net.elect(&[2], Some(2), 2, 2, &[1, 2]);
+            net.produce(2, Acks::Leader, &["b2"]);
+            net.run(2 * MS);
+            // And straight back to 1, before 1 fetched anything of epoch 2.
+            net.elect(&[1, 2], Some(1), 3, 3, &[1, 2]);
+            net.cut.clear();
+            net.run(20 * MS);
+            (net.values(1), net.values(2))
+        }
+
+        #[test]
+        fn kip279_fast_double_failover_converges() {
+            let (one, two) = kip279(Bugs::default());
+            assert_eq!(one, two);
+            assert!(two.iter().any(|(_, v)| v == "b1"));
+            assert!(two.iter().all(|(_, v)| v != "b2"));
+        }
+
+        #[test]
+        fn kip279_bug_next_epoch_start_keeps_divergent_suffix() {
+            let bugs = Bugs {
+                next_epoch_start: true,
+                ..Bugs::default()
+            };
+            let (one, two) = kip279(bugs);
+            assert_ne!(one, two, "the bug should leave the logs diverged");
+        }
+
+        #[test]
+        fn isr_shrinks_when_followers_lag_and_min_insync_refuses_writes() {
+            let mut net = three();
+            net.crash(2);
+            net.crash(3);
+            let c = net.produce(1, Acks::All, &["a"]);
+            net.run(150 * MS);
+            // The leader proposed {1} but, unconfirmed, still waits for the maximal ISR.
+            assert_eq!(net.proposals.last().unwrap().new_isr, vec![1]);
+            assert_eq!(net.r(1).view().isr, vec![1, 2, 3]);
+            assert!(net.r(1).high_watermark() < 2);
+            assert_eq!(net.response(c), None);
+            assert_eq!(net.confirm_proposal(), vec![1]);
+            // Now committed under an ISR of one: the waiting write fails after append.
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::NotEnoughReplicasAfterAppend {
+                    isr: 1,
+                    min_insync: 2
+                }))
+            ));
+            let c = net.produce(1, Acks::All, &["b"]);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::NotEnoughReplicas {
+                    isr: 1,
+                    min_insync: 2
+                }))
+            ));
+            // A follower comes back, catches up and rejoins.
+            net.restart(2);
+            net.elect(&[2], Some(1), 1, 2, &[1]);
+            net.run(10 * MS);
+            assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
+            assert_eq!(net.confirm_proposal(), vec![1, 2]);
+            let c = net.produce(1, Acks::All, &["c"]);
+            net.run(10 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+        }
+
+        #[test]
+        fn pending_writes_time_out() {
+            let mut net = three();
+            net.crash(2);
+            net.crash(3);
+            let c = net.produce(1, Acks::All, &["a"]);
+            // Keep the ISR unconfirmed: the write can never commit and must time out.
+            net.run(1100 * MS);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::RequestTimedOut))
+            ));
+        }
+
+        #[test]
+        fn zombie_leader_cannot_acknowledge_and_is_deposed() {
+            let mut net = three();
+            // Leader 1 is cut off; 2 becomes leader at epoch 2 (1 does not hear of it).
+            net.cut = vec![(1, 2), (1, 3), (2, 1), (3, 1)];
+            net.elect(&[2, 3], Some(2), 2, 2, &[2, 3]);
+            let zombie = net.produce(1, Acks::All, &["zombie"]);
+            let good = net.produce(2, Acks::All, &["good"]);
+            net.run(200 * MS);
+            assert!(matches!(net.response(good), Some(Ok(_))));
+            assert_eq!(net.response(zombie), None, "zombie must not acknowledge");
+            // The zombie's ISR shrink proposal is stale: the controller rejects it.
+            let stale = net
+                .proposals
+                .iter()
+                .find(|p| p.leader == 1)
+                .cloned()
+                .unwrap();
+            assert_eq!(stale.leader_epoch, 1);
+            let now = net.now;
+            net.r(1).on_alter_partition_result(
+                now,
+                AlterOutcome::Rejected {
+                    reason: "fenced".into(),
+                },
+            );
+            // Followers that reach the zombie with the new epoch get UnknownLeaderEpoch.
+            let req = FetchRequest {
+                correlation: 1,
+                tp: tp(),
+                replica_id: 3,
+                current_leader_epoch: 2,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                max_bytes: 1,
+                high_watermark: 0,
+                max_wait: 0,
+            };
+            assert!(matches!(
+                net.r(1).handle_fetch(now, req).unwrap().result,
+                FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
+            ));
+            // Metadata reaches the zombie: pending write fails NotLeader, log converges.
+            net.cut.clear();
+            net.elect(&[1], Some(2), 2, 2, &[2, 3]);
+            net.deliver_all();
+            assert!(matches!(
+                net.response(zombie),
+                Some(Err(ProduceError::NotLeader {
+                    leader: Some(2),
+                    leader_epoch: 2
+                }))
+            ));
+            net.run(20 * MS);
+            assert_eq!(net.values(1), net.values(2));
+            assert!(net.values(1).iter().all(|(_, v)| v != "zombie"));
+        }
+
+        #[test]
+        fn idempotent_retry_after_lost_response_is_not_duplicated() {
+            let mut net = three();
+            let mut b = batch(&["once"]);
+            b.producer = Some(ProducerInfo {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 0,
+            });
+            let c1 = net.produce_batch(1, Acks::All, b.clone());
+            net.run(10 * MS);
+            let first = net.response(c1).unwrap().clone().unwrap();
+            net.responses.clear(); // the response was lost
+            let c2 = net.produce_batch(1, Acks::All, b.clone());
+            net.run(10 * MS);
+            let second = net.response(c2).unwrap().clone().unwrap();
+            assert_eq!(second.base_offset, first.base_offset);
+            assert!(second.duplicate);
+            assert_eq!(net.values(1), vec![(first.base_offset, "once".into())]);
+            // Out of order: a gap in the sequence is refused.
+            let mut gap = batch(&["gap"]);
+            gap.producer = Some(ProducerInfo {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 5,
+            });
+            let c3 = net.produce_batch(1, Acks::All, gap);
+            assert!(matches!(
+                net.response(c3),
+                Some(Err(ProduceError::OutOfOrderSequence(_)))
+            ));
+            // After a failover the new leader rebuilds producer state from its log.
+            net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
+            let c4 = net.produce_batch(2, Acks::All, b);
+            net.run(10 * MS);
+            let third = net.response(c4).unwrap().clone().unwrap();
+            assert_eq!(third.base_offset, first.base_offset);
+            assert_eq!(net.values(2).len(), 1);
+        }
+
+        #[test]
+        fn leader_hw_counts_only_flushed_data() {
+            let mut cfg = config();
+            cfg.flush_interval = 20 * MS;
+            cfg.min_insync_replicas = 1;
+            let mut net = Net::<L>::new(&[1], cfg);
+            net.elect(&[1], Some(1), 1, 1, &[1]);
+            net.run(25 * MS);
+            let hw0 = net.r(1).high_watermark();
+            let c = net.produce(1, Acks::All, &["a"]);
+            net.run(5 * MS);
+            assert_eq!(
+                net.r(1).high_watermark(),
+                hw0,
+                "unflushed data is not committed"
+            );
+            assert_eq!(net.response(c), None);
+            net.run(30 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            assert_eq!(net.r(1).view().flushed_offset, net.r(1).high_watermark());
+        }
+
+        #[test]
+        fn hw_advances_only_with_a_record_of_the_current_epoch() {
+            let mut net = three();
+            net.produce(1, Acks::All, &["a"]);
+            net.run(10 * MS);
+            // New leader 2 starts with its follower HW; it moves past the old epoch's data only
+            // once its own epoch marker is replicated.
+            net.cut = vec![(1, 2), (3, 2)];
+            net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
+            let hw = net.r(2).high_watermark();
+            let marker_at = net.r(2).log().log_end_offset() - 1;
+            net.run(5 * MS);
+            assert_eq!(net.r(2).high_watermark(), hw);
+            assert!(hw <= marker_at);
+            net.cut.clear();
+            net.run(100 * MS); // the cut fetches time out and are resent
+            assert_eq!(net.r(2).high_watermark(), marker_at + 1);
+        }
+
+        #[test]
+        fn long_poll_fetch_is_held_until_there_is_news() {
+            let mut net = three();
+            net.run(5 * MS);
+            // Both followers are caught up: their fetches are parked at the leader.
+            assert!(net.queue.is_empty());
+            let before = net.r(2).log().log_end_offset();
+            let c = net.produce(1, Acks::All, &["a"]);
+            // The append answers the held fetches at once; no polling delay.
+            net.deliver_all();
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            assert!(net.r(2).log().log_end_offset() > before);
+            assert_eq!(net.r(2).high_watermark(), net.r(1).high_watermark());
+            // With nothing new, a held fetch is answered when its wait is over.
+            net.run(25 * MS);
+            assert!(net.r(2).view().role == Role::Follower { leader: 1 });
+        }
+
+        #[test]
+        fn bug_unfenced_fetch_serves_stale_epochs() {
+            let mut cfg = config();
+            cfg.bugs.unfenced_fetch = true;
+            let mut net = Net::<L>::new(&[1, 2, 3], cfg);
+            net.elect(&[1, 2, 3], Some(1), 3, 3, &[1, 2, 3]);
+            let req = FetchRequest {
+                correlation: 1,
+                tp: tp(),
+                replica_id: 2,
+                current_leader_epoch: 1,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                max_bytes: 1 << 20,
+                high_watermark: 0,
+                max_wait: 0,
+            };
+            let now = net.now;
+            let r = net.r(1).handle_fetch(now, req).unwrap();
+            assert!(
+                matches!(r.result, FetchResult::Records { .. }),
+                "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
+            );
+        }
+
+        #[test]
+        fn list_offsets_and_consumer_epoch_checks() {
+            let mut net = three();
+            net.produce(1, Acks::All, &["a", "b"]);
+            net.run(10 * MS);
+            let list = |net: &mut Net<L>, spec| {
+                let req = ListOffsetsRequest {
+                    correlation: 1,
+                    tp: tp(),
+                    spec,
+                };
+                net.r(1).handle_list_offsets(&req).result
+            };
+            assert_eq!(
+                list(&mut net, OffsetSpec::Earliest)
+                    .unwrap()
+                    .unwrap()
+                    .offset,
+                0
+            );
+            let latest = list(&mut net, OffsetSpec::Latest).unwrap().unwrap();
+            assert_eq!((latest.offset, latest.leader_epoch), (3, 1));
+            assert!(matches!(
+                net.r(2)
+                    .handle_list_offsets(&ListOffsetsRequest {
+                        correlation: 2,
+                        tp: tp(),
+                        spec: OffsetSpec::Latest
+                    })
+                    .result,
+                Err(ConsumerFetchError::NotLeader { .. })
+            ));
+            let mut req = ConsumerFetchRequest {
+                correlation: 3,
+                tp: tp(),
+                offset: 1,
+                max_bytes: 1 << 20,
+                current_leader_epoch: Some(0),
+            };
+            assert!(matches!(
+                net.r(1).handle_consumer_fetch(&req).result,
+                Err(ConsumerFetchError::FencedLeaderEpoch {
+                    request: 0,
+                    current: 1
+                })
+            ));
+            req.current_leader_epoch = Some(2);
+            assert!(matches!(
+                net.r(1).handle_consumer_fetch(&req).result,
+                Err(ConsumerFetchError::UnknownLeaderEpoch {
+                    request: 2,
+                    current: 1
+                })
+            ));
+            req.current_leader_epoch = Some(1);
+            req.offset = 99;
+            assert!(matches!(
+                net.r(1).handle_consumer_fetch(&req).result,
+                Err(ConsumerFetchError::OffsetOutOfRange { offset: 99, .. })
+            ));
+            req.offset = 1;
+            let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+            assert_eq!(recs.batches[0].records.len(), 2);
+        }
+
+        #[test]
+        fn produce_refusals_are_typed() {
+            let mut net = three();
+            let c = net.produce(2, Acks::All, &["x"]);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::NotLeader {
+                    leader: Some(1),
+                    leader_epoch: 1
+                }))
+            ));
+            let empty = RecordBatch {
+                records: Vec::new(),
+                ..batch(&[])
+            };
+            let c = net.produce_batch(1, Acks::Leader, empty);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::InvalidRecord(_)))
+            ));
+            let mut control = batch(&["c"]);
+            control.attributes = CONTROL_BATCH_BIT;
+            let c = net.produce_batch(1, Acks::Leader, control);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::InvalidRecord(_)))
+            ));
+            // Fenced producer epoch.
+            let mut b = batch(&["p"]);
+            b.producer = Some(ProducerInfo {
+                producer_id: 1,
+                producer_epoch: 2,
+                base_sequence: 0,
+            });
+            let c = net.produce_batch(1, Acks::Leader, b.clone());
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            b.producer = Some(ProducerInfo {
+                producer_id: 1,
+                producer_epoch: 1,
+                base_sequence: 1,
+            });
+            let c = net.produce_batch(1, Acks::Leader, b);
+            assert!(matches!(
+                net.response(c),
+                Some(Err(ProduceError::InvalidProducerEpoch(_)))
+            ));
+        }
     };
-    assert!(matches!(
-        net.r(1).handle_consumer_fetch(&req).result,
-        Err(ConsumerFetchError::FencedLeaderEpoch {
-            request: 0,
-            current: 1
-        })
-    ));
-    req.current_leader_epoch = Some(2);
-    assert!(matches!(
-        net.r(1).handle_consumer_fetch(&req).result,
-        Err(ConsumerFetchError::UnknownLeaderEpoch {
-            request: 2,
-            current: 1
-        })
-    ));
-    req.current_leader_epoch = Some(1);
-    req.offset = 99;
-    assert!(matches!(
-        net.r(1).handle_consumer_fetch(&req).result,
-        Err(ConsumerFetchError::OffsetOutOfRange { offset: 99, .. })
-    ));
-    req.offset = 1;
-    let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
-    assert_eq!(recs.batches[0].records.len(), 2);
 }
 
-#[test]
-fn produce_refusals_are_typed() {
-    let mut net = three();
-    let c = net.produce(2, Acks::All, &["x"]);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::NotLeader {
-            leader: Some(1),
-            leader_epoch: 1
-        }))
-    ));
-    let empty = RecordBatch {
-        records: Vec::new(),
-        ..batch(&[])
-    };
-    let c = net.produce_batch(1, Acks::Leader, empty);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::InvalidRecord(_)))
-    ));
-    let mut control = batch(&["c"]);
-    control.attributes = CONTROL_BATCH_BIT;
-    let c = net.produce_batch(1, Acks::Leader, control);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::InvalidRecord(_)))
-    ));
-    // Fenced producer epoch.
-    let mut b = batch(&["p"]);
-    b.producer = Some(ProducerInfo {
-        producer_id: 1,
-        producer_epoch: 2,
-        base_sequence: 0,
-    });
-    let c = net.produce_batch(1, Acks::Leader, b.clone());
-    assert!(matches!(net.response(c), Some(Ok(_))));
-    b.producer = Some(ProducerInfo {
-        producer_id: 1,
-        producer_epoch: 1,
-        base_sequence: 1,
-    });
-    let c = net.produce_batch(1, Acks::Leader, b);
-    assert!(matches!(
-        net.response(c),
-        Some(Err(ProduceError::InvalidProducerEpoch(_)))
-    ));
+mod on_vec_log {
+    use super::*;
+    type L = VecLog;
+    replica_suite!();
+}
+
+mod on_partition_log {
+    use super::*;
+    type L = PartitionLog<MemStorage>;
+    replica_suite!();
 }
