@@ -313,6 +313,21 @@ impl Client {
         }
     }
 
+    pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
+        let resp = self
+            .controller_request(ControllerRequest::DeleteTopic {
+                name: name.to_string(),
+            })
+            .await?;
+        match resp {
+            ControllerResponse::DeleteTopic { result, .. } => Ok(result?),
+            other => Err(ClientError::Unexpected {
+                addr: self.cluster.controller,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
     /// Sends `msg` to broker `id` and waits for the reply with the same correlation.
     async fn broker_request(&mut self, id: NodeId, msg: Message) -> Result<Message, ClientError> {
         let want = correlation_of_request(&msg);

@@ -292,12 +292,19 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         });
     }
     let header = parse_header(&h, max)?;
-    let mut payload = vec![0u8; header.len as usize];
-    let got = read_full(r, &mut payload).await?;
-    if got < payload.len() {
+    // Grow the buffer as bytes arrive rather than allocating the announced length up
+    // front: a peer announcing 16 MiB and sending nothing costs nothing.
+    let want = header.len as usize;
+    let mut payload = Vec::with_capacity(want.min(64 << 10));
+    (&mut *r)
+        .take(want as u64)
+        .read_to_end(&mut payload)
+        .await
+        .map_err(|e| FrameError::Io(e.to_string()))?;
+    if payload.len() < want {
         return Err(FrameError::Truncated {
-            needed: HEADER_LEN + payload.len(),
-            got: HEADER_LEN + got,
+            needed: HEADER_LEN + want,
+            got: HEADER_LEN + payload.len(),
         });
     }
     decode_payload(&h, header, &payload, max).map(Some)

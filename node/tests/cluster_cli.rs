@@ -260,6 +260,16 @@ fn cluster_up_topic_produce_consume_down() {
     );
     assert!(more.status.success(), "{}", text(&more.stderr));
     let restarted = pids(&dir);
+    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
+    assert!(del.status.success(), "{}", text(&del.stderr));
+    let list = run(&["topic", "list", "--cluster", cf], "", limit);
+    assert_eq!(text(&list.stdout), "", "no topics left");
+    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
+    assert!(
+        text(&del.stderr).contains("unknown topic"),
+        "{}",
+        text(&del.stderr)
+    );
     let down = run(&["cluster", "down", "--dir", d], "", limit);
     assert!(down.status.success(), "{}", text(&down.stderr));
     assert!(restarted.iter().all(|p| !running(*p)), "every node stopped");

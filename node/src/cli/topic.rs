@@ -1,4 +1,4 @@
-//! `skein topic create|list|describe`: admin calls to the controller.
+//! `skein topic create|list|describe|delete`: admin calls to the controller.
 
 use super::common::{client, runtime, ClusterArg};
 use anyhow::bail;
@@ -33,6 +33,12 @@ pub enum TopicCommand {
     },
     /// List topics.
     List {
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+    /// Delete a topic (its data is removed from every broker).
+    Delete {
+        name: String,
         #[command(flatten)]
         cluster: ClusterArg,
     },
@@ -78,6 +84,10 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                 }
                 let id = c.create_topic(&name, config).await?;
                 println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}");
+            }
+            TopicCommand::Delete { name, cluster } => {
+                client(&cluster)?.delete_topic(&name).await?;
+                println!("deleted topic {name}");
             }
             TopicCommand::List { cluster } => {
                 let image = client(&cluster)?.cluster_image().await?;
