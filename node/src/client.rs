@@ -466,6 +466,17 @@ impl Client {
         values: Vec<Vec<u8>>,
         acks: Acks,
     ) -> Result<Produced, ClientError> {
+        self.produce_keyed(tp, None, values, acks).await
+    }
+
+    /// `produce` with every record carrying `key`.
+    pub async fn produce_keyed(
+        &mut self,
+        tp: &TopicPartition,
+        key: Option<&[u8]>,
+        values: Vec<Vec<u8>>,
+        acks: Acks,
+    ) -> Result<Produced, ClientError> {
         let count = values.len();
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -484,7 +495,7 @@ impl Client {
                 .map(|(i, v)| Record {
                     offset_delta: i as u32,
                     timestamp_delta: 0,
-                    key: None,
+                    key: key.map(<[u8]>::to_vec),
                     value: Some(v),
                     headers: vec![],
                 })

@@ -203,6 +203,55 @@ fn cluster_up_topic_produce_consume_down() {
     assert!(consume.status.success(), "{}", text(&consume.stderr));
     assert_eq!(text(&consume.stdout), lines);
 
+    // One key, one partition (of three), in order.
+    let create = run(
+        &["topic", "create", "k", "--partitions", "3", "--cluster", cf],
+        "",
+        limit,
+    );
+    assert!(create.status.success(), "{}", text(&create.stderr));
+    let keyed_lines: String = (0..30).map(|i| format!("k{i}\n")).collect();
+    let keyed = run(
+        &[
+            "produce",
+            "--topic",
+            "k",
+            "--key",
+            "user-7",
+            "--batch",
+            "7",
+            "--cluster",
+            cf,
+        ],
+        &keyed_lines,
+        limit,
+    );
+    assert!(keyed.status.success(), "{}", text(&keyed.stderr));
+    let parts: std::collections::BTreeSet<String> = text(&keyed.stdout)
+        .lines()
+        .map(|l| l.split('@').next().unwrap().to_string())
+        .collect();
+    assert_eq!(parts.len(), 1, "one key stays on one partition: {parts:?}");
+    let part = parts.into_iter().next().unwrap();
+    let p = part.rsplit('-').next().unwrap();
+    let consumed = run(
+        &[
+            "consume",
+            "--topic",
+            "k",
+            "--partition",
+            p,
+            "--from-beginning",
+            "--max",
+            "30",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert_eq!(text(&consumed.stdout), keyed_lines);
+
     let unknown = run(
         &["consume", "--topic", "nope", "--max", "1", "--cluster", cf],
         "",
@@ -270,7 +319,12 @@ fn cluster_up_topic_produce_consume_down() {
     let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
     assert!(del.status.success(), "{}", text(&del.stderr));
     let list = run(&["topic", "list", "--cluster", cf], "", limit);
-    assert_eq!(text(&list.stdout), "", "no topics left");
+    assert!(
+        !text(&list.stdout).contains("t\tpartitions"),
+        "t is gone: {}",
+        text(&list.stdout)
+    );
+    assert!(text(&list.stdout).starts_with("k\t"), "k is still there");
     let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
     assert!(
         text(&del.stderr).contains("unknown topic"),

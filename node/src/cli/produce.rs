@@ -35,7 +35,11 @@ pub struct ProduceArgs {
     pub topic: String,
     #[arg(long, value_enum, default_value = "all")]
     pub acks: AcksArg,
-    /// Partition to write to (default: batches round-robin over the partitions).
+    /// Key of every record; without --partition it also picks the partition
+    /// (CRC-32 of the key modulo the partition count), so one key stays in order.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Partition to write to (default: by --key, else batches round-robin).
     #[arg(long)]
     pub partition: Option<u32>,
     /// Most records per batch.
@@ -119,10 +123,17 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
             if batch.is_empty() {
                 continue;
             }
-            let tp = TopicPartition::new(&args.topic, partitions[next % partitions.len()]);
-            next += 1;
+            let pick = match (&args.key, args.partition) {
+                (Some(k), None) => crc32fast::hash(k.as_bytes()) as usize,
+                _ => {
+                    next += 1;
+                    next - 1
+                }
+            };
+            let tp = TopicPartition::new(&args.topic, partitions[pick % partitions.len()]);
             let n = batch.len();
-            let produced = c.produce(&tp, batch, acks).await?;
+            let key = args.key.as_deref().map(str::as_bytes);
+            let produced = c.produce_keyed(&tp, key, batch, acks).await?;
             total += n;
             match produced.base_offset {
                 Some(base) if args.quiet => {
