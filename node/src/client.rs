@@ -520,36 +520,46 @@ impl Client {
                         batch: batch.clone(),
                     });
                     if acks == Acks::None {
-                        let conn = match self.broker_conn(leader).await {
-                            Ok(c) => c,
-                            Err(e) => return Err(e),
+                        // Fire and forget: only a failure to hand the batch to a live
+                        // connection is retried (nothing was sent then).
+                        let sent = match self.broker_conn(leader).await {
+                            Ok(conn) => conn.send(req).await,
+                            Err(e) => Err(e),
                         };
-                        conn.send(req).await?;
-                        return Ok(Produced {
-                            base_offset: None,
-                            count,
-                        });
-                    }
-                    match self.broker_request(leader, req).await {
-                        Ok(Message::ProduceResponse(r)) => {
-                            match self.on_produce_result(tp, &mut batch, r.result)? {
-                                Ok(base_offset) => {
-                                    return Ok(Produced {
-                                        base_offset: Some(base_offset),
-                                        count,
-                                    })
-                                }
-                                Err(reason) => reason,
+                        match sent {
+                            Ok(()) => {
+                                return Ok(Produced {
+                                    base_offset: None,
+                                    count,
+                                })
+                            }
+                            Err(e) => {
+                                self.brokers.remove(&leader);
+                                e.to_string()
                             }
                         }
-                        Ok(other) => {
-                            self.resend(tp, &mut batch)?;
-                            format!("unexpected reply {other:?}")
-                        }
-                        Err(e) => {
-                            // Outcome unknown: the same batch (same sequence) goes again.
-                            self.resend(tp, &mut batch)?;
-                            e.to_string()
+                    } else {
+                        match self.broker_request(leader, req).await {
+                            Ok(Message::ProduceResponse(r)) => {
+                                match self.on_produce_result(tp, &mut batch, r.result)? {
+                                    Ok(base_offset) => {
+                                        return Ok(Produced {
+                                            base_offset: Some(base_offset),
+                                            count,
+                                        })
+                                    }
+                                    Err(reason) => reason,
+                                }
+                            }
+                            Ok(other) => {
+                                self.resend(tp, &mut batch)?;
+                                format!("unexpected reply {other:?}")
+                            }
+                            Err(e) => {
+                                // Outcome unknown: the same batch (same sequence) goes again.
+                                self.resend(tp, &mut batch)?;
+                                e.to_string()
+                            }
                         }
                     }
                 }

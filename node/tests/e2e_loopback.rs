@@ -198,3 +198,42 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
     .await
     .expect("test finished within 60 s");
 }
+
+/// acks=1 returns offsets; acks=0 returns none, and its records still arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_leader_and_none() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let tc = TestCluster::start(3).await;
+        let mut client = tc.client();
+        let config = TopicConfig {
+            replication_factor: 3,
+            ..TopicConfig::default()
+        };
+        client.create_topic("a", config).await.unwrap();
+        let tp = TopicPartition::new("a", 0);
+        let one = client
+            .produce(&tp, vec![b"one".to_vec()], Acks::Leader)
+            .await
+            .unwrap();
+        assert!(one.base_offset.is_some());
+        let zero = client
+            .produce(&tp, vec![b"zero".to_vec()], Acks::None)
+            .await
+            .unwrap();
+        assert_eq!(zero.base_offset, None);
+        let mut values = Vec::new();
+        let mut at = one.base_offset.unwrap();
+        while values.len() < 2 {
+            let (records, _) = client.fetch(&tp, at, 1 << 20).await.unwrap();
+            for (o, v) in records {
+                at = o + 1;
+                values.push(v.unwrap());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(values, vec![b"one".to_vec(), b"zero".to_vec()]);
+        tc.stop().await;
+    })
+    .await
+    .expect("test finished within 60 s");
+}
