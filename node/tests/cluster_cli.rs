@@ -15,7 +15,12 @@ fn skein() -> Command {
 
 /// Runs `skein args` with `stdin`, killed after `limit`.
 fn run(args: &[&str], stdin: &str, limit: Duration) -> Output {
-    let mut child = skein()
+    let mut cmd = skein();
+    if args.first() == Some(&"cluster") {
+        // The nodes `cluster up` starts inherit this: their logs (files) at info.
+        cmd.env("RUST_LOG", "info");
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -346,5 +351,16 @@ fn cluster_up_topic_produce_consume_down() {
     for name in ["controller", "broker-1"] {
         let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();
         assert!(!log.contains("ERROR"), "{name}.log has errors:\n{log}");
+        // SIGTERM took the graceful path (twice: two runs).
+        assert_eq!(
+            log.matches("shutdown signal received").count(),
+            2,
+            "{name}.log:\n{log}"
+        );
+        assert_eq!(
+            log.matches("state machine stopped").count(),
+            2,
+            "{name}.log:\n{log}"
+        );
     }
 }
