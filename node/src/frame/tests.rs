@@ -102,6 +102,34 @@ proptest! {
         let _ = decode(&bytes, MAX);
     }
 
+    /// The stream reader on arbitrary bytes (optionally after valid frames) never panics
+    /// and never reads past the end: frames, then a clean end or one typed error.
+    #[test]
+    fn stream_reader_never_panics(good in prop::collection::vec(arb_frame(), 0..3), junk in prop::collection::vec(any::<u8>(), 0..128)) {
+        let mut bytes = Vec::new();
+        for f in &good {
+            bytes.extend(encode(f, MAX).unwrap());
+        }
+        bytes.extend(&junk);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let read = rt.block_on(async {
+            let mut r: &[u8] = &bytes;
+            let mut frames = Vec::new();
+            loop {
+                match read_frame(&mut r, MAX).await {
+                    Ok(Some(f)) => frames.push(f),
+                    Ok(None) => return (frames, None),
+                    Err(e) => return (frames, Some(e)),
+                }
+            }
+        });
+        prop_assert!(read.0.len() >= good.len());
+        prop_assert_eq!(&read.0[..good.len()], &good[..]);
+        if junk.is_empty() {
+            prop_assert!(read.1.is_none());
+        }
+    }
+
     /// Valid header and CRC around arbitrary payloads and kinds: exercises the payload
     /// decoders with garbage.
     #[test]
