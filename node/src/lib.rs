@@ -1,3 +1,15 @@
 //! # skein-node: the real runtime and the `skein` command line
 //!
-//! Wraps the `skein-core` state machines in a runtime of sockets, files and timers.
+//! Wraps the very `skein-core` state machines the simulator judges in a runtime of sockets,
+//! files and timers. Data flow: bytes arrive on a TCP connection (one tokio task per
+//! connection), are decoded as [`frame::Frame`]s and handed, tagged with the sender's
+//! address, to the single task that owns the node's state machine (a broker or the
+//! controller, see [`runtime`]). That task feeds them to `handle`, calls `tick` at
+//! `next_timeout`, and routes every output message back out over the connection to its
+//! destination. [`client`] is the other end: the producer, consumer and admin calls the
+//! `skein` CLI uses. [`config`] reads and validates the TOML configuration.
+
+pub mod client;
+pub mod config;
+pub mod frame;
+pub mod runtime;

@@ -21,6 +21,16 @@ enum Command {
     Sim(cli::sim::SimArgs),
     /// Judge a client history (JSON Lines) for Kafka-style anomalies.
     Check(cli::check::CheckArgs),
+    /// Run one broker or the controller (`--config FILE`).
+    Node(cli::node::NodeArgs),
+    /// Start or stop a local cluster of processes on 127.0.0.1.
+    Cluster(cli::cluster::ClusterArgs),
+    /// Create, list and describe topics.
+    Topic(cli::topic::TopicArgs),
+    /// Write stdin lines to a topic, one record each.
+    Produce(cli::produce::ProduceArgs),
+    /// Print a topic's committed records.
+    Consume(cli::consume::ConsumeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -28,6 +38,11 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Sim(args) => cli::sim::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Node(args) => cli::node::run(args),
+        Command::Cluster(args) => cli::cluster::run(args),
+        Command::Topic(args) => cli::topic::run(args),
+        Command::Produce(args) => cli::produce::run(args),
+        Command::Consume(args) => cli::consume::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,317 @@
+//! `skein cluster up|down`: a local cluster of separate processes on 127.0.0.1.
+//!
+//! `up` writes one config per node plus `cluster.toml` into the directory, starts the
+//! controller and brokers as child processes of this executable (`skein node --config`,
+//! each in its own process group, logging to `<name>.log`), records them in `cluster.pid`
+//! and waits until every broker has registered. `down` sends SIGTERM to each, waits, and
+//! falls back to SIGKILL.
+
+use super::common::runtime;
+use anyhow::{bail, Context};
+use skein_node::client::{Client, ClientOptions};
+use skein_node::config::{BrokerEntry, ClusterConfig, FsyncPolicy, NodeConfig, Role};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Start a controller and N brokers.
+    Up {
+        #[arg(long, default_value_t = 3)]
+        brokers: u32,
+        #[arg(long, default_value = "./data")]
+        dir: PathBuf,
+        /// First port (controller; brokers follow). Default: free ports picked by the OS.
+        #[arg(long)]
+        base_port: Option<u16>,
+        #[arg(long, value_enum, default_value = "always")]
+        fsync: FsyncPolicy,
+        /// How long to wait for every broker to register.
+        #[arg(long, default_value_t = 30)]
+        wait_secs: u64,
+    },
+    /// Stop the cluster started in DIR.
+    Down {
+        #[arg(long, default_value = "./data")]
+        dir: PathBuf,
+    },
+}
+
+pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
+    super::common::init_tracing("warn");
+    match args.command {
+        ClusterCommand::Up {
+            brokers,
+            dir,
+            base_port,
+            fsync,
+            wait_secs,
+        } => up(
+            brokers,
+            &dir,
+            base_port,
+            fsync,
+            Duration::from_secs(wait_secs),
+        ),
+        ClusterCommand::Down { dir } => down(&dir),
+    }
+}
+
+const PID_FILE: &str = "cluster.pid";
+
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    // Hold every listener until all are picked so the ports are distinct.
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .context("cannot pick free ports on 127.0.0.1")?;
+    Ok(listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()?)
+}
+
+fn up(
+    brokers: u32,
+    dir: &Path,
+    base_port: Option<u16>,
+    fsync: FsyncPolicy,
+    wait: Duration,
+) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        (1..=64).contains(&brokers),
+        "--brokers must be between 1 and 64"
+    );
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", dir.display()))?;
+    if let Some(live) = read_pids(&dir)?
+        .into_iter()
+        .find(|(_, pid)| alive(*pid) && is_our_node(*pid, &dir))
+    {
+        bail!(
+            "a cluster is already running in {} ({} is pid {}); stop it with `skein cluster down --dir {}`",
+            dir.display(), live.0, live.1, dir.display()
+        );
+    }
+    let n = brokers as usize + 1;
+    let ports: Vec<u16> = match base_port {
+        Some(p) => {
+            anyhow::ensure!(
+                p != 0 && u32::from(p) + brokers <= u32::from(u16::MAX),
+                "--base-port {p} leaves no room for {brokers} brokers"
+            );
+            (0..n as u16).map(|i| p + i).collect()
+        }
+        None => free_ports(n)?,
+    };
+    let cluster = ClusterConfig {
+        controller: format!("127.0.0.1:{}", ports[0]),
+        brokers: (1..=brokers)
+            .map(|id| BrokerEntry {
+                id,
+                address: format!("127.0.0.1:{}", ports[id as usize]),
+            })
+            .collect(),
+    };
+    let cluster_file = dir.join("cluster.toml");
+    std::fs::write(
+        &cluster_file,
+        toml::to_string(&cluster).context("cluster config")?,
+    )?;
+    let mut nodes = vec![("controller".to_string(), Role::Controller, None)];
+    nodes.extend((1..=brokers).map(|id| (format!("broker-{id}"), Role::Broker, Some(id))));
+    let exe = std::env::current_exe().context("cannot find the skein executable")?;
+    let mut pids = Vec::new();
+    for (name, role, node_id) in &nodes {
+        let cfg = NodeConfig {
+            role: *role,
+            node_id: *node_id,
+            data_dir: dir.join(name),
+            fsync,
+            fsync_interval_ms: 50,
+            max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
+            tuning: Default::default(),
+            cluster: cluster.clone(),
+        };
+        cfg.validate()?;
+        let cfg_path = dir.join(format!("{name}.toml"));
+        std::fs::write(&cfg_path, cfg.to_toml())?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("{name}.log")))?;
+        let child = Command::new(&exe)
+            .arg("node")
+            .arg("--config")
+            .arg(&cfg_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        pids.push((name.clone(), child.id()));
+        write_pids(&dir, &pids)?;
+    }
+    // Wait until every broker registered and is unfenced.
+    let result = runtime()?.block_on(async {
+        let mut client = Client::new(cluster.validate()?, ClientOptions::default());
+        let started = Instant::now();
+        loop {
+            if let Some((name, _)) = pids.iter().find(|(_, pid)| !alive(*pid)) {
+                bail!(
+                    "{name} exited during start-up; see {}",
+                    dir.join(format!("{name}.log")).display()
+                );
+            }
+            // Ready when every broker answers and its own (caught-up) image shows every
+            // broker live: the controller's image alone may still show a previous run.
+            let mut ready = true;
+            for id in 1..=brokers {
+                match client.broker_metadata(id).await {
+                    Ok(m) if m.brokers.len() == brokers as usize => {}
+                    _ => {
+                        ready = false;
+                        break;
+                    }
+                }
+            }
+            if ready {
+                return Ok(());
+            }
+            if started.elapsed() > wait {
+                bail!(
+                    "brokers did not all register within {wait:?}; see the logs in {}",
+                    dir.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    if let Err(e) = result {
+        let _ = down(&dir);
+        return Err(e);
+    }
+    println!("cluster up in {} ({} broker(s))", dir.display(), brokers);
+    println!("  controller  {}  (pid {})", cluster.controller, pids[0].1);
+    for (b, (_, pid)) in cluster.brokers.iter().zip(&pids[1..]) {
+        println!("  broker {}    {}  (pid {})", b.id, b.address, pid);
+    }
+    let cf = cluster_file.display();
+    println!("try:");
+    println!(
+        "  skein topic create t --partitions 1 -r {} --cluster {cf}",
+        brokers.min(3)
+    );
+    println!("  seq 10 | skein produce --topic t --cluster {cf}");
+    println!("  skein consume --topic t --from-beginning --max 10 --cluster {cf}");
+    println!("  skein cluster down --dir {}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_pids(dir: &Path) -> anyhow::Result<Vec<(String, u32)>> {
+    let path = dir.join(PID_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (name, pid) = l
+                .split_once(' ')
+                .with_context(|| format!("{}: bad line {l:?}", path.display()))?;
+            Ok((name.to_string(), pid.trim().parse()?))
+        })
+        .collect()
+}
+
+fn write_pids(dir: &Path, pids: &[(String, u32)]) -> anyhow::Result<()> {
+    let text: String = pids.iter().map(|(n, p)| format!("{n} {p}\n")).collect();
+    std::fs::write(dir.join(PID_FILE), text)?;
+    Ok(())
+}
+
+/// Whether `pid` runs (a zombie does not count).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+/// Whether `pid` is a `skein node` process of this cluster directory (guards against a
+/// recycled pid: `down` never signals anything else).
+fn is_our_node(pid: u32, dir: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.iter().any(|a| a == "node")
+        && args
+            .iter()
+            .any(|a| Path::new(a).parent() == Some(dir) && a.ends_with(".toml"))
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn down(dir: &Path) -> anyhow::Result<ExitCode> {
+    let dir = &dir
+        .canonicalize()
+        .with_context(|| format!("no cluster directory {}", dir.display()))?;
+    let pids = read_pids(dir)?;
+    if pids.is_empty() {
+        bail!("no cluster recorded in {} (no {PID_FILE})", dir.display());
+    }
+    // Brokers first, the controller last, so brokers can still talk to it while stopping.
+    for (name, pid) in pids.iter().rev() {
+        if alive(*pid) && !is_our_node(*pid, dir) {
+            eprintln!(
+                "pid {pid} ({name}) is no longer a skein node of {}; leaving it alone",
+                dir.display()
+            );
+            continue;
+        }
+        if alive(*pid) {
+            signal(*pid, "TERM");
+            let t = Instant::now();
+            while alive(*pid) && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if alive(*pid) {
+                eprintln!("{name} (pid {pid}) did not stop within 10 s; killing it");
+                signal(*pid, "KILL");
+            }
+            println!("stopped {name} (pid {pid})");
+        }
+    }
+    std::fs::remove_file(dir.join(PID_FILE))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,42 @@
+//! Helpers shared by the client subcommands.
+
+use skein_node::client::{Client, ClientOptions};
+use skein_node::config::ClusterConfig;
+use std::path::{Path, PathBuf};
+
+/// `--cluster FILE`: a cluster file (as written by `skein cluster up`) or any node config.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterArg {
+    /// Cluster file listing the controller and brokers (`skein cluster up` writes
+    /// DIR/cluster.toml; a node's config file works too).
+    #[arg(long, default_value = "./data/cluster.toml")]
+    pub cluster: PathBuf,
+}
+
+pub fn client(arg: &ClusterArg) -> anyhow::Result<Client> {
+    let cluster = load_cluster(&arg.cluster)?;
+    Ok(Client::new(cluster, ClientOptions::default()))
+}
+
+pub fn load_cluster(path: &Path) -> anyhow::Result<skein_node::config::Cluster> {
+    Ok(ClusterConfig::load(path)?)
+}
+
+/// A tokio runtime for one command.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// Logs to stderr, filtered by RUST_LOG (default `default`).
+pub fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

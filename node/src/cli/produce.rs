@@ -1,0 +1,153 @@
+//! `skein produce --topic t`: one record per stdin line, batched, offsets printed.
+
+use super::common::{client, runtime, ClusterArg};
+use skein_core::message::Acks;
+use skein_core::types::TopicPartition;
+use std::io::BufRead;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum AcksArg {
+    /// Wait until every in-sync replica has the record durably.
+    All,
+    /// Wait for the leader's append only.
+    #[value(name = "1")]
+    One,
+    /// Do not wait at all (nothing acknowledged, no offsets printed).
+    #[value(name = "0")]
+    Zero,
+}
+
+impl From<AcksArg> for Acks {
+    fn from(a: AcksArg) -> Self {
+        match a {
+            AcksArg::All => Acks::All,
+            AcksArg::One => Acks::Leader,
+            AcksArg::Zero => Acks::None,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProduceArgs {
+    #[arg(long)]
+    pub topic: String,
+    #[arg(long, value_enum, default_value = "all")]
+    pub acks: AcksArg,
+    /// Key of every record; without --partition it also picks the partition
+    /// (CRC-32 of the key modulo the partition count), so one key stays in order.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Partition to write to (default: by --key, else batches round-robin).
+    #[arg(long)]
+    pub partition: Option<u32>,
+    /// Most records per batch.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Wait this long for more lines before sending a partial batch.
+    #[arg(long, default_value_t = 10)]
+    pub linger_ms: u64,
+    /// Plain (at-least-once) producer even with acks=all. By default acks=all uses an
+    /// idempotent producer: retried batches are never written twice.
+    #[arg(long)]
+    pub no_idempotence: bool,
+    /// Print one summary line per batch instead of one offset per record.
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArg,
+}
+
+pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
+    super::common::init_tracing("warn");
+    anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
+    let mut c = client(&args.cluster)?;
+    // Lines are read on a blocking thread and batched here: a batch goes out when full or
+    // when stdin has been quiet for `linger_ms`.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(4096);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    runtime()?.block_on(async move {
+        let partitions: Vec<u32> = match args.partition {
+            Some(p) => vec![p],
+            None => {
+                let mut ps: Vec<u32> = c
+                    .wait_topic(&args.topic)
+                    .await?
+                    .iter()
+                    .map(|p| p.tp.partition)
+                    .collect();
+                ps.sort();
+                ps
+            }
+        };
+        anyhow::ensure!(
+            !partitions.is_empty(),
+            "topic {} has no partitions",
+            args.topic
+        );
+        let acks: Acks = args.acks.into();
+        if acks == Acks::All && !args.no_idempotence {
+            c.enable_idempotence().await?;
+        }
+        let mut next = 0usize;
+        let mut total = 0usize;
+        let mut done = false;
+        while !done {
+            let mut batch = Vec::new();
+            while batch.len() < args.batch {
+                let line = if batch.is_empty() {
+                    rx.recv().await
+                } else {
+                    match tokio::time::timeout(Duration::from_millis(args.linger_ms), rx.recv())
+                        .await
+                    {
+                        Ok(l) => l,
+                        Err(_) => break,
+                    }
+                };
+                match line {
+                    Some(l) => batch.push(l?.into_bytes()),
+                    None => {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let pick = match (&args.key, args.partition) {
+                (Some(k), None) => crc32fast::hash(k.as_bytes()) as usize,
+                _ => {
+                    next += 1;
+                    next - 1
+                }
+            };
+            let tp = TopicPartition::new(&args.topic, partitions[pick % partitions.len()]);
+            let n = batch.len();
+            let key = args.key.as_deref().map(str::as_bytes);
+            let produced = c.produce_keyed(&tp, key, batch, acks).await?;
+            total += n;
+            match produced.base_offset {
+                Some(base) if args.quiet => {
+                    println!("{tp}: offsets {base}..={}", base + n as u64 - 1)
+                }
+                Some(base) => {
+                    for i in 0..n as u64 {
+                        println!("{tp}@{}", base + i);
+                    }
+                }
+                None => println!("{tp}: sent {n} record(s) with acks=0 (not acknowledged)"),
+            }
+        }
+        eprintln!("produced {total} record(s) to {}", args.topic);
+        Ok(ExitCode::SUCCESS)
+    })
+}

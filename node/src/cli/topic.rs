@@ -1,0 +1,122 @@
+//! `skein topic create|list|describe|delete`: admin calls to the controller.
+
+use super::common::{client, runtime, ClusterArg};
+use anyhow::bail;
+use skein_core::controller::TopicConfig;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct TopicArgs {
+    #[command(subcommand)]
+    pub command: TopicCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TopicCommand {
+    /// Create a topic.
+    Create {
+        name: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        #[arg(long, short = 'r', default_value_t = 1)]
+        replication_factor: u16,
+        /// acks=all produce is refused while the ISR is smaller than this.
+        #[arg(long, default_value_t = 1)]
+        min_insync_replicas: u16,
+        /// Allow electing a leader outside the ISR (may lose acknowledged records).
+        #[arg(long)]
+        unclean_leader_election: bool,
+        #[arg(long)]
+        retention_ms: Option<i64>,
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+    /// List topics.
+    List {
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+    /// Delete a topic (its data is removed from every broker).
+    Delete {
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+    /// Show a topic's partitions: leader, epochs, replicas, ISR.
+    Describe {
+        name: String,
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+}
+
+pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
+    super::common::init_tracing("warn");
+    runtime()?.block_on(async {
+        match args.command {
+            TopicCommand::Create {
+                name,
+                partitions,
+                replication_factor,
+                min_insync_replicas,
+                unclean_leader_election,
+                retention_ms,
+                cluster,
+            } => {
+                let mut c = client(&cluster)?;
+                let brokers = c.cluster().brokers.len();
+                if usize::from(replication_factor) > brokers {
+                    bail!(
+                        "replication factor {replication_factor} is above the broker count {brokers} of {}",
+                        cluster.cluster.display()
+                    );
+                }
+                let config = TopicConfig {
+                    partitions,
+                    replication_factor,
+                    min_insync_replicas,
+                    unclean_leader_election,
+                    retention_ms,
+                    retention_bytes: None,
+                };
+                if let Err(reason) = config.validate() {
+                    bail!("invalid topic config: {reason}");
+                }
+                let id = c.create_topic(&name, config).await?;
+                println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}");
+            }
+            TopicCommand::Delete { name, cluster } => {
+                client(&cluster)?.delete_topic(&name).await?;
+                println!("deleted topic {name}");
+            }
+            TopicCommand::List { cluster } => {
+                let image = client(&cluster)?.cluster_image().await?;
+                for t in image.topics.values() {
+                    println!(
+                        "{}\tpartitions={}\treplication_factor={}\tmin_insync_replicas={}",
+                        t.name, t.config.partitions, t.config.replication_factor, t.config.min_insync_replicas
+                    );
+                }
+            }
+            TopicCommand::Describe { name, cluster } => {
+                let image = client(&cluster)?.cluster_image().await?;
+                let Some(t) = image.topic(&name) else {
+                    bail!("unknown topic {name:?} (see `skein topic list`)");
+                };
+                println!(
+                    "topic {} (id {}): partitions={} replication_factor={} min_insync_replicas={} unclean_leader_election={}",
+                    t.name, t.topic_id, t.config.partitions, t.config.replication_factor,
+                    t.config.min_insync_replicas, t.config.unclean_leader_election
+                );
+                for (p, s) in &t.partitions {
+                    let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
+                    println!(
+                        "  {}-{p}\tleader={leader}\tleader_epoch={}\tpartition_epoch={}\treplicas={:?}\tisr={:?}",
+                        t.name, s.leader_epoch, s.partition_epoch, s.replicas, s.isr
+                    );
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

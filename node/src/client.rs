@@ -1,0 +1,800 @@
+//! The client side of the protocol: admin calls to the controller, produce and consume
+//! against partition leaders, following leader changes through broker metadata.
+//!
+//! A [`Conn`] is one TCP connection with at most one request in flight, so a reply is the
+//! next frame whose correlation id matches. [`Client`] keeps one `Conn` per node, a cache
+//! of partition metadata, and retries what is safe to retry (see [`Client::produce`]).
+
+use crate::config::Cluster;
+use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
+use skein_core::controller::{
+    ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
+};
+use skein_core::log::{Record, RecordBatch};
+use skein_core::message::*;
+use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
+use skein_core::types::{NodeId, Offset, TopicPartition};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// What went wrong on the client side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "cannot connect to {addr}: {reason} (is the node running? `skein cluster up` starts one)"
+    )]
+    Connect { addr: SocketAddr, reason: String },
+    #[error("connection to {addr} failed: {reason}")]
+    Io { addr: SocketAddr, reason: String },
+    #[error("bad frame from {addr}: {error}")]
+    Frame { addr: SocketAddr, error: FrameError },
+    #[error("{addr} closed the connection: {reason}")]
+    Goodbye { addr: SocketAddr, reason: String },
+    #[error("no answer from {addr} within {timeout:?}")]
+    Timeout { addr: SocketAddr, timeout: Duration },
+    #[error("unexpected reply from {addr}: {what}")]
+    Unexpected { addr: SocketAddr, what: String },
+    #[error("controller refused: {0}")]
+    Controller(#[from] ControllerError),
+    #[error("unknown topic {0:?} (create it with `skein topic create {0}`)")]
+    UnknownTopic(String),
+    #[error("{tp}: no leader available after retrying for {waited:?}: {last}")]
+    NoLeader {
+        tp: TopicPartition,
+        waited: Duration,
+        last: String,
+    },
+    #[error("produce to {tp} failed: {error}")]
+    Produce {
+        tp: TopicPartition,
+        error: ProduceError,
+    },
+    #[error("fetch from {tp} failed: {error}")]
+    Fetch {
+        tp: TopicPartition,
+        error: ConsumerFetchError,
+    },
+    #[error("broker {0} is not in the cluster file")]
+    UnknownBroker(NodeId),
+    #[error("idempotent producer: {0}")]
+    Producer(#[from] ProducerError),
+}
+
+/// One connection, one request at a time.
+pub struct Conn {
+    addr: SocketAddr,
+    rd: OwnedReadHalf,
+    wr: BufWriter<OwnedWriteHalf>,
+    max: u32,
+}
+
+impl Conn {
+    pub async fn connect(addr: SocketAddr, max: u32) -> Result<Self, ClientError> {
+        let connect_err = |reason: String| ClientError::Connect { addr, reason };
+        let stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
+            .await
+            .map_err(|_| connect_err("timed out".into()))?
+            .map_err(|e| connect_err(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let mut conn = Self {
+            addr,
+            rd,
+            wr: BufWriter::new(wr),
+            max,
+        };
+        conn.send_frame(&Frame::Hello(Hello { from: Peer::Client }))
+            .await?;
+        Ok(conn)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn send_frame(&mut self, frame: &Frame) -> Result<(), ClientError> {
+        let io = |reason: String| ClientError::Io {
+            addr: self.addr,
+            reason,
+        };
+        write_frame(&mut self.wr, frame, self.max)
+            .await
+            .map_err(|e| io(e.to_string()))?;
+        self.wr.flush().await.map_err(|e| io(e.to_string()))
+    }
+
+    pub async fn send(&mut self, msg: Message) -> Result<(), ClientError> {
+        self.send_frame(&Frame::Msg(msg)).await
+    }
+
+    /// The next message; a Goodbye or a closed connection is an error.
+    pub async fn recv(&mut self, timeout: Duration) -> Result<Message, ClientError> {
+        let addr = self.addr;
+        let frame = tokio::time::timeout(timeout, read_frame(&mut self.rd, self.max))
+            .await
+            .map_err(|_| ClientError::Timeout { addr, timeout })?;
+        match frame {
+            Ok(Some(Frame::Msg(m))) => Ok(m),
+            Ok(Some(Frame::Goodbye(g))) => Err(ClientError::Goodbye {
+                addr,
+                reason: g.reason,
+            }),
+            Ok(Some(Frame::Hello(_))) => Err(ClientError::Unexpected {
+                addr,
+                what: "Hello".into(),
+            }),
+            Ok(None) => Err(ClientError::Io {
+                addr,
+                reason: "connection closed".into(),
+            }),
+            Err(FrameError::Io(reason)) => Err(ClientError::Io { addr, reason }),
+            Err(error) => Err(ClientError::Frame { addr, error }),
+        }
+    }
+}
+
+/// Correlation id of a response (None for controller responses, which have none).
+fn correlation(msg: &Message) -> Option<u64> {
+    Some(match msg {
+        Message::FetchResponse(r) => r.correlation,
+        Message::ProduceResponse(r) => r.correlation,
+        Message::ConsumerFetchResponse(r) => r.correlation,
+        Message::MetadataResponse(r) => r.correlation,
+        Message::ListOffsetsResponse(r) => r.correlation,
+        _ => return None,
+    })
+}
+
+/// Client tunables.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Wait for one reply.
+    pub request_timeout: Duration,
+    /// Keep retrying retriable failures (no leader, connection lost) for this long.
+    pub retry_for: Duration,
+    pub retry_backoff: Duration,
+    pub max_frame: u32,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(10),
+            retry_for: Duration::from_secs(30),
+            retry_backoff: Duration::from_millis(100),
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+/// A producer / consumer / admin client of one cluster.
+pub struct Client {
+    cluster: Cluster,
+    opts: ClientOptions,
+    brokers: BTreeMap<NodeId, Conn>,
+    controller: Option<Conn>,
+    leaders: BTreeMap<TopicPartition, PartitionMetadata>,
+    next_correlation: u64,
+    /// Set by `enable_idempotence`: batches carry producer id, epoch and sequence, so a
+    /// retried batch the leader already has is answered as a duplicate, not written twice.
+    idempotence: Option<IdempotentProducer>,
+}
+
+/// Acknowledgement of one produced batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Produced {
+    /// Offset of the first record (None for acks = 0: nothing is acknowledged).
+    pub base_offset: Option<Offset>,
+    pub count: usize,
+}
+
+impl Client {
+    pub fn new(cluster: Cluster, opts: ClientOptions) -> Self {
+        Self {
+            cluster,
+            opts,
+            brokers: BTreeMap::new(),
+            controller: None,
+            leaders: BTreeMap::new(),
+            next_correlation: 1,
+            idempotence: None,
+        }
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    fn correlation(&mut self) -> u64 {
+        self.next_correlation += 1;
+        self.next_correlation
+    }
+
+    /// One request to the controller and its reply.
+    pub async fn controller_request(
+        &mut self,
+        req: ControllerRequest,
+    ) -> Result<ControllerResponse, ClientError> {
+        if self.controller.is_none() {
+            self.controller =
+                Some(Conn::connect(self.cluster.controller, self.opts.max_frame).await?);
+        }
+        let timeout = self.opts.request_timeout;
+        let conn = self.controller.as_mut().expect("connected above");
+        let res = async {
+            conn.send(Message::ControllerRequest(req)).await?;
+            loop {
+                match conn.recv(timeout).await? {
+                    Message::ControllerResponse(r) => return Ok(r),
+                    other => tracing::debug!(?other, "ignoring non-controller reply"),
+                }
+            }
+        }
+        .await;
+        if res.is_err() {
+            self.controller = None;
+        }
+        res
+    }
+
+    /// The controller's whole metadata image (pulled in pages).
+    pub async fn cluster_image(&mut self) -> Result<MetadataImage, ClientError> {
+        let mut image = MetadataImage::new();
+        loop {
+            let from = image.next_offset;
+            let resp = self
+                .controller_request(ControllerRequest::FetchMetadata { from_offset: from })
+                .await?;
+            let ControllerResponse::Metadata(delta) = resp else {
+                return Err(ClientError::Unexpected {
+                    addr: self.cluster.controller,
+                    what: format!("{resp:?}"),
+                });
+            };
+            image
+                .apply_delta(&delta)
+                .map_err(|e| ClientError::Unexpected {
+                    addr: self.cluster.controller,
+                    what: format!("metadata that does not apply: {e}"),
+                })?;
+            if image.next_offset >= delta.end_offset || delta.records.is_empty() {
+                return Ok(image);
+            }
+        }
+    }
+
+    /// Asks the controller for a producer id; from now on `produce` is idempotent (use
+    /// with acks = all: only then is the leader's duplicate detection backed by the ISR).
+    pub async fn enable_idempotence(&mut self) -> Result<(), ClientError> {
+        let resp = self
+            .controller_request(ControllerRequest::InitProducerId)
+            .await?;
+        match resp {
+            ControllerResponse::InitProducerId(result) => {
+                let mut p = IdempotentProducer::new();
+                p.init(result?);
+                self.idempotence = Some(p);
+                Ok(())
+            }
+            other => Err(ClientError::Unexpected {
+                addr: self.cluster.controller,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotence.is_some()
+    }
+
+    pub async fn create_topic(
+        &mut self,
+        name: &str,
+        config: TopicConfig,
+    ) -> Result<u64, ClientError> {
+        let resp = self
+            .controller_request(ControllerRequest::CreateTopic {
+                name: name.to_string(),
+                config,
+                assignment: None,
+            })
+            .await?;
+        match resp {
+            ControllerResponse::CreateTopic { result, .. } => Ok(result?),
+            other => Err(ClientError::Unexpected {
+                addr: self.cluster.controller,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
+        let resp = self
+            .controller_request(ControllerRequest::DeleteTopic {
+                name: name.to_string(),
+            })
+            .await?;
+        match resp {
+            ControllerResponse::DeleteTopic { result, .. } => Ok(result?),
+            other => Err(ClientError::Unexpected {
+                addr: self.cluster.controller,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Sends `msg` to broker `id` and waits for the reply with the same correlation.
+    async fn broker_request(&mut self, id: NodeId, msg: Message) -> Result<Message, ClientError> {
+        let want = correlation_of_request(&msg);
+        let timeout = self.opts.request_timeout;
+        let conn = self.broker_conn(id).await?;
+        let res = async {
+            conn.send(msg).await?;
+            loop {
+                let reply = conn.recv(timeout).await?;
+                if correlation(&reply) == want {
+                    return Ok(reply);
+                }
+            }
+        }
+        .await;
+        if res.is_err() {
+            self.brokers.remove(&id);
+        }
+        res
+    }
+
+    async fn broker_conn(&mut self, id: NodeId) -> Result<&mut Conn, ClientError> {
+        if !self.brokers.contains_key(&id) {
+            let addr = self
+                .cluster
+                .broker(id)
+                .ok_or(ClientError::UnknownBroker(id))?;
+            let conn = Conn::connect(addr, self.opts.max_frame).await?;
+            self.brokers.insert(id, conn);
+        }
+        Ok(self.brokers.get_mut(&id).expect("inserted above"))
+    }
+
+    /// Broker `id`'s own view of the cluster (all topics).
+    pub async fn broker_metadata(&mut self, id: NodeId) -> Result<MetadataResponse, ClientError> {
+        let correlation = self.correlation();
+        let req = Message::Metadata(MetadataRequest {
+            correlation,
+            topics: None,
+        });
+        match self.broker_request(id, req).await? {
+            Message::MetadataResponse(m) => Ok(m),
+            other => Err(ClientError::Unexpected {
+                addr: self
+                    .cluster
+                    .broker(id)
+                    .ok_or(ClientError::UnknownBroker(id))?,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Partition metadata for `topic` from the first broker that answers.
+    pub async fn topic_metadata(
+        &mut self,
+        topic: &str,
+    ) -> Result<Vec<PartitionMetadata>, ClientError> {
+        let ids: Vec<NodeId> = self.cluster.brokers.iter().map(|(id, _)| *id).collect();
+        let mut last = None;
+        for id in ids {
+            let correlation = self.correlation();
+            let req = Message::Metadata(MetadataRequest {
+                correlation,
+                topics: Some(vec![topic.to_string()]),
+            });
+            match self.broker_request(id, req).await {
+                Ok(Message::MetadataResponse(m)) => {
+                    if !m.unknown_topics.is_empty() {
+                        last = Some(ClientError::UnknownTopic(topic.to_string()));
+                        continue; // this broker's image may lag
+                    }
+                    for p in &m.partitions {
+                        self.leaders.insert(p.tp.clone(), p.clone());
+                    }
+                    return Ok(m.partitions);
+                }
+                Ok(other) => {
+                    last = Some(ClientError::Unexpected {
+                        addr: self.cluster.broker(id).expect("listed"),
+                        what: format!("{other:?}"),
+                    })
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ClientError::UnknownTopic(topic.to_string())))
+    }
+
+    /// Partition metadata for `topic`, waiting (up to `retry_for`) while the brokers have
+    /// not yet heard of a topic the controller knows (it reaches them with their next
+    /// heartbeat). A topic the controller does not know either fails at once.
+    pub async fn wait_topic(&mut self, topic: &str) -> Result<Vec<PartitionMetadata>, ClientError> {
+        let started = Instant::now();
+        loop {
+            match self.topic_metadata(topic).await {
+                Ok(parts) => return Ok(parts),
+                Err(ClientError::UnknownTopic(t)) => {
+                    let image = self.cluster_image().await?;
+                    if image.topic(topic).is_none() || started.elapsed() >= self.opts.retry_for {
+                        return Err(ClientError::UnknownTopic(t));
+                    }
+                }
+                Err(e) if started.elapsed() >= self.opts.retry_for => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "metadata: retrying"),
+            }
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
+    /// Partition metadata, retried until it names a leader.
+    async fn leader(&mut self, tp: &TopicPartition, refresh: bool) -> Result<NodeId, String> {
+        if !refresh {
+            if let Some(l) = self.leaders.get(tp).and_then(|p| p.leader) {
+                return Ok(l);
+            }
+        }
+        match self.topic_metadata(&tp.topic).await {
+            Ok(parts) => match parts.iter().find(|p| &p.tp == tp) {
+                Some(p) => p.leader.ok_or_else(|| format!("{tp} has no leader yet")),
+                None => Err(format!("{tp}: no such partition")),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Produces `values` as one batch. Retries (refreshing metadata) while the partition
+    /// has no reachable leader, the leader moved, or the ISR is too small, up to
+    /// `retry_for`. A lost connection or timeout after sending is retried too: with
+    /// `enable_idempotence` the retry carries the same sequence and the leader answers a
+    /// duplicate with the original offset (exactly once per batch); without it a record
+    /// may be written twice (at least once). Never lost silently: a final failure is an
+    /// error.
+    pub async fn produce(
+        &mut self,
+        tp: &TopicPartition,
+        values: Vec<Vec<u8>>,
+        acks: Acks,
+    ) -> Result<Produced, ClientError> {
+        self.produce_keyed(tp, None, values, acks).await
+    }
+
+    /// `produce` with every record carrying `key`.
+    pub async fn produce_keyed(
+        &mut self,
+        tp: &TopicPartition,
+        key: Option<&[u8]>,
+        values: Vec<Vec<u8>>,
+        acks: Acks,
+    ) -> Result<Produced, ClientError> {
+        let count = values.len();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let batch = RecordBatch {
+            base_offset: 0,
+            partition_leader_epoch: 0,
+            attributes: 0,
+            producer: None,
+            first_timestamp: now_ms,
+            max_timestamp: now_ms,
+            records: values
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| Record {
+                    offset_delta: i as u32,
+                    timestamp_delta: 0,
+                    key: key.map(<[u8]>::to_vec),
+                    value: Some(v),
+                    headers: vec![],
+                })
+                .collect(),
+        };
+        let mut batch = match self.idempotence.as_mut() {
+            Some(p) => p.stamp(tp, batch)?,
+            None => batch,
+        };
+        let started = Instant::now();
+        let mut refresh = false;
+        loop {
+            let last = match self.leader(tp, refresh).await {
+                Err(e) => e,
+                Ok(leader) => {
+                    let correlation = self.correlation();
+                    let req = Message::Produce(ProduceRequest {
+                        correlation,
+                        tp: tp.clone(),
+                        acks,
+                        timeout: self.opts.request_timeout.as_nanos() as u64,
+                        batch: batch.clone(),
+                    });
+                    if acks == Acks::None {
+                        // Fire and forget: only a failure to hand the batch to a live
+                        // connection is retried (nothing was sent then).
+                        let sent = match self.broker_conn(leader).await {
+                            Ok(conn) => conn.send(req).await,
+                            Err(e) => Err(e),
+                        };
+                        match sent {
+                            Ok(()) => {
+                                return Ok(Produced {
+                                    base_offset: None,
+                                    count,
+                                })
+                            }
+                            Err(e) => {
+                                self.brokers.remove(&leader);
+                                e.to_string()
+                            }
+                        }
+                    } else {
+                        match self.broker_request(leader, req).await {
+                            Ok(Message::ProduceResponse(r)) => {
+                                match self.on_produce_result(tp, &mut batch, r.result)? {
+                                    Ok(base_offset) => {
+                                        return Ok(Produced {
+                                            base_offset: Some(base_offset),
+                                            count,
+                                        })
+                                    }
+                                    Err(reason) => reason,
+                                }
+                            }
+                            Ok(other) => {
+                                self.resend(tp, &mut batch)?;
+                                format!("unexpected reply {other:?}")
+                            }
+                            Err(e) => {
+                                // Outcome unknown: the same batch (same sequence) goes again.
+                                self.resend(tp, &mut batch)?;
+                                e.to_string()
+                            }
+                        }
+                    }
+                }
+            };
+            if started.elapsed() >= self.opts.retry_for {
+                return Err(ClientError::NoLeader {
+                    tp: tp.clone(),
+                    waited: started.elapsed(),
+                    last,
+                });
+            }
+            tracing::debug!(%tp, reason = %last, "produce: retrying");
+            refresh = true;
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
+    /// Marks an idempotent batch as sent again (no-op for plain batches).
+    fn resend(&mut self, tp: &TopicPartition, batch: &mut RecordBatch) -> Result<(), ClientError> {
+        if let (Some(p), Some(info)) = (self.idempotence.as_mut(), batch.producer) {
+            *batch = p.retry(tp, info.base_sequence)?;
+        }
+        Ok(())
+    }
+
+    /// What to do with a produce answer: `Ok(Ok(offset))` done, `Ok(Err(reason))` send
+    /// `batch` again (possibly re-stamped), `Err` give up.
+    fn on_produce_result(
+        &mut self,
+        tp: &TopicPartition,
+        batch: &mut RecordBatch,
+        result: Result<ProduceAck, ProduceError>,
+    ) -> Result<Result<Offset, String>, ClientError> {
+        let Some(producer) = self.idempotence.as_mut() else {
+            return match result {
+                Ok(ack) => Ok(Ok(ack.base_offset)),
+                Err(e) if retriable_produce(&e) => Ok(Err(e.to_string())),
+                Err(error) => Err(ClientError::Produce {
+                    tp: tp.clone(),
+                    error,
+                }),
+            };
+        };
+        let seq = batch.producer.map_or(0, |p| p.base_sequence);
+        let (outcome, reason) = match &result {
+            Ok(ack) if ack.duplicate => (
+                ProduceOutcome::Duplicate {
+                    base_offset: ack.base_offset,
+                },
+                String::new(),
+            ),
+            Ok(ack) => (
+                ProduceOutcome::Appended {
+                    base_offset: ack.base_offset,
+                },
+                String::new(),
+            ),
+            Err(ProduceError::OutOfOrderSequence(_)) => {
+                (ProduceOutcome::OutOfOrderSequence, String::new())
+            }
+            Err(ProduceError::UnknownProducerId(_)) => {
+                (ProduceOutcome::UnknownProducerId, String::new())
+            }
+            Err(ProduceError::InvalidProducerEpoch(_)) => {
+                (ProduceOutcome::InvalidProducerEpoch, String::new())
+            }
+            Err(e) if retriable_produce(e) => (ProduceOutcome::Retriable, e.to_string()),
+            Err(error) => {
+                return Err(ClientError::Produce {
+                    tp: tp.clone(),
+                    error: error.clone(),
+                })
+            }
+        };
+        match producer.on_response(tp, seq, outcome)? {
+            Completion::Acked { base_offset, .. } => Ok(Ok(base_offset)),
+            Completion::Retry(b) => {
+                *batch = b;
+                Ok(Err(if reason.is_empty() {
+                    format!("{result:?}")
+                } else {
+                    reason
+                }))
+            }
+            Completion::NeedsEpochBump => {
+                // The leader lost this producer's sequence state: a new epoch, and this
+                // batch (whose fate is unknown) goes again at least once.
+                let mut abandoned = producer.bump_epoch()?;
+                let (_, b) = abandoned.pop().ok_or_else(|| ClientError::Produce {
+                    tp: tp.clone(),
+                    error: ProduceError::OutOfOrderSequence(
+                        "sequence state lost and no batch in flight".into(),
+                    ),
+                })?;
+                *batch = producer.stamp(tp, b)?;
+                Ok(Err("producer epoch bumped after a lost sequence".into()))
+            }
+            Completion::Fenced => Err(ClientError::Produce {
+                tp: tp.clone(),
+                error: match result {
+                    Err(e) => e,
+                    Ok(_) => ProduceError::InvalidProducerEpoch("fenced".into()),
+                },
+            }),
+        }
+    }
+
+    /// Committed records of `tp` from `offset` on (possibly none yet), retrying leader
+    /// changes. Returns the records (offset, value) and the high watermark.
+    pub async fn fetch(
+        &mut self,
+        tp: &TopicPartition,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<(Vec<(Offset, Option<Vec<u8>>)>, Offset), ClientError> {
+        let started = Instant::now();
+        let mut refresh = false;
+        loop {
+            let last = match self.leader(tp, refresh).await {
+                Err(e) => e,
+                Ok(leader) => {
+                    let correlation = self.correlation();
+                    let req = Message::ConsumerFetch(ConsumerFetchRequest {
+                        correlation,
+                        tp: tp.clone(),
+                        offset,
+                        max_bytes,
+                        current_leader_epoch: None,
+                    });
+                    match self.broker_request(leader, req).await {
+                        Ok(Message::ConsumerFetchResponse(r)) => match r.result {
+                            Ok(recs) => {
+                                let out = recs
+                                    .batches
+                                    .into_iter()
+                                    .flat_map(|b| {
+                                        let base = b.base_offset;
+                                        b.records.into_iter().map(move |r| {
+                                            (base + u64::from(r.offset_delta), r.value)
+                                        })
+                                    })
+                                    .filter(|(o, _)| *o >= offset && *o < recs.high_watermark)
+                                    .collect();
+                                return Ok((out, recs.high_watermark));
+                            }
+                            Err(
+                                e @ (ConsumerFetchError::NotLeader { .. }
+                                | ConsumerFetchError::FencedLeaderEpoch { .. }
+                                | ConsumerFetchError::UnknownLeaderEpoch { .. }
+                                | ConsumerFetchError::UnknownTopicOrPartition),
+                            ) => e.to_string(),
+                            Err(error) => {
+                                return Err(ClientError::Fetch {
+                                    tp: tp.clone(),
+                                    error,
+                                })
+                            }
+                        },
+                        Ok(other) => format!("unexpected reply {other:?}"),
+                        Err(e) => e.to_string(),
+                    }
+                }
+            };
+            if started.elapsed() >= self.opts.retry_for {
+                return Err(ClientError::NoLeader {
+                    tp: tp.clone(),
+                    waited: started.elapsed(),
+                    last,
+                });
+            }
+            refresh = true;
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
+    /// Earliest offset (`OffsetSpec::Earliest`) or the high watermark (`Latest`).
+    pub async fn list_offset(
+        &mut self,
+        tp: &TopicPartition,
+        spec: OffsetSpec,
+    ) -> Result<Offset, ClientError> {
+        let started = Instant::now();
+        let mut refresh = false;
+        loop {
+            let last = match self.leader(tp, refresh).await {
+                Err(e) => e,
+                Ok(leader) => {
+                    let correlation = self.correlation();
+                    let req = Message::ListOffsets(ListOffsetsRequest {
+                        correlation,
+                        tp: tp.clone(),
+                        spec,
+                    });
+                    match self.broker_request(leader, req).await {
+                        Ok(Message::ListOffsetsResponse(r)) => match r.result {
+                            Ok(Some(l)) => return Ok(l.offset),
+                            Ok(None) => return Ok(0),
+                            Err(e) => e.to_string(),
+                        },
+                        Ok(other) => format!("unexpected reply {other:?}"),
+                        Err(e) => e.to_string(),
+                    }
+                }
+            };
+            if started.elapsed() >= self.opts.retry_for {
+                return Err(ClientError::NoLeader {
+                    tp: tp.clone(),
+                    waited: started.elapsed(),
+                    last,
+                });
+            }
+            refresh = true;
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+}
+
+fn retriable_produce(e: &ProduceError) -> bool {
+    matches!(
+        e,
+        ProduceError::NotLeader { .. }
+            | ProduceError::UnknownTopicOrPartition
+            | ProduceError::NotEnoughReplicas { .. }
+            | ProduceError::RequestTimedOut
+            | ProduceError::NotEnoughReplicasAfterAppend { .. }
+    )
+}
+
+fn correlation_of_request(msg: &Message) -> Option<u64> {
+    Some(match msg {
+        Message::Produce(r) => r.correlation,
+        Message::ConsumerFetch(r) => r.correlation,
+        Message::Metadata(r) => r.correlation,
+        Message::ListOffsets(r) => r.correlation,
+        Message::Fetch(r) => r.correlation,
+        _ => return None,
+    })
+}

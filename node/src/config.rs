@@ -1,0 +1,484 @@
+//! Node and cluster configuration: TOML files (serde) plus command-line overrides, checked
+//! once at start so a bad port, an unusable data directory or a node id missing from the
+//! peer list is reported before anything listens or writes.
+//!
+//! ```toml
+//! role = "broker"            # or "controller"
+//! node_id = 1                # brokers only: must appear in [[cluster.brokers]]
+//! data_dir = "./data/broker-1"
+//! fsync = "always"           # "always" | "interval" | "never" (never: unsafe for acks=all)
+//! fsync_interval_ms = 50     # with fsync = "interval"
+//!
+//! [cluster]
+//! controller = "127.0.0.1:9100"
+//! [[cluster.brokers]]
+//! id = 1
+//! address = "127.0.0.1:9101"
+//! ```
+
+use crate::frame::DEFAULT_MAX_FRAME;
+use serde::{Deserialize, Serialize};
+use skein_core::types::NodeId;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Broker,
+    Controller,
+}
+
+/// When partition logs are fsynced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncPolicy {
+    /// After every append, before the leader counts it (the safe default).
+    #[default]
+    Always,
+    /// At most `fsync_interval_ms` after an append. A follower still fsyncs before it
+    /// fetches again, so acks=all stays durable on the ISR; acks=1 may lose the window.
+    Interval,
+    /// Never: the OS decides. UNSAFE for acks=all: a machine crash can lose acknowledged
+    /// records on every replica at once. For benchmarks and throwaway clusters only.
+    Never,
+}
+
+/// One broker of the peer list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerEntry {
+    pub id: NodeId,
+    pub address: String,
+}
+
+/// Where everybody listens. Shared by nodes and clients.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub controller: String,
+    pub brokers: Vec<BrokerEntry>,
+}
+
+fn default_fsync_interval() -> u64 {
+    50
+}
+fn default_max_frame() -> u32 {
+    DEFAULT_MAX_FRAME
+}
+
+/// Optional timing knobs (milliseconds); unset ones keep the core defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tuning {
+    /// Controller: a broker silent this long is fenced (default 6000). Also the grace a
+    /// restarted controller gives brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout_ms: Option<u64>,
+    /// Broker: heartbeat (and metadata pull) period (default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval_ms: Option<u64>,
+    /// Broker: a follower not caught up for this long leaves the ISR (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_lag_time_max_ms: Option<u64>,
+}
+
+/// A node's configuration file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<NodeId>,
+    pub data_dir: PathBuf,
+    #[serde(default)]
+    pub fsync: FsyncPolicy,
+    #[serde(default = "default_fsync_interval")]
+    pub fsync_interval_ms: u64,
+    #[serde(default = "default_max_frame")]
+    pub max_frame_bytes: u32,
+    #[serde(default)]
+    pub tuning: Tuning,
+    pub cluster: ClusterConfig,
+}
+
+/// A checked cluster: parsed addresses, distinct ids and addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    pub controller: SocketAddr,
+    /// Sorted by id.
+    pub brokers: Vec<(NodeId, SocketAddr)>,
+}
+
+impl Cluster {
+    pub fn broker(&self, id: NodeId) -> Option<SocketAddr> {
+        self.brokers.iter().find(|(b, _)| *b == id).map(|(_, a)| *a)
+    }
+}
+
+/// A checked node configuration, ready to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidNodeConfig {
+    pub role: Role,
+    /// The broker id (None for the controller).
+    pub node_id: Option<NodeId>,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub fsync: FsyncPolicy,
+    pub fsync_interval_ms: u64,
+    pub max_frame_bytes: u32,
+    pub tuning: Tuning,
+    pub cluster: Cluster,
+}
+
+/// What is wrong with a configuration.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("invalid config file {path}: {reason}")]
+    Parse { path: String, reason: String },
+    #[error("{what}: bad address {address:?}: {reason} (expected HOST:PORT, e.g. 127.0.0.1:9101)")]
+    BadAddress {
+        what: String,
+        address: String,
+        reason: String,
+    },
+    #[error("the cluster lists no brokers: add at least one [[cluster.brokers]] entry")]
+    NoBrokers,
+    #[error("broker id {id} appears twice in the peer list")]
+    DuplicateBroker { id: NodeId },
+    #[error("address {address} is used by two nodes of the peer list")]
+    DuplicateAddress { address: SocketAddr },
+    #[error("role = \"broker\" needs node_id (one of the peer list's ids: {known:?})")]
+    MissingNodeId { known: Vec<NodeId> },
+    #[error("node_id {id} is not in the peer list (known broker ids: {known:?})")]
+    UnknownNodeId { id: NodeId, known: Vec<NodeId> },
+    #[error("the controller takes no node_id (got {id}); remove it")]
+    ControllerWithNodeId { id: NodeId },
+    #[error("data_dir {path}: {reason}")]
+    DataDir { path: String, reason: String },
+    #[error("fsync_interval_ms must be at least 1 with fsync = \"interval\"")]
+    ZeroFsyncInterval,
+    #[error("tuning.{field} must be at least 1 ms")]
+    ZeroTuning { field: &'static str },
+    #[error(
+        "tuning.heartbeat_interval_ms {heartbeat} must be below the session timeout {session} ms"
+    )]
+    HeartbeatNotBelowSession { heartbeat: u64, session: u64 },
+    #[error("max_frame_bytes {got} must be between 4096 and {max}")]
+    BadMaxFrame { got: u32, max: u32 },
+}
+
+/// Parses `HOST:PORT` with a clear reason when it is not one.
+pub fn parse_address(what: &str, address: &str) -> Result<SocketAddr, ConfigError> {
+    let bad = |reason: String| ConfigError::BadAddress {
+        what: what.to_string(),
+        address: address.to_string(),
+        reason,
+    };
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| bad("no port".into()))?;
+    let port: u16 = match port.parse::<u64>() {
+        Ok(0) => return Err(bad("port 0 is not allowed (pick a fixed port)".into())),
+        Ok(p) if p <= u64::from(u16::MAX) => p as u16,
+        Ok(p) => return Err(bad(format!("port {p} is out of range 1-65535"))),
+        Err(_) => return Err(bad(format!("port {port:?} is not a number"))),
+    };
+    let ip = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| bad(format!("host {host:?} is not an IP address")))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+impl ClusterConfig {
+    pub fn validate(&self) -> Result<Cluster, ConfigError> {
+        let controller = parse_address("cluster.controller", &self.controller)?;
+        if self.brokers.is_empty() {
+            return Err(ConfigError::NoBrokers);
+        }
+        let mut ids = BTreeSet::new();
+        let mut addrs = BTreeSet::from([controller]);
+        let mut brokers = Vec::new();
+        for b in &self.brokers {
+            let addr = parse_address(&format!("broker {}", b.id), &b.address)?;
+            if !ids.insert(b.id) {
+                return Err(ConfigError::DuplicateBroker { id: b.id });
+            }
+            if !addrs.insert(addr) {
+                return Err(ConfigError::DuplicateAddress { address: addr });
+            }
+            brokers.push((b.id, addr));
+        }
+        brokers.sort();
+        Ok(Cluster {
+            controller,
+            brokers,
+        })
+    }
+
+    /// Reads a cluster file: either a bare cluster (`controller`, `[[brokers]]`) or a node
+    /// config (its `[cluster]` table).
+    pub fn load(path: &Path) -> Result<Cluster, ConfigError> {
+        let text = read(path)?;
+        let value: toml::Table = parse(path, &text)?;
+        let table = match value.get("cluster") {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => value,
+        };
+        let cfg: ClusterConfig =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+        cfg.validate()
+    }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Creates the directory if needed and proves it readable and writable.
+pub fn check_data_dir(dir: &Path) -> Result<(), ConfigError> {
+    let err = |reason: String| ConfigError::DataDir {
+        path: dir.display().to_string(),
+        reason,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create: {e}")))?;
+    std::fs::read_dir(dir).map_err(|e| err(format!("not readable: {e}")))?;
+    let probe = dir.join(".skein-write-probe");
+    std::fs::write(&probe, b"probe").map_err(|e| err(format!("not writable: {e}")))?;
+    std::fs::remove_file(&probe).map_err(|e| err(format!("cannot remove probe file: {e}")))?;
+    Ok(())
+}
+
+impl NodeConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        parse(path, &read(path)?)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a NodeConfig always serializes")
+    }
+
+    /// Checks everything that can be checked before starting (creates the data dir).
+    pub fn validate(&self) -> Result<ValidNodeConfig, ConfigError> {
+        let cluster = self.cluster.validate()?;
+        let known: Vec<NodeId> = cluster.brokers.iter().map(|(id, _)| *id).collect();
+        let listen = match (self.role, self.node_id) {
+            (Role::Broker, None) => return Err(ConfigError::MissingNodeId { known }),
+            (Role::Broker, Some(id)) => cluster
+                .broker(id)
+                .ok_or(ConfigError::UnknownNodeId { id, known })?,
+            (Role::Controller, Some(id)) => return Err(ConfigError::ControllerWithNodeId { id }),
+            (Role::Controller, None) => cluster.controller,
+        };
+        if self.fsync == FsyncPolicy::Interval && self.fsync_interval_ms == 0 {
+            return Err(ConfigError::ZeroFsyncInterval);
+        }
+        if !(4096..=(256 << 20)).contains(&self.max_frame_bytes) {
+            return Err(ConfigError::BadMaxFrame {
+                got: self.max_frame_bytes,
+                max: 256 << 20,
+            });
+        }
+        let t = &self.tuning;
+        for (field, v) in [
+            ("session_timeout_ms", t.session_timeout_ms),
+            ("heartbeat_interval_ms", t.heartbeat_interval_ms),
+            ("replica_lag_time_max_ms", t.replica_lag_time_max_ms),
+        ] {
+            if v == Some(0) {
+                return Err(ConfigError::ZeroTuning { field });
+            }
+        }
+        let session = t.session_timeout_ms.unwrap_or(6000);
+        let heartbeat = t.heartbeat_interval_ms.unwrap_or(500);
+        if heartbeat >= session {
+            return Err(ConfigError::HeartbeatNotBelowSession { heartbeat, session });
+        }
+        check_data_dir(&self.data_dir)?;
+        Ok(ValidNodeConfig {
+            role: self.role,
+            node_id: self.node_id,
+            listen,
+            data_dir: self.data_dir.clone(),
+            fsync: self.fsync,
+            fsync_interval_ms: self.fsync_interval_ms,
+            max_frame_bytes: self.max_frame_bytes,
+            tuning: self.tuning.clone(),
+            cluster,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> ClusterConfig {
+        ClusterConfig {
+            controller: "127.0.0.1:9100".into(),
+            brokers: (1..=3)
+                .map(|id| BrokerEntry {
+                    id,
+                    address: format!("127.0.0.1:{}", 9100 + id),
+                })
+                .collect(),
+        }
+    }
+
+    fn broker(dir: &Path, id: NodeId) -> NodeConfig {
+        NodeConfig {
+            role: Role::Broker,
+            node_id: Some(id),
+            data_dir: dir.to_path_buf(),
+            fsync: FsyncPolicy::Always,
+            fsync_interval_ms: 50,
+            max_frame_bytes: DEFAULT_MAX_FRAME,
+            tuning: Tuning::default(),
+            cluster: cluster(),
+        }
+    }
+
+    #[test]
+    fn tuning_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = broker(dir.path(), 1);
+        cfg.tuning.heartbeat_interval_ms = Some(0);
+        assert_eq!(
+            cfg.validate().unwrap_err(),
+            ConfigError::ZeroTuning {
+                field: "heartbeat_interval_ms"
+            }
+        );
+        cfg.tuning.heartbeat_interval_ms = Some(3000);
+        cfg.tuning.session_timeout_ms = Some(2000);
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::HeartbeatNotBelowSession { .. })
+        ));
+        cfg.tuning.heartbeat_interval_ms = Some(200);
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert_eq!(NodeConfig::load(&path).unwrap(), cfg);
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn good_config_round_trips_through_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = broker(dir.path(), 2);
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        let back = NodeConfig::load(&path).unwrap();
+        assert_eq!(back, cfg);
+        let v = back.validate().unwrap();
+        assert_eq!(v.listen, "127.0.0.1:9102".parse().unwrap());
+        assert_eq!(ClusterConfig::load(&path).unwrap(), v.cluster);
+    }
+
+    #[test]
+    fn bad_ports_are_named() {
+        for (addr, needle) in [
+            ("127.0.0.1:99999", "out of range"),
+            ("127.0.0.1:0", "port 0"),
+            ("127.0.0.1", "no port"),
+            ("127.0.0.1:http", "not a number"),
+            ("localhost:80", "not an IP"),
+        ] {
+            let e = parse_address("x", addr).unwrap_err().to_string();
+            assert!(e.contains(needle), "{addr}: {e}");
+        }
+        assert_eq!(
+            parse_address("x", "[::1]:5").unwrap(),
+            "[::1]:5".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn unknown_and_missing_node_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = broker(dir.path(), 7);
+        assert_eq!(
+            cfg.validate().unwrap_err(),
+            ConfigError::UnknownNodeId {
+                id: 7,
+                known: vec![1, 2, 3]
+            }
+        );
+        cfg.node_id = None;
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::MissingNodeId { .. })
+        ));
+        cfg.role = Role::Controller;
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn duplicates_and_empty_peer_lists() {
+        let mut c = cluster();
+        c.brokers[1].id = 1;
+        assert_eq!(
+            c.validate().unwrap_err(),
+            ConfigError::DuplicateBroker { id: 1 }
+        );
+        let mut c = cluster();
+        c.brokers[1].address = c.controller.clone();
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        let mut c = cluster();
+        c.brokers.clear();
+        assert_eq!(c.validate().unwrap_err(), ConfigError::NoBrokers);
+    }
+
+    #[test]
+    fn unwritable_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let cfg = broker(&file.join("sub"), 1);
+        let e = cfg.validate().unwrap_err();
+        assert!(matches!(e, ConfigError::DataDir { .. }), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_parse_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let mut text = broker(dir.path(), 1).to_toml();
+        text = text.replace("fsync = \"always\"", "fsync = \"sometimes\"");
+        std::fs::write(&path, &text).unwrap();
+        let e = NodeConfig::load(&path).unwrap_err().to_string();
+        assert!(e.contains("sometimes"), "{e}");
+        std::fs::write(&path, format!("colour = 1\n{text}")).unwrap();
+        assert!(matches!(
+            NodeConfig::load(&path),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            NodeConfig::load(&dir.path().join("missing.toml")),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+}

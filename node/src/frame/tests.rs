@@ -1,0 +1,267 @@
+use super::*;
+use proptest::prelude::*;
+use skein_core::controller::{ControllerRequest, TopicConfig};
+use skein_core::log::{Record, RecordBatch};
+use skein_core::message::*;
+use skein_core::types::TopicPartition;
+
+const MAX: u32 = 1 << 20;
+
+fn batch(values: Vec<Vec<u8>>) -> RecordBatch {
+    RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer: None,
+        first_timestamp: 1,
+        max_timestamp: 1,
+        records: values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| Record {
+                offset_delta: i as u32,
+                timestamp_delta: 0,
+                key: None,
+                value: Some(v),
+                headers: vec![],
+            })
+            .collect(),
+    }
+}
+
+fn arb_frame() -> impl Strategy<Value = Frame> {
+    let topic = "[a-z]{1,8}";
+    prop_oneof![
+        any::<u32>().prop_map(|n| Frame::Hello(Hello {
+            from: Peer::Node(n)
+        })),
+        Just(Frame::Hello(Hello { from: Peer::Client })),
+        ".{0,40}".prop_map(|reason| Frame::Goodbye(Goodbye { reason })),
+        (
+            topic,
+            any::<u32>(),
+            any::<u64>(),
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 1..8)
+        )
+            .prop_map(
+                |(t, p, c, vals)| Frame::Msg(Message::Produce(ProduceRequest {
+                    correlation: c,
+                    tp: TopicPartition::new(t, p),
+                    acks: Acks::All,
+                    timeout: 5,
+                    batch: batch(vals),
+                }))
+            ),
+        (topic, any::<u64>(), any::<u64>(), any::<Option<u32>>()).prop_map(|(t, c, off, e)| {
+            Frame::Msg(Message::Fetch(FetchRequest {
+                correlation: c,
+                tp: TopicPartition::new(t, 0),
+                replica_id: 2,
+                current_leader_epoch: 3,
+                fetch_offset: off,
+                last_fetched_epoch: e,
+                max_bytes: 1000,
+                high_watermark: off / 2,
+                max_wait: 500_000_000,
+            }))
+        }),
+        (
+            any::<u64>(),
+            prop::option::of(prop::collection::vec(topic, 0..3))
+        )
+            .prop_map(|(c, topics)| Frame::Msg(Message::Metadata(MetadataRequest {
+                correlation: c,
+                topics
+            }))),
+        (topic, 1u32..10).prop_map(|(name, partitions)| Frame::Msg(Message::ControllerRequest(
+            ControllerRequest::CreateTopic {
+                name,
+                config: TopicConfig {
+                    partitions,
+                    ..TopicConfig::default()
+                },
+                assignment: None,
+            }
+        ))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn round_trip(frame in arb_frame()) {
+        let bytes = encode(&frame, MAX).unwrap();
+        let (back, used) = decode(&bytes, MAX).unwrap();
+        prop_assert_eq!(used, bytes.len());
+        prop_assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode(&bytes, MAX);
+    }
+
+    /// The stream reader on arbitrary bytes (optionally after valid frames) never panics
+    /// and never reads past the end: frames, then a clean end or one typed error.
+    #[test]
+    fn stream_reader_never_panics(good in prop::collection::vec(arb_frame(), 0..3), junk in prop::collection::vec(any::<u8>(), 0..128)) {
+        let mut bytes = Vec::new();
+        for f in &good {
+            bytes.extend(encode(f, MAX).unwrap());
+        }
+        bytes.extend(&junk);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let read = rt.block_on(async {
+            let mut r: &[u8] = &bytes;
+            let mut frames = Vec::new();
+            loop {
+                match read_frame(&mut r, MAX).await {
+                    Ok(Some(f)) => frames.push(f),
+                    Ok(None) => return (frames, None),
+                    Err(e) => return (frames, Some(e)),
+                }
+            }
+        });
+        prop_assert!(read.0.len() >= good.len());
+        prop_assert_eq!(&read.0[..good.len()], &good[..]);
+        if junk.is_empty() {
+            prop_assert!(read.1.is_none());
+        }
+    }
+
+    /// Valid header and CRC around arbitrary payloads and kinds: exercises the payload
+    /// decoders with garbage.
+    #[test]
+    fn arbitrary_payloads_never_panic(kind in any::<u8>(), payload in prop::collection::vec(any::<u8>(), 0..256)) {
+        match decode(&raw_frame(kind, &payload), MAX) {
+            Ok(_) => {}
+            Err(FrameError::UnknownKind { kind: k }) => prop_assert_eq!(k, kind),
+            Err(FrameError::Undecodable { kind: k, .. }) => prop_assert_eq!(k, kind),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+
+    /// Any single corrupted byte of a frame is refused (magic, version, flags, length or CRC).
+    #[test]
+    fn corruption_is_detected(frame in arb_frame(), pos in any::<prop::sample::Index>(), x in 1u8..=255) {
+        let mut bytes = encode(&frame, MAX).unwrap();
+        let i = pos.index(bytes.len());
+        bytes[i] ^= x;
+        prop_assert!(decode(&bytes, MAX).is_err(), "corruption at byte {} accepted", i);
+    }
+
+    /// Every proper prefix of a frame is `Truncated`.
+    #[test]
+    fn prefixes_are_truncated(frame in arb_frame(), cut in any::<prop::sample::Index>()) {
+        let bytes = encode(&frame, MAX).unwrap();
+        let n = cut.index(bytes.len());
+        let is_truncated = matches!(decode(&bytes[..n], MAX), Err(FrameError::Truncated { .. }));
+        prop_assert!(is_truncated);
+    }
+}
+
+#[test]
+fn typed_errors() {
+    let good = encode(&Frame::Hello(Hello { from: Peer::Client }), MAX).unwrap();
+
+    let mut b = good.clone();
+    b[0] = b'X';
+    assert!(matches!(decode(&b, MAX), Err(FrameError::BadMagic { .. })));
+
+    let mut b = good.clone();
+    b[4] = 9;
+    assert_eq!(
+        decode(&b, MAX).unwrap_err(),
+        FrameError::UnsupportedVersion { found: 9 }
+    );
+
+    let mut b = good.clone();
+    b[7] = 1;
+    assert_eq!(
+        decode(&b, MAX).unwrap_err(),
+        FrameError::UnsupportedFlags { flags: 1 }
+    );
+
+    let mut b = good.clone();
+    b[8..12].copy_from_slice(&(MAX + 1).to_be_bytes());
+    assert_eq!(
+        decode(&b, MAX).unwrap_err(),
+        FrameError::Oversized {
+            len: MAX + 1,
+            max: MAX
+        }
+    );
+
+    let mut b = good.clone();
+    *b.last_mut().unwrap() ^= 0xff;
+    assert!(matches!(
+        decode(&b, MAX),
+        Err(FrameError::CrcMismatch { .. })
+    ));
+
+    assert_eq!(
+        decode(&raw_frame(200, b"hi"), MAX).unwrap_err(),
+        FrameError::UnknownKind { kind: 200 }
+    );
+    assert!(matches!(
+        decode(&raw_frame(kind::PRODUCE, b"\xff\xff"), MAX),
+        Err(FrameError::Undecodable {
+            kind: kind::PRODUCE,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn encode_refuses_oversized() {
+    let frame = Frame::Goodbye(Goodbye {
+        reason: "x".repeat(200),
+    });
+    assert!(matches!(
+        encode(&frame, 100),
+        Err(EncodeError::Oversized { .. })
+    ));
+}
+
+#[test]
+fn stream_reads_and_truncation() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let a = encode(&Frame::Hello(Hello { from: Peer::Client }), MAX).unwrap();
+        let b = encode(
+            &Frame::Goodbye(Goodbye {
+                reason: "bye".into(),
+            }),
+            MAX,
+        )
+        .unwrap();
+        let mut both: &[u8] = &[a.clone(), b].concat();
+        assert!(matches!(
+            read_frame(&mut both, MAX).await,
+            Ok(Some(Frame::Hello(_)))
+        ));
+        assert!(matches!(
+            read_frame(&mut both, MAX).await,
+            Ok(Some(Frame::Goodbye(_)))
+        ));
+        assert_eq!(read_frame(&mut both, MAX).await, Ok(None));
+        let mut cut: &[u8] = &a[..a.len() - 1];
+        assert!(matches!(
+            read_frame(&mut cut, MAX).await,
+            Err(FrameError::Truncated { .. })
+        ));
+    });
+}
+
+/// The example in docs/protocol.md.
+#[test]
+fn documented_hello_bytes() {
+    let bytes = encode(&Frame::Hello(Hello { from: Peer::Client }), MAX).unwrap();
+    assert_eq!(&bytes[..12], b"SKNF\x01\x00\x00\x00\x00\x00\x00\x01");
+    assert_eq!(&bytes[16..], [2u8]);
+    let crc = crc32fast::hash(&[1, 0, 0, 0, 0, 0, 0, 1, 2]);
+    assert_eq!(bytes[12..16], crc.to_be_bytes());
+}

@@ -1,0 +1,796 @@
+//! The node runtime: a broker or the controller on real sockets, files and timers.
+//!
+//! Tasks: one accept loop; per inbound connection a reader (decodes frames and forwards
+//! them, tagged with the peer's address, to the state machine) and a writer; per peer this
+//! node sends to (brokers: the controller and every other broker) one outbound task that
+//! dials on demand and also reads what comes back on that connection; and a single task
+//! owning the state machine, fed by an mpsc channel and woken at `next_timeout`. Messages
+//! that cannot be delivered (peer down, queue full) are dropped and logged: the state
+//! machines are built for lossy networks and retry.
+
+use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
+use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
+use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
+use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
+use skein_core::log::{FileStorage, Storage, StorageError};
+use skein_core::message::{Address, Message};
+use skein_core::replica::Event as ReplicaEvent;
+use skein_core::types::Nanos;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Queue depth per connection and for the state machine's inbox.
+const QUEUE: usize = 4096;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// After a failed dial, messages to that peer are dropped for this long.
+const REDIAL_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {reason} (is another node running there?)")]
+    Listen { addr: SocketAddr, reason: String },
+    #[error("cannot open storage in {dir}: {reason}")]
+    Storage { dir: String, reason: String },
+    #[error("cannot start the broker: {0}")]
+    Broker(String),
+    #[error("cannot start the controller: {0}")]
+    Controller(String),
+}
+
+/// File storage honouring the fsync policy: with `FsyncPolicy::Never`, `sync` is a no-op
+/// (atomic writes, truncations and removals stay durable: they carry metadata).
+#[derive(Clone, Debug)]
+pub struct PolicyStorage {
+    inner: FileStorage,
+    sync: bool,
+}
+
+impl PolicyStorage {
+    pub fn new(inner: FileStorage, policy: FsyncPolicy) -> Self {
+        Self {
+            inner,
+            sync: policy != FsyncPolicy::Never,
+        }
+    }
+}
+
+impl Storage for PolicyStorage {
+    fn list(&self, dir: &str) -> Result<Vec<String>, StorageError> {
+        self.inner.list(dir)
+    }
+    fn exists(&self, path: &str) -> bool {
+        self.inner.exists(path)
+    }
+    fn len(&self, path: &str) -> Result<u64, StorageError> {
+        self.inner.len(path)
+    }
+    fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        self.inner.read_at(path, pos, buf)
+    }
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
+        self.inner.append(path, data)
+    }
+    fn sync(&mut self, path: &str) -> Result<(), StorageError> {
+        if self.sync {
+            self.inner.sync(path)
+        } else {
+            Ok(())
+        }
+    }
+    fn truncate(&mut self, path: &str, len: u64) -> Result<(), StorageError> {
+        self.inner.truncate(path, len)
+    }
+    fn remove(&mut self, path: &str) -> Result<(), StorageError> {
+        self.inner.remove(path)
+    }
+    fn write_atomic(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
+        self.inner.write_atomic(path, data)
+    }
+}
+
+/// Broker tunables derived from the node config.
+pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
+    let d = BrokerConfig::default();
+    let ms = |v: Option<u64>, default: Nanos| v.map_or(default, |ms| ms * 1_000_000);
+    BrokerConfig {
+        flush_interval: match cfg.fsync {
+            FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
+            FsyncPolicy::Always | FsyncPolicy::Never => 0,
+        },
+        heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
+        replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
+        ..d
+    }
+}
+
+/// Controller tunables derived from the node config.
+pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
+    let d = ControllerConfig::default();
+    match cfg.tuning.session_timeout_ms {
+        Some(ms) => ControllerConfig {
+            session_timeout: ms * 1_000_000,
+            restart_grace: ms * 1_000_000,
+            ..d
+        },
+        None => d,
+    }
+}
+
+/// One message for the state machine.
+#[derive(Debug)]
+struct Inbound {
+    from: Address,
+    msg: Message,
+}
+
+/// Where outgoing messages go: dialled peers first, else the inbound connection that
+/// introduced itself as that address.
+struct Router {
+    outbound: BTreeMap<Address, mpsc::Sender<Frame>>,
+    inbound: Mutex<BTreeMap<Address, (u64, mpsc::Sender<Frame>)>>,
+    next_conn: AtomicU64,
+}
+
+impl Router {
+    fn send(&self, to: Address, msg: Message) {
+        let tx = match self.outbound.get(&to) {
+            Some(tx) => Some(tx.clone()),
+            None => self
+                .inbound
+                .lock()
+                .expect("router lock")
+                .get(&to)
+                .map(|(_, tx)| tx.clone()),
+        };
+        match tx {
+            Some(tx) => {
+                if let Err(e) = tx.try_send(Frame::Msg(msg)) {
+                    tracing::debug!(%to, error = %e, "dropping message: queue full or closed");
+                }
+            }
+            None => tracing::debug!(%to, "dropping message: no connection"),
+        }
+    }
+}
+
+/// A running node.
+pub struct NodeHandle {
+    pub local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    machine: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl NodeHandle {
+    /// Stops the node: the state machine task syncs and exits, then every connection.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.machine.await;
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+
+    /// Resolves when the state machine task has ended (it only ends on shutdown).
+    pub fn is_finished(&self) -> bool {
+        self.machine.is_finished()
+    }
+}
+
+/// Starts a node. `listener`, if given, is used instead of binding `cfg.listen` (tests
+/// bind port 0 first to learn free ports).
+pub async fn start(
+    cfg: ValidNodeConfig,
+    listener: Option<TcpListener>,
+) -> Result<NodeHandle, StartError> {
+    let listener = match listener {
+        Some(l) => l,
+        None => TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| StartError::Listen {
+                addr: cfg.listen,
+                reason: e.to_string(),
+            })?,
+    };
+    let local_addr = listener.local_addr().map_err(|e| StartError::Listen {
+        addr: cfg.listen,
+        reason: e.to_string(),
+    })?;
+    let storage = FileStorage::new(&cfg.data_dir).map_err(|e| StartError::Storage {
+        dir: cfg.data_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let storage = PolicyStorage::new(storage, cfg.fsync);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (inbox_tx, inbox_rx) = mpsc::channel::<Inbound>(QUEUE);
+    let clock = Clock(Instant::now());
+    let max = cfg.max_frame_bytes;
+    let mut tasks = Vec::new();
+
+    let (me, machine): (Peer, Machine) = match cfg.role {
+        Role::Broker => {
+            let id = cfg.node_id.expect("validated: brokers have an id");
+            let (broker, reports) = Broker::open(id, broker_config(&cfg), storage, clock.now())
+                .map_err(|e| StartError::Broker(e.to_string()))?;
+            for (tp, summary) in reports {
+                tracing::info!(%tp, ?summary, "recovered partition log");
+            }
+            (Peer::Node(id), Machine::Broker(Box::new(broker)))
+        }
+        Role::Controller => {
+            let controller = Controller::open(storage, controller_config(&cfg), clock.now())
+                .map_err(|e| StartError::Controller(e.to_string()))?;
+            (Peer::Controller, Machine::Controller(Box::new(controller)))
+        }
+    };
+
+    // Brokers dial the controller and every other broker; the controller dials nobody.
+    let mut outbound = BTreeMap::new();
+    if let Peer::Node(id) = me {
+        let mut peers = vec![(Address::Controller, cfg.cluster.controller)];
+        peers.extend(
+            cfg.cluster
+                .brokers
+                .iter()
+                .filter(|(b, _)| *b != id)
+                .map(|(b, a)| (Address::Node(*b), *a)),
+        );
+        for (addr, sock) in peers {
+            let (tx, rx) = mpsc::channel(QUEUE);
+            outbound.insert(addr, tx);
+            tasks.push(tokio::spawn(outbound_task(
+                me,
+                addr,
+                sock,
+                rx,
+                inbox_tx.clone(),
+                max,
+            )));
+        }
+    }
+    let router = Arc::new(Router {
+        outbound,
+        inbound: Mutex::new(BTreeMap::new()),
+        next_conn: AtomicU64::new(1),
+    });
+    tasks.push(tokio::spawn(accept_loop(
+        listener,
+        router.clone(),
+        inbox_tx,
+        max,
+        shutdown_rx.clone(),
+    )));
+    tracing::info!(role = ?cfg.role, node = ?cfg.node_id, %local_addr, fsync = ?cfg.fsync, "node started");
+    let machine = tokio::spawn(run_machine(machine, clock, inbox_rx, router, shutdown_rx));
+    Ok(NodeHandle {
+        local_addr,
+        shutdown,
+        machine,
+        tasks,
+    })
+}
+
+#[derive(Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now(&self) -> Nanos {
+        self.0.elapsed().as_nanos() as Nanos
+    }
+    fn instant(&self, at: Nanos) -> Instant {
+        self.0 + Duration::from_nanos(at)
+    }
+}
+
+enum Machine {
+    Broker(Box<Broker<PolicyStorage>>),
+    Controller(Box<Controller<PolicyStorage>>),
+}
+
+impl Machine {
+    fn next_timeout(&self) -> Option<Nanos> {
+        match self {
+            Machine::Broker(b) => b.next_timeout(),
+            Machine::Controller(c) => c.next_timeout(),
+        }
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        match self {
+            Machine::Broker(b) => b.tick(now),
+            Machine::Controller(c) => c.tick(now),
+        }
+    }
+
+    fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
+        match self {
+            Machine::Broker(b) => b.handle(now, from, msg),
+            Machine::Controller(c) => {
+                let requester = match from {
+                    Address::Node(n) => Requester::Broker(n),
+                    Address::Client(c) => Requester::Client(c),
+                    Address::Controller => return,
+                };
+                match msg {
+                    Message::ControllerRequest(req) => c.handle(now, requester, req),
+                    // Clients may ask the controller for metadata with the broker message
+                    // too: answer from the controller's image.
+                    other => {
+                        tracing::debug!(%from, msg = ?kind_name(&other), "controller ignores message")
+                    }
+                }
+            }
+        }
+    }
+
+    fn route(&mut self, router: &Router) {
+        match self {
+            Machine::Broker(b) => {
+                for out in b.drain_outputs() {
+                    match out {
+                        Output::Send { to, msg } => router.send(to, msg),
+                        Output::Event(e) => log_broker_event(&e),
+                    }
+                }
+            }
+            Machine::Controller(c) => {
+                for out in c.drain_outputs() {
+                    match out {
+                        ControllerOutput::Send { to, response } => {
+                            let to = match to {
+                                Requester::Broker(n) => Address::Node(n),
+                                Requester::Client(c) => Address::Client(c),
+                            };
+                            router.send(to, Message::ControllerResponse(response));
+                        }
+                        ControllerOutput::Event(e) => tracing::info!(event = ?e, "controller"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes the broker's logs durable before exit: with an fsync interval, runs the
+    /// pending flushes now (their outputs are discarded).
+    fn shut_down(&mut self, now: Nanos) {
+        if let Machine::Broker(b) = self {
+            let flush = b.config().flush_interval;
+            if flush > 0 {
+                b.tick(now + flush);
+                let _ = b.drain_outputs();
+            }
+        }
+    }
+}
+
+fn kind_name(msg: &Message) -> &'static str {
+    match msg {
+        Message::Fetch(_) => "Fetch",
+        Message::FetchResponse(_) => "FetchResponse",
+        Message::Produce(_) => "Produce",
+        Message::ProduceResponse(_) => "ProduceResponse",
+        Message::ConsumerFetch(_) => "ConsumerFetch",
+        Message::ConsumerFetchResponse(_) => "ConsumerFetchResponse",
+        Message::Metadata(_) => "Metadata",
+        Message::MetadataResponse(_) => "MetadataResponse",
+        Message::ListOffsets(_) => "ListOffsets",
+        Message::ListOffsetsResponse(_) => "ListOffsetsResponse",
+        Message::ControllerRequest(_) => "ControllerRequest",
+        Message::ControllerResponse(_) => "ControllerResponse",
+    }
+}
+
+fn log_broker_event(e: &BrokerEvent) {
+    match e {
+        BrokerEvent::Replica(ev) => match ev {
+            // Leadership, truncation and ISR changes are what an operator wants to see.
+            ReplicaEvent::BecameLeader { .. }
+            | ReplicaEvent::BecameFollower { .. }
+            | ReplicaEvent::Truncated { .. }
+            | ReplicaEvent::IsrConfirmed { .. } => tracing::info!(event = ?ev, "replica"),
+            ReplicaEvent::LogError { .. } => tracing::error!(event = ?ev, "replica"),
+            _ => tracing::debug!(event = ?ev, "replica"),
+        },
+        BrokerEvent::MetadataApplied { offset } => tracing::debug!(offset, "metadata applied"),
+        BrokerEvent::MetadataError { error } => tracing::error!(%error, "metadata error"),
+        BrokerEvent::LogOpenFailed { tp, error } => {
+            tracing::error!(%tp, %error, "partition log failed to open")
+        }
+        other => tracing::info!(event = ?other, "broker"),
+    }
+}
+
+/// The single owner of the state machine.
+async fn run_machine(
+    mut machine: Machine,
+    clock: Clock,
+    mut inbox: mpsc::Receiver<Inbound>,
+    router: Arc<Router>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    machine.route(&router);
+    loop {
+        let deadline = machine.next_timeout().map(|t| clock.instant(t));
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            _ = sleep_until_opt(deadline) => machine.tick(clock.now()),
+            input = inbox.recv() => match input {
+                Some(Inbound { from, msg }) => {
+                    machine.handle(clock.now(), from, msg);
+                    // Take what is already queued before routing, so replies batch up.
+                    for _ in 0..256 {
+                        let Ok(Inbound { from, msg }) = inbox.try_recv() else { break };
+                        machine.handle(clock.now(), from, msg);
+                    }
+                }
+                None => break,
+            },
+        }
+        machine.route(&router);
+    }
+    machine.shut_down(clock.now());
+    tracing::info!("state machine stopped");
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    router: Arc<Router>,
+    inbox: mpsc::Sender<Inbound>,
+    max: u32,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            res = listener.accept() => match res {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let router = router.clone();
+                    let inbox = inbox.clone();
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(async move {
+                        inbound_conn(stream, peer, router, inbox, max, shutdown).await
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// One accepted connection: a Hello, then messages until the peer leaves or misbehaves.
+async fn inbound_conn(
+    stream: TcpStream,
+    sock: SocketAddr,
+    router: Arc<Router>,
+    inbox: mpsc::Sender<Inbound>,
+    max: u32,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (mut rd, wr) = stream.into_split();
+    let mut wr = BufWriter::new(wr);
+    let first = tokio::select! {
+        _ = shutdown.changed() => return,
+        r = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut rd, max)) => r,
+    };
+    let addr = match first {
+        Ok(Ok(Some(Frame::Hello(Hello { from })))) => match from {
+            Peer::Node(n) => Address::Node(n),
+            Peer::Controller => Address::Controller,
+            Peer::Client => Address::Client(router.next_conn.fetch_add(1, Ordering::Relaxed)),
+        },
+        Ok(Ok(None)) => return,
+        Ok(Ok(Some(other))) => {
+            let reason = format!(
+                "protocol error: expected Hello first, got {}",
+                describe(&other)
+            );
+            return refuse(&mut wr, sock, None, &reason, max).await;
+        }
+        Ok(Err(e)) => return refuse(&mut wr, sock, None, &e.to_string(), max).await,
+        Err(_) => return refuse(&mut wr, sock, None, "no Hello within 10 s", max).await,
+    };
+    let conn = router.next_conn.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::channel(QUEUE);
+    router
+        .inbound
+        .lock()
+        .expect("router lock")
+        .insert(addr, (conn, tx.clone()));
+    tracing::debug!(%sock, peer = %addr, "connection open");
+    let writer = tokio::spawn(write_loop(wr, rx, max));
+    let reason = read_loop(&mut rd, addr, &inbox, max, &mut shutdown).await;
+    {
+        let mut inbound = router.inbound.lock().expect("router lock");
+        if inbound.get(&addr).is_some_and(|(c, _)| *c == conn) {
+            inbound.remove(&addr);
+        }
+    }
+    if let Some(e) = &reason {
+        tracing::warn!(%sock, peer = %addr, reason = %e, "closing connection: bad input");
+        let _ = tx
+            .send(Frame::Goodbye(Goodbye {
+                reason: e.to_string(),
+            }))
+            .await;
+    }
+    drop(tx);
+    // The writer ends once the router's copy of the sender is gone too.
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+}
+
+fn describe(frame: &Frame) -> String {
+    match frame {
+        Frame::Hello(_) => "Hello".into(),
+        Frame::Goodbye(g) => format!("Goodbye({})", g.reason),
+        Frame::Msg(m) => kind_name(m).into(),
+    }
+}
+
+async fn refuse(
+    wr: &mut BufWriter<OwnedWriteHalf>,
+    sock: SocketAddr,
+    peer: Option<Address>,
+    reason: &str,
+    max: u32,
+) {
+    tracing::warn!(%sock, ?peer, %reason, "closing connection: bad input");
+    let bye = Frame::Goodbye(Goodbye {
+        reason: reason.to_string(),
+    });
+    let _ = write_frame(wr, &bye, max).await;
+    let _ = wr.flush().await;
+    let _ = wr.shutdown().await;
+}
+
+/// Forwards frames to the state machine. Returns the reason for a bad-input close.
+async fn read_loop(
+    rd: &mut OwnedReadHalf,
+    from: Address,
+    inbox: &mpsc::Sender<Inbound>,
+    max: u32,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<FrameError> {
+    loop {
+        let frame = tokio::select! {
+            _ = shutdown.changed() => return None,
+            f = read_frame(rd, max) => f,
+        };
+        match frame {
+            Ok(Some(Frame::Msg(msg))) => {
+                if inbox.send(Inbound { from, msg }).await.is_err() {
+                    return None; // node stopping
+                }
+            }
+            Ok(Some(Frame::Goodbye(g))) => {
+                tracing::info!(peer = %from, reason = %g.reason, "peer said goodbye");
+                return None;
+            }
+            Ok(Some(Frame::Hello(_))) => {
+                return Some(FrameError::Undecodable {
+                    kind: crate::frame::kind::HELLO,
+                    reason: "a second Hello on one connection".into(),
+                })
+            }
+            Ok(None) => return None,
+            Err(FrameError::Io(e)) => {
+                tracing::debug!(peer = %from, error = %e, "connection lost");
+                return None;
+            }
+            Err(e) => return Some(e),
+        }
+    }
+}
+
+async fn write_loop(mut wr: BufWriter<OwnedWriteHalf>, mut rx: mpsc::Receiver<Frame>, max: u32) {
+    while let Some(frame) = rx.recv().await {
+        let mut next = Some(frame);
+        // Write everything queued, then flush once.
+        while let Some(f) = next {
+            match write_frame(&mut wr, &f, max).await {
+                Ok(()) => {}
+                Err(crate::frame::EncodeError::Io(_)) => return,
+                Err(e) => tracing::error!(error = %e, "cannot send frame; dropped"),
+            }
+            next = rx.try_recv().ok();
+        }
+        if wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.flush().await;
+    let _ = wr.shutdown().await;
+}
+
+/// Dials `sock` when there is something to send; what the peer sends back on that
+/// connection goes to the state machine as coming from `addr`.
+async fn outbound_task(
+    me: Peer,
+    addr: Address,
+    sock: SocketAddr,
+    mut rx: mpsc::Receiver<Frame>,
+    inbox: mpsc::Sender<Inbound>,
+    max: u32,
+) {
+    let mut conn: Option<(BufWriter<OwnedWriteHalf>, JoinHandle<()>)> = None;
+    let mut dial_after = Instant::now();
+    while let Some(frame) = rx.recv().await {
+        if conn
+            .as_ref()
+            .is_some_and(|(_, reader)| reader.is_finished())
+        {
+            conn = None; // the peer closed: dial again
+        }
+        if conn.is_none() {
+            if Instant::now() < dial_after {
+                continue;
+            }
+            match dial(me, sock, max).await {
+                Ok((rd, wr)) => {
+                    tracing::debug!(peer = %addr, %sock, "connected");
+                    let inbox = inbox.clone();
+                    let reader = tokio::spawn(async move {
+                        let mut rd = rd;
+                        let (_keep, mut never) = watch::channel(false);
+                        if let Some(e) = read_loop(&mut rd, addr, &inbox, max, &mut never).await {
+                            tracing::warn!(peer = %addr, reason = %e, "closing connection: bad input");
+                        }
+                    });
+                    conn = Some((wr, reader));
+                }
+                Err(e) => {
+                    tracing::debug!(peer = %addr, %sock, error = %e, "cannot connect; dropping");
+                    dial_after = Instant::now() + REDIAL_BACKOFF;
+                    continue;
+                }
+            }
+        }
+        let (wr, _) = conn.as_mut().expect("connected above");
+        let mut next = Some(frame);
+        let mut ok = true;
+        while let Some(f) = next {
+            if write_frame(wr, &f, max).await.is_err() {
+                ok = false;
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !ok || wr.flush().await.is_err() {
+            if let Some((_, reader)) = conn.take() {
+                reader.abort();
+            }
+        }
+    }
+    if let Some((_, reader)) = conn {
+        reader.abort();
+    }
+}
+
+async fn dial(
+    me: Peer,
+    sock: SocketAddr,
+    max: u32,
+) -> std::io::Result<(OwnedReadHalf, BufWriter<OwnedWriteHalf>)> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(sock))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    let (rd, wr) = stream.into_split();
+    let mut wr = BufWriter::new(wr);
+    write_frame(&mut wr, &Frame::Hello(Hello { from: me }), max)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    wr.flush().await?;
+    Ok((rd, wr))
+}
+
+/// Runs a node until SIGTERM or ctrl-c, then stops it gracefully.
+pub async fn run_until_signal(cfg: ValidNodeConfig) -> Result<(), StartError> {
+    let handle = start(cfg, None).await?;
+    wait_for_signal().await;
+    tracing::info!("shutdown signal received; stopping");
+    handle.stop().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BrokerEntry, ClusterConfig, NodeConfig, Tuning};
+
+    fn cfg(dir: &std::path::Path, fsync: FsyncPolicy, tuning: Tuning) -> ValidNodeConfig {
+        NodeConfig {
+            role: Role::Broker,
+            node_id: Some(1),
+            data_dir: dir.to_path_buf(),
+            fsync,
+            fsync_interval_ms: 40,
+            max_frame_bytes: crate::frame::DEFAULT_MAX_FRAME,
+            tuning,
+            cluster: ClusterConfig {
+                controller: "127.0.0.1:9000".into(),
+                brokers: vec![BrokerEntry {
+                    id: 1,
+                    address: "127.0.0.1:9001".into(),
+                }],
+            },
+        }
+        .validate()
+        .unwrap()
+    }
+
+    #[test]
+    fn config_reaches_the_state_machines() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = BrokerConfig::default();
+        let always = broker_config(&cfg(dir.path(), FsyncPolicy::Always, Tuning::default()));
+        assert_eq!(always.flush_interval, 0);
+        assert_eq!(always.heartbeat_interval, d.heartbeat_interval);
+        let interval = broker_config(&cfg(dir.path(), FsyncPolicy::Interval, Tuning::default()));
+        assert_eq!(interval.flush_interval, 40_000_000);
+        let tuning = Tuning {
+            session_timeout_ms: Some(3000),
+            heartbeat_interval_ms: Some(100),
+            replica_lag_time_max_ms: Some(2000),
+        };
+        let c = cfg(dir.path(), FsyncPolicy::Always, tuning);
+        let b = broker_config(&c);
+        assert_eq!(b.heartbeat_interval, 100_000_000);
+        assert_eq!(b.replica_lag_time_max, 2_000_000_000);
+        let ctl = controller_config(&c);
+        assert_eq!(ctl.session_timeout, 3_000_000_000);
+        assert_eq!(ctl.restart_grace, 3_000_000_000);
+    }
+
+    #[test]
+    fn never_policy_skips_only_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = PolicyStorage::new(FileStorage::new(dir.path()).unwrap(), FsyncPolicy::Never);
+        s.append("d/f", b"abc").unwrap();
+        s.sync("d/f").unwrap();
+        s.write_atomic("meta", b"m").unwrap();
+        assert_eq!(s.read_all("d/f").unwrap(), b"abc");
+        assert_eq!(s.read_all("meta").unwrap(), b"m");
+        assert!(!s.sync);
+        assert!(
+            PolicyStorage::new(FileStorage::new(dir.path()).unwrap(), FsyncPolicy::Interval).sync
+        );
+    }
+}

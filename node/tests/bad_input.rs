@@ -1,0 +1,233 @@
+//! Bad input on a broker port: each kind closes that connection with a Goodbye naming the
+//! problem and a logged, typed reason; the broker stays up and serves the next client.
+
+mod common;
+
+use common::TestCluster;
+use skein_core::message::{Message, MetadataRequest};
+use skein_node::client::Conn;
+use skein_node::frame::{
+    encode, kind, raw_frame, read_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME, HEADER_LEN,
+};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Everything logged by this test binary.
+#[derive(Clone, Default)]
+struct LogBuf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> &'static LogBuf {
+    static LOGS: OnceLock<LogBuf> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = LogBuf::default();
+        let writer = buf.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter("skein_node=warn")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .init();
+        buf
+    })
+}
+
+fn hello() -> Vec<u8> {
+    encode(
+        &Frame::Hello(Hello { from: Peer::Client }),
+        DEFAULT_MAX_FRAME,
+    )
+    .unwrap()
+}
+
+/// Sends `bytes` (then closes our write side if `close`), and returns the Goodbye reason
+/// the broker answers with, after checking it then closes the connection.
+async fn send_bad(addr: SocketAddr, bytes: &[u8], close: bool) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    if close {
+        s.shutdown().await.unwrap();
+    }
+    let (mut rd, _wr) = s.into_split();
+    let reason = match read_frame(&mut rd, DEFAULT_MAX_FRAME).await {
+        Ok(Some(Frame::Goodbye(g))) => g.reason,
+        other => panic!("expected a Goodbye, got {other:?}"),
+    };
+    assert_eq!(
+        read_frame(&mut rd, DEFAULT_MAX_FRAME).await,
+        Ok(None),
+        "connection closed after the Goodbye"
+    );
+    reason
+}
+
+/// A well-behaved client still gets served.
+async fn still_serves(addr: SocketAddr) {
+    let mut conn = Conn::connect(addr, DEFAULT_MAX_FRAME).await.unwrap();
+    conn.send(Message::Metadata(MetadataRequest {
+        correlation: 42,
+        topics: None,
+    }))
+    .await
+    .unwrap();
+    match conn.recv(Duration::from_secs(5)).await.unwrap() {
+        Message::MetadataResponse(m) => {
+            assert_eq!(m.correlation, 42);
+            assert_eq!(m.brokers.len(), 1, "the broker knows itself as live");
+        }
+        other => panic!("expected MetadataResponse, got {other:?}"),
+    }
+}
+
+fn assert_logged(needle: &str) {
+    let text = String::from_utf8_lossy(&logs().0.lock().unwrap()).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("closing connection: bad input") && l.contains(needle)),
+        "no log line for {needle:?} in:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
+    logs();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let tc = TestCluster::start(1).await;
+        let addr = tc.cluster.broker(1).unwrap();
+        still_serves(addr).await;
+        // Some data, to show bad input changes nothing in the log.
+        let mut client = tc.client();
+        client
+            .create_topic("keep", skein_core::controller::TopicConfig::default())
+            .await
+            .unwrap();
+        let tp = skein_core::types::TopicPartition::new("keep", 0);
+        client
+            .produce(
+                &tp,
+                vec![b"a".to_vec(), b"b".to_vec()],
+                skein_core::message::Acks::All,
+            )
+            .await
+            .unwrap();
+        let end_before = client
+            .list_offset(&tp, skein_core::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
+
+        // Garbage: an HTTP request.
+        let r = send_bad(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
+        assert!(r.contains("bad magic"), "{r}");
+        assert_logged("bad magic");
+        still_serves(addr).await;
+
+        // Oversized: a header announcing one byte more than the maximum.
+        let mut big = raw_frame(kind::METADATA, b"");
+        big[8..12].copy_from_slice(&(DEFAULT_MAX_FRAME + 1).to_be_bytes());
+        let r = send_bad(addr, &[hello(), big].concat(), false).await;
+        assert!(r.contains("oversized"), "{r}");
+        assert_logged("oversized frame");
+        still_serves(addr).await;
+
+        // Truncated: a frame cut short, then end of stream.
+        let frame = raw_frame(kind::METADATA, &[0u8; 100]);
+        let cut = &frame[..HEADER_LEN + 10];
+        let r = send_bad(addr, &[hello(), cut.to_vec()].concat(), true).await;
+        assert!(r.contains("truncated"), "{r}");
+        assert_logged("truncated frame");
+        still_serves(addr).await;
+
+        // A valid frame (good CRC) with an unknown message type.
+        let r = send_bad(addr, &[hello(), raw_frame(200, b"hello?")].concat(), false).await;
+        assert!(r.contains("unknown message type 200"), "{r}");
+        assert_logged("unknown message type 200");
+        still_serves(addr).await;
+
+        // A corrupted frame: CRC mismatch.
+        let mut bad_crc = raw_frame(kind::METADATA, b"\x01\x00");
+        bad_crc[HEADER_LEN] ^= 0x40;
+        let r = send_bad(addr, &[hello(), bad_crc].concat(), false).await;
+        assert!(r.contains("CRC mismatch"), "{r}");
+        still_serves(addr).await;
+
+        // A known type whose payload does not decode.
+        let r = send_bad(
+            addr,
+            &[hello(), raw_frame(kind::PRODUCE, b"\xff\xff\xff")].concat(),
+            false,
+        )
+        .await;
+        assert!(r.contains("undecodable"), "{r}");
+        assert_logged("undecodable payload");
+        still_serves(addr).await;
+
+        // A message before the Hello.
+        let meta = encode(
+            &Frame::Msg(Message::Metadata(MetadataRequest {
+                correlation: 1,
+                topics: None,
+            })),
+            DEFAULT_MAX_FRAME,
+        )
+        .unwrap();
+        let r = send_bad(addr, &meta, false).await;
+        assert!(r.contains("expected Hello"), "{r}");
+        still_serves(addr).await;
+
+        // A forged Produce whose CRC is wrong never reaches the log.
+        let mut forged = encode(
+            &Frame::Msg(Message::Produce(skein_core::message::ProduceRequest {
+                correlation: 7,
+                tp: tp.clone(),
+                acks: skein_core::message::Acks::Leader,
+                timeout: 1_000_000_000,
+                batch: skein_core::log::RecordBatch {
+                    base_offset: 0,
+                    partition_leader_epoch: 0,
+                    attributes: 0,
+                    producer: None,
+                    first_timestamp: 0,
+                    max_timestamp: 0,
+                    records: vec![skein_core::log::Record {
+                        offset_delta: 0,
+                        timestamp_delta: 0,
+                        key: None,
+                        value: Some(b"evil".to_vec()),
+                        headers: vec![],
+                    }],
+                },
+            })),
+            DEFAULT_MAX_FRAME,
+        )
+        .unwrap();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        let r = send_bad(addr, &[hello(), forged].concat(), false).await;
+        assert!(r.contains("CRC mismatch"), "{r}");
+
+        let end_after = client
+            .list_offset(&tp, skein_core::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
+        assert_eq!(end_before, end_after, "bad input wrote nothing");
+        let (records, _) = client.fetch(&tp, 0, 1 << 20).await.unwrap();
+        let values: Vec<Vec<u8>> = records.into_iter().filter_map(|(_, v)| v).collect();
+        assert_eq!(values, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(!tc.brokers[0].is_finished(), "the broker is still running");
+        tc.stop().await;
+    })
+    .await
+    .expect("test finished within 60 s");
+}

@@ -1,0 +1,366 @@
+//! The `skein` binary end to end: `cluster up` (separate processes), topic admin, produce
+//! and consume through stdin/stdout, config errors, `cluster down`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn skein() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+/// Runs `skein args` with `stdin`, killed after `limit`.
+fn run(args: &[&str], stdin: &str, limit: Duration) -> Output {
+    let mut cmd = skein();
+    if args.first() == Some(&"cluster") {
+        // The nodes `cluster up` starts inherit this: their logs (files) at info.
+        cmd.env("RUST_LOG", "info");
+    }
+    let mut child = cmd
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_string();
+    std::thread::spawn(move || {
+        let _ = input.write_all(stdin.as_bytes());
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("skein {args:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Stops the cluster even when an assertion fails.
+struct Down(PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let dir = self.0.to_str().unwrap().to_string();
+        let _ = run(
+            &["cluster", "down", "--dir", &dir],
+            "",
+            Duration::from_secs(60),
+        );
+    }
+}
+
+fn pids(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cluster.pid"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' ')?.1.trim().parse().ok())
+        .collect()
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, r)| !r.starts_with('Z'))
+    })
+}
+
+#[test]
+fn cluster_up_topic_produce_consume_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let d = dir.to_str().unwrap();
+    let limit = Duration::from_secs(60);
+
+    let up = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    let _down = Down(dir.clone());
+    assert!(
+        up.status.success(),
+        "cluster up failed: {}",
+        text(&up.stderr)
+    );
+    assert!(
+        text(&up.stdout).contains("broker 3"),
+        "{}",
+        text(&up.stdout)
+    );
+    let started = pids(&dir);
+    assert_eq!(started.len(), 4, "controller + 3 brokers recorded");
+    assert!(started.iter().all(|p| running(*p)));
+
+    let cf = dir.join("cluster.toml");
+    let cf = cf.to_str().unwrap();
+
+    let again = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("already running"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let too_many = run(
+        &["topic", "create", "t", "-r", "4", "--cluster", cf],
+        "",
+        limit,
+    );
+    assert!(!too_many.status.success());
+    assert!(
+        text(&too_many.stderr).contains("replication factor 4 is above the broker count 3"),
+        "{}",
+        text(&too_many.stderr)
+    );
+
+    let create = run(
+        &[
+            "topic",
+            "create",
+            "t",
+            "-r",
+            "3",
+            "--min-insync-replicas",
+            "2",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert!(create.status.success(), "{}", text(&create.stderr));
+    let dup = run(&["topic", "create", "t", "--cluster", cf], "", limit);
+    assert!(
+        text(&dup.stderr).contains("already exists"),
+        "{}",
+        text(&dup.stderr)
+    );
+
+    let list = run(&["topic", "list", "--cluster", cf], "", limit);
+    assert!(text(&list.stdout).starts_with("t\tpartitions=1\treplication_factor=3"));
+    let describe = run(&["topic", "describe", "t", "--cluster", cf], "", limit);
+    assert!(
+        text(&describe.stdout).contains("replicas=[1, 2, 3]"),
+        "{}",
+        text(&describe.stdout)
+    );
+
+    let lines: String = (0..200).map(|i| format!("line-{i}\n")).collect();
+    let produce = run(
+        &[
+            "produce",
+            "--topic",
+            "t",
+            "--acks",
+            "all",
+            "--batch",
+            "50",
+            // Full batches even on a loaded machine (stdin closes after line 200).
+            "--linger-ms",
+            "2000",
+            "--cluster",
+            cf,
+        ],
+        &lines,
+        limit,
+    );
+    assert!(produce.status.success(), "{}", text(&produce.stderr));
+    let offsets: Vec<u64> = text(&produce.stdout)
+        .lines()
+        .map(|l| l.strip_prefix("t-0@").expect("t-0@OFFSET").parse().unwrap())
+        .collect();
+    assert_eq!(offsets.len(), 200);
+    assert!(
+        offsets.windows(2).all(|w| w[1] > w[0]),
+        "increasing offsets"
+    );
+    assert!(
+        offsets.chunks(50).all(|c| c[49] - c[0] == 49),
+        "contiguous within each batch of 50"
+    );
+
+    let consume = run(
+        &[
+            "consume",
+            "--topic",
+            "t",
+            "--from-beginning",
+            "--max",
+            "200",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert!(consume.status.success(), "{}", text(&consume.stderr));
+    assert_eq!(text(&consume.stdout), lines);
+
+    // One key, one partition (of three), in order.
+    let create = run(
+        &["topic", "create", "k", "--partitions", "3", "--cluster", cf],
+        "",
+        limit,
+    );
+    assert!(create.status.success(), "{}", text(&create.stderr));
+    let keyed_lines: String = (0..30).map(|i| format!("k{i}\n")).collect();
+    let keyed = run(
+        &[
+            "produce",
+            "--topic",
+            "k",
+            "--key",
+            "user-7",
+            "--batch",
+            "7",
+            "--cluster",
+            cf,
+        ],
+        &keyed_lines,
+        limit,
+    );
+    assert!(keyed.status.success(), "{}", text(&keyed.stderr));
+    let parts: std::collections::BTreeSet<String> = text(&keyed.stdout)
+        .lines()
+        .map(|l| l.split('@').next().unwrap().to_string())
+        .collect();
+    assert_eq!(parts.len(), 1, "one key stays on one partition: {parts:?}");
+    let part = parts.into_iter().next().unwrap();
+    let p = part.rsplit('-').next().unwrap();
+    let consumed = run(
+        &[
+            "consume",
+            "--topic",
+            "k",
+            "--partition",
+            p,
+            "--from-beginning",
+            "--max",
+            "30",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert_eq!(text(&consumed.stdout), keyed_lines);
+
+    let unknown = run(
+        &["consume", "--topic", "nope", "--max", "1", "--cluster", cf],
+        "",
+        limit,
+    );
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("unknown topic \"nope\""),
+        "{}",
+        text(&unknown.stderr)
+    );
+
+    // A node config naming a broker id outside the peer list is refused at start.
+    let bad = run(
+        &[
+            "node",
+            "--config",
+            dir.join("broker-1.toml").to_str().unwrap(),
+            "--node-id",
+            "9",
+        ],
+        "",
+        limit,
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("node_id 9 is not in the peer list"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let down = run(&["cluster", "down", "--dir", d], "", limit);
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    assert!(started.iter().all(|p| !running(*p)), "every node stopped");
+    // Restart on the same directory (new ports): the data is recovered.
+    let up2 = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    assert!(
+        up2.status.success(),
+        "second cluster up failed: {}",
+        text(&up2.stderr)
+    );
+    let again = run(
+        &[
+            "consume",
+            "--topic",
+            "t",
+            "--from-beginning",
+            "--max",
+            "200",
+            "--cluster",
+            cf,
+        ],
+        "",
+        limit,
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), lines, "records survive a restart");
+    let more = run(
+        &["produce", "--topic", "t", "--quiet", "--cluster", cf],
+        "after-restart\n",
+        limit,
+    );
+    assert!(more.status.success(), "{}", text(&more.stderr));
+    let restarted = pids(&dir);
+    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
+    assert!(del.status.success(), "{}", text(&del.stderr));
+    let list = run(&["topic", "list", "--cluster", cf], "", limit);
+    assert!(
+        !text(&list.stdout).contains("t\tpartitions"),
+        "t is gone: {}",
+        text(&list.stdout)
+    );
+    assert!(text(&list.stdout).starts_with("k\t"), "k is still there");
+    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
+    assert!(
+        text(&del.stderr).contains("unknown topic"),
+        "{}",
+        text(&del.stderr)
+    );
+    let down = run(&["cluster", "down", "--dir", d], "", limit);
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    assert!(restarted.iter().all(|p| !running(*p)), "every node stopped");
+
+    // With the cluster gone, clients say what is wrong.
+    let gone = run(&["topic", "list", "--cluster", cf], "", limit);
+    assert_eq!(gone.status.code(), Some(2));
+    assert!(
+        text(&gone.stderr).contains("cannot connect to"),
+        "{}",
+        text(&gone.stderr)
+    );
+    for name in ["controller", "broker-1"] {
+        let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();
+        assert!(!log.contains("ERROR"), "{name}.log has errors:\n{log}");
+        // SIGTERM took the graceful path (twice: two runs).
+        assert_eq!(
+            log.matches("shutdown signal received").count(),
+            2,
+            "{name}.log:\n{log}"
+        );
+        assert_eq!(
+            log.matches("state machine stopped").count(),
+            2,
+            "{name}.log:\n{log}"
+        );
+    }
+}

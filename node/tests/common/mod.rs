@@ -1,0 +1,145 @@
+//! An in-process cluster on ephemeral 127.0.0.1 ports in a temp dir, for tests.
+
+#![allow(dead_code)]
+
+use skein_node::client::{Client, ClientOptions};
+use skein_node::config::{
+    BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role, Tuning,
+};
+use skein_node::runtime::{start, NodeHandle};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+pub struct TestCluster {
+    pub cluster: Cluster,
+    pub controller: Option<NodeHandle>,
+    pub brokers: Vec<NodeHandle>,
+    /// Broker configs, index = id - 1 (to restart them).
+    pub configs: Vec<skein_node::config::ValidNodeConfig>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Controller plus `n` brokers, every broker registered and unfenced on return.
+    pub async fn start(n: u32) -> Self {
+        Self::start_with(n, FsyncPolicy::Always).await
+    }
+
+    /// Like `start`, with the given fsync policy on every node.
+    pub async fn start_with(n: u32, fsync: FsyncPolicy) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut listeners = Vec::new();
+        for _ in 0..=n {
+            listeners.push(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let addr = |i: usize| listeners[i].local_addr().unwrap().to_string();
+        let cluster_cfg = ClusterConfig {
+            controller: addr(0),
+            brokers: (1..=n)
+                .map(|id| BrokerEntry {
+                    id,
+                    address: addr(id as usize),
+                })
+                .collect(),
+        };
+        let cluster = cluster_cfg.validate().unwrap();
+        let mut handles = Vec::new();
+        let mut configs = Vec::new();
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let (role, node_id, name) = match i {
+                0 => (Role::Controller, None, "controller".to_string()),
+                i => (Role::Broker, Some(i as u32), format!("broker-{i}")),
+            };
+            let cfg = NodeConfig {
+                role,
+                node_id,
+                data_dir: dir.path().join(name),
+                fsync,
+                fsync_interval_ms: 50,
+                max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
+                // Short sessions so a stopped broker is fenced (and its leadership moved) fast.
+                tuning: Tuning {
+                    session_timeout_ms: Some(3000),
+                    heartbeat_interval_ms: Some(250),
+                    replica_lag_time_max_ms: None,
+                },
+                cluster: cluster_cfg.clone(),
+            }
+            .validate()
+            .unwrap();
+            if node_id.is_some() {
+                configs.push(cfg.clone());
+            }
+            handles.push(start(cfg, Some(listener)).await.unwrap());
+        }
+        let controller = handles.remove(0);
+        let tc = Self {
+            cluster,
+            controller: Some(controller),
+            brokers: handles,
+            configs,
+            dir,
+        };
+        let mut client = tc.client();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                if let Ok(image) = client.cluster_image().await {
+                    if image.unfenced_brokers().len() == n as usize {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("brokers register within 30 s");
+        tc
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(
+            self.cluster.clone(),
+            ClientOptions {
+                request_timeout: Duration::from_secs(5),
+                retry_for: Duration::from_secs(20),
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    /// Stops broker `id` gracefully (SIGTERM path); returns once it has stopped.
+    pub async fn stop_broker(&mut self, id: u32) {
+        let idx = (id - 1) as usize;
+        let placeholder = self.brokers.remove(idx);
+        placeholder.stop().await;
+    }
+
+    /// Starts broker `id` again on the same address and data dir (after `stop_broker`).
+    pub async fn restart_broker(&mut self, id: u32) {
+        let idx = (id - 1) as usize;
+        let cfg = self.configs[idx].clone();
+        // The old listener is closed once the stopped node's tasks are gone; retry briefly.
+        for attempt in 0.. {
+            match start(cfg.clone(), None).await {
+                Ok(h) => {
+                    self.brokers.insert(idx, h);
+                    return;
+                }
+                Err(e) if attempt < 50 => {
+                    eprintln!("restart broker {id}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("cannot restart broker {id}: {e}"),
+            }
+        }
+    }
+
+    pub async fn stop(mut self) {
+        for b in self.brokers.drain(..) {
+            b.stop().await;
+        }
+        if let Some(c) = self.controller.take() {
+            c.stop().await;
+        }
+    }
+}
