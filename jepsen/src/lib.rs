@@ -1,5 +1,25 @@
 //! # skein-jepsen: client histories and the checker that judges them
 //!
 //! A history is a JSON Lines file of client operations (see `docs/history.md`), written by
-//! the simulator or by tests against a real cluster. The checker reads it once, indexes
-//! sends and reads per partition, and reports Kafka-style anomalies by name.
+//! the simulator or by tests against a real cluster through [`HistoryWriter`], and read back
+//! with [`read_history`]. The checker ([`check`]) reads the events once, indexes sends and
+//! reads per partition and each process's position, and returns a [`Report`] naming
+//! Kafka-style anomalies as Jepsen does (lost-write, duplicate, poll-skip, ...), with counts
+//! and examples that point at history indexes. The `skein check` command wraps all three.
+
+pub mod check;
+pub mod history;
+pub mod io;
+pub mod report;
+
+pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};
+pub use history::{
+    AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
+    Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
+    FORMAT_VERSION,
+};
+pub use io::{read_history, HistoryError, HistoryReader, HistoryWriter};
+pub use report::{
+    Anomaly, AnomalyKind, Duplicate, Inconsistent, Located, Missing, Observed, Place, Report, Seen,
+    Source, Stats, Step,
+};

@@ -1,0 +1,402 @@
+//! The checker's verdict: counts and examples per anomaly, as JSON or as a human summary.
+
+use crate::history::{Index, Offset, Partition, Process, Text};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The anomalies the checker knows, named as in Jepsen's Kafka checker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyKind {
+    LostWrite,
+    Duplicate,
+    InconsistentOffsets,
+    NonmonotonicPoll,
+    PollSkip,
+    IntNonmonotonicPoll,
+    IntPollSkip,
+    NonmonotonicSend,
+    Unseen,
+}
+
+impl AnomalyKind {
+    pub const ALL: [AnomalyKind; 9] = [
+        AnomalyKind::LostWrite,
+        AnomalyKind::Duplicate,
+        AnomalyKind::InconsistentOffsets,
+        AnomalyKind::NonmonotonicPoll,
+        AnomalyKind::PollSkip,
+        AnomalyKind::IntNonmonotonicPoll,
+        AnomalyKind::IntPollSkip,
+        AnomalyKind::NonmonotonicSend,
+        AnomalyKind::Unseen,
+    ];
+
+    /// Jepsen's name, e.g. `lost-write`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalyKind::LostWrite => "lost-write",
+            AnomalyKind::Duplicate => "duplicate",
+            AnomalyKind::InconsistentOffsets => "inconsistent-offsets",
+            AnomalyKind::NonmonotonicPoll => "nonmonotonic-poll",
+            AnomalyKind::PollSkip => "poll-skip",
+            AnomalyKind::IntNonmonotonicPoll => "int-nonmonotonic-poll",
+            AnomalyKind::IntPollSkip => "int-poll-skip",
+            AnomalyKind::NonmonotonicSend => "nonmonotonic-send",
+            AnomalyKind::Unseen => "unseen",
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How many times one anomaly occurred, with the first few occurrences (by history index).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomaly<T> {
+    pub count: u64,
+    pub examples: Vec<T>,
+}
+
+impl<T> Default for Anomaly<T> {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            examples: Vec::new(),
+        }
+    }
+}
+
+/// An acknowledged send whose value no read ever observed (lost-write, unseen).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Missing {
+    pub topic: Text,
+    pub partition: Partition,
+    pub offset: Offset,
+    pub value: Text,
+    /// Index of the `ok` send.
+    pub send_index: Index,
+    pub process: Process,
+    /// The highest offset any read observed in this partition, and the poll that read it.
+    pub highest_read: Option<Located>,
+}
+
+/// An offset seen at some history index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Located {
+    pub index: Index,
+    pub offset: Offset,
+}
+
+/// A value observed at more than one place (duplicate).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicate {
+    pub value: Text,
+    /// Every distinct place the value was seen (first observation of each), by partition and
+    /// offset.
+    pub places: Vec<Place>,
+}
+
+/// Where a value was observed, and by which event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    pub topic: Text,
+    pub partition: Partition,
+    pub offset: Offset,
+    pub index: Index,
+    pub source: Source,
+}
+
+/// What observed a value at an offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// A record returned by an `ok` poll.
+    Read,
+    /// The offset of an `ok` send.
+    Send,
+}
+
+/// One offset seen holding different values (inconsistent-offsets).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inconsistent {
+    pub topic: Text,
+    pub partition: Partition,
+    pub offset: Offset,
+    /// Each distinct value with the first event that observed it there.
+    pub values: Vec<Observed>,
+}
+
+/// A value and the event that observed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    pub value: Text,
+    pub index: Index,
+    pub source: Source,
+}
+
+/// Two successive observations by one process of one partition that go wrong
+/// (nonmonotonic-poll, poll-skip, their int- forms, nonmonotonic-send).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    pub process: Process,
+    pub topic: Text,
+    pub partition: Partition,
+    pub before: Seen,
+    pub after: Seen,
+    /// For skips: how many offsets strictly between the two are known to hold records, and
+    /// the first few of them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_count: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Offset>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A value at an offset, seen by the event at `index`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub index: Index,
+    pub offset: Offset,
+    pub value: Text,
+}
+
+/// What the history contained, for context in the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub events: u64,
+    pub processes: u64,
+    pub partitions: u64,
+    pub sends_ok: u64,
+    pub sends_info: u64,
+    pub sends_fail: u64,
+    pub polls_ok: u64,
+    pub records_read: u64,
+    /// Distinct values sent or read.
+    pub values: u64,
+}
+
+/// The checker's verdict on one history.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Report {
+    /// No anomaly found (unseen counts only with `final_reads`).
+    pub valid: bool,
+    /// Whether the history was checked as ending with reads to the end of every partition.
+    pub final_reads: bool,
+    pub stats: Stats,
+    pub lost_write: Anomaly<Missing>,
+    pub duplicate: Anomaly<Duplicate>,
+    pub inconsistent_offsets: Anomaly<Inconsistent>,
+    pub nonmonotonic_poll: Anomaly<Step>,
+    pub poll_skip: Anomaly<Step>,
+    pub int_nonmonotonic_poll: Anomaly<Step>,
+    pub int_poll_skip: Anomaly<Step>,
+    pub nonmonotonic_send: Anomaly<Step>,
+    /// Acknowledged sends never read and with no higher offset read: always counted, an
+    /// anomaly only with `final_reads`.
+    pub unseen: Anomaly<Missing>,
+}
+
+impl Report {
+    /// How many times `kind` occurred.
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        match kind {
+            AnomalyKind::LostWrite => self.lost_write.count,
+            AnomalyKind::Duplicate => self.duplicate.count,
+            AnomalyKind::InconsistentOffsets => self.inconsistent_offsets.count,
+            AnomalyKind::NonmonotonicPoll => self.nonmonotonic_poll.count,
+            AnomalyKind::PollSkip => self.poll_skip.count,
+            AnomalyKind::IntNonmonotonicPoll => self.int_nonmonotonic_poll.count,
+            AnomalyKind::IntPollSkip => self.int_poll_skip.count,
+            AnomalyKind::NonmonotonicSend => self.nonmonotonic_send.count,
+            AnomalyKind::Unseen => self.unseen.count,
+        }
+    }
+
+    /// Whether `kind` makes this history invalid when it occurs.
+    pub fn is_anomaly(&self, kind: AnomalyKind) -> bool {
+        kind != AnomalyKind::Unseen || self.final_reads
+    }
+
+    /// The anomalies found (those that make the history invalid), in a fixed order.
+    pub fn found(&self) -> Vec<AnomalyKind> {
+        AnomalyKind::ALL
+            .into_iter()
+            .filter(|&k| self.is_anomaly(k) && self.count(k) > 0)
+            .collect()
+    }
+
+    /// The history indexes named by the examples of `kind`, in example order.
+    pub fn example_indexes(&self, kind: AnomalyKind) -> Vec<Vec<Index>> {
+        fn steps(a: &Anomaly<Step>) -> Vec<Vec<Index>> {
+            a.examples
+                .iter()
+                .map(|s| vec![s.before.index, s.after.index])
+                .collect()
+        }
+        fn missing(a: &Anomaly<Missing>) -> Vec<Vec<Index>> {
+            a.examples.iter().map(|m| vec![m.send_index]).collect()
+        }
+        match kind {
+            AnomalyKind::LostWrite => missing(&self.lost_write),
+            AnomalyKind::Unseen => missing(&self.unseen),
+            AnomalyKind::Duplicate => self
+                .duplicate
+                .examples
+                .iter()
+                .map(|d| d.places.iter().map(|p| p.index).collect())
+                .collect(),
+            AnomalyKind::InconsistentOffsets => self
+                .inconsistent_offsets
+                .examples
+                .iter()
+                .map(|i| i.values.iter().map(|v| v.index).collect())
+                .collect(),
+            AnomalyKind::NonmonotonicPoll => steps(&self.nonmonotonic_poll),
+            AnomalyKind::PollSkip => steps(&self.poll_skip),
+            AnomalyKind::IntNonmonotonicPoll => steps(&self.int_nonmonotonic_poll),
+            AnomalyKind::IntPollSkip => steps(&self.int_poll_skip),
+            AnomalyKind::NonmonotonicSend => steps(&self.nonmonotonic_send),
+        }
+    }
+}
+
+/// The human summary: verdict, counts per anomaly, and examples with history indexes.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        writeln!(
+            f,
+            "{}: {} events, {} processes, {} partitions; {} sends ok ({} info, {} fail), {} polls ok reading {} records",
+            if self.valid { "VALID" } else { "INVALID" },
+            s.events,
+            s.processes,
+            s.partitions,
+            s.sends_ok,
+            s.sends_info,
+            s.sends_fail,
+            s.polls_ok,
+            s.records_read
+        )?;
+        for kind in AnomalyKind::ALL {
+            let count = self.count(kind);
+            let note = if self.is_anomaly(kind) {
+                ""
+            } else {
+                " (not an anomaly without --final-reads)"
+            };
+            writeln!(f, "  {:<22} {count}{note}", kind.name())?;
+        }
+        for kind in AnomalyKind::ALL {
+            if self.count(kind) == 0 {
+                continue;
+            }
+            writeln!(f, "{} examples:", kind.name())?;
+            match kind {
+                AnomalyKind::LostWrite => missing_lines(f, &self.lost_write)?,
+                AnomalyKind::Unseen => missing_lines(f, &self.unseen)?,
+                AnomalyKind::Duplicate => {
+                    for d in &self.duplicate.examples {
+                        write!(f, "  value {:?} at", d.value.as_str())?;
+                        for p in &d.places {
+                            write!(
+                                f,
+                                " {}-{}@{} ({} #{})",
+                                p.topic,
+                                p.partition,
+                                p.offset,
+                                source_name(p.source),
+                                p.index
+                            )?;
+                        }
+                        writeln!(f)?;
+                    }
+                }
+                AnomalyKind::InconsistentOffsets => {
+                    for i in &self.inconsistent_offsets.examples {
+                        write!(f, "  {}-{}@{} holds", i.topic, i.partition, i.offset)?;
+                        for v in &i.values {
+                            write!(
+                                f,
+                                " {:?} ({} #{})",
+                                v.value.as_str(),
+                                source_name(v.source),
+                                v.index
+                            )?;
+                        }
+                        writeln!(f)?;
+                    }
+                }
+                AnomalyKind::NonmonotonicPoll => step_lines(f, &self.nonmonotonic_poll)?,
+                AnomalyKind::PollSkip => step_lines(f, &self.poll_skip)?,
+                AnomalyKind::IntNonmonotonicPoll => step_lines(f, &self.int_nonmonotonic_poll)?,
+                AnomalyKind::IntPollSkip => step_lines(f, &self.int_poll_skip)?,
+                AnomalyKind::NonmonotonicSend => step_lines(f, &self.nonmonotonic_send)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn source_name(s: Source) -> &'static str {
+    match s {
+        Source::Read => "read",
+        Source::Send => "send",
+    }
+}
+
+fn missing_lines(f: &mut fmt::Formatter<'_>, a: &Anomaly<Missing>) -> fmt::Result {
+    for m in &a.examples {
+        write!(
+            f,
+            "  {}-{}@{} value {:?} sent ok by process {} (#{})",
+            m.topic,
+            m.partition,
+            m.offset,
+            m.value.as_str(),
+            m.process,
+            m.send_index
+        )?;
+        match &m.highest_read {
+            Some(h) => writeln!(f, "; highest offset read {} (#{})", h.offset, h.index)?,
+            None => writeln!(f, "; partition never read")?,
+        }
+    }
+    Ok(())
+}
+
+fn step_lines(f: &mut fmt::Formatter<'_>, a: &Anomaly<Step>) -> fmt::Result {
+    for s in &a.examples {
+        write!(
+            f,
+            "  process {} on {}-{}: {} {:?} (#{}) then {} {:?} (#{})",
+            s.process,
+            s.topic,
+            s.partition,
+            s.before.offset,
+            s.before.value.as_str(),
+            s.before.index,
+            s.after.offset,
+            s.after.value.as_str(),
+            s.after.index
+        )?;
+        if s.skipped_count > 0 {
+            write!(f, ", skipping {} known offsets", s.skipped_count)?;
+            let list: Vec<String> = s.skipped.iter().map(|o| o.to_string()).collect();
+            write!(f, " ({}", list.join(", "))?;
+            if s.skipped_count > s.skipped.len() as u64 {
+                write!(f, ", ...")?;
+            }
+            write!(f, ")")?;
+        }
+        writeln!(f)?;
+    }
+    Ok(())
+}
