@@ -63,3 +63,399 @@ impl RecordBatch {
         self.base_offset + self.records.len() as u64
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Encoding. Layout (format version 1, all integers big-endian), see docs/format.md:
+//
+//   0  base_offset            u64
+//   8  batch_length           u32   bytes after this field (from byte 12 to the end)
+//  12  magic                  u8    format version, BATCH_MAGIC
+//  13  crc                    u32   CRC-32 (crc32fast) of bytes 17..end
+//  17  partition_leader_epoch u32
+//  21  attributes             u16
+//  23  first_timestamp        i64
+//  31  max_timestamp          i64
+//  39  producer_id            u64   u64::MAX = no producer
+//  47  producer_epoch         u16
+//  49  base_sequence          u32
+//  53  record_count           u32
+//  57  records...
+//
+// Unlike Kafka, the leader epoch sits after the CRC so that a flipped bit in it is caught;
+// the two fields before the CRC (base offset, length) are checked by the log against the
+// expected offset and the file length instead.
+// ---------------------------------------------------------------------------------------
+
+use thiserror::Error;
+
+/// Current batch format version, stored in the `magic` byte.
+pub const BATCH_MAGIC: u8 = 1;
+/// Bytes before the `batch_length` field's coverage starts (base offset + length).
+pub const LOG_OVERHEAD: usize = 12;
+/// Size of the fixed batch header.
+pub const BATCH_HEADER_LEN: usize = 57;
+/// Byte position of the CRC field.
+pub const CRC_POS: usize = 13;
+/// First byte covered by the CRC.
+pub const CRC_START: usize = 17;
+/// Smallest possible encoded record (no key, no value, no headers).
+pub const MIN_RECORD_LEN: usize = 4 + 4 + 8 + 4 + 4 + 4;
+const NO_PRODUCER: u64 = u64::MAX;
+
+/// Why a batch could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EncodeError {
+    #[error("batch too large to encode: {0} bytes")]
+    TooLarge(usize),
+    #[error("producer id {0:#x} is reserved to mean 'no producer'")]
+    ReservedProducerId(u64),
+}
+
+/// Why bytes could not be decoded as a batch. Every variant names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    #[error("truncated: {what} needs {need} bytes at byte {pos}, only {have} available")]
+    Truncated {
+        what: &'static str,
+        pos: usize,
+        need: usize,
+        have: usize,
+    },
+    #[error("unsupported batch format version {0} (expected {BATCH_MAGIC})")]
+    UnsupportedVersion(u8),
+    #[error("batch length {0} is smaller than the fixed header")]
+    LengthTooSmall(u32),
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("malformed batch: {0}")]
+    Malformed(String),
+}
+
+/// The fixed header of an encoded batch. Fields after the CRC are only trustworthy once
+/// [`verify_crc`] has passed on the whole batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: Offset,
+    pub batch_length: u32,
+    pub magic: u8,
+    pub crc: u32,
+    pub partition_leader_epoch: LeaderEpoch,
+    pub attributes: u16,
+    pub first_timestamp: TimestampMs,
+    pub max_timestamp: TimestampMs,
+    pub producer: Option<ProducerInfo>,
+    pub record_count: u32,
+}
+
+impl BatchHeader {
+    /// Parses the fixed header at the start of `buf` (which may hold more than one batch).
+    /// Checks the version and that the length covers the header; not the CRC.
+    pub fn parse(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut c = Cursor::new(buf);
+        let base_offset = c.u64("base_offset")?;
+        let batch_length = c.u32("batch_length")?;
+        let magic = c.u8("magic")?;
+        if magic != BATCH_MAGIC {
+            return Err(DecodeError::UnsupportedVersion(magic));
+        }
+        if (batch_length as usize) < BATCH_HEADER_LEN - LOG_OVERHEAD {
+            return Err(DecodeError::LengthTooSmall(batch_length));
+        }
+        let crc = c.u32("crc")?;
+        let partition_leader_epoch = c.u32("partition_leader_epoch")?;
+        let attributes = c.u16("attributes")?;
+        let first_timestamp = c.i64("first_timestamp")?;
+        let max_timestamp = c.i64("max_timestamp")?;
+        let producer_id = c.u64("producer_id")?;
+        let producer_epoch = c.u16("producer_epoch")?;
+        let base_sequence = c.u32("base_sequence")?;
+        let record_count = c.u32("record_count")?;
+        let producer = (producer_id != NO_PRODUCER).then_some(ProducerInfo {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        });
+        Ok(Self {
+            base_offset,
+            batch_length,
+            magic,
+            crc,
+            partition_leader_epoch,
+            attributes,
+            first_timestamp,
+            max_timestamp,
+            producer,
+            record_count,
+        })
+    }
+
+    /// Total encoded size of the batch, header included.
+    pub fn total_len(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length as usize
+    }
+
+    /// Offset just past the batch (saturating: a corrupt count cannot overflow).
+    pub fn next_offset(&self) -> Offset {
+        self.base_offset.saturating_add(self.record_count as u64)
+    }
+}
+
+/// Checks the CRC of one whole encoded batch (`buf` must hold exactly or at least the batch).
+pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
+    let h = BatchHeader::parse(buf)?;
+    let total = h.total_len();
+    if buf.len() < total {
+        return Err(DecodeError::Truncated {
+            what: "batch body",
+            pos: 0,
+            need: total,
+            have: buf.len(),
+        });
+    }
+    let computed = crc32fast::hash(&buf[CRC_START..total]);
+    if computed != h.crc {
+        return Err(DecodeError::CrcMismatch {
+            stored: h.crc,
+            computed,
+        });
+    }
+    Ok(h)
+}
+
+fn record_len(r: &Record) -> usize {
+    MIN_RECORD_LEN
+        + r.key.as_ref().map_or(0, |k| k.len())
+        + r.value.as_ref().map_or(0, |v| v.len())
+        + r.headers
+            .iter()
+            .map(|h| 8 + h.key.len() + h.value.len())
+            .sum::<usize>()
+}
+
+impl RecordBatch {
+    /// Size of the encoded batch in bytes.
+    pub fn encoded_len(&self) -> usize {
+        BATCH_HEADER_LEN + self.records.iter().map(record_len).sum::<usize>()
+    }
+
+    /// Encodes the batch (format version [`BATCH_MAGIC`]).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the encoded batch to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let total = self.encoded_len();
+        if total - LOG_OVERHEAD > u32::MAX as usize || self.records.len() > u32::MAX as usize {
+            return Err(EncodeError::TooLarge(total));
+        }
+        for r in &self.records {
+            if record_len(r) - 4 > i32::MAX as usize {
+                return Err(EncodeError::TooLarge(total));
+            }
+        }
+        let (pid, pepoch, pseq) = match self.producer {
+            Some(p) if p.producer_id == NO_PRODUCER => {
+                return Err(EncodeError::ReservedProducerId(p.producer_id))
+            }
+            Some(p) => (p.producer_id, p.producer_epoch, p.base_sequence),
+            None => (NO_PRODUCER, u16::MAX, u32::MAX),
+        };
+        let start = out.len();
+        out.reserve(total);
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        out.extend_from_slice(&((total - LOG_OVERHEAD) as u32).to_be_bytes());
+        out.push(BATCH_MAGIC);
+        out.extend_from_slice(&[0; 4]); // CRC, filled below
+        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        out.extend_from_slice(&self.attributes.to_be_bytes());
+        out.extend_from_slice(&self.first_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&pid.to_be_bytes());
+        out.extend_from_slice(&pepoch.to_be_bytes());
+        out.extend_from_slice(&pseq.to_be_bytes());
+        out.extend_from_slice(&(self.records.len() as u32).to_be_bytes());
+        for r in &self.records {
+            out.extend_from_slice(&((record_len(r) - 4) as u32).to_be_bytes());
+            out.extend_from_slice(&r.offset_delta.to_be_bytes());
+            out.extend_from_slice(&r.timestamp_delta.to_be_bytes());
+            put_opt_bytes(out, r.key.as_deref());
+            put_opt_bytes(out, r.value.as_deref());
+            out.extend_from_slice(&(r.headers.len() as u32).to_be_bytes());
+            for h in &r.headers {
+                out.extend_from_slice(&(h.key.len() as u32).to_be_bytes());
+                out.extend_from_slice(h.key.as_bytes());
+                out.extend_from_slice(&(h.value.len() as u32).to_be_bytes());
+                out.extend_from_slice(&h.value);
+            }
+        }
+        debug_assert_eq!(out.len() - start, total);
+        let crc = crc32fast::hash(&out[start + CRC_START..]);
+        out[start + CRC_POS..start + CRC_START].copy_from_slice(&crc.to_be_bytes());
+        Ok(())
+    }
+
+    /// Decodes one batch from the start of `buf`, returning it and the bytes it used.
+    /// Never panics: any malformed input gives a [`DecodeError`].
+    pub fn decode(buf: &[u8]) -> Result<(RecordBatch, usize), DecodeError> {
+        let h = verify_crc(buf)?;
+        let total = h.total_len();
+        if h.base_offset.checked_add(h.record_count as u64).is_none() {
+            return Err(DecodeError::Malformed(format!(
+                "base offset {} + record count {} overflows",
+                h.base_offset, h.record_count
+            )));
+        }
+        let body = &buf[..total];
+        let mut c = Cursor {
+            buf: body,
+            pos: BATCH_HEADER_LEN,
+        };
+        let max_records = (total - BATCH_HEADER_LEN) / MIN_RECORD_LEN;
+        if h.record_count as usize > max_records {
+            return Err(DecodeError::Malformed(format!(
+                "record count {} cannot fit in {} bytes",
+                h.record_count,
+                total - BATCH_HEADER_LEN
+            )));
+        }
+        let mut records = Vec::with_capacity(h.record_count as usize);
+        for i in 0..h.record_count {
+            let len = c.u32("record_length")? as usize;
+            let rec_start = c.pos;
+            let offset_delta = c.u32("offset_delta")?;
+            let timestamp_delta = c.i64("timestamp_delta")?;
+            let key = c.opt_bytes("key")?;
+            let value = c.opt_bytes("value")?;
+            let nh = c.u32("header_count")? as usize;
+            if nh > c.remaining() / 8 {
+                return Err(DecodeError::Malformed(format!(
+                    "record {i}: header count {nh} cannot fit in the batch"
+                )));
+            }
+            let mut headers = Vec::with_capacity(nh);
+            for _ in 0..nh {
+                let klen = c.u32("header key length")? as usize;
+                let kb = c.take(klen, "header key")?;
+                let key = String::from_utf8(kb.to_vec()).map_err(|_| {
+                    DecodeError::Malformed(format!("record {i}: header key is not UTF-8"))
+                })?;
+                let vlen = c.u32("header value length")? as usize;
+                let value = c.take(vlen, "header value")?.to_vec();
+                headers.push(Header { key, value });
+            }
+            if c.pos - rec_start != len {
+                return Err(DecodeError::Malformed(format!(
+                    "record {i}: length field says {len} bytes, fields use {}",
+                    c.pos - rec_start
+                )));
+            }
+            records.push(Record {
+                offset_delta,
+                timestamp_delta,
+                key,
+                value,
+                headers,
+            });
+        }
+        if c.pos != total {
+            return Err(DecodeError::Malformed(format!(
+                "{} trailing bytes after the last record",
+                total - c.pos
+            )));
+        }
+        Ok((
+            RecordBatch {
+                base_offset: h.base_offset,
+                partition_leader_epoch: h.partition_leader_epoch,
+                attributes: h.attributes,
+                producer: h.producer,
+                first_timestamp: h.first_timestamp,
+                max_timestamp: h.max_timestamp,
+                records,
+            },
+            total,
+        ))
+    }
+
+    /// Decodes a buffer holding zero or more whole batches back to back.
+    pub fn decode_all(mut buf: &[u8]) -> Result<Vec<RecordBatch>, DecodeError> {
+        let mut out = Vec::new();
+        while !buf.is_empty() {
+            let (b, n) = Self::decode(buf)?;
+            out.push(b);
+            buf = &buf[n..];
+        }
+        Ok(out)
+    }
+}
+
+fn put_opt_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        Some(b) => {
+            out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Bounds-checked big-endian reader: every read names the field it wanted.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated {
+                what,
+                pos: self.pos,
+                need: n,
+                have: self.remaining(),
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.arr::<1>(what)?[0])
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.arr(what)?))
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.arr(what)?))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.arr(what)?))
+    }
+    fn i64(&mut self, what: &'static str) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.arr(what)?))
+    }
+    fn opt_bytes(&mut self, what: &'static str) -> Result<Option<Vec<u8>>, DecodeError> {
+        let len = i32::from_be_bytes(self.arr(what)?);
+        match len {
+            -1 => Ok(None),
+            n if n < 0 => Err(DecodeError::Malformed(format!(
+                "{what} length {n} is negative"
+            ))),
+            n => Ok(Some(self.take(n as usize, what)?.to_vec())),
+        }
+    }
+}

@@ -2,5 +2,21 @@
 //! crash recovery, and the storage trait that all file access goes through.
 
 pub mod batch;
+mod checkpoint;
+pub mod epoch_cache;
+pub mod file_storage;
+pub mod mem_storage;
+pub mod partition_log;
+mod segment;
+pub mod storage;
 
 pub use batch::*;
+pub use epoch_cache::{EpochCache, EpochEntry};
+pub use file_storage::FileStorage;
+pub use mem_storage::{CrashFile, MemStorage};
+pub use partition_log::{
+    AppendInfo, CorruptionReport, LogConfig, LogError, PartitionLog, RecoverySummary,
+    RetentionSummary,
+};
+pub use segment::MAX_BATCH_LEN_ON_DISK;
+pub use storage::{Storage, StorageError};

@@ -1,0 +1,310 @@
+//! An in-memory disk for the simulator: tracks, per file, how much has been synced, and can
+//! crash (losing or tearing unsynced bytes), flip bits, fail reads and run out of space.
+
+use super::storage::{validate_path, Storage, StorageError};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+#[derive(Clone, Debug, Default)]
+struct MemFile {
+    data: Vec<u8>,
+    /// Bytes `[0, synced_len)` survive any crash.
+    synced_len: u64,
+}
+
+#[derive(Debug, Default)]
+struct Disk {
+    files: BTreeMap<String, MemFile>,
+    capacity: Option<u64>,
+    read_error_all: bool,
+    read_error_paths: BTreeSet<String>,
+}
+
+impl Disk {
+    fn used(&self) -> u64 {
+        self.files.values().map(|f| f.data.len() as u64).sum()
+    }
+    fn check_space(&self, path: &str, extra: u64) -> Result<(), StorageError> {
+        match self.capacity {
+            Some(cap) if self.used().saturating_add(extra) > cap => Err(StorageError::DiskFull {
+                path: path.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a crash callback sees of one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashFile {
+    pub path: String,
+    pub len: u64,
+    pub synced_len: u64,
+}
+
+/// A cheap-to-clone handle to one simulated disk. All clones see the same files; the
+/// simulator keeps one to inject faults while a log uses another.
+#[derive(Clone, Debug, Default)]
+pub struct MemStorage {
+    disk: Rc<RefCell<Disk>>,
+}
+
+impl MemStorage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Simulates a power loss: for each file (in path order) `keep` chooses how many bytes
+    /// survive; the answer is clamped to `synced_len..=len`, so synced data is never lost
+    /// and unsynced data is lost entirely, partly (a torn write) or not at all. Afterwards
+    /// every surviving byte counts as synced.
+    pub fn crash(&self, mut keep: impl FnMut(&CrashFile) -> u64) {
+        let mut disk = self.disk.borrow_mut();
+        for (path, f) in disk.files.iter_mut() {
+            let cf = CrashFile {
+                path: path.clone(),
+                len: f.data.len() as u64,
+                synced_len: f.synced_len,
+            };
+            let k = keep(&cf).clamp(cf.synced_len, cf.len);
+            f.data.truncate(k as usize);
+            f.synced_len = k;
+        }
+    }
+
+    /// Crash losing every unsynced byte.
+    pub fn crash_lose_unsynced(&self) {
+        self.crash(|f| f.synced_len);
+    }
+
+    /// Flips one bit (`bit` 0..8) of byte `pos` of `path`. Returns false if out of range.
+    pub fn flip_bit(&self, path: &str, pos: u64, bit: u8) -> bool {
+        let mut disk = self.disk.borrow_mut();
+        match disk.files.get_mut(path) {
+            Some(f) if (pos as usize) < f.data.len() && bit < 8 => {
+                f.data[pos as usize] ^= 1 << bit;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Makes reads of `path` (or, with `None`, of every file) fail while `on`.
+    pub fn set_read_error(&self, path: Option<&str>, on: bool) {
+        let mut disk = self.disk.borrow_mut();
+        match (path, on) {
+            (None, on) => {
+                disk.read_error_all = on;
+                if !on {
+                    disk.read_error_paths.clear();
+                }
+            }
+            (Some(p), true) => {
+                disk.read_error_paths.insert(p.to_string());
+            }
+            (Some(p), false) => {
+                disk.read_error_paths.remove(p);
+            }
+        }
+    }
+
+    /// Total bytes the disk may hold (`None`: unlimited). Writes past it fail with DiskFull.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.disk.borrow_mut().capacity = capacity;
+    }
+
+    /// Every file as `(path, len, synced_len)`, sorted by path.
+    pub fn files(&self) -> Vec<(String, u64, u64)> {
+        self.disk
+            .borrow()
+            .files
+            .iter()
+            .map(|(p, f)| (p.clone(), f.data.len() as u64, f.synced_len))
+            .collect()
+    }
+
+    /// Total bytes stored.
+    pub fn used_bytes(&self) -> u64 {
+        self.disk.borrow().used()
+    }
+
+    /// A copy of a file's bytes (for tests and debugging), ignoring injected read errors.
+    pub fn contents(&self, path: &str) -> Option<Vec<u8>> {
+        self.disk.borrow().files.get(path).map(|f| f.data.clone())
+    }
+
+    /// Overwrites a file's bytes directly, as synced (for tests that plant bad files).
+    pub fn put_raw(&self, path: &str, data: &[u8]) {
+        self.disk.borrow_mut().files.insert(
+            path.to_string(),
+            MemFile {
+                data: data.to_vec(),
+                synced_len: data.len() as u64,
+            },
+        );
+    }
+}
+
+fn not_found(path: &str) -> StorageError {
+    StorageError::NotFound {
+        path: path.to_string(),
+    }
+}
+
+impl Storage for MemStorage {
+    fn list(&self, dir: &str) -> Result<Vec<String>, StorageError> {
+        let dir = dir.trim_end_matches('/');
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            validate_path(dir)?;
+            format!("{dir}/")
+        };
+        let disk = self.disk.borrow();
+        Ok(disk
+            .files
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, _)| {
+                let rest = &p[prefix.len()..];
+                (!rest.contains('/')).then(|| rest.to_string())
+            })
+            .collect())
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        self.disk.borrow().files.contains_key(path)
+    }
+
+    fn len(&self, path: &str) -> Result<u64, StorageError> {
+        self.disk
+            .borrow()
+            .files
+            .get(path)
+            .map(|f| f.data.len() as u64)
+            .ok_or_else(|| not_found(path))
+    }
+
+    fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        let disk = self.disk.borrow();
+        if disk.read_error_all || disk.read_error_paths.contains(path) {
+            return Err(StorageError::InjectedReadError {
+                path: path.to_string(),
+            });
+        }
+        let f = disk.files.get(path).ok_or_else(|| not_found(path))?;
+        let len = f.data.len() as u64;
+        if pos >= len {
+            return Ok(0);
+        }
+        let n = ((len - pos) as usize).min(buf.len());
+        buf[..n].copy_from_slice(&f.data[pos as usize..pos as usize + n]);
+        Ok(n)
+    }
+
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
+        validate_path(path)?;
+        let mut disk = self.disk.borrow_mut();
+        disk.check_space(path, data.len() as u64)?;
+        disk.files
+            .entry(path.to_string())
+            .or_default()
+            .data
+            .extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync(&mut self, path: &str) -> Result<(), StorageError> {
+        let mut disk = self.disk.borrow_mut();
+        let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
+        f.synced_len = f.data.len() as u64;
+        Ok(())
+    }
+
+    fn truncate(&mut self, path: &str, len: u64) -> Result<(), StorageError> {
+        let mut disk = self.disk.borrow_mut();
+        let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
+        if (f.data.len() as u64) > len {
+            f.data.truncate(len as usize);
+        }
+        f.synced_len = f.synced_len.min(f.data.len() as u64);
+        Ok(())
+    }
+
+    fn remove(&mut self, path: &str) -> Result<(), StorageError> {
+        self.disk.borrow_mut().files.remove(path);
+        Ok(())
+    }
+
+    fn write_atomic(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
+        validate_path(path)?;
+        let mut disk = self.disk.borrow_mut();
+        let old = disk.files.get(path).map_or(0, |f| f.data.len() as u64);
+        disk.check_space(path, (data.len() as u64).saturating_sub(old))?;
+        disk.files.insert(
+            path.to_string(),
+            MemFile {
+                data: data.to_vec(),
+                synced_len: data.len() as u64,
+            },
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_keeps_synced_and_clamps() {
+        let mut m = MemStorage::new();
+        m.append("d/a", b"hello").unwrap();
+        m.sync("d/a").unwrap();
+        m.append("d/a", b" world").unwrap();
+        let probe = m.clone();
+        probe.crash(|f| {
+            assert_eq!((f.len, f.synced_len), (11, 5));
+            0 // clamped up to synced_len
+        });
+        assert_eq!(m.contents("d/a").unwrap(), b"hello");
+        m.append("d/a", b"!!").unwrap();
+        probe.crash(|f| f.len + 100); // clamped down to len
+        assert_eq!(m.contents("d/a").unwrap(), b"hello!!");
+        assert_eq!(m.files(), vec![("d/a".to_string(), 7, 7)]);
+    }
+
+    #[test]
+    fn faults_and_listing() {
+        let mut m = MemStorage::new();
+        m.append("d/b", b"x").unwrap();
+        m.append("d/a", b"y").unwrap();
+        m.append("d/sub/c", b"z").unwrap();
+        m.append("e", b"z").unwrap();
+        assert_eq!(m.list("d").unwrap(), vec!["a", "b"]);
+        assert_eq!(m.list("").unwrap(), vec!["e"]);
+        assert!(m.flip_bit("d/a", 0, 0));
+        assert!(!m.flip_bit("d/a", 1, 0));
+        assert_eq!(m.contents("d/a").unwrap(), b"x");
+        m.set_read_error(Some("d/a"), true);
+        let mut buf = [0u8; 1];
+        assert!(matches!(
+            m.read_at("d/a", 0, &mut buf),
+            Err(StorageError::InjectedReadError { .. })
+        ));
+        assert!(m.read_at("d/b", 0, &mut buf).is_ok());
+        m.set_read_error(None, false);
+        assert!(m.read_at("d/a", 0, &mut buf).is_ok());
+        m.set_capacity(Some(5));
+        assert!(matches!(
+            m.append("d/a", b"12"),
+            Err(StorageError::DiskFull { .. })
+        ));
+        m.append("d/a", b"1").unwrap();
+        assert!(matches!(
+            m.append("../x", b"1"),
+            Err(StorageError::InvalidPath { .. })
+        ));
+    }
+}

@@ -1,0 +1,1237 @@
+//! The partition log: an ordered list of segments plus the leader-epoch cache and the
+//! recovery point. Appends go to the last (active) segment; reads locate a segment by
+//! base offset, then a byte position through its sparse index; recovery on open validates
+//! everything after the last flushed point. File layout and guarantees: docs/format.md.
+
+use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch, BATCH_HEADER_LEN};
+use super::checkpoint;
+use super::epoch_cache::EpochCache;
+use super::segment::{log_name, parse_log_name, SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
+use super::storage::{join, Storage, StorageError};
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+use thiserror::Error;
+
+const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+const RECOVERY_CHECKPOINT: &str = "recovery-point-checkpoint";
+const RECOVERY_KIND: &str = "recovery-point";
+/// Read-ahead for scans.
+const SCAN_CHUNK: usize = 64 << 10;
+
+/// Log tuning. All sizes in bytes, all times in milliseconds of the caller's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment before the active one would exceed this size.
+    pub segment_bytes: u64,
+    /// Roll when the active segment's first append (since open) is this old.
+    pub segment_ms: Option<i64>,
+    /// Delete oldest segments while the rest still hold at least this many bytes.
+    pub retention_bytes: Option<u64>,
+    /// Delete segments whose newest record timestamp is older than this.
+    pub retention_ms: Option<i64>,
+    /// Bytes between sparse index entries.
+    pub index_interval_bytes: u64,
+    /// Largest encoded batch accepted by append.
+    pub max_batch_bytes: usize,
+    /// On open, cut the log at corruption found in flushed data or in the middle of a
+    /// segment (reporting it in [`RecoverySummary::corruption`]) instead of failing with
+    /// [`LogError::Corrupt`]. Torn unflushed tails are always cut.
+    pub truncate_on_corruption: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1 << 30,
+            segment_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            index_interval_bytes: 4096,
+            max_batch_bytes: 1 << 20,
+            truncate_on_corruption: false,
+        }
+    }
+}
+
+impl LogConfig {
+    fn validate(&self) -> Result<(), LogError> {
+        let bad = |m: &str| Err(LogError::InvalidConfig(m.to_string()));
+        if self.segment_bytes == 0 || self.segment_bytes > u32::MAX as u64 {
+            return bad("segment_bytes must be in 1..=u32::MAX");
+        }
+        if self.max_batch_bytes == 0 || self.max_batch_bytes > MAX_BATCH_LEN_ON_DISK {
+            return bad("max_batch_bytes must be in 1..=64 MiB");
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive");
+        }
+        if self.segment_ms.is_some_and(|m| m <= 0) || self.retention_ms.is_some_and(|m| m < 0) {
+            return bad("segment_ms must be positive and retention_ms non-negative");
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the partition log, each naming the problem.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LogError {
+    #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: Offset,
+        log_start: Offset,
+        log_end: Offset,
+    },
+    #[error("corrupt log data in {path} at byte {pos} (expected offset {offset}): {reason}")]
+    Corrupt {
+        path: String,
+        pos: u64,
+        offset: Offset,
+        reason: String,
+    },
+    #[error("cannot append an empty batch")]
+    EmptyBatch,
+    #[error("batch of {size} bytes exceeds max_batch_bytes {max}")]
+    BatchTooLarge { size: usize, max: usize },
+    #[error("follower batch starts at offset {got}, but the log ends at {expected}")]
+    NonContiguousAppend { expected: Offset, got: Offset },
+    #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    EpochRegression {
+        epoch: LeaderEpoch,
+        latest: LeaderEpoch,
+    },
+    #[error("invalid batch: {0}")]
+    InvalidBatch(String),
+    #[error("invalid log config: {0}")]
+    InvalidConfig(String),
+    #[error("log is unusable after an earlier storage failure ({0}); reopen it")]
+    Failed(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl LogError {
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, LogError::Storage(StorageError::DiskFull { .. }))
+    }
+}
+
+impl From<EncodeError> for LogError {
+    fn from(e: EncodeError) -> Self {
+        LogError::InvalidBatch(e.to_string())
+    }
+}
+
+/// What an append did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    pub max_timestamp: TimestampMs,
+    pub leader_epoch: LeaderEpoch,
+    /// Encoded size of the batch.
+    pub bytes: usize,
+    /// A new segment was started for this batch.
+    pub rolled: bool,
+}
+
+/// Corruption found (and cut, under `truncate_on_corruption`) during recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptionReport {
+    pub path: String,
+    pub pos: u64,
+    pub offset: Offset,
+    pub reason: String,
+}
+
+/// What recovery on open found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoverySummary {
+    /// Recovery point read from the checkpoint (None: absent or unreadable).
+    pub recovery_point: Option<Offset>,
+    pub segments: usize,
+    /// Segments validated batch by batch (those holding offsets >= the recovery point,
+    /// and any whose index files were unusable).
+    pub segments_validated: usize,
+    pub batches_validated: u64,
+    pub bytes_validated: u64,
+    /// Bytes and batches cut off the end (torn or corrupt tail, orphaned segments).
+    pub bytes_truncated: u64,
+    pub batches_truncated: u64,
+    pub segments_deleted: usize,
+    /// Why the cut was made, if one was.
+    pub truncation_reason: Option<String>,
+    /// Set when the cut removed corruption rather than a torn unflushed tail.
+    pub corruption: Option<CorruptionReport>,
+    /// The epoch checkpoint was absent or unreadable and was rebuilt from the batches.
+    pub epoch_cache_rebuilt: bool,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
+}
+
+/// What retention deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionSummary {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start_offset: Offset,
+}
+
+/// A partition's log on some [`Storage`].
+#[derive(Debug)]
+pub struct PartitionLog<S: Storage> {
+    storage: S,
+    dir: String,
+    config: LogConfig,
+    /// Sorted by base offset, contiguous, never empty; the last is the active segment.
+    segments: Vec<Segment>,
+    epochs: EpochCache,
+    /// Every offset below it is synced.
+    recovery_point: Offset,
+    /// Value last written to the recovery-point checkpoint.
+    persisted_recovery_point: Option<Offset>,
+    /// Set after a storage failure that leaves memory and disk possibly out of step.
+    failed: Option<String>,
+}
+
+fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> LogError {
+    LogError::Corrupt {
+        path: path.to_string(),
+        pos,
+        offset,
+        reason: reason.into(),
+    }
+}
+
+/// Result of validating one segment during recovery.
+struct Validated {
+    seg: Segment,
+    batches: u64,
+    epochs: Vec<(LeaderEpoch, Offset)>,
+    /// First invalid byte (the cut point) and why, if the file did not end cleanly.
+    fault: Option<(u64, String)>,
+    file_len: u64,
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// Opens (or creates) the log in `dir`, recovering from any crash. See docs/format.md.
+    pub fn open(
+        mut storage: S,
+        dir: &str,
+        config: LogConfig,
+    ) -> Result<(Self, RecoverySummary), LogError> {
+        config.validate()?;
+        let dir = dir.trim_end_matches('/').to_string();
+        let names = storage.list(&dir)?;
+        let bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
+        // Index files whose segment is gone (a crash during deletion) are removed.
+        for n in &names {
+            let base = n
+                .strip_suffix(".index")
+                .or_else(|| n.strip_suffix(".timeindex"))
+                .and_then(|d| parse_log_name(&format!("{d}.log")));
+            if let Some(b) = base {
+                if !bases.contains(&b) {
+                    storage.remove(&join(&dir, n))?;
+                }
+            }
+        }
+        let mut summary = RecoverySummary::default();
+        let rp_path = join(&dir, RECOVERY_CHECKPOINT);
+        let ck_rp = if storage.exists(&rp_path) {
+            let bytes = storage.read_all(&rp_path)?;
+            match checkpoint::decode(RECOVERY_KIND, &bytes)
+                .and_then(|l| l.first().and_then(|s| s.parse().ok()).ok_or("bad".into()))
+            {
+                Ok(rp) => Some(rp),
+                Err(e) => {
+                    tracing::warn!(dir = %dir, error = %e, "unreadable recovery-point checkpoint; validating the whole log");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        summary.recovery_point = ck_rp;
+        let ep_path = join(&dir, EPOCH_CHECKPOINT);
+        let mut epochs = if storage.exists(&ep_path) {
+            match EpochCache::decode(&storage.read_all(&ep_path)?) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(dir = %dir, error = %e, "unreadable leader-epoch checkpoint; rebuilding it");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        let mut log = PartitionLog {
+            storage,
+            dir,
+            config,
+            segments: Vec::new(),
+            epochs: EpochCache::default(),
+            recovery_point: 0,
+            persisted_recovery_point: ck_rp,
+            failed: None,
+        };
+
+        if bases.is_empty() {
+            if ck_rp.is_some_and(|rp| rp > 0) {
+                return Err(corrupt(
+                    &log.dir,
+                    0,
+                    ck_rp.unwrap_or(0),
+                    "recovery point checkpoint present but no segment files",
+                ));
+            }
+            log.create_segment(0)?;
+            if epochs.is_some() {
+                log.write_epoch_checkpoint()?;
+            }
+            log.flush()?;
+            return Ok((log, summary));
+        }
+
+        let first = bases[0];
+        let rp = ck_rp.unwrap_or(first).max(first);
+        // Segments wholly below the recovery point are trusted (their indexes are loaded);
+        // the one holding it and all later ones are validated batch by batch.
+        let k = bases.partition_point(|&b| b <= rp).saturating_sub(1);
+        let rebuild_epochs = epochs.is_none();
+        summary.epoch_cache_rebuilt = rebuild_epochs;
+        let mut found_epochs: Vec<(LeaderEpoch, Offset)> = Vec::new();
+        let mut cut: Option<(usize, Offset)> = None; // (segment index, offset) of a cut
+        let mut validated = Vec::new();
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let expected_end = bases.get(i + 1).copied();
+            let mut trusted = None;
+            if i < k {
+                trusted = log.load_trusted(base, expected_end.unwrap_or(base))?;
+            }
+            let (seg, fault) = match trusted {
+                Some(seg) => {
+                    if rebuild_epochs {
+                        found_epochs.extend(log.scan_epochs(&seg)?);
+                    }
+                    (seg, None)
+                }
+                None => {
+                    let v = log.validate_segment(base)?;
+                    validated.push(i);
+                    summary.segments_validated += 1;
+                    summary.batches_validated += v.batches;
+                    summary.bytes_validated += v.seg.size;
+                    found_epochs.extend(v.epochs.iter().copied());
+                    let mut fault = v.fault.map(|(pos, reason)| (pos, reason, v.file_len));
+                    // A segment ending early, or not where the next begins, cuts the rest.
+                    if fault.is_none() {
+                        if let Some(next) = expected_end {
+                            if v.seg.next_offset != next {
+                                fault = Some((
+                                    v.seg.size,
+                                    format!(
+                                        "segment ends at offset {} but the next segment starts at {next}",
+                                        v.seg.next_offset
+                                    ),
+                                    v.file_len,
+                                ));
+                            }
+                        }
+                    }
+                    (v.seg, fault)
+                }
+            };
+            let path = seg.log_path(&log.dir);
+            let end = seg.next_offset;
+            log.segments.push(seg);
+            if let Some((pos, reason, file_len)) = fault {
+                // Corruption, not a torn tail, if flushed data is bad or valid data follows.
+                let follows = log.valid_batch_follows(&path, pos, file_len)?;
+                let is_corruption = end < rp || follows;
+                let why = if end < rp {
+                    format!("{reason} (below the recovery point {rp})")
+                } else if follows {
+                    format!("{reason} (valid data follows)")
+                } else {
+                    reason.clone()
+                };
+                if is_corruption {
+                    if !log.config.truncate_on_corruption {
+                        tracing::error!(path = %path, pos, offset = end, reason = %why, "corrupt log segment");
+                        return Err(corrupt(&path, pos, end, why));
+                    }
+                    summary.corruption = Some(CorruptionReport {
+                        path: path.clone(),
+                        pos,
+                        offset: end,
+                        reason: why.clone(),
+                    });
+                }
+                summary.truncation_reason = Some(why);
+                summary.bytes_truncated += file_len.saturating_sub(pos);
+                summary.batches_truncated += log.count_batches(&path, pos, file_len)?;
+                if file_len > pos {
+                    log.storage.truncate(&path, pos)?;
+                }
+                cut = Some((i, end));
+                break;
+            }
+            i += 1;
+        }
+        if let Some((i, _)) = cut {
+            for &b in &bases[i + 1..] {
+                let path = join(&log.dir, &log_name(b));
+                let len = log.storage.len(&path)?;
+                summary.bytes_truncated += len;
+                summary.batches_truncated += log.count_batches(&path, 0, len)?;
+                summary.segments_deleted += 1;
+                log.remove_segment_files(&Segment::new(b))?;
+            }
+        }
+        // Persist rebuilt indexes of validated segments.
+        for idx in validated {
+            log.rewrite_indexes(idx)?;
+            log.segments[idx].dirty = true;
+        }
+
+        let leo = log.log_end_offset();
+        if leo < rp && summary.corruption.is_none() && cut.is_none() {
+            let why = format!("recovered log ends at {leo}, below the recovery point {rp}");
+            let path = log
+                .segments
+                .last()
+                .map(|s| s.log_path(&log.dir))
+                .unwrap_or_default();
+            if !log.config.truncate_on_corruption {
+                return Err(corrupt(&path, 0, leo, why));
+            }
+            summary.corruption = Some(CorruptionReport {
+                path,
+                pos: 0,
+                offset: leo,
+                reason: why,
+            });
+        }
+        let mut cache = if rebuild_epochs {
+            EpochCache::default()
+        } else {
+            epochs.take().unwrap_or_default()
+        };
+        for (e, o) in found_epochs {
+            cache.assign(e, o);
+        }
+        cache.truncate_from_end(leo);
+        cache.truncate_from_start(log.log_start_offset());
+        log.epochs = cache;
+        log.write_epoch_checkpoint()?;
+        log.recovery_point = rp.min(leo);
+        log.flush()?;
+        summary.segments = log.segments.len();
+        summary.log_start_offset = log.log_start_offset();
+        summary.log_end_offset = leo;
+        if summary.bytes_truncated > 0 || summary.corruption.is_some() {
+            tracing::warn!(
+                dir = %log.dir,
+                bytes_truncated = summary.bytes_truncated,
+                batches_truncated = summary.batches_truncated,
+                segments_deleted = summary.segments_deleted,
+                corruption = summary.corruption.is_some(),
+                reason = summary.truncation_reason.as_deref().unwrap_or(""),
+                log_end_offset = leo,
+                "log recovery cut the log tail"
+            );
+        } else {
+            tracing::debug!(
+                dir = %log.dir,
+                batches_validated = summary.batches_validated,
+                log_end_offset = leo,
+                "log recovered cleanly"
+            );
+        }
+        Ok((log, summary))
+    }
+
+    pub fn log_start_offset(&self) -> Offset {
+        self.segments[0].base
+    }
+
+    pub fn log_end_offset(&self) -> Offset {
+        self.active().next_offset
+    }
+
+    /// Every offset below this one is synced to storage.
+    pub fn flushed_offset(&self) -> Offset {
+        self.recovery_point
+    }
+
+    pub fn epoch_cache(&self) -> &EpochCache {
+        &self.epochs
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Number of segments (for tests and metrics).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.segments.iter().map(|s| s.base).collect()
+    }
+
+    /// Total bytes of segment data.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size).sum()
+    }
+
+    /// The storage handle (e.g. to inspect files in tests).
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// Consumes the log, returning its storage (close without flushing).
+    pub fn into_storage(self) -> S {
+        self.storage
+    }
+
+    /// Appends a batch as the partition leader: assigns `base_offset = LEO`, the leader
+    /// epoch, dense offset deltas and the max timestamp.
+    pub fn append_as_leader(
+        &mut self,
+        mut batch: RecordBatch,
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_usable()?;
+        if batch.records.is_empty() {
+            return Err(LogError::EmptyBatch);
+        }
+        batch.base_offset = self.log_end_offset();
+        batch.partition_leader_epoch = epoch;
+        let mut max_ts = batch.first_timestamp;
+        for (i, r) in batch.records.iter_mut().enumerate() {
+            r.offset_delta = i as u32;
+            max_ts = max_ts.max(batch.first_timestamp.saturating_add(r.timestamp_delta));
+        }
+        batch.max_timestamp = max_ts;
+        self.append_inner(&batch, now_ms)
+    }
+
+    /// Appends a batch copied from the leader, verbatim: its base offset must be the LEO
+    /// and its offset deltas dense.
+    pub fn append_as_follower(
+        &mut self,
+        batch: RecordBatch,
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_usable()?;
+        if batch.records.is_empty() {
+            return Err(LogError::EmptyBatch);
+        }
+        let leo = self.log_end_offset();
+        if batch.base_offset != leo {
+            return Err(LogError::NonContiguousAppend {
+                expected: leo,
+                got: batch.base_offset,
+            });
+        }
+        if let Some((i, r)) = batch
+            .records
+            .iter()
+            .enumerate()
+            .find(|(i, r)| r.offset_delta != *i as u32)
+        {
+            return Err(LogError::InvalidBatch(format!(
+                "record {i} has offset delta {}, expected {i}",
+                r.offset_delta
+            )));
+        }
+        self.append_inner(&batch, now_ms)
+    }
+
+    fn append_inner(
+        &mut self,
+        batch: &RecordBatch,
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        let epoch = batch.partition_leader_epoch;
+        if let Some(latest) = self.epochs.latest_epoch() {
+            if epoch < latest {
+                return Err(LogError::EpochRegression { epoch, latest });
+            }
+        }
+        let size = batch.encoded_len();
+        if size > self.config.max_batch_bytes {
+            return Err(LogError::BatchTooLarge {
+                size,
+                max: self.config.max_batch_bytes,
+            });
+        }
+        let bytes = batch.encode()?;
+        let rolled = self.maybe_roll(bytes.len() as u64, batch.record_count(), now_ms)?;
+        let base = batch.base_offset;
+        // The epoch entry is made durable before the batch, so the cache never lacks an
+        // epoch present in the log; recovery drops entries past the end.
+        if self.epochs.assign(epoch, base) {
+            if let Err(e) = self.write_epoch_checkpoint() {
+                self.epochs.truncate_from_end(base);
+                return Err(e);
+            }
+        }
+        let dir = self.dir.clone();
+        let seg = self.segments.last_mut().expect("never empty");
+        let path = seg.log_path(&dir);
+        let pos = seg.size;
+        if let Err(e) = self.storage.append(&path, &bytes) {
+            // Undo a partial write so the file matches memory again.
+            if self.storage.truncate(&path, pos).is_err() {
+                self.failed = Some(e.to_string());
+            }
+            if self.epochs.truncate_from_end(base) {
+                let _ = self.write_epoch_checkpoint();
+            }
+            return Err(e.into());
+        }
+        let header =
+            BatchHeader::parse(&bytes).map_err(|e| LogError::InvalidBatch(e.to_string()))?;
+        let seg = self.segments.last_mut().expect("never empty");
+        if seg.first_append_ms.is_none() {
+            seg.first_append_ms = Some(now_ms);
+        }
+        seg.dirty = true;
+        let (ie, te) = seg.push_batch(pos, &header, self.config.index_interval_bytes);
+        let (ipath, tpath) = (seg.index_path(&dir), seg.time_index_path(&dir));
+        if ie.is_some() || te.is_some() {
+            seg.index_dirty = true;
+        }
+        if let Some(ie) = ie {
+            self.append_index(&ipath, &ie.encode())?;
+        }
+        if let Some(te) = te {
+            self.append_index(&tpath, &te.encode())?;
+        }
+        debug_assert_eq!(self.log_end_offset(), batch.next_offset());
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: batch.last_offset(),
+            max_timestamp: batch.max_timestamp,
+            leader_epoch: epoch,
+            bytes: bytes.len(),
+            rolled,
+        })
+    }
+
+    fn append_index(&mut self, path: &str, data: &[u8]) -> Result<(), LogError> {
+        self.storage.append(path, data).map_err(|e| {
+            // Memory has the entry, the file may not: only a reopen can reconcile.
+            self.failed = Some(e.to_string());
+            LogError::from(e)
+        })
+    }
+
+    fn maybe_roll(&mut self, len: u64, count: u32, now_ms: TimestampMs) -> Result<bool, LogError> {
+        let seg = self.active();
+        if seg.is_empty() {
+            return Ok(false);
+        }
+        let too_big = seg.size + len > self.config.segment_bytes;
+        let too_old = match (self.config.segment_ms, seg.first_append_ms) {
+            (Some(ms), Some(first)) => now_ms.saturating_sub(first) >= ms,
+            _ => false,
+        };
+        let offsets_full = seg.next_offset - seg.base + count as u64 > u32::MAX as u64;
+        if too_big || too_old || offsets_full {
+            self.roll()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Starts a new active segment at the LEO (no-op if the active one is empty).
+    pub fn roll(&mut self) -> Result<(), LogError> {
+        self.check_usable()?;
+        if self.active().is_empty() {
+            return Ok(());
+        }
+        let dir = self.dir.clone();
+        let seg = self.segments.last_mut().expect("never empty");
+        if let Some(t) = seg.final_time_entry() {
+            seg.time_index.push(t);
+            seg.index_dirty = true;
+            let path = seg.time_index_path(&dir);
+            self.append_index(&path, &t.encode())?;
+        }
+        let leo = self.log_end_offset();
+        self.create_segment(leo)
+    }
+
+    fn create_segment(&mut self, base: Offset) -> Result<(), LogError> {
+        let seg = Segment::new(base);
+        let path = seg.log_path(&self.dir);
+        if self.storage.exists(&path) {
+            self.storage.truncate(&path, 0)?;
+        } else {
+            self.storage.append(&path, &[])?;
+        }
+        for p in [seg.index_path(&self.dir), seg.time_index_path(&self.dir)] {
+            self.storage.remove(&p)?;
+        }
+        self.segments.push(seg);
+        Ok(())
+    }
+
+    /// Reads whole batches covering offsets `>= from`, stopping before `max_bytes` would
+    /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
+    pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
+        let mut out = Vec::new();
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
+            let (b, _) = RecordBatch::decode(bytes)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            out.push(b);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Like [`Self::read`] but returns the encoded batches back to back (CRC-checked, not
+    /// decoded): what a fetch response carries.
+    pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::new();
+        self.scan_batches(from, max_bytes, |_, _, _, bytes| {
+            out.extend_from_slice(bytes);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// The first offset whose record timestamp is `>= ts`, or None if there is none.
+    pub fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogError> {
+        let Some(i) = self
+            .segments
+            .iter()
+            .position(|s| s.max_timestamp.is_some_and(|m| m >= ts))
+        else {
+            return Ok(None);
+        };
+        let (from, _) = self.segments[i].time_lookup(ts);
+        let mut found = None;
+        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes| {
+            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            if h.max_timestamp < ts {
+                return Ok(true);
+            }
+            let (b, _) = RecordBatch::decode(bytes)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            found = b
+                .records
+                .iter()
+                .find(|r| b.first_timestamp.saturating_add(r.timestamp_delta) >= ts)
+                .map(|r| b.base_offset + r.offset_delta as u64);
+            Ok(found.is_none())
+        })?;
+        Ok(found)
+    }
+
+    /// Walks CRC-checked batches from the one holding `from`; `f(path, pos, base, bytes)`
+    /// returns false to stop.
+    fn scan_batches(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
+    ) -> Result<(), LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if from < start || from > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        let mut idx = self
+            .segments
+            .partition_point(|s| s.base <= from)
+            .saturating_sub(1);
+        let mut total = 0usize;
+        let mut first = true;
+        let chunk = max_bytes.clamp(SCAN_CHUNK, 16 << 20);
+        while idx < self.segments.len() {
+            let seg = &self.segments[idx];
+            if seg.next_offset <= from {
+                idx += 1;
+                continue;
+            }
+            let (mut expected, pos) = if first {
+                seg.lookup(from)
+            } else {
+                (seg.base, 0)
+            };
+            let seg_end = seg.next_offset;
+            let mut r = SegReader::new(seg.log_path(&self.dir), pos, seg.size, chunk);
+            loop {
+                match r.next(&mut self.storage)? {
+                    Step::End => break,
+                    Step::Fault { pos, reason } => {
+                        return Err(corrupt(r.path(), pos, expected, reason))
+                    }
+                    Step::Batch { pos, header, len } => {
+                        if header.base_offset != expected {
+                            return Err(corrupt(
+                                r.path(),
+                                pos,
+                                expected,
+                                format!(
+                                    "batch has base offset {}, expected {expected}",
+                                    header.base_offset
+                                ),
+                            ));
+                        }
+                        let bytes = r.bytes(pos, len);
+                        verify_crc(bytes)
+                            .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
+                        if header.record_count == 0 {
+                            return Err(corrupt(r.path(), pos, expected, "batch has no records"));
+                        }
+                        let base = expected;
+                        expected = header.next_offset();
+                        if expected <= from {
+                            continue;
+                        }
+                        // The first batch is returned whatever its size, so a reader
+                        // always makes progress.
+                        if total > 0 && total.saturating_add(len) > max_bytes {
+                            return Ok(());
+                        }
+                        total += len;
+                        if !f(r.path(), pos, base, bytes)? {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            if expected != seg_end {
+                return Err(corrupt(
+                    r.path(),
+                    r.pos,
+                    expected,
+                    format!("segment data ends at offset {expected}, expected {seg_end}"),
+                ));
+            }
+            first = false;
+            idx += 1;
+        }
+        Ok(())
+    }
+
+    /// Drops every batch holding an offset `>= offset` (whole batches: the new LEO is the
+    /// base of the first dropped batch, `<= offset`). Below the log start, the log is
+    /// emptied and restarted at `offset`. The epoch cache is truncated alike.
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.check_usable()?;
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset <= self.log_start_offset() {
+            return self.truncate_fully(offset);
+        }
+        let idx = self.segments.partition_point(|s| s.base <= offset) - 1;
+        // Find the cut position: the first batch whose end is past `offset`.
+        let seg = &self.segments[idx];
+        let (mut expected, pos0) = seg.lookup(offset);
+        let kept_ti = seg
+            .time_index
+            .partition_point(|t| seg.base + (t.rel as u64) <= expected);
+        let mut max_ts = kept_ti.checked_sub(1).map(|i| seg.time_index[i].ts);
+        let mut last_base = None;
+        let mut r = SegReader::new(seg.log_path(&self.dir), pos0, seg.size, SCAN_CHUNK);
+        let (cut_pos, cut_off) = loop {
+            match r.next(&mut self.storage)? {
+                Step::End => break (r.pos, expected),
+                Step::Fault { pos, reason } => {
+                    return Err(corrupt(r.path(), pos, expected, reason))
+                }
+                Step::Batch { pos, header, .. } => {
+                    if header.base_offset != expected {
+                        return Err(corrupt(
+                            r.path(),
+                            pos,
+                            expected,
+                            format!(
+                                "batch has base offset {}, expected {expected}",
+                                header.base_offset
+                            ),
+                        ));
+                    }
+                    if header.next_offset() > offset {
+                        break (pos, expected);
+                    }
+                    max_ts =
+                        Some(max_ts.map_or(header.max_timestamp, |m| m.max(header.max_timestamp)));
+                    last_base = Some(header.base_offset);
+                    expected = header.next_offset();
+                }
+            }
+        };
+        self.lower_recovery_point(cut_off)?;
+        if self.epochs.truncate_from_end(cut_off) {
+            self.write_epoch_checkpoint()?;
+        }
+        while self.segments.len() > idx + 1 {
+            let s = self.segments.pop().expect("len checked");
+            self.remove_segment_files(&s)?;
+        }
+        let dir = self.dir.clone();
+        let seg = &mut self.segments[idx];
+        self.storage.truncate(&seg.log_path(&dir), cut_pos)?;
+        let rel_end = cut_off - seg.base;
+        seg.index.retain(|e| (e.rel as u64) < rel_end);
+        seg.time_index.retain(|t| (t.rel as u64) < rel_end);
+        seg.size = cut_pos;
+        seg.next_offset = cut_off;
+        seg.max_timestamp = max_ts;
+        seg.last_batch_base =
+            last_base.or_else(|| seg.index.last().map(|e| seg.base + e.rel as u64));
+        seg.bytes_since_index = cut_pos - seg.index.last().map_or(0, |e| e.pos as u64);
+        if seg.is_empty() {
+            seg.first_append_ms = None;
+            seg.max_timestamp = None;
+            seg.last_batch_base = None;
+        }
+        let (n_i, n_t) = (seg.index.len(), seg.time_index.len());
+        let (ip, tp) = (seg.index_path(&dir), seg.time_index_path(&dir));
+        for (p, len) in [(ip, n_i * 8), (tp, n_t * 12)] {
+            if self.storage.exists(&p) {
+                self.storage.truncate(&p, len as u64)?;
+            }
+        }
+        debug_assert!(self.log_end_offset() <= offset);
+        Ok(())
+    }
+
+    fn truncate_fully(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.lower_recovery_point(offset)?;
+        let below_start = offset < self.log_start_offset();
+        let changed = if below_start {
+            let had = !self.epochs.entries().is_empty();
+            self.epochs.clear();
+            had
+        } else {
+            self.epochs.truncate_from_end(offset)
+        };
+        if changed {
+            self.write_epoch_checkpoint()?;
+        }
+        // Remove newest first so a crash midway leaves a contiguous prefix.
+        while let Some(s) = self.segments.pop() {
+            self.remove_segment_files(&s)?;
+        }
+        self.create_segment(offset)?;
+        self.recovery_point = offset;
+        Ok(())
+    }
+
+    /// Syncs all unsynced data and index entries, then records the new recovery point.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.check_usable()?;
+        let dir = self.dir.clone();
+        for i in 0..self.segments.len() {
+            let seg = &self.segments[i];
+            let (dirty, idirty) = (seg.dirty, seg.index_dirty);
+            let paths = [
+                seg.log_path(&dir),
+                seg.index_path(&dir),
+                seg.time_index_path(&dir),
+            ];
+            let mut r = Ok(());
+            if dirty {
+                r = self.storage.sync(&paths[0]);
+            }
+            if idirty && r.is_ok() {
+                for p in &paths[1..] {
+                    if self.storage.exists(p) {
+                        r = r.and(self.storage.sync(p));
+                    }
+                }
+            }
+            if let Err(e) = r {
+                // After a failed fsync the page cache state is unknown (fsyncgate).
+                self.failed = Some(e.to_string());
+                return Err(e.into());
+            }
+            let seg = &mut self.segments[i];
+            seg.dirty = false;
+            seg.index_dirty = false;
+        }
+        let leo = self.log_end_offset();
+        if self.persisted_recovery_point != Some(leo) {
+            self.write_recovery_point(leo)?;
+        }
+        self.recovery_point = leo;
+        Ok(())
+    }
+
+    /// Deletes whole segments past the retention limits (by total size, then by age of
+    /// their newest record), advancing the log start offset. The active segment is rolled
+    /// first when it has itself expired, so the log may become empty (start == LEO).
+    pub fn apply_retention(&mut self, now_ms: TimestampMs) -> Result<RetentionSummary, LogError> {
+        self.check_usable()?;
+        let mut n = 0usize;
+        if let Some(limit) = self.config.retention_bytes {
+            let mut total = self.size_bytes();
+            while n + 1 < self.segments.len() && total - self.segments[n].size >= limit {
+                total -= self.segments[n].size;
+                n += 1;
+            }
+        }
+        if let Some(ms) = self.config.retention_ms {
+            let expired = |s: &Segment| {
+                s.max_timestamp
+                    .is_some_and(|m| now_ms.saturating_sub(m) > ms)
+            };
+            while n < self.segments.len() && expired(&self.segments[n]) {
+                n += 1;
+            }
+            if n == self.segments.len() {
+                self.roll()?;
+            }
+        }
+        let mut summary = RetentionSummary::default();
+        if n == 0 {
+            summary.log_start_offset = self.log_start_offset();
+            return Ok(summary);
+        }
+        let new_start = self.segments[n].base;
+        // Epoch cache first: it may then name an epoch start past the data only until
+        // the deletion below completes, and recovery re-clamps it.
+        if self.epochs.truncate_from_start(new_start) {
+            self.write_epoch_checkpoint()?;
+        }
+        for s in self.segments.drain(..n).collect::<Vec<_>>() {
+            summary.segments_deleted += 1;
+            summary.bytes_deleted += s.size;
+            self.remove_segment_files(&s)?;
+        }
+        if self.recovery_point < new_start {
+            self.recovery_point = new_start;
+        }
+        summary.log_start_offset = new_start;
+        Ok(summary)
+    }
+
+    // ----- helpers -------------------------------------------------------------------
+
+    fn active(&self) -> &Segment {
+        self.segments.last().expect("a log always has a segment")
+    }
+
+    fn check_usable(&self) -> Result<(), LogError> {
+        match &self.failed {
+            Some(e) => Err(LogError::Failed(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn write_epoch_checkpoint(&mut self) -> Result<(), LogError> {
+        let data = self.epochs.encode();
+        self.storage
+            .write_atomic(&join(&self.dir, EPOCH_CHECKPOINT), &data)?;
+        Ok(())
+    }
+
+    fn write_recovery_point(&mut self, rp: Offset) -> Result<(), LogError> {
+        let data = checkpoint::encode(RECOVERY_KIND, &[rp.to_string()]);
+        self.storage
+            .write_atomic(&join(&self.dir, RECOVERY_CHECKPOINT), &data)?;
+        self.persisted_recovery_point = Some(rp);
+        Ok(())
+    }
+
+    /// Before data below the recovery point is removed, the checkpoint must stop claiming
+    /// it, or a crash could let recovery trust a tail that was rewritten.
+    fn lower_recovery_point(&mut self, to: Offset) -> Result<(), LogError> {
+        if self.persisted_recovery_point.is_none_or(|rp| rp > to) {
+            self.write_recovery_point(to)?;
+        }
+        self.recovery_point = self.recovery_point.min(to);
+        Ok(())
+    }
+
+    fn remove_segment_files(&mut self, s: &Segment) -> Result<(), LogError> {
+        // The .log goes first: index files without it are cleaned up on open.
+        self.storage.remove(&s.log_path(&self.dir))?;
+        self.storage.remove(&s.index_path(&self.dir))?;
+        self.storage.remove(&s.time_index_path(&self.dir))?;
+        Ok(())
+    }
+
+    fn rewrite_indexes(&mut self, idx: usize) -> Result<(), LogError> {
+        let seg = &self.segments[idx];
+        let (ip, tp) = (seg.index_path(&self.dir), seg.time_index_path(&self.dir));
+        let (id, td) = (seg.encode_index(), seg.encode_time_index());
+        self.storage.write_atomic(&ip, &id)?;
+        self.storage.write_atomic(&tp, &td)?;
+        Ok(())
+    }
+
+    /// Loads a segment wholly below the recovery point from its index files, or None if
+    /// they are unusable (then it gets validated instead).
+    fn load_trusted(&mut self, base: Offset, end: Offset) -> Result<Option<Segment>, LogError> {
+        let mut seg = Segment::new(base);
+        let size = self.storage.len(&seg.log_path(&self.dir))?;
+        let read = |s: &mut S, p: &str| -> Result<Option<Vec<u8>>, StorageError> {
+            if s.exists(p) {
+                s.read_all(p).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let idx = read(&mut self.storage, &seg.index_path(&self.dir))?;
+        let tidx = read(&mut self.storage, &seg.time_index_path(&self.dir))?;
+        let (Some(idx), Some(tidx)) = (idx, tidx) else {
+            return Ok(None);
+        };
+        if end <= base || !seg.load_indexes(&idx, &tidx, size, end) {
+            return Ok(None);
+        }
+        seg.last_batch_base = None;
+        Ok(Some(seg))
+    }
+
+    /// Validates every batch of segment `base` from its start (length, CRC, structure,
+    /// offsets), rebuilding its indexes.
+    fn validate_segment(&mut self, base: Offset) -> Result<Validated, LogError> {
+        let mut seg = Segment::new(base);
+        let path = seg.log_path(&self.dir);
+        let file_len = self.storage.len(&path)?;
+        let mut r = SegReader::new(path.clone(), 0, file_len, SCAN_CHUNK);
+        let mut v_epochs = Vec::new();
+        let mut batches = 0;
+        let fault = loop {
+            let expected = seg.next_offset;
+            match r.next(&mut self.storage)? {
+                Step::End => break None,
+                Step::Fault { pos, reason } => break Some((pos, reason)),
+                Step::Batch { pos, header, len } => {
+                    if header.base_offset != expected {
+                        break Some((
+                            pos,
+                            format!(
+                                "batch has base offset {}, expected {expected}",
+                                header.base_offset
+                            ),
+                        ));
+                    }
+                    let bytes = r.bytes(pos, len);
+                    let b = match RecordBatch::decode(bytes) {
+                        Ok((b, _)) => b,
+                        Err(e) => break Some((pos, e.to_string())),
+                    };
+                    if let Some(reason) = structural_problem(&b) {
+                        break Some((pos, reason));
+                    }
+                    if seg.next_offset - seg.base + b.records.len() as u64 > u32::MAX as u64 {
+                        break Some((pos, "relative offset overflows the segment".into()));
+                    }
+                    v_epochs.push((header.partition_leader_epoch, header.base_offset));
+                    seg.push_batch(pos, &header, self.config.index_interval_bytes);
+                    batches += 1;
+                }
+            }
+        };
+        if fault.is_none() {
+            // Not the active segment if more follow; make its time index exact either way.
+            if let Some(t) = seg.final_time_entry() {
+                seg.time_index.push(t);
+            }
+        }
+        Ok(Validated {
+            seg,
+            batches,
+            epochs: v_epochs,
+            fault,
+            file_len,
+        })
+    }
+
+    /// Epochs of a trusted segment's batches (when the epoch checkpoint must be rebuilt).
+    fn scan_epochs(&mut self, seg: &Segment) -> Result<Vec<(LeaderEpoch, Offset)>, LogError> {
+        let mut r = SegReader::new(seg.log_path(&self.dir), 0, seg.size, SCAN_CHUNK);
+        let mut out: Vec<(LeaderEpoch, Offset)> = Vec::new();
+        loop {
+            match r.next(&mut self.storage)? {
+                Step::End => return Ok(out),
+                Step::Fault { pos, reason } => {
+                    return Err(corrupt(r.path(), pos, seg.base, reason))
+                }
+                Step::Batch { header, .. } => {
+                    if out
+                        .last()
+                        .is_none_or(|&(e, _)| header.partition_leader_epoch > e)
+                    {
+                        out.push((header.partition_leader_epoch, header.base_offset));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a CRC-valid batch starts right after the (bad) batch at `pos`: a torn write
+    /// only ever loses a suffix, so valid data after bad data means corruption.
+    fn valid_batch_follows(
+        &mut self,
+        path: &str,
+        pos: u64,
+        file_len: u64,
+    ) -> Result<bool, LogError> {
+        if pos + (BATCH_HEADER_LEN as u64) > file_len {
+            return Ok(false);
+        }
+        let mut hdr = vec![0u8; BATCH_HEADER_LEN];
+        self.storage.read_exact_at(path, pos, &mut hdr)?;
+        let Ok(h) = BatchHeader::parse(&hdr) else {
+            return Ok(false);
+        };
+        let next = pos + h.total_len() as u64;
+        if next >= file_len {
+            return Ok(false);
+        }
+        let mut r = SegReader::new(path.to_string(), next, file_len, SCAN_CHUNK);
+        match r.next(&mut self.storage)? {
+            Step::Batch { pos, len, .. } => Ok(RecordBatch::decode(r.bytes(pos, len)).is_ok()),
+            _ => Ok(false),
+        }
+    }
+
+    /// Best-effort count of batches in a cut region (a partial one counts).
+    fn count_batches(&mut self, path: &str, pos: u64, file_len: u64) -> Result<u64, LogError> {
+        if pos >= file_len {
+            return Ok(0);
+        }
+        let mut r = SegReader::new(path.to_string(), pos, file_len, SCAN_CHUNK);
+        let mut n = 0;
+        loop {
+            match r.next(&mut self.storage)? {
+                Step::End => return Ok(n),
+                Step::Fault { .. } => return Ok(n + 1),
+                Step::Batch { .. } => n += 1,
+            }
+        }
+    }
+}
+
+/// Problems a CRC-valid batch can still have that the log refuses.
+fn structural_problem(b: &RecordBatch) -> Option<String> {
+    if b.records.is_empty() {
+        return Some("batch has no records".into());
+    }
+    b.records
+        .iter()
+        .enumerate()
+        .find(|(i, r)| r.offset_delta != *i as u32)
+        .map(|(i, r)| format!("record {i} has offset delta {}", r.offset_delta))
+}

@@ -1,0 +1,341 @@
+//! One segment of a partition log: the `<base offset>.log` file of back-to-back batches,
+//! its sparse offset index and time index (kept in memory, mirrored to files), and a
+//! buffered sequential reader used by reads, truncation and recovery.
+
+use super::batch::{BatchHeader, BATCH_HEADER_LEN};
+use super::storage::{join, Storage, StorageError};
+use crate::types::{Offset, TimestampMs};
+
+/// Hard cap on one batch's encoded size, whatever the config says: a length field above
+/// it is treated as corruption instead of being trusted for a huge read.
+pub const MAX_BATCH_LEN_ON_DISK: usize = 64 << 20;
+
+/// Offset index entry: the batch starting at `base + rel` begins at byte `pos`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IndexEntry {
+    pub rel: u32,
+    pub pos: u32,
+}
+
+/// Time index entry: the largest timestamp of all batches up to and including the batch
+/// starting at `base + rel` is `ts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimeEntry {
+    pub ts: TimestampMs,
+    pub rel: u32,
+}
+
+pub(crate) const INDEX_ENTRY_LEN: usize = 8;
+pub(crate) const TIME_ENTRY_LEN: usize = 12;
+
+impl IndexEntry {
+    pub fn encode(&self) -> [u8; INDEX_ENTRY_LEN] {
+        let mut b = [0u8; INDEX_ENTRY_LEN];
+        b[..4].copy_from_slice(&self.rel.to_be_bytes());
+        b[4..].copy_from_slice(&self.pos.to_be_bytes());
+        b
+    }
+}
+
+impl TimeEntry {
+    pub fn encode(&self) -> [u8; TIME_ENTRY_LEN] {
+        let mut b = [0u8; TIME_ENTRY_LEN];
+        b[..8].copy_from_slice(&self.ts.to_be_bytes());
+        b[8..].copy_from_slice(&self.rel.to_be_bytes());
+        b
+    }
+}
+
+pub(crate) fn log_name(base: Offset) -> String {
+    format!("{base:020}.log")
+}
+
+/// Parses a segment file name `<20-digit base offset>.log`.
+pub(crate) fn parse_log_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(".log")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// In-memory state of one segment.
+#[derive(Clone, Debug)]
+pub(crate) struct Segment {
+    pub base: Offset,
+    pub next_offset: Offset,
+    /// Bytes of valid batches in the file.
+    pub size: u64,
+    pub index: Vec<IndexEntry>,
+    pub time_index: Vec<TimeEntry>,
+    pub bytes_since_index: u64,
+    /// Largest batch max_timestamp in the segment (exact).
+    pub max_timestamp: Option<TimestampMs>,
+    /// Base offset of the last batch (for the final time-index entry on roll).
+    pub last_batch_base: Option<Offset>,
+    /// `now_ms` of the first append since open, for rolling by age.
+    pub first_append_ms: Option<TimestampMs>,
+    /// Appended bytes not yet synced.
+    pub dirty: bool,
+    /// Index entries appended and not yet synced.
+    pub index_dirty: bool,
+}
+
+impl Segment {
+    pub fn new(base: Offset) -> Self {
+        Self {
+            base,
+            next_offset: base,
+            size: 0,
+            index: Vec::new(),
+            time_index: Vec::new(),
+            bytes_since_index: 0,
+            max_timestamp: None,
+            last_batch_base: None,
+            first_append_ms: None,
+            dirty: false,
+            index_dirty: false,
+        }
+    }
+
+    pub fn log_path(&self, dir: &str) -> String {
+        join(dir, &log_name(self.base))
+    }
+    pub fn index_path(&self, dir: &str) -> String {
+        join(dir, &format!("{:020}.index", self.base))
+    }
+    pub fn time_index_path(&self, dir: &str) -> String {
+        join(dir, &format!("{:020}.timeindex", self.base))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next_offset == self.base
+    }
+
+    /// Records a batch written at `pos`; returns index entries to persist.
+    pub fn push_batch(
+        &mut self,
+        pos: u64,
+        h: &BatchHeader,
+        interval: u64,
+    ) -> (Option<IndexEntry>, Option<TimeEntry>) {
+        debug_assert_eq!(h.base_offset, self.next_offset);
+        debug_assert_eq!(pos, self.size);
+        let len = h.total_len() as u64;
+        let rel = (h.base_offset - self.base) as u32;
+        let max = self
+            .max_timestamp
+            .map_or(h.max_timestamp, |m| m.max(h.max_timestamp));
+        self.max_timestamp = Some(max);
+        self.bytes_since_index += len;
+        let mut out = (None, None);
+        if self.bytes_since_index >= interval {
+            let e = IndexEntry {
+                rel,
+                pos: pos as u32,
+            };
+            self.index.push(e);
+            out.0 = Some(e);
+            if self.time_index.last().is_none_or(|t| max > t.ts) {
+                let t = TimeEntry { ts: max, rel };
+                self.time_index.push(t);
+                out.1 = Some(t);
+            }
+            self.bytes_since_index = 0;
+        }
+        self.size = pos + len;
+        self.next_offset = h.next_offset();
+        self.last_batch_base = Some(h.base_offset);
+        out
+    }
+
+    /// The time-index entry that makes the last one exact when the segment goes inactive.
+    pub fn final_time_entry(&self) -> Option<TimeEntry> {
+        let (max, last) = (self.max_timestamp?, self.last_batch_base?);
+        self.time_index
+            .last()
+            .is_none_or(|t| max > t.ts)
+            .then_some(TimeEntry {
+                ts: max,
+                rel: (last - self.base) as u32,
+            })
+    }
+
+    /// Largest indexed batch start `<= offset`: (its offset, its byte position).
+    pub fn lookup(&self, offset: Offset) -> (Offset, u64) {
+        let i = self
+            .index
+            .partition_point(|e| self.base + e.rel as u64 <= offset);
+        if i == 0 {
+            (self.base, 0)
+        } else {
+            let e = self.index[i - 1];
+            (self.base + e.rel as u64, e.pos as u64)
+        }
+    }
+
+    /// Where to start scanning for the first batch with a timestamp >= ts.
+    pub fn time_lookup(&self, ts: TimestampMs) -> (Offset, u64) {
+        let i = self.time_index.partition_point(|t| t.ts < ts);
+        if i == 0 {
+            (self.base, 0)
+        } else {
+            self.lookup(self.base + self.time_index[i - 1].rel as u64)
+        }
+    }
+
+    pub fn encode_index(&self) -> Vec<u8> {
+        self.index.iter().flat_map(|e| e.encode()).collect()
+    }
+    pub fn encode_time_index(&self) -> Vec<u8> {
+        self.time_index.iter().flat_map(|e| e.encode()).collect()
+    }
+
+    /// Loads index files written for this segment, checking they are consistent with a
+    /// segment of `size` bytes ending at `end`. Returns false if they are unusable.
+    pub fn load_indexes(&mut self, idx: &[u8], tidx: &[u8], size: u64, end: Offset) -> bool {
+        if !idx.len().is_multiple_of(INDEX_ENTRY_LEN) || !tidx.len().is_multiple_of(TIME_ENTRY_LEN)
+        {
+            return false;
+        }
+        let span = end - self.base;
+        let mut index = Vec::with_capacity(idx.len() / INDEX_ENTRY_LEN);
+        for c in idx.chunks_exact(INDEX_ENTRY_LEN) {
+            let e = IndexEntry {
+                rel: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+                pos: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+            };
+            let ordered = index
+                .last()
+                .is_none_or(|p: &IndexEntry| e.rel > p.rel && e.pos > p.pos);
+            if !ordered || e.rel as u64 >= span || e.pos as u64 >= size {
+                return false;
+            }
+            index.push(e);
+        }
+        let mut time_index = Vec::with_capacity(tidx.len() / TIME_ENTRY_LEN);
+        for c in tidx.chunks_exact(TIME_ENTRY_LEN) {
+            let mut ts = [0u8; 8];
+            ts.copy_from_slice(&c[..8]);
+            let e = TimeEntry {
+                ts: i64::from_be_bytes(ts),
+                rel: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+            };
+            let ordered = time_index
+                .last()
+                .is_none_or(|p: &TimeEntry| e.ts > p.ts && e.rel >= p.rel);
+            if !ordered || e.rel as u64 >= span {
+                return false;
+            }
+            time_index.push(e);
+        }
+        // An inactive non-empty segment always ends with an exact time entry.
+        if size > 0 && time_index.is_empty() {
+            return false;
+        }
+        self.index = index;
+        self.max_timestamp = time_index.last().map(|t| t.ts);
+        self.time_index = time_index;
+        self.size = size;
+        self.next_offset = end;
+        true
+    }
+}
+
+/// One step of a sequential scan over a segment file.
+pub(crate) enum Step {
+    End,
+    Batch {
+        pos: u64,
+        header: BatchHeader,
+        len: usize,
+    },
+    /// The bytes at `pos` are not a plausible batch (the reason says why).
+    Fault {
+        pos: u64,
+        reason: String,
+    },
+}
+
+/// Buffered sequential reader of batches in `[pos, end)` of one file.
+pub(crate) struct SegReader {
+    path: String,
+    pub pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    buf_pos: u64,
+    chunk: usize,
+}
+
+impl SegReader {
+    pub fn new(path: String, pos: u64, end: u64, chunk: usize) -> Self {
+        Self {
+            path,
+            pos,
+            end,
+            buf: Vec::new(),
+            buf_pos: 0,
+            chunk: chunk.max(BATCH_HEADER_LEN),
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn ensure<S: Storage>(&mut self, s: &mut S, pos: u64, len: usize) -> Result<(), StorageError> {
+        let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
+        if have {
+            return Ok(());
+        }
+        let n = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
+        self.buf.resize(n, 0);
+        self.buf_pos = pos;
+        s.read_exact_at(&self.path, pos, &mut self.buf)
+    }
+
+    pub fn next<S: Storage>(&mut self, s: &mut S) -> Result<Step, StorageError> {
+        let pos = self.pos;
+        if pos >= self.end {
+            return Ok(Step::End);
+        }
+        let avail = self.end - pos;
+        if avail < BATCH_HEADER_LEN as u64 {
+            return Ok(Step::Fault {
+                pos,
+                reason: format!("truncated batch header: {avail} bytes left in file"),
+            });
+        }
+        self.ensure(s, pos, BATCH_HEADER_LEN)?;
+        let header = match BatchHeader::parse(self.bytes(pos, BATCH_HEADER_LEN)) {
+            Ok(h) => h,
+            Err(e) => {
+                return Ok(Step::Fault {
+                    pos,
+                    reason: e.to_string(),
+                })
+            }
+        };
+        let len = header.total_len();
+        if len > MAX_BATCH_LEN_ON_DISK {
+            return Ok(Step::Fault {
+                pos,
+                reason: format!("batch length {len} exceeds the {MAX_BATCH_LEN_ON_DISK}-byte cap"),
+            });
+        }
+        if len as u64 > avail {
+            return Ok(Step::Fault {
+                pos,
+                reason: format!("batch length {len} runs past end of file ({avail} bytes left)"),
+            });
+        }
+        self.ensure(s, pos, len)?;
+        self.pos = pos + len as u64;
+        Ok(Step::Batch { pos, header, len })
+    }
+
+    /// Bytes of a batch returned by the last `next` (always buffered).
+    pub fn bytes(&self, pos: u64, len: usize) -> &[u8] {
+        let start = (pos - self.buf_pos) as usize;
+        &self.buf[start..start + len]
+    }
+}
