@@ -1,0 +1,96 @@
+//! Pure placement decisions: leader election and replica assignment.
+
+use super::image::{MetadataImage, PartitionState};
+use crate::types::NodeId;
+
+/// Outcome of electing a leader for one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Election {
+    /// The first live ISR member in assignment order; the ISR stays as it is.
+    Clean(NodeId),
+    /// No ISR member is alive and unclean election is enabled: the first live replica
+    /// outside the ISR leads, and the ISR becomes just that replica (possible data loss).
+    Unclean(NodeId),
+    /// No eligible replica is alive: the partition stays leaderless.
+    Leaderless,
+}
+
+/// Elects a leader for a partition whose ISR is `isr` (assignment order is taken from
+/// `state.replicas`).
+pub fn elect_leader(
+    image: &MetadataImage,
+    state: &PartitionState,
+    isr: &[NodeId],
+    allow_unclean: bool,
+) -> Election {
+    let live = |b: &&NodeId| image.is_unfenced(**b);
+    if let Some(&leader) = state.replicas.iter().filter(|b| isr.contains(b)).find(live) {
+        return Election::Clean(leader);
+    }
+    if allow_unclean {
+        if let Some(&leader) = state.replicas.iter().find(live) {
+            return Election::Unclean(leader);
+        }
+    }
+    Election::Leaderless
+}
+
+/// Deterministic replica assignment over `brokers` (sorted, distinct): partition `p`'s
+/// first replica is `brokers[(start + p) % n]`, so leaders spread round-robin from a
+/// per-topic start; followers follow at a shift that grows every `n` partitions (as in
+/// Kafka), so the same broker pairs do not always share partitions. Needs `rf <= n`.
+pub fn assign_replicas(
+    brokers: &[NodeId],
+    partitions: u32,
+    rf: usize,
+    start: usize,
+) -> Vec<Vec<NodeId>> {
+    let n = brokers.len();
+    debug_assert!(rf >= 1 && rf <= n, "rf {rf} with {n} brokers");
+    (0..partitions as usize)
+        .map(|p| {
+            let first = (start + p) % n;
+            let mut replicas = vec![brokers[first]];
+            if n > 1 {
+                let shift = (start + p / n) % (n - 1);
+                for j in 1..rf {
+                    let idx = (first + 1 + (shift + j - 1) % (n - 1)) % n;
+                    replicas.push(brokers[idx]);
+                }
+            }
+            replicas
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn assignment_is_distinct_and_spreads_leaders() {
+        let brokers = [1, 2, 3, 4];
+        for start in 0..4 {
+            for rf in 1..=4 {
+                let a = assign_replicas(&brokers, 8, rf, start);
+                assert_eq!(a.len(), 8);
+                for replicas in &a {
+                    let set: BTreeSet<_> = replicas.iter().collect();
+                    assert_eq!(set.len(), rf, "{replicas:?}");
+                }
+                let leaders: BTreeSet<_> = a.iter().map(|r| r[0]).collect();
+                assert_eq!(leaders.len(), 4, "every broker leads some partition");
+            }
+        }
+    }
+
+    #[test]
+    fn assignment_is_deterministic() {
+        assert_eq!(
+            assign_replicas(&[1, 2, 3], 5, 2, 1),
+            assign_replicas(&[1, 2, 3], 5, 2, 1)
+        );
+        assert_eq!(assign_replicas(&[1, 2, 3], 1, 3, 0), vec![vec![1, 2, 3]]);
+    }
+}

@@ -1,0 +1,879 @@
+//! The controller state machine.
+//!
+//! Inputs: requests (`handle`) and the passage of time (`tick`). Every state change is a
+//! list of [`MetadataRecord`]s computed against a scratch copy of the image, appended to the
+//! durable metadata log as one batch, and only then applied to the live image and answered.
+//! Brokers pull the same records with their heartbeats. Session deadlines are the only state
+//! not in the log: they are soft, and restart with a grace period on open.
+
+use super::election::{assign_replicas, elect_leader, Election};
+use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig};
+use super::metadata_log::{ControllerOpenError, MetadataLog};
+use super::record::MetadataRecord;
+use super::request::*;
+use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Controller tunables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// A broker that has not heartbeated for this long is fenced.
+    pub session_timeout: Nanos,
+    /// After (re)opening, every unfenced broker gets this long to heartbeat before it can be
+    /// fenced: while the controller was down nobody could heartbeat.
+    pub restart_grace: Nanos,
+    /// Most metadata records returned by one heartbeat or metadata fetch.
+    pub max_records_per_pull: usize,
+    /// Producer ids are reserved durably in blocks of this size.
+    pub producer_id_block: u64,
+    /// Directory of the metadata log under the storage root.
+    pub dir: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            session_timeout: 6_000_000_000,
+            restart_grace: 6_000_000_000,
+            max_records_per_pull: 512,
+            producer_id_block: 1000,
+            dir: "__cluster_metadata-0".to_string(),
+        }
+    }
+}
+
+/// Records computed against a scratch image, not yet durable.
+struct Txn {
+    image: MetadataImage,
+    records: Vec<MetadataRecord>,
+    events: Vec<ControllerEvent>,
+}
+
+impl Txn {
+    fn push(&mut self, record: MetadataRecord) -> Result<(), ControllerError> {
+        self.image.apply(&record).map_err(internal)?;
+        self.records.push(record);
+        Ok(())
+    }
+
+    /// Sets a partition's ISR and leader, bumping the epochs as needed. No-op if unchanged.
+    fn set_partition(
+        &mut self,
+        tp: &TopicPartition,
+        isr: Vec<NodeId>,
+        leader: Option<NodeId>,
+        unclean: bool,
+    ) -> Result<(), ControllerError> {
+        let old = self
+            .image
+            .partition(tp)
+            .ok_or_else(|| ControllerError::UnknownPartition { tp: tp.clone() })?
+            .clone();
+        let isr = in_assignment_order(&old.replicas, &isr);
+        if isr == old.isr && leader == old.leader {
+            return Ok(());
+        }
+        let leader_changed = leader != old.leader;
+        let leader_epoch = old.leader_epoch + u32::from(leader_changed);
+        self.push(MetadataRecord::PartitionChanged {
+            tp: tp.clone(),
+            replicas: old.replicas.clone(),
+            isr,
+            leader,
+            leader_epoch,
+            partition_epoch: old.partition_epoch + 1,
+        })?;
+        if leader_changed {
+            self.events.push(ControllerEvent::LeaderChanged {
+                tp: tp.clone(),
+                leader,
+                leader_epoch,
+            });
+        }
+        if unclean {
+            self.events.push(ControllerEvent::UncleanLeaderElection {
+                tp: tp.clone(),
+                leader: leader.expect("unclean election elects"),
+                leader_epoch,
+                previous_isr: old.isr,
+            });
+        }
+        Ok(())
+    }
+
+    /// Elects a leader for `tp` given its new ISR and applies the result.
+    fn elect(&mut self, tp: &TopicPartition, isr: Vec<NodeId>) -> Result<(), ControllerError> {
+        let state = self
+            .image
+            .partition(tp)
+            .ok_or_else(|| ControllerError::UnknownPartition { tp: tp.clone() })?;
+        let unclean_ok = self
+            .image
+            .topic(&tp.topic)
+            .is_some_and(|t| t.config.unclean_leader_election);
+        match elect_leader(&self.image, state, &isr, unclean_ok) {
+            Election::Clean(leader) => self.set_partition(tp, isr, Some(leader), false),
+            Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), true),
+            Election::Leaderless => self.set_partition(tp, isr, None, false),
+        }
+    }
+
+    /// Fences `broker`: it leaves every ISR (except where it is the last member) and every
+    /// leadership it held moves to the next eligible replica.
+    fn fence(&mut self, broker: NodeId, reason: FenceReason) -> Result<(), ControllerError> {
+        let broker_epoch = match self.image.broker(broker) {
+            Some(b) if !b.is_fenced() => b.broker_epoch,
+            _ => return Ok(()),
+        };
+        self.push(MetadataRecord::BrokerFenced {
+            broker,
+            broker_epoch,
+        })?;
+        self.events
+            .push(ControllerEvent::BrokerFenced { broker, reason });
+        let affected: Vec<(TopicPartition, PartitionState)> = self
+            .image
+            .partitions_of_broker(broker)
+            .filter(|(_, s)| s.isr.contains(&broker) || s.leader == Some(broker))
+            .map(|(tp, s)| (tp, s.clone()))
+            .collect();
+        for (tp, state) in affected {
+            // Kafka keeps the last ISR member even when fenced: removing it would leave no
+            // replica known to hold every committed record (see the design doc).
+            let isr: Vec<NodeId> = if state.isr.len() > 1 {
+                state.isr.iter().copied().filter(|&b| b != broker).collect()
+            } else {
+                state.isr.clone()
+            };
+            if state.leader == Some(broker) {
+                self.elect(&tp, isr)?;
+            } else {
+                self.set_partition(&tp, isr, state.leader, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Elects leaders for every leaderless partition that now has an eligible replica.
+    fn elect_leaderless(&mut self) -> Result<(), ControllerError> {
+        let leaderless: Vec<(TopicPartition, Vec<NodeId>)> = self
+            .image
+            .partitions()
+            .filter(|(_, s)| s.leader.is_none())
+            .map(|(tp, s)| (tp, s.isr.clone()))
+            .collect();
+        for (tp, isr) in leaderless {
+            self.elect(&tp, isr)?;
+        }
+        Ok(())
+    }
+}
+
+fn internal(e: ImageError) -> ControllerError {
+    debug_assert!(false, "controller produced an inapplicable record: {e}");
+    ControllerError::InvalidRequest {
+        reason: format!("internal error: {e}"),
+    }
+}
+
+/// `members` sorted by their position in `replicas` (non-replicas dropped).
+fn in_assignment_order(replicas: &[NodeId], members: &[NodeId]) -> Vec<NodeId> {
+    replicas
+        .iter()
+        .copied()
+        .filter(|r| members.contains(r))
+        .collect()
+}
+
+fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
+    let invalid = |reason: &str| {
+        Err(ControllerError::InvalidTopicName {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return invalid("empty");
+    }
+    if name.len() > 249 {
+        return invalid("longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("'.' and '..' are reserved");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return invalid("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// The single metadata controller. `S` is the storage its metadata log lives on.
+pub struct Controller<S> {
+    config: ControllerConfig,
+    log: MetadataLog<S>,
+    /// Every record of the log, in order: served to pulling brokers.
+    records: Vec<MetadataRecord>,
+    image: MetadataImage,
+    /// Session deadline of each registered broker.
+    sessions: BTreeMap<NodeId, Nanos>,
+    /// Unused part of the producer-id block reserved in the log.
+    producer_ids: std::ops::Range<u64>,
+    outputs: Vec<ControllerOutput>,
+    /// Set when the metadata log could not be written; the controller then refuses all
+    /// requests, because its image may be ahead of the disk.
+    failed: Option<String>,
+}
+
+impl<S> Controller<S> {
+    /// Opens (or creates) the controller's metadata log and replays it. Every unfenced
+    /// broker gets `restart_grace` from `now` before it can be fenced.
+    pub fn open(
+        storage: S,
+        config: ControllerConfig,
+        now: Nanos,
+    ) -> Result<Self, ControllerOpenError> {
+        let (log, records) = MetadataLog::open(storage, &config.dir)?;
+        let image = MetadataImage::from_records(&records)?;
+        let sessions = image
+            .brokers
+            .keys()
+            .map(|&b| (b, now.saturating_add(config.restart_grace)))
+            .collect();
+        debug_assert_eq!(log.end_offset(), records.len() as Offset);
+        Ok(Self {
+            config,
+            log,
+            records,
+            image,
+            sessions,
+            producer_ids: 0..0,
+            outputs: Vec::new(),
+            failed: None,
+        })
+    }
+
+    /// The current metadata image (everything durable and applied).
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// Every record of the metadata log, in order.
+    pub fn records(&self) -> &[MetadataRecord] {
+        &self.records
+    }
+
+    /// Offset the next metadata record will get.
+    pub fn metadata_end_offset(&self) -> Offset {
+        self.records.len() as Offset
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// Whether a metadata log write failed (the controller must be reopened).
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Effects produced since the last call, in order.
+    pub fn drain_outputs(&mut self) -> Vec<ControllerOutput> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// When `tick` next has something to do (the earliest session deadline of an unfenced
+    /// broker).
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        if self.failed.is_some() {
+            return None;
+        }
+        self.sessions
+            .iter()
+            .filter(|(b, _)| self.image.is_unfenced(**b))
+            .map(|(_, &d)| d)
+            .min()
+    }
+
+    /// Fences every unfenced broker whose session deadline has passed.
+    pub fn tick(&mut self, now: Nanos) {
+        if self.failed.is_some() {
+            return;
+        }
+        let expired: Vec<NodeId> = self
+            .sessions
+            .iter()
+            .filter(|(b, &d)| d <= now && self.image.is_unfenced(**b))
+            .map(|(&b, _)| b)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        let mut txn = self.begin();
+        let result = expired
+            .iter()
+            .try_for_each(|&b| txn.fence(b, FenceReason::SessionTimeout));
+        if let Err(e) = result.and_then(|_| self.commit(txn, now)) {
+            tracing::warn!(error = %e, "controller tick failed");
+        }
+    }
+
+    /// Handles one request from `from`; the reply (and any events) go to the outputs.
+    pub fn handle(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
+        let response = match (&self.failed, &request) {
+            // Metadata reads stay served: the in-memory records are all durable.
+            (None, _) | (Some(_), ControllerRequest::FetchMetadata { .. }) => {
+                self.dispatch(now, from, request)
+            }
+            (Some(reason), _) => {
+                let e = ControllerError::StorageFailed {
+                    reason: reason.clone(),
+                };
+                failed_response(&request, e)
+            }
+        };
+        self.outputs
+            .push(ControllerOutput::Send { to: from, response });
+    }
+
+    fn dispatch(
+        &mut self,
+        now: Nanos,
+        from: Requester,
+        request: ControllerRequest,
+    ) -> ControllerResponse {
+        match request {
+            ControllerRequest::RegisterBroker {
+                broker,
+                incarnation,
+            } => ControllerResponse::RegisterBroker(
+                check_sender(from, broker).and_then(|_| self.register(now, broker, incarnation)),
+            ),
+            ControllerRequest::BrokerHeartbeat {
+                broker,
+                broker_epoch,
+                metadata_offset,
+            } => ControllerResponse::BrokerHeartbeat(
+                check_sender(from, broker)
+                    .and_then(|_| self.heartbeat(now, broker, broker_epoch, metadata_offset)),
+            ),
+            ControllerRequest::AlterPartition {
+                tp,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                new_isr,
+            } => {
+                let result = check_sender(from, leader).and_then(|_| {
+                    self.alter_partition(now, &tp, leader, leader_epoch, partition_epoch, new_isr)
+                });
+                ControllerResponse::AlterPartition { tp, result }
+            }
+            ControllerRequest::CreateTopic {
+                name,
+                config,
+                assignment,
+            } => {
+                let result = self.create_topic(now, &name, config, assignment);
+                ControllerResponse::CreateTopic { name, result }
+            }
+            ControllerRequest::DeleteTopic { name } => {
+                let result = self.delete_topic(now, &name);
+                ControllerResponse::DeleteTopic { name, result }
+            }
+            ControllerRequest::UpdateTopicConfig { name, config } => {
+                let result = self.update_topic_config(now, &name, config);
+                ControllerResponse::UpdateTopicConfig { name, result }
+            }
+            ControllerRequest::ElectPreferredLeaders { partitions } => {
+                ControllerResponse::ElectPreferredLeaders {
+                    results: self.elect_preferred(now, partitions),
+                }
+            }
+            ControllerRequest::InitProducerId => {
+                ControllerResponse::InitProducerId(self.init_producer_id(now))
+            }
+            ControllerRequest::FetchMetadata { from_offset } => {
+                ControllerResponse::Metadata(self.delta_from(from_offset))
+            }
+        }
+    }
+
+    fn begin(&self) -> Txn {
+        Txn {
+            image: self.image.clone(),
+            records: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Makes `txn` durable, then applies it. On a log failure nothing is applied and the
+    /// controller stops serving.
+    fn commit(&mut self, txn: Txn, now: Nanos) -> Result<(), ControllerError> {
+        if txn.records.is_empty() {
+            self.outputs
+                .extend(txn.events.into_iter().map(ControllerOutput::Event));
+            return Ok(());
+        }
+        debug_assert_eq!(self.log.end_offset(), self.metadata_end_offset());
+        if let Err(reason) = self.log.append(&txn.records, now) {
+            tracing::error!(%reason, "controller metadata log append failed");
+            self.failed = Some(reason.clone());
+            self.outputs
+                .push(ControllerOutput::Event(ControllerEvent::StorageFailed {
+                    reason: reason.clone(),
+                }));
+            return Err(ControllerError::StorageFailed { reason });
+        }
+        self.records.extend(txn.records);
+        self.image = txn.image;
+        debug_assert_eq!(self.image.next_offset, self.metadata_end_offset());
+        self.outputs
+            .extend(txn.events.into_iter().map(ControllerOutput::Event));
+        Ok(())
+    }
+
+    fn delta_from(&self, from: Offset) -> MetadataDelta {
+        let end = self.metadata_end_offset();
+        let records = if from >= end {
+            Vec::new()
+        } else {
+            let start = from as usize;
+            let stop = (start + self.config.max_records_per_pull.max(1)).min(end as usize);
+            self.records[start..stop].to_vec()
+        };
+        MetadataDelta {
+            from,
+            records,
+            end_offset: end,
+        }
+    }
+
+    fn register(
+        &mut self,
+        now: Nanos,
+        broker: NodeId,
+        incarnation: u64,
+    ) -> Result<BrokerRegistration, ControllerError> {
+        let mut txn = self.begin();
+        match self.image.broker(broker) {
+            // A retry of the current registration: just make sure it is unfenced.
+            Some(info) if info.incarnation == incarnation => {
+                if info.is_fenced() {
+                    txn.push(MetadataRecord::BrokerUnfenced {
+                        broker,
+                        broker_epoch: info.broker_epoch,
+                    })?;
+                    txn.events.push(ControllerEvent::BrokerUnfenced { broker });
+                }
+            }
+            existing => {
+                // A new process: whatever the old one claimed (ISR membership, leadership)
+                // may not have survived the restart, so it is fenced first.
+                if existing.is_some() {
+                    txn.fence(broker, FenceReason::Restarted)?;
+                }
+                txn.push(MetadataRecord::BrokerRegistered {
+                    broker,
+                    incarnation,
+                })?;
+                txn.events.push(ControllerEvent::BrokerRegistered {
+                    broker,
+                    broker_epoch: txn.image.next_offset - 1,
+                });
+            }
+        }
+        txn.elect_leaderless()?;
+        let broker_epoch = txn.image.broker(broker).expect("registered").broker_epoch;
+        self.commit(txn, now)?;
+        self.sessions
+            .insert(broker, now.saturating_add(self.config.session_timeout));
+        Ok(BrokerRegistration {
+            broker,
+            broker_epoch,
+        })
+    }
+
+    fn heartbeat(
+        &mut self,
+        now: Nanos,
+        broker: NodeId,
+        broker_epoch: Offset,
+        metadata_offset: Offset,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        let info = self
+            .image
+            .broker(broker)
+            .ok_or(ControllerError::UnknownBroker { broker })?
+            .clone();
+        if info.broker_epoch != broker_epoch {
+            return Err(ControllerError::StaleBrokerEpoch {
+                broker,
+                current: info.broker_epoch,
+                got: broker_epoch,
+            });
+        }
+        self.sessions
+            .insert(broker, now.saturating_add(self.config.session_timeout));
+        // A fenced broker is unfenced once it has seen its own fencing record, so it has
+        // learned of every leadership and ISR membership it lost.
+        if let super::image::BrokerState::Fenced { since } = info.state {
+            if metadata_offset > since {
+                let mut txn = self.begin();
+                txn.push(MetadataRecord::BrokerUnfenced {
+                    broker,
+                    broker_epoch,
+                })?;
+                txn.events.push(ControllerEvent::BrokerUnfenced { broker });
+                txn.elect_leaderless()?;
+                self.commit(txn, now)?;
+            }
+        }
+        Ok(HeartbeatReply {
+            broker,
+            broker_epoch,
+            fenced: !self.image.is_unfenced(broker),
+            metadata: self.delta_from(metadata_offset),
+        })
+    }
+
+    fn alter_partition(
+        &mut self,
+        now: Nanos,
+        tp: &TopicPartition,
+        leader: NodeId,
+        leader_epoch: u32,
+        partition_epoch: u32,
+        new_isr: Vec<NodeId>,
+    ) -> Result<PartitionState, ControllerError> {
+        let state = self
+            .image
+            .partition(tp)
+            .ok_or_else(|| self.unknown(tp))?
+            .clone();
+        if state.leader != Some(leader) || state.leader_epoch != leader_epoch {
+            return Err(ControllerError::FencedLeaderEpoch {
+                tp: tp.clone(),
+                broker: leader,
+                leader_epoch,
+                current_leader: state.leader,
+                current_epoch: state.leader_epoch,
+            });
+        }
+        let isr = in_assignment_order(&state.replicas, &new_isr);
+        if state.partition_epoch != partition_epoch {
+            // A retry whose first attempt was applied (reply lost): same leader epoch and
+            // the ISR it asked for is the current one, so it can be told the outcome.
+            if isr == state.isr && isr.len() == new_isr.len() {
+                return Ok(state);
+            }
+            return Err(ControllerError::InvalidUpdateVersion {
+                tp: tp.clone(),
+                current: state.partition_epoch,
+                got: partition_epoch,
+            });
+        }
+        let invalid = |reason: String| ControllerError::InvalidIsr {
+            tp: tp.clone(),
+            isr: new_isr.clone(),
+            reason,
+        };
+        let distinct: BTreeSet<NodeId> = new_isr.iter().copied().collect();
+        if distinct.len() != new_isr.len() {
+            return Err(invalid("duplicate members".into()));
+        }
+        if let Some(b) = new_isr.iter().find(|b| !state.replicas.contains(b)) {
+            return Err(invalid(format!("broker {b} is not a replica")));
+        }
+        if !new_isr.contains(&leader) {
+            return Err(invalid("the leader must stay in the ISR".into()));
+        }
+        if let Some(&b) = new_isr
+            .iter()
+            .find(|&&b| !state.isr.contains(&b) && !self.image.is_unfenced(b))
+        {
+            return Err(ControllerError::IneligibleReplica {
+                tp: tp.clone(),
+                broker: b,
+            });
+        }
+        let mut txn = self.begin();
+        txn.set_partition(tp, isr, Some(leader), false)?;
+        self.commit(txn, now)?;
+        Ok(self.image.partition(tp).expect("still exists").clone())
+    }
+
+    fn unknown(&self, tp: &TopicPartition) -> ControllerError {
+        if self.image.topic(&tp.topic).is_none() {
+            ControllerError::UnknownTopic {
+                topic: tp.topic.clone(),
+            }
+        } else {
+            ControllerError::UnknownPartition { tp: tp.clone() }
+        }
+    }
+
+    fn create_topic(
+        &mut self,
+        now: Nanos,
+        name: &str,
+        config: TopicConfig,
+        assignment: Option<Vec<Vec<NodeId>>>,
+    ) -> Result<u64, ControllerError> {
+        validate_topic_name(name)?;
+        if self.image.topic(name).is_some() {
+            return Err(ControllerError::TopicAlreadyExists {
+                topic: name.to_string(),
+            });
+        }
+        config
+            .validate()
+            .map_err(|reason| ControllerError::InvalidConfig { reason })?;
+        let topic_id = self.image.next_topic_id;
+        let rf = config.replication_factor as usize;
+        let assignment = match assignment {
+            Some(a) => {
+                self.validate_assignment(&config, &a)?;
+                a
+            }
+            None => {
+                let live = self.image.unfenced_brokers();
+                if live.len() < rf {
+                    return Err(ControllerError::InsufficientBrokers {
+                        needed: rf,
+                        available: live.len(),
+                    });
+                }
+                let start = (topic_id % live.len() as u64) as usize;
+                assign_replicas(&live, config.partitions, rf, start)
+            }
+        };
+        let mut txn = self.begin();
+        txn.push(MetadataRecord::TopicCreated {
+            name: name.to_string(),
+            topic_id,
+            config,
+        })?;
+        for (p, replicas) in assignment.into_iter().enumerate() {
+            let live: Vec<NodeId> = replicas
+                .iter()
+                .copied()
+                .filter(|&b| txn.image.is_unfenced(b))
+                .collect();
+            // With no live replica, all of them are (vacuously) in sync: whichever returns
+            // first may lead.
+            let isr = if live.is_empty() {
+                replicas.clone()
+            } else {
+                live
+            };
+            let leader = isr.iter().copied().find(|&b| txn.image.is_unfenced(b));
+            txn.push(MetadataRecord::PartitionChanged {
+                tp: TopicPartition::new(name, p as u32),
+                replicas,
+                isr,
+                leader,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })?;
+        }
+        self.commit(txn, now)?;
+        Ok(topic_id)
+    }
+
+    fn validate_assignment(
+        &self,
+        config: &TopicConfig,
+        assignment: &[Vec<NodeId>],
+    ) -> Result<(), ControllerError> {
+        let invalid = |reason: String| Err(ControllerError::InvalidAssignment { reason });
+        if assignment.len() != config.partitions as usize {
+            return invalid(format!(
+                "{} replica lists for {} partitions",
+                assignment.len(),
+                config.partitions
+            ));
+        }
+        for (p, replicas) in assignment.iter().enumerate() {
+            if replicas.len() != config.replication_factor as usize {
+                return invalid(format!(
+                    "partition {p} has {} replicas, replication factor is {}",
+                    replicas.len(),
+                    config.replication_factor
+                ));
+            }
+            let distinct: BTreeSet<_> = replicas.iter().collect();
+            if distinct.len() != replicas.len() {
+                return invalid(format!("partition {p} repeats a replica"));
+            }
+            if let Some(b) = replicas.iter().find(|b| self.image.broker(**b).is_none()) {
+                return invalid(format!("partition {p}: broker {b} is not registered"));
+            }
+        }
+        Ok(())
+    }
+
+    fn delete_topic(&mut self, now: Nanos, name: &str) -> Result<(), ControllerError> {
+        let topic_id = self
+            .image
+            .topic(name)
+            .ok_or_else(|| ControllerError::UnknownTopic {
+                topic: name.to_string(),
+            })?
+            .topic_id;
+        let mut txn = self.begin();
+        txn.push(MetadataRecord::TopicDeleted {
+            name: name.to_string(),
+            topic_id,
+        })?;
+        self.commit(txn, now)
+    }
+
+    fn update_topic_config(
+        &mut self,
+        now: Nanos,
+        name: &str,
+        config: TopicConfig,
+    ) -> Result<(), ControllerError> {
+        let topic = self
+            .image
+            .topic(name)
+            .ok_or_else(|| ControllerError::UnknownTopic {
+                topic: name.to_string(),
+            })?;
+        config
+            .validate()
+            .map_err(|reason| ControllerError::InvalidConfig { reason })?;
+        if config.partitions != topic.config.partitions
+            || config.replication_factor != topic.config.replication_factor
+        {
+            return Err(ControllerError::InvalidConfig {
+                reason: "partition count and replication factor cannot change".into(),
+            });
+        }
+        if config == topic.config {
+            return Ok(());
+        }
+        let topic_id = topic.topic_id;
+        let mut txn = self.begin();
+        txn.push(MetadataRecord::TopicConfigChanged {
+            name: name.to_string(),
+            topic_id,
+            config,
+        })?;
+        // Enabling unclean election may unblock leaderless partitions right away.
+        txn.elect_leaderless()?;
+        self.commit(txn, now)
+    }
+
+    fn elect_preferred(
+        &mut self,
+        now: Nanos,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Vec<(TopicPartition, Result<NodeId, ControllerError>)> {
+        let tps: Vec<TopicPartition> =
+            partitions.unwrap_or_else(|| self.image.partitions().map(|(tp, _)| tp).collect());
+        let mut txn = self.begin();
+        let mut results = Vec::new();
+        for tp in tps {
+            let result = match txn.image.partition(&tp).cloned() {
+                None => Err(self.unknown(&tp)),
+                Some(state) => {
+                    let preferred = state.replicas[0];
+                    if state.leader == Some(preferred) {
+                        Err(ControllerError::ElectionNotNeeded {
+                            tp: tp.clone(),
+                            leader: preferred,
+                        })
+                    } else if state.isr.contains(&preferred) && txn.image.is_unfenced(preferred) {
+                        txn.set_partition(&tp, state.isr.clone(), Some(preferred), false)
+                            .map(|_| preferred)
+                    } else {
+                        Err(ControllerError::PreferredLeaderNotAvailable {
+                            tp: tp.clone(),
+                            preferred,
+                        })
+                    }
+                }
+            };
+            results.push((tp, result));
+        }
+        if let Err(e) = self.commit(txn, now) {
+            for (_, r) in results.iter_mut() {
+                if r.is_ok() {
+                    *r = Err(e.clone());
+                }
+            }
+        }
+        results
+    }
+
+    fn init_producer_id(&mut self, now: Nanos) -> Result<ProducerIdAndEpoch, ControllerError> {
+        if self.producer_ids.is_empty() {
+            let first = self.image.next_producer_id;
+            let count = self.config.producer_id_block.max(1);
+            if first.checked_add(count).is_none() {
+                return Err(ControllerError::ProducerIdsExhausted);
+            }
+            let mut txn = self.begin();
+            txn.push(MetadataRecord::ProducerIdsAllocated { first, count })?;
+            self.commit(txn, now)?;
+            self.producer_ids = first..first + count;
+        }
+        let producer_id = self.producer_ids.next().expect("block is not empty");
+        Ok(ProducerIdAndEpoch {
+            producer_id,
+            producer_epoch: 0,
+        })
+    }
+}
+
+fn check_sender(from: Requester, broker: NodeId) -> Result<(), ControllerError> {
+    match from {
+        Requester::Broker(b) if b == broker => Ok(()),
+        other => Err(ControllerError::InvalidRequest {
+            reason: format!("request for broker {broker} sent by {other:?}"),
+        }),
+    }
+}
+
+/// The error reply to `request` when the controller cannot serve at all (never used for
+/// `FetchMetadata`, which is always served).
+fn failed_response(request: &ControllerRequest, e: ControllerError) -> ControllerResponse {
+    match request {
+        ControllerRequest::RegisterBroker { .. } => ControllerResponse::RegisterBroker(Err(e)),
+        ControllerRequest::BrokerHeartbeat { .. } => ControllerResponse::BrokerHeartbeat(Err(e)),
+        ControllerRequest::AlterPartition { tp, .. } => ControllerResponse::AlterPartition {
+            tp: tp.clone(),
+            result: Err(e),
+        },
+        ControllerRequest::CreateTopic { name, .. } => ControllerResponse::CreateTopic {
+            name: name.clone(),
+            result: Err(e),
+        },
+        ControllerRequest::DeleteTopic { name } => ControllerResponse::DeleteTopic {
+            name: name.clone(),
+            result: Err(e),
+        },
+        ControllerRequest::UpdateTopicConfig { name, .. } => {
+            ControllerResponse::UpdateTopicConfig {
+                name: name.clone(),
+                result: Err(e),
+            }
+        }
+        ControllerRequest::ElectPreferredLeaders { partitions } => {
+            ControllerResponse::ElectPreferredLeaders {
+                results: partitions
+                    .iter()
+                    .flatten()
+                    .map(|tp| (tp.clone(), Err(e.clone())))
+                    .collect(),
+            }
+        }
+        ControllerRequest::InitProducerId | ControllerRequest::FetchMetadata { .. } => {
+            ControllerResponse::InitProducerId(Err(e))
+        }
+    }
+}

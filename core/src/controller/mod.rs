@@ -1,0 +1,34 @@
+//! The metadata controller: broker liveness, topic and partition placement, leader
+//! election, ISR changes and producer-id allocation, as one sans-I/O state machine.
+//!
+//! Data flow: requests arrive through [`Controller::handle`] and time through
+//! [`Controller::tick`]; each decision becomes [`MetadataRecord`]s appended (one batch per
+//! decision) to the controller's durable metadata log and then applied to its
+//! [`MetadataImage`]. Replies and events leave through [`Controller::drain_outputs`].
+//! Brokers never get pushed anything: each heartbeat carries the broker's metadata offset
+//! and the reply carries the records after it, which the broker applies to its own image,
+//! so lost, duplicated or reordered messages are harmless. See
+//! `docs/replication-controller.md` for the protocol and its invariants.
+
+pub mod election;
+pub mod image;
+mod machine;
+mod metadata_log;
+pub mod record;
+pub mod request;
+
+pub use election::{assign_replicas, elect_leader, Election};
+pub use image::{
+    BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig,
+    TopicInfo,
+};
+pub use machine::{Controller, ControllerConfig};
+pub use metadata_log::ControllerOpenError;
+pub use record::MetadataRecord;
+pub use request::{
+    BrokerRegistration, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
+    ControllerResponse, FenceReason, HeartbeatReply, ProducerIdAndEpoch, Requester,
+};
+
+#[cfg(test)]
+mod tests;

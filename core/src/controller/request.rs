@@ -1,0 +1,234 @@
+//! What the controller accepts and what it sends back.
+
+use super::image::{MetadataDelta, PartitionState, TopicConfig};
+use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TopicPartition};
+use serde::{Deserialize, Serialize};
+
+/// Who sent a request (and so who gets the reply).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Requester {
+    Broker(NodeId),
+    /// An admin tool or producer client, by driver-chosen id.
+    Client(u64),
+}
+
+/// Requests to the controller. Broker-only requests must come from `Requester::Broker` with
+/// the same broker id they name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// A broker process starts (or retries its registration). `incarnation` must differ
+    /// between process lifetimes of the same broker id and stay the same across retries.
+    RegisterBroker {
+        broker: NodeId,
+        incarnation: u64,
+    },
+    /// Liveness plus metadata pull: the reply carries records from `metadata_offset` on.
+    BrokerHeartbeat {
+        broker: NodeId,
+        broker_epoch: Offset,
+        metadata_offset: Offset,
+    },
+    /// A leader proposes a new ISR, naming the epochs its view is based on.
+    AlterPartition {
+        tp: TopicPartition,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        new_isr: Vec<NodeId>,
+    },
+    /// `assignment`, if given, has one replica list per partition (replicas[0] preferred).
+    CreateTopic {
+        name: String,
+        config: TopicConfig,
+        assignment: Option<Vec<Vec<NodeId>>>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    /// Replace a topic's mutable config (min.insync.replicas, unclean election, retention).
+    UpdateTopicConfig {
+        name: String,
+        config: TopicConfig,
+    },
+    /// Move leadership back to each partition's first replica where it is eligible.
+    /// `None` means every partition.
+    ElectPreferredLeaders {
+        partitions: Option<Vec<TopicPartition>>,
+    },
+    /// Allocate a fresh idempotent-producer id (epoch 0).
+    InitProducerId,
+    /// Metadata pull for non-brokers (tools, simulator observers).
+    FetchMetadata {
+        from_offset: Offset,
+    },
+}
+
+/// Reply to `RegisterBroker`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    pub broker: NodeId,
+    pub broker_epoch: Offset,
+}
+
+/// Reply to `BrokerHeartbeat`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub broker: NodeId,
+    pub broker_epoch: Offset,
+    /// Whether the broker is currently fenced (it then may not lead or be in an ISR).
+    pub fenced: bool,
+    /// Records the broker has not seen (bounded; pull again if `end_offset` is further).
+    pub metadata: MetadataDelta,
+}
+
+/// Producer id and epoch for an idempotent producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdAndEpoch {
+    pub producer_id: u64,
+    pub producer_epoch: u16,
+}
+
+/// Replies, one per request (each names what it answers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerResponse {
+    RegisterBroker(Result<BrokerRegistration, ControllerError>),
+    BrokerHeartbeat(Result<HeartbeatReply, ControllerError>),
+    /// On success, the partition's new state (with its new partition epoch).
+    AlterPartition {
+        tp: TopicPartition,
+        result: Result<PartitionState, ControllerError>,
+    },
+    /// On success, the new topic's id.
+    CreateTopic {
+        name: String,
+        result: Result<u64, ControllerError>,
+    },
+    DeleteTopic {
+        name: String,
+        result: Result<(), ControllerError>,
+    },
+    UpdateTopicConfig {
+        name: String,
+        result: Result<(), ControllerError>,
+    },
+    /// Per partition: the new leader, or why none was elected.
+    ElectPreferredLeaders {
+        results: Vec<(TopicPartition, Result<NodeId, ControllerError>)>,
+    },
+    InitProducerId(Result<ProducerIdAndEpoch, ControllerError>),
+    Metadata(MetadataDelta),
+}
+
+/// Why the controller refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ControllerError {
+    #[error("invalid request: {reason}")]
+    InvalidRequest { reason: String },
+    #[error("unknown broker {broker}: register first")]
+    UnknownBroker { broker: NodeId },
+    #[error("broker {broker}: broker epoch {got} is stale (current {current}); re-register")]
+    StaleBrokerEpoch {
+        broker: NodeId,
+        current: Offset,
+        got: Offset,
+    },
+    #[error("unknown topic {topic:?}")]
+    UnknownTopic { topic: String },
+    #[error("unknown partition {tp}")]
+    UnknownPartition { tp: TopicPartition },
+    #[error("topic {topic:?} already exists")]
+    TopicAlreadyExists { topic: String },
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: String },
+    #[error("invalid topic config: {reason}")]
+    InvalidConfig { reason: String },
+    #[error("invalid replica assignment: {reason}")]
+    InvalidAssignment { reason: String },
+    #[error("replication factor {needed} needs that many live brokers, {available} available")]
+    InsufficientBrokers { needed: usize, available: usize },
+    #[error("{tp}: broker {broker} is not the leader at epoch {leader_epoch} (current leader {current_leader:?}, epoch {current_epoch})")]
+    FencedLeaderEpoch {
+        tp: TopicPartition,
+        broker: NodeId,
+        leader_epoch: LeaderEpoch,
+        current_leader: Option<NodeId>,
+        current_epoch: LeaderEpoch,
+    },
+    #[error("{tp}: partition epoch {got} is stale (current {current})")]
+    InvalidUpdateVersion {
+        tp: TopicPartition,
+        current: PartitionEpoch,
+        got: PartitionEpoch,
+    },
+    #[error("{tp}: invalid ISR {isr:?}: {reason}")]
+    InvalidIsr {
+        tp: TopicPartition,
+        isr: Vec<NodeId>,
+        reason: String,
+    },
+    #[error("{tp}: broker {broker} is fenced and cannot join the ISR")]
+    IneligibleReplica { tp: TopicPartition, broker: NodeId },
+    #[error("{tp}: preferred leader {preferred} is not a live ISR member")]
+    PreferredLeaderNotAvailable {
+        tp: TopicPartition,
+        preferred: NodeId,
+    },
+    #[error("{tp}: preferred leader {leader} already leads")]
+    ElectionNotNeeded { tp: TopicPartition, leader: NodeId },
+    #[error("producer ids exhausted")]
+    ProducerIdsExhausted,
+    #[error("controller metadata log failed: {reason}; restart the controller")]
+    StorageFailed { reason: String },
+}
+
+/// Something worth tracing (and asserting on in tests) that the controller decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerEvent {
+    BrokerRegistered {
+        broker: NodeId,
+        broker_epoch: Offset,
+    },
+    BrokerFenced {
+        broker: NodeId,
+        reason: FenceReason,
+    },
+    BrokerUnfenced {
+        broker: NodeId,
+    },
+    LeaderChanged {
+        tp: TopicPartition,
+        leader: Option<NodeId>,
+        leader_epoch: LeaderEpoch,
+    },
+    /// A leader was elected from outside the ISR: records acknowledged by the old ISR may
+    /// be lost.
+    UncleanLeaderElection {
+        tp: TopicPartition,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+        previous_isr: Vec<NodeId>,
+    },
+    /// The metadata log could not be written; the controller refuses everything until it
+    /// is reopened (which replays what did reach the disk).
+    StorageFailed {
+        reason: String,
+    },
+}
+
+/// Why a broker was fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FenceReason {
+    SessionTimeout,
+    /// It re-registered with a new incarnation (a process restart).
+    Restarted,
+}
+
+/// Effects of the controller, collected with `Controller::drain_outputs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerOutput {
+    Send {
+        to: Requester,
+        response: ControllerResponse,
+    },
+    Event(ControllerEvent),
+}

@@ -1,0 +1,750 @@
+//! Scripted tests of the controller and a proptest of its invariants.
+
+use super::*;
+use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+
+type Store = ();
+
+fn store() -> Store {}
+
+const SEC: Nanos = 1_000_000_000;
+
+/// A controller plus a clock, with shorthands for the usual requests.
+struct Harness {
+    c: Controller<Store>,
+    now: Nanos,
+    /// Broker epochs from registration replies.
+    epochs: std::collections::BTreeMap<NodeId, Offset>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Self::with_config(ControllerConfig::default())
+    }
+
+    fn with_config(config: ControllerConfig) -> Self {
+        Self {
+            c: Controller::open(store(), config, 0).expect("open"),
+            now: 0,
+            epochs: Default::default(),
+        }
+    }
+
+    fn request(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
+        self.c.handle(self.now, from, req);
+        let mut replies: Vec<ControllerResponse> = self
+            .c
+            .drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                ControllerOutput::Send { to, response } => {
+                    assert_eq!(to, from);
+                    Some(response)
+                }
+                ControllerOutput::Event(_) => None,
+            })
+            .collect();
+        assert_eq!(replies.len(), 1, "exactly one reply per request");
+        replies.pop().unwrap()
+    }
+
+    fn request_with_events(
+        &mut self,
+        from: Requester,
+        req: ControllerRequest,
+    ) -> (ControllerResponse, Vec<ControllerEvent>) {
+        self.c.handle(self.now, from, req);
+        let mut reply = None;
+        let mut events = Vec::new();
+        for o in self.c.drain_outputs() {
+            match o {
+                ControllerOutput::Send { response, .. } => reply = Some(response),
+                ControllerOutput::Event(e) => events.push(e),
+            }
+        }
+        (reply.expect("a reply"), events)
+    }
+
+    fn register(&mut self, b: NodeId) -> Offset {
+        self.register_incarnation(b, 1)
+    }
+
+    fn register_incarnation(&mut self, b: NodeId, incarnation: u64) -> Offset {
+        match self.request(
+            Requester::Broker(b),
+            ControllerRequest::RegisterBroker {
+                broker: b,
+                incarnation,
+            },
+        ) {
+            ControllerResponse::RegisterBroker(Ok(r)) => {
+                assert_eq!(r.broker, b);
+                self.epochs.insert(b, r.broker_epoch);
+                r.broker_epoch
+            }
+            other => panic!("register {b}: {other:?}"),
+        }
+    }
+
+    fn heartbeat_from(
+        &mut self,
+        b: NodeId,
+        metadata_offset: Offset,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        let broker_epoch = self.epochs[&b];
+        match self.request(
+            Requester::Broker(b),
+            ControllerRequest::BrokerHeartbeat {
+                broker: b,
+                broker_epoch,
+                metadata_offset,
+            },
+        ) {
+            ControllerResponse::BrokerHeartbeat(r) => r,
+            other => panic!("heartbeat reply {other:?}"),
+        }
+    }
+
+    /// A heartbeat from a broker that is up to date with metadata.
+    fn heartbeat(&mut self, b: NodeId) -> HeartbeatReply {
+        let end = self.c.metadata_end_offset();
+        self.heartbeat_from(b, end).expect("heartbeat")
+    }
+
+    fn create(&mut self, name: &str, partitions: u32, rf: u16, unclean: bool) -> u64 {
+        let config = TopicConfig {
+            partitions,
+            replication_factor: rf,
+            min_insync_replicas: 1,
+            unclean_leader_election: unclean,
+            ..TopicConfig::default()
+        };
+        match self.request(
+            Requester::Client(0),
+            ControllerRequest::CreateTopic {
+                name: name.into(),
+                config,
+                assignment: None,
+            },
+        ) {
+            ControllerResponse::CreateTopic { result: Ok(id), .. } => id,
+            other => panic!("create {name}: {other:?}"),
+        }
+    }
+
+    fn alter(
+        &mut self,
+        tp: &TopicPartition,
+        leader: NodeId,
+        leader_epoch: u32,
+        partition_epoch: u32,
+        new_isr: Vec<NodeId>,
+    ) -> Result<PartitionState, ControllerError> {
+        match self.request(
+            Requester::Broker(leader),
+            ControllerRequest::AlterPartition {
+                tp: tp.clone(),
+                leader,
+                leader_epoch,
+                partition_epoch,
+                new_isr,
+            },
+        ) {
+            ControllerResponse::AlterPartition { tp: t, result } => {
+                assert_eq!(&t, tp);
+                result
+            }
+            other => panic!("alter reply {other:?}"),
+        }
+    }
+
+    /// Advances time by `dt`, with `alive` heartbeating every second on the way.
+    fn run(&mut self, dt: Nanos, alive: &[NodeId]) -> Vec<ControllerEvent> {
+        let mut events = Vec::new();
+        let end = self.now + dt;
+        while self.now < end {
+            self.now = (self.now + SEC).min(end);
+            for &b in alive {
+                self.heartbeat(b);
+            }
+            self.c.tick(self.now);
+            events.extend(self.c.drain_outputs().into_iter().filter_map(|o| match o {
+                ControllerOutput::Event(e) => Some(e),
+                ControllerOutput::Send { .. } => None,
+            }));
+        }
+        events
+    }
+
+    fn part(&self, tp: &TopicPartition) -> PartitionState {
+        self.c.image().partition(tp).expect("partition").clone()
+    }
+
+    fn assert_replays(&self) {
+        let replayed = MetadataImage::from_records(self.c.records()).expect("replays");
+        assert_eq!(&replayed, self.c.image());
+    }
+}
+
+fn tp(topic: &str, p: u32) -> TopicPartition {
+    TopicPartition::new(topic, p)
+}
+
+#[test]
+fn create_topic_spreads_replicas_over_live_brokers() {
+    let mut h = Harness::new();
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("t", 6, 3, false);
+    let topic = h.c.image().topic("t").unwrap().clone();
+    assert_eq!(topic.partitions.len(), 6);
+    let mut leaders = std::collections::BTreeSet::new();
+    for state in topic.partitions.values() {
+        assert_eq!(state.isr, state.replicas);
+        assert_eq!(state.leader, Some(state.replicas[0]));
+        assert_eq!((state.leader_epoch, state.partition_epoch), (0, 0));
+        leaders.insert(state.leader.unwrap());
+    }
+    assert_eq!(leaders.len(), 3);
+    h.assert_replays();
+}
+
+#[test]
+fn create_topic_rejects_bad_input() {
+    let mut h = Harness::new();
+    h.register(1);
+    let create = |name: &str, config: TopicConfig, assignment| ControllerRequest::CreateTopic {
+        name: name.into(),
+        config,
+        assignment,
+    };
+    let rf2 = TopicConfig {
+        replication_factor: 2,
+        ..TopicConfig::default()
+    };
+    let cases = vec![
+        (create("", TopicConfig::default(), None), "InvalidTopicName"),
+        (
+            create("a/b", TopicConfig::default(), None),
+            "InvalidTopicName",
+        ),
+        (create("t", rf2.clone(), None), "InsufficientBrokers"),
+        (
+            create(
+                "t",
+                TopicConfig {
+                    partitions: 0,
+                    ..TopicConfig::default()
+                },
+                None,
+            ),
+            "InvalidConfig",
+        ),
+        (
+            create(
+                "t",
+                TopicConfig {
+                    min_insync_replicas: 2,
+                    ..TopicConfig::default()
+                },
+                None,
+            ),
+            "InvalidConfig",
+        ),
+        (
+            create("t", rf2.clone(), Some(vec![vec![1, 9]])),
+            "InvalidAssignment",
+        ),
+        (
+            create("t", rf2, Some(vec![vec![1, 1]])),
+            "InvalidAssignment",
+        ),
+    ];
+    for (req, want) in cases {
+        match h.request(Requester::Client(1), req.clone()) {
+            ControllerResponse::CreateTopic { result: Err(e), .. } => {
+                assert!(format!("{e:?}").starts_with(want), "{req:?}: {e:?}")
+            }
+            other => panic!("{req:?}: {other:?}"),
+        }
+    }
+    assert!(h.c.image().topics.is_empty());
+    h.create("t", 1, 1, false);
+    match h.request(
+        Requester::Client(1),
+        create("t", TopicConfig::default(), None),
+    ) {
+        ControllerResponse::CreateTopic {
+            result: Err(ControllerError::TopicAlreadyExists { .. }),
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn delete_topic_and_recreate_gets_new_id() {
+    let mut h = Harness::new();
+    h.register(1);
+    let id = h.create("t", 2, 1, false);
+    let del = |h: &mut Harness| {
+        h.request(
+            Requester::Client(1),
+            ControllerRequest::DeleteTopic { name: "t".into() },
+        )
+    };
+    assert_eq!(
+        del(&mut h),
+        ControllerResponse::DeleteTopic {
+            name: "t".into(),
+            result: Ok(())
+        }
+    );
+    assert!(h.c.image().topic("t").is_none());
+    assert!(matches!(
+        del(&mut h),
+        ControllerResponse::DeleteTopic {
+            result: Err(ControllerError::UnknownTopic { .. }),
+            ..
+        }
+    ));
+    let id2 = h.create("t", 2, 1, false);
+    assert!(id2 > id);
+    h.assert_replays();
+}
+
+#[test]
+fn broker_fencing_moves_leadership_and_bumps_epochs() {
+    let mut h = Harness::new();
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("t", 3, 3, false);
+    let before: Vec<PartitionState> = (0..3).map(|p| h.part(&tp("t", p))).collect();
+    let led_by_1: Vec<u32> = (0..3)
+        .filter(|&p| before[p as usize].leader == Some(1))
+        .collect();
+    assert_eq!(led_by_1.len(), 1);
+
+    // Broker 1 stops heartbeating; 2 and 3 keep going.
+    let events = h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    assert!(events.contains(&ControllerEvent::BrokerFenced {
+        broker: 1,
+        reason: FenceReason::SessionTimeout
+    }));
+    assert!(!h.c.image().is_unfenced(1));
+    for p in 0..3 {
+        let (old, new) = (&before[p as usize], h.part(&tp("t", p)));
+        assert!(!new.isr.contains(&1), "fenced broker leaves the ISR");
+        assert_eq!(new.partition_epoch, old.partition_epoch + 1);
+        if led_by_1.contains(&p) {
+            // The next ISR member in assignment order takes over.
+            let expected = old.replicas.iter().copied().find(|&b| b != 1);
+            assert_eq!(new.leader, expected);
+            assert_eq!(new.leader_epoch, old.leader_epoch + 1);
+            assert!(events.contains(&ControllerEvent::LeaderChanged {
+                tp: tp("t", p),
+                leader: expected,
+                leader_epoch: new.leader_epoch,
+            }));
+        } else {
+            assert_eq!(new.leader, old.leader);
+            assert_eq!(new.leader_epoch, old.leader_epoch);
+        }
+    }
+    // Nothing more to fence: the survivors keep their sessions.
+    assert!(h.run(20 * SEC, &[2, 3]).is_empty());
+    h.assert_replays();
+}
+
+#[test]
+fn fenced_last_isr_member_stays_and_partition_goes_leaderless() {
+    let mut h = Harness::new();
+    h.register(1);
+    h.register(2);
+    h.create("t", 1, 2, false);
+    let t0 = tp("t", 0);
+    let s = h.part(&t0);
+    let leader = s.leader.unwrap();
+    let follower = s.replicas[1];
+    // The leader shrinks the ISR to itself (follower lagging).
+    let s = h
+        .alter(&t0, leader, s.leader_epoch, s.partition_epoch, vec![leader])
+        .unwrap();
+    assert_eq!(s.isr, vec![leader]);
+    h.run(h.c.config().session_timeout + SEC, &[follower]);
+    let s2 = h.part(&t0);
+    assert_eq!(s2.leader, None, "no ISR member is alive");
+    assert_eq!(s2.isr, vec![leader], "the last ISR member is kept");
+    assert_eq!(s2.leader_epoch, s.leader_epoch + 1);
+    assert_eq!(s2.partition_epoch, s.partition_epoch + 1);
+
+    // It comes back: once it has seen its own fencing it is unfenced and leads again.
+    let since = match h.c.image().broker(leader).unwrap().state {
+        BrokerState::Fenced { since } => since,
+        s => panic!("{s:?}"),
+    };
+    let r = h.heartbeat_from(leader, since).unwrap();
+    assert!(r.fenced, "has not seen its fencing record yet");
+    let r = h.heartbeat_from(leader, since + 1).unwrap();
+    assert!(!r.fenced);
+    let s3 = h.part(&t0);
+    assert_eq!(s3.leader, Some(leader));
+    assert_eq!(s3.leader_epoch, s2.leader_epoch + 1);
+    h.assert_replays();
+}
+
+#[test]
+fn alter_partition_fencing() {
+    let mut h = Harness::new();
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("t", 1, 3, false);
+    let t0 = tp("t", 0);
+    let s = h.part(&t0);
+    let l = s.leader.unwrap();
+    let others: Vec<NodeId> = s.replicas.iter().copied().filter(|&b| b != l).collect();
+
+    // Accepted: new partition epoch, same leader epoch.
+    let s1 = h
+        .alter(
+            &t0,
+            l,
+            s.leader_epoch,
+            s.partition_epoch,
+            vec![l, others[0]],
+        )
+        .unwrap();
+    assert_eq!(s1.partition_epoch, s.partition_epoch + 1);
+    assert_eq!(s1.leader_epoch, s.leader_epoch);
+    assert_eq!(s1, h.part(&t0));
+
+    // A retry of the same proposal (reply lost) is told the outcome.
+    assert_eq!(
+        h.alter(
+            &t0,
+            l,
+            s.leader_epoch,
+            s.partition_epoch,
+            vec![l, others[0]]
+        ),
+        Ok(s1.clone())
+    );
+    // A different proposal on the stale partition epoch is rejected.
+    assert!(matches!(
+        h.alter(&t0, l, s.leader_epoch, s.partition_epoch, vec![l]),
+        Err(ControllerError::InvalidUpdateVersion { current, got, .. })
+            if current == s1.partition_epoch && got == s.partition_epoch
+    ));
+    // Wrong leader epoch, or not the leader at all.
+    assert!(matches!(
+        h.alter(&t0, l, s.leader_epoch + 1, s1.partition_epoch, vec![l]),
+        Err(ControllerError::FencedLeaderEpoch { .. })
+    ));
+    assert!(matches!(
+        h.alter(
+            &t0,
+            others[0],
+            s.leader_epoch,
+            s1.partition_epoch,
+            vec![others[0]]
+        ),
+        Err(ControllerError::FencedLeaderEpoch { .. })
+    ));
+    // Bad ISRs.
+    let bad = [vec![l, 42], vec![others[0]], vec![l, l], vec![]];
+    for isr in bad {
+        assert!(
+            matches!(
+                h.alter(&t0, l, s1.leader_epoch, s1.partition_epoch, isr.clone()),
+                Err(ControllerError::InvalidIsr { .. })
+            ),
+            "{isr:?}"
+        );
+    }
+    // A fenced broker cannot be added back.
+    h.run(h.c.config().session_timeout + SEC, &[l, others[0]]);
+    assert!(!h.c.image().is_unfenced(others[1]));
+    let s2 = h.part(&t0);
+    assert!(matches!(
+        h.alter(&t0, l, s2.leader_epoch, s2.partition_epoch, s2.replicas.clone()),
+        Err(ControllerError::IneligibleReplica { broker, .. }) if broker == others[1]
+    ));
+    assert_eq!(h.part(&t0), s2, "rejections change nothing");
+
+    // A deposed leader's proposal is rejected.
+    h.run(h.c.config().session_timeout + SEC, &[others[0]]);
+    let s3 = h.part(&t0);
+    assert_eq!(s3.leader, Some(others[0]));
+    assert!(matches!(
+        h.alter(&t0, l, s2.leader_epoch, s2.partition_epoch, vec![l]),
+        Err(ControllerError::FencedLeaderEpoch { .. })
+    ));
+    // Requests naming another broker than the sender are refused outright.
+    match h.request(
+        Requester::Client(9),
+        ControllerRequest::AlterPartition {
+            tp: t0.clone(),
+            leader: others[0],
+            leader_epoch: s3.leader_epoch,
+            partition_epoch: s3.partition_epoch,
+            new_isr: vec![others[0]],
+        },
+    ) {
+        ControllerResponse::AlterPartition {
+            result: Err(ControllerError::InvalidRequest { .. }),
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    h.assert_replays();
+}
+
+#[test]
+fn unclean_election_only_when_enabled_and_reported() {
+    let mut h = Harness::new();
+    h.register(1);
+    h.register(2);
+    let assignment = Some(vec![vec![1, 2]]);
+    for (name, unclean) in [("clean", false), ("dirty", true)] {
+        let r = h.request(
+            Requester::Client(0),
+            ControllerRequest::CreateTopic {
+                name: name.into(),
+                config: TopicConfig {
+                    replication_factor: 2,
+                    unclean_leader_election: unclean,
+                    ..TopicConfig::default()
+                },
+                assignment: assignment.clone(),
+            },
+        );
+        assert!(matches!(
+            r,
+            ControllerResponse::CreateTopic { result: Ok(_), .. }
+        ));
+        let t = tp(name, 0);
+        let s = h.part(&t);
+        h.alter(&t, 1, s.leader_epoch, s.partition_epoch, vec![1])
+            .unwrap();
+    }
+    // Broker 1, the only ISR member of both, dies.
+    let events = h.run(h.c.config().session_timeout + SEC, &[2]);
+    let clean = h.part(&tp("clean", 0));
+    assert_eq!((clean.leader, clean.isr.clone()), (None, vec![1]));
+    let dirty = h.part(&tp("dirty", 0));
+    assert_eq!((dirty.leader, dirty.isr.clone()), (Some(2), vec![2]));
+    let unclean: Vec<&ControllerEvent> = events
+        .iter()
+        .filter(|e| matches!(e, ControllerEvent::UncleanLeaderElection { .. }))
+        .collect();
+    assert_eq!(
+        unclean,
+        vec![&ControllerEvent::UncleanLeaderElection {
+            tp: tp("dirty", 0),
+            leader: 2,
+            leader_epoch: dirty.leader_epoch,
+            previous_isr: vec![1],
+        }]
+    );
+    // Enabling it later elects right away, and reports it.
+    let config = TopicConfig {
+        replication_factor: 2,
+        unclean_leader_election: true,
+        ..TopicConfig::default()
+    };
+    let (r, events) = h.request_with_events(
+        Requester::Client(0),
+        ControllerRequest::UpdateTopicConfig {
+            name: "clean".into(),
+            config,
+        },
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::UpdateTopicConfig { result: Ok(()), .. }
+    ));
+    assert_eq!(h.part(&tp("clean", 0)).leader, Some(2));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ControllerEvent::UncleanLeaderElection { tp: t, leader: 2, .. } if *t == tp("clean", 0)
+    )));
+    h.assert_replays();
+}
+
+#[test]
+fn heartbeat_pull_delivers_missed_records() {
+    let mut h = Harness::with_config(ControllerConfig {
+        max_records_per_pull: 3,
+        ..ControllerConfig::default()
+    });
+    h.register(1);
+    h.register(2);
+    // Broker 2's view of the metadata, fed only by its heartbeat replies.
+    let mut image = MetadataImage::new();
+    h.create("a", 4, 2, false);
+    // These replies are "lost".
+    let _ = h.heartbeat_from(2, 0).unwrap();
+    let stale = h.heartbeat_from(2, 0).unwrap();
+    h.create("b", 2, 1, false);
+    // Pulls are bounded, so it takes several rounds to catch up.
+    let mut rounds = 0;
+    loop {
+        let r = h.heartbeat_from(2, image.next_offset).unwrap();
+        assert!(r.metadata.records.len() <= 3);
+        image.apply_delta(&r.metadata).unwrap();
+        rounds += 1;
+        if image.next_offset == r.metadata.end_offset {
+            break;
+        }
+    }
+    assert!(rounds > 1);
+    assert_eq!(&image, h.c.image());
+    // A late, reordered reply changes nothing.
+    assert_eq!(image.apply_delta(&stale.metadata), Ok(0));
+    assert_eq!(&image, h.c.image());
+    // A gap (a delta from beyond what the image has) is refused, not misapplied.
+    h.create("c", 1, 1, false);
+    let end = h.c.metadata_end_offset();
+    let r = h.heartbeat_from(2, end - 1).unwrap();
+    assert!(matches!(
+        image.apply_delta(&r.metadata),
+        Err(ImageError::Gap { .. })
+    ));
+}
+
+#[test]
+fn heartbeat_errors_and_reregistration() {
+    let mut h = Harness::new();
+    let e1 = h.register(1);
+    h.register(2);
+    // Unknown broker.
+    match h.request(
+        Requester::Broker(7),
+        ControllerRequest::BrokerHeartbeat {
+            broker: 7,
+            broker_epoch: 0,
+            metadata_offset: 0,
+        },
+    ) {
+        ControllerResponse::BrokerHeartbeat(Err(ControllerError::UnknownBroker { broker: 7 })) => {}
+        other => panic!("{other:?}"),
+    }
+    // A retried registration of the same incarnation keeps its epoch.
+    assert_eq!(h.register(1), e1);
+    h.create("t", 1, 2, false);
+    let t0 = tp("t", 0);
+    let s = h.part(&t0);
+    assert_eq!(s.leader, Some(1));
+    // A restart (new incarnation) fences first: it loses leadership and ISR membership.
+    let e1b = h.register_incarnation(1, 2);
+    assert!(e1b > e1);
+    let s2 = h.part(&t0);
+    assert_eq!(s2.leader, Some(2));
+    assert_eq!(s2.isr, vec![2]);
+    assert!(s2.leader_epoch > s.leader_epoch);
+    assert!(h.c.image().is_unfenced(1));
+    // The old incarnation's heartbeats are stale.
+    match h.request(
+        Requester::Broker(1),
+        ControllerRequest::BrokerHeartbeat {
+            broker: 1,
+            broker_epoch: e1,
+            metadata_offset: 0,
+        },
+    ) {
+        ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {
+            current,
+            got,
+            ..
+        })) => assert_eq!((current, got), (e1b, e1)),
+        other => panic!("{other:?}"),
+    }
+    h.assert_replays();
+}
+
+#[test]
+fn preferred_leader_election() {
+    let mut h = Harness::new();
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("t", 3, 3, false);
+    let t0 = tp("t", 0);
+    let preferred = h.part(&t0).replicas[0];
+    // Preferred leader restarts: it loses leadership.
+    h.register_incarnation(preferred, 2);
+    let s = h.part(&t0);
+    assert_ne!(s.leader, Some(preferred));
+    let elect = |h: &mut Harness| match h.request(
+        Requester::Client(0),
+        ControllerRequest::ElectPreferredLeaders {
+            partitions: Some(vec![t0.clone()]),
+        },
+    ) {
+        ControllerResponse::ElectPreferredLeaders { mut results } => results.remove(0).1,
+        other => panic!("{other:?}"),
+    };
+    // Not in the ISR yet: not available.
+    assert!(matches!(
+        elect(&mut h),
+        Err(ControllerError::PreferredLeaderNotAvailable { .. })
+    ));
+    // The leader lets it back into the ISR once caught up.
+    let l = s.leader.unwrap();
+    h.alter(
+        &t0,
+        l,
+        s.leader_epoch,
+        s.partition_epoch,
+        s.replicas.clone(),
+    )
+    .unwrap();
+    assert_eq!(elect(&mut h), Ok(preferred));
+    let s2 = h.part(&t0);
+    assert_eq!(s2.leader, Some(preferred));
+    assert_eq!(s2.leader_epoch, s.leader_epoch + 1);
+    assert!(matches!(
+        elect(&mut h),
+        Err(ControllerError::ElectionNotNeeded { .. })
+    ));
+    h.assert_replays();
+}
+
+#[test]
+fn producer_ids_are_unique() {
+    let mut h = Harness::with_config(ControllerConfig {
+        producer_id_block: 3,
+        ..ControllerConfig::default()
+    });
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        match h.request(Requester::Client(5), ControllerRequest::InitProducerId) {
+            ControllerResponse::InitProducerId(Ok(p)) => {
+                assert_eq!(p.producer_epoch, 0);
+                ids.push(p.producer_id)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(ids, (0..7).collect::<Vec<_>>());
+    assert_eq!(h.c.image().next_producer_id, 9, "three blocks reserved");
+}
+
+#[test]
+fn next_timeout_is_the_earliest_session_deadline() {
+    let mut h = Harness::new();
+    assert_eq!(h.c.next_timeout(), None);
+    h.register(1);
+    h.now = 2 * SEC;
+    h.register(2);
+    let st = h.c.config().session_timeout;
+    assert_eq!(h.c.next_timeout(), Some(st));
+    h.c.tick(st - 1);
+    assert!(h.c.image().is_unfenced(1));
+    h.c.tick(st);
+    assert!(!h.c.image().is_unfenced(1));
+    assert_eq!(h.c.next_timeout(), Some(2 * SEC + st));
+}

@@ -1,0 +1,187 @@
+//! Broker-side idempotence: per-partition producer state on the leader.
+//!
+//! For every producer id the table keeps the producer epoch and the sequence ranges and
+//! offsets of its last [`MAX_CACHED_BATCHES`] batches (as Kafka does; a producer has at most
+//! that many batches in flight per partition). A new leader rebuilds the table from the
+//! batches in its log, and so does a replica whose log was truncated: the log is the only
+//! source of truth.
+
+use crate::log::{ProducerInfo, RecordBatch};
+use crate::types::Offset;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Batches remembered per producer for duplicate detection.
+pub const MAX_CACHED_BATCHES: usize = 5;
+
+/// What the leader should do with an idempotent batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SequenceCheck {
+    /// Next in sequence (or the first batch of a new epoch): append it.
+    Append,
+    /// A retry of a batch already in the log: acknowledge with the original offsets and do
+    /// not write it again.
+    Duplicate {
+        base_offset: Offset,
+        last_offset: Offset,
+    },
+    /// Not the next sequence (a gap, or a retry older than the cached batches).
+    OutOfOrderSequence { expected: u32, received: u32 },
+    /// The batch's producer epoch is older than the one the partition has seen: a zombie.
+    InvalidProducerEpoch { current: u16, received: u16 },
+    /// The partition has no state for this producer (never seen, or its batches were all
+    /// removed by retention) and the batch does not start a sequence at 0. The producer
+    /// must bump its epoch and restart at 0.
+    UnknownProducerId { received: u32 },
+}
+
+/// Sequence range and offsets of one appended batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchMetadata {
+    pub first_sequence: u32,
+    pub last_sequence: u32,
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+}
+
+/// State of one producer on one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerEntry {
+    pub producer_epoch: u16,
+    /// Oldest first; never empty, at most `MAX_CACHED_BATCHES`.
+    pub batches: VecDeque<BatchMetadata>,
+}
+
+impl ProducerEntry {
+    pub fn last_sequence(&self) -> u32 {
+        self.batches
+            .back()
+            .expect("entries are never empty")
+            .last_sequence
+    }
+}
+
+/// Per-partition producer state table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerStateTable {
+    producers: BTreeMap<u64, ProducerEntry>,
+}
+
+/// Sequence number of the last record of a batch (sequences wrap around).
+fn last_sequence(info: &ProducerInfo, record_count: u32) -> u32 {
+    info.base_sequence
+        .wrapping_add(record_count.saturating_sub(1))
+}
+
+impl ProducerStateTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rebuilds the table from a log's batches, oldest first (what a new leader does).
+    pub fn rebuild<'a>(batches: impl IntoIterator<Item = &'a RecordBatch>) -> Self {
+        let mut table = Self::new();
+        for batch in batches {
+            table.load_batch(batch);
+        }
+        table
+    }
+
+    /// Records a batch read from the log (no checks: the log is the truth).
+    pub fn load_batch(&mut self, batch: &RecordBatch) {
+        if let Some(info) = &batch.producer {
+            if batch.record_count() > 0 {
+                self.record_append(info, batch.record_count(), batch.base_offset);
+            }
+        }
+    }
+
+    pub fn entry(&self, producer_id: u64) -> Option<&ProducerEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// Decides what to do with a batch of `record_count` records from `info`'s producer.
+    pub fn check(&self, info: &ProducerInfo, record_count: u32) -> SequenceCheck {
+        let Some(entry) = self.producers.get(&info.producer_id) else {
+            return if info.base_sequence == 0 {
+                SequenceCheck::Append
+            } else {
+                SequenceCheck::UnknownProducerId {
+                    received: info.base_sequence,
+                }
+            };
+        };
+        if info.producer_epoch < entry.producer_epoch {
+            return SequenceCheck::InvalidProducerEpoch {
+                current: entry.producer_epoch,
+                received: info.producer_epoch,
+            };
+        }
+        if info.producer_epoch > entry.producer_epoch {
+            // A new epoch restarts the sequence.
+            return if info.base_sequence == 0 {
+                SequenceCheck::Append
+            } else {
+                SequenceCheck::OutOfOrderSequence {
+                    expected: 0,
+                    received: info.base_sequence,
+                }
+            };
+        }
+        let last = last_sequence(info, record_count);
+        if let Some(b) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == info.base_sequence && b.last_sequence == last)
+        {
+            return SequenceCheck::Duplicate {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+            };
+        }
+        let expected = entry.last_sequence().wrapping_add(1);
+        if info.base_sequence == expected {
+            SequenceCheck::Append
+        } else {
+            SequenceCheck::OutOfOrderSequence {
+                expected,
+                received: info.base_sequence,
+            }
+        }
+    }
+
+    /// Records that a batch was appended at `base_offset` (after `check` said `Append`).
+    pub fn record_append(&mut self, info: &ProducerInfo, record_count: u32, base_offset: Offset) {
+        debug_assert!(record_count > 0, "empty batches are never appended");
+        let meta = BatchMetadata {
+            first_sequence: info.base_sequence,
+            last_sequence: last_sequence(info, record_count),
+            base_offset,
+            last_offset: base_offset + u64::from(record_count.saturating_sub(1)),
+        };
+        let entry = self
+            .producers
+            .entry(info.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                producer_epoch: info.producer_epoch,
+                batches: VecDeque::new(),
+            });
+        if info.producer_epoch != entry.producer_epoch {
+            debug_assert!(info.producer_epoch > entry.producer_epoch);
+            entry.producer_epoch = info.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.batches.push_back(meta);
+        while entry.batches.len() > MAX_CACHED_BATCHES {
+            entry.batches.pop_front();
+        }
+    }
+}
