@@ -9,9 +9,12 @@
 //! collects the effects it returns (messages to send, records to make durable, replies to
 //! clients). Same inputs, same outputs, always; that is what lets one seed replay a run.
 
+pub mod broker;
 pub mod controller;
 pub mod log;
+pub mod message;
 pub mod producer;
+pub mod replica;
 pub mod types;
 
 pub use types::*;

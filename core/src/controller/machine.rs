@@ -8,9 +8,10 @@
 
 use super::election::{assign_replicas, elect_leader, Election};
 use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig};
-use super::metadata_log::{ControllerOpenError, MetadataLog};
+use super::metadata_log::{metadata_log_config, ControllerOpenError, MetadataLog};
 use super::record::MetadataRecord;
 use super::request::*;
+use crate::log::Storage;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,8 @@ pub struct ControllerConfig {
     pub producer_id_block: u64,
     /// Directory of the metadata log under the storage root.
     pub dir: String,
+    /// Segment size of the metadata log.
+    pub segment_bytes: u64,
 }
 
 impl Default for ControllerConfig {
@@ -38,6 +41,7 @@ impl Default for ControllerConfig {
             max_records_per_pull: 512,
             producer_id_block: 1000,
             dir: "__cluster_metadata-0".to_string(),
+            segment_bytes: 64 << 20,
         }
     }
 }
@@ -211,7 +215,7 @@ fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
 }
 
 /// The single metadata controller. `S` is the storage its metadata log lives on.
-pub struct Controller<S> {
+pub struct Controller<S: Storage> {
     config: ControllerConfig,
     log: MetadataLog<S>,
     /// Every record of the log, in order: served to pulling brokers.
@@ -227,7 +231,7 @@ pub struct Controller<S> {
     failed: Option<String>,
 }
 
-impl<S> Controller<S> {
+impl<S: Storage> Controller<S> {
     /// Opens (or creates) the controller's metadata log and replays it. Every unfenced
     /// broker gets `restart_grace` from `now` before it can be fenced.
     pub fn open(
@@ -235,7 +239,8 @@ impl<S> Controller<S> {
         config: ControllerConfig,
         now: Nanos,
     ) -> Result<Self, ControllerOpenError> {
-        let (log, records) = MetadataLog::open(storage, &config.dir)?;
+        let log_config = metadata_log_config(config.segment_bytes);
+        let (log, records) = MetadataLog::open(storage, &config.dir, log_config)?;
         let image = MetadataImage::from_records(&records)?;
         let sessions = image
             .brokers
@@ -268,6 +273,11 @@ impl<S> Controller<S> {
     /// Offset the next metadata record will get.
     pub fn metadata_end_offset(&self) -> Offset {
         self.records.len() as Offset
+    }
+
+    /// The storage the metadata log lives on.
+    pub fn storage(&self) -> &S {
+        self.log.storage()
     }
 
     pub fn config(&self) -> &ControllerConfig {

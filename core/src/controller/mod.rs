@@ -31,4 +31,6 @@ pub use request::{
 };
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

@@ -3,9 +3,13 @@
 use super::*;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 
-type Store = ();
+use crate::log::MemStorage;
 
-fn store() -> Store {}
+type Store = MemStorage;
+
+fn store() -> Store {
+    MemStorage::new()
+}
 
 const SEC: Nanos = 1_000_000_000;
 
@@ -747,4 +751,154 @@ fn next_timeout_is_the_earliest_session_deadline() {
     h.c.tick(st);
     assert!(!h.c.image().is_unfenced(1));
     assert_eq!(h.c.next_timeout(), Some(2 * SEC + st));
+}
+
+/// Some history worth replaying: brokers, topics, a fencing, ISR changes, producer ids.
+fn busy_harness() -> Harness {
+    let mut h = Harness::with_config(ControllerConfig {
+        producer_id_block: 4,
+        ..ControllerConfig::default()
+    });
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("a", 3, 3, false);
+    h.create("b", 2, 2, true);
+    let t = tp("a", 0);
+    let s = h.part(&t);
+    let l = s.leader.unwrap();
+    h.alter(&t, l, s.leader_epoch, s.partition_epoch, vec![l])
+        .unwrap();
+    for _ in 0..5 {
+        h.request(Requester::Client(1), ControllerRequest::InitProducerId);
+    }
+    h.run(h.c.config().session_timeout + SEC, &[1, 2]);
+    assert!(!h.c.image().is_unfenced(3));
+    h
+}
+
+fn reopen(h: &mut Harness, at: Nanos) -> Result<(), ControllerOpenError> {
+    let storage = h.c.storage().clone();
+    // Power loss: unsynced bytes are gone (there should be none).
+    storage.crash_lose_unsynced();
+    h.c = Controller::open(storage, h.c.config().clone(), at)?;
+    h.now = at;
+    Ok(())
+}
+
+#[test]
+fn controller_restart_replays_its_log_to_an_identical_image() {
+    let mut h = busy_harness();
+    let image = h.c.image().clone();
+    let records = h.c.records().to_vec();
+    let last_pid = h.c.image().next_producer_id;
+    let at = h.now + 100 * SEC;
+    reopen(&mut h, at).unwrap();
+    assert_eq!(h.c.image(), &image);
+    assert_eq!(h.c.records(), &records[..]);
+    // Producer ids are never reused: a fresh block starts after every reserved one.
+    match h.request(Requester::Client(1), ControllerRequest::InitProducerId) {
+        ControllerResponse::InitProducerId(Ok(p)) => assert_eq!(p.producer_id, last_pid),
+        other => panic!("{other:?}"),
+    }
+    // Broker epochs survive: the brokers' heartbeats are still valid.
+    let r = h.heartbeat(1);
+    assert!(!r.fenced);
+    // Grace period: nobody could heartbeat while the controller was down, so no broker is
+    // fenced before `restart_grace` has passed...
+    let grace = h.c.config().restart_grace;
+    assert!(h.run(grace - SEC, &[1]).is_empty());
+    assert!(h.c.image().is_unfenced(2));
+    // ...but a broker that stays silent after it is.
+    let events = h.run(2 * SEC, &[1]);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, ControllerEvent::BrokerFenced { broker: 2, .. }))
+            .count(),
+        1
+    );
+    h.assert_replays();
+}
+
+#[test]
+fn large_decisions_span_several_batches_and_replay() {
+    let mut h = Harness::new();
+    h.register(1);
+    // 1 MiB batches; ~20k partition records do not fit in one.
+    h.create("big", 20_000, 1, false);
+    let image = h.c.image().clone();
+    reopen(&mut h, 0).unwrap();
+    assert_eq!(h.c.image(), &image);
+    assert_eq!(h.c.image().topic("big").unwrap().partitions.len(), 20_000);
+}
+
+#[test]
+fn metadata_log_write_failure_stops_the_controller_until_reopened() {
+    let mut h = busy_harness();
+    let image = h.c.image().clone();
+    let storage = h.c.storage().clone();
+    storage.set_capacity(Some(storage.used_bytes()));
+    let (r, events) = h.request_with_events(
+        Requester::Client(1),
+        ControllerRequest::DeleteTopic { name: "a".into() },
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::DeleteTopic {
+            result: Err(ControllerError::StorageFailed { .. }),
+            ..
+        }
+    ));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::StorageFailed { .. })));
+    assert_eq!(h.c.image(), &image, "nothing applied that is not durable");
+    assert!(h.c.failed().is_some());
+    assert_eq!(h.c.next_timeout(), None);
+    // Everything else is refused too, but metadata reads are served.
+    assert!(matches!(
+        h.request(Requester::Client(1), ControllerRequest::InitProducerId),
+        ControllerResponse::InitProducerId(Err(ControllerError::StorageFailed { .. }))
+    ));
+    assert!(matches!(
+        h.heartbeat_from(1, 0),
+        Err(ControllerError::StorageFailed { .. })
+    ));
+    match h.request(
+        Requester::Client(1),
+        ControllerRequest::FetchMetadata { from_offset: 0 },
+    ) {
+        ControllerResponse::Metadata(d) => assert_eq!(d.end_offset, image.next_offset),
+        other => panic!("{other:?}"),
+    }
+    // Space comes back; the restarted controller has exactly the durable state.
+    storage.set_capacity(None);
+    let now = h.now;
+    reopen(&mut h, now).unwrap();
+    assert_eq!(h.c.image(), &image);
+    h.request(
+        Requester::Client(1),
+        ControllerRequest::DeleteTopic { name: "a".into() },
+    );
+    assert!(h.c.image().topic("a").is_none());
+}
+
+#[test]
+fn corrupt_metadata_log_is_a_typed_open_error() {
+    let h = busy_harness();
+    let storage = h.c.storage().clone();
+    let (path, len, _) = storage
+        .files()
+        .into_iter()
+        .find(|(p, _, _)| p.ends_with(".log"))
+        .expect("a segment");
+    assert!(storage.flip_bit(&path, len / 2, 3));
+    let config = h.c.config().clone();
+    drop(h);
+    match Controller::open(storage, config, 0) {
+        Err(ControllerOpenError::Log(crate::log::LogError::Corrupt { .. })) => {}
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("opened a corrupt metadata log"),
+    }
 }

@@ -1,0 +1,763 @@
+//! A Skein broker: hosts the partition replicas its metadata image assigns to it, as one
+//! sans-I/O state machine.
+//!
+//! Data flow: the driver delivers messages ([`Broker::handle`]) and time
+//! ([`Broker::tick`]); the broker routes fetches, produce and consumer requests to its
+//! [`Replica`]s, pulls metadata from the controller with heartbeats (each reply carries the
+//! metadata records it has not seen), applies them to its [`MetadataImage`] and turns each
+//! partition's state into leader/follower transitions. Everything the broker wants done —
+//! messages to send, events worth tracing — is collected with [`Broker::drain_outputs`].
+//! Logs live on the given [`Storage`]; crash recovery happens in `PartitionLog::open`.
+
+use crate::controller::{
+    ControllerError, ControllerRequest, ControllerResponse, HeartbeatReply, MetadataImage,
+    PartitionState,
+};
+use crate::log::{LogConfig, PartitionLog, RecordBatch, RecoverySummary, Storage};
+use crate::message::*;
+use crate::replica::{
+    AlterOutcome, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
+};
+use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::replica::{Bugs, Role};
+
+/// Broker tunables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerConfig {
+    pub log: LogConfig,
+    /// A follower that has not caught up for this long leaves the ISR.
+    pub replica_lag_time_max: Nanos,
+    pub fetch_max_bytes: usize,
+    /// Follower wait after an empty fetch or an error.
+    pub fetch_backoff: Nanos,
+    /// A fetch without answer for this long is resent.
+    pub fetch_timeout: Nanos,
+    pub alter_partition_retry: Nanos,
+    /// Leader fsync delay after an append (0: fsync right away).
+    pub flush_interval: Nanos,
+    /// Heartbeat (and metadata pull) period.
+    pub heartbeat_interval: Nanos,
+    /// Registration / heartbeat without an answer for this long is resent.
+    pub controller_timeout: Nanos,
+    /// How often retention runs on every hosted log.
+    pub retention_check_interval: Nanos,
+    pub bugs: Bugs,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let r = ReplicaConfig::default();
+        Self {
+            log: LogConfig::default(),
+            replica_lag_time_max: r.replica_lag_time_max,
+            fetch_max_bytes: r.fetch_max_bytes,
+            fetch_backoff: r.fetch_backoff,
+            fetch_timeout: r.fetch_timeout,
+            alter_partition_retry: r.alter_partition_retry,
+            flush_interval: r.flush_interval,
+            heartbeat_interval: 500_000_000,
+            controller_timeout: 1_000_000_000,
+            retention_check_interval: 60_000_000_000,
+            bugs: Bugs::default(),
+        }
+    }
+}
+
+impl BrokerConfig {
+    fn replica_config(&self, min_insync_replicas: usize) -> ReplicaConfig {
+        ReplicaConfig {
+            replica_lag_time_max: self.replica_lag_time_max,
+            min_insync_replicas,
+            fetch_max_bytes: self.fetch_max_bytes,
+            fetch_backoff: self.fetch_backoff,
+            fetch_timeout: self.fetch_timeout,
+            alter_partition_retry: self.alter_partition_retry,
+            flush_interval: self.flush_interval,
+            bugs: self.bugs,
+        }
+    }
+}
+
+/// Effects of a broker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    Send { to: Address, msg: Message },
+    Event(BrokerEvent),
+}
+
+/// Broker-level events worth tracing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BrokerEvent {
+    Replica(Event),
+    Registered {
+        broker_epoch: Offset,
+    },
+    /// The metadata image now includes records below `offset`.
+    MetadataApplied {
+        offset: Offset,
+    },
+    /// A metadata delta could not be applied (the image is unchanged).
+    MetadataError {
+        error: String,
+    },
+    /// A partition log was opened (and recovered).
+    LogOpened {
+        tp: TopicPartition,
+        summary: RecoverySummary,
+    },
+    /// A partition log could not be opened; the partition stays unavailable here.
+    LogOpenFailed {
+        tp: TopicPartition,
+        error: String,
+    },
+    /// A partition was removed from this broker (topic deleted or reassigned).
+    PartitionRemoved {
+        tp: TopicPartition,
+    },
+}
+
+/// Why a broker could not start or serve a view request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BrokerError {
+    #[error("broker state file {path}: {reason}")]
+    Meta { path: String, reason: String },
+    #[error("{tp}: not hosted on this broker")]
+    UnknownPartition { tp: TopicPartition },
+    #[error("{tp}: log error: {reason}")]
+    Log { tp: TopicPartition, reason: String },
+}
+
+/// Durable broker state: its incarnation counter and the partitions it hosts (so a
+/// restarted broker reopens and recovers its logs before metadata arrives).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct BrokerMeta {
+    incarnation: u64,
+    partitions: Vec<TopicPartition>,
+}
+
+const META_PATH: &str = "broker.meta";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Registration {
+    Unregistered { sent_at: Option<Nanos> },
+    Registered { broker_epoch: Offset },
+}
+
+/// A broker hosting partition replicas.
+pub struct Broker<S: Storage + Clone> {
+    id: NodeId,
+    config: BrokerConfig,
+    storage: S,
+    incarnation: u64,
+    registration: Registration,
+    fenced: bool,
+    image: MetadataImage,
+    heartbeat_sent_at: Option<Nanos>,
+    heartbeat_in_flight: bool,
+    next_retention: Nanos,
+    replicas: BTreeMap<TopicPartition, Replica<PartitionLog<S>>>,
+    /// Partitions whose log failed to open, with the error.
+    failed: BTreeMap<TopicPartition, String>,
+    outputs: Vec<Output>,
+}
+
+fn partition_dir(tp: &TopicPartition) -> String {
+    format!("{}-{}", tp.topic, tp.partition)
+}
+
+impl<S: Storage + Clone> Broker<S> {
+    /// Start a broker process: bump the durable incarnation, reopen (and recover) every
+    /// log it hosted, and ask the controller to register it.
+    pub fn open(
+        id: NodeId,
+        config: BrokerConfig,
+        mut storage: S,
+        now: Nanos,
+    ) -> Result<(Self, Vec<(TopicPartition, RecoverySummary)>), BrokerError> {
+        let meta_err = |reason: String| BrokerError::Meta {
+            path: META_PATH.into(),
+            reason,
+        };
+        let mut meta: BrokerMeta = if storage.exists(META_PATH) {
+            let bytes = storage
+                .read_all(META_PATH)
+                .map_err(|e| meta_err(e.to_string()))?;
+            bincode::deserialize(&bytes).map_err(|e| meta_err(format!("corrupt: {e}")))?
+        } else {
+            BrokerMeta::default()
+        };
+        meta.incarnation += 1;
+        let bytes = bincode::serialize(&meta).map_err(|e| meta_err(e.to_string()))?;
+        storage
+            .write_atomic(META_PATH, &bytes)
+            .map_err(|e| meta_err(e.to_string()))?;
+        let mut broker = Self {
+            id,
+            config,
+            storage,
+            incarnation: meta.incarnation,
+            registration: Registration::Unregistered { sent_at: None },
+            fenced: true,
+            image: MetadataImage::new(),
+            heartbeat_sent_at: None,
+            heartbeat_in_flight: false,
+            next_retention: now,
+            replicas: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            outputs: Vec::new(),
+        };
+        let mut reports = Vec::new();
+        for tp in meta.partitions {
+            if let Some(summary) = broker.open_replica(&tp, 1) {
+                reports.push((tp, summary));
+            }
+        }
+        broker.next_retention = now + broker.config.retention_check_interval;
+        broker.tick(now);
+        Ok((broker, reports))
+    }
+
+    fn open_replica(&mut self, tp: &TopicPartition, min_insync: usize) -> Option<RecoverySummary> {
+        let dir = partition_dir(tp);
+        match PartitionLog::open(self.storage.clone(), &dir, self.config.log.clone()) {
+            Ok((log, summary)) => {
+                let cfg = self.config.replica_config(min_insync);
+                self.replicas
+                    .insert(tp.clone(), Replica::new(tp.clone(), self.id, log, cfg));
+                self.failed.remove(tp);
+                self.outputs.push(Output::Event(BrokerEvent::LogOpened {
+                    tp: tp.clone(),
+                    summary: summary.clone(),
+                }));
+                Some(summary)
+            }
+            Err(e) => {
+                tracing::error!(%tp, error = %e, "cannot open partition log");
+                self.failed.insert(tp.clone(), e.to_string());
+                self.outputs.push(Output::Event(BrokerEvent::LogOpenFailed {
+                    tp: tp.clone(),
+                    error: e.to_string(),
+                }));
+                None
+            }
+        }
+    }
+
+    fn save_meta(&mut self) {
+        let meta = BrokerMeta {
+            incarnation: self.incarnation,
+            partitions: self.replicas.keys().cloned().collect(),
+        };
+        let res = bincode::serialize(&meta)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                self.storage
+                    .write_atomic(META_PATH, &b)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(error) = res {
+            tracing::error!(%error, "cannot write broker.meta");
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// The incarnation sent with registration (bumped on every `open`).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// Broker epoch assigned by the controller, once registered.
+    pub fn broker_epoch(&self) -> Option<Offset> {
+        match self.registration {
+            Registration::Registered { broker_epoch } => Some(broker_epoch),
+            Registration::Unregistered { .. } => None,
+        }
+    }
+
+    /// Whether the controller last said this broker is fenced.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    pub fn metadata_image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// Hosted partitions, in order.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        self.replicas.keys().cloned().collect()
+    }
+
+    pub fn replica_view(&self, tp: &TopicPartition) -> Option<ReplicaView> {
+        self.replicas.get(tp).map(|r| r.view())
+    }
+
+    pub fn views(&self) -> Vec<ReplicaView> {
+        self.replicas.values().map(|r| r.view()).collect()
+    }
+
+    /// Partitions whose log failed to open here, with the error.
+    pub fn failed_partitions(&self) -> &BTreeMap<TopicPartition, String> {
+        &self.failed
+    }
+
+    /// Every batch of the local log covering `[from, below)` (records at or past `below`
+    /// cut off), control batches included. For invariant checks: it reads the log as it
+    /// is, whatever the HW.
+    pub fn read_records(
+        &mut self,
+        tp: &TopicPartition,
+        from: Offset,
+        below: Offset,
+    ) -> Result<Vec<RecordBatch>, BrokerError> {
+        let replica = self
+            .replicas
+            .get_mut(tp)
+            .ok_or_else(|| BrokerError::UnknownPartition { tp: tp.clone() })?;
+        let mut out: Vec<RecordBatch> = Vec::new();
+        let mut at = from;
+        while at < below {
+            let batches = replica
+                .read_below(at, below, 1 << 20)
+                .map_err(|e| BrokerError::Log {
+                    tp: tp.clone(),
+                    reason: e.0,
+                })?;
+            let Some(last) = batches.last() else { break };
+            let next = last.next_offset();
+            if next <= at {
+                break;
+            }
+            at = next;
+            out.extend(batches);
+        }
+        Ok(out)
+    }
+
+    /// Effects since the last call, in order.
+    pub fn drain_outputs(&mut self) -> Vec<Output> {
+        self.collect_replica_effects();
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// When `tick` next has something to do.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        let controller = match self.registration {
+            Registration::Unregistered { sent_at: None } => None,
+            Registration::Unregistered { sent_at: Some(t) } => {
+                Some(t + self.config.controller_timeout)
+            }
+            Registration::Registered { .. } => Some(match self.heartbeat_sent_at {
+                None => 0,
+                Some(t) if self.heartbeat_in_flight => t + self.config.controller_timeout,
+                Some(t) => t + self.config.heartbeat_interval,
+            }),
+        };
+        let replicas = self
+            .replicas
+            .values()
+            .filter_map(|r| r.next_timeout())
+            .min();
+        [controller, replicas, Some(self.next_retention)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
+    /// timeouts, retention.
+    pub fn tick(&mut self, now: Nanos) {
+        match self.registration {
+            Registration::Unregistered { sent_at } => {
+                if sent_at.is_none_or(|t| now >= t + self.config.controller_timeout) {
+                    self.registration = Registration::Unregistered { sent_at: Some(now) };
+                    let req = ControllerRequest::RegisterBroker {
+                        broker: self.id,
+                        incarnation: self.incarnation,
+                    };
+                    self.send_controller(req);
+                }
+            }
+            Registration::Registered { .. } => {
+                let due = match self.heartbeat_sent_at {
+                    None => true,
+                    Some(t) if self.heartbeat_in_flight => {
+                        now >= t + self.config.controller_timeout
+                    }
+                    Some(t) => now >= t + self.config.heartbeat_interval,
+                };
+                if due {
+                    self.send_heartbeat(now);
+                }
+            }
+        }
+        for r in self.replicas.values_mut() {
+            r.tick(now);
+        }
+        if now >= self.next_retention {
+            self.next_retention = now + self.config.retention_check_interval;
+            let now_ms = (now / 1_000_000) as i64;
+            for (tp, r) in self.replicas.iter_mut() {
+                if let Err(e) = r.log_mut().apply_retention(now_ms) {
+                    tracing::warn!(%tp, error = %e, "retention failed");
+                }
+            }
+        }
+        self.collect_replica_effects();
+    }
+
+    fn send_controller(&mut self, req: ControllerRequest) {
+        self.outputs.push(Output::Send {
+            to: Address::Controller,
+            msg: Message::ControllerRequest(req),
+        });
+    }
+
+    fn send_heartbeat(&mut self, now: Nanos) {
+        let Registration::Registered { broker_epoch } = self.registration else {
+            return;
+        };
+        self.heartbeat_sent_at = Some(now);
+        self.heartbeat_in_flight = true;
+        let req = ControllerRequest::BrokerHeartbeat {
+            broker: self.id,
+            broker_epoch,
+            metadata_offset: self.image.next_offset,
+        };
+        self.send_controller(req);
+    }
+
+    fn collect_replica_effects(&mut self) {
+        for r in self.replicas.values_mut() {
+            for effect in r.drain_effects() {
+                self.outputs.push(match effect {
+                    ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
+                    ReplicaEffect::AlterPartition(p) => Output::Send {
+                        to: Address::Controller,
+                        msg: Message::ControllerRequest(alter_request(p)),
+                    },
+                    ReplicaEffect::Event(e) => Output::Event(BrokerEvent::Replica(e)),
+                });
+            }
+        }
+    }
+
+    fn reply(&mut self, to: Address, msg: Message) {
+        self.outputs.push(Output::Send { to, msg });
+    }
+
+    /// One message from `from`.
+    pub fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
+        match msg {
+            Message::Fetch(req) => {
+                let resp = match (self.replicas.get_mut(&req.tp), from) {
+                    (Some(r), Address::Node(n)) if n == req.replica_id => r.handle_fetch(now, req),
+                    (Some(_), _) => FetchResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        leader_epoch: 0,
+                        result: FetchResult::Error(FetchError::NotAssignedReplica(req.replica_id)),
+                    },
+                    (None, _) => FetchResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        leader_epoch: 0,
+                        result: FetchResult::Error(FetchError::UnknownTopicOrPartition),
+                    },
+                };
+                self.reply(from, Message::FetchResponse(resp));
+            }
+            Message::FetchResponse(resp) => {
+                if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
+                    r.handle_fetch_response(now, n, resp);
+                }
+            }
+            Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
+                Some(r) => r.handle_produce(now, from, req),
+                None if req.acks != Acks::None => {
+                    let resp = ProduceResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        result: Err(ProduceError::UnknownTopicOrPartition),
+                    };
+                    self.reply(from, Message::ProduceResponse(resp));
+                }
+                None => {}
+            },
+            Message::ConsumerFetch(req) => {
+                let resp = match self.replicas.get_mut(&req.tp) {
+                    Some(r) => r.handle_consumer_fetch(&req),
+                    None => ConsumerFetchResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        result: Err(ConsumerFetchError::UnknownTopicOrPartition),
+                    },
+                };
+                self.reply(from, Message::ConsumerFetchResponse(resp));
+            }
+            Message::ListOffsets(req) => {
+                let resp = match self.replicas.get_mut(&req.tp) {
+                    Some(r) => r.handle_list_offsets(&req),
+                    None => ListOffsetsResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        result: Err(ConsumerFetchError::UnknownTopicOrPartition),
+                    },
+                };
+                self.reply(from, Message::ListOffsetsResponse(resp));
+            }
+            Message::Metadata(req) => {
+                let resp = self.metadata_response(&req);
+                self.reply(from, Message::MetadataResponse(resp));
+            }
+            Message::ControllerResponse(resp) if from == Address::Controller => {
+                self.handle_controller(now, resp)
+            }
+            other => {
+                tracing::debug!(%from, msg = ?std::mem::discriminant(&other), "ignored message");
+            }
+        }
+        self.collect_replica_effects();
+    }
+
+    fn handle_controller(&mut self, now: Nanos, resp: ControllerResponse) {
+        match resp {
+            ControllerResponse::RegisterBroker(Ok(reg)) if reg.broker == self.id => {
+                if let Registration::Unregistered { .. } = self.registration {
+                    self.registration = Registration::Registered {
+                        broker_epoch: reg.broker_epoch,
+                    };
+                    self.outputs.push(Output::Event(BrokerEvent::Registered {
+                        broker_epoch: reg.broker_epoch,
+                    }));
+                    self.heartbeat_sent_at = None;
+                    self.heartbeat_in_flight = false;
+                    self.send_heartbeat(now);
+                }
+            }
+            ControllerResponse::RegisterBroker(Err(e)) => {
+                tracing::warn!(error = %e, "registration refused");
+            }
+            ControllerResponse::BrokerHeartbeat(Ok(reply)) => self.on_heartbeat(now, reply),
+            ControllerResponse::BrokerHeartbeat(Err(e)) => match e {
+                ControllerError::StaleBrokerEpoch { .. }
+                | ControllerError::UnknownBroker { .. } => {
+                    // The controller forgot us or we are a stale incarnation: start over.
+                    self.registration = Registration::Unregistered { sent_at: None };
+                    self.heartbeat_in_flight = false;
+                    self.tick(now);
+                }
+                other => {
+                    tracing::warn!(error = %other, "heartbeat refused");
+                    self.heartbeat_in_flight = false;
+                }
+            },
+            ControllerResponse::AlterPartition { tp, result } => {
+                if let Some(r) = self.replicas.get_mut(&tp) {
+                    let outcome = match result {
+                        Ok(state) => AlterOutcome::Accepted {
+                            leader_epoch: state.leader_epoch,
+                            partition_epoch: state.partition_epoch,
+                            isr: state.isr,
+                        },
+                        Err(e) => AlterOutcome::Rejected {
+                            reason: e.to_string(),
+                        },
+                    };
+                    r.on_alter_partition_result(now, outcome);
+                }
+            }
+            ControllerResponse::Metadata(delta) => {
+                self.apply_delta(now, &delta);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_heartbeat(&mut self, now: Nanos, reply: HeartbeatReply) {
+        if Some(reply.broker_epoch) != self.broker_epoch() || reply.broker != self.id {
+            return; // answer to a previous registration
+        }
+        self.heartbeat_in_flight = false;
+        self.fenced = reply.fenced;
+        let more = reply.metadata.end_offset
+            > reply.metadata.from + reply.metadata.records.len() as Offset;
+        self.apply_delta(now, &reply.metadata);
+        if more {
+            self.send_heartbeat(now); // keep pulling
+        }
+    }
+
+    fn apply_delta(&mut self, now: Nanos, delta: &crate::controller::MetadataDelta) {
+        let before = self.image.next_offset;
+        match self.image.apply_delta(delta) {
+            Ok(0) => {}
+            Ok(_) => {
+                let offset = self.image.next_offset;
+                self.outputs
+                    .push(Output::Event(BrokerEvent::MetadataApplied { offset }));
+                // Act only on a caught-up image: an intermediate state may name this
+                // broker leader of an epoch long gone.
+                if offset >= delta.end_offset {
+                    self.reconcile(now);
+                }
+            }
+            Err(crate::controller::ImageError::Gap { .. }) if delta.from > before => {
+                // Reordered reply from further ahead: the next pull fills the gap.
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "metadata delta rejected");
+                self.outputs.push(Output::Event(BrokerEvent::MetadataError {
+                    error: e.to_string(),
+                }));
+            }
+        }
+    }
+
+    /// Make hosted replicas match the image.
+    fn reconcile(&mut self, now: Nanos) {
+        let wanted: BTreeMap<TopicPartition, (PartitionState, usize)> = self
+            .image
+            .partitions_of_broker(self.id)
+            .map(|(tp, s)| {
+                let min_insync = self
+                    .image
+                    .topic(&tp.topic)
+                    .map(|t| t.config.min_insync_replicas as usize)
+                    .unwrap_or(1);
+                (tp, (s.clone(), min_insync))
+            })
+            .collect();
+        let fenced: BTreeSet<NodeId> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| b.is_fenced())
+            .map(|b| b.id)
+            .collect();
+        let mut hosted_changed = false;
+        // Partitions no longer assigned here (topic deleted or moved): drop their data, so
+        // a re-created topic of the same name starts from an empty log.
+        let gone: Vec<TopicPartition> = self
+            .replicas
+            .keys()
+            .filter(|tp| !wanted.contains_key(*tp))
+            .cloned()
+            .collect();
+        for tp in gone {
+            if let Some(mut r) = self.replicas.remove(&tp) {
+                r.become_follower(now, None, r.leader_epoch().saturating_add(1), 0);
+                for effect in r.drain_effects() {
+                    if let ReplicaEffect::Send { to, msg } = effect {
+                        self.outputs.push(Output::Send { to, msg });
+                    }
+                }
+            }
+            self.remove_partition_files(&tp);
+            self.outputs
+                .push(Output::Event(BrokerEvent::PartitionRemoved {
+                    tp: tp.clone(),
+                }));
+            hosted_changed = true;
+        }
+        for (tp, (state, min_insync)) in wanted {
+            if !self.replicas.contains_key(&tp) {
+                if self.open_replica(&tp, min_insync).is_none() {
+                    continue;
+                }
+                hosted_changed = true;
+            }
+            let r = self.replicas.get_mut(&tp).expect("just opened");
+            r.set_fenced_brokers(fenced.clone());
+            if r.config().min_insync_replicas != min_insync {
+                r.set_config(self.config.replica_config(min_insync));
+            }
+            r.apply_partition_state(
+                now,
+                state.leader,
+                state.leader_epoch,
+                state.partition_epoch,
+                &state.isr,
+                &state.replicas,
+            );
+        }
+        if hosted_changed {
+            self.save_meta();
+        }
+    }
+
+    fn remove_partition_files(&mut self, tp: &TopicPartition) {
+        let dir = partition_dir(tp);
+        match self.storage.list(&dir) {
+            Ok(files) => {
+                for f in files {
+                    let path = format!("{dir}/{f}");
+                    if let Err(e) = self.storage.remove(&path) {
+                        tracing::warn!(%tp, error = %e, "cannot remove partition file");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%tp, error = %e, "cannot list partition dir"),
+        }
+    }
+
+    fn metadata_response(&self, req: &MetadataRequest) -> MetadataResponse {
+        let wanted: Option<BTreeSet<&str>> = req
+            .topics
+            .as_ref()
+            .map(|t| t.iter().map(|s| s.as_str()).collect());
+        let partitions = self
+            .image
+            .partitions()
+            .filter(|(tp, _)| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|w| w.contains(tp.topic.as_str()))
+            })
+            .map(|(tp, s)| PartitionMetadata {
+                tp,
+                leader: s.leader,
+                leader_epoch: s.leader_epoch,
+                partition_epoch: s.partition_epoch,
+                replicas: s.replicas.clone(),
+                isr: s.isr.clone(),
+            })
+            .collect();
+        let unknown_topics = req
+            .topics
+            .iter()
+            .flatten()
+            .filter(|t| self.image.topic(t).is_none())
+            .cloned()
+            .collect();
+        MetadataResponse {
+            correlation: req.correlation,
+            brokers: self.image.unfenced_brokers(),
+            partitions,
+            unknown_topics,
+        }
+    }
+}
+
+fn alter_request(p: IsrProposal) -> ControllerRequest {
+    ControllerRequest::AlterPartition {
+        tp: p.tp,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: p.new_isr,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

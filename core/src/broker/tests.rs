@@ -1,0 +1,622 @@
+//! Broker-level scripted tests: real brokers and the real controller over `MemStorage`,
+//! connected by an in-test router that can cut links, drop messages and crash nodes.
+
+use super::*;
+use crate::controller::{Controller, ControllerConfig, ControllerOutput, Requester, TopicConfig};
+use crate::log::{MemStorage, ProducerInfo, Record};
+use std::collections::VecDeque;
+
+pub(crate) const MS: Nanos = 1_000_000;
+
+pub(crate) fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+pub(crate) fn batch(value: &str) -> RecordBatch {
+    RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer: None,
+        first_timestamp: 0,
+        max_timestamp: 0,
+        records: vec![Record {
+            offset_delta: 0,
+            timestamp_delta: 0,
+            key: None,
+            value: Some(value.as_bytes().to_vec()),
+            headers: Vec::new(),
+        }],
+    }
+}
+
+pub(crate) fn broker_config() -> BrokerConfig {
+    BrokerConfig {
+        replica_lag_time_max: 200 * MS,
+        fetch_backoff: 2 * MS,
+        fetch_timeout: 50 * MS,
+        alter_partition_retry: 50 * MS,
+        heartbeat_interval: 20 * MS,
+        controller_timeout: 50 * MS,
+        ..BrokerConfig::default()
+    }
+}
+
+pub(crate) fn controller_config() -> ControllerConfig {
+    ControllerConfig {
+        session_timeout: 150 * MS,
+        restart_grace: 150 * MS,
+        ..ControllerConfig::default()
+    }
+}
+
+/// A whole cluster in one deterministic world.
+pub(crate) struct World {
+    pub now: Nanos,
+    pub config: BrokerConfig,
+    pub disks: BTreeMap<NodeId, MemStorage>,
+    pub brokers: BTreeMap<NodeId, Broker<MemStorage>>,
+    pub controller_disk: MemStorage,
+    pub controller: Option<Controller<MemStorage>>,
+    pub queue: VecDeque<(Address, Address, Message)>,
+    /// Messages delivered to clients.
+    pub inbox: Vec<(u64, Message)>,
+    /// Directed links that drop everything.
+    pub cut: BTreeSet<(Address, Address)>,
+    pub events: Vec<(NodeId, BrokerEvent)>,
+    pub correlation: u64,
+}
+
+impl World {
+    pub fn new(ids: &[NodeId], config: BrokerConfig) -> Self {
+        let controller_disk = MemStorage::new();
+        let controller =
+            Controller::open(controller_disk.clone(), controller_config(), 0).expect("controller");
+        let mut w = Self {
+            now: 0,
+            config,
+            disks: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            controller_disk,
+            controller: Some(controller),
+            queue: VecDeque::new(),
+            inbox: Vec::new(),
+            cut: BTreeSet::new(),
+            events: Vec::new(),
+            correlation: 0,
+        };
+        for &id in ids {
+            w.disks.insert(id, MemStorage::new());
+            w.start(id);
+        }
+        w
+    }
+
+    pub fn start(&mut self, id: NodeId) {
+        let disk = self.disks[&id].clone();
+        let (b, _reports) = Broker::open(id, self.config.clone(), disk, self.now).expect("open");
+        self.brokers.insert(id, b);
+        self.collect();
+    }
+
+    /// Crash a broker: it loses every unsynced byte and every message in flight to it.
+    pub fn crash(&mut self, id: NodeId) {
+        self.brokers.remove(&id);
+        self.disks[&id].crash_lose_unsynced();
+        self.queue.retain(|(_, to, _)| *to != Address::Node(id));
+    }
+
+    pub fn crash_controller(&mut self) {
+        self.controller = None;
+        self.controller_disk.crash_lose_unsynced();
+        self.queue.retain(|(_, to, _)| *to != Address::Controller);
+    }
+
+    pub fn restart_controller(&mut self) {
+        let c = Controller::open(self.controller_disk.clone(), controller_config(), self.now)
+            .expect("controller reopen");
+        self.controller = Some(c);
+    }
+
+    /// Cut (both directions) every link between `a` and anything else.
+    pub fn isolate(&mut self, a: Address) {
+        let mut all: Vec<Address> = self.brokers.keys().map(|&n| Address::Node(n)).collect();
+        all.push(Address::Controller);
+        for b in all {
+            if b != a {
+                self.cut.insert((a, b));
+                self.cut.insert((b, a));
+            }
+        }
+    }
+
+    pub fn collect(&mut self) {
+        for (&id, b) in self.brokers.iter_mut() {
+            for o in b.drain_outputs() {
+                match o {
+                    Output::Send { to, msg } => self.queue.push_back((Address::Node(id), to, msg)),
+                    Output::Event(e) => self.events.push((id, e)),
+                }
+            }
+        }
+        if let Some(c) = &mut self.controller {
+            for o in c.drain_outputs() {
+                if let ControllerOutput::Send { to, response } = o {
+                    let to = match to {
+                        Requester::Broker(n) => Address::Node(n),
+                        Requester::Client(c) => Address::Client(c),
+                    };
+                    self.queue.push_back((
+                        Address::Controller,
+                        to,
+                        Message::ControllerResponse(response),
+                    ));
+                }
+            }
+        }
+    }
+
+    pub fn deliver(&mut self, from: Address, to: Address, msg: Message) {
+        if self.cut.contains(&(from, to)) {
+            return;
+        }
+        let now = self.now;
+        match to {
+            Address::Node(n) => {
+                if let Some(b) = self.brokers.get_mut(&n) {
+                    b.handle(now, from, msg);
+                }
+            }
+            Address::Controller => {
+                let (Some(c), Message::ControllerRequest(req)) = (&mut self.controller, msg) else {
+                    return;
+                };
+                let requester = match from {
+                    Address::Node(n) => Requester::Broker(n),
+                    Address::Client(c) => Requester::Client(c),
+                    Address::Controller => return,
+                };
+                c.handle(now, requester, req);
+            }
+            Address::Client(c) => self.inbox.push((c, msg)),
+        }
+        self.collect();
+    }
+
+    pub fn deliver_all(&mut self) {
+        let mut n = 0;
+        while let Some((from, to, msg)) = self.queue.pop_front() {
+            self.deliver(from, to, msg);
+            n += 1;
+            assert!(n < 100_000, "message storm");
+        }
+    }
+
+    pub fn tick_all(&mut self) {
+        let now = self.now;
+        for b in self.brokers.values_mut() {
+            b.tick(now);
+        }
+        if let Some(c) = &mut self.controller {
+            c.tick(now);
+        }
+        self.collect();
+    }
+
+    pub fn run(&mut self, duration: Nanos) {
+        let end = self.now + duration;
+        while self.now < end {
+            self.now += MS;
+            self.tick_all();
+            self.deliver_all();
+        }
+    }
+
+    /// Run until `f` holds (checked every millisecond), at most `limit`.
+    pub fn run_until(&mut self, limit: Nanos, mut f: impl FnMut(&mut Self) -> bool) -> bool {
+        let end = self.now + limit;
+        while self.now < end {
+            if f(self) {
+                return true;
+            }
+            self.now += MS;
+            self.tick_all();
+            self.deliver_all();
+        }
+        f(self)
+    }
+
+    pub fn admin(&mut self, req: ControllerRequest) {
+        self.queue.push_back((
+            Address::Client(0),
+            Address::Controller,
+            Message::ControllerRequest(req),
+        ));
+        self.deliver_all();
+    }
+
+    pub fn create_topic(&mut self, rf: u16, min_insync: u16) {
+        let config = TopicConfig {
+            partitions: 1,
+            replication_factor: rf,
+            min_insync_replicas: min_insync,
+            ..TopicConfig::default()
+        };
+        self.admin(ControllerRequest::CreateTopic {
+            name: "t".into(),
+            config,
+            assignment: None,
+        });
+        let ok = self.run_until(2000 * MS, |w| {
+            w.leader().is_some() && w.isr_of_leader().len() == rf as usize
+        });
+        assert!(ok, "no leader with a full ISR for the new topic");
+    }
+
+    /// The broker that considers itself leader at the highest epoch.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.brokers
+            .iter()
+            .filter_map(|(&id, b)| b.replica_view(&tp()).map(|v| (id, v)))
+            .filter(|(_, v)| v.role == Role::Leader)
+            .max_by_key(|(_, v)| v.leader_epoch)
+            .map(|(id, _)| id)
+    }
+
+    pub fn view(&self, id: NodeId) -> ReplicaView {
+        self.brokers[&id].replica_view(&tp()).expect("hosted")
+    }
+
+    pub fn isr_of_leader(&self) -> Vec<NodeId> {
+        self.leader().map(|l| self.view(l).isr).unwrap_or_default()
+    }
+
+    pub fn send_produce(&mut self, to: NodeId, acks: Acks, batch: RecordBatch) -> u64 {
+        self.correlation += 1;
+        let req = ProduceRequest {
+            correlation: self.correlation,
+            tp: tp(),
+            acks,
+            timeout: 500 * MS,
+            batch,
+        };
+        self.queue
+            .push_back((Address::Client(1), Address::Node(to), Message::Produce(req)));
+        self.correlation
+    }
+
+    pub fn produce_response(&self, correlation: u64) -> Option<Result<ProduceAck, ProduceError>> {
+        self.inbox.iter().find_map(|(_, m)| match m {
+            Message::ProduceResponse(r) if r.correlation == correlation => Some(r.result.clone()),
+            _ => None,
+        })
+    }
+
+    /// Produce to the current leader and wait for the answer.
+    pub fn produce_wait(&mut self, acks: Acks, value: &str) -> Result<ProduceAck, ProduceError> {
+        let leader = self.leader().expect("a leader");
+        let c = self.send_produce(leader, acks, batch(value));
+        self.run_until(1000 * MS, |w| w.produce_response(c).is_some());
+        self.produce_response(c).expect("an answer")
+    }
+
+    /// Data records (offset, value) of a broker's whole log.
+    pub fn values(&mut self, id: NodeId) -> Vec<(Offset, String)> {
+        let b = self.brokers.get_mut(&id).expect("up");
+        let Some(v) = b.replica_view(&tp()) else {
+            return Vec::new();
+        };
+        b.read_records(&tp(), v.log_start_offset, v.log_end_offset)
+            .expect("read")
+            .into_iter()
+            .filter(|b| b.attributes & crate::replica::CONTROL_BATCH_BIT == 0)
+            .flat_map(|b| {
+                b.records
+                    .iter()
+                    .map(|r| {
+                        (
+                            b.base_offset + r.offset_delta as u64,
+                            String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())
+                                .into_owned(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    pub fn consume(&mut self, id: NodeId) -> Result<ConsumerRecords, ConsumerFetchError> {
+        self.correlation += 1;
+        let req = ConsumerFetchRequest {
+            correlation: self.correlation,
+            tp: tp(),
+            offset: 0,
+            max_bytes: 1 << 20,
+            current_leader_epoch: None,
+        };
+        let c = self.correlation;
+        self.queue.push_back((
+            Address::Client(2),
+            Address::Node(id),
+            Message::ConsumerFetch(req),
+        ));
+        self.deliver_all();
+        self.inbox
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::ConsumerFetchResponse(r) if r.correlation == c => Some(r.result.clone()),
+                _ => None,
+            })
+            .expect("consumer answer")
+    }
+}
+
+fn three() -> World {
+    let mut w = World::new(&[1, 2, 3], broker_config());
+    w.run(100 * MS);
+    w.create_topic(3, 2);
+    w
+}
+
+#[test]
+fn brokers_register_and_replicate_to_hw() {
+    let mut w = three();
+    let leader = w.leader().unwrap();
+    let ack = w.produce_wait(Acks::All, "a").expect("acked");
+    assert_eq!(ack.leader_epoch, w.view(leader).leader_epoch);
+    w.run(50 * MS);
+    let leo = w.view(leader).log_end_offset;
+    for id in [1, 2, 3] {
+        let v = w.view(id);
+        assert_eq!(v.log_end_offset, leo, "node {id}");
+        assert!(v.high_watermark > ack.base_offset, "node {id}: {v:?}");
+        assert_eq!(v.flushed_offset, leo);
+        assert_eq!(w.values(id), vec![(ack.base_offset, "a".to_string())]);
+    }
+    let recs = w.consume(leader).expect("consume");
+    assert_eq!(recs.batches.len(), 1);
+    // Metadata from any broker names the leader.
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    w.queue.push_back((
+        Address::Client(3),
+        Address::Node(follower),
+        Message::Metadata(MetadataRequest {
+            correlation: 99,
+            topics: Some(vec!["t".into(), "nope".into()]),
+        }),
+    ));
+    w.deliver_all();
+    let md = w
+        .inbox
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::MetadataResponse(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(md.partitions[0].leader, Some(leader));
+    assert_eq!(md.unknown_topics, vec!["nope".to_string()]);
+    // A consumer at a follower is told who leads.
+    assert!(matches!(
+        w.consume(follower),
+        Err(ConsumerFetchError::NotLeader { leader: Some(l), .. }) if l == leader
+    ));
+}
+
+#[test]
+fn follower_crash_shrinks_isr_and_restart_rejoins() {
+    let mut w = three();
+    let leader = w.leader().unwrap();
+    let f = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    w.produce_wait(Acks::All, "a").unwrap();
+    w.crash(f);
+    // The controller fences it (or the leader shrinks the ISR); writes go on with 2.
+    assert!(w.run_until(1000 * MS, |w| !w.isr_of_leader().contains(&f)));
+    let ack = w
+        .produce_wait(Acks::All, "b")
+        .expect("ISR of 2 >= min.insync");
+    w.start(f);
+    assert!(w.run_until(2000 * MS, |w| w.isr_of_leader().contains(&f)));
+    w.run(50 * MS);
+    assert_eq!(w.values(f), w.values(leader));
+    assert!(w.values(f).contains(&(ack.base_offset, "b".to_string())));
+}
+
+#[test]
+fn leader_crash_fails_over_without_losing_acknowledged_writes() {
+    let mut w = three();
+    let old = w.leader().unwrap();
+    let mut acked = Vec::new();
+    for v in ["a", "b", "c"] {
+        let ack = w.produce_wait(Acks::All, v).unwrap();
+        acked.push((ack.base_offset, v.to_string()));
+    }
+    // An acks=1 write only the old leader has when it dies.
+    for f in [1, 2, 3] {
+        if f != old {
+            w.isolate(Address::Node(f));
+        }
+    }
+    let c = w.send_produce(old, Acks::Leader, batch("lost-ok"));
+    w.deliver_all();
+    assert!(matches!(w.produce_response(c), Some(Ok(_))));
+    w.cut.clear();
+    w.crash(old);
+    assert!(w.run_until(2000 * MS, |w| w.leader().is_some_and(|l| l != old)));
+    let new = w.leader().unwrap();
+    let values = w.values(new);
+    for a in &acked {
+        assert!(
+            values.contains(a),
+            "acked {a:?} lost on new leader {new}: {values:?}"
+        );
+    }
+    let d = w.produce_wait(Acks::All, "d").unwrap();
+    // The old leader comes back, truncates its acks=1 suffix and follows.
+    w.start(old);
+    assert!(w.run_until(3000 * MS, |w| w.isr_of_leader().contains(&old)));
+    w.run(50 * MS);
+    assert_eq!(w.values(old), w.values(new));
+    assert!(w.values(old).contains(&(d.base_offset, "d".to_string())));
+    assert!(w.values(old).iter().all(|(_, v)| v != "lost-ok"));
+}
+
+#[test]
+fn every_replica_crashing_keeps_acknowledged_writes() {
+    let mut w = three();
+    let mut acked = Vec::new();
+    for v in ["a", "b"] {
+        let ack = w.produce_wait(Acks::All, v).unwrap();
+        acked.push((ack.base_offset, v.to_string()));
+    }
+    for id in [1, 2, 3] {
+        w.crash(id);
+    }
+    for id in [1, 2, 3] {
+        w.start(id);
+    }
+    assert!(w.run_until(3000 * MS, |w| w.leader().is_some()));
+    let l = w.leader().unwrap();
+    let values = w.values(l);
+    for a in &acked {
+        assert!(values.contains(a), "{a:?} lost: {values:?}");
+    }
+}
+
+#[test]
+fn zombie_leader_after_partition_cannot_acknowledge() {
+    let mut w = three();
+    let zombie = w.leader().unwrap();
+    w.produce_wait(Acks::All, "a").unwrap();
+    w.isolate(Address::Node(zombie));
+    assert!(w.run_until(2000 * MS, |w| w.leader().is_some_and(|l| l != zombie)));
+    let new = w.leader().unwrap();
+    // The zombie still thinks it leads its (older) epoch.
+    assert_eq!(w.view(zombie).role, Role::Leader);
+    assert!(w.view(zombie).leader_epoch < w.view(new).leader_epoch);
+    let c = w.send_produce(zombie, Acks::All, batch("zombie"));
+    let good = w.send_produce(new, Acks::All, batch("good"));
+    w.run(600 * MS);
+    assert!(matches!(w.produce_response(good), Some(Ok(_))));
+    assert!(
+        matches!(
+            w.produce_response(c),
+            Some(Err(ProduceError::RequestTimedOut))
+        ),
+        "zombie answered {:?}",
+        w.produce_response(c)
+    );
+    w.cut.clear();
+    assert!(w.run_until(2000 * MS, |w| w.view(zombie).role
+        == Role::Follower { leader: new }));
+    w.run(100 * MS);
+    assert_eq!(w.values(zombie), w.values(new));
+    assert!(w.values(zombie).iter().all(|(_, v)| v != "zombie"));
+}
+
+#[test]
+fn isr_below_min_insync_refuses_acks_all() {
+    let mut w = three();
+    let leader = w.leader().unwrap();
+    for f in [1, 2, 3] {
+        if f != leader {
+            w.crash(f);
+        }
+    }
+    assert!(w.run_until(2000 * MS, |w| w.isr_of_leader() == vec![leader]));
+    let r = w.produce_wait(Acks::All, "x");
+    assert!(
+        matches!(
+            r,
+            Err(ProduceError::NotEnoughReplicas {
+                isr: 1,
+                min_insync: 2
+            })
+        ),
+        "{r:?}"
+    );
+    // acks=1 still works.
+    assert!(w.produce_wait(Acks::Leader, "y").is_ok());
+}
+
+#[test]
+fn producer_retry_after_lost_response_is_not_duplicated() {
+    let mut w = three();
+    let leader = w.leader().unwrap();
+    let mut b = batch("once");
+    b.producer = Some(ProducerInfo {
+        producer_id: 42,
+        producer_epoch: 0,
+        base_sequence: 0,
+    });
+    // The response is lost on the way back.
+    w.cut.insert((Address::Node(leader), Address::Client(1)));
+    let c1 = w.send_produce(leader, Acks::All, b.clone());
+    w.run(100 * MS);
+    assert_eq!(w.produce_response(c1), None);
+    w.cut.clear();
+    let c2 = w.send_produce(leader, Acks::All, b);
+    w.run_until(500 * MS, |w| w.produce_response(c2).is_some());
+    let ack = w.produce_response(c2).unwrap().unwrap();
+    assert!(ack.duplicate);
+    w.run(50 * MS);
+    for id in [1, 2, 3] {
+        assert_eq!(w.values(id), vec![(ack.base_offset, "once".to_string())]);
+    }
+}
+
+#[test]
+fn controller_down_leaders_keep_serving() {
+    let mut w = three();
+    w.crash_controller();
+    let ack = w
+        .produce_wait(Acks::All, "a")
+        .expect("ISR unchanged, no controller needed");
+    w.run(300 * MS);
+    w.restart_controller();
+    w.run(300 * MS);
+    let l = w.leader().unwrap();
+    assert!(w.values(l).contains(&(ack.base_offset, "a".to_string())));
+    assert!(w.produce_wait(Acks::All, "b").is_ok());
+}
+
+#[test]
+fn restarted_broker_reopens_its_logs_before_metadata() {
+    let mut w = three();
+    w.produce_wait(Acks::All, "a").unwrap();
+    w.run(50 * MS);
+    let leader = w.leader().unwrap();
+    let f = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    let leo = w.view(f).log_end_offset;
+    w.crash(f);
+    let (b, reports) = Broker::open(f, broker_config(), w.disks[&f].clone(), w.now).unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].0, tp());
+    let v = b.replica_view(&tp()).unwrap();
+    assert_eq!(v.role, Role::Offline);
+    assert_eq!(
+        v.log_end_offset, leo,
+        "fsynced follower data survives the crash"
+    );
+    assert!(b.incarnation() >= 2);
+}
+
+#[test]
+fn deleting_a_topic_removes_replicas_and_data() {
+    let mut w = three();
+    w.produce_wait(Acks::All, "a").unwrap();
+    w.admin(ControllerRequest::DeleteTopic { name: "t".into() });
+    assert!(w.run_until(500 * MS, |w| w
+        .brokers
+        .values()
+        .all(|b| b.partitions().is_empty())));
+    for d in w.disks.values() {
+        assert!(
+            d.files()
+                .iter()
+                .all(|(p, len, _)| !p.starts_with("t-0/") || *len == 0),
+            "{:?}",
+            d.files()
+        );
+    }
+}

@@ -1,0 +1,330 @@
+//! Every message a Skein node sends or receives: replica-to-replica fetches, client
+//! produce/consume/metadata traffic, and the controller's requests and responses wrapped
+//! as they travel between brokers and the controller.
+//!
+//! Messages are plain data (serde), so the simulator can deliver, drop, duplicate and
+//! reorder them, and the node runtime can frame them on a socket. Every request carries a
+//! `correlation` id chosen by the sender and echoed in the response; receivers use it to
+//! discard answers to requests they no longer wait for (reordering, retries).
+
+use crate::controller::{ControllerRequest, ControllerResponse};
+use crate::log::RecordBatch;
+use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where a message comes from or goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Address {
+    /// A broker.
+    Node(NodeId),
+    /// The (single, for now) controller.
+    Controller,
+    /// A client connection (producer, consumer, admin), numbered by the driver.
+    Client(u64),
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Node(n) => write!(f, "node-{n}"),
+            Address::Controller => write!(f, "controller"),
+            Address::Client(c) => write!(f, "client-{c}"),
+        }
+    }
+}
+
+/// All traffic of a Skein cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// Follower -> leader: pull records (also reports the follower's durable log end).
+    Fetch(FetchRequest),
+    /// Leader -> follower.
+    FetchResponse(FetchResponse),
+    /// Client -> leader.
+    Produce(ProduceRequest),
+    /// Leader -> client (never sent for acks = 0).
+    ProduceResponse(ProduceResponse),
+    /// Client -> leader: read committed records (below the high watermark).
+    ConsumerFetch(ConsumerFetchRequest),
+    ConsumerFetchResponse(ConsumerFetchResponse),
+    /// Client -> any broker: who leads what, as of that broker's metadata image.
+    Metadata(MetadataRequest),
+    MetadataResponse(MetadataResponse),
+    /// Client -> leader: earliest / latest (= high watermark) / by-timestamp offsets.
+    ListOffsets(ListOffsetsRequest),
+    ListOffsetsResponse(ListOffsetsResponse),
+    /// Broker or client -> controller.
+    ControllerRequest(ControllerRequest),
+    /// Controller -> broker or client.
+    ControllerResponse(ControllerResponse),
+}
+
+// ---------------------------------------------------------------------------------------
+// Replica fetch
+// ---------------------------------------------------------------------------------------
+
+/// A follower's pull. `fetch_offset` is the follower's log end offset, and the follower
+/// has fsynced everything below it before sending (so the leader may count it towards the
+/// high watermark as durable). `last_fetched_epoch` is the epoch of the follower's last
+/// batch; the leader checks it against its epoch cache (KIP-320) before trusting the
+/// offset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchRequest {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub replica_id: NodeId,
+    /// The leader epoch the follower believes is current; stale -> FencedLeaderEpoch,
+    /// newer than the leader knows -> UnknownLeaderEpoch.
+    pub current_leader_epoch: LeaderEpoch,
+    pub fetch_offset: Offset,
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    pub max_bytes: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchResponse {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    /// The responder's current leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    pub result: FetchResult,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FetchResult {
+    /// The follower's log matches; here are the batches from `fetch_offset` on.
+    Records {
+        batches: Vec<RecordBatch>,
+        high_watermark: Offset,
+        log_start_offset: Offset,
+        log_end_offset: Offset,
+    },
+    /// The follower's log diverges from the leader's: the leader's largest epoch not
+    /// above the follower's last fetched epoch is `epoch`, and it ends at `end_offset`
+    /// (KIP-279). `epoch == None` means the leader knows no such epoch at all; the
+    /// follower truncates to `end_offset` (the leader's log start). The follower
+    /// truncates its divergent suffix and fetches again.
+    Diverging {
+        epoch: Option<LeaderEpoch>,
+        end_offset: Offset,
+        high_watermark: Offset,
+    },
+    Error(FetchError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum FetchError {
+    #[error("fenced leader epoch: request epoch {request} is older than current {current}")]
+    FencedLeaderEpoch {
+        request: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("unknown leader epoch: request epoch {request} is newer than current {current}")]
+    UnknownLeaderEpoch {
+        request: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("this broker is not the leader")]
+    NotLeader,
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("replica {0} is not assigned to this partition")]
+    NotAssignedReplica(NodeId),
+    #[error("fetch offset {fetch_offset} is below the log start offset {log_start_offset}")]
+    OffsetOutOfRange {
+        fetch_offset: Offset,
+        log_start_offset: Offset,
+    },
+    #[error("storage error on the leader: {0}")]
+    Storage(String),
+}
+
+// ---------------------------------------------------------------------------------------
+// Produce
+// ---------------------------------------------------------------------------------------
+
+/// How many replicas must have a write before it is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Acks {
+    /// Fire and forget: no response at all.
+    None,
+    /// Acknowledged once the leader has appended it (not necessarily fsynced).
+    Leader,
+    /// Acknowledged once the high watermark (durable on every ISR member) passes it and
+    /// the ISR has at least `min.insync.replicas` members.
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProduceRequest {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub acks: Acks,
+    /// How long the leader may wait for replication before answering RequestTimedOut.
+    pub timeout: crate::types::Nanos,
+    /// Offsets and epoch are assigned by the leader; producer info (if any) is checked
+    /// against the partition's producer state table.
+    pub batch: RecordBatch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProduceResponse {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub result: Result<ProduceAck, ProduceError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProduceAck {
+    /// Offset of the first record of the batch (the original one for a duplicate).
+    pub base_offset: Offset,
+    /// Epoch of the leader that acknowledged.
+    pub leader_epoch: LeaderEpoch,
+    /// True when this was a retry of an already-written idempotent batch.
+    pub duplicate: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ProduceError {
+    #[error("not the leader (known leader {leader:?}, epoch {leader_epoch})")]
+    NotLeader {
+        leader: Option<NodeId>,
+        leader_epoch: LeaderEpoch,
+    },
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("not enough in-sync replicas: {isr} < min.insync.replicas {min_insync}")]
+    NotEnoughReplicas { isr: usize, min_insync: usize },
+    #[error("written but ISR shrank to {isr} < min.insync.replicas {min_insync} before commit")]
+    NotEnoughReplicasAfterAppend { isr: usize, min_insync: usize },
+    #[error("request timed out waiting for replication")]
+    RequestTimedOut,
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    #[error("invalid (fenced) producer epoch: {0}")]
+    InvalidProducerEpoch(String),
+    #[error("unknown producer id: {0}")]
+    UnknownProducerId(String),
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+// ---------------------------------------------------------------------------------------
+// Consumer fetch, metadata, list offsets
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerFetchRequest {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub offset: Offset,
+    pub max_bytes: usize,
+    /// If set, the leader refuses the read when its epoch differs (KIP-320 for consumers).
+    pub current_leader_epoch: Option<LeaderEpoch>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerFetchResponse {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub result: Result<ConsumerRecords, ConsumerFetchError>,
+}
+
+/// Committed data. Batches hold only records below `high_watermark`; control batches
+/// (leader-epoch markers) are left out, so offsets may have gaps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerRecords {
+    pub batches: Vec<RecordBatch>,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    pub leader_epoch: LeaderEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ConsumerFetchError {
+    #[error("not the leader (known leader {leader:?}, epoch {leader_epoch})")]
+    NotLeader {
+        leader: Option<NodeId>,
+        leader_epoch: LeaderEpoch,
+    },
+    #[error("fenced leader epoch: request {request}, current {current}")]
+    FencedLeaderEpoch {
+        request: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("unknown leader epoch: request {request}, current {current}")]
+    UnknownLeaderEpoch {
+        request: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("offset {offset} out of range [{log_start_offset}, {high_watermark}]")]
+    OffsetOutOfRange {
+        offset: Offset,
+        log_start_offset: Offset,
+        high_watermark: Offset,
+    },
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataRequest {
+    pub correlation: u64,
+    /// None = all topics.
+    pub topics: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataResponse {
+    pub correlation: u64,
+    /// Live (registered, unfenced) brokers as the responder knows them.
+    pub brokers: Vec<NodeId>,
+    pub partitions: Vec<PartitionMetadata>,
+    /// Requested topics the responder does not know.
+    pub unknown_topics: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionMetadata {
+    pub tp: TopicPartition,
+    pub leader: Option<NodeId>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OffsetSpec {
+    Earliest,
+    /// The high watermark (the end of what consumers may read).
+    Latest,
+    /// The first offset whose timestamp is >= the given one.
+    Timestamp(TimestampMs),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListOffsetsRequest {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub spec: OffsetSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListOffsetsResponse {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    /// `Ok(None)`: no record at or after the timestamp.
+    pub result: Result<Option<ListedOffset>, ConsumerFetchError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedOffset {
+    pub offset: Offset,
+    pub leader_epoch: LeaderEpoch,
+}

@@ -1,0 +1,34 @@
+//! Deliberate protocol bugs for the bug zoo: each flag re-introduces a known replication
+//! bug so the simulator can demonstrate that it finds it. All false by default.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bugs {
+    /// Pre-KIP-101: a replica that becomes a follower truncates its log to its high
+    /// watermark instead of asking the leader where its log diverges.
+    pub truncate_to_hw: bool,
+    /// KIP-279's bug: when the leader does not know the follower's last epoch it answers
+    /// with the start of its next epoch *as if it were the follower's epoch*, so the
+    /// follower keeps a divergent suffix after a fast double failover.
+    pub next_epoch_start: bool,
+    /// Fetches are not checked against the leader epoch (no Fenced/UnknownLeaderEpoch),
+    /// and responses from any leader are accepted.
+    pub unfenced_fetch: bool,
+    /// The high watermark follows the leader's own log only: acks=all writes are
+    /// acknowledged before the ISR has them.
+    pub ack_before_isr: bool,
+    /// Unsynced data counts: the leader uses its log end (not its flushed offset) for
+    /// the high watermark and followers report their offset before fsyncing.
+    pub fsync_after_ack: bool,
+}
+
+impl Bugs {
+    pub fn any(&self) -> bool {
+        self.truncate_to_hw
+            || self.next_epoch_start
+            || self.unfenced_fetch
+            || self.ack_before_isr
+            || self.fsync_after_ack
+    }
+}

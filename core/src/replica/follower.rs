@@ -1,0 +1,223 @@
+//! Follower side of a replica: pulling from the leader, appending what it returns,
+//! truncating exactly the divergent suffix when the leader says the logs diverge
+//! (KIP-101/279/320), and tracking the leader's high watermark.
+
+use super::{now_ms, Event, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState};
+use crate::message::*;
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
+
+#[derive(Clone, Debug)]
+pub(crate) struct InFlight {
+    pub correlation: u64,
+    pub sent_at: Nanos,
+}
+
+pub(crate) struct FollowerState {
+    pub leader: NodeId,
+    pub in_flight: Option<InFlight>,
+    /// Do not fetch before this time (backoff after an empty answer or an error).
+    pub retry_at: Nanos,
+}
+
+impl FollowerState {
+    pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
+        Some(match &self.in_flight {
+            Some(f) => f.sent_at + cfg.fetch_timeout,
+            None => self.retry_at,
+        })
+    }
+}
+
+impl<L: ReplicaLog> Replica<L> {
+    /// This broker follows `leader` at `epoch` (None: the partition has no leader).
+    /// No truncation happens here: the first fetch finds out where the logs diverge.
+    pub fn become_follower(
+        &mut self,
+        now: Nanos,
+        leader: Option<NodeId>,
+        epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+    ) {
+        let same_leader = match (&self.role, leader) {
+            (RoleState::Follower(f), Some(l)) => f.leader == l,
+            (RoleState::Offline, None) => true,
+            _ => false,
+        };
+        if epoch == self.leader_epoch && same_leader {
+            self.partition_epoch = self.partition_epoch.max(partition_epoch);
+            return;
+        }
+        if matches!(self.role, RoleState::Leader(_)) {
+            // Deposed: whatever is waiting for the HW can no longer be acknowledged here.
+            self.fail_waiting(ProduceError::NotLeader {
+                leader,
+                leader_epoch: epoch,
+            });
+        }
+        self.leader_epoch = epoch;
+        self.partition_epoch = partition_epoch;
+        if self.config.bugs.truncate_to_hw {
+            let (leo, hw) = (self.log.log_end_offset(), self.high_watermark);
+            if hw < leo {
+                self.truncate(hw, leo);
+            }
+        }
+        self.role = match leader {
+            Some(l) => RoleState::Follower(FollowerState {
+                leader: l,
+                in_flight: None,
+                retry_at: now,
+            }),
+            None => RoleState::Offline,
+        };
+        let tp = self.tp.clone();
+        self.event(Event::BecameFollower { tp, leader, epoch });
+        self.follower_tick(now);
+    }
+
+    fn truncate(&mut self, to: Offset, from: Offset) {
+        match self.log.truncate_to(to) {
+            Ok(()) => {
+                self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
+                let tp = self.tp.clone();
+                self.event(Event::Truncated { tp, from, to });
+            }
+            Err(e) => self.log_error("truncate", e),
+        }
+    }
+
+    /// Send a fetch if none is outstanding and no backoff is running.
+    pub(crate) fn follower_tick(&mut self, now: Nanos) {
+        let fetch_timeout = self.config.fetch_timeout;
+        let backoff = self.config.fetch_backoff;
+        let RoleState::Follower(f) = &mut self.role else {
+            return;
+        };
+        if let Some(inf) = &f.in_flight {
+            if now < inf.sent_at + fetch_timeout {
+                return;
+            }
+            f.in_flight = None; // lost; fetch again
+        }
+        if now < f.retry_at {
+            return;
+        }
+        let leader = f.leader;
+        // The fetch offset we report counts towards the HW as durable: fsync first.
+        if !self.config.bugs.fsync_after_ack
+            && self.log.flushed_offset() < self.log.log_end_offset()
+            && !self.flush_log()
+        {
+            if let RoleState::Follower(f) = &mut self.role {
+                f.retry_at = now + backoff;
+            }
+            return;
+        }
+        let correlation = self.correlation();
+        let req = FetchRequest {
+            correlation,
+            tp: self.tp.clone(),
+            replica_id: self.me,
+            current_leader_epoch: self.leader_epoch,
+            fetch_offset: self.log.log_end_offset(),
+            last_fetched_epoch: self.log.latest_epoch(),
+            max_bytes: self.config.fetch_max_bytes,
+        };
+        if let RoleState::Follower(f) = &mut self.role {
+            f.in_flight = Some(InFlight {
+                correlation,
+                sent_at: now,
+            });
+        }
+        self.emit(ReplicaEffect::Send {
+            to: Address::Node(leader),
+            msg: Message::Fetch(req),
+        });
+    }
+
+    /// The leader answered a fetch.
+    pub fn handle_fetch_response(&mut self, now: Nanos, from: NodeId, resp: FetchResponse) {
+        let backoff = self.config.fetch_backoff;
+        let RoleState::Follower(f) = &mut self.role else {
+            return;
+        };
+        let expected = f.in_flight.as_ref().map(|i| i.correlation);
+        if expected != Some(resp.correlation) || from != f.leader {
+            return; // an answer to a fetch we gave up on, or from an old leader
+        }
+        if !self.config.bugs.unfenced_fetch && resp.leader_epoch != self.leader_epoch {
+            f.in_flight = None;
+            f.retry_at = now + backoff;
+            return;
+        }
+        f.in_flight = None;
+        let mut retry_at = now;
+        match resp.result {
+            FetchResult::Records {
+                batches,
+                high_watermark,
+                ..
+            } => {
+                let mut appended = false;
+                for b in batches {
+                    let leo = self.log.log_end_offset();
+                    if b.next_offset() <= leo {
+                        continue; // already have it (duplicate delivery)
+                    }
+                    if b.base_offset != leo {
+                        tracing::warn!(tp = %self.tp, base = b.base_offset, leo, "fetched batch does not start at log end");
+                        break;
+                    }
+                    match self.log.append_as_follower(b, now_ms(now)) {
+                        Ok(()) => appended = true,
+                        Err(e) => {
+                            self.log_error("append as follower", e);
+                            break;
+                        }
+                    }
+                }
+                let leo = self.log.log_end_offset();
+                self.high_watermark = self.high_watermark.max(high_watermark.min(leo));
+                if !appended {
+                    retry_at = now + backoff;
+                }
+            }
+            FetchResult::Diverging {
+                epoch, end_offset, ..
+            } => {
+                let leo = self.log.log_end_offset();
+                let target = match epoch {
+                    None => end_offset.min(leo),
+                    Some(e) => match self.log.end_offset_for_epoch(e) {
+                        // Same epoch on both sides: the logs agree up to the smaller end.
+                        Some((fe, fend)) if fe == e => end_offset.min(fend).min(leo),
+                        // Our largest epoch <= e is older: drop everything after it and
+                        // ask again with that epoch (converges in a few round trips).
+                        Some((_, fend)) => fend.min(leo),
+                        None => end_offset.min(leo),
+                    },
+                };
+                if target < leo {
+                    debug_assert!(
+                        self.config.bugs.any() || target >= self.high_watermark,
+                        "{}: truncating to {target} below HW {}",
+                        self.tp,
+                        self.high_watermark
+                    );
+                    self.truncate(target, leo);
+                } else if target == leo {
+                    // Nothing to drop but the leader still disagrees: avoid a hot loop.
+                    retry_at = now + backoff;
+                }
+            }
+            FetchResult::Error(e) => {
+                tracing::debug!(tp = %self.tp, error = %e, "fetch refused");
+                retry_at = now + backoff;
+            }
+        }
+        if let RoleState::Follower(f) = &mut self.role {
+            f.retry_at = retry_at;
+        }
+        self.follower_tick(now);
+    }
+}

@@ -1,0 +1,733 @@
+//! Leader side of a replica: answering follower fetches (with KIP-320 divergence checks),
+//! tracking follower progress, the ISR and its proposals to the controller, the high
+//! watermark, produce requests and their acknowledgement, and consumer reads.
+
+use super::idempotence::ProducerCheck;
+use super::{
+    is_control, now_ms, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
+    RoleState, CONTROL_BATCH_BIT,
+};
+use crate::log::{Record, RecordBatch};
+use crate::message::*;
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the leader knows about one follower in its current epoch.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Progress {
+    /// Last fetch offset that passed validation: the follower's durable log end.
+    /// None until the follower fetched in this epoch.
+    pub log_end: Option<Offset>,
+    /// Last time the follower was caught up to the leader's log end (Kafka's rule: a
+    /// fetch at >= the leader's LEO now, or at >= the LEO of the previous fetch time).
+    pub last_caught_up: Nanos,
+    pub last_fetch: Nanos,
+    pub leo_at_last_fetch: Offset,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct PendingIsr {
+    pub isr: BTreeSet<NodeId>,
+    pub sent_at: Nanos,
+}
+
+/// An acks=all write waiting for the high watermark.
+#[derive(Clone, Debug)]
+pub(crate) struct WaitingProduce {
+    pub client: Address,
+    pub correlation: u64,
+    pub base_offset: Offset,
+    /// The HW that commits the whole batch.
+    pub required: Offset,
+    pub deadline: Nanos,
+    pub duplicate: bool,
+}
+
+pub(crate) struct LeaderState {
+    /// Log end when this epoch began: the HW only advances past it (a record of the
+    /// current epoch — at least the epoch marker — must be committed first).
+    pub epoch_start_offset: Offset,
+    /// ISR as confirmed by the controller.
+    pub isr: BTreeSet<NodeId>,
+    /// Union of every ISR proposed at the current partition epoch. Any one of them may
+    /// have been (or, delayed in the network, may still be) accepted, so all count until
+    /// the controller's answer or metadata moves the partition epoch on.
+    pub proposed: BTreeSet<NodeId>,
+    /// The latest proposal still waiting for an answer (resent on timeout).
+    pub pending: Option<PendingIsr>,
+    /// After a rejected proposal, do not propose again before this time.
+    pub propose_not_before: Nanos,
+    pub followers: BTreeMap<NodeId, Progress>,
+    pub waiting: Vec<WaitingProduce>,
+}
+
+impl LeaderState {
+    /// Confirmed ISR united with every proposal sent at this partition epoch ("maximal
+    /// ISR"). Whatever the controller ends up committing is a subset of it, so requiring
+    /// every member of it for the HW is safe under every outcome.
+    pub fn maximal_isr(&self) -> BTreeSet<NodeId> {
+        self.isr.union(&self.proposed).copied().collect()
+    }
+
+    /// When the first ISR follower would count as lagging (the leader itself has no
+    /// progress entry, so it is never considered).
+    fn lag_due(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
+        self.isr
+            .iter()
+            .filter_map(|r| self.followers.get(r))
+            .map(|p| p.last_caught_up + cfg.replica_lag_time_max + 1)
+            .min()
+    }
+
+    pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
+        let produce = self.waiting.iter().map(|w| w.deadline).min();
+        let isr = match &self.pending {
+            Some(p) => Some(p.sent_at + cfg.alter_partition_retry),
+            None => self.lag_due(cfg).map(|d| d.max(self.propose_not_before)),
+        };
+        [produce, isr].into_iter().flatten().min()
+    }
+}
+
+impl<L: ReplicaLog> Replica<L> {
+    /// This broker leads the partition at `epoch` (or learns a new ISR within it).
+    pub fn become_leader(
+        &mut self,
+        now: Nanos,
+        epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: &[NodeId],
+    ) {
+        if let RoleState::Leader(l) = &mut self.role {
+            if epoch == self.leader_epoch {
+                if partition_epoch > self.partition_epoch {
+                    // The controller changed the ISR (our proposal, or its own change).
+                    l.isr = isr.iter().copied().collect();
+                    l.proposed.clear();
+                    l.pending = None;
+                    self.partition_epoch = partition_epoch;
+                    let ev = Event::IsrConfirmed {
+                        tp: self.tp.clone(),
+                        isr: isr.to_vec(),
+                        partition_epoch,
+                    };
+                    self.event(ev);
+                    self.leader_maybe_advance_hw(now);
+                }
+                return;
+            }
+            // Re-elected at a newer epoch: writes of the old epoch are not ours to
+            // acknowledge any more (the client retries; idempotence dedups).
+            let leader = Some(self.me);
+            self.fail_waiting(ProduceError::NotLeader {
+                leader,
+                leader_epoch: epoch,
+            });
+        }
+        if self.log.latest_epoch().is_some_and(|e| e >= epoch) {
+            // Our log already holds batches of this epoch but this process is not its
+            // leader (a restart replaying old metadata): writing in it again could put
+            // different records at the same (epoch, offset). Wait for a newer epoch.
+            tracing::warn!(tp = %self.tp, epoch, "refusing leadership of an epoch already in the log");
+            self.leader_epoch = epoch;
+            self.partition_epoch = partition_epoch;
+            self.role = RoleState::Offline;
+            return;
+        }
+        self.leader_epoch = epoch;
+        self.partition_epoch = partition_epoch;
+        let epoch_start_offset = self.log.log_end_offset();
+        // Epoch marker: gives the epoch cache its entry right away (KIP-279 answers for
+        // this epoch) and a record of the current epoch to commit, so the HW can move.
+        let marker = RecordBatch {
+            base_offset: epoch_start_offset,
+            partition_leader_epoch: epoch,
+            attributes: CONTROL_BATCH_BIT,
+            producer: None,
+            first_timestamp: now_ms(now),
+            max_timestamp: now_ms(now),
+            records: vec![Record {
+                offset_delta: 0,
+                timestamp_delta: 0,
+                key: None,
+                value: Some(b"leader-epoch".to_vec()),
+                headers: Vec::new(),
+            }],
+        };
+        if let Err(e) = self.log.append_as_leader(marker, epoch, now_ms(now)) {
+            self.log_error("append epoch marker", e);
+        }
+        self.after_leader_append(now);
+        let followers = self
+            .replicas
+            .iter()
+            .filter(|r| **r != self.me)
+            .map(|r| {
+                (
+                    *r,
+                    Progress {
+                        log_end: None,
+                        last_caught_up: now,
+                        last_fetch: now,
+                        leo_at_last_fetch: epoch_start_offset,
+                    },
+                )
+            })
+            .collect();
+        self.role = RoleState::Leader(LeaderState {
+            epoch_start_offset,
+            isr: isr.iter().copied().collect(),
+            proposed: BTreeSet::new(),
+            pending: None,
+            propose_not_before: 0,
+            followers,
+            waiting: Vec::new(),
+        });
+        self.rebuild_producer_state();
+        let ev = Event::BecameLeader {
+            tp: self.tp.clone(),
+            epoch,
+            log_end_offset: self.log.log_end_offset(),
+        };
+        self.event(ev);
+        self.leader_maybe_advance_hw(now);
+    }
+
+    fn after_leader_append(&mut self, now: Nanos) {
+        if self.config.flush_interval == 0 {
+            self.flush_log();
+        } else if self.flush_due.is_none() {
+            self.flush_due = Some(now + self.config.flush_interval);
+        }
+    }
+
+    /// Fail every waiting acks=all produce (leadership lost or re-elected).
+    pub(crate) fn fail_waiting(&mut self, error: ProduceError) {
+        let waiting = match &mut self.role {
+            RoleState::Leader(l) => std::mem::take(&mut l.waiting),
+            _ => return,
+        };
+        for w in waiting {
+            self.respond_produce(w.client, w.correlation, Err(error.clone()));
+        }
+    }
+
+    fn respond_produce(
+        &mut self,
+        to: Address,
+        correlation: u64,
+        result: Result<ProduceAck, ProduceError>,
+    ) {
+        let msg = Message::ProduceResponse(ProduceResponse {
+            correlation,
+            tp: self.tp.clone(),
+            result,
+        });
+        self.emit(ReplicaEffect::Send { to, msg });
+    }
+
+    fn known_leader(&self) -> Option<NodeId> {
+        match &self.role {
+            RoleState::Leader(_) => Some(self.me),
+            RoleState::Follower(f) => Some(f.leader),
+            RoleState::Offline => None,
+        }
+    }
+
+    /// Answer a follower's fetch.
+    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) -> FetchResponse {
+        let result = self.fetch_result(now, &req);
+        FetchResponse {
+            correlation: req.correlation,
+            tp: self.tp.clone(),
+            leader_epoch: self.leader_epoch,
+            result,
+        }
+    }
+
+    fn fetch_result(&mut self, now: Nanos, req: &FetchRequest) -> FetchResult {
+        let err = FetchResult::Error;
+        if !self.config.bugs.unfenced_fetch {
+            if req.current_leader_epoch < self.leader_epoch {
+                return err(FetchError::FencedLeaderEpoch {
+                    request: req.current_leader_epoch,
+                    current: self.leader_epoch,
+                });
+            }
+            if req.current_leader_epoch > self.leader_epoch {
+                return err(FetchError::UnknownLeaderEpoch {
+                    request: req.current_leader_epoch,
+                    current: self.leader_epoch,
+                });
+            }
+        }
+        if !matches!(self.role, RoleState::Leader(_)) {
+            return err(FetchError::NotLeader);
+        }
+        if req.replica_id == self.me || !self.replicas.contains(&req.replica_id) {
+            return err(FetchError::NotAssignedReplica(req.replica_id));
+        }
+        let leo = self.log.log_end_offset();
+        let log_start = self.log.log_start_offset();
+        if req.fetch_offset < log_start {
+            return err(FetchError::OffsetOutOfRange {
+                fetch_offset: req.fetch_offset,
+                log_start_offset: log_start,
+            });
+        }
+        // KIP-320: is the follower's log a prefix of ours up to fetch_offset?
+        let diverging = match req.last_fetched_epoch {
+            Some(last) => match self.log.end_offset_for_epoch(last) {
+                None => Some((None, log_start)),
+                Some((epoch, end)) if epoch < last || end < req.fetch_offset => {
+                    if self.config.bugs.next_epoch_start && epoch < last {
+                        // Bug: claim the follower's epoch ends where our next one starts.
+                        Some((Some(last), end))
+                    } else {
+                        Some((Some(epoch), end))
+                    }
+                }
+                Some(_) => None,
+            },
+            None if req.fetch_offset > leo => Some((None, leo)),
+            None => None,
+        };
+        if let Some((epoch, end_offset)) = diverging {
+            return FetchResult::Diverging {
+                epoch,
+                end_offset,
+                high_watermark: self.high_watermark,
+            };
+        }
+        self.record_follower_fetch(now, req.replica_id, req.fetch_offset, leo);
+        self.leader_maybe_advance_hw(now);
+        let batches = if req.fetch_offset < leo {
+            match self.log.read(req.fetch_offset, req.max_bytes) {
+                Ok(b) => b,
+                Err(e) => {
+                    let msg = e.0.clone();
+                    self.log_error("read", e);
+                    return err(FetchError::Storage(msg));
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        FetchResult::Records {
+            batches,
+            high_watermark: self.high_watermark,
+            log_start_offset: log_start,
+            log_end_offset: leo,
+        }
+    }
+
+    fn record_follower_fetch(&mut self, now: Nanos, replica: NodeId, offset: Offset, leo: Offset) {
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let p = l.followers.entry(replica).or_default();
+        if offset >= leo {
+            p.last_caught_up = now;
+        } else if offset >= p.leo_at_last_fetch {
+            p.last_caught_up = p.last_caught_up.max(p.last_fetch);
+        }
+        p.last_fetch = now;
+        p.leo_at_last_fetch = leo;
+        p.log_end = Some(offset);
+        // Rejoin: caught up to the HW, and into this epoch, and not fenced (the
+        // controller would refuse it).
+        let hw = self.high_watermark;
+        if l.pending.is_none()
+            && now >= l.propose_not_before
+            && !self.fenced_brokers.contains(&replica)
+            && !l.isr.contains(&replica)
+            && offset >= hw
+            && offset >= l.epoch_start_offset
+        {
+            let mut new_isr = l.isr.clone();
+            new_isr.insert(replica);
+            self.propose_isr(now, new_isr);
+        }
+    }
+
+    fn propose_isr(&mut self, now: Nanos, new_isr: BTreeSet<NodeId>) {
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        l.proposed.extend(new_isr.iter().copied());
+        l.pending = Some(PendingIsr {
+            isr: new_isr.clone(),
+            sent_at: now,
+        });
+        let isr: Vec<NodeId> = new_isr.into_iter().collect();
+        let proposal = IsrProposal {
+            tp: self.tp.clone(),
+            leader: self.me,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr: isr.clone(),
+        };
+        self.emit(ReplicaEffect::AlterPartition(proposal));
+        let tp = self.tp.clone();
+        self.event(Event::IsrProposed { tp, isr });
+    }
+
+    /// The controller answered an AlterPartition proposal.
+    pub fn on_alter_partition_result(&mut self, now: Nanos, outcome: AlterOutcome) {
+        let retry = self.config.alter_partition_retry;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        match outcome {
+            AlterOutcome::Accepted {
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
+                    l.isr = isr.iter().copied().collect();
+                    l.proposed.clear();
+                    l.pending = None;
+                    self.partition_epoch = partition_epoch;
+                    let tp = self.tp.clone();
+                    self.event(Event::IsrConfirmed {
+                        tp,
+                        isr,
+                        partition_epoch,
+                    });
+                    self.leader_maybe_advance_hw(now);
+                }
+            }
+            AlterOutcome::Rejected { reason } => {
+                // Stale partition epoch or fenced leader: wait for fresher metadata. The
+                // proposal stays in `proposed`: an earlier copy may have been accepted.
+                tracing::info!(tp = %self.tp, %reason, "AlterPartition rejected");
+                l.pending = None;
+                l.propose_not_before = now + retry;
+            }
+        }
+    }
+
+    /// Recompute the high watermark and complete acks=all writes it now covers.
+    pub(crate) fn leader_maybe_advance_hw(&mut self, _now: Nanos) {
+        let RoleState::Leader(l) = &self.role else {
+            return;
+        };
+        let bugs = self.config.bugs;
+        let leo = self.log.log_end_offset();
+        // Only durable data counts (see docs/replication.md, "durable HW").
+        let mut candidate = if bugs.fsync_after_ack {
+            leo
+        } else {
+            self.log.flushed_offset().min(leo)
+        };
+        let maximal = l.maximal_isr();
+        if !bugs.ack_before_isr {
+            for r in maximal.iter().filter(|r| **r != self.me) {
+                let end = l.followers.get(r).and_then(|p| p.log_end).unwrap_or(0);
+                candidate = candidate.min(end);
+            }
+        }
+        if candidate > self.high_watermark && candidate > l.epoch_start_offset {
+            self.high_watermark = candidate;
+            let ev = Event::HighWatermark {
+                tp: self.tp.clone(),
+                leader_epoch: self.leader_epoch,
+                high_watermark: candidate,
+            };
+            self.event(ev);
+        }
+        self.complete_waiting(maximal.len());
+    }
+
+    fn complete_waiting(&mut self, isr_size: usize) {
+        let hw = self.high_watermark;
+        let min_insync = self.config.min_insync_replicas;
+        let epoch = self.leader_epoch;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
+            .into_iter()
+            .partition(|w| w.required <= hw);
+        l.waiting = rest;
+        for w in done {
+            let result = if isr_size < min_insync {
+                Err(ProduceError::NotEnoughReplicasAfterAppend {
+                    isr: isr_size,
+                    min_insync,
+                })
+            } else {
+                Ok(ProduceAck {
+                    base_offset: w.base_offset,
+                    leader_epoch: epoch,
+                    duplicate: w.duplicate,
+                })
+            };
+            self.respond_produce(w.client, w.correlation, result);
+        }
+    }
+
+    /// A client's produce request. Responses (if any) leave as effects.
+    pub fn handle_produce(&mut self, now: Nanos, from: Address, req: ProduceRequest) {
+        let reply = |r: &mut Self, result| {
+            if req.acks != Acks::None {
+                r.respond_produce(from, req.correlation, result);
+            }
+        };
+        let RoleState::Leader(l) = &self.role else {
+            let e = ProduceError::NotLeader {
+                leader: self.known_leader(),
+                leader_epoch: self.leader_epoch,
+            };
+            return reply(self, Err(e));
+        };
+        if req.batch.records.is_empty() {
+            return reply(self, Err(ProduceError::InvalidRecord("empty batch".into())));
+        }
+        if is_control(&req.batch) {
+            let e = ProduceError::InvalidRecord("clients may not write control batches".into());
+            return reply(self, Err(e));
+        }
+        let isr_size = l.maximal_isr().len();
+        let min_insync = self.config.min_insync_replicas;
+        if req.acks == Acks::All && isr_size < min_insync {
+            let e = ProduceError::NotEnoughReplicas {
+                isr: isr_size,
+                min_insync,
+            };
+            return reply(self, Err(e));
+        }
+        let count = req.batch.records.len() as u64;
+        let (base_offset, next_offset, duplicate) =
+            match super::idempotence::check(&self.producers, &req.batch) {
+                ProducerCheck::Duplicate { base_offset } => {
+                    (base_offset, base_offset + count, true)
+                }
+                ProducerCheck::OutOfOrderSequence(m) => {
+                    return reply(self, Err(ProduceError::OutOfOrderSequence(m)))
+                }
+                ProducerCheck::InvalidProducerEpoch(m) => {
+                    return reply(self, Err(ProduceError::InvalidProducerEpoch(m)))
+                }
+                ProducerCheck::UnknownProducerId(m) => {
+                    return reply(self, Err(ProduceError::UnknownProducerId(m)))
+                }
+                ProducerCheck::Append => {
+                    let mut batch = req.batch.clone();
+                    match self.log.append_as_leader(
+                        req.batch.clone(),
+                        self.leader_epoch,
+                        now_ms(now),
+                    ) {
+                        Ok(a) => {
+                            batch.base_offset = a.base_offset;
+                            batch.partition_leader_epoch = self.leader_epoch;
+                            super::idempotence::record(&mut self.producers, &batch);
+                            self.after_leader_append(now);
+                            (a.base_offset, a.next_offset, false)
+                        }
+                        Err(e) => {
+                            let m = e.0.clone();
+                            self.log_error("append", e);
+                            return reply(self, Err(ProduceError::Storage(m)));
+                        }
+                    }
+                }
+            };
+        match req.acks {
+            Acks::None => {}
+            Acks::Leader => {
+                let ack = ProduceAck {
+                    base_offset,
+                    leader_epoch: self.leader_epoch,
+                    duplicate,
+                };
+                self.respond_produce(from, req.correlation, Ok(ack));
+            }
+            Acks::All => {
+                if let RoleState::Leader(l) = &mut self.role {
+                    l.waiting.push(WaitingProduce {
+                        client: from,
+                        correlation: req.correlation,
+                        base_offset,
+                        required: next_offset,
+                        deadline: now + req.timeout,
+                        duplicate,
+                    });
+                }
+            }
+        }
+        self.leader_maybe_advance_hw(now);
+    }
+
+    pub(crate) fn leader_tick(&mut self, now: Nanos) {
+        let me = self.me;
+        let lag_max = self.config.replica_lag_time_max;
+        let retry = self.config.alter_partition_retry;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        // Produce timeouts.
+        let (expired, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
+            .into_iter()
+            .partition(|w| w.deadline <= now);
+        l.waiting = rest;
+        // ISR maintenance.
+        let mut action = None;
+        match &l.pending {
+            Some(p) if now >= p.sent_at + retry => action = Some(p.isr.clone()),
+            Some(_) => {}
+            None if now >= l.propose_not_before => {
+                let lagging: BTreeSet<NodeId> = l
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|r| *r != me)
+                    .filter(|r| {
+                        l.followers
+                            .get(r)
+                            .is_none_or(|p| now.saturating_sub(p.last_caught_up) > lag_max)
+                    })
+                    .collect();
+                if !lagging.is_empty() {
+                    action = Some(l.isr.difference(&lagging).copied().collect());
+                }
+            }
+            None => {}
+        }
+        for w in expired {
+            self.respond_produce(w.client, w.correlation, Err(ProduceError::RequestTimedOut));
+        }
+        if let Some(isr) = action {
+            self.propose_isr(now, isr);
+            self.leader_maybe_advance_hw(now);
+        }
+    }
+
+    /// A consumer read: committed records only (below the HW), control batches left out.
+    pub fn handle_consumer_fetch(&mut self, req: &ConsumerFetchRequest) -> ConsumerFetchResponse {
+        let result = self.consumer_records(req);
+        ConsumerFetchResponse {
+            correlation: req.correlation,
+            tp: self.tp.clone(),
+            result,
+        }
+    }
+
+    fn check_client_epoch(&self, requested: Option<LeaderEpoch>) -> Result<(), ConsumerFetchError> {
+        if !matches!(self.role, RoleState::Leader(_)) {
+            return Err(ConsumerFetchError::NotLeader {
+                leader: self.known_leader(),
+                leader_epoch: self.leader_epoch,
+            });
+        }
+        match requested {
+            Some(e) if e < self.leader_epoch => Err(ConsumerFetchError::FencedLeaderEpoch {
+                request: e,
+                current: self.leader_epoch,
+            }),
+            Some(e) if e > self.leader_epoch => Err(ConsumerFetchError::UnknownLeaderEpoch {
+                request: e,
+                current: self.leader_epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn consumer_records(
+        &mut self,
+        req: &ConsumerFetchRequest,
+    ) -> Result<ConsumerRecords, ConsumerFetchError> {
+        self.check_client_epoch(req.current_leader_epoch)?;
+        let hw = self.high_watermark;
+        let log_start = self.log.log_start_offset();
+        let leo = self.log.log_end_offset();
+        if req.offset < log_start || req.offset > leo {
+            return Err(ConsumerFetchError::OffsetOutOfRange {
+                offset: req.offset,
+                log_start_offset: log_start,
+                high_watermark: hw,
+            });
+        }
+        let batches = self
+            .read_below(req.offset, hw, req.max_bytes)
+            .map_err(|e| ConsumerFetchError::Storage(e.0))?
+            .into_iter()
+            .filter(|b| !is_control(b))
+            .collect();
+        Ok(ConsumerRecords {
+            batches,
+            high_watermark: hw,
+            log_start_offset: log_start,
+            leader_epoch: self.leader_epoch,
+        })
+    }
+
+    /// Batches covering `[from, below)`, records at or past `below` cut off. Reads
+    /// repeatedly until `max_bytes` worth of batches or `below` is reached.
+    pub fn read_below(
+        &mut self,
+        from: Offset,
+        below: Offset,
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, super::LogFailure> {
+        let mut out = Vec::new();
+        if from >= below {
+            return Ok(out);
+        }
+        let batches = self.log.read(from, max_bytes)?;
+        for mut b in batches {
+            if b.base_offset >= below {
+                break;
+            }
+            if b.next_offset() > below {
+                let keep = (below - b.base_offset) as usize;
+                b.records.truncate(keep);
+            }
+            out.push(b);
+        }
+        Ok(out)
+    }
+
+    pub fn handle_list_offsets(&mut self, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+        let result = self.check_client_epoch(None).and_then(|()| {
+            let epoch = self.leader_epoch;
+            let listed = |offset| {
+                Some(ListedOffset {
+                    offset,
+                    leader_epoch: epoch,
+                })
+            };
+            Ok(match req.spec {
+                OffsetSpec::Earliest => listed(self.log.log_start_offset()),
+                OffsetSpec::Latest => listed(self.high_watermark),
+                OffsetSpec::Timestamp(ts) => {
+                    let found = self
+                        .log
+                        .offset_for_timestamp(ts)
+                        .map_err(|e| ConsumerFetchError::Storage(e.0))?;
+                    found.filter(|o| *o < self.high_watermark).and_then(listed)
+                }
+            })
+        });
+        ListOffsetsResponse {
+            correlation: req.correlation,
+            tp: self.tp.clone(),
+            result,
+        }
+    }
+}
+
+/// The controller's answer to an AlterPartition proposal, as the replica needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlterOutcome {
+    Accepted {
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: Vec<NodeId>,
+    },
+    Rejected {
+        reason: String,
+    },
+}

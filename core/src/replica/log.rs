@@ -1,0 +1,109 @@
+//! What a replica needs from its partition log, as a small trait.
+//!
+//! The replica logic is written against this trait rather than `PartitionLog` directly so
+//! that it can be exercised against a tiny in-memory log in unit tests, and so the bug zoo
+//! can wrap a log if it ever needs to. [`PartitionLog`] implements it by delegation.
+
+use crate::log::{PartitionLog, RecordBatch, Storage};
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+
+/// Error from the log, rendered as text naming the problem (the replica reports it in a
+/// typed response variant; it never panics on a log error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LogFailure(pub String);
+
+/// Offsets a leader append was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: Offset,
+    /// One past the last record.
+    pub next_offset: Offset,
+}
+
+pub trait ReplicaLog {
+    fn log_start_offset(&self) -> Offset;
+    fn log_end_offset(&self) -> Offset;
+    /// Every offset below it is durable.
+    fn flushed_offset(&self) -> Offset;
+    fn append_as_leader(
+        &mut self,
+        batch: RecordBatch,
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<Appended, LogFailure>;
+    /// `batch.base_offset` must equal the log end offset.
+    fn append_as_follower(
+        &mut self,
+        batch: RecordBatch,
+        now_ms: TimestampMs,
+    ) -> Result<(), LogFailure>;
+    /// Whole batches covering offsets >= `from`, at least one if any.
+    fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure>;
+    fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure>;
+    /// Drop every offset >= `offset` (and the epoch-cache entries starting there).
+    fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure>;
+    fn flush(&mut self) -> Result<(), LogFailure>;
+    /// Epoch of the last batch in the log.
+    fn latest_epoch(&self) -> Option<LeaderEpoch>;
+    /// KIP-279: the largest epoch <= `requested` in the log and the start offset of the
+    /// epoch after it (or the log end if it is the latest).
+    fn end_offset_for_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)>;
+}
+
+impl<S: Storage> ReplicaLog for PartitionLog<S> {
+    fn log_start_offset(&self) -> Offset {
+        PartitionLog::log_start_offset(self)
+    }
+    fn log_end_offset(&self) -> Offset {
+        PartitionLog::log_end_offset(self)
+    }
+    fn flushed_offset(&self) -> Offset {
+        PartitionLog::flushed_offset(self)
+    }
+    fn append_as_leader(
+        &mut self,
+        batch: RecordBatch,
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<Appended, LogFailure> {
+        let base = PartitionLog::log_end_offset(self);
+        PartitionLog::append_as_leader(self, batch, epoch, now_ms).map_err(fail)?;
+        Ok(Appended {
+            base_offset: base,
+            next_offset: PartitionLog::log_end_offset(self),
+        })
+    }
+    fn append_as_follower(
+        &mut self,
+        batch: RecordBatch,
+        now_ms: TimestampMs,
+    ) -> Result<(), LogFailure> {
+        PartitionLog::append_as_follower(self, batch, now_ms)
+            .map(|_| ())
+            .map_err(fail)
+    }
+    fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure> {
+        PartitionLog::read(self, from, max_bytes).map_err(fail)
+    }
+    fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure> {
+        PartitionLog::offset_for_timestamp(self, ts).map_err(fail)
+    }
+    fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure> {
+        PartitionLog::truncate_to(self, offset).map_err(fail)
+    }
+    fn flush(&mut self) -> Result<(), LogFailure> {
+        PartitionLog::flush(self).map_err(fail)
+    }
+    fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epoch_cache().latest_epoch()
+    }
+    fn end_offset_for_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        self.epoch_cache()
+            .end_offset_for_epoch(requested, PartitionLog::log_end_offset(self))
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> LogFailure {
+    LogFailure(e.to_string())
+}

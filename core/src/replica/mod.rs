@@ -1,0 +1,423 @@
+//! One partition replica: the leader or a follower of one topic partition on one broker.
+//!
+//! A [`Replica`] is a sans-I/O state machine over a [`ReplicaLog`]. The broker feeds it
+//! metadata decisions ([`Replica::become_leader`] / [`Replica::become_follower`]), fetch
+//! requests and responses, produce requests and the time ([`Replica::tick`]); it pushes
+//! [`ReplicaEffect`]s (messages, ISR proposals for the controller, trace events) that the
+//! broker drains. Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
+//! protocol and its invariants are written up in `docs/replication.md`.
+
+mod bugs;
+mod follower;
+mod idempotence;
+mod leader;
+mod log;
+
+#[cfg(test)]
+pub(crate) mod memlog;
+#[cfg(test)]
+mod tests;
+
+pub use bugs::Bugs;
+pub use idempotence::{ProducerCheck, ProducerStateTable};
+pub use leader::AlterOutcome;
+pub use log::{Appended, LogFailure, ReplicaLog};
+
+use crate::log::RecordBatch;
+use crate::message::{Address, Message};
+use crate::types::{
+    LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
+};
+use follower::FollowerState;
+use leader::LeaderState;
+use std::collections::BTreeSet;
+
+/// Batch attribute bit of a control batch (as in Kafka). The only control batch Skein
+/// writes is the leader-epoch marker a new leader appends (see `become_leader`).
+pub const CONTROL_BATCH_BIT: u16 = 0x20;
+
+/// Per-replica tunables (the broker fills them from `BrokerConfig` and topic config).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// A follower that has not caught up to the leader's log end for this long leaves
+    /// the ISR (`replica.lag.time.max.ms`).
+    pub replica_lag_time_max: Nanos,
+    /// acks=all writes are refused when the ISR is smaller than this.
+    pub min_insync_replicas: usize,
+    pub fetch_max_bytes: usize,
+    /// A follower whose fetch got no records waits this long before fetching again.
+    pub fetch_backoff: Nanos,
+    /// A fetch without an answer for this long is given up and resent.
+    pub fetch_timeout: Nanos,
+    /// An AlterPartition proposal without an answer for this long is resent.
+    pub alter_partition_retry: Nanos,
+    /// The leader fsyncs its log at most this long after an append. 0: right after
+    /// each append. The high watermark only counts fsynced data, so this bounds the
+    /// extra latency of acks=all.
+    pub flush_interval: Nanos,
+    pub bugs: Bugs,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        Self {
+            replica_lag_time_max: 10_000_000_000,
+            min_insync_replicas: 1,
+            fetch_max_bytes: 1 << 20,
+            fetch_backoff: 5_000_000,
+            fetch_timeout: 500_000_000,
+            alter_partition_retry: 500_000_000,
+            flush_interval: 0,
+            bugs: Bugs::default(),
+        }
+    }
+}
+
+/// The role of a replica, for views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Leader,
+    Follower {
+        leader: NodeId,
+    },
+    /// Hosted, but the partition has no leader (or metadata says nothing yet).
+    Offline,
+}
+
+/// Effects a replica asks its broker to carry out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplicaEffect {
+    Send {
+        to: Address,
+        msg: Message,
+    },
+    /// Propose a new ISR to the controller (AlterPartition).
+    AlterPartition(IsrProposal),
+    Event(Event),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub tp: TopicPartition,
+    pub leader: NodeId,
+    pub leader_epoch: LeaderEpoch,
+    /// The partition epoch the proposal is based on; the controller rejects it if stale.
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<NodeId>,
+}
+
+/// Things worth tracing (and asserting on in the simulator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    BecameLeader {
+        tp: TopicPartition,
+        epoch: LeaderEpoch,
+        log_end_offset: Offset,
+    },
+    BecameFollower {
+        tp: TopicPartition,
+        leader: Option<NodeId>,
+        epoch: LeaderEpoch,
+    },
+    /// A follower removed a divergent suffix.
+    Truncated {
+        tp: TopicPartition,
+        from: Offset,
+        to: Offset,
+    },
+    /// A leader announced a new high watermark (in fetch responses and to consumers).
+    HighWatermark {
+        tp: TopicPartition,
+        leader_epoch: LeaderEpoch,
+        high_watermark: Offset,
+    },
+    IsrProposed {
+        tp: TopicPartition,
+        isr: Vec<NodeId>,
+    },
+    IsrConfirmed {
+        tp: TopicPartition,
+        isr: Vec<NodeId>,
+        partition_epoch: PartitionEpoch,
+    },
+    LogError {
+        tp: TopicPartition,
+        op: &'static str,
+        error: String,
+    },
+}
+
+/// Read-only snapshot of a replica for the simulator's invariant checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaView {
+    pub tp: TopicPartition,
+    pub role: Role,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
+    pub flushed_offset: Offset,
+    /// Latest epoch in the log's epoch cache.
+    pub latest_log_epoch: Option<LeaderEpoch>,
+    /// ISR as confirmed by the controller (leaders; empty on followers).
+    pub isr: Vec<NodeId>,
+    /// Confirmed ISR united with a pending proposal: what HW and min.insync use.
+    pub maximal_isr: Vec<NodeId>,
+    pub replicas: Vec<NodeId>,
+}
+
+pub(crate) enum RoleState {
+    Leader(LeaderState),
+    Follower(FollowerState),
+    Offline,
+}
+
+/// One partition replica.
+pub struct Replica<L: ReplicaLog> {
+    tp: TopicPartition,
+    me: NodeId,
+    log: L,
+    config: ReplicaConfig,
+    role: RoleState,
+    /// Latest leader epoch this replica has learned from metadata.
+    leader_epoch: LeaderEpoch,
+    partition_epoch: PartitionEpoch,
+    replicas: Vec<NodeId>,
+    high_watermark: Offset,
+    producers: ProducerStateTable,
+    effects: Vec<ReplicaEffect>,
+    /// Set when the log has unflushed appends (leader side, flush_interval > 0).
+    flush_due: Option<Nanos>,
+    next_correlation: u64,
+    /// Brokers the controller has fenced: never proposed for the ISR.
+    pub(crate) fenced_brokers: BTreeSet<NodeId>,
+}
+
+pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
+    (now / 1_000_000) as TimestampMs
+}
+
+pub(crate) fn is_control(batch: &RecordBatch) -> bool {
+    batch.attributes & CONTROL_BATCH_BIT != 0
+}
+
+impl<L: ReplicaLog> Replica<L> {
+    /// A replica over an opened (recovered) log. It starts Offline: the broker tells it
+    /// its role from metadata. Its high watermark starts at the log start offset: a lower
+    /// HW is always safe (readers see less), and the log is never truncated to it.
+    pub fn new(tp: TopicPartition, me: NodeId, log: L, config: ReplicaConfig) -> Self {
+        let hw = log.log_start_offset();
+        Self {
+            tp,
+            me,
+            log,
+            config,
+            role: RoleState::Offline,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: Vec::new(),
+            high_watermark: hw,
+            producers: ProducerStateTable::default(),
+            effects: Vec::new(),
+            flush_due: None,
+            next_correlation: 1,
+            fenced_brokers: BTreeSet::new(),
+        }
+    }
+
+    pub fn tp(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    pub fn role(&self) -> Role {
+        match &self.role {
+            RoleState::Leader(_) => Role::Leader,
+            RoleState::Follower(f) => Role::Follower { leader: f.leader },
+            RoleState::Offline => Role::Offline,
+        }
+    }
+
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    pub fn partition_epoch(&self) -> PartitionEpoch {
+        self.partition_epoch
+    }
+
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    pub fn config(&self) -> &ReplicaConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: ReplicaConfig) {
+        self.config = config;
+    }
+
+    /// Brokers currently fenced by the controller (from the metadata image); the leader
+    /// does not propose them for the ISR.
+    pub fn set_fenced_brokers(&mut self, fenced: BTreeSet<NodeId>) {
+        self.fenced_brokers = fenced;
+    }
+
+    pub fn view(&self) -> ReplicaView {
+        let (isr, maximal) = match &self.role {
+            RoleState::Leader(l) => (
+                l.isr.iter().copied().collect(),
+                l.maximal_isr().into_iter().collect(),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
+        ReplicaView {
+            tp: self.tp.clone(),
+            role: self.role(),
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log.log_start_offset(),
+            log_end_offset: self.log.log_end_offset(),
+            flushed_offset: self.log.flushed_offset(),
+            latest_log_epoch: self.log.latest_epoch(),
+            isr,
+            maximal_isr: maximal,
+            replicas: self.replicas.clone(),
+        }
+    }
+
+    /// Take the effects produced so far.
+    pub fn drain_effects(&mut self) -> Vec<ReplicaEffect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Earliest time at which `tick` has something to do.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        let role = match &self.role {
+            RoleState::Leader(l) => l.next_timeout(&self.config),
+            RoleState::Follower(f) => f.next_timeout(&self.config),
+            RoleState::Offline => None,
+        };
+        [role, self.flush_due].into_iter().flatten().min()
+    }
+
+    /// Timers: fetch retries (follower), ISR lag checks, AlterPartition retries, produce
+    /// timeouts and delayed flushes (leader).
+    pub fn tick(&mut self, now: Nanos) {
+        if let Some(due) = self.flush_due {
+            if now >= due {
+                self.flush_due = None;
+                self.flush_log();
+                self.leader_maybe_advance_hw(now);
+            }
+        }
+        match &self.role {
+            RoleState::Leader(_) => self.leader_tick(now),
+            RoleState::Follower(_) => self.follower_tick(now),
+            RoleState::Offline => {}
+        }
+    }
+
+    /// Apply the controller's view of this partition. Dispatches to the leader or
+    /// follower transition; the same (or an older) epoch is a no-op except for ISR
+    /// updates from the controller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_partition_state(
+        &mut self,
+        now: Nanos,
+        leader: Option<NodeId>,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: &[NodeId],
+        replicas: &[NodeId],
+    ) {
+        if leader_epoch < self.leader_epoch
+            || (leader_epoch == self.leader_epoch && partition_epoch < self.partition_epoch)
+        {
+            return; // stale metadata (reordered heartbeat responses)
+        }
+        self.replicas = replicas.to_vec();
+        if leader == Some(self.me) {
+            self.become_leader(now, leader_epoch, partition_epoch, isr);
+        } else {
+            self.become_follower(now, leader, leader_epoch, partition_epoch);
+        }
+    }
+
+    pub(crate) fn emit(&mut self, effect: ReplicaEffect) {
+        self.effects.push(effect);
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        tracing::debug!(?event, "replica event");
+        self.effects.push(ReplicaEffect::Event(event));
+    }
+
+    pub(crate) fn log_error(&mut self, op: &'static str, error: LogFailure) {
+        tracing::warn!(tp = %self.tp, op, %error, "log error");
+        let tp = self.tp.clone();
+        self.event(Event::LogError {
+            tp,
+            op,
+            error: error.0,
+        });
+    }
+
+    /// fsync; on failure the flushed offset simply does not move (so the HW does not
+    /// advance past unsynced data) and the error is reported.
+    pub(crate) fn flush_log(&mut self) -> bool {
+        match self.log.flush() {
+            Ok(()) => true,
+            Err(e) => {
+                self.log_error("flush", e);
+                false
+            }
+        }
+    }
+
+    pub(crate) fn correlation(&mut self) -> u64 {
+        let c = self.next_correlation;
+        self.next_correlation += 1;
+        c
+    }
+
+    /// Rebuild producer idempotence state from the log (on becoming leader and after a
+    /// truncation): the log is the only source of truth for written sequences.
+    pub(crate) fn rebuild_producer_state(&mut self) {
+        let mut table = ProducerStateTable::default();
+        let mut from = self.log.log_start_offset();
+        let end = self.log.log_end_offset();
+        while from < end {
+            match self.log.read(from, self.config.fetch_max_bytes) {
+                Ok(batches) if !batches.is_empty() => {
+                    for b in &batches {
+                        if b.next_offset() > from {
+                            idempotence::record(&mut table, b);
+                        }
+                    }
+                    from = batches
+                        .last()
+                        .map(|b| b.next_offset())
+                        .unwrap_or(end)
+                        .max(from + 1);
+                }
+                Ok(_) => break,
+                Err(e) => {
+                    self.log_error("read", e);
+                    break;
+                }
+            }
+        }
+        self.producers = table;
+    }
+}

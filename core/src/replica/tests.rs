@@ -1,0 +1,700 @@
+//! Scripted replica-level tests: three replicas over in-memory logs, metadata decisions
+//! made by the test (standing in for the controller), every message routed by hand so
+//! each KIP-101/279/320 sequence is reproduced step by step.
+
+use super::memlog::VecLog;
+use super::*;
+use crate::log::{ProducerInfo, Record};
+use crate::message::*;
+use std::collections::{BTreeMap, VecDeque};
+
+const MS: Nanos = 1_000_000;
+
+/// (offset, value) of every data record of a log.
+type Values = Vec<(Offset, String)>;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+fn batch(values: &[&str]) -> RecordBatch {
+    RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer: None,
+        first_timestamp: 0,
+        max_timestamp: 0,
+        records: values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Record {
+                offset_delta: i as u32,
+                timestamp_delta: 0,
+                key: None,
+                value: Some(v.as_bytes().to_vec()),
+                headers: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Data values (control batches left out) of a log, in offset order.
+fn values(log: &VecLog) -> Values {
+    log.batches
+        .iter()
+        .filter(|b| !is_control(b))
+        .flat_map(|b| {
+            b.records.iter().map(move |r| {
+                (
+                    b.base_offset + r.offset_delta as u64,
+                    String::from_utf8(r.value.clone().unwrap()).unwrap(),
+                )
+            })
+        })
+        .collect()
+}
+
+struct Net {
+    now: Nanos,
+    config: ReplicaConfig,
+    nodes: BTreeMap<NodeId, Replica<VecLog>>,
+    /// Logs of crashed nodes, waiting for a restart.
+    down: BTreeMap<NodeId, VecLog>,
+    queue: VecDeque<(NodeId, Address, Message)>,
+    responses: Vec<ProduceResponse>,
+    proposals: Vec<IsrProposal>,
+    /// Links that drop everything (from, to).
+    cut: Vec<(NodeId, NodeId)>,
+    correlation: u64,
+}
+
+impl Net {
+    fn new(ids: &[NodeId], config: ReplicaConfig) -> Self {
+        let nodes = ids
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    Replica::new(tp(), id, VecLog::default(), config.clone()),
+                )
+            })
+            .collect();
+        Self {
+            now: 0,
+            config,
+            nodes,
+            down: BTreeMap::new(),
+            queue: VecDeque::new(),
+            responses: Vec::new(),
+            proposals: Vec::new(),
+            cut: Vec::new(),
+            correlation: 0,
+        }
+    }
+
+    fn r(&mut self, id: NodeId) -> &mut Replica<VecLog> {
+        self.nodes.get_mut(&id).expect("node up")
+    }
+
+    fn collect(&mut self) {
+        for (&id, r) in self.nodes.iter_mut() {
+            for e in r.drain_effects() {
+                match e {
+                    ReplicaEffect::Send { to, msg } => self.queue.push_back((id, to, msg)),
+                    ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
+                    ReplicaEffect::Event(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Metadata decision delivered to the given nodes.
+    fn elect(&mut self, to: &[NodeId], leader: Option<NodeId>, epoch: u32, pe: u32, isr: &[u32]) {
+        let replicas: Vec<NodeId> = vec![1, 2, 3];
+        for id in to {
+            if let Some(r) = self.nodes.get_mut(id) {
+                r.apply_partition_state(self.now, leader, epoch, pe, isr, &replicas);
+            }
+        }
+        self.collect();
+    }
+
+    fn deliver_one(&mut self) -> bool {
+        let Some((from, to, msg)) = self.queue.pop_front() else {
+            return false;
+        };
+        let Address::Node(dst) = to else {
+            if let Message::ProduceResponse(r) = msg {
+                self.responses.push(r);
+            }
+            return true;
+        };
+        if self.cut.contains(&(from, dst)) || !self.nodes.contains_key(&dst) {
+            return true;
+        }
+        let now = self.now;
+        let r = self.r(dst);
+        match msg {
+            Message::Fetch(req) => {
+                let resp = r.handle_fetch(now, req);
+                self.queue
+                    .push_back((dst, Address::Node(from), Message::FetchResponse(resp)));
+            }
+            Message::FetchResponse(resp) => r.handle_fetch_response(now, from, resp),
+            other => panic!("unexpected {other:?}"),
+        }
+        self.collect();
+        true
+    }
+
+    fn deliver_all(&mut self) {
+        let mut n = 0;
+        while self.deliver_one() {
+            n += 1;
+            assert!(n < 10_000, "message storm");
+        }
+    }
+
+    /// Advance time in steps, ticking and delivering everything.
+    fn run(&mut self, duration: Nanos) {
+        let end = self.now + duration;
+        while self.now < end {
+            self.now += MS;
+            for r in self.nodes.values_mut() {
+                r.tick(self.now);
+            }
+            self.collect();
+            self.deliver_all();
+        }
+    }
+
+    fn produce(&mut self, node: NodeId, acks: Acks, values: &[&str]) -> u64 {
+        self.produce_batch(node, acks, batch(values))
+    }
+
+    fn produce_batch(&mut self, node: NodeId, acks: Acks, batch: RecordBatch) -> u64 {
+        self.correlation += 1;
+        let c = self.correlation;
+        let now = self.now;
+        let req = ProduceRequest {
+            correlation: c,
+            tp: tp(),
+            acks,
+            timeout: 1000 * MS,
+            batch,
+        };
+        self.r(node).handle_produce(now, Address::Client(0), req);
+        self.collect();
+        self.deliver_all();
+        c
+    }
+
+    fn response(&self, correlation: u64) -> Option<&Result<ProduceAck, ProduceError>> {
+        self.responses
+            .iter()
+            .find(|r| r.correlation == correlation)
+            .map(|r| &r.result)
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let r = self.nodes.remove(&id).unwrap();
+        let mut log = r.log;
+        log.crash();
+        self.down.insert(id, log);
+        self.queue
+            .retain(|(f, t, _)| *f != id && *t != Address::Node(id));
+    }
+
+    fn restart(&mut self, id: NodeId) {
+        let log = self.down.remove(&id).unwrap();
+        self.nodes
+            .insert(id, Replica::new(tp(), id, log, self.config.clone()));
+    }
+
+    fn values(&self, id: NodeId) -> Values {
+        match self.nodes.get(&id) {
+            Some(r) => values(r.log()),
+            None => values(&self.down[&id]),
+        }
+    }
+
+    /// Confirm the latest ISR proposal as the controller would (bumping the partition
+    /// epoch), delivering the new state to every node.
+    fn confirm_proposal(&mut self) -> Vec<NodeId> {
+        let p = self.proposals.pop().expect("a proposal");
+        let pe = p.partition_epoch + 1;
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        self.elect(&ids, Some(p.leader), p.leader_epoch, pe, &p.new_isr);
+        self.deliver_all();
+        p.new_isr
+    }
+}
+
+fn config() -> ReplicaConfig {
+    ReplicaConfig {
+        replica_lag_time_max: 100 * MS,
+        min_insync_replicas: 2,
+        fetch_backoff: MS,
+        fetch_timeout: 50 * MS,
+        alter_partition_retry: 50 * MS,
+        ..ReplicaConfig::default()
+    }
+}
+
+fn three() -> Net {
+    let mut net = Net::new(&[1, 2, 3], config());
+    net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+    net.run(5 * MS);
+    net
+}
+
+#[test]
+fn normal_replication_advances_hw_and_acknowledges() {
+    let mut net = three();
+    let c = net.produce(1, Acks::All, &["a", "b"]);
+    assert_eq!(net.response(c), None, "acks=all waits for the ISR");
+    net.run(10 * MS);
+    let ack = net.response(c).unwrap().clone().unwrap();
+    // Offset 0 is leader 1's epoch marker.
+    assert_eq!(ack.base_offset, 1);
+    assert_eq!(ack.leader_epoch, 1);
+    for id in [1, 2, 3] {
+        assert_eq!(net.values(id), vec![(1, "a".into()), (2, "b".into())]);
+        assert_eq!(net.r(id).high_watermark(), 3, "node {id}");
+    }
+    let leader = net.r(1).view();
+    assert_eq!(leader.isr, vec![1, 2, 3]);
+    assert_eq!(leader.role, Role::Leader);
+}
+
+#[test]
+fn acks_one_answers_at_once_and_acks_zero_never() {
+    let mut net = three();
+    let c1 = net.produce(1, Acks::Leader, &["x"]);
+    net.deliver_all();
+    assert!(matches!(net.response(c1), Some(Ok(_))));
+    let c0 = net.produce(1, Acks::None, &["y"]);
+    net.run(10 * MS);
+    assert_eq!(net.response(c0), None);
+    assert_eq!(net.values(2).len(), 2);
+}
+
+#[test]
+fn consumers_only_see_records_below_hw() {
+    let mut net = three();
+    net.cut = vec![(2, 1), (3, 1)]; // followers cannot fetch
+    net.produce(1, Acks::Leader, &["a"]);
+    net.deliver_all();
+    let req = ConsumerFetchRequest {
+        correlation: 9,
+        tp: tp(),
+        offset: 0,
+        max_bytes: 1 << 20,
+        current_leader_epoch: None,
+    };
+    let resp = net.r(1).handle_consumer_fetch(&req);
+    let recs = resp.result.unwrap();
+    assert!(
+        recs.batches.is_empty(),
+        "uncommitted record visible: {recs:?}"
+    );
+    net.cut.clear();
+    net.run(10 * MS);
+    let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+    assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
+    assert_eq!(recs.high_watermark, 2);
+    // A follower refuses consumer reads.
+    assert!(matches!(
+        net.r(2).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::NotLeader {
+            leader: Some(1),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn stale_and_future_epoch_fetches_are_refused() {
+    let mut net = three();
+    let mut req = FetchRequest {
+        correlation: 1,
+        tp: tp(),
+        replica_id: 2,
+        current_leader_epoch: 0,
+        fetch_offset: 0,
+        last_fetched_epoch: None,
+        max_bytes: 1 << 20,
+    };
+    let now = net.now;
+    let r = net.r(1).handle_fetch(now, req.clone());
+    assert!(matches!(
+        r.result,
+        FetchResult::Error(FetchError::FencedLeaderEpoch {
+            request: 0,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = 2;
+    let r = net.r(1).handle_fetch(now, req.clone());
+    assert!(matches!(
+        r.result,
+        FetchResult::Error(FetchError::UnknownLeaderEpoch {
+            request: 2,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = 1;
+    let r = net.r(2).handle_fetch(now, req);
+    assert!(matches!(
+        r.result,
+        FetchResult::Error(FetchError::NotLeader)
+    ));
+}
+
+#[test]
+fn follower_restart_keeps_its_log_and_catches_up() {
+    let mut net = three();
+    let c = net.produce(1, Acks::All, &["a"]);
+    net.run(10 * MS);
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    net.crash(3);
+    let c = net.produce(1, Acks::All, &["b"]);
+    net.run(10 * MS);
+    assert_eq!(net.response(c), None, "3 is still in the ISR");
+    net.run(150 * MS);
+    assert_eq!(net.confirm_proposal(), vec![1, 2]);
+    assert!(
+        matches!(net.response(c), Some(Ok(_))),
+        "ISR 1,2 still >= min.insync"
+    );
+    net.restart(3);
+    // After a restart the replica's HW is low but its log is not truncated to it.
+    assert_eq!(net.r(3).high_watermark(), 0);
+    assert_eq!(net.values(3), vec![(1, "a".into())]);
+    net.elect(&[3], Some(1), 1, 1, &[1, 2, 3]);
+    net.run(10 * MS);
+    assert_eq!(net.values(3), net.values(1));
+}
+
+/// KIP-101 scenario 1: a follower holds a committed record but has not learned the HW
+/// covering it when it restarts. Truncating to the HW (the old behaviour) then loses a
+/// committed record once it becomes leader; epoch-based truncation keeps it.
+fn kip101_loss(bugs: Bugs) -> (Values, Option<ProduceAck>) {
+    let mut cfg = config();
+    cfg.bugs = bugs;
+    cfg.min_insync_replicas = 1;
+    let mut net = Net::new(&[1, 2], cfg);
+    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+    net.run(5 * MS);
+    let c = net.produce(1, Acks::All, &["m1"]);
+    // Follower 2 fetches m1 and fetches again; that second fetch commits m1 on the
+    // leader, but its response (carrying the new HW) is lost.
+    net.now += MS;
+    let now = net.now;
+    net.r(2).tick(now);
+    net.collect();
+    assert!(net.deliver_one()); // fetch(1) -> leader
+    assert!(net.deliver_one()); // m1 -> follower, which fetches(2) at once
+    assert!(net.deliver_one()); // fetch(2) -> leader: HW 2, m1 acknowledged
+    net.cut = vec![(1, 2)];
+    net.deliver_all();
+    let ack = net.response(c).and_then(|r| r.clone().ok());
+    net.cut = vec![(1, 2)];
+    net.run(5 * MS);
+    assert!(net.r(2).high_watermark() < net.r(1).high_watermark());
+    // 2 restarts, then 1 dies and 2 takes over.
+    net.crash(2);
+    net.restart(2);
+    net.elect(&[2], Some(1), 1, 1, &[1, 2]);
+    net.crash(1);
+    net.elect(&[2], Some(2), 2, 2, &[2]);
+    net.run(5 * MS);
+    (net.values(2), ack)
+}
+
+#[test]
+fn kip101_restarted_follower_does_not_truncate_to_hw() {
+    let (values, ack) = kip101_loss(Bugs::default());
+    let ack = ack.expect("m1 was acknowledged");
+    assert_eq!(values, vec![(ack.base_offset, "m1".to_string())]);
+}
+
+#[test]
+fn kip101_bug_truncate_to_hw_loses_committed_record() {
+    let bugs = Bugs {
+        truncate_to_hw: true,
+        ..Bugs::default()
+    };
+    let (values, ack) = kip101_loss(bugs);
+    assert!(ack.is_some());
+    assert!(
+        values.is_empty(),
+        "the bug should lose m1, log is {values:?}"
+    );
+}
+
+/// KIP-101 scenario 2: after both replicas crash, the one that comes back first leads a
+/// new epoch with a different record at the same offset; the other must drop its
+/// divergent suffix instead of keeping a log that differs below the new HW.
+#[test]
+fn kip101_divergent_logs_reconcile_by_epoch() {
+    let mut cfg = config();
+    cfg.min_insync_replicas = 1;
+    let mut net = Net::new(&[1, 2], cfg);
+    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+    net.run(5 * MS);
+    net.produce(1, Acks::All, &["m1"]);
+    net.run(5 * MS);
+    // m2 reaches only the leader's (flushed) log.
+    net.cut = vec![(1, 2), (2, 1)];
+    net.produce(1, Acks::Leader, &["m2"]);
+    net.crash(1);
+    net.crash(2);
+    net.cut.clear();
+    net.restart(2);
+    net.elect(&[2], Some(2), 2, 2, &[2]);
+    let c = net.produce(2, Acks::All, &["m3"]);
+    net.run(5 * MS);
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    net.restart(1);
+    net.elect(&[1, 2], Some(2), 2, 2, &[2]);
+    net.run(20 * MS);
+    assert_eq!(net.values(1), net.values(2));
+    assert!(net.values(1).iter().all(|(_, v)| v != "m2"));
+    assert!(net.values(1).iter().any(|(_, v)| v == "m3"));
+}
+
+/// KIP-279: leader 1 (epoch 1) fails over to 2 (epoch 2), which writes and fails back to
+/// 1 (epoch 3) before 1 ever fetched epoch 2. 1 does not know epoch 2, so it answers
+/// with its largest epoch below (1) and where that ends; 2 must drop its epoch-2 suffix.
+fn kip279(bugs: Bugs) -> (Values, Values) {
+    let mut cfg = config();
+    cfg.bugs = bugs;
+    cfg.min_insync_replicas = 1;
+    let mut net = Net::new(&[1, 2], cfg);
+    net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
+    net.run(5 * MS);
+    net.produce(1, Acks::All, &["a"]);
+    net.run(5 * MS);
+    net.cut = vec![(1, 2), (2, 1)];
+    net.produce(1, Acks::Leader, &["b1"]); // only on 1
+                                           // Fast failover to 2, which writes its own record at the same offset.
+    net.elect(&[2], Some(2), 2, 2, &[1, 2]);
+    net.produce(2, Acks::Leader, &["b2"]);
+    net.run(2 * MS);
+    // And straight back to 1, before 1 fetched anything of epoch 2.
+    net.elect(&[1, 2], Some(1), 3, 3, &[1, 2]);
+    net.cut.clear();
+    net.run(20 * MS);
+    (net.values(1), net.values(2))
+}
+
+#[test]
+fn kip279_fast_double_failover_converges() {
+    let (one, two) = kip279(Bugs::default());
+    assert_eq!(one, two);
+    assert!(two.iter().any(|(_, v)| v == "b1"));
+    assert!(two.iter().all(|(_, v)| v != "b2"));
+}
+
+#[test]
+fn kip279_bug_next_epoch_start_keeps_divergent_suffix() {
+    let bugs = Bugs {
+        next_epoch_start: true,
+        ..Bugs::default()
+    };
+    let (one, two) = kip279(bugs);
+    assert_ne!(one, two, "the bug should leave the logs diverged");
+}
+
+#[test]
+fn isr_shrinks_when_followers_lag_and_min_insync_refuses_writes() {
+    let mut net = three();
+    net.crash(2);
+    net.crash(3);
+    let c = net.produce(1, Acks::All, &["a"]);
+    net.run(150 * MS);
+    // The leader proposed {1} but, unconfirmed, still waits for the maximal ISR.
+    assert_eq!(net.proposals.last().unwrap().new_isr, vec![1]);
+    assert_eq!(net.r(1).view().isr, vec![1, 2, 3]);
+    assert!(net.r(1).high_watermark() < 2);
+    assert_eq!(net.response(c), None);
+    assert_eq!(net.confirm_proposal(), vec![1]);
+    // Now committed under an ISR of one: the waiting write fails after append.
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::NotEnoughReplicasAfterAppend {
+            isr: 1,
+            min_insync: 2
+        }))
+    ));
+    let c = net.produce(1, Acks::All, &["b"]);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::NotEnoughReplicas {
+            isr: 1,
+            min_insync: 2
+        }))
+    ));
+    // A follower comes back, catches up and rejoins.
+    net.restart(2);
+    net.elect(&[2], Some(1), 1, 2, &[1]);
+    net.run(10 * MS);
+    assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
+    assert_eq!(net.confirm_proposal(), vec![1, 2]);
+    let c = net.produce(1, Acks::All, &["c"]);
+    net.run(10 * MS);
+    assert!(matches!(net.response(c), Some(Ok(_))));
+}
+
+#[test]
+fn pending_writes_time_out() {
+    let mut net = three();
+    net.crash(2);
+    net.crash(3);
+    let c = net.produce(1, Acks::All, &["a"]);
+    // Keep the ISR unconfirmed: the write can never commit and must time out.
+    net.run(1100 * MS);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::RequestTimedOut))
+    ));
+}
+
+#[test]
+fn zombie_leader_cannot_acknowledge_and_is_deposed() {
+    let mut net = three();
+    // Leader 1 is cut off; 2 becomes leader at epoch 2 (1 does not hear of it).
+    net.cut = vec![(1, 2), (1, 3), (2, 1), (3, 1)];
+    net.elect(&[2, 3], Some(2), 2, 2, &[2, 3]);
+    let zombie = net.produce(1, Acks::All, &["zombie"]);
+    let good = net.produce(2, Acks::All, &["good"]);
+    net.run(200 * MS);
+    assert!(matches!(net.response(good), Some(Ok(_))));
+    assert_eq!(net.response(zombie), None, "zombie must not acknowledge");
+    // The zombie's ISR shrink proposal is stale: the controller rejects it.
+    let stale = net
+        .proposals
+        .iter()
+        .find(|p| p.leader == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(stale.leader_epoch, 1);
+    let now = net.now;
+    net.r(1).on_alter_partition_result(
+        now,
+        AlterOutcome::Rejected {
+            reason: "fenced".into(),
+        },
+    );
+    // Followers that reach the zombie with the new epoch get UnknownLeaderEpoch.
+    let req = FetchRequest {
+        correlation: 1,
+        tp: tp(),
+        replica_id: 3,
+        current_leader_epoch: 2,
+        fetch_offset: 0,
+        last_fetched_epoch: None,
+        max_bytes: 1,
+    };
+    assert!(matches!(
+        net.r(1).handle_fetch(now, req).result,
+        FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
+    ));
+    // Metadata reaches the zombie: pending write fails NotLeader, log converges.
+    net.cut.clear();
+    net.elect(&[1], Some(2), 2, 2, &[2, 3]);
+    net.deliver_all();
+    assert!(matches!(
+        net.response(zombie),
+        Some(Err(ProduceError::NotLeader {
+            leader: Some(2),
+            leader_epoch: 2
+        }))
+    ));
+    net.run(20 * MS);
+    assert_eq!(net.values(1), net.values(2));
+    assert!(net.values(1).iter().all(|(_, v)| v != "zombie"));
+}
+
+#[test]
+fn idempotent_retry_after_lost_response_is_not_duplicated() {
+    let mut net = three();
+    let mut b = batch(&["once"]);
+    b.producer = Some(ProducerInfo {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: 0,
+    });
+    let c1 = net.produce_batch(1, Acks::All, b.clone());
+    net.run(10 * MS);
+    let first = net.response(c1).unwrap().clone().unwrap();
+    net.responses.clear(); // the response was lost
+    let c2 = net.produce_batch(1, Acks::All, b.clone());
+    net.run(10 * MS);
+    let second = net.response(c2).unwrap().clone().unwrap();
+    assert_eq!(second.base_offset, first.base_offset);
+    assert!(second.duplicate);
+    assert_eq!(net.values(1), vec![(first.base_offset, "once".into())]);
+    // Out of order: a gap in the sequence is refused.
+    let mut gap = batch(&["gap"]);
+    gap.producer = Some(ProducerInfo {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: 5,
+    });
+    let c3 = net.produce_batch(1, Acks::All, gap);
+    assert!(matches!(
+        net.response(c3),
+        Some(Err(ProduceError::OutOfOrderSequence(_)))
+    ));
+    // After a failover the new leader rebuilds producer state from its log.
+    net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
+    let c4 = net.produce_batch(2, Acks::All, b);
+    net.run(10 * MS);
+    let third = net.response(c4).unwrap().clone().unwrap();
+    assert_eq!(third.base_offset, first.base_offset);
+    assert_eq!(net.values(2).len(), 1);
+}
+
+#[test]
+fn leader_hw_counts_only_flushed_data() {
+    let mut cfg = config();
+    cfg.flush_interval = 20 * MS;
+    cfg.min_insync_replicas = 1;
+    let mut net = Net::new(&[1], cfg);
+    net.elect(&[1], Some(1), 1, 1, &[1]);
+    net.run(25 * MS);
+    let hw0 = net.r(1).high_watermark();
+    let c = net.produce(1, Acks::All, &["a"]);
+    net.run(5 * MS);
+    assert_eq!(
+        net.r(1).high_watermark(),
+        hw0,
+        "unflushed data is not committed"
+    );
+    assert_eq!(net.response(c), None);
+    net.run(30 * MS);
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    assert_eq!(net.r(1).view().flushed_offset, net.r(1).high_watermark());
+}
+
+#[test]
+fn hw_advances_only_with_a_record_of_the_current_epoch() {
+    let mut net = three();
+    net.produce(1, Acks::All, &["a"]);
+    net.run(10 * MS);
+    // New leader 2 starts with its follower HW; it moves past the old epoch's data only
+    // once its own epoch marker is replicated.
+    net.cut = vec![(1, 2), (3, 2)];
+    net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
+    let hw = net.r(2).high_watermark();
+    let marker_at = net.r(2).log().log_end_offset() - 1;
+    net.run(5 * MS);
+    assert_eq!(net.r(2).high_watermark(), hw);
+    assert!(hw <= marker_at);
+    net.cut.clear();
+    net.run(60 * MS); // the cut fetches time out and are resent
+    assert_eq!(net.r(2).high_watermark(), marker_at + 1);
+}
