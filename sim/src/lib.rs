@@ -14,12 +14,20 @@
 //! against read-only views of the brokers; every event is folded into the [`trace`] hash.
 //! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
 
+pub mod client;
 pub mod clock;
+pub mod config;
+pub mod disk;
 pub mod faults;
+pub mod history;
 pub mod invariants;
 pub mod net;
 pub mod queue;
+pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod time;
 pub mod trace;
+pub mod world;
+
+pub use world::{run, SimError, BUG_NAMES};
