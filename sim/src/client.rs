@@ -173,6 +173,8 @@ pub struct Producer {
     next_send: SimTime,
     /// Stop creating new values at this time (retries continue).
     stop_at: SimTime,
+    /// Stop sending new batches at this time (values still queued are dropped, never sent).
+    stop_dispatch: SimTime,
     /// Values waiting for their partition's in-flight batch to finish.
     queued: BTreeMap<u32, std::collections::VecDeque<String>>,
     in_flight: BTreeMap<u32, InFlight>,
@@ -192,6 +194,7 @@ impl Producer {
         rate: f64,
         start_at: SimTime,
         stop_at: SimTime,
+        stop_dispatch: SimTime,
     ) -> Self {
         let mean_gap = if rate > 0.0 {
             (SECS as f64 / rate) as SimTime
@@ -212,6 +215,7 @@ impl Producer {
             mean_gap,
             next_send: start_at,
             stop_at,
+            stop_dispatch,
             queued: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             fenced: false,
@@ -261,6 +265,10 @@ impl Producer {
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {
         if !self.ready() {
             return;
+        }
+        if ctx.now >= self.stop_dispatch {
+            // Never invoked, so nothing to record in the history.
+            self.queued.clear();
         }
         for p in 0..self.partitions {
             if !self.in_flight.contains_key(&p) {
@@ -377,10 +385,10 @@ impl Producer {
     pub fn handle(&mut self, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
             Message::MetadataResponse(r) => self.meta.on_response(&r),
-            Message::ControllerResponse(ControllerResponse::InitProducerId(Ok(id))) => {
-                if self.idem.producer().is_none() {
-                    self.idem.init(id);
-                }
+            Message::ControllerResponse(ControllerResponse::InitProducerId(Ok(id)))
+                if self.idem.producer().is_none() =>
+            {
+                self.idem.init(id)
             }
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}

@@ -261,10 +261,11 @@ impl World {
         ));
         controller.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
 
-        let stop_producing = {
-            let heal = cfg.faults_end();
-            heal + (cfg.duration - heal) / 3
-        };
+        // After the final heal: new values for a third of the window, new batches for half
+        // of it; the rest lets retries finish and consumers catch up for the liveness check.
+        let heal = cfg.faults_end();
+        let stop_producing = heal + (cfg.duration - heal) / 3;
+        let stop_dispatch = heal + (cfg.duration - heal) / 2;
         let mut clients = Vec::new();
         let mut id = 1u64;
         let producer_acks = match cfg.acks {
@@ -284,6 +285,7 @@ impl World {
                     rate,
                     500 * MILLIS,
                     stop_producing,
+                    stop_dispatch,
                 )),
                 timer_gen: 0,
                 timer_at: None,
@@ -1109,6 +1111,10 @@ impl World {
     /// Everything heals: the network, paused nodes, disk faults; crashed nodes restart.
     fn final_heal(&mut self, now: SimTime) {
         self.net.heal();
+        // Message loss, duplication and reordering are faults too: they end here.
+        self.net.config.drop = 0.0;
+        self.net.config.duplicate = 0.0;
+        self.net.config.reorder = 0.0;
         let mut nodes: Vec<NodeRef> = (1..=self.cfg.brokers).map(NodeRef::Broker).collect();
         nodes.push(NodeRef::CONTROLLER);
         for n in nodes {
