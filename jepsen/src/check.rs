@@ -2,18 +2,22 @@
 //! each process's position; a sort-and-scan per partition then finds the offset- and
 //! value-level anomalies, and the known offsets it collects decide which gaps are skips.
 //!
-//! Work is linear in the history plus a sort of each partition's observations (which arrive
-//! almost sorted). Hash maps are used only for lookups; nothing iterates them into the report.
+//! Work is linear in the history: the per-partition sort is a counting sort by offset (a
+//! comparison sort only when offsets are sparse). Hash maps are lookup tables only; nothing
+//! iterates them into the report, which is ordered by history index.
 
+use crate::fxhash::FastMap;
 use crate::history::{Event, EventType, Function, Index, Offset, Partition, Process, Text};
 use crate::report::{
     Anomaly, Duplicate, Inconsistent, Located, Missing, Observed, Place, Report, Seen, Source,
     Stats, Step,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Examples kept per anomaly unless told otherwise.
 pub const DEFAULT_MAX_EXAMPLES: usize = 8;
+/// Within one example, how many places, values or skipped offsets are listed (all counted).
+const MAX_LISTED: usize = 8;
 
 /// How to judge a history.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,9 +84,9 @@ struct Pos {
 #[derive(Default)]
 struct ProcessState {
     /// Consumer position per partition: the last record read since the last reset.
-    reads: HashMap<TpId, Pos>,
+    reads: FastMap<TpId, Pos>,
     /// Last acknowledged send per partition since the last crash.
-    sends: HashMap<TpId, Pos>,
+    sends: FastMap<TpId, Pos>,
 }
 
 /// A gap between two successive reads of a partition by one process; it is a skip if a
@@ -150,10 +154,11 @@ struct Checker<'a> {
     tp_ids: BTreeMap<(&'a str, Partition), TpId>,
     last_tp: Option<(&'a str, Partition, TpId)>,
     parts: Vec<PartitionState<'a>>,
-    value_ids: HashMap<&'a str, ValueId>,
+    value_ids: FastMap<&'a str, ValueId>,
     values: Vec<&'a Text>,
     value_read: Vec<bool>,
-    processes: HashMap<Process, ProcessState>,
+    process_slots: FastMap<Process, usize>,
+    processes: Vec<ProcessState>,
     gaps: Vec<Gap>,
     stats: Stats,
     nonmonotonic_poll: Examples<RawStep>,
@@ -170,10 +175,11 @@ impl<'a> Checker<'a> {
             tp_ids: BTreeMap::new(),
             last_tp: None,
             parts: Vec::new(),
-            value_ids: HashMap::new(),
+            value_ids: FastMap::default(),
             values: Vec::new(),
             value_read: Vec::new(),
-            processes: HashMap::new(),
+            process_slots: FastMap::default(),
+            processes: Vec::new(),
             gaps: Vec::new(),
             stats: Stats::default(),
             nonmonotonic_poll: Examples::new(max),
@@ -184,6 +190,9 @@ impl<'a> Checker<'a> {
 
     fn run(mut self) -> Report {
         let events = self.events;
+        // Nearly every value is sent once: size the value table up front.
+        let sends = events.iter().filter(|e| e.f == Function::Send).count();
+        self.value_ids.reserve(sends / 2 + 16);
         for (at, event) in events.iter().enumerate() {
             self.event(at as At, event);
         }
@@ -223,8 +232,18 @@ impl<'a> Checker<'a> {
         id
     }
 
+    /// The state of `process`, created on first sight.
+    fn slot(&mut self, process: Process) -> usize {
+        let next = self.processes.len();
+        let slot = *self.process_slots.entry(process).or_insert(next);
+        if slot == next {
+            self.processes.push(ProcessState::default());
+        }
+        slot
+    }
+
     fn event(&mut self, at: At, event: &'a Event) {
-        let process = event.process;
+        let slot = self.slot(event.process);
         match (event.f, event.kind) {
             (Function::Send, EventType::Ok) => {
                 let Some(send) = event.send() else { return };
@@ -239,8 +258,7 @@ impl<'a> Checker<'a> {
                     source: Source::Send,
                 });
                 let pos = Pos { offset, at, value };
-                let state = self.processes.entry(process).or_default();
-                if let Some(before) = state.sends.insert(tp, pos) {
+                if let Some(before) = self.processes[slot].sends.insert(tp, pos) {
                     if offset <= before.offset {
                         self.nonmonotonic_send.add(at, || RawStep {
                             tp,
@@ -258,7 +276,6 @@ impl<'a> Checker<'a> {
                 };
                 self.stats.polls_ok += 1;
                 self.stats.records_read += records.len() as u64;
-                let mut state = self.processes.remove(&process).unwrap_or_default();
                 for record in records {
                     let offset = record.offset;
                     let tp = self.tp(&record.topic, record.partition);
@@ -275,7 +292,7 @@ impl<'a> Checker<'a> {
                         part.highest_read = Some((offset, at));
                     }
                     let pos = Pos { offset, at, value };
-                    let Some(before) = state.reads.insert(tp, pos) else {
+                    let Some(before) = self.processes[slot].reads.insert(tp, pos) else {
                         continue;
                     };
                     // A position set by this very poll makes the anomaly an internal one.
@@ -300,21 +317,18 @@ impl<'a> Checker<'a> {
                         });
                     }
                 }
-                self.processes.insert(process, state);
             }
             // A poll that timed out may have moved the consumer: its position is unknown. An
             // assign or subscribe (whatever its outcome) may restart it anywhere.
             (Function::Poll, EventType::Info) | (Function::Assign | Function::Subscribe, _) => {
-                self.processes.entry(process).or_default().reads.clear();
+                self.processes[slot].reads.clear();
             }
             (Function::Crash, _) => {
-                let state = self.processes.entry(process).or_default();
+                let state = &mut self.processes[slot];
                 state.reads.clear();
                 state.sends.clear();
             }
-            _ => {
-                self.processes.entry(process).or_default();
-            }
+            _ => {}
         }
     }
 
@@ -322,7 +336,7 @@ impl<'a> Checker<'a> {
         let max = self.options.max_examples;
         let mut lost: Examples<(TpId, Obs)> = Examples::new(max);
         let mut unseen: Examples<(TpId, Obs)> = Examples::new(max);
-        let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>)> = Examples::new(max);
+        let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>, u64)> = Examples::new(max);
         // Where each value was first seen, and every place of values seen in several places.
         let mut first_place: Vec<Option<(TpId, Obs)>> = vec![None; self.values.len()];
         let mut dup_places: BTreeMap<ValueId, Vec<(TpId, Obs)>> = BTreeMap::new();
@@ -331,9 +345,7 @@ impl<'a> Checker<'a> {
 
         for (tp, part) in self.parts.iter_mut().enumerate() {
             let tp = tp as TpId;
-            let mut obs = std::mem::take(&mut part.obs);
-            // Stable sort: observations arrive in nearly sorted runs.
-            obs.sort_by_key(|o| (o.offset, o.value, o.at));
+            let obs = sort_observations(std::mem::take(&mut part.obs));
             let mut offsets = Vec::new();
             let mut start = 0;
             while start < obs.len() {
@@ -358,7 +370,10 @@ impl<'a> Checker<'a> {
                 }
                 if any_read && distinct.len() > 1 {
                     distinct.sort_by_key(|d| d.at);
-                    inconsistent.add(distinct[0].at, || (tp, offset, distinct.clone()));
+                    inconsistent.add(distinct[0].at, || {
+                        let listed = distinct[..distinct.len().min(MAX_LISTED)].to_vec();
+                        (tp, offset, listed, distinct.len() as u64)
+                    });
                 }
                 for o in &distinct {
                     match first_place[o.value as usize] {
@@ -398,7 +413,7 @@ impl<'a> Checker<'a> {
                         before: gap.before,
                         after: gap.after,
                     };
-                    let shown = offsets[lo..hi.min(lo + DEFAULT_MAX_EXAMPLES)].to_vec();
+                    let shown = offsets[lo..hi.min(lo + MAX_LISTED)].to_vec();
                     (raw, shown, (hi - lo) as u64)
                 });
             }
@@ -439,6 +454,47 @@ impl<'a> Checker<'a> {
         report.valid = report.found().is_empty();
         report
     }
+}
+
+/// Sorts observations by (offset, value, position). Offsets of a partition are dense in
+/// practice, so a counting sort by offset does it in linear time, leaving only the few
+/// observations of each offset to order; sparse offsets fall back to a comparison sort.
+fn sort_observations(mut obs: Vec<Obs>) -> Vec<Obs> {
+    let key = |o: &Obs| (o.offset, o.value, o.at);
+    let (Some(min), Some(max)) = (
+        obs.iter().map(|o| o.offset).min(),
+        obs.iter().map(|o| o.offset).max(),
+    ) else {
+        return obs;
+    };
+    let range = max - min;
+    if range > 2 * obs.len() as u64 + 1024 {
+        obs.sort_unstable_by_key(key);
+        return obs;
+    }
+    // starts[k] = where the observations of offset min + k begin in the output.
+    let mut starts = vec![0usize; range as usize + 2];
+    for o in &obs {
+        starts[(o.offset - min) as usize + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    let mut sorted = vec![obs[0]; obs.len()];
+    let mut fill = starts.clone();
+    for o in &obs {
+        let k = (o.offset - min) as usize;
+        sorted[fill[k]] = *o;
+        fill[k] += 1;
+    }
+    for k in 0..=range as usize {
+        let group = &mut sorted[starts[k]..starts[k + 1]];
+        if group.len() > 1 {
+            group.sort_unstable_by_key(key);
+        }
+    }
+    debug_assert!(sorted.windows(2).all(|w| key(&w[0]) <= key(&w[1])));
+    sorted
 }
 
 /// Turns the checker's positions and ids back into names, values and history indexes.
@@ -509,19 +565,25 @@ impl View<'_, '_> {
         places.sort_by_key(|p| p.1.at);
         Duplicate {
             value: self.value(places[0].1.value),
+            place_count: places.len() as u64,
             places: places
                 .into_iter()
+                .take(MAX_LISTED)
                 .map(|(tp, o)| self.place(tp, o))
                 .collect(),
         }
     }
 
-    fn inconsistent(&self, (tp, offset, distinct): (TpId, Offset, Vec<Obs>)) -> Inconsistent {
+    fn inconsistent(
+        &self,
+        (tp, offset, distinct, count): (TpId, Offset, Vec<Obs>, u64),
+    ) -> Inconsistent {
         let part = &self.parts[tp as usize];
         Inconsistent {
             topic: part.topic.clone(),
             partition: part.partition,
             offset,
+            value_count: count,
             values: distinct
                 .into_iter()
                 .map(|o| Observed {

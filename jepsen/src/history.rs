@@ -371,3 +371,24 @@ impl<'de> Deserialize<'de> for Event {
         d.deserialize_map(EventVisitor)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory per event matters (the checker holds the whole history): keep an eye on it.
+    #[test]
+    fn event_sizes() {
+        assert!(
+            std::mem::size_of::<Event>() <= 112,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+        assert!(std::mem::size_of::<PolledRecord>() <= 64);
+        eprintln!(
+            "Event {} bytes, PolledRecord {} bytes",
+            std::mem::size_of::<Event>(),
+            std::mem::size_of::<PolledRecord>()
+        );
+    }
+}

@@ -66,8 +66,13 @@ impl<W: Write> HistoryWriter<W> {
 
     /// Writes `event`, first setting its `index` to the next one (so callers that keep the
     /// events in memory, e.g. to call [`crate::check`] directly, hold the same indexes).
+    /// An event whose value does not fit its `f` and `type` (see [`Event::validate`]) is an
+    /// `InvalidInput` error and is not written.
     pub fn write_event(&mut self, event: &mut Event) -> io::Result<Index> {
-        debug_assert!(event.validate().is_ok(), "invalid event {event:?}");
+        // A history must read back: refuse to write what the reader would reject.
+        event
+            .validate()
+            .map_err(|msg| io::Error::new(io::ErrorKind::InvalidInput, msg))?;
         event.index = self.next_index;
         serde_json::to_writer(&mut self.out, event).map_err(io::Error::other)?;
         self.out.write_all(b"\n")?;
@@ -130,9 +135,13 @@ impl<R: BufRead> HistoryReader<R> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let event = match serde_json::from_slice::<Event>(&self.buf) {
-                Ok(event) => event,
-                Err(err) => return Some(Err(malformed(line, &err))),
+            // The fast path reads the common lines; serde reads (or rejects) everything else.
+            let event = match crate::fast::parse_line(&self.buf) {
+                Some(event) => event,
+                None => match serde_json::from_slice::<Event>(&self.buf) {
+                    Ok(event) => event,
+                    Err(err) => return Some(Err(malformed(line, &err))),
+                },
             };
             if let Some(last) = self.last_index {
                 if event.index <= last {

@@ -8,6 +8,8 @@
 //! and examples that point at history indexes. The `skein check` command wraps all three.
 
 pub mod check;
+mod fast;
+mod fxhash;
 pub mod history;
 pub mod io;
 pub mod report;

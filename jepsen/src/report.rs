@@ -56,6 +56,7 @@ impl fmt::Display for AnomalyKind {
 
 /// How many times one anomaly occurred, with the first few occurrences (by history index).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Anomaly<T> {
     pub count: u64,
     pub examples: Vec<T>,
@@ -72,6 +73,7 @@ impl<T> Default for Anomaly<T> {
 
 /// An acknowledged send whose value no read ever observed (lost-write, unseen).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Missing {
     pub topic: Text,
     pub partition: Partition,
@@ -86,6 +88,7 @@ pub struct Missing {
 
 /// An offset seen at some history index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Located {
     pub index: Index,
     pub offset: Offset,
@@ -93,15 +96,18 @@ pub struct Located {
 
 /// A value observed at more than one place (duplicate).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Duplicate {
     pub value: Text,
-    /// Every distinct place the value was seen (first observation of each), by partition and
-    /// offset.
+    /// How many distinct places (partition, offset) the value was seen at.
+    pub place_count: u64,
+    /// The first few of them (by history index), each with its first observation.
     pub places: Vec<Place>,
 }
 
 /// Where a value was observed, and by which event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Place {
     pub topic: Text,
     pub partition: Partition,
@@ -122,16 +128,20 @@ pub enum Source {
 
 /// One offset seen holding different values (inconsistent-offsets).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Inconsistent {
     pub topic: Text,
     pub partition: Partition,
     pub offset: Offset,
-    /// Each distinct value with the first event that observed it there.
+    /// How many distinct values the offset was seen holding.
+    pub value_count: u64,
+    /// The first few of them (by history index), each with the first event that observed it.
     pub values: Vec<Observed>,
 }
 
 /// A value and the event that observed it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Observed {
     pub value: Text,
     pub index: Index,
@@ -141,6 +151,7 @@ pub struct Observed {
 /// Two successive observations by one process of one partition that go wrong
 /// (nonmonotonic-poll, poll-skip, their int- forms, nonmonotonic-send).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Step {
     pub process: Process,
     pub topic: Text,
@@ -161,6 +172,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// A value at an offset, seen by the event at `index`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Seen {
     pub index: Index,
     pub offset: Offset,
@@ -169,6 +181,7 @@ pub struct Seen {
 
 /// What the history contained, for context in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Stats {
     pub events: u64,
     pub processes: u64,
@@ -272,13 +285,20 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.stats;
+        let found = self.found();
+        if found.is_empty() {
+            writeln!(f, "VALID: no anomalies")?;
+        } else {
+            let names: Vec<&str> = found.iter().map(|k| k.name()).collect();
+            writeln!(f, "INVALID: {}", names.join(", "))?;
+        }
         writeln!(
             f,
-            "{}: {} events, {} processes, {} partitions; {} sends ok ({} info, {} fail), {} polls ok reading {} records",
-            if self.valid { "VALID" } else { "INVALID" },
+            "history: {} events, {} processes, {} partitions, {} values; sends ok {}, info {}, fail {}; polls ok {} reading {} records",
             s.events,
             s.processes,
             s.partitions,
+            s.values,
             s.sends_ok,
             s.sends_info,
             s.sends_fail,
@@ -316,7 +336,7 @@ impl fmt::Display for Report {
                                 p.index
                             )?;
                         }
-                        writeln!(f)?;
+                        more(f, d.place_count, d.places.len())?;
                     }
                 }
                 AnomalyKind::InconsistentOffsets => {
@@ -331,7 +351,7 @@ impl fmt::Display for Report {
                                 v.index
                             )?;
                         }
-                        writeln!(f)?;
+                        more(f, i.value_count, i.values.len())?;
                     }
                 }
                 AnomalyKind::NonmonotonicPoll => step_lines(f, &self.nonmonotonic_poll)?,
@@ -342,6 +362,14 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+/// Ends an example line, saying how many entries it did not list.
+fn more(f: &mut fmt::Formatter<'_>, count: u64, listed: usize) -> fmt::Result {
+    match count.saturating_sub(listed as u64) {
+        0 => writeln!(f),
+        n => writeln!(f, " and {n} more"),
     }
 }
 

@@ -1,0 +1,133 @@
+//! `skein check` end to end: exit codes 0 (valid), 1 (anomalies), 2 (bad input).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SEND_A: &str = r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"send","value":{"topic":"t","partition":0,"value":"a"}}
+{"index":1,"time":2,"process":1,"type":"ok","f":"send","value":{"topic":"t","partition":0,"value":"a","offset":0}}
+{"index":2,"time":3,"process":1,"type":"invoke","f":"send","value":{"topic":"t","partition":0,"value":"b"}}
+{"index":3,"time":4,"process":1,"type":"ok","f":"send","value":{"topic":"t","partition":0,"value":"b","offset":1}}
+"#;
+
+fn skein(dir: &Path, history: &str, flags: &[&str]) -> Output {
+    let path = dir.join("history.jsonl");
+    std::fs::write(&path, history).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("check")
+        .arg(&path)
+        .args(flags)
+        .output()
+        .unwrap()
+}
+
+fn poll(index: u64, records: &str) -> String {
+    format!(
+        "{{\"index\":{index},\"time\":9,\"process\":2,\"type\":\"ok\",\"f\":\"poll\",\"value\":{{\"records\":[{records}]}}}}\n"
+    )
+}
+
+#[test]
+fn valid_history_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!(
+        "{SEND_A}{}",
+        poll(
+            4,
+            r#"{"topic":"t","partition":0,"offset":0,"value":"a"},{"topic":"t","partition":0,"offset":1,"value":"b"}"#
+        )
+    );
+    let out = skein(dir.path(), &history, &["--final-reads"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("VALID"), "{stdout}");
+}
+
+#[test]
+fn anomalies_exit_1_with_summary_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!(
+        "{SEND_A}{}",
+        poll(4, r#"{"topic":"t","partition":0,"offset":1,"value":"b"}"#)
+    );
+    let out = skein(dir.path(), &history, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("lost-write"), "{stdout}");
+
+    let out = skein(dir.path(), &history, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["valid"], false);
+    assert_eq!(json["lost-write"]["count"], 1);
+    assert_eq!(json["lost-write"]["examples"][0]["send-index"], 1);
+    assert_eq!(json["lost-write"]["examples"][0]["value"], "a");
+}
+
+#[test]
+fn unseen_needs_final_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!(
+        "{SEND_A}{}",
+        poll(4, r#"{"topic":"t","partition":0,"offset":0,"value":"a"}"#)
+    );
+    assert_eq!(skein(dir.path(), &history, &[]).status.code(), Some(0));
+    assert_eq!(
+        skein(dir.path(), &history, &["--final-reads"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!("{SEND_A}{{\"index\":4,\"time\":5,\"type\":\"ok\"\n");
+    let out = skein(dir.path(), &history, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("line 5"), "{stderr}");
+    assert!(stderr.contains("history.jsonl"), "{stderr}");
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("check")
+        .arg(dir.path().join("nope.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope.jsonl"));
+}
+
+#[test]
+fn reads_standard_input_with_dash() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let history = format!(
+        "{SEND_A}{}",
+        poll(
+            4,
+            r#"{"topic":"t","partition":0,"offset":1,"value":"b"},{"topic":"t","partition":0,"offset":0,"value":"a"}"#
+        )
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["check", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(history.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["int-nonmonotonic-poll"]["count"], 1);
+    assert_eq!(json["lost-write"]["count"], 0);
+}
