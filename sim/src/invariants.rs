@@ -368,40 +368,58 @@ impl Checker {
                 .insert(p, (broker, view.leader_epoch, n));
             return;
         };
+        // The acknowledged records this leader must hold and has not been checked for: up
+        // to the first one acknowledged by a newer epoch (a deposed leader need not have
+        // what its successors acknowledged).
+        let pending: Vec<&Acked> = acked[n..]
+            .iter()
+            .take_while(|a| a.epoch <= view.leader_epoch)
+            .collect();
         let mut missing: Vec<String> = Vec::new();
-        while n < acked.len() {
-            let a = &acked[n];
-            if a.epoch > view.leader_epoch {
-                break; // a deposed leader need not have what its successors acknowledged
-            }
-            if a.offset >= view.log_end_offset {
-                missing.push(format!(
-                    "offset {} ({:?}) is past its log end {}",
-                    a.offset, a.value, view.log_end_offset
-                ));
-                n += 1;
-                continue;
-            }
-            match read(a.offset, a.offset + 1) {
-                Ok(batches) => {
-                    let recs = records_in(&batches, a.offset, a.offset + 1);
-                    match recs.first() {
-                        Some((_, _, Some(v))) if *v == a.value.as_bytes() => {}
-                        Some((_, _, v)) => missing.push(format!(
-                            "offset {} holds {:?}, not {:?}",
-                            a.offset,
-                            v.map(String::from_utf8_lossy),
-                            a.value
-                        )),
-                        None => missing.push(format!(
-                            "offset {} ({:?}) is not in its log",
-                            a.offset, a.value
-                        )),
-                    }
+        if !pending.is_empty() {
+            // One read for all of them: a log read costs the length of the range.
+            let lo = pending.iter().map(|a| a.offset).min().unwrap_or(0);
+            let hi = pending
+                .iter()
+                .map(|a| a.offset + 1)
+                .max()
+                .unwrap_or(0)
+                .min(view.log_end_offset);
+            let held: BTreeMap<Offset, Option<Vec<u8>>> = if hi > lo {
+                match read(lo, hi) {
+                    Ok(batches) => records_in(&batches, lo, hi)
+                        .into_iter()
+                        .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
+                        .collect(),
+                    // Unreadable now (an injected read error): try again at the next audit.
+                    Err(_) => return,
                 }
-                Err(_) => break, // unreadable now (injected read error): try again later
+            } else {
+                BTreeMap::new()
+            };
+            for a in &pending {
+                if a.offset >= view.log_end_offset {
+                    missing.push(format!(
+                        "offset {} ({:?}) is past its log end {}",
+                        a.offset, a.value, view.log_end_offset
+                    ));
+                    continue;
+                }
+                match held.get(&a.offset) {
+                    Some(Some(v)) if v.as_slice() == a.value.as_bytes() => {}
+                    Some(v) => missing.push(format!(
+                        "offset {} holds {:?}, not {:?}",
+                        a.offset,
+                        v.as_deref().map(String::from_utf8_lossy),
+                        a.value
+                    )),
+                    None => missing.push(format!(
+                        "offset {} ({:?}) is not in its log",
+                        a.offset, a.value
+                    )),
+                }
             }
-            n += 1;
+            n += pending.len();
         }
         self.leader_checked
             .insert(p, (broker, view.leader_epoch, n));

@@ -646,6 +646,13 @@ impl World {
         let next = b.next_timeout();
         let from = Address::Node(id);
         for o in outputs {
+            if let Output::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "broker-event", "", &[id as u64], || {
+                        format!("node-{id}: {e:?}")
+                    });
+            }
             match o {
                 Output::Send { to, msg } => {
                     if let Address::Client(c) = to {
@@ -717,6 +724,11 @@ impl World {
         let outputs = c.drain_outputs();
         let next = c.next_timeout();
         for o in outputs {
+            if let ControllerOutput::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+            }
             if let ControllerOutput::Send { to, response } = o {
                 let to = match to {
                     Requester::Broker(n) => Address::Node(n),
