@@ -170,3 +170,33 @@ fn file_storage_roundtrip_and_recovery() {
     assert_eq!(log.read(0, usize::MAX).unwrap().len(), 30);
     assert_eq!(log.offset_for_timestamp(17).unwrap(), Some(34));
 }
+
+#[test]
+fn checkpoint_files_look_as_documented() {
+    let mem = MemStorage::new();
+    let (mut log, _) = PartitionLog::open(mem.clone(), "t-0", small()).unwrap();
+    log.append_as_leader(batch(2, 5, 1), 3, 0).unwrap();
+    log.append_as_leader(batch(2, 6, 1), 4, 0).unwrap();
+    log.flush().unwrap();
+    let ep = String::from_utf8(mem.contents("t-0/leader-epoch-checkpoint").unwrap()).unwrap();
+    let rp = String::from_utf8(mem.contents("t-0/recovery-point-checkpoint").unwrap()).unwrap();
+    assert!(
+        ep.starts_with("skein-leader-epoch-checkpoint v1\n2\n3 0\n4 2\ncrc "),
+        "{ep}"
+    );
+    assert!(
+        rp.starts_with("skein-recovery-point v1\n1\n4\ncrc "),
+        "{rp}"
+    );
+    let files: Vec<String> = mem.files().into_iter().map(|f| f.0).collect();
+    assert_eq!(
+        files,
+        vec![
+            "t-0/00000000000000000000.index",
+            "t-0/00000000000000000000.log",
+            "t-0/00000000000000000000.timeindex",
+            "t-0/leader-epoch-checkpoint",
+            "t-0/recovery-point-checkpoint",
+        ]
+    );
+}

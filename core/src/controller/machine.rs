@@ -16,7 +16,8 @@ use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Controller tunables.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ControllerConfig {
     /// A broker that has not heartbeated for this long is fenced.
     pub session_timeout: Nanos,
@@ -175,8 +176,8 @@ impl Txn {
 
 fn internal(e: ImageError) -> ControllerError {
     debug_assert!(false, "controller produced an inapplicable record: {e}");
-    ControllerError::InvalidRequest {
-        reason: format!("internal error: {e}"),
+    ControllerError::Internal {
+        reason: e.to_string(),
     }
 }
 
@@ -278,6 +279,11 @@ impl<S: Storage> Controller<S> {
     /// The storage the metadata log lives on.
     pub fn storage(&self) -> &S {
         self.log.storage()
+    }
+
+    /// Stops the controller, returning its storage (every decision is already fsynced).
+    pub fn into_storage(self) -> S {
+        self.log.into_storage()
     }
 
     pub fn config(&self) -> &ControllerConfig {
@@ -667,19 +673,13 @@ impl<S: Storage> Controller<S> {
             config,
         })?;
         for (p, replicas) in assignment.into_iter().enumerate() {
-            let live: Vec<NodeId> = replicas
+            // The live replicas start in sync (validate_assignment made sure there is one).
+            let isr: Vec<NodeId> = replicas
                 .iter()
                 .copied()
                 .filter(|&b| txn.image.is_unfenced(b))
                 .collect();
-            // With no live replica, all of them are (vacuously) in sync: whichever returns
-            // first may lead.
-            let isr = if live.is_empty() {
-                replicas.clone()
-            } else {
-                live
-            };
-            let leader = isr.iter().copied().find(|&b| txn.image.is_unfenced(b));
+            let leader = isr.first().copied();
             txn.push(MetadataRecord::PartitionChanged {
                 tp: TopicPartition::new(name, p as u32),
                 replicas,
@@ -720,6 +720,10 @@ impl<S: Storage> Controller<S> {
             }
             if let Some(b) = replicas.iter().find(|b| self.image.broker(**b).is_none()) {
                 return invalid(format!("partition {p}: broker {b} is not registered"));
+            }
+            // As in Kafka: a partition must start with a live replica to lead it.
+            if !replicas.iter().any(|&b| self.image.is_unfenced(b)) {
+                return invalid(format!("partition {p}: every assigned broker is fenced"));
             }
         }
         Ok(())

@@ -106,6 +106,10 @@ impl<S: Storage> MetadataLog<S> {
         self.log.storage()
     }
 
+    pub(crate) fn into_storage(self) -> S {
+        self.log.into_storage()
+    }
+
     /// Appends `records` (as few batches as the batch size limit allows) and fsyncs them
     /// before returning.
     pub(crate) fn append(&mut self, records: &[MetadataRecord], now: Nanos) -> Result<(), String> {

@@ -33,6 +33,11 @@ enum Op {
         rf: u8,
         unclean: bool,
     },
+    CreateManual {
+        rotate: u8,
+        partitions: u8,
+        rf: u8,
+    },
     Delete {
         topic: u8,
     },
@@ -61,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..=BROKERS).prop_map(|skip| Op::HeartbeatAll { skip }),
         3 => (0u8..5).prop_map(|secs| Op::Advance { secs }),
         3 => (1u8..4, 1u8..4, any::<bool>()).prop_map(|(partitions, rf, unclean)| Op::Create { partitions, rf, unclean }),
+        1 => (any::<u8>(), 1u8..4, 1u8..4).prop_map(|(rotate, partitions, rf)| Op::CreateManual { rotate, partitions, rf }),
         1 => any::<u8>().prop_map(|topic| Op::Delete { topic }),
         8 => (any::<u8>(), any::<u8>(), any::<u8>(), prop::bool::weighted(0.2), prop::bool::weighted(0.1))
             .prop_map(|(topic, partition, isr_mask, stale, from_follower)| Op::Alter { topic, partition, isr_mask, stale, from_follower }),
@@ -248,6 +254,61 @@ impl World {
                         result: Err(ControllerError::InsufficientBrokers { .. }),
                         ..
                     } => assert!(live < usize::from(rf)),
+                    other => panic!("create: {other:?}"),
+                }
+            }
+            Op::CreateManual {
+                rotate,
+                partitions,
+                rf,
+            } => {
+                let name = format!("t{}", self.topic_names);
+                self.topic_names += 1;
+                let registered: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
+                if registered.is_empty() {
+                    return;
+                }
+                let rf = usize::from(rf);
+                let assignment: Vec<Vec<NodeId>> = (0..usize::from(partitions))
+                    .map(|p| {
+                        (0..rf.min(registered.len()))
+                            .map(|j| registered[(usize::from(rotate) + p + j) % registered.len()])
+                            .collect()
+                    })
+                    .collect();
+                let valid = registered.len() >= rf
+                    && assignment
+                        .iter()
+                        .all(|r| r.iter().any(|&b| self.c.image().is_unfenced(b)));
+                let config = TopicConfig {
+                    partitions: partitions.into(),
+                    replication_factor: rf as u16,
+                    ..TopicConfig::default()
+                };
+                let r = self.send(
+                    Requester::Client(0),
+                    ControllerRequest::CreateTopic {
+                        name: name.clone(),
+                        config,
+                        assignment: Some(assignment.clone()),
+                    },
+                );
+                match r {
+                    ControllerResponse::CreateTopic { result: Ok(_), .. } => {
+                        assert!(valid);
+                        for (p, replicas) in assignment.iter().enumerate() {
+                            let s = self
+                                .c
+                                .image()
+                                .partition(&TopicPartition::new(name.clone(), p as u32))
+                                .unwrap();
+                            assert_eq!(&s.replicas, replicas);
+                        }
+                    }
+                    ControllerResponse::CreateTopic {
+                        result: Err(ControllerError::InvalidAssignment { .. }),
+                        ..
+                    } => assert!(!valid),
                     other => panic!("create: {other:?}"),
                 }
             }

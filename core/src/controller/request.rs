@@ -175,6 +175,8 @@ pub enum ControllerError {
     },
     #[error("{tp}: preferred leader {leader} already leads")]
     ElectionNotNeeded { tp: TopicPartition, leader: NodeId },
+    #[error("internal controller error (a bug): {reason}")]
+    Internal { reason: String },
     #[error("producer ids exhausted")]
     ProducerIdsExhausted,
     #[error("controller metadata log failed: {reason}; restart the controller")]

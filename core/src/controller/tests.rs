@@ -261,7 +261,11 @@ fn create_topic_rejects_bad_input() {
             "InvalidAssignment",
         ),
         (
-            create("t", rf2, Some(vec![vec![1, 1]])),
+            create("t", rf2.clone(), Some(vec![vec![1, 1]])),
+            "InvalidAssignment",
+        ),
+        (
+            create("t", rf2.clone(), Some(vec![vec![1, 2], vec![2, 1]])),
             "InvalidAssignment",
         ),
     ];
@@ -274,6 +278,33 @@ fn create_topic_rejects_bad_input() {
         }
     }
     assert!(h.c.image().topics.is_empty());
+    // Brokers 2 and 3 exist but are fenced. A manual assignment may name fenced brokers as
+    // long as one replica is live (only the live ones start in the ISR), as in Kafka.
+    for b in [2, 3] {
+        h.register(b);
+    }
+    h.run(h.c.config().session_timeout + SEC, &[1]);
+    assert!(!h.c.image().is_unfenced(2) && !h.c.image().is_unfenced(3));
+    match h.request(
+        Requester::Client(1),
+        create("m", rf2.clone(), Some(vec![vec![2, 3]])),
+    ) {
+        ControllerResponse::CreateTopic {
+            result: Err(ControllerError::InvalidAssignment { .. }),
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    let r = h.request(
+        Requester::Client(1),
+        create("m", rf2, Some(vec![vec![2, 1]])),
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::CreateTopic { result: Ok(_), .. }
+    ));
+    let s = h.part(&tp("m", 0));
+    assert_eq!((s.isr.clone(), s.leader), (vec![1], Some(1)));
     h.create("t", 1, 1, false);
     match h.request(
         Requester::Client(1),
@@ -359,6 +390,28 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
     }
     // Nothing more to fence: the survivors keep their sessions.
     assert!(h.run(20 * SEC, &[2, 3]).is_empty());
+    // The fenced broker restarts and re-registers: unfenced, but it has to catch up (a
+    // leader's AlterPartition) before it is in any ISR again; leaders stay put.
+    let fenced_state: Vec<PartitionState> = (0..3).map(|p| h.part(&tp("t", p))).collect();
+    let (r, events) = h.request_with_events(
+        Requester::Broker(1),
+        ControllerRequest::RegisterBroker {
+            broker: 1,
+            incarnation: 2,
+        },
+    );
+    let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
+        panic!("{r:?}")
+    };
+    h.epochs.insert(1, reg.broker_epoch);
+    assert!(h.c.image().is_unfenced(1));
+    assert!(events
+        .iter()
+        .all(|e| !matches!(e, ControllerEvent::LeaderChanged { .. })));
+    for p in 0..3 {
+        assert_eq!(h.part(&tp("t", p)), fenced_state[p as usize]);
+    }
+    assert!(h.run(20 * SEC, &[1, 2, 3]).is_empty());
     h.assert_replays();
 }
 
@@ -895,7 +948,8 @@ fn corrupt_metadata_log_is_a_typed_open_error() {
         .expect("a segment");
     assert!(storage.flip_bit(&path, len / 2, 3));
     let config = h.c.config().clone();
-    drop(h);
+    let storage2 = h.c.into_storage();
+    drop(storage2);
     match Controller::open(storage, config, 0) {
         Err(ControllerOpenError::Log(crate::log::LogError::Corrupt { .. })) => {}
         Err(other) => panic!("unexpected error {other}"),

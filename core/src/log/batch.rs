@@ -301,7 +301,24 @@ impl RecordBatch {
     /// Never panics: any malformed input gives a [`DecodeError`].
     pub fn decode(buf: &[u8]) -> Result<(RecordBatch, usize), DecodeError> {
         let h = verify_crc(buf)?;
+        Self::decode_verified(buf, &h)
+    }
+
+    /// Decodes a batch whose CRC [`verify_crc`] already checked (returning `h`), without
+    /// computing it again.
+    pub fn decode_verified(
+        buf: &[u8],
+        h: &BatchHeader,
+    ) -> Result<(RecordBatch, usize), DecodeError> {
         let total = h.total_len();
+        if buf.len() < total {
+            return Err(DecodeError::Truncated {
+                what: "batch body",
+                pos: 0,
+                need: total,
+                have: buf.len(),
+            });
+        }
         if h.base_offset.checked_add(h.record_count as u64).is_none() {
             return Err(DecodeError::Malformed(format!(
                 "base offset {} + record count {} overflows",
@@ -456,6 +473,280 @@ impl<'a> Cursor<'a> {
                 "{what} length {n} is negative"
             ))),
             n => Ok(Some(self.take(n as usize, what)?.to_vec())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> RecordBatch {
+        RecordBatch {
+            base_offset: 42,
+            partition_leader_epoch: 7,
+            attributes: 0,
+            producer: Some(ProducerInfo {
+                producer_id: 9,
+                producer_epoch: 2,
+                base_sequence: 100,
+            }),
+            first_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_000_005,
+            records: vec![
+                Record {
+                    offset_delta: 0,
+                    timestamp_delta: 0,
+                    key: Some(b"k".to_vec()),
+                    value: Some(b"hello".to_vec()),
+                    headers: vec![Header {
+                        key: "h".into(),
+                        value: b"v".to_vec(),
+                    }],
+                },
+                Record {
+                    offset_delta: 1,
+                    timestamp_delta: 5,
+                    key: None,
+                    value: None,
+                    headers: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_length() {
+        let b = sample();
+        let enc = b.encode().unwrap();
+        assert_eq!(enc.len(), b.encoded_len());
+        let (dec, n) = RecordBatch::decode(&enc).unwrap();
+        assert_eq!((dec, n), (b.clone(), enc.len()));
+        let mut two = enc.clone();
+        two.extend_from_slice(&enc);
+        assert_eq!(RecordBatch::decode_all(&two).unwrap(), vec![b.clone(), b]);
+        let h = BatchHeader::parse(&enc).unwrap();
+        assert_eq!(
+            (h.base_offset, h.record_count, h.next_offset()),
+            (42, 2, 44)
+        );
+    }
+
+    #[test]
+    fn zero_length_input() {
+        assert!(matches!(
+            RecordBatch::decode(&[]),
+            Err(DecodeError::Truncated {
+                what: "base_offset",
+                ..
+            })
+        ));
+        assert_eq!(RecordBatch::decode_all(&[]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn truncated_header() {
+        let enc = sample().encode().unwrap();
+        for cut in 0..BATCH_HEADER_LEN {
+            assert!(
+                matches!(
+                    RecordBatch::decode(&enc[..cut]),
+                    Err(DecodeError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn length_past_end() {
+        let enc = sample().encode().unwrap();
+        for cut in BATCH_HEADER_LEN..enc.len() {
+            assert!(matches!(
+                RecordBatch::decode(&enc[..cut]),
+                Err(DecodeError::Truncated {
+                    what: "batch body",
+                    ..
+                })
+            ));
+        }
+        let mut big = enc.clone();
+        big[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&big),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn length_too_small() {
+        let mut enc = sample().encode().unwrap();
+        enc[8..12].copy_from_slice(&3u32.to_be_bytes());
+        assert_eq!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::LengthTooSmall(3))
+        );
+    }
+
+    #[test]
+    fn wrong_crc() {
+        let mut enc = sample().encode().unwrap();
+        enc[CRC_POS] ^= 0xff;
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::CrcMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn unsupported_version() {
+        let mut enc = sample().encode().unwrap();
+        enc[12] = 9;
+        assert_eq!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::UnsupportedVersion(9))
+        );
+    }
+
+    #[test]
+    fn every_bit_flip_is_caught_or_harmless() {
+        // Flips after the CRC field fail the CRC; flips before it fail the length/version
+        // checks, except in the base offset, which the log checks against its position.
+        let b = sample();
+        let enc = b.encode().unwrap();
+        for pos in 0..enc.len() {
+            for bit in 0..8 {
+                let mut bad = enc.clone();
+                bad[pos] ^= 1 << bit;
+                if let Ok((d, _)) = RecordBatch::decode(&bad) {
+                    assert!(pos < 8, "undetected flip at byte {pos}");
+                    assert_ne!(d.base_offset, b.base_offset);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn crc_valid_but_malformed_records() {
+        // Hand-build a batch whose record length lies, with a correct CRC.
+        let mut enc = sample().encode().unwrap();
+        let rec0 = BATCH_HEADER_LEN;
+        enc[rec0..rec0 + 4].copy_from_slice(&1000u32.to_be_bytes());
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::Malformed(_))
+        ));
+        // A record count the bytes cannot hold.
+        let mut enc = sample().encode().unwrap();
+        enc[53..57].copy_from_slice(&u32::MAX.to_be_bytes());
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn reserved_producer_id_refused() {
+        let mut b = sample();
+        b.producer = Some(ProducerInfo {
+            producer_id: u64::MAX,
+            producer_epoch: 0,
+            base_sequence: 0,
+        });
+        assert!(matches!(
+            b.encode(),
+            Err(EncodeError::ReservedProducerId(_))
+        ));
+    }
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        (
+            any::<u32>(),
+            any::<i64>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+            proptest::collection::vec(
+                ("[a-z]{0,5}", proptest::collection::vec(any::<u8>(), 0..5)),
+                0..3,
+            ),
+        )
+            .prop_map(|(offset_delta, timestamp_delta, key, value, hs)| Record {
+                offset_delta,
+                timestamp_delta,
+                key,
+                value,
+                headers: hs
+                    .into_iter()
+                    .map(|(key, value)| Header { key, value })
+                    .collect(),
+            })
+    }
+
+    fn arb_batch() -> impl Strategy<Value = RecordBatch> {
+        (
+            0u64..u64::MAX / 2,
+            any::<u32>(),
+            any::<u16>(),
+            proptest::option::of((0u64..u64::MAX - 1, any::<u16>(), any::<u32>())),
+            any::<i64>(),
+            any::<i64>(),
+            proptest::collection::vec(arb_record(), 0..6),
+        )
+            .prop_map(
+                |(base_offset, epoch, attributes, p, ft, mt, records)| RecordBatch {
+                    base_offset,
+                    partition_leader_epoch: epoch,
+                    attributes,
+                    producer: p.map(
+                        |(producer_id, producer_epoch, base_sequence)| ProducerInfo {
+                            producer_id,
+                            producer_epoch,
+                            base_sequence,
+                        },
+                    ),
+                    first_timestamp: ft,
+                    max_timestamp: mt,
+                    records,
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn prop_roundtrip(b in arb_batch()) {
+            let enc = b.encode().unwrap();
+            prop_assert_eq!(enc.len(), b.encoded_len());
+            let (d, n) = RecordBatch::decode(&enc).unwrap();
+            prop_assert_eq!(n, enc.len());
+            prop_assert_eq!(d, b);
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = RecordBatch::decode(&bytes);
+            let _ = RecordBatch::decode_all(&bytes);
+            let _ = BatchHeader::parse(&bytes);
+        }
+
+        #[test]
+        fn prop_mutated_batch_never_panics(b in arb_batch(), edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4), fix_crc in any::<bool>()) {
+            let mut enc = b.encode().unwrap();
+            for (i, v) in edits {
+                let i = i % enc.len();
+                enc[i] = v;
+            }
+            if fix_crc && enc.len() >= CRC_START {
+                let crc = crc32fast::hash(&enc[CRC_START..]);
+                enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+            }
+            let _ = RecordBatch::decode(&enc);
         }
     }
 }

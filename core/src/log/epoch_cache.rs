@@ -49,6 +49,13 @@ impl EpochCache {
         Some((floor.epoch, end))
     }
 
+    /// The epoch of the batch holding `offset` (the last entry starting at or before it),
+    /// if the cache covers it.
+    pub fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        let i = self.entries.partition_point(|e| e.start_offset <= offset);
+        i.checked_sub(1).map(|i| self.entries[i].epoch)
+    }
+
     /// Records that a batch of `epoch` starts at `offset`. Returns true if a new entry was
     /// added (so the checkpoint must be rewritten). Older epochs are ignored (the log
     /// rejects them before calling this).
@@ -163,6 +170,11 @@ mod tests {
         assert_eq!(c.end_offset_for_epoch(6, 40), Some((6, 40)));
         assert_eq!(c.end_offset_for_epoch(9, 40), Some((6, 40)));
         assert_eq!(EpochCache::default().end_offset_for_epoch(1, 0), None);
+        assert_eq!(c.epoch_at(0), Some(1));
+        assert_eq!(c.epoch_at(24), Some(3));
+        assert_eq!(c.epoch_at(99), Some(6));
+        let late = EpochCache::from_entries(vec![e(2, 5)]);
+        assert_eq!(late.epoch_at(4), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ struct Disk {
     capacity: Option<u64>,
     read_error_all: bool,
     read_error_paths: BTreeSet<String>,
+    fail_syncs: bool,
 }
 
 impl Disk {
@@ -107,6 +108,11 @@ impl MemStorage {
                 disk.read_error_paths.remove(p);
             }
         }
+    }
+
+    /// Makes every `sync` fail (an fsync error) while `on`; nothing becomes durable.
+    pub fn set_fail_syncs(&self, on: bool) {
+        self.disk.borrow_mut().fail_syncs = on;
     }
 
     /// Total bytes the disk may hold (`None`: unlimited). Writes past it fail with DiskFull.
@@ -217,6 +223,12 @@ impl Storage for MemStorage {
 
     fn sync(&mut self, path: &str) -> Result<(), StorageError> {
         let mut disk = self.disk.borrow_mut();
+        if disk.fail_syncs {
+            return Err(StorageError::Io {
+                path: path.to_string(),
+                reason: "injected fsync failure".into(),
+            });
+        }
         let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
         f.synced_len = f.data.len() as u64;
         Ok(())

@@ -3,6 +3,8 @@
 
 pub mod batch;
 mod checkpoint;
+#[cfg(target_os = "linux")]
+mod direct_file;
 pub mod epoch_cache;
 pub mod file_storage;
 pub mod mem_storage;

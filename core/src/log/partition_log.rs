@@ -3,13 +3,15 @@
 //! base offset, then a byte position through its sparse index; recovery on open validates
 //! everything after the last flushed point. File layout and guarantees: docs/format.md.
 
-use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch, BATCH_HEADER_LEN};
+use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch};
 use super::checkpoint;
 use super::epoch_cache::EpochCache;
-use super::segment::{log_name, parse_log_name, SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
+use super::segment::{SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
 use super::storage::{join, Storage, StorageError};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use thiserror::Error;
+
+mod recovery;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 const RECOVERY_CHECKPOINT: &str = "recovery-point-checkpoint";
@@ -201,258 +203,7 @@ fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> L
     }
 }
 
-/// Result of validating one segment during recovery.
-struct Validated {
-    seg: Segment,
-    batches: u64,
-    epochs: Vec<(LeaderEpoch, Offset)>,
-    /// First invalid byte (the cut point) and why, if the file did not end cleanly.
-    fault: Option<(u64, String)>,
-    file_len: u64,
-}
-
 impl<S: Storage> PartitionLog<S> {
-    /// Opens (or creates) the log in `dir`, recovering from any crash. See docs/format.md.
-    pub fn open(
-        mut storage: S,
-        dir: &str,
-        config: LogConfig,
-    ) -> Result<(Self, RecoverySummary), LogError> {
-        config.validate()?;
-        let dir = dir.trim_end_matches('/').to_string();
-        let names = storage.list(&dir)?;
-        let bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
-        // Index files whose segment is gone (a crash during deletion) are removed.
-        for n in &names {
-            let base = n
-                .strip_suffix(".index")
-                .or_else(|| n.strip_suffix(".timeindex"))
-                .and_then(|d| parse_log_name(&format!("{d}.log")));
-            if let Some(b) = base {
-                if !bases.contains(&b) {
-                    storage.remove(&join(&dir, n))?;
-                }
-            }
-        }
-        let mut summary = RecoverySummary::default();
-        let rp_path = join(&dir, RECOVERY_CHECKPOINT);
-        let ck_rp = if storage.exists(&rp_path) {
-            let bytes = storage.read_all(&rp_path)?;
-            match checkpoint::decode(RECOVERY_KIND, &bytes)
-                .and_then(|l| l.first().and_then(|s| s.parse().ok()).ok_or("bad".into()))
-            {
-                Ok(rp) => Some(rp),
-                Err(e) => {
-                    tracing::warn!(dir = %dir, error = %e, "unreadable recovery-point checkpoint; validating the whole log");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        summary.recovery_point = ck_rp;
-        let ep_path = join(&dir, EPOCH_CHECKPOINT);
-        let mut epochs = if storage.exists(&ep_path) {
-            match EpochCache::decode(&storage.read_all(&ep_path)?) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!(dir = %dir, error = %e, "unreadable leader-epoch checkpoint; rebuilding it");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-
-        let mut log = PartitionLog {
-            storage,
-            dir,
-            config,
-            segments: Vec::new(),
-            epochs: EpochCache::default(),
-            recovery_point: 0,
-            persisted_recovery_point: ck_rp,
-            failed: None,
-        };
-
-        if bases.is_empty() {
-            if ck_rp.is_some_and(|rp| rp > 0) {
-                return Err(corrupt(
-                    &log.dir,
-                    0,
-                    ck_rp.unwrap_or(0),
-                    "recovery point checkpoint present but no segment files",
-                ));
-            }
-            log.create_segment(0)?;
-            if epochs.is_some() {
-                log.write_epoch_checkpoint()?;
-            }
-            log.flush()?;
-            return Ok((log, summary));
-        }
-
-        let first = bases[0];
-        let rp = ck_rp.unwrap_or(first).max(first);
-        // Segments wholly below the recovery point are trusted (their indexes are loaded);
-        // the one holding it and all later ones are validated batch by batch.
-        let k = bases.partition_point(|&b| b <= rp).saturating_sub(1);
-        let rebuild_epochs = epochs.is_none();
-        summary.epoch_cache_rebuilt = rebuild_epochs;
-        let mut found_epochs: Vec<(LeaderEpoch, Offset)> = Vec::new();
-        let mut cut: Option<(usize, Offset)> = None; // (segment index, offset) of a cut
-        let mut validated = Vec::new();
-        let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let expected_end = bases.get(i + 1).copied();
-            let mut trusted = None;
-            if i < k {
-                trusted = log.load_trusted(base, expected_end.unwrap_or(base))?;
-            }
-            let (seg, fault) = match trusted {
-                Some(seg) => {
-                    if rebuild_epochs {
-                        found_epochs.extend(log.scan_epochs(&seg)?);
-                    }
-                    (seg, None)
-                }
-                None => {
-                    let v = log.validate_segment(base)?;
-                    validated.push(i);
-                    summary.segments_validated += 1;
-                    summary.batches_validated += v.batches;
-                    summary.bytes_validated += v.seg.size;
-                    found_epochs.extend(v.epochs.iter().copied());
-                    let mut fault = v.fault.map(|(pos, reason)| (pos, reason, v.file_len));
-                    // A segment ending early, or not where the next begins, cuts the rest.
-                    if fault.is_none() {
-                        if let Some(next) = expected_end {
-                            if v.seg.next_offset != next {
-                                fault = Some((
-                                    v.seg.size,
-                                    format!(
-                                        "segment ends at offset {} but the next segment starts at {next}",
-                                        v.seg.next_offset
-                                    ),
-                                    v.file_len,
-                                ));
-                            }
-                        }
-                    }
-                    (v.seg, fault)
-                }
-            };
-            let path = seg.log_path(&log.dir);
-            let end = seg.next_offset;
-            log.segments.push(seg);
-            if let Some((pos, reason, file_len)) = fault {
-                // Corruption, not a torn tail, if flushed data is bad or valid data follows.
-                let follows = log.valid_batch_follows(&path, pos, file_len)?;
-                let is_corruption = end < rp || follows;
-                let why = if end < rp {
-                    format!("{reason} (below the recovery point {rp})")
-                } else if follows {
-                    format!("{reason} (valid data follows)")
-                } else {
-                    reason.clone()
-                };
-                if is_corruption {
-                    if !log.config.truncate_on_corruption {
-                        tracing::error!(path = %path, pos, offset = end, reason = %why, "corrupt log segment");
-                        return Err(corrupt(&path, pos, end, why));
-                    }
-                    summary.corruption = Some(CorruptionReport {
-                        path: path.clone(),
-                        pos,
-                        offset: end,
-                        reason: why.clone(),
-                    });
-                }
-                summary.truncation_reason = Some(why);
-                summary.bytes_truncated += file_len.saturating_sub(pos);
-                summary.batches_truncated += log.count_batches(&path, pos, file_len)?;
-                if file_len > pos {
-                    log.storage.truncate(&path, pos)?;
-                }
-                cut = Some((i, end));
-                break;
-            }
-            i += 1;
-        }
-        if let Some((i, _)) = cut {
-            for &b in &bases[i + 1..] {
-                let path = join(&log.dir, &log_name(b));
-                let len = log.storage.len(&path)?;
-                summary.bytes_truncated += len;
-                summary.batches_truncated += log.count_batches(&path, 0, len)?;
-                summary.segments_deleted += 1;
-                log.remove_segment_files(&Segment::new(b))?;
-            }
-        }
-        // Persist rebuilt indexes of validated segments.
-        for idx in validated {
-            log.rewrite_indexes(idx)?;
-            log.segments[idx].dirty = true;
-        }
-
-        let leo = log.log_end_offset();
-        if leo < rp && summary.corruption.is_none() && cut.is_none() {
-            let why = format!("recovered log ends at {leo}, below the recovery point {rp}");
-            let path = log
-                .segments
-                .last()
-                .map(|s| s.log_path(&log.dir))
-                .unwrap_or_default();
-            if !log.config.truncate_on_corruption {
-                return Err(corrupt(&path, 0, leo, why));
-            }
-            summary.corruption = Some(CorruptionReport {
-                path,
-                pos: 0,
-                offset: leo,
-                reason: why,
-            });
-        }
-        let mut cache = if rebuild_epochs {
-            EpochCache::default()
-        } else {
-            epochs.take().unwrap_or_default()
-        };
-        for (e, o) in found_epochs {
-            cache.assign(e, o);
-        }
-        cache.truncate_from_end(leo);
-        cache.truncate_from_start(log.log_start_offset());
-        log.epochs = cache;
-        log.write_epoch_checkpoint()?;
-        log.recovery_point = rp.min(leo);
-        log.flush()?;
-        summary.segments = log.segments.len();
-        summary.log_start_offset = log.log_start_offset();
-        summary.log_end_offset = leo;
-        if summary.bytes_truncated > 0 || summary.corruption.is_some() {
-            tracing::warn!(
-                dir = %log.dir,
-                bytes_truncated = summary.bytes_truncated,
-                batches_truncated = summary.batches_truncated,
-                segments_deleted = summary.segments_deleted,
-                corruption = summary.corruption.is_some(),
-                reason = summary.truncation_reason.as_deref().unwrap_or(""),
-                log_end_offset = leo,
-                "log recovery cut the log tail"
-            );
-        } else {
-            tracing::debug!(
-                dir = %log.dir,
-                batches_validated = summary.batches_validated,
-                log_end_offset = leo,
-                "log recovered cleanly"
-            );
-        }
-        Ok((log, summary))
-    }
-
     pub fn log_start_offset(&self) -> Offset {
         self.segments[0].base
     }
@@ -492,6 +243,12 @@ impl<S: Storage> PartitionLog<S> {
     /// The storage handle (e.g. to inspect files in tests).
     pub fn storage(&self) -> &S {
         &self.storage
+    }
+
+    /// Flushes and closes the log, returning its storage.
+    pub fn close(mut self) -> Result<S, LogError> {
+        self.flush()?;
+        Ok(self.storage)
     }
 
     /// Consumes the log, returning its storage (close without flushing).
@@ -616,6 +373,7 @@ impl<S: Storage> PartitionLog<S> {
             self.append_index(&tpath, &te.encode())?;
         }
         debug_assert_eq!(self.log_end_offset(), batch.next_offset());
+        self.debug_check();
         Ok(AppendInfo {
             base_offset: base,
             last_offset: batch.last_offset(),
@@ -678,8 +436,10 @@ impl<S: Storage> PartitionLog<S> {
         } else {
             self.storage.append(&path, &[])?;
         }
+        // Index files exist from the start (empty), so a reopen never mistakes a segment
+        // that simply had no index entries for one whose index was lost.
         for p in [seg.index_path(&self.dir), seg.time_index_path(&self.dir)] {
-            self.storage.remove(&p)?;
+            self.storage.write_atomic(&p, &[])?;
         }
         self.segments.push(seg);
         Ok(())
@@ -689,8 +449,34 @@ impl<S: Storage> PartitionLog<S> {
     /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes| {
-            let (b, _) = RecordBatch::decode(bytes)
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            out.push(b);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
+    /// for consumer fetches): a batch with `next_offset() > end` is not returned.
+    pub fn read_until(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        end: Offset,
+    ) -> Result<Vec<RecordBatch>, LogError> {
+        let mut out = Vec::new();
+        if from >= end {
+            // Still validate the range so a bad offset is reported.
+            self.check_range(from)?;
+            return Ok(out);
+        }
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
+            if h.next_offset() > end {
+                return Ok(false);
+            }
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
@@ -702,7 +488,7 @@ impl<S: Storage> PartitionLog<S> {
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |_, _, _, bytes| {
+        self.scan_batches(from, max_bytes, |_, _, _, bytes, _| {
             out.extend_from_slice(bytes);
             Ok(true)
         })?;
@@ -720,12 +506,11 @@ impl<S: Storage> PartitionLog<S> {
         };
         let (from, _) = self.segments[i].time_lookup(ts);
         let mut found = None;
-        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes| {
-            let h = verify_crc(bytes).map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes, h| {
             if h.max_timestamp < ts {
                 return Ok(true);
             }
-            let (b, _) = RecordBatch::decode(bytes)
+            let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             found = b
                 .records
@@ -743,16 +528,10 @@ impl<S: Storage> PartitionLog<S> {
         &mut self,
         from: Offset,
         max_bytes: usize,
-        mut f: impl FnMut(&str, u64, Offset, &[u8]) -> Result<bool, LogError>,
+        mut f: impl FnMut(&str, u64, Offset, &[u8], &BatchHeader) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
-        let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if from < start || from > end {
-            return Err(LogError::OffsetOutOfRange {
-                offset: from,
-                log_start: start,
-                log_end: end,
-            });
-        }
+        self.check_usable()?;
+        self.check_range(from)?;
         let mut idx = self
             .segments
             .partition_point(|s| s.base <= from)
@@ -792,7 +571,7 @@ impl<S: Storage> PartitionLog<S> {
                             ));
                         }
                         let bytes = r.bytes(pos, len);
-                        verify_crc(bytes)
+                        let header = verify_crc(bytes)
                             .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
                         if header.record_count == 0 {
                             return Err(corrupt(r.path(), pos, expected, "batch has no records"));
@@ -808,7 +587,7 @@ impl<S: Storage> PartitionLog<S> {
                             return Ok(());
                         }
                         total += len;
-                        if !f(r.path(), pos, base, bytes)? {
+                        if !f(r.path(), pos, base, bytes, &header)? {
                             return Ok(());
                         }
                     }
@@ -830,7 +609,9 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Drops every batch holding an offset `>= offset` (whole batches: the new LEO is the
     /// base of the first dropped batch, `<= offset`). Below the log start, the log is
-    /// emptied and restarted at `offset`. The epoch cache is truncated alike.
+    /// emptied and restarted at `offset`. The epoch cache is truncated alike. A damaged
+    /// batch met while locating the cut becomes the cut, so after a read fails with
+    /// `Corrupt { offset, .. }`, `truncate_to(offset)` removes the damage.
     pub fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
         self.check_usable()?;
         if offset >= self.log_end_offset() {
@@ -849,23 +630,23 @@ impl<S: Storage> PartitionLog<S> {
         let mut max_ts = kept_ti.checked_sub(1).map(|i| seg.time_index[i].ts);
         let mut last_base = None;
         let mut r = SegReader::new(seg.log_path(&self.dir), pos0, seg.size, SCAN_CHUNK);
+        // Damage met on the way (a bad header, CRC or offset) becomes the cut point: the
+        // caller is dropping this region anyway, and this is how a log is repaired after
+        // a read reported corruption.
         let (cut_pos, cut_off) = loop {
             match r.next(&mut self.storage)? {
                 Step::End => break (r.pos, expected),
                 Step::Fault { pos, reason } => {
-                    return Err(corrupt(r.path(), pos, expected, reason))
+                    tracing::warn!(path = %r.path(), pos, offset = expected, %reason, "truncation cut at damaged batch");
+                    break (pos, expected);
                 }
-                Step::Batch { pos, header, .. } => {
-                    if header.base_offset != expected {
-                        return Err(corrupt(
-                            r.path(),
-                            pos,
-                            expected,
-                            format!(
-                                "batch has base offset {}, expected {expected}",
-                                header.base_offset
-                            ),
-                        ));
+                Step::Batch { pos, header, len } => {
+                    let valid = header.base_offset == expected
+                        && header.record_count > 0
+                        && verify_crc(r.bytes(pos, len)).is_ok();
+                    if !valid {
+                        tracing::warn!(path = %r.path(), pos, offset = expected, "truncation cut at damaged batch");
+                        break (pos, expected);
                     }
                     if header.next_offset() > offset {
                         break (pos, expected);
@@ -910,6 +691,7 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         debug_assert!(self.log_end_offset() <= offset);
+        self.debug_check();
         Ok(())
     }
 
@@ -926,12 +708,30 @@ impl<S: Storage> PartitionLog<S> {
         if changed {
             self.write_epoch_checkpoint()?;
         }
-        // Remove newest first so a crash midway leaves a contiguous prefix.
-        while let Some(s) = self.segments.pop() {
-            self.remove_segment_files(&s)?;
+        // Never leave the directory without a segment (after a crash that would look like
+        // lost files): below the start, the new empty segment is created first (recovery
+        // cuts the gap after it if we crash midway); at the start, the first segment is
+        // emptied in place. Old segments go newest first.
+        let old = std::mem::take(&mut self.segments);
+        let result = (|| {
+            if offset < old[0].base {
+                self.create_segment(offset)?;
+            }
+            for s in old.iter().rev().filter(|s| s.base != offset) {
+                self.remove_segment_files(s)?;
+            }
+            if offset == old[0].base {
+                self.create_segment(offset)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.failed = Some(format!("truncation to {offset} failed midway: {e}"));
+            self.segments = vec![Segment::new(offset)];
+            return Err(e);
         }
-        self.create_segment(offset)?;
         self.recovery_point = offset;
+        self.debug_check();
         Ok(())
     }
 
@@ -1006,20 +806,24 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(summary);
         }
         let new_start = self.segments[n].base;
-        // Epoch cache first: it may then name an epoch start past the data only until
-        // the deletion below completes, and recovery re-clamps it.
-        if self.epochs.truncate_from_start(new_start) {
-            self.write_epoch_checkpoint()?;
-        }
         for s in self.segments.drain(..n).collect::<Vec<_>>() {
             summary.segments_deleted += 1;
             summary.bytes_deleted += s.size;
             self.remove_segment_files(&s)?;
         }
+        // Segments first, then the cache: a crash in between leaves entries below the log
+        // start, which recovery clamps. An emptied log keeps no entries (each names a batch).
+        let leo = self.log_end_offset();
+        let a = self.epochs.truncate_from_start(new_start);
+        let b = self.epochs.truncate_from_end(leo);
+        if a || b {
+            self.write_epoch_checkpoint()?;
+        }
         if self.recovery_point < new_start {
             self.recovery_point = new_start;
         }
         summary.log_start_offset = new_start;
+        self.debug_check();
         Ok(summary)
     }
 
@@ -1027,6 +831,42 @@ impl<S: Storage> PartitionLog<S> {
 
     fn active(&self) -> &Segment {
         self.segments.last().expect("a log always has a segment")
+    }
+
+    fn check_range(&self, from: Offset) -> Result<(), LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if from < start || from > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        Ok(())
+    }
+
+    /// Structural invariants, checked after every mutation in debug builds.
+    fn debug_check(&self) {
+        if !cfg!(debug_assertions) || self.failed.is_some() {
+            return;
+        }
+        debug_assert!(!self.segments.is_empty());
+        for w in self.segments.windows(2) {
+            debug_assert_eq!(w[0].next_offset, w[1].base, "segments not contiguous");
+        }
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        debug_assert!(self.recovery_point <= end);
+        for e in self.epochs.entries() {
+            debug_assert!(
+                e.start_offset >= start && e.start_offset < end,
+                "epoch entry {e:?} outside [{start}, {end})"
+            );
+        }
+    }
+
+    /// True after a storage failure: every call but the accessors fails until reopened.
+    pub fn is_failed(&self) -> bool {
+        self.failed.is_some()
     }
 
     fn check_usable(&self) -> Result<(), LogError> {
@@ -1077,161 +917,4 @@ impl<S: Storage> PartitionLog<S> {
         self.storage.write_atomic(&tp, &td)?;
         Ok(())
     }
-
-    /// Loads a segment wholly below the recovery point from its index files, or None if
-    /// they are unusable (then it gets validated instead).
-    fn load_trusted(&mut self, base: Offset, end: Offset) -> Result<Option<Segment>, LogError> {
-        let mut seg = Segment::new(base);
-        let size = self.storage.len(&seg.log_path(&self.dir))?;
-        let read = |s: &mut S, p: &str| -> Result<Option<Vec<u8>>, StorageError> {
-            if s.exists(p) {
-                s.read_all(p).map(Some)
-            } else {
-                Ok(None)
-            }
-        };
-        let idx = read(&mut self.storage, &seg.index_path(&self.dir))?;
-        let tidx = read(&mut self.storage, &seg.time_index_path(&self.dir))?;
-        let (Some(idx), Some(tidx)) = (idx, tidx) else {
-            return Ok(None);
-        };
-        if end <= base || !seg.load_indexes(&idx, &tidx, size, end) {
-            return Ok(None);
-        }
-        seg.last_batch_base = None;
-        Ok(Some(seg))
-    }
-
-    /// Validates every batch of segment `base` from its start (length, CRC, structure,
-    /// offsets), rebuilding its indexes.
-    fn validate_segment(&mut self, base: Offset) -> Result<Validated, LogError> {
-        let mut seg = Segment::new(base);
-        let path = seg.log_path(&self.dir);
-        let file_len = self.storage.len(&path)?;
-        let mut r = SegReader::new(path.clone(), 0, file_len, SCAN_CHUNK);
-        let mut v_epochs = Vec::new();
-        let mut batches = 0;
-        let fault = loop {
-            let expected = seg.next_offset;
-            match r.next(&mut self.storage)? {
-                Step::End => break None,
-                Step::Fault { pos, reason } => break Some((pos, reason)),
-                Step::Batch { pos, header, len } => {
-                    if header.base_offset != expected {
-                        break Some((
-                            pos,
-                            format!(
-                                "batch has base offset {}, expected {expected}",
-                                header.base_offset
-                            ),
-                        ));
-                    }
-                    let bytes = r.bytes(pos, len);
-                    let b = match RecordBatch::decode(bytes) {
-                        Ok((b, _)) => b,
-                        Err(e) => break Some((pos, e.to_string())),
-                    };
-                    if let Some(reason) = structural_problem(&b) {
-                        break Some((pos, reason));
-                    }
-                    if seg.next_offset - seg.base + b.records.len() as u64 > u32::MAX as u64 {
-                        break Some((pos, "relative offset overflows the segment".into()));
-                    }
-                    v_epochs.push((header.partition_leader_epoch, header.base_offset));
-                    seg.push_batch(pos, &header, self.config.index_interval_bytes);
-                    batches += 1;
-                }
-            }
-        };
-        if fault.is_none() {
-            // Not the active segment if more follow; make its time index exact either way.
-            if let Some(t) = seg.final_time_entry() {
-                seg.time_index.push(t);
-            }
-        }
-        Ok(Validated {
-            seg,
-            batches,
-            epochs: v_epochs,
-            fault,
-            file_len,
-        })
-    }
-
-    /// Epochs of a trusted segment's batches (when the epoch checkpoint must be rebuilt).
-    fn scan_epochs(&mut self, seg: &Segment) -> Result<Vec<(LeaderEpoch, Offset)>, LogError> {
-        let mut r = SegReader::new(seg.log_path(&self.dir), 0, seg.size, SCAN_CHUNK);
-        let mut out: Vec<(LeaderEpoch, Offset)> = Vec::new();
-        loop {
-            match r.next(&mut self.storage)? {
-                Step::End => return Ok(out),
-                Step::Fault { pos, reason } => {
-                    return Err(corrupt(r.path(), pos, seg.base, reason))
-                }
-                Step::Batch { header, .. } => {
-                    if out
-                        .last()
-                        .is_none_or(|&(e, _)| header.partition_leader_epoch > e)
-                    {
-                        out.push((header.partition_leader_epoch, header.base_offset));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether a CRC-valid batch starts right after the (bad) batch at `pos`: a torn write
-    /// only ever loses a suffix, so valid data after bad data means corruption.
-    fn valid_batch_follows(
-        &mut self,
-        path: &str,
-        pos: u64,
-        file_len: u64,
-    ) -> Result<bool, LogError> {
-        if pos + (BATCH_HEADER_LEN as u64) > file_len {
-            return Ok(false);
-        }
-        let mut hdr = vec![0u8; BATCH_HEADER_LEN];
-        self.storage.read_exact_at(path, pos, &mut hdr)?;
-        let Ok(h) = BatchHeader::parse(&hdr) else {
-            return Ok(false);
-        };
-        let next = pos + h.total_len() as u64;
-        if next >= file_len {
-            return Ok(false);
-        }
-        let mut r = SegReader::new(path.to_string(), next, file_len, SCAN_CHUNK);
-        match r.next(&mut self.storage)? {
-            Step::Batch { pos, len, .. } => Ok(RecordBatch::decode(r.bytes(pos, len)).is_ok()),
-            _ => Ok(false),
-        }
-    }
-
-    /// Best-effort count of batches in a cut region (a partial one counts).
-    fn count_batches(&mut self, path: &str, pos: u64, file_len: u64) -> Result<u64, LogError> {
-        if pos >= file_len {
-            return Ok(0);
-        }
-        let mut r = SegReader::new(path.to_string(), pos, file_len, SCAN_CHUNK);
-        let mut n = 0;
-        loop {
-            match r.next(&mut self.storage)? {
-                Step::End => return Ok(n),
-                Step::Fault { .. } => return Ok(n + 1),
-                Step::Batch { .. } => n += 1,
-            }
-        }
-    }
-}
-
-/// Problems a CRC-valid batch can still have that the log refuses.
-fn structural_problem(b: &RecordBatch) -> Option<String> {
-    if b.records.is_empty() {
-        return Some("batch has no records".into());
-    }
-    b.records
-        .iter()
-        .enumerate()
-        .find(|(i, r)| r.offset_delta != *i as u32)
-        .map(|(i, r)| format!("record {i} has offset delta {}", r.offset_delta))
 }

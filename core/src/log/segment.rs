@@ -29,6 +29,13 @@ pub(crate) const INDEX_ENTRY_LEN: usize = 8;
 pub(crate) const TIME_ENTRY_LEN: usize = 12;
 
 impl IndexEntry {
+    /// From exactly INDEX_ENTRY_LEN bytes.
+    pub fn decode(c: &[u8]) -> Self {
+        Self {
+            rel: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+            pos: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+        }
+    }
     pub fn encode(&self) -> [u8; INDEX_ENTRY_LEN] {
         let mut b = [0u8; INDEX_ENTRY_LEN];
         b[..4].copy_from_slice(&self.rel.to_be_bytes());
@@ -38,6 +45,15 @@ impl IndexEntry {
 }
 
 impl TimeEntry {
+    /// From exactly TIME_ENTRY_LEN bytes.
+    pub fn decode(c: &[u8]) -> Self {
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&c[..8]);
+        Self {
+            ts: i64::from_be_bytes(ts),
+            rel: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+        }
+    }
     pub fn encode(&self) -> [u8; TIME_ENTRY_LEN] {
         let mut b = [0u8; TIME_ENTRY_LEN];
         b[..8].copy_from_slice(&self.ts.to_be_bytes());
@@ -200,10 +216,7 @@ impl Segment {
         let span = end - self.base;
         let mut index = Vec::with_capacity(idx.len() / INDEX_ENTRY_LEN);
         for c in idx.chunks_exact(INDEX_ENTRY_LEN) {
-            let e = IndexEntry {
-                rel: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
-                pos: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
-            };
+            let e = IndexEntry::decode(c);
             let ordered = index
                 .last()
                 .is_none_or(|p: &IndexEntry| e.rel > p.rel && e.pos > p.pos);
@@ -214,12 +227,7 @@ impl Segment {
         }
         let mut time_index = Vec::with_capacity(tidx.len() / TIME_ENTRY_LEN);
         for c in tidx.chunks_exact(TIME_ENTRY_LEN) {
-            let mut ts = [0u8; 8];
-            ts.copy_from_slice(&c[..8]);
-            let e = TimeEntry {
-                ts: i64::from_be_bytes(ts),
-                rel: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
-            };
+            let e = TimeEntry::decode(c);
             let ordered = time_index
                 .last()
                 .is_none_or(|p: &TimeEntry| e.ts > p.ts && e.rel >= p.rel);

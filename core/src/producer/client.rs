@@ -68,19 +68,49 @@ pub enum ProducerError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InFlightBatch {
     pub batch: RecordBatch,
+    /// Times sent so far.
     pub attempts: u32,
+    /// Unanswered sends made before the latest acknowledgement on this partition: their
+    /// sequence errors may be stale (the broker lacked a batch that has landed since).
+    stale_sends: u32,
+    /// Unanswered sends made after it.
+    fresh_sends: u32,
+    /// Acknowledged, but kept in the window until every batch before it is too.
+    acked: bool,
 }
 
 impl InFlightBatch {
     pub fn base_sequence(&self) -> u32 {
         self.batch.producer.expect("stamped").base_sequence
     }
+
+    fn sent(&mut self) {
+        self.attempts += 1;
+        self.fresh_sends += 1;
+    }
+
+    /// Accounts for one answer; returns whether it may have been to a stale send.
+    fn answered(&mut self, sequence_error: bool) -> bool {
+        if sequence_error && self.stale_sends > 0 {
+            self.stale_sends -= 1;
+            return true;
+        }
+        if self.fresh_sends > 0 {
+            self.fresh_sends -= 1;
+        } else {
+            self.stale_sends = self.stale_sends.saturating_sub(1);
+        }
+        false
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PartitionSequences {
     next_sequence: u32,
-    /// Send order, oldest first.
+    /// The send window, oldest first: from the oldest unacknowledged batch to the newest.
+    /// Batches acknowledged out of order stay until the ones before them are acknowledged,
+    /// so the window never spans more than `MAX_IN_FLIGHT` batches and a retry of its
+    /// oldest batch is always among the broker's cached ones. The front is never acked.
     in_flight: VecDeque<InFlightBatch>,
 }
 
@@ -117,12 +147,13 @@ impl IdempotentProducer {
         self.partitions.get(tp).map_or(0, |p| p.next_sequence)
     }
 
-    /// In-flight batches of `tp`, oldest first.
+    /// Unacknowledged batches of `tp`, oldest first.
     pub fn in_flight(&self, tp: &TopicPartition) -> impl Iterator<Item = &InFlightBatch> + '_ {
         self.partitions
             .get(tp)
             .into_iter()
             .flat_map(|p| p.in_flight.iter())
+            .filter(|b| !b.acked)
     }
 
     fn usable_id(&self) -> Result<ProducerIdAndEpoch, ProducerError> {
@@ -148,6 +179,7 @@ impl IdempotentProducer {
             return Err(ProducerError::EmptyBatch { tp: tp.clone() });
         }
         let part = self.partitions.entry(tp.clone()).or_default();
+        // The window, not just the unacknowledged count, is bounded (see `in_flight`).
         if part.in_flight.len() >= MAX_IN_FLIGHT {
             return Err(ProducerError::TooManyInFlight {
                 tp: tp.clone(),
@@ -163,6 +195,9 @@ impl IdempotentProducer {
         part.in_flight.push_back(InFlightBatch {
             batch: batch.clone(),
             attempts: 1,
+            stale_sends: 0,
+            fresh_sends: 1,
+            acked: false,
         });
         Ok(batch)
     }
@@ -175,7 +210,7 @@ impl IdempotentProducer {
     ) -> Result<RecordBatch, ProducerError> {
         self.usable_id()?;
         let entry = self.find(tp, base_sequence)?;
-        entry.attempts += 1;
+        entry.sent();
         Ok(entry.batch.clone())
     }
 
@@ -189,7 +224,7 @@ impl IdempotentProducer {
             .and_then(|p| {
                 p.in_flight
                     .iter_mut()
-                    .find(|b| b.base_sequence() == base_sequence)
+                    .find(|b| !b.acked && b.base_sequence() == base_sequence)
             })
             .ok_or_else(|| ProducerError::UnknownBatch {
                 tp: tp.clone(),
@@ -216,7 +251,7 @@ impl IdempotentProducer {
         let pos = part
             .in_flight
             .iter()
-            .position(|b| b.base_sequence() == base_sequence)
+            .position(|b| !b.acked && b.base_sequence() == base_sequence)
             .ok_or_else(|| ProducerError::UnknownBatch {
                 tp: tp.clone(),
                 base_sequence,
@@ -227,25 +262,43 @@ impl IdempotentProducer {
             part.in_flight[pos].batch.producer.map(|p| p.producer_epoch),
             Some(id.producer_epoch)
         );
+        let sequence_error = matches!(
+            outcome,
+            ProduceOutcome::OutOfOrderSequence | ProduceOutcome::UnknownProducerId
+        );
+        let maybe_stale = part.in_flight[pos].answered(sequence_error);
         Ok(match outcome {
             ProduceOutcome::Appended { base_offset }
             | ProduceOutcome::Duplicate { base_offset } => {
-                part.in_flight.remove(pos);
+                part.in_flight[pos].acked = true;
+                while part.in_flight.front().is_some_and(|b| b.acked) {
+                    part.in_flight.pop_front();
+                }
+                // Every batch still in flight may have answers coming to sends made before
+                // this one landed.
+                for b in part.in_flight.iter_mut() {
+                    b.stale_sends += b.fresh_sends;
+                    b.fresh_sends = 0;
+                }
                 Completion::Acked {
                     base_offset,
                     duplicate: matches!(outcome, ProduceOutcome::Duplicate { .. }),
                 }
             }
             ProduceOutcome::Retriable => {
-                part.in_flight[pos].attempts += 1;
+                part.in_flight[pos].sent();
                 Completion::Retry(part.in_flight[pos].batch.clone())
             }
-            // An earlier batch has not landed yet (it was lost or is being retried): this
-            // one is retried after it.
-            ProduceOutcome::OutOfOrderSequence if pos > 0 => {
-                part.in_flight[pos].attempts += 1;
+            // A sequence error is transient when an earlier batch has not landed yet (lost or
+            // being retried; for the first batches the broker does not even know the
+            // producer), or when it answers a send made before the batch ahead landed.
+            // The batch is retried (after the earlier ones).
+            _ if sequence_error && (pos > 0 || maybe_stale) => {
+                part.in_flight[pos].sent();
                 Completion::Retry(part.in_flight[pos].batch.clone())
             }
+            // The oldest batch, sent after everything before it was acknowledged, is out of
+            // sequence: the broker lost this producer's state.
             ProduceOutcome::OutOfOrderSequence | ProduceOutcome::UnknownProducerId => {
                 Completion::NeedsEpochBump
             }
@@ -273,7 +326,12 @@ impl IdempotentProducer {
         });
         let abandoned = std::mem::take(&mut self.partitions)
             .into_iter()
-            .flat_map(|(tp, p)| p.in_flight.into_iter().map(move |b| (tp.clone(), b.batch)))
+            .flat_map(|(tp, p)| {
+                p.in_flight
+                    .into_iter()
+                    .filter(|b| !b.acked)
+                    .map(move |b| (tp.clone(), b.batch))
+            })
             .collect();
         Ok(abandoned)
     }

@@ -18,4 +18,6 @@ pub use state::{
 };
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@
 //! batches in its log, and so does a replica whose log was truncated: the log is the only
 //! source of truth.
 
-use crate::log::{ProducerInfo, RecordBatch};
+use crate::log::{LogError, PartitionLog, ProducerInfo, RecordBatch, Storage};
 use crate::types::Offset;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -85,6 +85,25 @@ impl ProducerStateTable {
             table.load_batch(batch);
         }
         table
+    }
+
+    /// Rebuilds the table from every batch of `log` (from its start offset to its end),
+    /// reading `chunk_bytes` at a time.
+    pub fn rebuild_from_log<S: Storage>(
+        log: &mut PartitionLog<S>,
+        chunk_bytes: usize,
+    ) -> Result<Self, LogError> {
+        let mut table = Self::new();
+        let mut next = log.log_start_offset();
+        while next < log.log_end_offset() {
+            let batches = log.read(next, chunk_bytes)?;
+            let Some(last) = batches.last() else { break };
+            next = last.next_offset();
+            for batch in &batches {
+                table.load_batch(batch);
+            }
+        }
+        Ok(table)
     }
 
     /// Records a batch read from the log (no checks: the log is the truth).

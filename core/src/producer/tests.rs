@@ -155,12 +155,18 @@ fn sequence_gap_is_out_of_order() {
         leader.produce(b2),
         ProduceOutcome::Appended { base_offset: 4 }
     );
-    // For the oldest in-flight batch an out-of-order answer means the broker lost track.
+    // b3 was sent before b1 and b2 were acknowledged, so an out-of-order answer to it may
+    // be stale: it is retried.
     let b3 = p.stamp(&tp(), batch(1)).unwrap();
     p.on_response(&tp(), 2, ProduceOutcome::Appended { base_offset: 2 })
         .unwrap();
     p.on_response(&tp(), 4, ProduceOutcome::Appended { base_offset: 4 })
         .unwrap();
+    assert_eq!(
+        p.on_response(&tp(), seq(&b3), ProduceOutcome::OutOfOrderSequence),
+        Ok(Completion::Retry(b3.clone()))
+    );
+    // Sent again with nothing ahead of it and still out of order: the broker lost track.
     assert_eq!(
         p.on_response(&tp(), seq(&b3), ProduceOutcome::OutOfOrderSequence),
         Ok(Completion::NeedsEpochBump)
@@ -330,4 +336,37 @@ fn client_limits_and_errors() {
         p.bump_epoch(),
         Err(ProducerError::EpochExhausted { producer_id: 1 })
     );
+}
+
+#[test]
+fn rebuild_from_a_partition_log() {
+    use crate::log::{LogConfig, MemStorage, PartitionLog};
+    let (mut log, _) = PartitionLog::open(MemStorage::new(), "t-0", LogConfig::default()).unwrap();
+    let mut table = ProducerStateTable::new();
+    let mut producers = [producer(1), producer(2), producer(3)];
+    for i in 0..20usize {
+        let p = &mut producers[i % 3];
+        let b = p.stamp(&tp(), batch(1 + (i % 4) as u32)).unwrap();
+        let info = b.producer.unwrap();
+        assert_eq!(table.check(&info, b.record_count()), SequenceCheck::Append);
+        let appended = log.append_as_leader(b, 0, 0).unwrap();
+        let count = (appended.last_offset + 1 - appended.base_offset) as u32;
+        table.record_append(&info, count, appended.base_offset);
+        p.on_response(
+            &tp(),
+            info.base_sequence,
+            ProduceOutcome::Appended {
+                base_offset: appended.base_offset,
+            },
+        )
+        .unwrap();
+        // Plain batches in between are ignored.
+        log.append_as_leader(batch(1), 0, 0).unwrap();
+    }
+    // A small chunk size forces many reads.
+    assert_eq!(
+        ProducerStateTable::rebuild_from_log(&mut log, 64).unwrap(),
+        table
+    );
+    assert_eq!(table.len(), 3);
 }

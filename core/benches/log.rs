@@ -1,0 +1,159 @@
+//! Partition-log throughput on real files (FileStorage in a temp dir):
+//! - append: 100-byte records in ~16 KiB batches, fsync (flush) every 64 MiB, through the
+//!   page cache and with O_DIRECT (`FileStorage::with_direct_io`);
+//! - read: sequential reads of 1 MiB from a flushed log (page cache warm), decoded
+//!   (`read`) and raw (`read_raw`, CRC-checked only: what a fetch carries);
+//! - batch encode/decode alone.
+//!
+//! Run: `cargo bench -p skein-core`. Results and disk baseline: docs/PERFORMANCE.md.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use skein_core::log::*;
+use std::time::{Duration, Instant};
+
+const RECORD_VALUE: usize = 100;
+const BATCH_TARGET: usize = 16 * 1024;
+const FSYNC_EVERY: u64 = 64 << 20;
+
+fn batch_16k() -> RecordBatch {
+    let per_record = MIN_RECORD_LEN + RECORD_VALUE;
+    let n = (BATCH_TARGET - BATCH_HEADER_LEN) / per_record;
+    RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer: None,
+        first_timestamp: 1_700_000_000_000,
+        max_timestamp: 1_700_000_000_000,
+        records: (0..n)
+            .map(|i| Record {
+                offset_delta: i as u32,
+                timestamp_delta: 0,
+                key: None,
+                value: Some(vec![(i % 251) as u8; RECORD_VALUE]),
+                headers: vec![],
+            })
+            .collect(),
+    }
+}
+
+fn bench_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 256 << 20,
+        segment_ms: None,
+        retention_bytes: Some(1 << 30),
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+fn append(c: &mut Criterion) {
+    append_with(c, "append_16KiB_batches_fsync_64MiB", false);
+    append_with(c, "append_16KiB_batches_fsync_64MiB_direct_io", true);
+}
+
+fn append_with(c: &mut Criterion, name: &str, direct: bool) {
+    let dir = tempfile::tempdir_in(std::env::var("SKEIN_BENCH_DIR").unwrap_or("/tmp".into()))
+        .expect("temp dir");
+    let storage = if direct {
+        FileStorage::with_direct_io(dir.path()).unwrap()
+    } else {
+        FileStorage::new(dir.path()).unwrap()
+    };
+    let (mut log, _) = PartitionLog::open(storage, "bench-0", bench_config()).unwrap();
+    let batch = batch_16k();
+    let len = batch.encoded_len() as u64;
+    let mut unsynced = 0u64;
+    let mut g = c.benchmark_group("log");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(12))
+        .throughput(Throughput::Bytes(len));
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let input = batch.clone(); // not timed: the producer's buffer
+                let t = Instant::now();
+                log.append_as_leader(input, 1, 0).unwrap();
+                unsynced += len;
+                if unsynced >= FSYNC_EVERY {
+                    log.flush().unwrap();
+                    unsynced = 0;
+                    // Keep the disk footprint bounded; deleting files is part of the cost.
+                    log.apply_retention(0).unwrap();
+                }
+                spent += t.elapsed();
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+fn read(c: &mut Criterion) {
+    let dir = tempfile::tempdir_in(std::env::var("SKEIN_BENCH_DIR").unwrap_or("/tmp".into()))
+        .expect("temp dir");
+    let storage = FileStorage::new(dir.path()).unwrap();
+    let (mut log, _) = PartitionLog::open(storage, "bench-0", bench_config()).unwrap();
+    let batch = batch_16k();
+    let len = batch.encoded_len();
+    let total: u64 = 512 << 20;
+    while log.size_bytes() < total {
+        log.append_as_leader(batch.clone(), 1, 0).unwrap();
+    }
+    log.flush().unwrap();
+    let per_read = 64 * len;
+    let leo = log.log_end_offset();
+    let mut g = c.benchmark_group("log");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Bytes(per_read as u64));
+    let mut at = 0;
+    g.bench_function("read_1MiB_decoded", |b| {
+        b.iter(|| {
+            if at + 64 * batch.records.len() as u64 > leo {
+                at = 0;
+            }
+            let bs = log.read(at, per_read).unwrap();
+            at = bs.last().unwrap().next_offset();
+            bs
+        })
+    });
+    let mut at = 0;
+    g.bench_function("read_1MiB_raw_crc_checked", |b| {
+        b.iter(|| {
+            if at + 64 * batch.records.len() as u64 > leo {
+                at = 0;
+            }
+            let raw = log.read_raw(at, per_read).unwrap();
+            at += 64 * batch.records.len() as u64;
+            raw
+        })
+    });
+    g.finish();
+}
+
+fn codec(c: &mut Criterion) {
+    let batch = batch_16k();
+    let enc = batch.encode().unwrap();
+    let mut g = c.benchmark_group("batch");
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Bytes(enc.len() as u64));
+    g.bench_function("encode_16KiB", |b| {
+        b.iter_batched(
+            || batch.clone(),
+            |b| b.encode().unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("decode_16KiB", |b| {
+        b.iter(|| RecordBatch::decode(&enc).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, append, read, codec);
+criterion_main!(benches);
