@@ -80,6 +80,12 @@ pub struct FetchRequest {
     pub fetch_offset: Offset,
     pub last_fetched_epoch: Option<LeaderEpoch>,
     pub max_bytes: usize,
+    /// The follower's high watermark: the leader answers at once if it knows a newer one.
+    pub high_watermark: Offset,
+    /// Long poll: when the leader has nothing new (no records past `fetch_offset`, no
+    /// newer HW), it may hold the fetch this long, answering as soon as that changes.
+    /// 0 = answer at once.
+    pub max_wait: crate::types::Nanos,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

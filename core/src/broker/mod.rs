@@ -33,6 +33,8 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: usize,
     /// Follower wait after an empty fetch or an error.
     pub fetch_backoff: Nanos,
+    /// Long poll: how long a leader may hold a fetch that has nothing new.
+    pub fetch_max_wait: Nanos,
     /// A fetch without answer for this long is resent.
     pub fetch_timeout: Nanos,
     pub alter_partition_retry: Nanos,
@@ -44,6 +46,9 @@ pub struct BrokerConfig {
     pub controller_timeout: Nanos,
     /// How often retention runs on every hosted log.
     pub retention_check_interval: Nanos,
+    /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
+    /// (when they changed). A restarted replica starts from its checkpointed HW.
+    pub hw_checkpoint_interval: Nanos,
     pub bugs: Bugs,
 }
 
@@ -55,12 +60,14 @@ impl Default for BrokerConfig {
             replica_lag_time_max: r.replica_lag_time_max,
             fetch_max_bytes: r.fetch_max_bytes,
             fetch_backoff: r.fetch_backoff,
+            fetch_max_wait: r.fetch_max_wait,
             fetch_timeout: r.fetch_timeout,
             alter_partition_retry: r.alter_partition_retry,
             flush_interval: r.flush_interval,
             heartbeat_interval: 500_000_000,
             controller_timeout: 1_000_000_000,
             retention_check_interval: 60_000_000_000,
+            hw_checkpoint_interval: 1_000_000_000,
             bugs: Bugs::default(),
         }
     }
@@ -73,6 +80,7 @@ impl BrokerConfig {
             min_insync_replicas,
             fetch_max_bytes: self.fetch_max_bytes,
             fetch_backoff: self.fetch_backoff,
+            fetch_max_wait: self.fetch_max_wait,
             fetch_timeout: self.fetch_timeout,
             alter_partition_retry: self.alter_partition_retry,
             flush_interval: self.flush_interval,
@@ -135,10 +143,15 @@ pub enum BrokerError {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct BrokerMeta {
     incarnation: u64,
-    partitions: Vec<TopicPartition>,
+    /// Hosted partitions with their topic id.
+    partitions: Vec<(TopicPartition, u64)>,
 }
 
 const META_PATH: &str = "broker.meta";
+const HW_PATH: &str = "hw.checkpoint";
+
+/// `hw.checkpoint`: (partition, topic id, high watermark) of every hosted partition.
+type HwCheckpoint = Vec<(TopicPartition, u64, Offset)>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Registration {
@@ -158,14 +171,20 @@ pub struct Broker<S: Storage + Clone> {
     heartbeat_sent_at: Option<Nanos>,
     heartbeat_in_flight: bool,
     next_retention: Nanos,
+    next_hw_checkpoint: Nanos,
+    last_hw_checkpoint: HwCheckpoint,
     replicas: BTreeMap<TopicPartition, Replica<PartitionLog<S>>>,
+    /// Topic id of each hosted partition: part of its directory name, so data of a
+    /// deleted topic is never mistaken for a re-created one of the same name.
+    topic_ids: BTreeMap<TopicPartition, u64>,
     /// Partitions whose log failed to open, with the error.
     failed: BTreeMap<TopicPartition, String>,
     outputs: Vec<Output>,
 }
 
-fn partition_dir(tp: &TopicPartition) -> String {
-    format!("{}-{}", tp.topic, tp.partition)
+/// `<topic>-<partition>.<topic id>`.
+pub fn partition_dir(tp: &TopicPartition, topic_id: u64) -> String {
+    format!("{}-{}.{}", tp.topic, tp.partition, topic_id)
 }
 
 impl<S: Storage + Clone> Broker<S> {
@@ -205,28 +224,39 @@ impl<S: Storage + Clone> Broker<S> {
             heartbeat_sent_at: None,
             heartbeat_in_flight: false,
             next_retention: now,
+            next_hw_checkpoint: now,
+            last_hw_checkpoint: Vec::new(),
             replicas: BTreeMap::new(),
+            topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
             outputs: Vec::new(),
         };
         let mut reports = Vec::new();
-        for tp in meta.partitions {
-            if let Some(summary) = broker.open_replica(&tp, 1) {
+        for (tp, topic_id) in meta.partitions {
+            if let Some(summary) = broker.open_replica(&tp, topic_id, 1) {
                 reports.push((tp, summary));
             }
         }
+        broker.restore_high_watermarks();
         broker.next_retention = now + broker.config.retention_check_interval;
+        broker.next_hw_checkpoint = now + broker.config.hw_checkpoint_interval;
         broker.tick(now);
         Ok((broker, reports))
     }
 
-    fn open_replica(&mut self, tp: &TopicPartition, min_insync: usize) -> Option<RecoverySummary> {
-        let dir = partition_dir(tp);
+    fn open_replica(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: u64,
+        min_insync: usize,
+    ) -> Option<RecoverySummary> {
+        let dir = partition_dir(tp, topic_id);
         match PartitionLog::open(self.storage.clone(), &dir, self.config.log.clone()) {
             Ok((log, summary)) => {
                 let cfg = self.config.replica_config(min_insync);
                 self.replicas
                     .insert(tp.clone(), Replica::new(tp.clone(), self.id, log, cfg));
+                self.topic_ids.insert(tp.clone(), topic_id);
                 self.failed.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
@@ -246,10 +276,66 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
+    /// Every offset below a replica's HW is fsynced on that replica (the leader counts
+    /// only flushed data, followers report only flushed offsets), so a checkpointed HW is
+    /// still covered by the recovered log; it is clamped to the log end anyway.
+    fn restore_high_watermarks(&mut self) {
+        if !self.storage.exists(HW_PATH) {
+            return;
+        }
+        let parsed = self
+            .storage
+            .read_all(HW_PATH)
+            .map_err(|e| e.to_string())
+            .and_then(|b| bincode::deserialize::<HwCheckpoint>(&b).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(entries) => {
+                for (tp, topic_id, hw) in entries {
+                    if self.topic_ids.get(&tp) == Some(&topic_id) {
+                        if let Some(r) = self.replicas.get_mut(&tp) {
+                            r.restore_high_watermark(hw);
+                        }
+                    }
+                }
+            }
+            // Only an optimisation: a low HW is always safe.
+            Err(error) => tracing::warn!(%error, "ignoring unreadable hw.checkpoint"),
+        }
+    }
+
+    fn checkpoint_high_watermarks(&mut self) {
+        let cp: HwCheckpoint = self
+            .replicas
+            .iter()
+            .filter_map(|(tp, r)| {
+                let id = *self.topic_ids.get(tp)?;
+                Some((tp.clone(), id, r.high_watermark()))
+            })
+            .collect();
+        if cp == self.last_hw_checkpoint {
+            return;
+        }
+        let res = bincode::serialize(&cp)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                self.storage
+                    .write_atomic(HW_PATH, &b)
+                    .map_err(|e| e.to_string())
+            });
+        match res {
+            Ok(()) => self.last_hw_checkpoint = cp,
+            Err(error) => tracing::warn!(%error, "cannot write hw.checkpoint"),
+        }
+    }
+
     fn save_meta(&mut self) {
         let meta = BrokerMeta {
             incarnation: self.incarnation,
-            partitions: self.replicas.keys().cloned().collect(),
+            partitions: self
+                .topic_ids
+                .iter()
+                .map(|(tp, id)| (tp.clone(), *id))
+                .collect(),
         };
         let res = bincode::serialize(&meta)
             .map_err(|e| e.to_string())
@@ -368,10 +454,15 @@ impl<S: Storage + Clone> Broker<S> {
             .values()
             .filter_map(|r| r.next_timeout())
             .min();
-        [controller, replicas, Some(self.next_retention)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            controller,
+            replicas,
+            Some(self.next_retention),
+            Some(self.next_hw_checkpoint),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
@@ -403,6 +494,10 @@ impl<S: Storage + Clone> Broker<S> {
         }
         for r in self.replicas.values_mut() {
             r.tick(now);
+        }
+        if now >= self.next_hw_checkpoint {
+            self.next_hw_checkpoint = now + self.config.hw_checkpoint_interval;
+            self.checkpoint_high_watermarks();
         }
         if now >= self.next_retention {
             self.next_retention = now + self.config.retention_check_interval;
@@ -461,7 +556,16 @@ impl<S: Storage + Clone> Broker<S> {
         match msg {
             Message::Fetch(req) => {
                 let resp = match (self.replicas.get_mut(&req.tp), from) {
-                    (Some(r), Address::Node(n)) if n == req.replica_id => r.handle_fetch(now, req),
+                    (Some(r), Address::Node(n)) if n == req.replica_id => {
+                        match r.handle_fetch(now, req) {
+                            Some(resp) => resp,
+                            None => {
+                                // Held (long poll): answered later as a replica effect.
+                                self.collect_replica_effects();
+                                return;
+                            }
+                        }
+                    }
                     (Some(_), _) => FetchResponse {
                         correlation: req.correlation,
                         tp: req.tp,
@@ -626,16 +730,13 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Make hosted replicas match the image.
     fn reconcile(&mut self, now: Nanos) {
-        let wanted: BTreeMap<TopicPartition, (PartitionState, usize)> = self
+        let wanted: BTreeMap<TopicPartition, (PartitionState, u64, usize)> = self
             .image
             .partitions_of_broker(self.id)
-            .map(|(tp, s)| {
-                let min_insync = self
-                    .image
-                    .topic(&tp.topic)
-                    .map(|t| t.config.min_insync_replicas as usize)
-                    .unwrap_or(1);
-                (tp, (s.clone(), min_insync))
+            .filter_map(|(tp, s)| {
+                let topic = self.image.topic(&tp.topic)?;
+                let min_insync = topic.config.min_insync_replicas as usize;
+                Some((tp, (s.clone(), topic.topic_id, min_insync)))
             })
             .collect();
         let fenced: BTreeSet<NodeId> = self
@@ -651,7 +752,7 @@ impl<S: Storage + Clone> Broker<S> {
         let gone: Vec<TopicPartition> = self
             .replicas
             .keys()
-            .filter(|tp| !wanted.contains_key(*tp))
+            .filter(|tp| wanted.get(*tp).map(|w| w.1) != self.topic_ids.get(*tp).copied())
             .cloned()
             .collect();
         for tp in gone {
@@ -663,16 +764,18 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                 }
             }
-            self.remove_partition_files(&tp);
+            if let Some(topic_id) = self.topic_ids.remove(&tp) {
+                self.remove_partition_files(&tp, topic_id);
+            }
             self.outputs
                 .push(Output::Event(BrokerEvent::PartitionRemoved {
                     tp: tp.clone(),
                 }));
             hosted_changed = true;
         }
-        for (tp, (state, min_insync)) in wanted {
+        for (tp, (state, topic_id, min_insync)) in wanted {
             if !self.replicas.contains_key(&tp) {
-                if self.open_replica(&tp, min_insync).is_none() {
+                if self.open_replica(&tp, topic_id, min_insync).is_none() {
                     continue;
                 }
                 hosted_changed = true;
@@ -696,8 +799,8 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
-    fn remove_partition_files(&mut self, tp: &TopicPartition) {
-        let dir = partition_dir(tp);
+    fn remove_partition_files(&mut self, tp: &TopicPartition, topic_id: u64) {
+        let dir = partition_dir(tp, topic_id);
         match self.storage.list(&dir) {
             Ok(files) => {
                 for f in files {
@@ -759,5 +862,7 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -34,10 +34,12 @@ pub(crate) fn broker_config() -> BrokerConfig {
     BrokerConfig {
         replica_lag_time_max: 200 * MS,
         fetch_backoff: 2 * MS,
+        fetch_max_wait: 20 * MS,
         fetch_timeout: 50 * MS,
         alter_partition_retry: 50 * MS,
         heartbeat_interval: 20 * MS,
         controller_timeout: 50 * MS,
+        hw_checkpoint_interval: 50 * MS,
         ..BrokerConfig::default()
     }
 }
@@ -65,6 +67,8 @@ pub(crate) struct World {
     pub cut: BTreeSet<(Address, Address)>,
     pub events: Vec<(NodeId, BrokerEvent)>,
     pub correlation: u64,
+    /// Values of acks=all produce requests, by correlation.
+    pub acks_all: BTreeMap<u64, Vec<u8>>,
 }
 
 impl World {
@@ -84,6 +88,7 @@ impl World {
             cut: BTreeSet::new(),
             events: Vec::new(),
             correlation: 0,
+            acks_all: BTreeMap::new(),
         };
         for &id in ids {
             w.disks.insert(id, MemStorage::new());
@@ -587,7 +592,10 @@ fn restarted_broker_reopens_its_logs_before_metadata() {
     w.run(50 * MS);
     let leader = w.leader().unwrap();
     let f = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    w.run(100 * MS); // a checkpoint interval passes
     let leo = w.view(f).log_end_offset;
+    let hw = w.view(f).high_watermark;
+    assert!(hw > 0);
     w.crash(f);
     let (b, reports) = Broker::open(f, broker_config(), w.disks[&f].clone(), w.now).unwrap();
     assert_eq!(reports.len(), 1);
@@ -618,5 +626,134 @@ fn deleting_a_topic_removes_replicas_and_data() {
             "{:?}",
             d.files()
         );
+    }
+}
+
+#[test]
+fn unknown_partitions_get_typed_errors() {
+    let mut w = three();
+    let other = TopicPartition::new("nope", 0);
+    let mut req = ProduceRequest {
+        correlation: 500,
+        tp: other.clone(),
+        acks: Acks::All,
+        timeout: MS,
+        batch: batch("x"),
+    };
+    w.queue.push_back((
+        Address::Client(1),
+        Address::Node(1),
+        Message::Produce(req.clone()),
+    ));
+    req.acks = Acks::None;
+    req.correlation = 501;
+    w.queue
+        .push_back((Address::Client(1), Address::Node(1), Message::Produce(req)));
+    w.queue.push_back((
+        Address::Node(2),
+        Address::Node(1),
+        Message::Fetch(FetchRequest {
+            correlation: 502,
+            tp: other,
+            replica_id: 2,
+            current_leader_epoch: 0,
+            fetch_offset: 0,
+            last_fetched_epoch: None,
+            max_bytes: 1,
+            high_watermark: 0,
+            max_wait: 0,
+        }),
+    ));
+    w.deliver_all();
+    assert_eq!(
+        w.produce_response(500),
+        Some(Err(ProduceError::UnknownTopicOrPartition))
+    );
+    assert_eq!(w.produce_response(501), None, "acks=0 gets no answer");
+    // A fetch claiming to be from another replica than its sender is refused.
+    let leader = w.leader().unwrap();
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    let resp = {
+        let b = w.brokers.get_mut(&leader).unwrap();
+        b.handle(
+            0,
+            Address::Client(9),
+            Message::Fetch(FetchRequest {
+                correlation: 503,
+                tp: tp(),
+                replica_id: follower,
+                current_leader_epoch: 0,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                max_bytes: 1,
+                high_watermark: 0,
+                max_wait: 0,
+            }),
+        );
+        b.drain_outputs()
+    };
+    assert!(resp.iter().any(|o| matches!(
+        o,
+        Output::Send {
+            msg: Message::FetchResponse(FetchResponse {
+                result: FetchResult::Error(FetchError::NotAssignedReplica(_)),
+                ..
+            }),
+            ..
+        }
+    )));
+}
+
+/// Drive the cluster the way the simulator does — jumping from one `next_timeout` to the
+/// next — and check that no timer stays due after its tick (which would spin a driver)
+/// and that an idle cluster wakes up rarely.
+#[test]
+fn next_timeout_never_spins_and_idle_cluster_sleeps() {
+    let mut w = three();
+    w.produce_wait(Acks::All, "a").unwrap();
+    let start = w.now;
+    let mut wakeups = 0;
+    while w.now < start + 2000 * MS {
+        w.deliver_all();
+        let next = w
+            .brokers
+            .values()
+            .filter_map(|b| b.next_timeout())
+            .chain(w.controller.as_ref().and_then(|c| c.next_timeout()))
+            .min()
+            .expect("some timer");
+        assert!(
+            next > w.now || wakeups == 0,
+            "timer due at {next} still pending at {}",
+            w.now
+        );
+        w.now = next.max(w.now + 1);
+        w.tick_all();
+        for b in w.brokers.values() {
+            let t = b.next_timeout().unwrap();
+            assert!(
+                t > w.now,
+                "broker {} due again at once ({t} <= {})",
+                b.id(),
+                w.now
+            );
+        }
+        wakeups += 1;
+    }
+    // Heartbeats every 20ms from 3 brokers plus held fetches expiring: well under 1000.
+    assert!(wakeups < 1000, "{wakeups} wakeups in 2s of idle time");
+    assert!(w.produce_wait(Acks::All, "b").is_ok());
+}
+
+#[test]
+fn corrupt_broker_state_file_is_a_typed_error() {
+    let disk = MemStorage::new();
+    let mut d = disk.clone();
+    d.write_atomic("broker.meta", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+        .unwrap();
+    match Broker::open(1, broker_config(), disk, 0) {
+        Err(BrokerError::Meta { path, .. }) => assert_eq!(path, "broker.meta"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("opened a broker over a corrupt state file"),
     }
 }

@@ -22,7 +22,7 @@ pub(crate) struct FollowerState {
 impl FollowerState {
     pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
         Some(match &self.in_flight {
-            Some(f) => f.sent_at + cfg.fetch_timeout,
+            Some(f) => f.sent_at + cfg.fetch_timeout + cfg.fetch_max_wait,
             None => self.retry_at,
         })
     }
@@ -48,6 +48,7 @@ impl<L: ReplicaLog> Replica<L> {
             return;
         }
         if matches!(self.role, RoleState::Leader(_)) {
+            self.release_parked();
             // Deposed: whatever is waiting for the HW can no longer be acknowledged here.
             self.fail_waiting(ProduceError::NotLeader {
                 leader,
@@ -88,7 +89,7 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Send a fetch if none is outstanding and no backoff is running.
     pub(crate) fn follower_tick(&mut self, now: Nanos) {
-        let fetch_timeout = self.config.fetch_timeout;
+        let fetch_timeout = self.config.fetch_timeout + self.config.fetch_max_wait;
         let backoff = self.config.fetch_backoff;
         let RoleState::Follower(f) = &mut self.role else {
             return;
@@ -122,6 +123,8 @@ impl<L: ReplicaLog> Replica<L> {
             fetch_offset: self.log.log_end_offset(),
             last_fetched_epoch: self.log.latest_epoch(),
             max_bytes: self.config.fetch_max_bytes,
+            high_watermark: self.high_watermark,
+            max_wait: self.config.fetch_max_wait,
         };
         if let RoleState::Follower(f) = &mut self.role {
             f.in_flight = Some(InFlight {
@@ -168,6 +171,20 @@ impl<L: ReplicaLog> Replica<L> {
                         tracing::warn!(tp = %self.tp, base = b.base_offset, leo, "fetched batch does not start at log end");
                         break;
                     }
+                    // I1: epochs only grow along the log and never pass the leader's.
+                    debug_assert!(
+                        self.config.bugs.any()
+                            || (b.partition_leader_epoch <= self.leader_epoch
+                                && self
+                                    .log
+                                    .latest_epoch()
+                                    .is_none_or(|e| e <= b.partition_leader_epoch)),
+                        "{}: batch epoch {} out of order (log {:?}, leader {})",
+                        self.tp,
+                        b.partition_leader_epoch,
+                        self.log.latest_epoch(),
+                        self.leader_epoch
+                    );
                     match self.log.append_as_follower(b, now_ms(now)) {
                         Ok(()) => appended = true,
                         Err(e) => {

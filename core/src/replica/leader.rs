@@ -43,6 +43,16 @@ pub(crate) struct WaitingProduce {
     pub duplicate: bool,
 }
 
+/// A long-polling fetch the leader holds until it has something new to say.
+#[derive(Clone, Debug)]
+pub(crate) struct Parked {
+    pub correlation: u64,
+    pub fetch_offset: Offset,
+    pub follower_hw: Offset,
+    pub max_bytes: usize,
+    pub deadline: Nanos,
+}
+
 pub(crate) struct LeaderState {
     /// Log end when this epoch began: the HW only advances past it (a record of the
     /// current epoch — at least the epoch marker — must be committed first).
@@ -59,6 +69,8 @@ pub(crate) struct LeaderState {
     pub propose_not_before: Nanos,
     pub followers: BTreeMap<NodeId, Progress>,
     pub waiting: Vec<WaitingProduce>,
+    /// Held fetches, one per follower (a newer fetch replaces an older one).
+    pub parked: BTreeMap<NodeId, Parked>,
 }
 
 impl LeaderState {
@@ -81,11 +93,12 @@ impl LeaderState {
 
     pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
         let produce = self.waiting.iter().map(|w| w.deadline).min();
+        let parked = self.parked.values().map(|p| p.deadline).min();
         let isr = match &self.pending {
             Some(p) => Some(p.sent_at + cfg.alter_partition_retry),
             None => self.lag_due(cfg).map(|d| d.max(self.propose_not_before)),
         };
-        [produce, isr].into_iter().flatten().min()
+        [produce, parked, isr].into_iter().flatten().min()
     }
 }
 
@@ -118,6 +131,7 @@ impl<L: ReplicaLog> Replica<L> {
             }
             // Re-elected at a newer epoch: writes of the old epoch are not ours to
             // acknowledge any more (the client retries; idempotence dedups).
+            self.release_parked();
             let leader = Some(self.me);
             self.fail_waiting(ProduceError::NotLeader {
                 leader,
@@ -182,6 +196,7 @@ impl<L: ReplicaLog> Replica<L> {
             propose_not_before: 0,
             followers,
             waiting: Vec::new(),
+            parked: BTreeMap::new(),
         });
         self.rebuild_producer_state();
         let ev = Event::BecameLeader {
@@ -234,19 +249,99 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// Answer a follower's fetch.
-    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) -> FetchResponse {
-        let result = self.fetch_result(now, &req);
-        FetchResponse {
+    /// Answer a follower's fetch. `None`: the fetch is held (long poll) and will be
+    /// answered later through an effect.
+    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) -> Option<FetchResponse> {
+        let result = self.fetch_result(now, &req)?;
+        Some(FetchResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             leader_epoch: self.leader_epoch,
             result,
+        })
+    }
+
+    /// Answer held fetches that now have something to say (or whose wait is over, or
+    /// all of them with `force`).
+    pub(crate) fn answer_parked(&mut self, now: Nanos, force: bool) {
+        let leo = self.log.log_end_offset();
+        let hw = self.high_watermark;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let ready: Vec<NodeId> = l
+            .parked
+            .iter()
+            .filter(|(_, p)| {
+                force || leo > p.fetch_offset || hw > p.follower_hw || now >= p.deadline
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let ready: Vec<(NodeId, Parked)> = ready
+            .into_iter()
+            .filter_map(|id| l.parked.remove(&id).map(|p| (id, p)))
+            .collect();
+        for (id, p) in ready {
+            let result = self
+                .records_from(p.fetch_offset, p.max_bytes)
+                .unwrap_or_else(FetchResult::Error);
+            let resp = FetchResponse {
+                correlation: p.correlation,
+                tp: self.tp.clone(),
+                leader_epoch: self.leader_epoch,
+                result,
+            };
+            self.emit(ReplicaEffect::Send {
+                to: Address::Node(id),
+                msg: Message::FetchResponse(resp),
+            });
         }
     }
 
-    fn fetch_result(&mut self, now: Nanos, req: &FetchRequest) -> FetchResult {
-        let err = FetchResult::Error;
+    /// Deposed or re-elected: held fetches get an answer now.
+    pub(crate) fn release_parked(&mut self) {
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let parked = std::mem::take(&mut l.parked);
+        for (id, p) in parked {
+            let resp = FetchResponse {
+                correlation: p.correlation,
+                tp: self.tp.clone(),
+                leader_epoch: self.leader_epoch,
+                result: FetchResult::Error(FetchError::NotLeader),
+            };
+            self.emit(ReplicaEffect::Send {
+                to: Address::Node(id),
+                msg: Message::FetchResponse(resp),
+            });
+        }
+    }
+
+    fn records_from(&mut self, from: Offset, max_bytes: usize) -> Result<FetchResult, FetchError> {
+        let leo = self.log.log_end_offset();
+        let batches = if from < leo {
+            match self.log.read(from, max_bytes) {
+                Ok(b) => b,
+                Err(e) => {
+                    let msg = e.0.clone();
+                    self.log_error("read", e);
+                    return Err(FetchError::Storage(msg));
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        Ok(FetchResult::Records {
+            batches,
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log.log_start_offset(),
+            log_end_offset: leo,
+        })
+    }
+
+    fn fetch_result(&mut self, now: Nanos, req: &FetchRequest) -> Option<FetchResult> {
+        let err = |e| Some(FetchResult::Error(e));
         if !self.config.bugs.unfenced_fetch {
             if req.current_leader_epoch < self.leader_epoch {
                 return err(FetchError::FencedLeaderEpoch {
@@ -293,32 +388,41 @@ impl<L: ReplicaLog> Replica<L> {
             None => None,
         };
         if let Some((epoch, end_offset)) = diverging {
-            return FetchResult::Diverging {
+            return Some(FetchResult::Diverging {
                 epoch,
                 end_offset,
                 high_watermark: self.high_watermark,
-            };
+            });
         }
         self.record_follower_fetch(now, req.replica_id, req.fetch_offset, leo);
         self.leader_maybe_advance_hw(now);
-        let batches = if req.fetch_offset < leo {
-            match self.log.read(req.fetch_offset, req.max_bytes) {
-                Ok(b) => b,
-                Err(e) => {
-                    let msg = e.0.clone();
-                    self.log_error("read", e);
-                    return err(FetchError::Storage(msg));
-                }
-            }
-        } else {
-            Vec::new()
-        };
-        FetchResult::Records {
-            batches,
-            high_watermark: self.high_watermark,
-            log_start_offset: log_start,
-            log_end_offset: leo,
+        let nothing_new = req.fetch_offset >= leo && req.high_watermark >= self.high_watermark;
+        if let (true, true, RoleState::Leader(l)) = (
+            nothing_new,
+            req.max_wait > 0 && self.config.fetch_max_wait > 0,
+            &mut self.role,
+        ) {
+            l.parked.insert(
+                req.replica_id,
+                Parked {
+                    correlation: req.correlation,
+                    fetch_offset: req.fetch_offset,
+                    follower_hw: req.high_watermark,
+                    max_bytes: req.max_bytes,
+                    // Never hold a caught-up follower long enough to look lagging.
+                    deadline: now
+                        + req
+                            .max_wait
+                            .min(self.config.fetch_max_wait)
+                            .min(self.config.replica_lag_time_max / 2),
+                },
+            );
+            return None;
         }
+        Some(
+            self.records_from(req.fetch_offset, req.max_bytes)
+                .unwrap_or_else(FetchResult::Error),
+        )
     }
 
     fn record_follower_fetch(&mut self, now: Nanos, replica: NodeId, offset: Offset, leo: Offset) {
@@ -409,7 +513,7 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// Recompute the high watermark and complete acks=all writes it now covers.
-    pub(crate) fn leader_maybe_advance_hw(&mut self, _now: Nanos) {
+    pub(crate) fn leader_maybe_advance_hw(&mut self, now: Nanos) {
         let RoleState::Leader(l) = &self.role else {
             return;
         };
@@ -428,6 +532,7 @@ impl<L: ReplicaLog> Replica<L> {
                 candidate = candidate.min(end);
             }
         }
+        debug_assert!(candidate <= leo);
         if candidate > self.high_watermark && candidate > l.epoch_start_offset {
             self.high_watermark = candidate;
             let ev = Event::HighWatermark {
@@ -436,6 +541,9 @@ impl<L: ReplicaLog> Replica<L> {
                 high_watermark: candidate,
             };
             self.event(ev);
+            self.complete_waiting(maximal.len());
+            self.answer_parked(now, false);
+            return;
         }
         self.complete_waiting(maximal.len());
     }
@@ -525,6 +633,7 @@ impl<L: ReplicaLog> Replica<L> {
                             batch.partition_leader_epoch = self.leader_epoch;
                             super::idempotence::record(&mut self.producers, &batch);
                             self.after_leader_append(now);
+                            self.answer_parked(now, false);
                             (a.base_offset, a.next_offset, false)
                         }
                         Err(e) => {
@@ -599,6 +708,7 @@ impl<L: ReplicaLog> Replica<L> {
         for w in expired {
             self.respond_produce(w.client, w.correlation, Err(ProduceError::RequestTimedOut));
         }
+        self.answer_parked(now, false);
         if let Some(isr) = action {
             self.propose_isr(now, isr);
             self.leader_maybe_advance_hw(now);

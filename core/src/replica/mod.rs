@@ -47,7 +47,10 @@ pub struct ReplicaConfig {
     pub fetch_max_bytes: usize,
     /// A follower whose fetch got no records waits this long before fetching again.
     pub fetch_backoff: Nanos,
-    /// A fetch without an answer for this long is given up and resent.
+    /// Long poll: the leader may hold a fetch that has nothing new for this long.
+    pub fetch_max_wait: Nanos,
+    /// A fetch without an answer for this long (on top of `fetch_max_wait`) is given up
+    /// and resent.
     pub fetch_timeout: Nanos,
     /// An AlterPartition proposal without an answer for this long is resent.
     pub alter_partition_retry: Nanos,
@@ -65,6 +68,7 @@ impl Default for ReplicaConfig {
             min_insync_replicas: 1,
             fetch_max_bytes: 1 << 20,
             fetch_backoff: 5_000_000,
+            fetch_max_wait: 100_000_000,
             fetch_timeout: 500_000_000,
             alter_partition_retry: 500_000_000,
             flush_interval: 0,
@@ -248,6 +252,12 @@ impl<L: ReplicaLog> Replica<L> {
 
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark
+    }
+
+    /// Start from a checkpointed HW (clamped to the log end; never lowers it).
+    pub fn restore_high_watermark(&mut self, hw: Offset) {
+        let hw = hw.min(self.log.log_end_offset());
+        self.high_watermark = self.high_watermark.max(hw);
     }
 
     pub fn log(&self) -> &L {

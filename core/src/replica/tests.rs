@@ -137,9 +137,10 @@ impl Net {
         let r = self.r(dst);
         match msg {
             Message::Fetch(req) => {
-                let resp = r.handle_fetch(now, req);
-                self.queue
-                    .push_back((dst, Address::Node(from), Message::FetchResponse(resp)));
+                if let Some(resp) = r.handle_fetch(now, req) {
+                    self.queue
+                        .push_back((dst, Address::Node(from), Message::FetchResponse(resp)));
+                }
             }
             Message::FetchResponse(resp) => r.handle_fetch_response(now, from, resp),
             other => panic!("unexpected {other:?}"),
@@ -236,6 +237,7 @@ fn config() -> ReplicaConfig {
         replica_lag_time_max: 100 * MS,
         min_insync_replicas: 2,
         fetch_backoff: MS,
+        fetch_max_wait: 20 * MS,
         fetch_timeout: 50 * MS,
         alter_partition_retry: 50 * MS,
         ..ReplicaConfig::default()
@@ -252,9 +254,12 @@ fn three() -> Net {
 #[test]
 fn normal_replication_advances_hw_and_acknowledges() {
     let mut net = three();
+    net.cut = vec![(1, 2), (1, 3)];
     let c = net.produce(1, Acks::All, &["a", "b"]);
-    assert_eq!(net.response(c), None, "acks=all waits for the ISR");
     net.run(10 * MS);
+    assert_eq!(net.response(c), None, "acks=all waits for the ISR");
+    net.cut.clear();
+    net.run(100 * MS);
     let ack = net.response(c).unwrap().clone().unwrap();
     // Offset 0 is leader 1's epoch marker.
     assert_eq!(ack.base_offset, 1);
@@ -300,7 +305,7 @@ fn consumers_only_see_records_below_hw() {
         "uncommitted record visible: {recs:?}"
     );
     net.cut.clear();
-    net.run(10 * MS);
+    net.run(100 * MS); // dropped fetches time out and are resent
     let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
     assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
     assert_eq!(recs.high_watermark, 2);
@@ -325,9 +330,11 @@ fn stale_and_future_epoch_fetches_are_refused() {
         fetch_offset: 0,
         last_fetched_epoch: None,
         max_bytes: 1 << 20,
+        high_watermark: 0,
+        max_wait: 0,
     };
     let now = net.now;
-    let r = net.r(1).handle_fetch(now, req.clone());
+    let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
     assert!(matches!(
         r.result,
         FetchResult::Error(FetchError::FencedLeaderEpoch {
@@ -336,7 +343,7 @@ fn stale_and_future_epoch_fetches_are_refused() {
         })
     ));
     req.current_leader_epoch = 2;
-    let r = net.r(1).handle_fetch(now, req.clone());
+    let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
     assert!(matches!(
         r.result,
         FetchResult::Error(FetchError::UnknownLeaderEpoch {
@@ -345,7 +352,7 @@ fn stale_and_future_epoch_fetches_are_refused() {
         })
     ));
     req.current_leader_epoch = 1;
-    let r = net.r(2).handle_fetch(now, req);
+    let r = net.r(2).handle_fetch(now, req).unwrap();
     assert!(matches!(
         r.result,
         FetchResult::Error(FetchError::NotLeader)
@@ -384,6 +391,7 @@ fn kip101_loss(bugs: Bugs) -> (Values, Option<ProduceAck>) {
     let mut cfg = config();
     cfg.bugs = bugs;
     cfg.min_insync_replicas = 1;
+    cfg.fetch_max_wait = 0; // plain polling: the script below steps each fetch by hand
     let mut net = Net::new(&[1, 2], cfg);
     net.elect(&[1, 2], Some(1), 1, 1, &[1, 2]);
     net.run(5 * MS);
@@ -597,9 +605,11 @@ fn zombie_leader_cannot_acknowledge_and_is_deposed() {
         fetch_offset: 0,
         last_fetched_epoch: None,
         max_bytes: 1,
+        high_watermark: 0,
+        max_wait: 0,
     };
     assert!(matches!(
-        net.r(1).handle_fetch(now, req).result,
+        net.r(1).handle_fetch(now, req).unwrap().result,
         FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
     ));
     // Metadata reaches the zombie: pending write fails NotLeader, log converges.
@@ -695,6 +705,162 @@ fn hw_advances_only_with_a_record_of_the_current_epoch() {
     assert_eq!(net.r(2).high_watermark(), hw);
     assert!(hw <= marker_at);
     net.cut.clear();
-    net.run(60 * MS); // the cut fetches time out and are resent
+    net.run(100 * MS); // the cut fetches time out and are resent
     assert_eq!(net.r(2).high_watermark(), marker_at + 1);
+}
+
+#[test]
+fn long_poll_fetch_is_held_until_there_is_news() {
+    let mut net = three();
+    net.run(5 * MS);
+    // Both followers are caught up: their fetches are parked at the leader.
+    assert!(net.queue.is_empty());
+    let before = net.r(2).log().log_end_offset();
+    let c = net.produce(1, Acks::All, &["a"]);
+    // The append answers the held fetches at once; no polling delay.
+    net.deliver_all();
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    assert!(net.r(2).log().log_end_offset() > before);
+    assert_eq!(net.r(2).high_watermark(), net.r(1).high_watermark());
+    // With nothing new, a held fetch is answered when its wait is over.
+    net.run(25 * MS);
+    assert!(net.r(2).view().role == Role::Follower { leader: 1 });
+}
+
+#[test]
+fn bug_unfenced_fetch_serves_stale_epochs() {
+    let mut cfg = config();
+    cfg.bugs.unfenced_fetch = true;
+    let mut net = Net::new(&[1, 2, 3], cfg);
+    net.elect(&[1, 2, 3], Some(1), 3, 3, &[1, 2, 3]);
+    let req = FetchRequest {
+        correlation: 1,
+        tp: tp(),
+        replica_id: 2,
+        current_leader_epoch: 1,
+        fetch_offset: 0,
+        last_fetched_epoch: None,
+        max_bytes: 1 << 20,
+        high_watermark: 0,
+        max_wait: 0,
+    };
+    let now = net.now;
+    let r = net.r(1).handle_fetch(now, req).unwrap();
+    assert!(
+        matches!(r.result, FetchResult::Records { .. }),
+        "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
+    );
+}
+
+#[test]
+fn list_offsets_and_consumer_epoch_checks() {
+    let mut net = three();
+    net.produce(1, Acks::All, &["a", "b"]);
+    net.run(10 * MS);
+    let list = |net: &mut Net, spec| {
+        let req = ListOffsetsRequest {
+            correlation: 1,
+            tp: tp(),
+            spec,
+        };
+        net.r(1).handle_list_offsets(&req).result
+    };
+    assert_eq!(
+        list(&mut net, OffsetSpec::Earliest)
+            .unwrap()
+            .unwrap()
+            .offset,
+        0
+    );
+    let latest = list(&mut net, OffsetSpec::Latest).unwrap().unwrap();
+    assert_eq!((latest.offset, latest.leader_epoch), (3, 1));
+    assert!(matches!(
+        net.r(2)
+            .handle_list_offsets(&ListOffsetsRequest {
+                correlation: 2,
+                tp: tp(),
+                spec: OffsetSpec::Latest
+            })
+            .result,
+        Err(ConsumerFetchError::NotLeader { .. })
+    ));
+    let mut req = ConsumerFetchRequest {
+        correlation: 3,
+        tp: tp(),
+        offset: 1,
+        max_bytes: 1 << 20,
+        current_leader_epoch: Some(0),
+    };
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::FencedLeaderEpoch {
+            request: 0,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = Some(2);
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::UnknownLeaderEpoch {
+            request: 2,
+            current: 1
+        })
+    ));
+    req.current_leader_epoch = Some(1);
+    req.offset = 99;
+    assert!(matches!(
+        net.r(1).handle_consumer_fetch(&req).result,
+        Err(ConsumerFetchError::OffsetOutOfRange { offset: 99, .. })
+    ));
+    req.offset = 1;
+    let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+    assert_eq!(recs.batches[0].records.len(), 2);
+}
+
+#[test]
+fn produce_refusals_are_typed() {
+    let mut net = three();
+    let c = net.produce(2, Acks::All, &["x"]);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::NotLeader {
+            leader: Some(1),
+            leader_epoch: 1
+        }))
+    ));
+    let empty = RecordBatch {
+        records: Vec::new(),
+        ..batch(&[])
+    };
+    let c = net.produce_batch(1, Acks::Leader, empty);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidRecord(_)))
+    ));
+    let mut control = batch(&["c"]);
+    control.attributes = CONTROL_BATCH_BIT;
+    let c = net.produce_batch(1, Acks::Leader, control);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidRecord(_)))
+    ));
+    // Fenced producer epoch.
+    let mut b = batch(&["p"]);
+    b.producer = Some(ProducerInfo {
+        producer_id: 1,
+        producer_epoch: 2,
+        base_sequence: 0,
+    });
+    let c = net.produce_batch(1, Acks::Leader, b.clone());
+    assert!(matches!(net.response(c), Some(Ok(_))));
+    b.producer = Some(ProducerInfo {
+        producer_id: 1,
+        producer_epoch: 1,
+        base_sequence: 1,
+    });
+    let c = net.produce_batch(1, Acks::Leader, b);
+    assert!(matches!(
+        net.response(c),
+        Some(Err(ProduceError::InvalidProducerEpoch(_)))
+    ));
 }
