@@ -190,6 +190,63 @@ impl FaultRates {
     }
 }
 
+impl FaultRates {
+    /// Names of the weights, as `--fault-weights` and scenario files spell them.
+    pub const KINDS: &'static [&'static str] = &[
+        "crash",
+        "power-loss",
+        "controller-crash",
+        "pause",
+        "clock",
+        "partition",
+        "clog",
+        "bit-flip",
+        "read-errors",
+        "disk-full",
+        "slow-disk",
+    ];
+
+    /// Sets the weight of one fault kind; the error names the unknown kind.
+    pub fn set_weight(&mut self, kind: &str, weight: u32) -> Result<(), String> {
+        let w = match kind {
+            "crash" => &mut self.crash,
+            "power-loss" => &mut self.power_loss,
+            "controller-crash" => &mut self.controller_crash,
+            "pause" => &mut self.pause,
+            "clock" => &mut self.clock,
+            "partition" => &mut self.partition,
+            "clog" => &mut self.clog,
+            "bit-flip" => &mut self.bit_flip,
+            "read-errors" => &mut self.read_errors,
+            "disk-full" => &mut self.disk_full,
+            "slow-disk" => &mut self.slow_disk,
+            other => {
+                return Err(format!(
+                    "unknown fault kind {other:?}; known: {}",
+                    Self::KINDS.join(", ")
+                ))
+            }
+        };
+        *w = weight;
+        Ok(())
+    }
+
+    /// Applies `kind=weight,kind=weight...` (the `--fault-weights` flag).
+    pub fn set_weights(&mut self, spec: &str) -> Result<(), String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, w) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected KIND=WEIGHT, found {part:?}"))?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad weight {w:?} for {k}"))?;
+            self.set_weight(k.trim(), w)?;
+        }
+        Ok(())
+    }
+}
+
 /// Draws a random schedule for brokers `1..=brokers` within `[start, end)`.
 pub fn random_schedule(
     rates: &FaultRates,
@@ -393,6 +450,17 @@ mod tests {
             }
         }
         assert!(names.len() >= 12, "{names:?}");
+    }
+
+    #[test]
+    fn weights_parse_and_steer_the_schedule() {
+        let mut r = FaultRates::default();
+        r.set_weights("crash=0, power-loss=0,pause=0,controller-crash=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0").unwrap();
+        assert!(r.set_weights("meteor=3").unwrap_err().contains("meteor"));
+        assert!(r.set_weights("crash").is_err());
+        let s = random_schedule(&r, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults));
+        assert!(!s.is_empty());
+        assert!(s.iter().all(|f| f.fault.name() == "partition"), "{s:?}");
     }
 
     #[test]

@@ -59,23 +59,28 @@ fn sweep(seeds: std::ops::Range<u64>) {
 }
 
 #[test]
-fn seeds_000_to_060_pass() {
-    sweep(0..60);
+fn seeds_000_to_080_pass() {
+    sweep(0..80);
 }
 
 #[test]
-fn seeds_060_to_120_pass() {
-    sweep(60..120);
+fn seeds_080_to_160_pass() {
+    sweep(80..160);
 }
 
 #[test]
-fn seeds_120_to_180_pass() {
-    sweep(120..180);
+fn seeds_160_to_240_pass() {
+    sweep(160..240);
 }
 
 #[test]
-fn seeds_180_to_240_pass() {
-    sweep(180..240);
+fn seeds_240_to_320_pass() {
+    sweep(240..320);
+}
+
+#[test]
+fn seeds_320_to_400_pass() {
+    sweep(320..400);
 }
 
 #[test]

@@ -78,6 +78,14 @@ pub struct SimOpts {
     /// Fault intensity: 0 = no faults and a perfect network, 1 = default, 2 = twice as many.
     #[arg(long)]
     fault_rate: Option<f64>,
+    /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
+    /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
+    /// read-errors disk-full slow-disk).
+    #[arg(long, value_name = "KIND=N,...")]
+    fault_weights: Option<String>,
+    /// At most this many brokers crashed or paused at once in random schedules [default: 1].
+    #[arg(long)]
+    max_down: Option<u32>,
     /// Do not run the history checker at the end.
     #[arg(long)]
     no_history_check: bool,
@@ -129,6 +137,14 @@ impl SimOpts {
         if self.no_bit_flips {
             c.rates.bit_flip = 0;
         }
+        if let Some(w) = &self.fault_weights {
+            c.rates
+                .set_weights(w)
+                .map_err(|e| anyhow::anyhow!("--fault-weights: {e}"))?;
+        }
+        if let Some(m) = self.max_down {
+            c.rates.max_down = m;
+        }
         c.bugs = self.bug.clone();
         c.validate().map_err(anyhow::Error::msg)?;
         Ok(c)
@@ -164,6 +180,12 @@ impl SimOpts {
         }
         if self.no_bit_flips {
             s += " --no-bit-flips";
+        }
+        if let Some(w) = &self.fault_weights {
+            s += &format!(" --fault-weights {w}");
+        }
+        if let Some(m) = self.max_down {
+            s += &format!(" --max-down {m}");
         }
         for b in &self.bug {
             s += &format!(" --bug {b}");
