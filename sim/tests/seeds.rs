@@ -248,8 +248,7 @@ fn an_unknown_bug_name_is_an_error_naming_the_known_ones() {
         ..short(1)
     };
     let e = skein_sim::run(&c, None, None)
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         e.contains("no-such-bug") && e.contains("truncate-to-hw"),
