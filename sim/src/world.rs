@@ -236,6 +236,9 @@ impl World {
             alter_partition_retry: 300 * MILLIS,
             heartbeat_interval: 150 * MILLIS,
             controller_timeout: 400 * MILLIS,
+            // Leaders fsync a little after appending (the HW counts only flushed data), so a
+            // power loss can find unsynced data to lose or tear.
+            flush_interval: 5 * MILLIS,
             bugs,
             ..BrokerConfig::default()
         };
@@ -1059,7 +1062,7 @@ impl World {
         }
     }
 
-    fn crash(&mut self, _now: SimTime, node: NodeRef, power_loss: bool) {
+    fn crash(&mut self, now: SimTime, node: NodeRef, power_loss: bool) {
         let rng = &mut self.disk_rng;
         let (disk, was_up) = match node {
             NodeRef::Broker(id) => {
@@ -1086,17 +1089,25 @@ impl World {
         if was_up && power_loss {
             // Each file keeps its synced prefix and a random part of what follows: lost
             // entirely, torn mid-write, or (page cache flushed in time) kept.
+            let mut lost = 0u64;
             disk.mem().crash(|f| {
                 let unsynced = f.len - f.synced_len;
                 if unsynced == 0 {
                     return f.len;
                 }
-                match rng.gen_range(0..3) {
+                let keep = match rng.gen_range(0..3) {
                     0 => f.synced_len,
                     1 => f.synced_len + rng.gen_range(0..=unsynced),
                     _ => f.len,
-                }
+                };
+                lost += f.len - keep;
+                keep
             });
+            let seq = self.q.len() as u64;
+            self.tracer
+                .event(now, seq, "disk-lost", &node.to_string(), &[lost], || {
+                    format!("{node}: power loss dropped {lost} unsynced bytes")
+                });
         }
         let _ = disk.take_latency();
     }
