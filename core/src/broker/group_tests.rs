@@ -458,3 +458,98 @@ fn zombie_commit_from_an_old_generation_is_refused_after_failover() {
     assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 10);
     assert_eq!(w.heartbeat(&live), GroupResponse::Heartbeat(Ok(())));
 }
+
+#[test]
+fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11]);
+    assert_eq!(
+        w.commit(&mut members[0], 5),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    let coordinator = w.find_coordinator();
+    let others: Vec<NodeId> = [1, 2, 3]
+        .into_iter()
+        .filter(|&n| n != coordinator)
+        .collect();
+    // Whichever survivor is elected cannot replicate its epoch marker to the other one.
+    w.cut
+        .insert((Address::Node(others[0]), Address::Node(others[1])));
+    w.cut
+        .insert((Address::Node(others[1]), Address::Node(others[0])));
+    w.crash(coordinator);
+    assert!(w.run_until(2000 * MS, |w| w
+        .offsets_leader()
+        .is_some_and(|l| l != coordinator)));
+    let new = w.offsets_leader().unwrap();
+    let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
+    let v = w.brokers[&new].replica_view(&tp).unwrap();
+    assert!(v.high_watermark < v.log_end_offset, "{v:?}");
+    let p = coordinator_partition(GROUP, 2);
+    let phase = w.brokers[&new]
+        .group_coordinators()
+        .and_then(|c| c.coordinator(p))
+        .map(|c| c.phase().clone());
+    assert!(
+        matches!(phase, Some(CoordinatorPhase::Loading { epoch }) if epoch == v.leader_epoch),
+        "{phase:?}"
+    );
+    let fetch = GroupRequest::OffsetFetch(OffsetFetchRequest {
+        group_id: GROUP.into(),
+        partitions: None,
+        require_stable: false,
+    });
+    let c = w.send_group(9, new, fetch.clone());
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::OffsetFetch(Err(GroupError::CoordinatorLoadInProgress))
+    );
+    // Once the lagging follower leaves the ISR the HW reaches the marker and it loads.
+    assert!(w.run_until(1000 * MS, |w| {
+        let v = w.brokers[&new].replica_view(&tp).unwrap();
+        v.high_watermark >= v.log_end_offset
+    }));
+    w.run(5 * MS);
+    let c = w.send_group(9, new, fetch);
+    match w.wait_group(c, 10 * MS) {
+        GroupResponse::OffsetFetch(Ok(o)) => {
+            assert_eq!(o[&TopicPartition::new("t", 0)].offset, 5)
+        }
+        other => panic!("{other:?}"),
+    }
+    w.cut.clear();
+}
+
+#[test]
+fn commit_fails_typed_when_the_offsets_partition_is_below_min_insync() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11]);
+    let coordinator = w.find_coordinator();
+    for f in [1, 2, 3] {
+        if f != coordinator {
+            w.crash(f);
+        }
+    }
+    let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
+    // The leader shrinks the ISR to itself (the controller cannot elect anyone else).
+    assert!(w.run_until(1000 * MS, |w| w.brokers[&coordinator]
+        .replica_view(&tp)
+        .is_some_and(|v| v.isr == vec![coordinator])));
+    members[0].sequence += 1;
+    let c = w.send_group(11, coordinator, commit_request(&members[0], 3));
+    assert_eq!(
+        w.wait_group(c, 600 * MS),
+        GroupResponse::OffsetCommit(Err(GroupError::CoordinatorNotAvailable))
+    );
+    // Nothing was committed.
+    let fetch = GroupRequest::OffsetFetch(OffsetFetchRequest {
+        group_id: GROUP.into(),
+        partitions: None,
+        require_stable: false,
+    });
+    let c = w.send_group(9, coordinator, fetch);
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::OffsetFetch(Ok(BTreeMap::new()))
+    );
+}
