@@ -282,6 +282,21 @@ fn commit_request(m: &Member, offset: Offset) -> GroupRequest {
 #[test]
 fn three_consumers_join_through_brokers_and_get_a_full_assignment() {
     let mut w = cluster();
+    let c = w.send_group(
+        9,
+        1,
+        GroupRequest::FindCoordinator {
+            group_id: String::new(),
+        },
+    );
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::FindCoordinator(Err(GroupError::InvalidGroupId))
+    );
+    assert!(
+        w.brokers[&1].group_coordinators().is_none(),
+        "nothing created yet"
+    );
     // The first FindCoordinator created __consumer_offsets through the controller.
     let coordinator = w.find_coordinator();
     let md = w.brokers[&1].metadata_image();

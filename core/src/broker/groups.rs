@@ -150,10 +150,11 @@ impl<S: Storage + Clone> Broker<S> {
         now: Nanos,
         group_id: &str,
     ) -> Result<crate::group::CoordinatorInfo, crate::group::GroupError> {
+        if group_id.is_empty() {
+            return Err(crate::group::GroupError::InvalidGroupId);
+        }
         let Some(topic) = self.image.topic(CONSUMER_OFFSETS_TOPIC) else {
-            if !group_id.is_empty() {
-                self.request_offsets_topic(now);
-            }
+            self.request_offsets_topic(now);
             return Err(crate::group::GroupError::CoordinatorNotAvailable);
         };
         let n = topic.config.partitions;

@@ -750,6 +750,15 @@ impl<S: Storage + Clone> Broker<S> {
             ControllerResponse::Metadata(delta) => {
                 self.apply_delta(now, &delta);
             }
+            ControllerResponse::CreateTopic {
+                name,
+                result: Err(e),
+            } if name == CONSUMER_OFFSETS_TOPIC
+                && !matches!(e, ControllerError::TopicAlreadyExists { .. }) =>
+            {
+                // Retried on a later FindCoordinator (e.g. once enough brokers registered).
+                tracing::warn!(error = %e, "cannot create {CONSUMER_OFFSETS_TOPIC}");
+            }
             _ => {}
         }
     }
