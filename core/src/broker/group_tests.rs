@@ -568,3 +568,37 @@ fn commit_fails_typed_when_the_offsets_partition_is_below_min_insync() {
         GroupResponse::OffsetFetch(Ok(BTreeMap::new()))
     );
 }
+
+#[test]
+fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_deposed() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11]);
+    assert_eq!(
+        w.commit(&mut members[0], 5),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    let old = w.find_coordinator();
+    w.isolate(Address::Node(old));
+    members[0].sequence += 1;
+    let c = w.send_group(11, old, commit_request(&members[0], 6));
+    // Its append cannot reach the ISR: the commit times out instead of being acknowledged.
+    assert_eq!(
+        w.wait_group(c, 1000 * MS),
+        GroupResponse::OffsetCommit(Err(GroupError::CoordinatorNotAvailable))
+    );
+    let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
+    assert!(w.run_until(2000 * MS, |w| w.offsets_leader().is_some_and(|l| l != old)));
+    w.cut.clear();
+    // The old leader learns the new epoch, follows, and unloads its coordinator.
+    assert!(w.run_until(2000 * MS, |w| w.brokers[&old]
+        .replica_view(&tp)
+        .is_some_and(|v| matches!(v.role, Role::Follower { .. }))));
+    let p = coordinator_partition(GROUP, 2);
+    assert!(w.brokers[&old]
+        .group_coordinators()
+        .and_then(|c| c.coordinator(p))
+        .is_none());
+    assert_ne!(w.find_coordinator(), old);
+    // The unacknowledged commit is gone with the zombie's log suffix.
+    assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 5);
+}
