@@ -307,8 +307,8 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                     let loaded = self.groups.leading[&p].loaded;
                     if !loaded && v.high_watermark >= v.log_end_offset {
-                        self.load_coordinator(now, p, v.log_start_offset, v.log_end_offset);
-                        changed = true;
+                        changed |=
+                            self.load_coordinator(now, p, v.log_start_offset, v.log_end_offset);
                     }
                 }
             }
@@ -316,7 +316,8 @@ impl<S: Storage + Clone> Broker<S> {
         changed
     }
 
-    fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) {
+    /// Whether the load happened (a read error leaves it Loading, retried on a later pump).
+    fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) -> bool {
         let tp = offsets_tp(p);
         let batches: Vec<RecordBatch> = match self.read_records(&tp, from, to) {
             Ok(b) => b
@@ -326,7 +327,7 @@ impl<S: Storage + Clone> Broker<S> {
             Err(e) => {
                 // Stay Loading (CoordinatorLoadInProgress) and try again on the next pump.
                 tracing::error!(%tp, error = %e, "cannot read __consumer_offsets to load");
-                return;
+                return false;
             }
         };
         let coord = self.groups.coordinators.as_mut().expect("hosted");
@@ -339,6 +340,7 @@ impl<S: Storage + Clone> Broker<S> {
         if let Some(l) = self.groups.leading.get_mut(&p) {
             l.loaded = true;
         }
+        true
     }
 
     fn group_append(
