@@ -602,3 +602,78 @@ fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_depo
     // The unacknowledged commit is gone with the zombie's log suffix.
     assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 5);
 }
+
+#[test]
+fn committed_offsets_survive_every_broker_crashing() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11, 12]);
+    assert_eq!(
+        w.commit(&mut members[0], 21),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    let before = w.fetch_offsets();
+    for id in [1, 2, 3] {
+        w.crash(id);
+    }
+    w.run(50 * MS);
+    for id in [1, 2, 3] {
+        w.start(id);
+    }
+    // The restarted leader reloads group and offsets from its recovered log.
+    assert_eq!(w.fetch_offsets(), before);
+    let coordinator = w.find_coordinator();
+    let view = w.coordinator_view(coordinator).expect("group loaded");
+    assert_eq!(view.generation, members[0].generation);
+    assert_eq!(view.members.len(), 2);
+}
+
+#[test]
+fn appends_in_flight_together_complete_in_log_order() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11, 12]);
+    let coordinator = w.find_coordinator();
+    for f in [1, 2, 3] {
+        if f != coordinator {
+            w.cut.insert((Address::Node(f), Address::Node(coordinator)));
+        }
+    }
+    members[0].sequence += 1;
+    members[1].sequence += 1;
+    let first = w.send_group(11, coordinator, commit_request(&members[0], 100));
+    let second = w.send_group(12, coordinator, commit_request(&members[1], 200));
+    w.run(20 * MS);
+    assert_eq!(w.group_response(first), None);
+    assert_eq!(w.group_response(second), None);
+    // Unstable while replicating: a stable fetch is refused rather than answered stale.
+    let c = w.send_group(
+        9,
+        coordinator,
+        GroupRequest::OffsetFetch(OffsetFetchRequest {
+            group_id: GROUP.into(),
+            partitions: None,
+            require_stable: true,
+        }),
+    );
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::OffsetFetch(Err(GroupError::UnstableOffsetCommit))
+    );
+    w.cut.clear();
+    w.wait_group(second, 1000 * MS);
+    let position = |w: &World, corr: u64| {
+        w.inbox
+            .iter()
+            .position(|(_, m)| matches!(m, Message::GroupResponse { correlation, .. } if *correlation == corr))
+            .unwrap()
+    };
+    assert_eq!(
+        w.group_response(first),
+        Some(GroupResponse::OffsetCommit(Ok(())))
+    );
+    assert_eq!(
+        w.group_response(second),
+        Some(GroupResponse::OffsetCommit(Ok(())))
+    );
+    assert!(position(&w, first) < position(&w, second));
+    assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 200);
+}
