@@ -677,3 +677,34 @@ fn appends_in_flight_together_complete_in_log_order() {
     assert!(position(&w, first) < position(&w, second));
     assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 200);
 }
+
+#[test]
+fn too_few_brokers_for_the_offsets_topic_is_coordinator_not_available() {
+    let mut w = World::new(&[1, 2], config());
+    w.run(100 * MS);
+    for _ in 0..3 {
+        let c = w.send_group(
+            9,
+            1,
+            GroupRequest::FindCoordinator {
+                group_id: GROUP.into(),
+            },
+        );
+        assert_eq!(
+            w.wait_group(c, 100 * MS),
+            GroupResponse::FindCoordinator(Err(GroupError::CoordinatorNotAvailable))
+        );
+        w.run(60 * MS);
+    }
+    // The controller refused RF 3 on two brokers; nothing half-created.
+    assert!(w.brokers[&1]
+        .metadata_image()
+        .topic(CONSUMER_OFFSETS_TOPIC)
+        .is_none());
+    // Group requests before the topic exists are NotCoordinator, not a panic.
+    let c = w.send_group(11, 1, join(None));
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::JoinGroup(Err(GroupError::NotCoordinator))
+    );
+}

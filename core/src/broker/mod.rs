@@ -8,6 +8,9 @@
 //! partition's state into leader/follower transitions. Everything the broker wants done —
 //! messages to send, events worth tracing — is collected with [`Broker::drain_outputs`].
 //! Logs live on the given [`Storage`]; crash recovery happens in `PartitionLog::open`.
+//! The broker also hosts the consumer-group coordinators of the `__consumer_offsets`
+//! partitions it leads (`groups.rs`): their group records travel the same acks=all
+//! produce path as client writes, and they load from the log once caught up.
 
 use crate::controller::{
     ControllerError, ControllerRequest, ControllerResponse, HeartbeatReply, MetadataImage,
