@@ -1,5 +1,5 @@
 //! Every message a Skein node sends or receives: replica-to-replica fetches, client
-//! produce/consume/metadata traffic, and the controller's requests and responses wrapped
+//! produce/consume/metadata and consumer-group traffic, and the controller's requests and responses wrapped
 //! as they travel between brokers and the controller.
 //!
 //! Messages are plain data (serde), so the simulator can deliver, drop, duplicate and
@@ -8,6 +8,7 @@
 //! discard answers to requests they no longer wait for (reordering, retries).
 
 use crate::controller::{ControllerRequest, ControllerResponse};
+use crate::group::{GroupRequest, GroupResponse};
 use crate::log::RecordBatch;
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,18 @@ pub enum Message {
     /// Client -> leader: earliest / latest (= high watermark) / by-timestamp offsets.
     ListOffsets(ListOffsetsRequest),
     ListOffsetsResponse(ListOffsetsResponse),
+    /// Client -> broker: consumer-group protocol. FindCoordinator goes to any broker
+    /// (answered from its metadata image); the rest to the group's coordinator, i.e. the
+    /// leader of the group's `__consumer_offsets` partition.
+    Group {
+        correlation: u64,
+        request: GroupRequest,
+    },
+    /// Broker -> client: the answer to a `Group` request, with its correlation.
+    GroupResponse {
+        correlation: u64,
+        response: GroupResponse,
+    },
     /// Broker or client -> controller.
     ControllerRequest(ControllerRequest),
     /// Controller -> broker or client.

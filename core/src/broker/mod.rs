@@ -8,11 +8,15 @@
 //! partition's state into leader/follower transitions. Everything the broker wants done —
 //! messages to send, events worth tracing — is collected with [`Broker::drain_outputs`].
 //! Logs live on the given [`Storage`]; crash recovery happens in `PartitionLog::open`.
+//! The broker also hosts the consumer-group coordinators of the `__consumer_offsets`
+//! partitions it leads (`groups.rs`): their group records travel the same acks=all
+//! produce path as client writes, and they load from the log once caught up.
 
 use crate::controller::{
     ControllerError, ControllerRequest, ControllerResponse, HeartbeatReply, MetadataImage,
     PartitionState,
 };
+use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use crate::log::{LogConfig, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
 use crate::replica::{
@@ -49,6 +53,15 @@ pub struct BrokerConfig {
     /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
     /// (when they changed). A restarted replica starts from its checkpointed HW.
     pub hw_checkpoint_interval: Nanos,
+    /// `__consumer_offsets` as this broker asks the controller to create it (on the first
+    /// FindCoordinator when it does not exist).
+    pub offsets_topic_partitions: u32,
+    pub offsets_topic_replication_factor: u16,
+    pub offsets_topic_min_insync_replicas: u16,
+    /// How long a coordinator's acks=all append may wait for replication.
+    pub group_append_timeout: Nanos,
+    /// Tunables of the hosted group coordinators.
+    pub group: GroupConfig,
     pub bugs: Bugs,
 }
 
@@ -68,6 +81,11 @@ impl Default for BrokerConfig {
             controller_timeout: 1_000_000_000,
             retention_check_interval: 60_000_000_000,
             hw_checkpoint_interval: 1_000_000_000,
+            offsets_topic_partitions: 8,
+            offsets_topic_replication_factor: 3,
+            offsets_topic_min_insync_replicas: 2,
+            group_append_timeout: 5_000_000_000,
+            group: GroupConfig::default(),
             bugs: Bugs::default(),
         }
     }
@@ -179,6 +197,8 @@ pub struct Broker<S: Storage + Clone> {
     topic_ids: BTreeMap<TopicPartition, u64>,
     /// Partitions whose log failed to open, with the error.
     failed: BTreeMap<TopicPartition, String>,
+    /// Group coordinators of the `__consumer_offsets` partitions led here.
+    groups: groups::GroupHost,
     outputs: Vec<Output>,
 }
 
@@ -229,6 +249,7 @@ impl<S: Storage + Clone> Broker<S> {
             replicas: BTreeMap::new(),
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
+            groups: groups::GroupHost::default(),
             outputs: Vec::new(),
         };
         let mut reports = Vec::new();
@@ -457,6 +478,7 @@ impl<S: Storage + Clone> Broker<S> {
         [
             controller,
             replicas,
+            self.groups.next_timeout(),
             Some(self.next_retention),
             Some(self.next_hw_checkpoint),
         ]
@@ -466,8 +488,20 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
-    /// timeouts, retention.
+    /// timeouts, retention, group coordinators.
     pub fn tick(&mut self, now: Nanos) {
+        self.tick_inner(now);
+        if let Some(c) = self.groups_mut() {
+            c.tick(now);
+        }
+        self.pump_groups(now);
+    }
+
+    fn groups_mut(&mut self) -> Option<&mut crate::group::GroupCoordinators> {
+        self.groups.coordinators_mut()
+    }
+
+    fn tick_inner(&mut self, now: Nanos) {
         match self.registration {
             Registration::Unregistered { sent_at } => {
                 if sent_at.is_none_or(|t| now >= t + self.config.controller_timeout) {
@@ -533,9 +567,18 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     fn collect_replica_effects(&mut self) {
+        let me = Address::Node(self.id);
         for r in self.replicas.values_mut() {
             for effect in r.drain_effects() {
                 self.outputs.push(match effect {
+                    // Answers to this broker's own (group coordinator) appends.
+                    ReplicaEffect::Send {
+                        to,
+                        msg: Message::ProduceResponse(resp),
+                    } if to == me => {
+                        self.groups.acks.push(resp);
+                        continue;
+                    }
                     ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
                     ReplicaEffect::AlterPartition(p) => Output::Send {
                         to: Address::Controller,
@@ -553,6 +596,11 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// One message from `from`.
     pub fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
+        self.handle_inner(now, from, msg);
+        self.pump_groups(now);
+    }
+
+    fn handle_inner(&mut self, now: Nanos, from: Address, msg: Message) {
         match msg {
             Message::Fetch(req) => {
                 let resp = match (self.replicas.get_mut(&req.tp), from) {
@@ -584,6 +632,20 @@ impl<S: Storage + Clone> Broker<S> {
             Message::FetchResponse(resp) => {
                 if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
                     r.handle_fetch_response(now, n, resp);
+                }
+            }
+            Message::Produce(req) if req.tp.topic == CONSUMER_OFFSETS_TOPIC => {
+                // Only the coordinators write there: a foreign record would make the
+                // partition unloadable.
+                if req.acks != Acks::None {
+                    let resp = ProduceResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        result: Err(ProduceError::InvalidRecord(format!(
+                            "{CONSUMER_OFFSETS_TOPIC} is internal: only group coordinators write it"
+                        ))),
+                    };
+                    self.reply(from, Message::ProduceResponse(resp));
                 }
             }
             Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
@@ -624,6 +686,13 @@ impl<S: Storage + Clone> Broker<S> {
                 let resp = self.metadata_response(&req);
                 self.reply(from, Message::MetadataResponse(resp));
             }
+            Message::Group {
+                correlation,
+                request,
+            } => match from {
+                Address::Client(c) => self.handle_group(now, c, correlation, request),
+                other => tracing::debug!(from = %other, "group request from a non-client ignored"),
+            },
             Message::ControllerResponse(resp) if from == Address::Controller => {
                 self.handle_controller(now, resp)
             }
@@ -683,6 +752,15 @@ impl<S: Storage + Clone> Broker<S> {
             }
             ControllerResponse::Metadata(delta) => {
                 self.apply_delta(now, &delta);
+            }
+            ControllerResponse::CreateTopic {
+                name,
+                result: Err(e),
+            } if name == CONSUMER_OFFSETS_TOPIC
+                && !matches!(e, ControllerError::TopicAlreadyExists { .. }) =>
+            {
+                // Retried on a later FindCoordinator (e.g. once enough brokers registered).
+                tracing::warn!(error = %e, "cannot create {CONSUMER_OFFSETS_TOPIC}");
             }
             _ => {}
         }
@@ -862,6 +940,9 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+#[cfg(test)]
+mod group_tests;
+mod groups;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

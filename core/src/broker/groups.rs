@@ -1,0 +1,431 @@
+//! Hosting the group coordinators (`crate::group::GroupCoordinators`) inside a broker.
+//!
+//! The broker is the coordinators' only link to the world:
+//! * **Placement.** `FindCoordinator` is answered by any broker from its metadata image. If
+//!   `__consumer_offsets` does not exist yet, the broker asks the controller to create it
+//!   (partitions, replication factor and min.insync from [`super::BrokerConfig`]) and
+//!   answers `CoordinatorNotAvailable`; the client retries. Kafka does the same (auto-creation
+//!   on the first FindCoordinator); it keeps bootstrapping deterministic, since only a
+//!   request creates it, and a racing second CreateTopic is refused as already existing.
+//! * **Leadership.** When the local replica of `__consumer_offsets`-p leads epoch `e`, the
+//!   coordinator of p begins loading at `e` (requests get `CoordinatorLoadInProgress`).
+//!   It is *loaded* once the HW reaches the log end: the log end then is the epoch marker's
+//!   end (nothing else can be written to the partition before the coordinator is active:
+//!   clients may not produce to it), so everything up to it — every record committed in
+//!   an earlier epoch — is committed and nothing later exists. The broker reads the log
+//!   from its start to that end (control batches left out), feeds it to `load_batches` and
+//!   calls `complete_load`. Losing the leadership, or a new epoch, unloads (`resign`).
+//! * **Appends.** `Append` effects go through the replica's own produce path with
+//!   acks=all, as a client whose address is the broker itself; the produce answers (HW
+//!   passed, NotLeader, NotEnoughReplicas, timeout) come back as replica effects addressed
+//!   to this broker, are intercepted and reported with `append_completed`, per partition in
+//!   the order the appends were issued (= log order).
+
+use super::{Broker, Output};
+use crate::group::{
+    find_coordinator, AppendError, AppendId, CoordinatorOutput, GroupCoordinators, GroupRequest,
+    GroupResponse, CONSUMER_OFFSETS_TOPIC,
+};
+use crate::log::{Record, RecordBatch, Storage};
+use crate::message::*;
+use crate::replica::{Role, CONTROL_BATCH_BIT};
+use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
+use std::collections::BTreeMap;
+
+/// The coordinator state of one `__consumer_offsets` partition this broker leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Leading {
+    epoch: LeaderEpoch,
+    loaded: bool,
+}
+
+/// One append issued to the replica and not yet reported.
+#[derive(Debug)]
+struct InFlight {
+    correlation: u64,
+    id: AppendId,
+    result: Option<Result<Offset, AppendError>>,
+}
+
+/// What the broker keeps to host coordinators.
+#[derive(Default)]
+pub(super) struct GroupHost {
+    /// Created once `__consumer_offsets` is in the image, with its partition count.
+    coordinators: Option<GroupCoordinators>,
+    leading: BTreeMap<u32, Leading>,
+    /// Per partition, in issue (= log) order.
+    in_flight: BTreeMap<u32, Vec<InFlight>>,
+    /// Produce correlation -> partition, for appends still in flight.
+    by_correlation: BTreeMap<u64, u32>,
+    next_correlation: u64,
+    /// Produce answers addressed to this broker, not yet processed.
+    pub(super) acks: Vec<ProduceResponse>,
+    /// When this broker last asked the controller to create `__consumer_offsets`.
+    create_requested_at: Option<Nanos>,
+}
+
+impl GroupHost {
+    pub(super) fn coordinators(&self) -> Option<&GroupCoordinators> {
+        self.coordinators.as_ref()
+    }
+
+    pub(super) fn coordinators_mut(&mut self) -> Option<&mut GroupCoordinators> {
+        self.coordinators.as_mut()
+    }
+
+    pub(super) fn next_timeout(&self) -> Option<Nanos> {
+        self.coordinators.as_ref().and_then(|c| c.next_timeout())
+    }
+
+    fn forget_partition(&mut self, p: u32) {
+        forget(
+            &mut self.leading,
+            &mut self.in_flight,
+            &mut self.by_correlation,
+            p,
+        );
+    }
+}
+
+fn forget(
+    leading: &mut BTreeMap<u32, Leading>,
+    in_flight: &mut BTreeMap<u32, Vec<InFlight>>,
+    by_correlation: &mut BTreeMap<u64, u32>,
+    p: u32,
+) {
+    leading.remove(&p);
+    for f in in_flight.remove(&p).unwrap_or_default() {
+        by_correlation.remove(&f.correlation);
+    }
+}
+
+fn offsets_tp(p: u32) -> TopicPartition {
+    TopicPartition::new(CONSUMER_OFFSETS_TOPIC, p)
+}
+
+fn append_error(e: ProduceError) -> AppendError {
+    match e {
+        ProduceError::NotLeader { .. } | ProduceError::UnknownTopicOrPartition => {
+            AppendError::NotLeader
+        }
+        ProduceError::NotEnoughReplicas { .. }
+        | ProduceError::NotEnoughReplicasAfterAppend { .. } => AppendError::NotEnoughReplicas,
+        ProduceError::RequestTimedOut => AppendError::Timeout,
+        ProduceError::Storage(s) => AppendError::Storage(s),
+        other => AppendError::Storage(other.to_string()),
+    }
+}
+
+impl<S: Storage + Clone> Broker<S> {
+    /// The group coordinators hosted here (None until `__consumer_offsets` exists).
+    pub fn group_coordinators(&self) -> Option<&GroupCoordinators> {
+        self.groups.coordinators()
+    }
+
+    /// A group request from client `client`.
+    pub(super) fn handle_group(
+        &mut self,
+        now: Nanos,
+        client: u64,
+        correlation: u64,
+        request: GroupRequest,
+    ) {
+        if let GroupRequest::FindCoordinator { group_id } = &request {
+            let response = GroupResponse::FindCoordinator(self.find_coordinator(now, group_id));
+            self.send_group_response(client, correlation, response);
+            return;
+        }
+        match &mut self.groups.coordinators {
+            Some(c) => c.handle(now, client, correlation, request),
+            None => {
+                let response =
+                    GroupResponse::error_for(&request, crate::group::GroupError::NotCoordinator);
+                self.send_group_response(client, correlation, response);
+            }
+        }
+    }
+
+    fn find_coordinator(
+        &mut self,
+        now: Nanos,
+        group_id: &str,
+    ) -> Result<crate::group::CoordinatorInfo, crate::group::GroupError> {
+        if group_id.is_empty() {
+            return Err(crate::group::GroupError::InvalidGroupId);
+        }
+        let Some(topic) = self.image.topic(CONSUMER_OFFSETS_TOPIC) else {
+            self.request_offsets_topic(now);
+            return Err(crate::group::GroupError::CoordinatorNotAvailable);
+        };
+        let n = topic.config.partitions;
+        let image = &self.image;
+        find_coordinator(group_id, n, |p| {
+            image.partition(&offsets_tp(p)).and_then(|s| s.leader)
+        })
+    }
+
+    fn request_offsets_topic(&mut self, now: Nanos) {
+        let due = self
+            .groups
+            .create_requested_at
+            .is_none_or(|t| now >= t + self.config.controller_timeout);
+        if !due {
+            return;
+        }
+        self.groups.create_requested_at = Some(now);
+        let config = crate::controller::TopicConfig {
+            partitions: self.config.offsets_topic_partitions,
+            replication_factor: self.config.offsets_topic_replication_factor,
+            min_insync_replicas: self.config.offsets_topic_min_insync_replicas,
+            ..Default::default()
+        };
+        self.send_controller(crate::controller::ControllerRequest::CreateTopic {
+            name: CONSUMER_OFFSETS_TOPIC.into(),
+            config,
+            assignment: None,
+        });
+    }
+
+    fn send_group_response(&mut self, client: u64, correlation: u64, response: GroupResponse) {
+        self.outputs.push(Output::Send {
+            to: Address::Client(client),
+            msg: Message::GroupResponse {
+                correlation,
+                response,
+            },
+        });
+    }
+
+    /// Run the coordinators' side to a fixpoint: follow leadership changes, report append
+    /// completions, carry out their effects (which may complete more appends at once).
+    pub(super) fn pump_groups(&mut self, now: Nanos) {
+        for _ in 0..1000 {
+            let mut progressed = self.sync_group_leadership(now);
+            self.collect_replica_effects();
+            progressed |= self.process_group_acks(now);
+            let outputs = self
+                .groups
+                .coordinators
+                .as_mut()
+                .map(|c| c.drain_outputs())
+                .unwrap_or_default();
+            progressed |= !outputs.is_empty();
+            for o in outputs {
+                match o {
+                    CoordinatorOutput::Respond {
+                        to,
+                        correlation,
+                        response,
+                    } => self.send_group_response(to, correlation, response),
+                    CoordinatorOutput::Append {
+                        id,
+                        partition,
+                        leader_epoch,
+                        records,
+                    } => self.group_append(now, partition, id, leader_epoch, records),
+                }
+            }
+            if !progressed {
+                return;
+            }
+        }
+        debug_assert!(false, "group pump did not settle");
+    }
+
+    /// Make the hosted coordinators follow the local `__consumer_offsets` replicas.
+    fn sync_group_leadership(&mut self, now: Nanos) -> bool {
+        let mut changed = false;
+        let n = self
+            .image
+            .topic(CONSUMER_OFFSETS_TOPIC)
+            .map(|t| t.config.partitions);
+        let current = self
+            .groups
+            .coordinators
+            .as_ref()
+            .map(|c| c.num_partitions());
+        if n != current {
+            // Topic created, deleted or re-created with another size: start over.
+            if let Some(mut old) = self.groups.coordinators.take() {
+                for p in self.groups.leading.keys().copied().collect::<Vec<_>>() {
+                    old.resign(p);
+                    self.groups.forget_partition(p);
+                }
+                for o in old.drain_outputs() {
+                    if let CoordinatorOutput::Respond {
+                        to,
+                        correlation,
+                        response,
+                    } = o
+                    {
+                        self.send_group_response(to, correlation, response);
+                    }
+                }
+            }
+            self.groups.coordinators = n
+                .filter(|&n| n > 0)
+                .map(|n| GroupCoordinators::new(self.id, n, self.config.group.clone()));
+            changed = true;
+        }
+        let Some(n) = self
+            .groups
+            .coordinators
+            .as_ref()
+            .map(|c| c.num_partitions())
+        else {
+            return changed;
+        };
+        for p in 0..n {
+            let tp = offsets_tp(p);
+            let view = self.replicas.get(&tp).map(|r| r.view());
+            let leads = view.as_ref().filter(|v| v.role == Role::Leader);
+            let was = self.groups.leading.get(&p).copied();
+            let g = &mut self.groups;
+            let coord = g.coordinators.as_mut().expect("checked");
+            match (leads, was) {
+                (None, None) => {}
+                (None, Some(_)) => {
+                    coord.resign(p);
+                    forget(&mut g.leading, &mut g.in_flight, &mut g.by_correlation, p);
+                    changed = true;
+                }
+                (Some(v), was) => {
+                    if was.map(|w| w.epoch) != Some(v.leader_epoch) {
+                        if was.is_some() {
+                            coord.resign(p);
+                            forget(&mut g.leading, &mut g.in_flight, &mut g.by_correlation, p);
+                        }
+                        coord.become_leader(p, v.leader_epoch);
+                        g.leading.insert(
+                            p,
+                            Leading {
+                                epoch: v.leader_epoch,
+                                loaded: false,
+                            },
+                        );
+                        changed = true;
+                    }
+                    let loaded = self.groups.leading[&p].loaded;
+                    if !loaded && v.high_watermark >= v.log_end_offset {
+                        changed |=
+                            self.load_coordinator(now, p, v.log_start_offset, v.log_end_offset);
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    /// Whether the load happened (a read error leaves it Loading, retried on a later pump).
+    fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) -> bool {
+        let tp = offsets_tp(p);
+        let batches: Vec<RecordBatch> = match self.read_records(&tp, from, to) {
+            Ok(b) => b
+                .into_iter()
+                .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
+                .collect(),
+            Err(e) => {
+                // Stay Loading (CoordinatorLoadInProgress) and try again on the next pump.
+                tracing::error!(%tp, error = %e, "cannot read __consumer_offsets to load");
+                return false;
+            }
+        };
+        let coord = self.groups.coordinators.as_mut().expect("hosted");
+        if let Err(e) = coord.load_batches(p, &batches) {
+            // The coordinator is LoadFailed and answers CoordinatorNotAvailable.
+            tracing::error!(%tp, error = %e, "cannot load __consumer_offsets");
+        }
+        let summary = coord.complete_load(now, p);
+        tracing::info!(%tp, ?summary, "group coordinator loaded");
+        if let Some(l) = self.groups.leading.get_mut(&p) {
+            l.loaded = true;
+        }
+        true
+    }
+
+    fn group_append(
+        &mut self,
+        now: Nanos,
+        p: u32,
+        id: AppendId,
+        leader_epoch: LeaderEpoch,
+        records: Vec<Record>,
+    ) {
+        let tp = offsets_tp(p);
+        self.groups.next_correlation += 1;
+        let correlation = self.groups.next_correlation;
+        let leads = self
+            .replicas
+            .get(&tp)
+            .is_some_and(|r| r.role() == Role::Leader && r.leader_epoch() == leader_epoch);
+        let queue = self.groups.in_flight.entry(p).or_default();
+        if !leads || !self.groups.leading.contains_key(&p) {
+            queue.push(InFlight {
+                correlation,
+                id,
+                result: Some(Err(AppendError::NotLeader)),
+            });
+            return;
+        }
+        queue.push(InFlight {
+            correlation,
+            id,
+            result: None,
+        });
+        self.groups.by_correlation.insert(correlation, p);
+        let ts = (now / 1_000_000) as i64;
+        let req = ProduceRequest {
+            correlation,
+            tp: tp.clone(),
+            acks: Acks::All,
+            timeout: self.config.group_append_timeout,
+            batch: RecordBatch {
+                base_offset: 0,
+                partition_leader_epoch: 0,
+                attributes: 0,
+                producer: None,
+                first_timestamp: ts,
+                max_timestamp: ts,
+                records,
+            },
+        };
+        let me = Address::Node(self.id);
+        if let Some(r) = self.replicas.get_mut(&tp) {
+            r.handle_produce(now, me, req);
+        }
+    }
+
+    /// Match produce answers to appends; report completed appends in issue order.
+    fn process_group_acks(&mut self, now: Nanos) -> bool {
+        let acks = std::mem::take(&mut self.groups.acks);
+        for resp in acks {
+            let Some(p) = self.groups.by_correlation.remove(&resp.correlation) else {
+                continue; // an append of a partition since unloaded
+            };
+            debug_assert_eq!(resp.tp, offsets_tp(p));
+            let result = resp.result.map(|a| a.base_offset).map_err(append_error);
+            if let Some(f) = self
+                .groups
+                .in_flight
+                .get_mut(&p)
+                .and_then(|q| q.iter_mut().find(|f| f.correlation == resp.correlation))
+            {
+                f.result = Some(result);
+            }
+        }
+        let mut progressed = false;
+        let Some(coord) = self.groups.coordinators.as_mut() else {
+            return false;
+        };
+        for (&p, queue) in self.groups.in_flight.iter_mut() {
+            let ready = queue.iter().take_while(|f| f.result.is_some()).count();
+            for f in queue.drain(..ready) {
+                let result = f.result.expect("ready");
+                coord.append_completed(now, p, f.id, result);
+                progressed = true;
+            }
+        }
+        self.groups.in_flight.retain(|_, q| !q.is_empty());
+        progressed
+    }
+}
