@@ -73,6 +73,28 @@ pub enum Message {
     ControllerResponse(ControllerResponse),
 }
 
+impl Message {
+    /// The variant's name, for logs and traces (one place, so drivers never fall behind).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Fetch(_) => "Fetch",
+            Message::FetchResponse(_) => "FetchResponse",
+            Message::Produce(_) => "Produce",
+            Message::ProduceResponse(_) => "ProduceResponse",
+            Message::ConsumerFetch(_) => "ConsumerFetch",
+            Message::ConsumerFetchResponse(_) => "ConsumerFetchResponse",
+            Message::Metadata(_) => "Metadata",
+            Message::MetadataResponse(_) => "MetadataResponse",
+            Message::ListOffsets(_) => "ListOffsets",
+            Message::ListOffsetsResponse(_) => "ListOffsetsResponse",
+            Message::Group { .. } => "Group",
+            Message::GroupResponse { .. } => "GroupResponse",
+            Message::ControllerRequest(_) => "ControllerRequest",
+            Message::ControllerResponse(_) => "ControllerResponse",
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Replica fetch
 // ---------------------------------------------------------------------------------------

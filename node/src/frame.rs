@@ -65,6 +65,9 @@ pub mod kind {
     pub const LIST_OFFSETS_RESPONSE: u8 = 25;
     pub const CONTROLLER_REQUEST: u8 = 26;
     pub const CONTROLLER_RESPONSE: u8 = 27;
+    // Added in place: kinds are never renumbered, so these follow the ones above.
+    pub const GROUP: u8 = 28;
+    pub const GROUP_RESPONSE: u8 = 29;
 }
 
 /// Why bytes could not be read as a frame.
@@ -145,6 +148,14 @@ fn body(frame: &Frame, max: u32) -> Result<(u8, Vec<u8>), EncodeError> {
             Message::ListOffsetsResponse(x) => (LIST_OFFSETS_RESPONSE, ser(x, max)?),
             Message::ControllerRequest(x) => (CONTROLLER_REQUEST, ser(x, max)?),
             Message::ControllerResponse(x) => (CONTROLLER_RESPONSE, ser(x, max)?),
+            Message::Group {
+                correlation,
+                request,
+            } => (GROUP, ser(&(correlation, request), max)?),
+            Message::GroupResponse {
+                correlation,
+                response,
+            } => (GROUP_RESPONSE, ser(&(correlation, response), max)?),
         },
     })
 }
@@ -167,6 +178,20 @@ fn parse_body(kind: u8, p: &[u8], max: u32) -> Result<Frame, FrameError> {
         LIST_OFFSETS_RESPONSE => m(Message::ListOffsetsResponse(de(kind, p, max)?)),
         CONTROLLER_REQUEST => m(Message::ControllerRequest(de(kind, p, max)?)),
         CONTROLLER_RESPONSE => m(Message::ControllerResponse(de(kind, p, max)?)),
+        GROUP => {
+            let (correlation, request) = de(kind, p, max)?;
+            m(Message::Group {
+                correlation,
+                request,
+            })
+        }
+        GROUP_RESPONSE => {
+            let (correlation, response) = de(kind, p, max)?;
+            m(Message::GroupResponse {
+                correlation,
+                response,
+            })
+        }
         other => Err(FrameError::UnknownKind { kind: other }),
     }
 }

@@ -326,7 +326,7 @@ impl Machine {
                     // Clients may ask the controller for metadata with the broker message
                     // too: answer from the controller's image.
                     other => {
-                        tracing::debug!(%from, msg = ?kind_name(&other), "controller ignores message")
+                        tracing::debug!(%from, msg = other.name(), "controller ignores message")
                     }
                 }
             }
@@ -373,22 +373,6 @@ impl Machine {
     }
 }
 
-fn kind_name(msg: &Message) -> &'static str {
-    match msg {
-        Message::Fetch(_) => "Fetch",
-        Message::FetchResponse(_) => "FetchResponse",
-        Message::Produce(_) => "Produce",
-        Message::ProduceResponse(_) => "ProduceResponse",
-        Message::ConsumerFetch(_) => "ConsumerFetch",
-        Message::ConsumerFetchResponse(_) => "ConsumerFetchResponse",
-        Message::Metadata(_) => "Metadata",
-        Message::MetadataResponse(_) => "MetadataResponse",
-        Message::ListOffsets(_) => "ListOffsets",
-        Message::ListOffsetsResponse(_) => "ListOffsetsResponse",
-        Message::ControllerRequest(_) => "ControllerRequest",
-        Message::ControllerResponse(_) => "ControllerResponse",
-    }
-}
 
 fn log_broker_event(e: &BrokerEvent) {
     match e {
@@ -544,7 +528,7 @@ fn describe(frame: &Frame) -> String {
     match frame {
         Frame::Hello(_) => "Hello".into(),
         Frame::Goodbye(g) => format!("Goodbye({})", g.reason),
-        Frame::Msg(m) => kind_name(m).into(),
+        Frame::Msg(m) => m.name().into(),
     }
 }
 

@@ -209,20 +209,24 @@ fn addr_code(a: Address) -> u64 {
 }
 
 fn msg_code(m: &Message) -> (u64, &'static str) {
-    match m {
-        Message::Fetch(_) => (1, "Fetch"),
-        Message::FetchResponse(_) => (2, "FetchResponse"),
-        Message::Produce(_) => (3, "Produce"),
-        Message::ProduceResponse(_) => (4, "ProduceResponse"),
-        Message::ConsumerFetch(_) => (5, "ConsumerFetch"),
-        Message::ConsumerFetchResponse(_) => (6, "ConsumerFetchResponse"),
-        Message::Metadata(_) => (7, "Metadata"),
-        Message::MetadataResponse(_) => (8, "MetadataResponse"),
-        Message::ListOffsets(_) => (9, "ListOffsets"),
-        Message::ListOffsetsResponse(_) => (10, "ListOffsetsResponse"),
-        Message::ControllerRequest(_) => (11, "ControllerRequest"),
-        Message::ControllerResponse(_) => (12, "ControllerResponse"),
-    }
+    // The numbers feed the trace hash: never renumber a variant, only add new ones.
+    let code = match m {
+        Message::Fetch(_) => 1,
+        Message::FetchResponse(_) => 2,
+        Message::Produce(_) => 3,
+        Message::ProduceResponse(_) => 4,
+        Message::ConsumerFetch(_) => 5,
+        Message::ConsumerFetchResponse(_) => 6,
+        Message::Metadata(_) => 7,
+        Message::MetadataResponse(_) => 8,
+        Message::ListOffsets(_) => 9,
+        Message::ListOffsetsResponse(_) => 10,
+        Message::ControllerRequest(_) => 11,
+        Message::ControllerResponse(_) => 12,
+        Message::Group { .. } => 13,
+        Message::GroupResponse { .. } => 14,
+    };
+    (code, m.name())
 }
 
 impl World {
