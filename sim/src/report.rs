@@ -146,7 +146,7 @@ impl fmt::Display for SimReport {
             self.net.reordered,
             self.net.clogged
         )?;
-        writeln!(f, "leader changes {}", self.leader_changes)?;
+        writeln!(f, "elections    {} leader changes", self.leader_changes)?;
         writeln!(
             f,
             "records      sent={} acked={} read={} lost={} failed={} unknown={} polled={}",

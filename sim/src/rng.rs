@@ -71,8 +71,34 @@ pub fn exponential(rng: &mut ChaCha8Rng, mean: u64) -> u64 {
     }
     // 1 - u lies in (0, 1], so ln is finite.
     let u: f64 = rng.gen::<f64>();
-    let x = -(1.0 - u).ln() * mean as f64;
+    let x = -portable_ln(1.0 - u) * mean as f64;
     x.min(mean as f64 * 50.0) as u64
+}
+
+/// Natural logarithm of `x > 0` from IEEE basic operations only (`f64::ln` calls the
+/// platform's libm, whose last bit may differ between systems; a seed must not).
+/// x = m * 2^e with m in [1, 2); ln m = 2 atanh(z), z = (m - 1) / (m + 1) <= 1/3.
+pub fn portable_ln(x: f64) -> f64 {
+    debug_assert!(x > 0.0 && x.is_finite());
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64;
+    if exp == 0 {
+        // Subnormal: scale into the normal range first.
+        return portable_ln(x * (1u64 << 54) as f64) - 54.0 * std::f64::consts::LN_2;
+    }
+    let e = exp - 1023;
+    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | (1023u64 << 52));
+    let z = (m - 1.0) / (m + 1.0);
+    let z2 = z * z;
+    let mut term = z;
+    let mut sum = 0.0;
+    let mut k = 1.0;
+    for _ in 0..24 {
+        sum += term / k;
+        term *= z2;
+        k += 2.0;
+    }
+    e as f64 * std::f64::consts::LN_2 + 2.0 * sum
 }
 
 #[cfg(test)]
@@ -108,6 +134,17 @@ mod tests {
         let b = substream(1, Subsystem::Disk, 2).next_u64();
         assert_ne!(a, b);
         assert_eq!(a, substream(1, Subsystem::Disk, 1).next_u64());
+    }
+
+    #[test]
+    fn portable_ln_matches_ln() {
+        for x in [1.0, 0.5, 0.1, 1e-3, 0.999_999, 2.5, 1e-300, 5e-324, 7.0] {
+            let (a, b) = (portable_ln(x), x.ln());
+            assert!(
+                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "ln {x}: {a} vs {b}"
+            );
+        }
     }
 
     #[test]
