@@ -4,3 +4,30 @@
 //! client workload. The simulator runs the very `skein-core` state machines the node runs,
 //! feeds them events in simulated time, checks invariants as it goes, records the client
 //! history for `skein-jepsen`, and hashes its trace so a seed can be replayed exactly.
+//!
+//! Data flow: [`config::SimConfig`] (from flags or a [`scenario`] file) and a seed go into
+//! the world, which splits the seed into per-subsystem PRNG streams ([`rng`]), draws a fault
+//! schedule ([`faults`]), and runs a discrete-event loop ([`queue`]) in which every message
+//! between brokers, the controller and clients passes through the network model ([`net`]),
+//! every disk access through a fault-injecting in-memory disk, and every node sees time
+//! through its own clock ([`clock`]). After each event the [`invariants`] are checked
+//! against read-only views of the brokers; every event is folded into the [`trace`] hash.
+//! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
+
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod disk;
+pub mod faults;
+pub mod history;
+pub mod invariants;
+pub mod net;
+pub mod queue;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod time;
+pub mod trace;
+pub mod world;
+
+pub use world::{run, SimError, BUG_NAMES};

@@ -1,11 +1,601 @@
-//! `skein sim ...`: seeded fault simulations (filled in by the simulator work).
+//! `skein sim run|sweep|replay|bench`: seeded, deterministic fault simulations.
+//!
+//! Everything simulated lives in `skein-sim` and is single-threaded; this module adds what a
+//! command line needs around it: flags, files, a progress bar, worker threads for sweeps
+//! (each thread runs whole, independent seeds, so results do not depend on `--jobs`), and
+//! wall-clock timing for `bench`.
 
-use clap::Args;
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use skein_sim::config::SimConfig;
+use skein_sim::report::SimReport;
+use skein_sim::scenario::{Expect, Scenario};
+use skein_sim::time::{format_duration, parse_duration, SimTime};
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
-#[derive(Args)]
-pub struct SimArgs {}
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: Box<SimCommand>,
+}
 
-pub fn run(_args: SimArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("the simulator is not built yet")
+#[derive(Subcommand, Debug)]
+enum SimCommand {
+    /// Run one seeded simulation and judge it.
+    Run(RunArgs),
+    /// Run many seeds in parallel and list the failing ones with their replay commands.
+    Sweep(SweepArgs),
+    /// Run one seed again, exactly (the same as `run`; use --trace to see every event).
+    Replay(RunArgs),
+    /// Measure simulated events per wall second and simulated seconds per wall second.
+    Bench(BenchArgs),
+}
+
+fn duration_arg(s: &str) -> Result<SimTime, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Cluster, workload and fault flags shared by every subcommand. Unset flags take the
+/// scenario's value, then the default.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SimOpts {
+    /// A scenario file (TOML): cluster shape, workload, faults, expected verdict.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Simulated duration of the run [default: 60s].
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    duration: Option<SimTime>,
+    /// Liveness bound: after the last fault heals, everything must recover within this [default: 20s].
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    liveness: Option<SimTime>,
+    /// Number of brokers [default: 3].
+    #[arg(long)]
+    brokers: Option<u32>,
+    /// Partitions of the test topic [default: 6].
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Replication factor [default: 3].
+    #[arg(long)]
+    replication_factor: Option<u32>,
+    /// min.insync.replicas [default: 2].
+    #[arg(long)]
+    min_insync_replicas: Option<u32>,
+    /// Simulated producers [default: 2].
+    #[arg(long)]
+    producers: Option<u32>,
+    /// Simulated consumers [default: 2].
+    #[arg(long)]
+    consumers: Option<u32>,
+    /// Produce requests per simulated second, all producers together [default: 200].
+    #[arg(long)]
+    produce_rate: Option<f64>,
+    /// Fault intensity: 0 = no faults and a perfect network, 1 = default, 2 = twice as many.
+    #[arg(long)]
+    fault_rate: Option<f64>,
+    /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
+    /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
+    /// read-errors disk-full slow-disk).
+    #[arg(long, value_name = "KIND=N,...")]
+    fault_weights: Option<String>,
+    /// At most this many brokers crashed or paused at once in random schedules [default: 1].
+    #[arg(long)]
+    max_down: Option<u32>,
+    /// Do not run the history checker at the end.
+    #[arg(long)]
+    no_history_check: bool,
+    /// Leave bit flips out of random fault schedules (see "known findings" in
+    /// docs/simulation.md: a flipped bit on a leader currently costs liveness).
+    #[arg(long)]
+    no_bit_flips: bool,
+    /// Switch a historical bug back on in the core (bug zoo; see docs/simulation.md).
+    #[arg(long, value_name = "NAME")]
+    bug: Vec<String>,
+}
+
+impl SimOpts {
+    /// The run configuration: defaults, then the scenario, then flags.
+    fn config(&self, seed: u64) -> anyhow::Result<SimConfig> {
+        let mut c = SimConfig::default();
+        if let Some(rate) = self.fault_rate {
+            if !(rate.is_finite() && rate >= 0.0) {
+                bail!("--fault-rate must be a number >= 0");
+            }
+            c = c.with_fault_rate(rate);
+        }
+        if let Some(path) = &self.scenario {
+            let sc = Scenario::load(path)?;
+            c.apply_scenario(&sc);
+        }
+        c.seed = seed;
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
+        }
+        set!(
+            duration,
+            liveness,
+            brokers,
+            partitions,
+            replication_factor,
+            min_insync_replicas,
+            producers,
+            consumers,
+            produce_rate
+        );
+        if self.duration.is_some() && self.liveness.is_none() {
+            // Keep the default liveness window proportionate for short runs.
+            c.liveness = c.liveness.min(c.duration / 3);
+        }
+        if self.no_history_check {
+            c.check_history = false;
+        }
+        if self.no_bit_flips {
+            c.rates.bit_flip = 0;
+        }
+        if let Some(w) = &self.fault_weights {
+            c.rates
+                .set_weights(w)
+                .map_err(|e| anyhow::anyhow!("--fault-weights: {e}"))?;
+        }
+        if let Some(m) = self.max_down {
+            c.rates.max_down = m;
+        }
+        c.bugs = self.bug.clone();
+        c.validate().map_err(anyhow::Error::msg)?;
+        Ok(c)
+    }
+
+    /// The flags as they would be typed, for replay commands.
+    fn flags(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = &self.scenario {
+            s += &format!(" --scenario {}", p.display());
+        }
+        if let Some(d) = self.duration {
+            s += &format!(" --duration {}", format_duration(d));
+        }
+        if let Some(d) = self.liveness {
+            s += &format!(" --liveness {}", format_duration(d));
+        }
+        macro_rules! flag {
+            ($($f:ident => $name:literal),*) => { $( if let Some(v) = self.$f { s += &format!(concat!(" --", $name, " {}"), v); } )* };
+        }
+        flag!(
+            brokers => "brokers",
+            partitions => "partitions",
+            replication_factor => "replication-factor",
+            min_insync_replicas => "min-insync-replicas",
+            producers => "producers",
+            consumers => "consumers",
+            produce_rate => "produce-rate",
+            fault_rate => "fault-rate"
+        );
+        if self.no_history_check {
+            s += " --no-history-check";
+        }
+        if self.no_bit_flips {
+            s += " --no-bit-flips";
+        }
+        if let Some(w) = &self.fault_weights {
+            s += &format!(" --fault-weights {w}");
+        }
+        if let Some(m) = self.max_down {
+            s += &format!(" --max-down {m}");
+        }
+        for b in &self.bug {
+            s += &format!(" --bug {b}");
+        }
+        s
+    }
+
+    fn replay_command(&self, seed: u64) -> String {
+        format!("skein sim replay --seed {seed}{}", self.flags())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The seed: it decides every random choice of the run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    opts: SimOpts,
+    /// Write every event of the run as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Write the client history (JSON lines, docs/history.md) to FILE.
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Seeds to run, as START..END (END excluded).
+    #[arg(long, default_value = "0..100", value_parser = parse_seeds)]
+    seeds: SeedRange,
+    /// Worker threads [default: the number of cores].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run only shard K of M (1-based): seeds whose position in the range is K-1 modulo M.
+    #[arg(long, value_parser = parse_shard, value_name = "K/M")]
+    shard: Option<(u64, u64)>,
+    #[command(flatten)]
+    opts: SimOpts,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Also print every seed's trace hash.
+    #[arg(long)]
+    hashes: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Seeds to run (each one whole simulation).
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// Simulated duration of each run.
+    #[arg(long, default_value = "60s", value_parser = duration_arg)]
+    duration: SimTime,
+    /// Produce requests per simulated second.
+    #[arg(long, default_value_t = 1000.0)]
+    produce_rate: f64,
+    /// Fault intensity (0 = steady state, the figure in docs/PERFORMANCE.md).
+    #[arg(long, default_value_t = 0.0)]
+    fault_rate: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedRange {
+    start: u64,
+    end: u64,
+}
+
+fn parse_seeds(s: &str) -> Result<SeedRange, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("expected START..END, found {s:?}"))?;
+    let start = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad start seed {a:?}"))?;
+    let end = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad end seed {b:?}"))?;
+    if end <= start {
+        return Err(format!("empty seed range {s:?}"));
+    }
+    Ok(SeedRange { start, end })
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, m) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected K/M, found {s:?}"))?;
+    let k: u64 = k.trim().parse().map_err(|_| format!("bad shard {k:?}"))?;
+    let m: u64 = m
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad shard count {m:?}"))?;
+    if m == 0 || k == 0 || k > m {
+        return Err(format!("shard {s:?}: need 1 <= K <= M"));
+    }
+    Ok((k, m))
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    match *args.command {
+        SimCommand::Run(a) | SimCommand::Replay(a) => run_one(a),
+        SimCommand::Sweep(a) => sweep(a),
+        SimCommand::Bench(a) => bench(a),
+    }
+}
+
+/// Whether the report meets the expectation (a scenario's `[expect]`, else "pass").
+fn meets_expectation(report: &SimReport, expect: &Option<Expect>) -> bool {
+    match expect {
+        None | Some(Expect::Pass) => report.passed(),
+        Some(Expect::Fail { invariant }) => {
+            report.failed_invariants().contains(&invariant.as_str())
+        }
+    }
+}
+
+fn create(path: &PathBuf) -> anyhow::Result<Box<dyn Write>> {
+    let f =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = a.opts.config(a.seed)?;
+    let trace = a.trace.as_ref().map(create).transpose()?;
+    let history = a.history.as_ref().map(create).transpose()?;
+    let report = skein_sim::run(&config, trace, history)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+        if let Some(h) = &report.history_summary {
+            println!("history check:\n{h}");
+        }
+    }
+    let ok = meets_expectation(&report, &config.expect);
+    if let Some(e) = &config.expect {
+        println!(
+            "expected     {} -> {}",
+            expectation_name(e),
+            if ok { "met" } else { "NOT met" }
+        );
+    }
+    if ok {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("replay with: {}", a.opts.replay_command(a.seed));
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn expectation_name(e: &Expect) -> String {
+    match e {
+        Expect::Pass => "pass".into(),
+        Expect::Fail { invariant } => format!("fail ({invariant})"),
+    }
+}
+
+/// What a sweep keeps of each seed's run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    pub ok: bool,
+    pub failed: Vec<&'static str>,
+    pub trace_hash: u64,
+    pub events: u64,
+    pub error: Option<String>,
+}
+
+/// Runs `seeds` on `jobs` threads; the result is sorted by seed and independent of `jobs`.
+pub fn run_seeds(
+    opts: &SimOpts,
+    seeds: &[u64],
+    jobs: usize,
+    on_done: &mut dyn FnMut(&SeedOutcome),
+) -> anyhow::Result<Vec<SeedOutcome>> {
+    // Validate the flags once, up front, so a bad scenario is one error, not one per seed.
+    let template = opts.config(seeds.first().copied().unwrap_or(0))?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let seeds: Arc<Vec<u64>> = Arc::new(seeds.to_vec());
+    let (tx, rx) = mpsc::channel::<SeedOutcome>();
+    let mut results = BTreeMap::new();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            let (next, seeds, tx, template) =
+                (next.clone(), seeds.clone(), tx.clone(), template.clone());
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                let config = SimConfig {
+                    seed,
+                    ..template.clone()
+                };
+                let outcome = match skein_sim::run(&config, None, None) {
+                    Ok(r) => SeedOutcome {
+                        seed,
+                        ok: meets_expectation(&r, &config.expect),
+                        failed: r.failed_invariants(),
+                        trace_hash: r.trace_hash,
+                        events: r.events,
+                        error: None,
+                    },
+                    Err(e) => SeedOutcome {
+                        seed,
+                        ok: false,
+                        failed: Vec::new(),
+                        trace_hash: 0,
+                        events: 0,
+                        error: Some(e.to_string()),
+                    },
+                };
+                if tx.send(outcome).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for outcome in rx {
+            on_done(&outcome);
+            results.insert(outcome.seed, outcome);
+        }
+    });
+    Ok(results.into_values().collect())
+}
+
+fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    let (k, m) = a.shard.unwrap_or((1, 1));
+    let seeds: Vec<u64> = (a.seeds.start..a.seeds.end)
+        .filter(|s| (s - a.seeds.start) % m == k - 1)
+        .collect();
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(seeds.len() as u64)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} seeds, {per_sec}, {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let mut failures = 0u64;
+    let results = run_seeds(&a.opts, &seeds, jobs, &mut |o| {
+        if !o.ok {
+            failures += 1;
+        }
+        bar.set_message(format!("{failures} failing"));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let failing: Vec<&SeedOutcome> = results.iter().filter(|o| !o.ok).collect();
+    let mut by_invariant: BTreeMap<&str, u64> = BTreeMap::new();
+    for o in &failing {
+        for inv in &o.failed {
+            *by_invariant.entry(inv).or_default() += 1;
+        }
+        if o.error.is_some() {
+            *by_invariant.entry("error").or_default() += 1;
+        }
+    }
+    let events: u64 = results.iter().map(|o| o.events).sum();
+    if a.hashes {
+        for o in &results {
+            println!("seed {} hash {:016x}", o.seed, o.trace_hash);
+        }
+    }
+    println!(
+        "{} seeds ({}..{}{}), {} passed, {} failed, {:.1}s wall, {:.1} seeds/s, {} events, {} jobs",
+        results.len(),
+        a.seeds.start,
+        a.seeds.end,
+        a.shard
+            .map(|(k, m)| format!(" shard {k}/{m}"))
+            .unwrap_or_default(),
+        results.len() - failing.len(),
+        failing.len(),
+        wall,
+        results.len() as f64 / wall.max(1e-9),
+        events,
+        jobs
+    );
+    for (inv, n) in &by_invariant {
+        println!("  {inv}: {n} seeds");
+    }
+    for o in &failing {
+        let why = o.error.clone().unwrap_or_else(|| {
+            if o.failed.is_empty() {
+                "expectation not met".into()
+            } else {
+                o.failed.join(", ")
+            }
+        });
+        println!(
+            "FAIL seed {}: {why}\n  replay: {}",
+            o.seed,
+            a.opts.replay_command(o.seed)
+        );
+    }
+    Ok(if failing.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let mut total_events = 0u64;
+    let mut total_sim = 0u64;
+    let mut total_wall = 0f64;
+    for seed in 0..a.seeds {
+        let config = SimConfig {
+            seed,
+            duration: a.duration,
+            liveness: (a.duration / 3).min(SimConfig::default().liveness),
+            produce_rate: a.produce_rate,
+            check_history: false,
+            ..SimConfig::default().with_fault_rate(a.fault_rate)
+        };
+        config.validate().map_err(anyhow::Error::msg)?;
+        let started = Instant::now();
+        let report = skein_sim::run(&config, None, None)?;
+        let wall = started.elapsed().as_secs_f64();
+        println!(
+            "seed {seed}: {} events in {:.3}s wall for {:.1}s simulated: {:.0} events/s, {:.1} sim-s per wall-s ({})",
+            report.events,
+            wall,
+            report.sim_time as f64 / 1e9,
+            report.events as f64 / wall,
+            report.sim_time as f64 / 1e9 / wall,
+            if report.passed() { "pass" } else { "FAIL" }
+        );
+        total_events += report.events;
+        total_sim += report.sim_time;
+        total_wall += wall;
+    }
+    println!(
+        "total: {:.0} events/s, {:.1} simulated seconds per wall second ({} brokers, {} produce req/s, fault rate {}, one core)",
+        total_events as f64 / total_wall,
+        total_sim as f64 / 1e9 / total_wall,
+        SimConfig::default().brokers,
+        a.produce_rate,
+        a.fault_rate
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_seed_ranges_and_shards() {
+        assert_eq!(
+            parse_seeds("0..1000"),
+            Ok(SeedRange {
+                start: 0,
+                end: 1000
+            })
+        );
+        assert!(parse_seeds("5..5").is_err());
+        assert!(parse_seeds("x..5").is_err());
+        assert_eq!(parse_shard("2/4"), Ok((2, 4)));
+        assert!(parse_shard("0/4").is_err());
+        assert!(parse_shard("5/4").is_err());
+    }
+
+    #[test]
+    fn replay_command_repeats_the_flags() {
+        let opts = SimOpts {
+            duration: Some(10_000_000_000),
+            brokers: Some(5),
+            fault_rate: Some(2.0),
+            bug: vec!["truncate-to-hw".into()],
+            ..SimOpts::default()
+        };
+        assert_eq!(
+            opts.replay_command(7),
+            "skein sim replay --seed 7 --duration 10s --brokers 5 --fault-rate 2 --bug truncate-to-hw"
+        );
+    }
+
+    #[test]
+    fn sweep_results_do_not_depend_on_jobs() {
+        let opts = SimOpts {
+            duration: Some(3_000_000_000),
+            liveness: Some(1_000_000_000),
+            produce_rate: Some(20.0),
+            no_history_check: true,
+            ..SimOpts::default()
+        };
+        let seeds: Vec<u64> = (0..6).collect();
+        let one = run_seeds(&opts, &seeds, 1, &mut |_| {}).unwrap();
+        let two = run_seeds(&opts, &seeds, 2, &mut |_| {}).unwrap();
+        assert_eq!(one, two);
+        assert_eq!(one.iter().map(|o| o.seed).collect::<Vec<_>>(), seeds);
+    }
 }

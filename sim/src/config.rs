@@ -1,0 +1,202 @@
+//! The configuration of one simulated run: cluster shape, workload, faults, bounds.
+//!
+//! Built from command-line flags, optionally overlaid by a [`Scenario`]. A run is a pure
+//! function of its `SimConfig`: the seed is part of it.
+
+use crate::faults::{FaultRates, Scheduled};
+use crate::net::NetConfig;
+use crate::scenario::{Acks, Expect, Scenario};
+use crate::time::{SimTime, MILLIS, SECS};
+
+/// Simulated disk speed. Latencies are charged to the node doing the I/O: its outputs leave
+/// only after its writes and fsyncs complete, and it handles nothing else meanwhile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskConfig {
+    /// Fixed cost of one append.
+    pub write_latency: SimTime,
+    /// Extra cost per KiB appended.
+    pub write_latency_per_kib: SimTime,
+    /// Range of one fsync's latency (drawn from the disk stream).
+    pub fsync_min: SimTime,
+    pub fsync_max: SimTime,
+}
+
+impl Default for DiskConfig {
+    fn default() -> Self {
+        Self {
+            write_latency: 2_000,
+            write_latency_per_kib: 1_000,
+            fsync_min: 50_000,
+            fsync_max: 500_000,
+        }
+    }
+}
+
+/// Everything that determines a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Total simulated time.
+    pub duration: SimTime,
+    /// The liveness bound: after the last fault heals, every partition must have a leader
+    /// and every acknowledged record must be readable within this long. Random faults stop
+    /// this long (plus a margin) before the end of the run.
+    pub liveness: SimTime,
+    pub brokers: u32,
+    pub partitions: u32,
+    pub replication_factor: u32,
+    pub min_insync_replicas: u32,
+    pub unclean_leader_election: bool,
+    pub producers: u32,
+    pub consumers: u32,
+    /// Produce requests per simulated second, over all producers.
+    pub produce_rate: f64,
+    pub acks: Acks,
+    pub idempotent: bool,
+    pub network: NetConfig,
+    pub disk: DiskConfig,
+    /// Random fault rates (used unless `random_faults` is false).
+    pub rates: FaultRates,
+    pub random_faults: bool,
+    /// Exact faults (from a scenario), applied in addition to random ones.
+    pub schedule: Vec<Scheduled>,
+    /// Run skein-jepsen's checker on the client history at the end.
+    pub check_history: bool,
+    /// Historical bugs switched back on (see issue 8's bug zoo); empty in normal runs.
+    pub bugs: Vec<String>,
+    pub scenario_name: Option<String>,
+    pub expect: Option<Expect>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            duration: 60 * SECS,
+            liveness: 20 * SECS,
+            brokers: 3,
+            partitions: 6,
+            replication_factor: 3,
+            min_insync_replicas: 2,
+            unclean_leader_election: false,
+            producers: 2,
+            consumers: 2,
+            produce_rate: 200.0,
+            acks: Acks::All,
+            idempotent: true,
+            network: NetConfig::lossy(1.0),
+            disk: DiskConfig::default(),
+            rates: FaultRates::default(),
+            random_faults: true,
+            schedule: Vec::new(),
+            check_history: true,
+            bugs: Vec::new(),
+            scenario_name: None,
+            expect: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets the fault intensity (`--fault-rate`): 0 = a fault-free, lossless run.
+    pub fn with_fault_rate(mut self, factor: f64) -> Self {
+        self.rates = FaultRates::scaled(factor);
+        self.network = NetConfig::lossy(factor);
+        self.random_faults = factor > 0.0;
+        self
+    }
+
+    /// A short faulty run, as used by the seed tests.
+    pub fn short(seed: u64) -> Self {
+        Self {
+            seed,
+            duration: 12 * SECS,
+            liveness: 5 * SECS,
+            produce_rate: 60.0,
+            rates: FaultRates {
+                per_second: 1.0,
+                ..FaultRates::default()
+            },
+            ..Self::default()
+        }
+    }
+
+    /// Overlays what a scenario sets.
+    pub fn apply_scenario(&mut self, sc: &Scenario) {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = sc.$f.clone() { self.$f = v; } )* };
+        }
+        set!(
+            brokers,
+            partitions,
+            replication_factor,
+            min_insync_replicas,
+            unclean_leader_election,
+            producers,
+            consumers,
+            produce_rate,
+            acks,
+            idempotent,
+            duration,
+            liveness,
+            network
+        );
+        if sc.expect.is_some() {
+            self.expect = sc.expect.clone();
+        }
+        match &sc.rates {
+            Some(r) => {
+                self.rates = r.clone();
+                self.random_faults = r.per_second > 0.0;
+            }
+            // A scenario with an exact schedule and no rates runs exactly that schedule.
+            None if !sc.schedule.is_empty() => self.random_faults = false,
+            None => {}
+        }
+        self.schedule = sc.schedule.clone();
+        self.scenario_name = sc.name.clone().or_else(|| Some(sc.file.clone()));
+    }
+
+    /// When random faults stop: the liveness window plus a margin before the end.
+    pub fn faults_end(&self) -> SimTime {
+        self.duration
+            .saturating_sub(self.liveness + self.liveness / 4)
+    }
+
+    /// When random faults may start (after the cluster has formed).
+    pub fn faults_start(&self) -> SimTime {
+        (2 * SECS).min(self.duration / 4).max(100 * MILLIS)
+    }
+
+    /// Checks the shape is runnable; the message names the offending setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.brokers == 0 {
+            return Err("--brokers must be at least 1".into());
+        }
+        if self.replication_factor == 0 || self.replication_factor > self.brokers {
+            return Err(format!(
+                "replication factor {} must be within 1..={} (the number of brokers)",
+                self.replication_factor, self.brokers
+            ));
+        }
+        if self.min_insync_replicas == 0 || self.min_insync_replicas > self.replication_factor {
+            return Err(format!(
+                "min.insync.replicas {} must be within 1..={} (the replication factor)",
+                self.min_insync_replicas, self.replication_factor
+            ));
+        }
+        if self.partitions == 0 {
+            return Err("--partitions must be at least 1".into());
+        }
+        if self.duration < SECS {
+            return Err("--duration must be at least 1s".into());
+        }
+        if self.liveness >= self.duration {
+            return Err("--liveness must be shorter than --duration".into());
+        }
+        if !(self.produce_rate.is_finite() && self.produce_rate >= 0.0) {
+            return Err("--produce-rate must be a number >= 0".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! Faults: what can go wrong, and the schedule of when it does.
+//!
+//! A schedule is a list of (simulated time, [`Fault`]), either drawn from the seed's fault
+//! stream at the rates of [`FaultRates`] or written out exactly in a scenario file. Faults
+//! with a duration (a pause, a partition, a full disk...) schedule their own end; the
+//! world applies them in order. Random schedules keep faults inside a window that ends well
+//! before the run does, so the liveness check has a quiet tail in which everything heals.
+
+use crate::net::Partition;
+use crate::rng::{between, chance, exponential};
+use crate::time::{SimTime, MILLIS, SECS};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A node a fault can hit: a broker by id, or the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NodeRef {
+    Broker(u32),
+    Controller(ControllerTag),
+}
+
+/// The spelling of the controller in scenario files: `"controller"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControllerTag {
+    Controller,
+}
+
+impl NodeRef {
+    pub const CONTROLLER: NodeRef = NodeRef::Controller(ControllerTag::Controller);
+}
+
+impl fmt::Display for NodeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeRef::Broker(id) => write!(f, "broker-{id}"),
+            NodeRef::Controller(_) => write!(f, "controller"),
+        }
+    }
+}
+
+/// One fault (or the end of one).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// The process dies. With `power_loss`, the disk also loses unsynced data: each file
+    /// keeps its synced prefix plus a random part of the rest (a torn last write); without
+    /// it the OS page cache survives and nothing written is lost. Restarts after
+    /// `restart_after` if given, else at the next `restart` or at the final heal.
+    Crash {
+        node: NodeRef,
+        power_loss: bool,
+        restart_after: Option<SimTime>,
+    },
+    /// Restarts a crashed node (no-op if it is up).
+    Restart { node: NodeRef },
+    /// A GC-like freeze: the node handles nothing for `duration`, then acts on what queued up.
+    Pause { node: NodeRef, duration: SimTime },
+    /// The node's clock jumps forward.
+    ClockJump { node: NodeRef, forward: SimTime },
+    /// The node's clock stands still for a while (a backward step, seen by a monotonic clock).
+    ClockStall { node: NodeRef, duration: SimTime },
+    /// The node's clock runs fast (positive) or slow (negative) by this many ppm.
+    ClockSkew { node: NodeRef, ppm: i64 },
+    /// Cuts network links; see [`Partition`]. Ends at `heal`, or after `duration` if given.
+    Partition {
+        shape: Partition<NodeRef>,
+        duration: Option<SimTime>,
+    },
+    /// Ends every partition and clog.
+    Heal,
+    /// Holds back messages from `from` to `to` for `duration` (delayed, not lost).
+    Clog {
+        from: NodeRef,
+        to: NodeRef,
+        duration: SimTime,
+    },
+    /// Flips one bit of one stored byte on the node's disk (a random file and position).
+    BitFlip { node: NodeRef },
+    /// Reads on the node's disk fail for `duration`.
+    ReadErrors { node: NodeRef, duration: SimTime },
+    /// The node's disk refuses writes for `duration` (capacity set to what is used).
+    DiskFull { node: NodeRef, duration: SimTime },
+    /// Writes and fsyncs on the node's disk take `latency` each, for `duration`.
+    SlowDisk {
+        node: NodeRef,
+        latency: SimTime,
+        duration: SimTime,
+    },
+    /// Internal: the end of a timed disk or pause fault on `node`.
+    EndDiskFault { node: NodeRef, what: DiskFaultKind },
+}
+
+/// Timed disk faults, for their end events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFaultKind {
+    ReadErrors,
+    Full,
+    Slow,
+}
+
+impl Fault {
+    /// A short name, for traces and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::Crash {
+                power_loss: true, ..
+            } => "power-loss",
+            Fault::Crash { .. } => "crash",
+            Fault::Restart { .. } => "restart",
+            Fault::Pause { .. } => "pause",
+            Fault::ClockJump { .. } => "clock-jump",
+            Fault::ClockStall { .. } => "clock-stall",
+            Fault::ClockSkew { .. } => "clock-skew",
+            Fault::Partition { .. } => "partition",
+            Fault::Heal => "heal",
+            Fault::Clog { .. } => "clog",
+            Fault::BitFlip { .. } => "bit-flip",
+            Fault::ReadErrors { .. } => "read-errors",
+            Fault::DiskFull { .. } => "disk-full",
+            Fault::SlowDisk { .. } => "slow-disk",
+            Fault::EndDiskFault { .. } => "end-disk-fault",
+        }
+    }
+}
+
+/// A fault at a moment of simulated time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scheduled {
+    pub at: SimTime,
+    pub fault: Fault,
+}
+
+/// Relative weights of each fault kind in random schedules, and how often faults come.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultRates {
+    /// Mean faults per simulated second; 0 turns random faults off.
+    pub per_second: f64,
+    /// Probability of network loss/duplication/reordering per message scales with this too.
+    pub network_noise: f64,
+    pub crash: u32,
+    pub power_loss: u32,
+    pub controller_crash: u32,
+    pub pause: u32,
+    pub clock: u32,
+    pub partition: u32,
+    pub clog: u32,
+    pub bit_flip: u32,
+    pub read_errors: u32,
+    pub disk_full: u32,
+    pub slow_disk: u32,
+    /// At most this many brokers down at once (crashed or paused).
+    pub max_down: u32,
+}
+
+impl Default for FaultRates {
+    fn default() -> Self {
+        Self {
+            per_second: 0.5,
+            network_noise: 1.0,
+            crash: 3,
+            power_loss: 2,
+            controller_crash: 1,
+            pause: 2,
+            clock: 2,
+            partition: 3,
+            clog: 2,
+            bit_flip: 1,
+            read_errors: 1,
+            disk_full: 1,
+            slow_disk: 1,
+            max_down: 1,
+        }
+    }
+}
+
+impl FaultRates {
+    /// Scales the frequency of faults (the `--fault-rate` flag: 0 = none, 1 = default).
+    pub fn scaled(factor: f64) -> Self {
+        let d = Self::default();
+        Self {
+            per_second: d.per_second * factor,
+            network_noise: d.network_noise * factor,
+            ..d
+        }
+    }
+}
+
+impl FaultRates {
+    /// Names of the weights, as `--fault-weights` and scenario files spell them.
+    pub const KINDS: &'static [&'static str] = &[
+        "crash",
+        "power-loss",
+        "controller-crash",
+        "pause",
+        "clock",
+        "partition",
+        "clog",
+        "bit-flip",
+        "read-errors",
+        "disk-full",
+        "slow-disk",
+    ];
+
+    /// Sets the weight of one fault kind; the error names the unknown kind.
+    pub fn set_weight(&mut self, kind: &str, weight: u32) -> Result<(), String> {
+        let w = match kind {
+            "crash" => &mut self.crash,
+            "power-loss" => &mut self.power_loss,
+            "controller-crash" => &mut self.controller_crash,
+            "pause" => &mut self.pause,
+            "clock" => &mut self.clock,
+            "partition" => &mut self.partition,
+            "clog" => &mut self.clog,
+            "bit-flip" => &mut self.bit_flip,
+            "read-errors" => &mut self.read_errors,
+            "disk-full" => &mut self.disk_full,
+            "slow-disk" => &mut self.slow_disk,
+            other => {
+                return Err(format!(
+                    "unknown fault kind {other:?}; known: {}",
+                    Self::KINDS.join(", ")
+                ))
+            }
+        };
+        *w = weight;
+        Ok(())
+    }
+
+    /// Applies `kind=weight,kind=weight...` (the `--fault-weights` flag).
+    pub fn set_weights(&mut self, spec: &str) -> Result<(), String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, w) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected KIND=WEIGHT, found {part:?}"))?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad weight {w:?} for {k}"))?;
+            self.set_weight(k.trim(), w)?;
+        }
+        Ok(())
+    }
+}
+
+/// Draws a random schedule for brokers `1..=brokers` within `[start, end)`.
+pub fn random_schedule(
+    rates: &FaultRates,
+    brokers: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    if rates.per_second <= 0.0 || end <= start || brokers == 0 {
+        return out;
+    }
+    let mean_gap = (SECS as f64 / rates.per_second) as u64;
+    let kinds: [(u32, u8); 12] = [
+        (rates.crash, 0),
+        (rates.power_loss, 1),
+        (rates.controller_crash, 2),
+        (rates.pause, 3),
+        (rates.clock, 4),
+        (rates.partition, 5),
+        (rates.clog, 6),
+        (rates.bit_flip, 7),
+        (rates.read_errors, 8),
+        (rates.disk_full, 9),
+        (rates.slow_disk, 10),
+        (0, 11),
+    ];
+    let total: u32 = kinds.iter().map(|k| k.0).sum();
+    if total == 0 {
+        return out;
+    }
+    // Sim time until which each broker is down (crashed or paused), to respect max_down.
+    let mut down_until: Vec<SimTime> = vec![0; brokers as usize + 1];
+    let mut controller_down_until: SimTime = 0;
+    let mut t = start;
+    let all: Vec<NodeRef> = (1..=brokers).map(NodeRef::Broker).collect();
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let mut pick = rng.gen_range(0..total);
+        let mut kind = 0;
+        for &(w, k) in &kinds {
+            if pick < w {
+                kind = k;
+                break;
+            }
+            pick -= w;
+        }
+        let node_id = rng.gen_range(1..=brokers);
+        let node = NodeRef::Broker(node_id);
+        let remaining = end - t;
+        let short =
+            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| between(rng, lo, hi.min(remaining.max(lo)));
+        let down_now = down_until.iter().filter(|&&u| u > t).count() as u32;
+        let fault = match kind {
+            0 | 1 | 3 => {
+                if down_until[node_id as usize] > t || down_now >= rates.max_down.max(1) {
+                    continue;
+                }
+                if kind == 3 {
+                    let d = short(rng, 50 * MILLIS, 3 * SECS);
+                    down_until[node_id as usize] = t + d;
+                    Fault::Pause { node, duration: d }
+                } else {
+                    let d = short(rng, 100 * MILLIS, 5 * SECS);
+                    down_until[node_id as usize] = t + d;
+                    Fault::Crash {
+                        node,
+                        power_loss: kind == 1,
+                        restart_after: Some(d),
+                    }
+                }
+            }
+            2 => {
+                if controller_down_until > t {
+                    continue;
+                }
+                let d = short(rng, 100 * MILLIS, 4 * SECS);
+                controller_down_until = t + d;
+                Fault::Crash {
+                    node: NodeRef::CONTROLLER,
+                    power_loss: chance(rng, 0.5),
+                    restart_after: Some(d),
+                }
+            }
+            4 => match rng.gen_range(0..3) {
+                0 => Fault::ClockJump {
+                    node,
+                    forward: between(rng, 10 * MILLIS, 10 * SECS),
+                },
+                1 => Fault::ClockStall {
+                    node,
+                    duration: short(rng, 10 * MILLIS, 2 * SECS),
+                },
+                _ => Fault::ClockSkew {
+                    node,
+                    ppm: rng.gen_range(-200_000..=200_000),
+                },
+            },
+            5 => {
+                let mut with_ctl = all.clone();
+                with_ctl.push(NodeRef::CONTROLLER);
+                let shape = match rng.gen_range(0..4) {
+                    0 => Partition::RandomHalves,
+                    1 => Partition::Isolate {
+                        node: *with_ctl.choose(rng).expect("nodes"),
+                    },
+                    2 => Partition::Bridge { node },
+                    _ => Partition::OneWay { from: node },
+                };
+                Fault::Partition {
+                    shape,
+                    duration: Some(short(rng, 100 * MILLIS, 5 * SECS)),
+                }
+            }
+            6 => {
+                let mut other = NodeRef::Broker(rng.gen_range(1..=brokers));
+                if other == node {
+                    other = NodeRef::CONTROLLER;
+                }
+                Fault::Clog {
+                    from: node,
+                    to: other,
+                    duration: short(rng, 10 * MILLIS, 3 * SECS),
+                }
+            }
+            7 => Fault::BitFlip { node },
+            8 => Fault::ReadErrors {
+                node,
+                duration: short(rng, 10 * MILLIS, 2 * SECS),
+            },
+            9 => Fault::DiskFull {
+                node,
+                duration: short(rng, 10 * MILLIS, 2 * SECS),
+            },
+            _ => Fault::SlowDisk {
+                node,
+                latency: between(rng, MILLIS, 50 * MILLIS),
+                duration: short(rng, 100 * MILLIS, 3 * SECS),
+            },
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Subsystem};
+
+    #[test]
+    fn random_schedules_are_seeded_bounded_and_varied() {
+        let rates = FaultRates::default();
+        let a = random_schedule(
+            &rates,
+            3,
+            SECS,
+            30 * SECS,
+            &mut stream(9, Subsystem::Faults),
+        );
+        let b = random_schedule(
+            &rates,
+            3,
+            SECS,
+            30 * SECS,
+            &mut stream(9, Subsystem::Faults),
+        );
+        let c = random_schedule(
+            &rates,
+            3,
+            SECS,
+            30 * SECS,
+            &mut stream(10, Subsystem::Faults),
+        );
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.len() >= 4, "{}", a.len());
+        assert!(a.iter().all(|s| (SECS..30 * SECS).contains(&s.at)));
+        assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+        let none = random_schedule(
+            &FaultRates::scaled(0.0),
+            3,
+            0,
+            30 * SECS,
+            &mut stream(9, Subsystem::Faults),
+        );
+        assert!(none.is_empty());
+        let mut names = std::collections::BTreeSet::new();
+        for seed in 0..30 {
+            for s in random_schedule(
+                &rates,
+                3,
+                0,
+                30 * SECS,
+                &mut stream(seed, Subsystem::Faults),
+            ) {
+                names.insert(s.fault.name());
+            }
+        }
+        assert!(names.len() >= 12, "{names:?}");
+    }
+
+    #[test]
+    fn weights_parse_and_steer_the_schedule() {
+        let mut r = FaultRates::default();
+        r.set_weights("crash=0, power-loss=0,pause=0,controller-crash=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0").unwrap();
+        assert!(r.set_weights("meteor=3").unwrap_err().contains("meteor"));
+        assert!(r.set_weights("crash").is_err());
+        let s = random_schedule(&r, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults));
+        assert!(!s.is_empty());
+        assert!(s.iter().all(|f| f.fault.name() == "partition"), "{s:?}");
+    }
+
+    #[test]
+    fn max_down_is_respected() {
+        let rates = FaultRates {
+            per_second: 5.0,
+            ..FaultRates::default()
+        };
+        for seed in 0..20 {
+            let s = random_schedule(
+                &rates,
+                3,
+                0,
+                20 * SECS,
+                &mut stream(seed, Subsystem::Faults),
+            );
+            let mut intervals: Vec<(SimTime, SimTime)> = Vec::new();
+            for f in &s {
+                let d = match &f.fault {
+                    Fault::Crash {
+                        node: NodeRef::Broker(_),
+                        restart_after: Some(d),
+                        ..
+                    } => *d,
+                    Fault::Pause { duration, .. } => *duration,
+                    _ => continue,
+                };
+                assert!(
+                    intervals.iter().all(|&(a, b)| !(a <= f.at && f.at < b)),
+                    "seed {seed}"
+                );
+                intervals.push((f.at, f.at + d));
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The result of one run: counts, per-invariant verdicts, the trace hash.
+
+use crate::invariants::{Violation, NAMES};
+use crate::net::NetStats;
+use crate::time::{Human, SimTime};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The verdict on one invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "verdict")]
+pub enum Verdict {
+    Pass,
+    /// Violated `count` times; `first` describes the earliest violation.
+    Fail {
+        count: u64,
+        first: String,
+        at: SimTime,
+    },
+    /// Not checked in this run, and why.
+    Skipped {
+        reason: String,
+    },
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimReport {
+    pub seed: u64,
+    pub scenario: Option<String>,
+    /// Simulated time at the end of the run.
+    pub sim_time: SimTime,
+    /// Events processed by the loop.
+    pub events: u64,
+    /// FNV-1a over every event: equal for equal (seed, flags, binary).
+    pub trace_hash: u64,
+    pub sends: u64,
+    /// Distinct records acknowledged to producers (acks=all).
+    pub acked: u64,
+    /// Distinct acknowledged records consumers read at their acknowledged offset.
+    pub read: u64,
+    /// Acknowledged records not found where they were acknowledged.
+    pub lost: u64,
+    /// Sends that failed for certain / whose outcome is unknown.
+    pub failed: u64,
+    pub indeterminate: u64,
+    pub records_polled: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    pub net: NetStats,
+    /// Leader elections seen (leader epoch bumps across all partitions).
+    pub leader_changes: u64,
+    /// Per invariant, in [`NAMES`] order.
+    pub verdicts: Vec<(&'static str, Verdict)>,
+    /// The first violations (capped), in time order.
+    pub violations: Vec<Violation>,
+    /// The history checker's summary, when it ran.
+    pub history_summary: Option<String>,
+}
+
+impl SimReport {
+    /// No invariant failed.
+    pub fn passed(&self) -> bool {
+        self.verdicts
+            .iter()
+            .all(|(_, v)| !matches!(v, Verdict::Fail { .. }))
+    }
+
+    /// Names of the invariants that failed.
+    pub fn failed_invariants(&self) -> Vec<&'static str> {
+        self.verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::Fail { .. }))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// The verdict of one invariant.
+    pub fn verdict(&self, name: &str) -> Option<&Verdict> {
+        self.verdicts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// Builds the verdict list from violations (sorted by time) and skipped invariants.
+    pub fn verdicts_from(
+        violations: &[Violation],
+        skipped: &BTreeMap<&'static str, String>,
+    ) -> Vec<(&'static str, Verdict)> {
+        NAMES
+            .iter()
+            .map(|&name| {
+                let mine: Vec<&Violation> =
+                    violations.iter().filter(|v| v.invariant == name).collect();
+                let verdict = if let Some(first) = mine.first() {
+                    Verdict::Fail {
+                        count: mine.len() as u64,
+                        first: first.detail.clone(),
+                        at: first.at,
+                    }
+                } else if let Some(reason) = skipped.get(name) {
+                    Verdict::Skipped {
+                        reason: reason.clone(),
+                    }
+                } else {
+                    Verdict::Pass
+                };
+                (name, verdict)
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for SimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed         {}", self.seed)?;
+        if let Some(s) = &self.scenario {
+            writeln!(f, "scenario     {s}")?;
+        }
+        writeln!(f, "sim time     {}", Human(self.sim_time))?;
+        writeln!(f, "events       {}", self.events)?;
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        writeln!(
+            f,
+            "faults       {} ({})",
+            self.faults.values().sum::<u64>(),
+            if faults.is_empty() {
+                "none".to_string()
+            } else {
+                faults.join(" ")
+            }
+        )?;
+        writeln!(
+            f,
+            "network      sent={} lost={} partitioned={} duplicated={} reordered={} clogged={}",
+            self.net.sent,
+            self.net.lost,
+            self.net.partitioned,
+            self.net.duplicated,
+            self.net.reordered,
+            self.net.clogged
+        )?;
+        writeln!(f, "leader changes {}", self.leader_changes)?;
+        writeln!(
+            f,
+            "records      sent={} acked={} read={} lost={} failed={} unknown={} polled={}",
+            self.sends,
+            self.acked,
+            self.read,
+            self.lost,
+            self.failed,
+            self.indeterminate,
+            self.records_polled
+        )?;
+        writeln!(f, "invariants")?;
+        for (name, v) in &self.verdicts {
+            match v {
+                Verdict::Pass => writeln!(f, "  {name:<28} ok")?,
+                Verdict::Skipped { reason } => writeln!(f, "  {name:<28} skipped ({reason})")?,
+                Verdict::Fail { count, first, at } => writeln!(
+                    f,
+                    "  {name:<28} FAILED x{count}, first at {}: {first}",
+                    Human(*at)
+                )?,
+            }
+        }
+        writeln!(f, "trace hash   {:016x}", self.trace_hash)?;
+        write!(
+            f,
+            "verdict      {}",
+            if self.passed() { "PASS" } else { "FAIL" }
+        )
+    }
+}

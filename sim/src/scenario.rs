@@ -1,0 +1,628 @@
+//! Scenario files: a cluster shape, a workload, fault rates and/or an exact fault schedule,
+//! and the expected verdict, in TOML. All parsing of the format lives in this module.
+//!
+//! ```toml
+//! name = "zombie-leader"
+//! description = "The leader of every partition is isolated; a new one is elected."
+//! [cluster]            # all optional: brokers, partitions, replication_factor,
+//! brokers = 3          # min_insync_replicas, unclean_leader_election
+//! [workload]           # producers, consumers, produce_rate (requests per sim second),
+//! producers = 2        # acks (0, 1 or "all"), idempotent
+//! [run]                # duration, liveness (durations like "30s")
+//! duration = "20s"
+//! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
+//! [faults]             # random fault rates (see FaultRates); omit for an exact schedule only
+//! per_second = 0.0
+//! [[fault]]            # exact schedule, any number of entries
+//! at = "5s"
+//! kind = "partition"   # crash restart pause clock-jump clock-stall clock-skew partition
+//! shape = "isolate"    # heal clog bit-flip read-errors disk-full slow-disk
+//! node = 1             # a broker id, or "controller"
+//! duration = "4s"
+//! [expect]
+//! verdict = "pass"     # or "fail", with invariant = "<name>"
+//! ```
+//!
+//! Every error names the file, the line and the field at fault.
+
+use crate::faults::{Fault, FaultRates, NodeRef, Scheduled};
+use crate::net::{NetConfig, Partition};
+use crate::time::{parse_duration, SimTime};
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use toml::Spanned;
+
+/// A bad scenario file: where, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ScenarioError {
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted path of the field, e.g. `fault[2].node`.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field `{field}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The expected outcome of a scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    Pass,
+    /// The named invariant must be violated.
+    Fail {
+        invariant: String,
+    },
+}
+
+/// Acknowledgement level asked by producers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acks {
+    None,
+    Leader,
+    All,
+}
+
+/// A parsed scenario: every field optional, so it overrides only what it names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scenario {
+    pub file: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub seed: Option<u64>,
+    pub brokers: Option<u32>,
+    pub partitions: Option<u32>,
+    pub replication_factor: Option<u32>,
+    pub min_insync_replicas: Option<u32>,
+    pub unclean_leader_election: Option<bool>,
+    pub producers: Option<u32>,
+    pub consumers: Option<u32>,
+    pub produce_rate: Option<f64>,
+    pub acks: Option<Acks>,
+    pub idempotent: Option<bool>,
+    pub duration: Option<SimTime>,
+    pub liveness: Option<SimTime>,
+    pub network: Option<NetConfig>,
+    /// Random fault rates; `None` means the scenario does not set them.
+    pub rates: Option<FaultRates>,
+    /// Exact faults, sorted by time.
+    pub schedule: Vec<Scheduled>,
+    pub expect: Option<Expect>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    seed: Option<u64>,
+    cluster: Option<RawCluster>,
+    workload: Option<RawWorkload>,
+    run: Option<RawRun>,
+    network: Option<RawNetwork>,
+    faults: Option<FaultRates>,
+    #[serde(default)]
+    fault: Vec<Spanned<RawFault>>,
+    expect: Option<Spanned<RawExpect>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    brokers: Option<Spanned<u32>>,
+    partitions: Option<Spanned<u32>>,
+    replication_factor: Option<Spanned<u32>>,
+    min_insync_replicas: Option<Spanned<u32>>,
+    unclean_leader_election: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    producers: Option<u32>,
+    consumers: Option<u32>,
+    produce_rate: Option<Spanned<f64>>,
+    acks: Option<Spanned<toml::Value>>,
+    idempotent: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    duration: Option<Spanned<String>>,
+    liveness: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    latency_min: Option<Spanned<String>>,
+    latency_mean_extra: Option<Spanned<String>>,
+    latency_max: Option<Spanned<String>>,
+    drop: Option<Spanned<f64>>,
+    duplicate: Option<Spanned<f64>>,
+    reorder: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    verdict: Spanned<String>,
+    invariant: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+struct RawFault {
+    at: Spanned<String>,
+    kind: Spanned<String>,
+    node: Option<Spanned<NodeRef>>,
+    from: Option<Spanned<NodeRef>>,
+    to: Option<Spanned<NodeRef>>,
+    a: Option<Spanned<Vec<NodeRef>>>,
+    b: Option<Spanned<Vec<NodeRef>>>,
+    shape: Option<Spanned<String>>,
+    power_loss: Option<bool>,
+    restart_after: Option<Spanned<String>>,
+    duration: Option<Spanned<String>>,
+    forward: Option<Spanned<String>>,
+    latency: Option<Spanned<String>>,
+    ppm: Option<i64>,
+}
+
+/// Line number (1-based) of a byte offset.
+fn line_of(text: &str, pos: usize) -> usize {
+    text.as_bytes()[..pos.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(
+        &self,
+        span: Option<std::ops::Range<usize>>,
+        field: &str,
+        msg: impl Into<String>,
+    ) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_string(),
+            line: span.map(|s| line_of(self.text, s.start)),
+            field: Some(field.to_string()),
+            message: msg.into(),
+        }
+    }
+
+    fn dur(&self, v: &Spanned<String>, field: &str) -> Result<SimTime, ScenarioError> {
+        parse_duration(v.get_ref()).map_err(|e| self.err(Some(v.span()), field, e.to_string()))
+    }
+
+    fn opt_dur(
+        &self,
+        v: &Option<Spanned<String>>,
+        field: &str,
+    ) -> Result<Option<SimTime>, ScenarioError> {
+        v.as_ref().map(|v| self.dur(v, field)).transpose()
+    }
+
+    fn prob(
+        &self,
+        v: &Option<Spanned<f64>>,
+        field: &str,
+        default: f64,
+    ) -> Result<f64, ScenarioError> {
+        match v {
+            None => Ok(default),
+            Some(v) if (0.0..=1.0).contains(v.get_ref()) => Ok(*v.get_ref()),
+            Some(v) => Err(self.err(Some(v.span()), field, "a probability must be within 0..=1")),
+        }
+    }
+}
+
+impl Scenario {
+    /// Reads and parses a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: None,
+            field: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&file, &text)
+    }
+
+    /// Parses scenario text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ScenarioError> {
+        let cx = Ctx { file, text };
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let msg = e.message().trim().to_string();
+            // serde's messages name unknown/missing fields in backticks; surface the first.
+            let field = msg.split('`').nth(1).map(str::to_string);
+            ScenarioError {
+                file: file.to_string(),
+                line: e.span().map(|s| line_of(text, s.start)),
+                field,
+                message: msg,
+            }
+        })?;
+        let mut sc = Scenario {
+            file: file.to_string(),
+            name: raw.name,
+            description: raw.description,
+            seed: raw.seed,
+            rates: raw.faults,
+            ..Scenario::default()
+        };
+        if let Some(c) = raw.cluster {
+            let positive =
+                |v: &Option<Spanned<u32>>, field: &str| -> Result<Option<u32>, ScenarioError> {
+                    match v {
+                        Some(v) if *v.get_ref() == 0 => {
+                            Err(cx.err(Some(v.span()), field, "must be at least 1"))
+                        }
+                        Some(v) => Ok(Some(*v.get_ref())),
+                        None => Ok(None),
+                    }
+                };
+            sc.brokers = positive(&c.brokers, "cluster.brokers")?;
+            sc.partitions = positive(&c.partitions, "cluster.partitions")?;
+            sc.replication_factor = positive(&c.replication_factor, "cluster.replication_factor")?;
+            sc.min_insync_replicas =
+                positive(&c.min_insync_replicas, "cluster.min_insync_replicas")?;
+            sc.unclean_leader_election = c.unclean_leader_election;
+            if let (Some(rf), Some(b)) = (&c.replication_factor, sc.brokers) {
+                if *rf.get_ref() > b {
+                    return Err(cx.err(
+                        Some(rf.span()),
+                        "cluster.replication_factor",
+                        format!("{} exceeds the {b} brokers", rf.get_ref()),
+                    ));
+                }
+            }
+        }
+        if let Some(w) = raw.workload {
+            sc.producers = w.producers;
+            sc.consumers = w.consumers;
+            if let Some(r) = w.produce_rate {
+                if !(*r.get_ref() >= 0.0 && r.get_ref().is_finite()) {
+                    return Err(cx.err(
+                        Some(r.span()),
+                        "workload.produce_rate",
+                        "must be a finite number >= 0",
+                    ));
+                }
+                sc.produce_rate = Some(*r.get_ref());
+            }
+            sc.idempotent = w.idempotent;
+            if let Some(a) = w.acks {
+                sc.acks = Some(match a.get_ref() {
+                    toml::Value::Integer(0) => Acks::None,
+                    toml::Value::Integer(1) => Acks::Leader,
+                    toml::Value::String(s) if s == "all" || s == "-1" => Acks::All,
+                    other => {
+                        return Err(cx.err(
+                            Some(a.span()),
+                            "workload.acks",
+                            format!("expected 0, 1 or \"all\", found {other}"),
+                        ))
+                    }
+                });
+            }
+        }
+        if let Some(r) = raw.run {
+            sc.duration = cx.opt_dur(&r.duration, "run.duration")?;
+            sc.liveness = cx.opt_dur(&r.liveness, "run.liveness")?;
+        }
+        if let Some(n) = raw.network {
+            let d = NetConfig::default();
+            sc.network = Some(NetConfig {
+                latency_min: cx
+                    .opt_dur(&n.latency_min, "network.latency_min")?
+                    .unwrap_or(d.latency_min),
+                latency_mean_extra: cx
+                    .opt_dur(&n.latency_mean_extra, "network.latency_mean_extra")?
+                    .unwrap_or(d.latency_mean_extra),
+                latency_max: cx
+                    .opt_dur(&n.latency_max, "network.latency_max")?
+                    .unwrap_or(d.latency_max),
+                drop: cx.prob(&n.drop, "network.drop", d.drop)?,
+                duplicate: cx.prob(&n.duplicate, "network.duplicate", d.duplicate)?,
+                reorder: cx.prob(&n.reorder, "network.reorder", d.reorder)?,
+            });
+        }
+        for (i, f) in raw.fault.iter().enumerate() {
+            sc.schedule.push(parse_fault(&cx, i, f, sc.brokers)?);
+        }
+        sc.schedule.sort_by_key(|s| s.at);
+        if let Some(e) = raw.expect {
+            let e_span = e.span();
+            let e = e.into_inner();
+            sc.expect = Some(match (e.verdict.get_ref().as_str(), e.invariant) {
+                ("pass", None) => Expect::Pass,
+                ("pass", Some(inv)) => {
+                    return Err(cx.err(
+                        Some(inv.span()),
+                        "expect.invariant",
+                        "only a \"fail\" verdict names an invariant",
+                    ))
+                }
+                ("fail", Some(inv)) => {
+                    let name = inv.get_ref().clone();
+                    if !crate::invariants::NAMES.contains(&name.as_str()) {
+                        return Err(cx.err(
+                            Some(inv.span()),
+                            "expect.invariant",
+                            format!(
+                                "unknown invariant {name:?}; known: {}",
+                                crate::invariants::NAMES.join(", ")
+                            ),
+                        ));
+                    }
+                    Expect::Fail { invariant: name }
+                }
+                ("fail", None) => {
+                    return Err(cx.err(
+                        Some(e_span),
+                        "expect.invariant",
+                        "a \"fail\" verdict must name the invariant that fails",
+                    ))
+                }
+                (other, _) => {
+                    return Err(cx.err(
+                        Some(e.verdict.span()),
+                        "expect.verdict",
+                        format!("expected \"pass\" or \"fail\", found {other:?}"),
+                    ))
+                }
+            });
+        }
+        Ok(sc)
+    }
+}
+
+fn parse_fault(
+    cx: &Ctx<'_>,
+    i: usize,
+    f: &Spanned<RawFault>,
+    brokers: Option<u32>,
+) -> Result<Scheduled, ScenarioError> {
+    let span = f.span();
+    let f = f.get_ref();
+    let field = |name: &str| format!("fault[{i}].{name}");
+    let at = cx.dur(&f.at, &field("at"))?;
+    let check_node = |n: &Spanned<NodeRef>, name: &str| -> Result<NodeRef, ScenarioError> {
+        match (*n.get_ref(), brokers) {
+            (NodeRef::Broker(0), _) => {
+                Err(cx.err(Some(n.span()), &field(name), "broker ids start at 1"))
+            }
+            (NodeRef::Broker(id), Some(b)) if id > b => Err(cx.err(
+                Some(n.span()),
+                &field(name),
+                format!("broker {id} does not exist (the cluster has {b})"),
+            )),
+            (node, _) => Ok(node),
+        }
+    };
+    let need_node = |v: &Option<Spanned<NodeRef>>, name: &str| -> Result<NodeRef, ScenarioError> {
+        match v {
+            Some(n) => check_node(n, name),
+            None => Err(cx.err(
+                Some(span.clone()),
+                &field(name),
+                format!("`{}` needs `{name}`", f.kind.get_ref()),
+            )),
+        }
+    };
+    let need_dur = |v: &Option<Spanned<String>>, name: &str| -> Result<SimTime, ScenarioError> {
+        match v {
+            Some(d) => cx.dur(d, &field(name)),
+            None => Err(cx.err(
+                Some(span.clone()),
+                &field(name),
+                format!("`{}` needs `{name}`", f.kind.get_ref()),
+            )),
+        }
+    };
+    let fault = match f.kind.get_ref().as_str() {
+        "crash" => Fault::Crash {
+            node: need_node(&f.node, "node")?,
+            power_loss: f.power_loss.unwrap_or(false),
+            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+        },
+        "restart" => Fault::Restart { node: need_node(&f.node, "node")? },
+        "pause" => Fault::Pause {
+            node: need_node(&f.node, "node")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "clock-jump" => Fault::ClockJump {
+            node: need_node(&f.node, "node")?,
+            forward: need_dur(&f.forward, "forward")?,
+        },
+        "clock-stall" => Fault::ClockStall {
+            node: need_node(&f.node, "node")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "clock-skew" => Fault::ClockSkew {
+            node: need_node(&f.node, "node")?,
+            ppm: f.ppm.ok_or_else(|| cx.err(Some(span.clone()), &field("ppm"), "`clock-skew` needs `ppm`"))?,
+        },
+        "partition" => {
+            let shape_name = f.shape.as_ref().ok_or_else(|| cx.err(Some(span.clone()), &field("shape"), "`partition` needs `shape` (halves, split, isolate, bridge, one-way)"))?;
+            let shape = match shape_name.get_ref().as_str() {
+                "halves" => Partition::RandomHalves,
+                "isolate" => Partition::Isolate { node: need_node(&f.node, "node")? },
+                "bridge" => Partition::Bridge { node: need_node(&f.node, "node")? },
+                "one-way" => Partition::OneWay { from: need_node(&f.from.clone().or(f.node.clone()), "from")? },
+                "split" => {
+                    let group = |v: &Option<Spanned<Vec<NodeRef>>>, name: &str| -> Result<Vec<NodeRef>, ScenarioError> {
+                        let v = v.as_ref().ok_or_else(|| cx.err(Some(span.clone()), &field(name), "`split` needs groups `a` and `b`"))?;
+                        v.get_ref().iter().map(|n| check_node(&Spanned::new(v.span(), *n), name)).collect()
+                    };
+                    Partition::Split { a: group(&f.a, "a")?, b: group(&f.b, "b")? }
+                }
+                other => return Err(cx.err(Some(shape_name.span()), &field("shape"), format!("unknown shape {other:?}; expected halves, split, isolate, bridge or one-way"))),
+            };
+            Fault::Partition {
+                shape,
+                duration: cx.opt_dur(&f.duration, &field("duration"))?,
+            }
+        }
+        "heal" => Fault::Heal,
+        "clog" => Fault::Clog {
+            from: need_node(&f.from, "from")?,
+            to: need_node(&f.to, "to")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "bit-flip" => Fault::BitFlip { node: need_node(&f.node, "node")? },
+        "read-errors" => Fault::ReadErrors {
+            node: need_node(&f.node, "node")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "disk-full" => Fault::DiskFull {
+            node: need_node(&f.node, "node")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "slow-disk" => Fault::SlowDisk {
+            node: need_node(&f.node, "node")?,
+            latency: need_dur(&f.latency, "latency")?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        other => {
+            return Err(cx.err(
+                Some(f.kind.span()),
+                &field("kind"),
+                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full or slow-disk"),
+            ))
+        }
+    };
+    Ok(Scheduled { at, fault })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::SECS;
+
+    const GOOD: &str = r#"
+name = "zombie"
+description = "isolate a broker"
+[cluster]
+brokers = 3
+partitions = 2
+[workload]
+producers = 1
+acks = "all"
+[run]
+duration = "20s"
+[[fault]]
+at = "5s"
+kind = "partition"
+shape = "isolate"
+node = 1
+duration = "3s"
+[[fault]]
+at = "2s"
+kind = "crash"
+node = "controller"
+power_loss = true
+restart_after = "1s"
+[expect]
+verdict = "pass"
+"#;
+
+    #[test]
+    fn parses_a_scenario() {
+        let sc = Scenario::parse("good.toml", GOOD).unwrap();
+        assert_eq!(sc.brokers, Some(3));
+        assert_eq!(sc.duration, Some(20 * SECS));
+        assert_eq!(sc.acks, Some(Acks::All));
+        assert_eq!(sc.schedule.len(), 2);
+        assert_eq!(sc.schedule[0].at, 2 * SECS, "sorted by time");
+        assert_eq!(
+            sc.schedule[0].fault,
+            Fault::Crash {
+                node: NodeRef::CONTROLLER,
+                power_loss: true,
+                restart_after: Some(SECS)
+            }
+        );
+        assert_eq!(sc.expect, Some(Expect::Pass));
+    }
+
+    fn err(text: &str) -> ScenarioError {
+        Scenario::parse("bad.toml", text).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e =
+            err("[cluster]\nbrokers = 3\n\n[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 7\n");
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_deref()),
+            ("bad.toml", Some(7), Some("fault[0].node"))
+        );
+        assert!(
+            e.to_string()
+                .starts_with("bad.toml:7: field `fault[0].node`"),
+            "{e}"
+        );
+
+        let e = err("[[fault]]\nat = \"soon\"\nkind = \"heal\"\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("fault[0].at")));
+
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"meteor\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(3), Some("fault[0].kind"))
+        );
+
+        let e = err("[cluster]\nbrokerz = 3\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("brokerz")));
+
+        let e = err("[workload]\nacks = 2\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("workload.acks"))
+        );
+
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"pause\"\nnode = 1\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].duration"));
+
+        let e = err("[expect]\nverdict = \"fail\"\ninvariant = \"nope\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(3), Some("expect.invariant"))
+        );
+
+        let e = err("[cluster]\nbrokers = 2\nreplication_factor = 3\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(3), Some("cluster.replication_factor"))
+        );
+
+        let e = err("[network]\ndrop = 1.5\n");
+        assert_eq!(e.field.as_deref(), Some("network.drop"));
+
+        let e = err("this is not toml");
+        assert_eq!(e.line, Some(1));
+    }
+}

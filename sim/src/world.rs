@@ -1,0 +1,1297 @@
+//! The world: the event loop that runs a whole cluster of real `skein-core` state machines
+//! (brokers, the controller) and simulated clients, through the network, disk, clock and
+//! process fault models, checking invariants as it goes.
+//!
+//! Each node is a slot holding its state machine (absent while crashed), its disk (which
+//! survives crashes), its clock, an incarnation number (bumped by each crash, so messages
+//! in flight to a dead process are dropped), its timer, and the times until which it is
+//! busy with disk I/O or paused. Events for a busy or paused node wait until it is free.
+
+use crate::client::{ClientOut, Consumer, Ctx, Producer, TOPIC};
+use crate::clock::NodeClock;
+use crate::config::SimConfig;
+use crate::disk::SimDisk;
+use crate::faults::{random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled};
+use crate::history::History;
+use crate::invariants::{self, Checker};
+use crate::net::{Fate, Network};
+use crate::queue::EventQueue;
+use crate::report::SimReport;
+use crate::rng::{between, stream, substream, Subsystem};
+use crate::time::{SimTime, MICROS, MILLIS, SECS};
+use crate::trace::Tracer;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
+use skein_core::controller::{
+    Controller, ControllerConfig, ControllerError, ControllerOutput, ControllerRequest,
+    ControllerResponse, Requester, TopicConfig,
+};
+use skein_core::message::{Acks as CoreAcks, Address, Message};
+use skein_core::replica::{Event as ReplicaEvent, Role};
+use skein_core::{NodeId, TopicPartition};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Why a run could not be carried out at all (not a verdict: invariant violations are in
+/// the report).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("unknown --bug {name:?}; known: {known}")]
+    UnknownBug { name: String, known: String },
+    #[error("the controller could not start: {0}")]
+    ControllerStart(String),
+    #[error("cannot write the trace or history: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The historical bugs `--bug` can switch back on.
+pub const BUG_NAMES: &[&str] = &[
+    "truncate-to-hw",
+    "next-epoch-start",
+    "unfenced-fetch",
+    "ack-before-isr",
+    "fsync-after-ack",
+];
+
+fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
+    let mut b = Bugs::default();
+    for n in names {
+        match n.as_str() {
+            "truncate-to-hw" => b.truncate_to_hw = true,
+            "next-epoch-start" => b.next_epoch_start = true,
+            "unfenced-fetch" => b.unfenced_fetch = true,
+            "ack-before-isr" => b.ack_before_isr = true,
+            "fsync-after-ack" => b.fsync_after_ack = true,
+            other => {
+                return Err(SimError::UnknownBug {
+                    name: other.to_string(),
+                    known: BUG_NAMES.join(", "),
+                })
+            }
+        }
+    }
+    Ok(b)
+}
+
+enum Ev {
+    Deliver {
+        from: Address,
+        to: Address,
+        incarnation: u64,
+        msg: Message,
+    },
+    NodeTimer {
+        node: Address,
+        gen: u64,
+    },
+    ClientTimer {
+        client: usize,
+        gen: u64,
+    },
+    Fault(Fault),
+    FinalHeal,
+    Audit,
+    Admin,
+    End,
+}
+
+struct Slot<M> {
+    machine: Option<M>,
+    disk: SimDisk,
+    clock: NodeClock,
+    incarnation: u64,
+    timer_gen: u64,
+    timer_at: Option<SimTime>,
+    busy_until: SimTime,
+    paused_until: SimTime,
+    start_failures: u64,
+}
+
+impl<M> Slot<M> {
+    fn new(disk: SimDisk) -> Self {
+        Self {
+            machine: None,
+            disk,
+            clock: NodeClock::default(),
+            incarnation: 0,
+            timer_gen: 0,
+            timer_at: None,
+            busy_until: 0,
+            paused_until: 0,
+            start_failures: 0,
+        }
+    }
+
+    fn free_at(&self) -> SimTime {
+        self.busy_until.max(self.paused_until)
+    }
+}
+
+enum Client {
+    Producer(Producer),
+    Consumer(Consumer),
+}
+
+impl Client {
+    fn next_wake(&self) -> Option<SimTime> {
+        match self {
+            Client::Producer(p) => p.next_wake(),
+            Client::Consumer(c) => c.next_wake(),
+        }
+    }
+}
+
+struct ClientSlot {
+    client: Client,
+    timer_gen: u64,
+    timer_at: Option<SimTime>,
+}
+
+const ADMIN: u64 = 0;
+const AUDIT_INTERVAL: SimTime = 100 * MILLIS;
+
+/// Runs one simulation. `trace` receives every event as JSON lines; `history` the client
+/// history (docs/history.md).
+pub fn run(
+    config: &SimConfig,
+    trace: Option<Box<dyn Write>>,
+    history: Option<Box<dyn Write>>,
+) -> Result<SimReport, SimError> {
+    config.validate().map_err(SimError::Config)?;
+    let mut world = World::new(config, trace)?;
+    world.run_loop();
+    world.finish(history)
+}
+
+struct World {
+    cfg: SimConfig,
+    broker_config: BrokerConfig,
+    controller_config: ControllerConfig,
+    q: EventQueue<Ev>,
+    net: Network<Address>,
+    net_rng: ChaCha8Rng,
+    disk_rng: ChaCha8Rng,
+    work_rng: ChaCha8Rng,
+    tracer: Tracer,
+    brokers: BTreeMap<NodeId, Slot<Broker<SimDisk>>>,
+    controller: Slot<Controller<SimDisk>>,
+    clients: Vec<ClientSlot>,
+    checker: Checker,
+    history: History,
+    topic_created: bool,
+    admin_sent: Option<SimTime>,
+    fault_counts: BTreeMap<&'static str, u64>,
+    /// When the last fault healed (the start of the liveness window).
+    healed_at: SimTime,
+    /// Whether scenario faults continue past the final heal (liveness then not judged).
+    faults_after_heal: bool,
+    out: ClientOut,
+    /// Records per produce request, by (client, correlation), for the acknowledgement checks.
+    produce_sizes: BTreeMap<(u64, u64), u32>,
+}
+
+fn node_addr(n: NodeRef) -> Address {
+    match n {
+        NodeRef::Broker(id) => Address::Node(id),
+        NodeRef::Controller(_) => Address::Controller,
+    }
+}
+
+fn addr_code(a: Address) -> u64 {
+    match a {
+        Address::Node(n) => 1 << 32 | n as u64,
+        Address::Controller => 2 << 32,
+        Address::Client(c) => 3 << 32 | c,
+    }
+}
+
+fn msg_code(m: &Message) -> (u64, &'static str) {
+    match m {
+        Message::Fetch(_) => (1, "Fetch"),
+        Message::FetchResponse(_) => (2, "FetchResponse"),
+        Message::Produce(_) => (3, "Produce"),
+        Message::ProduceResponse(_) => (4, "ProduceResponse"),
+        Message::ConsumerFetch(_) => (5, "ConsumerFetch"),
+        Message::ConsumerFetchResponse(_) => (6, "ConsumerFetchResponse"),
+        Message::Metadata(_) => (7, "Metadata"),
+        Message::MetadataResponse(_) => (8, "MetadataResponse"),
+        Message::ListOffsets(_) => (9, "ListOffsets"),
+        Message::ListOffsetsResponse(_) => (10, "ListOffsetsResponse"),
+        Message::ControllerRequest(_) => (11, "ControllerRequest"),
+        Message::ControllerResponse(_) => (12, "ControllerResponse"),
+    }
+}
+
+impl World {
+    fn new(cfg: &SimConfig, trace: Option<Box<dyn Write>>) -> Result<Self, SimError> {
+        let seed = cfg.seed;
+        let bugs = bugs_from(&cfg.bugs)?;
+        // Timeouts scaled down from Kafka's defaults so that short runs see failovers.
+        let broker_config = BrokerConfig {
+            replica_lag_time_max: 2 * SECS,
+            fetch_timeout: 300 * MILLIS,
+            alter_partition_retry: 300 * MILLIS,
+            heartbeat_interval: 150 * MILLIS,
+            controller_timeout: 400 * MILLIS,
+            bugs,
+            ..BrokerConfig::default()
+        };
+        let controller_config = ControllerConfig {
+            session_timeout: 1_200 * MILLIS,
+            restart_grace: 1_200 * MILLIS,
+            ..ControllerConfig::default()
+        };
+        let mut clock_rng = stream(seed, Subsystem::Clock);
+        let mut brokers = BTreeMap::new();
+        for id in 1..=cfg.brokers {
+            let mut slot = Slot::new(SimDisk::new(
+                cfg.disk.clone(),
+                substream(seed, Subsystem::Disk, id as u64),
+            ));
+            // Clocks start at different, arbitrary local times.
+            slot.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
+            brokers.insert(id, slot);
+        }
+        let mut controller = Slot::new(SimDisk::new(
+            cfg.disk.clone(),
+            substream(seed, Subsystem::Disk, 0),
+        ));
+        controller.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
+
+        // After the final heal: new values for a third of the window, new batches for half
+        // of it; the rest lets retries finish and consumers catch up for the liveness check.
+        let heal = cfg.faults_end();
+        let stop_producing = heal + (cfg.duration - heal) / 3;
+        let stop_dispatch = heal + (cfg.duration - heal) / 2;
+        let mut clients = Vec::new();
+        let mut id = 1u64;
+        let producer_acks = match cfg.acks {
+            crate::scenario::Acks::None => CoreAcks::None,
+            crate::scenario::Acks::Leader => CoreAcks::Leader,
+            crate::scenario::Acks::All => CoreAcks::All,
+        };
+        for i in 0..cfg.producers {
+            let rate = cfg.produce_rate / cfg.producers.max(1) as f64;
+            clients.push(ClientSlot {
+                client: Client::Producer(Producer::new(
+                    id,
+                    i + 1,
+                    cfg.partitions,
+                    producer_acks,
+                    cfg.idempotent,
+                    rate,
+                    500 * MILLIS,
+                    stop_producing,
+                    stop_dispatch,
+                )),
+                timer_gen: 0,
+                timer_at: None,
+            });
+            id += 1;
+        }
+        for _ in 0..cfg.consumers {
+            clients.push(ClientSlot {
+                client: Client::Consumer(Consumer::new(id, cfg.partitions)),
+                timer_gen: 0,
+                timer_at: None,
+            });
+            id += 1;
+        }
+        let mut w = Self {
+            cfg: cfg.clone(),
+            broker_config,
+            controller_config,
+            q: EventQueue::new(),
+            net: Network::new(cfg.network.clone()),
+            net_rng: stream(seed, Subsystem::Network),
+            disk_rng: stream(seed, Subsystem::Disk),
+            work_rng: stream(seed, Subsystem::Workload),
+            tracer: Tracer::new(trace),
+            brokers,
+            controller,
+            clients,
+            checker: Checker::new(),
+            history: History::default(),
+            topic_created: false,
+            admin_sent: None,
+            fault_counts: BTreeMap::new(),
+            healed_at: 0,
+            faults_after_heal: false,
+            out: ClientOut::default(),
+            produce_sizes: BTreeMap::new(),
+        };
+        w.start_controller(0).map_err(SimError::ControllerStart)?;
+        for id in 1..=cfg.brokers {
+            w.start_broker(id, 0);
+        }
+        // The fault schedule: random faults from the seed, plus the scenario's exact ones.
+        let mut schedule: Vec<Scheduled> = Vec::new();
+        if cfg.random_faults {
+            let mut frng = stream(seed, Subsystem::Faults);
+            schedule = random_schedule(
+                &cfg.rates,
+                cfg.brokers,
+                cfg.faults_start(),
+                cfg.faults_end(),
+                &mut frng,
+            );
+        }
+        schedule.extend(cfg.schedule.iter().cloned());
+        schedule.sort_by_key(|s| s.at);
+        let mut heal_at = cfg.faults_end();
+        for s in &schedule {
+            if s.at >= heal_at {
+                w.faults_after_heal = true;
+                heal_at = heal_at.max(s.at);
+            }
+            w.q.push(s.at, Ev::Fault(s.fault.clone()));
+        }
+        w.q.push(heal_at, Ev::FinalHeal);
+        w.healed_at = heal_at;
+        w.q.push(100 * MILLIS, Ev::Admin);
+        w.q.push(AUDIT_INTERVAL, Ev::Audit);
+        w.q.push(cfg.duration, Ev::End);
+        for i in 0..w.clients.len() {
+            w.reschedule_client(i, 0);
+        }
+        Ok(w)
+    }
+
+    fn start_controller(&mut self, now: SimTime) -> Result<(), String> {
+        let local = self.controller.clock.local(now);
+        match Controller::open(
+            self.controller.disk.clone(),
+            self.controller_config.clone(),
+            local,
+        ) {
+            Ok(c) => {
+                self.controller.machine = Some(c);
+                self.after_controller_step(now);
+                Ok(())
+            }
+            Err(e) => {
+                self.controller.start_failures += 1;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn start_broker(&mut self, id: NodeId, now: SimTime) {
+        let slot = self.brokers.get_mut(&id).expect("broker slot");
+        let local = slot.clock.local(now);
+        match Broker::open(id, self.broker_config.clone(), slot.disk.clone(), local) {
+            Ok((b, _reports)) => {
+                slot.machine = Some(b);
+                self.after_broker_step(id, now);
+            }
+            Err(e) => {
+                slot.start_failures += 1;
+                let seq = self.q.len() as u64;
+                self.tracer.event(
+                    now,
+                    seq,
+                    "start-failed",
+                    &format!("node-{id}"),
+                    &[id as u64],
+                    || e.to_string(),
+                );
+            }
+        }
+    }
+
+    fn run_loop(&mut self) {
+        while let Some((now, seq, ev)) = self.q.pop() {
+            match ev {
+                Ev::End => {
+                    self.tracer.event(now, seq, "end", "", &[], String::new);
+                    break;
+                }
+                Ev::Deliver {
+                    from,
+                    to,
+                    incarnation,
+                    msg,
+                } => self.deliver(now, seq, from, to, incarnation, msg),
+                Ev::NodeTimer { node, gen } => self.node_timer(now, seq, node, gen),
+                Ev::ClientTimer { client, gen } => {
+                    let cs = &self.clients[client];
+                    if cs.timer_gen != gen {
+                        continue;
+                    }
+                    self.tracer
+                        .event(now, seq, "client-timer", "", &[client as u64], String::new);
+                    self.clients[client].timer_at = None;
+                    self.client_step(client, now, None);
+                }
+                Ev::Fault(f) => {
+                    let name = f.name();
+                    self.tracer
+                        .event(now, seq, "fault", name, &[], || format!("{f:?}"));
+                    if !matches!(
+                        f,
+                        Fault::EndDiskFault { .. } | Fault::Heal | Fault::Restart { .. }
+                    ) {
+                        *self.fault_counts.entry(name).or_default() += 1;
+                    }
+                    self.apply_fault(now, f);
+                }
+                Ev::FinalHeal => {
+                    self.tracer
+                        .event(now, seq, "final-heal", "", &[], String::new);
+                    self.final_heal(now);
+                }
+                Ev::Audit => {
+                    self.audit(now);
+                    self.q.push(now + AUDIT_INTERVAL, Ev::Audit);
+                }
+                Ev::Admin => self.admin(now, None),
+            }
+        }
+    }
+
+    // ---- message delivery ----
+
+    fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
+        let incarnation = match to {
+            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.incarnation),
+            Address::Controller => self.controller.incarnation,
+            Address::Client(_) => 0,
+        };
+        match self.net.send(at, from, to, &mut self.net_rng) {
+            Fate::Dropped(_) => {}
+            Fate::Deliver { at: t, duplicate } => {
+                if let Some(d) = duplicate {
+                    self.q.push(
+                        d,
+                        Ev::Deliver {
+                            from,
+                            to,
+                            incarnation,
+                            msg: msg.clone(),
+                        },
+                    );
+                }
+                self.q.push(
+                    t,
+                    Ev::Deliver {
+                        from,
+                        to,
+                        incarnation,
+                        msg,
+                    },
+                );
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        now: SimTime,
+        seq: u64,
+        from: Address,
+        to: Address,
+        incarnation: u64,
+        msg: Message,
+    ) {
+        // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
+        // in arrival order).
+        let free_at = match to {
+            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.free_at()),
+            Address::Controller => self.controller.free_at(),
+            Address::Client(_) => 0,
+        };
+        if free_at > now {
+            self.q.push(
+                free_at,
+                Ev::Deliver {
+                    from,
+                    to,
+                    incarnation,
+                    msg,
+                },
+            );
+            return;
+        }
+        let (code, name) = msg_code(&msg);
+        let verbose = self.tracer.verbose();
+        self.tracer.event(
+            now,
+            seq,
+            "deliver",
+            name,
+            &[addr_code(from), addr_code(to), code],
+            || {
+                if verbose {
+                    let mut s = format!("{from} -> {to}: {msg:?}");
+                    s.truncate(600);
+                    s
+                } else {
+                    String::new()
+                }
+            },
+        );
+        if !self.net.can_deliver(from, to) {
+            return; // cut by a partition while in flight
+        }
+        match to {
+            Address::Node(n) => {
+                let Some(slot) = self.brokers.get_mut(&n) else {
+                    return;
+                };
+                if slot.incarnation != incarnation {
+                    return;
+                }
+                let local = slot.clock.local(now);
+                let Some(b) = slot.machine.as_mut() else {
+                    return;
+                };
+                b.handle(local, from, msg);
+                self.after_broker_step(n, now);
+            }
+            Address::Controller => {
+                if self.controller.incarnation != incarnation {
+                    return;
+                }
+                let local = self.controller.clock.local(now);
+                let Some(c) = self.controller.machine.as_mut() else {
+                    return;
+                };
+                let requester = match from {
+                    Address::Node(n) => Requester::Broker(n),
+                    Address::Client(c) => Requester::Client(c),
+                    Address::Controller => return,
+                };
+                if let Message::ControllerRequest(req) = msg {
+                    c.handle(local, requester, req);
+                    self.after_controller_step(now);
+                }
+            }
+            Address::Client(c) => {
+                if c == ADMIN {
+                    self.admin(now, Some(msg));
+                    return;
+                }
+                let idx = (c - 1) as usize;
+                if idx < self.clients.len() {
+                    self.client_step(idx, now, Some((from, msg)));
+                }
+            }
+        }
+    }
+
+    fn node_timer(&mut self, now: SimTime, seq: u64, node: Address, gen: u64) {
+        match node {
+            Address::Node(n) => {
+                let Some(slot) = self.brokers.get_mut(&n) else {
+                    return;
+                };
+                if slot.timer_gen != gen {
+                    return;
+                }
+                if slot.free_at() > now {
+                    let t = slot.free_at();
+                    slot.timer_at = Some(t);
+                    self.q.push(t, Ev::NodeTimer { node, gen });
+                    return;
+                }
+                slot.timer_at = None;
+                self.tracer
+                    .event(now, seq, "tick", "", &[addr_code(node)], String::new);
+                let local = slot.clock.local(now);
+                let Some(b) = slot.machine.as_mut() else {
+                    return;
+                };
+                b.tick(local);
+                self.after_broker_step(n, now);
+            }
+            Address::Controller => {
+                let slot = &mut self.controller;
+                if slot.timer_gen != gen {
+                    return;
+                }
+                if slot.free_at() > now {
+                    let t = slot.free_at();
+                    slot.timer_at = Some(t);
+                    self.q.push(t, Ev::NodeTimer { node, gen });
+                    return;
+                }
+                slot.timer_at = None;
+                self.tracer
+                    .event(now, seq, "tick", "", &[addr_code(node)], String::new);
+                let local = slot.clock.local(now);
+                let Some(c) = slot.machine.as_mut() else {
+                    return;
+                };
+                c.tick(local);
+                self.after_controller_step(now);
+            }
+            Address::Client(_) => {}
+        }
+    }
+
+    /// After a broker handled something: charge its disk time, route its outputs, feed
+    /// the invariant checks, and set its timer.
+    fn after_broker_step(&mut self, id: NodeId, now: SimTime) {
+        let slot = self.brokers.get_mut(&id).expect("slot");
+        let latency = slot.disk.take_latency();
+        let send_at = now + latency;
+        slot.busy_until = slot.busy_until.max(send_at);
+        let Some(b) = slot.machine.as_mut() else {
+            return;
+        };
+        let outputs = b.drain_outputs();
+        let next = b.next_timeout();
+        let from = Address::Node(id);
+        for o in outputs {
+            if let Output::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "broker-event", "", &[id as u64], || {
+                        format!("node-{id}: {e:?}")
+                    });
+            }
+            match o {
+                Output::Send { to, msg } => {
+                    if let Address::Client(c) = to {
+                        self.check_client_response(id, c, now, &msg);
+                    }
+                    self.send(send_at, from, to, msg);
+                }
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
+                    tp,
+                    leader_epoch,
+                    high_watermark,
+                })) => {
+                    self.checker
+                        .on_leader_hw(now, id, tp.partition, leader_epoch, high_watermark);
+                }
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
+                    tp,
+                    epoch,
+                    log_end_offset,
+                })) => {
+                    self.checker
+                        .on_became_leader(tp.partition, epoch, log_end_offset);
+                }
+                Output::Event(_) => {}
+            }
+        }
+        self.set_node_timer(Address::Node(id), now, next);
+    }
+
+    /// Checks a broker's answer to a client as it leaves the broker.
+    fn check_client_response(&mut self, id: NodeId, client: u64, now: SimTime, msg: &Message) {
+        match msg {
+            Message::ProduceResponse(r) => {
+                if let (Ok(ack), true) = (&r.result, r.tp.topic == TOPIC) {
+                    let records = self
+                        .produce_sizes
+                        .get(&(client, r.correlation))
+                        .copied()
+                        .unwrap_or(1);
+                    let last = ack.base_offset + records.saturating_sub(1) as u64;
+                    self.checker
+                        .on_broker_ack(now, id, r.tp.partition, ack.leader_epoch, last);
+                }
+            }
+            Message::ConsumerFetchResponse(r) => {
+                if let Ok(recs) = &r.result {
+                    let hw = self
+                        .brokers
+                        .get(&id)
+                        .and_then(|s| s.machine.as_ref())
+                        .and_then(|b| b.replica_view(&r.tp))
+                        .map_or(0, |v| v.high_watermark);
+                    self.checker
+                        .on_served(now, id, r.tp.partition, &recs.batches, hw);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn after_controller_step(&mut self, now: SimTime) {
+        let slot = &mut self.controller;
+        let latency = slot.disk.take_latency();
+        let send_at = now + latency;
+        slot.busy_until = slot.busy_until.max(send_at);
+        let Some(c) = slot.machine.as_mut() else {
+            return;
+        };
+        let outputs = c.drain_outputs();
+        let next = c.next_timeout();
+        for o in outputs {
+            if let ControllerOutput::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+            }
+            if let ControllerOutput::Send { to, response } = o {
+                let to = match to {
+                    Requester::Broker(n) => Address::Node(n),
+                    Requester::Client(c) => Address::Client(c),
+                };
+                self.send(
+                    send_at,
+                    Address::Controller,
+                    to,
+                    Message::ControllerResponse(response),
+                );
+            }
+        }
+        self.set_node_timer(Address::Controller, now, next);
+    }
+
+    fn set_node_timer(&mut self, node: Address, now: SimTime, next_local: Option<u64>) {
+        let slot_clock;
+        let (gen, at) = {
+            let (clock, timer_gen, timer_at) = match node {
+                Address::Node(n) => {
+                    let s = self.brokers.get_mut(&n).expect("slot");
+                    (&s.clock, &mut s.timer_gen, &mut s.timer_at)
+                }
+                Address::Controller => {
+                    let s = &mut self.controller;
+                    (&s.clock, &mut s.timer_gen, &mut s.timer_at)
+                }
+                Address::Client(_) => return,
+            };
+            slot_clock = clock.clone();
+            let Some(local) = next_local else {
+                *timer_gen += 1;
+                *timer_at = None;
+                return;
+            };
+            // At least 1us ahead: a timer that keeps asking for "now" must not spin.
+            let at = slot_clock.sim_time_of(now, local).max(now + MICROS);
+            if *timer_at == Some(at) {
+                return;
+            }
+            *timer_gen += 1;
+            *timer_at = Some(at);
+            (*timer_gen, at)
+        };
+        self.q.push(at, Ev::NodeTimer { node, gen });
+    }
+
+    // ---- clients ----
+
+    fn client_step(&mut self, idx: usize, now: SimTime, msg: Option<(Address, Message)>) {
+        let mut out = std::mem::take(&mut self.out);
+        {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            match (&mut self.clients[idx].client, msg) {
+                (Client::Producer(p), Some((_, m))) => p.handle(m, &mut ctx),
+                (Client::Producer(p), None) => p.tick(&mut ctx),
+                (Client::Consumer(c), Some((from, m))) => c.handle(from, m, &mut ctx),
+                (Client::Consumer(c), None) => c.tick(&mut ctx),
+            }
+        }
+        let from = Address::Client(idx as u64 + 1);
+        for (p, o, v, e) in out.acked.drain(..) {
+            self.checker.on_client_ack(now, p, o, v, e);
+        }
+        for (p, o, v, b) in out.read.drain(..) {
+            self.checker.on_read(now, p, o, &v, b);
+        }
+        for (to, m) in out.sends.drain(..) {
+            if let Message::Produce(r) = &m {
+                self.produce_sizes
+                    .insert((idx as u64 + 1, r.correlation), r.batch.record_count());
+            }
+            self.send(now, from, to, m);
+        }
+        self.out = out;
+        self.reschedule_client(idx, now);
+    }
+
+    fn reschedule_client(&mut self, idx: usize, now: SimTime) {
+        let cs = &mut self.clients[idx];
+        let Some(t) = cs.client.next_wake() else {
+            cs.timer_gen += 1;
+            cs.timer_at = None;
+            return;
+        };
+        let at = t.max(now + MICROS);
+        if cs.timer_at == Some(at) {
+            return;
+        }
+        cs.timer_gen += 1;
+        cs.timer_at = Some(at);
+        let gen = cs.timer_gen;
+        self.q.push(at, Ev::ClientTimer { client: idx, gen });
+    }
+
+    /// The admin client: creates the topic (retrying until the controller says it exists).
+    fn admin(&mut self, now: SimTime, msg: Option<Message>) {
+        if self.topic_created {
+            return;
+        }
+        if let Some(Message::ControllerResponse(ControllerResponse::CreateTopic {
+            result, ..
+        })) = msg
+        {
+            match result {
+                Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
+                    self.topic_created = true;
+                    return;
+                }
+                Err(_) => {
+                    self.admin_sent = None;
+                    self.q.push(now + 200 * MILLIS, Ev::Admin);
+                    return;
+                }
+            }
+        }
+        if msg.is_some() {
+            return;
+        }
+        if self.admin_sent.is_some_and(|t| now < t + 500 * MILLIS) {
+            return;
+        }
+        self.admin_sent = Some(now);
+        let config = TopicConfig {
+            partitions: self.cfg.partitions,
+            replication_factor: self.cfg.replication_factor as u16,
+            min_insync_replicas: self.cfg.min_insync_replicas as u16,
+            unclean_leader_election: self.cfg.unclean_leader_election,
+            ..TopicConfig::default()
+        };
+        self.send(
+            now,
+            Address::Client(ADMIN),
+            Address::Controller,
+            Message::ControllerRequest(ControllerRequest::CreateTopic {
+                name: TOPIC.to_string(),
+                config,
+                assignment: None,
+            }),
+        );
+        self.q.push(now + 500 * MILLIS, Ev::Admin);
+    }
+
+    // ---- faults ----
+
+    fn apply_fault(&mut self, now: SimTime, f: Fault) {
+        match f {
+            Fault::Crash {
+                node,
+                power_loss,
+                restart_after,
+            } => {
+                self.crash(now, node, power_loss);
+                if let Some(d) = restart_after {
+                    self.q.push(now + d, Ev::Fault(Fault::Restart { node }));
+                }
+            }
+            Fault::Restart { node } => self.restart(now, node),
+            Fault::Pause { node, duration } => {
+                self.with_slot(node, |s| {
+                    s.paused_until = s.paused_until.max(now + duration)
+                });
+            }
+            Fault::ClockJump { node, forward } => {
+                self.with_slot(node, |s| s.clock.jump_forward(now, forward));
+                self.refresh_timer(now, node);
+            }
+            Fault::ClockStall { node, duration } => {
+                self.with_slot(node, |s| s.clock.stall(now, duration));
+                self.refresh_timer(now, node);
+            }
+            Fault::ClockSkew { node, ppm } => {
+                self.with_slot(node, |s| s.clock.set_skew(now, ppm));
+                self.refresh_timer(now, node);
+            }
+            Fault::Partition { shape, duration } => {
+                let nodes: Vec<NodeRef> = (1..=self.cfg.brokers)
+                    .map(NodeRef::Broker)
+                    .chain([NodeRef::CONTROLLER])
+                    .collect();
+                let links = shape.blocked_links(&nodes, &mut self.net_rng);
+                self.net.block(
+                    links
+                        .into_iter()
+                        .map(|(a, b)| (node_addr(a), node_addr(b)))
+                        .collect(),
+                );
+                if let Some(d) = duration {
+                    self.q.push(now + d, Ev::Fault(Fault::Heal));
+                }
+            }
+            Fault::Heal => self.net.heal(),
+            Fault::Clog { from, to, duration } => {
+                self.net
+                    .clog(node_addr(from), node_addr(to), now + duration)
+            }
+            Fault::BitFlip { node } => {
+                let disk = self.disk_of(node).clone();
+                let files: Vec<(String, u64, u64)> = disk
+                    .mem()
+                    .files()
+                    .into_iter()
+                    .filter(|(p, len, _)| p.ends_with(".log") && *len > 0)
+                    .collect();
+                if !files.is_empty() {
+                    let (path, len, _) = &files[self.disk_rng.gen_range(0..files.len())];
+                    let pos = self.disk_rng.gen_range(0..*len);
+                    let bit = self.disk_rng.gen_range(0..8u8);
+                    disk.mem().flip_bit(path, pos, bit);
+                }
+            }
+            Fault::ReadErrors { node, duration } => {
+                self.disk_of(node).mem().set_read_error(None, true);
+                self.q.push(
+                    now + duration,
+                    Ev::Fault(Fault::EndDiskFault {
+                        node,
+                        what: DiskFaultKind::ReadErrors,
+                    }),
+                );
+            }
+            Fault::DiskFull { node, duration } => {
+                let d = self.disk_of(node);
+                d.mem().set_capacity(Some(d.mem().used_bytes()));
+                self.q.push(
+                    now + duration,
+                    Ev::Fault(Fault::EndDiskFault {
+                        node,
+                        what: DiskFaultKind::Full,
+                    }),
+                );
+            }
+            Fault::SlowDisk {
+                node,
+                latency,
+                duration,
+            } => {
+                self.disk_of(node).set_slow(latency);
+                self.q.push(
+                    now + duration,
+                    Ev::Fault(Fault::EndDiskFault {
+                        node,
+                        what: DiskFaultKind::Slow,
+                    }),
+                );
+            }
+            Fault::EndDiskFault { node, what } => {
+                let d = self.disk_of(node);
+                match what {
+                    DiskFaultKind::ReadErrors => d.mem().set_read_error(None, false),
+                    DiskFaultKind::Full => d.mem().set_capacity(None),
+                    DiskFaultKind::Slow => d.set_slow(0),
+                }
+            }
+        }
+    }
+
+    fn disk_of(&self, node: NodeRef) -> &SimDisk {
+        match node {
+            NodeRef::Broker(id) => {
+                &self
+                    .brokers
+                    .get(&id)
+                    .expect("fault names a broker that exists")
+                    .disk
+            }
+            NodeRef::Controller(_) => &self.controller.disk,
+        }
+    }
+
+    fn with_slot(&mut self, node: NodeRef, f: impl FnOnce(&mut Slot<()>)) {
+        // Apply the same closure to either slot type through their shared fields.
+        let mut tmp: Slot<()> = Slot::new(self.disk_of(node).clone());
+        let copy_in = |tmp: &mut Slot<()>, clock: &NodeClock, paused: SimTime| {
+            tmp.clock = clock.clone();
+            tmp.paused_until = paused;
+        };
+        match node {
+            NodeRef::Broker(id) => {
+                let Some(s) = self.brokers.get_mut(&id) else {
+                    return;
+                };
+                copy_in(&mut tmp, &s.clock, s.paused_until);
+                f(&mut tmp);
+                s.clock = tmp.clock;
+                s.paused_until = tmp.paused_until;
+            }
+            NodeRef::Controller(_) => {
+                let s = &mut self.controller;
+                copy_in(&mut tmp, &s.clock, s.paused_until);
+                f(&mut tmp);
+                s.clock = tmp.clock;
+                s.paused_until = tmp.paused_until;
+            }
+        }
+    }
+
+    /// Re-derives a node's timer after its clock changed.
+    fn refresh_timer(&mut self, now: SimTime, node: NodeRef) {
+        match node {
+            NodeRef::Broker(id) => {
+                let next = self
+                    .brokers
+                    .get(&id)
+                    .and_then(|s| s.machine.as_ref())
+                    .and_then(|b| b.next_timeout());
+                if next.is_some() {
+                    self.set_node_timer(Address::Node(id), now, next);
+                }
+            }
+            NodeRef::Controller(_) => {
+                let next = self
+                    .controller
+                    .machine
+                    .as_ref()
+                    .and_then(|c| c.next_timeout());
+                if next.is_some() {
+                    self.set_node_timer(Address::Controller, now, next);
+                }
+            }
+        }
+    }
+
+    fn crash(&mut self, _now: SimTime, node: NodeRef, power_loss: bool) {
+        let rng = &mut self.disk_rng;
+        let (disk, was_up) = match node {
+            NodeRef::Broker(id) => {
+                let Some(s) = self.brokers.get_mut(&id) else {
+                    return;
+                };
+                let up = s.machine.take().is_some();
+                s.incarnation += 1;
+                s.timer_gen += 1;
+                s.timer_at = None;
+                s.paused_until = 0;
+                (s.disk.clone(), up)
+            }
+            NodeRef::Controller(_) => {
+                let s = &mut self.controller;
+                let up = s.machine.take().is_some();
+                s.incarnation += 1;
+                s.timer_gen += 1;
+                s.timer_at = None;
+                s.paused_until = 0;
+                (s.disk.clone(), up)
+            }
+        };
+        if was_up && power_loss {
+            // Each file keeps its synced prefix and a random part of what follows: lost
+            // entirely, torn mid-write, or (page cache flushed in time) kept.
+            disk.mem().crash(|f| {
+                let unsynced = f.len - f.synced_len;
+                if unsynced == 0 {
+                    return f.len;
+                }
+                match rng.gen_range(0..3) {
+                    0 => f.synced_len,
+                    1 => f.synced_len + rng.gen_range(0..=unsynced),
+                    _ => f.len,
+                }
+            });
+        }
+        let _ = disk.take_latency();
+    }
+
+    fn restart(&mut self, now: SimTime, node: NodeRef) {
+        match node {
+            NodeRef::Broker(id) => {
+                if self.brokers.get(&id).is_some_and(|s| s.machine.is_none()) {
+                    self.start_broker(id, now);
+                }
+            }
+            NodeRef::Controller(_) => {
+                if self.controller.machine.is_none() {
+                    if let Err(e) = self.start_controller(now) {
+                        let seq = self.q.len() as u64;
+                        self.tracer
+                            .event(now, seq, "start-failed", "controller", &[], || e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything heals: the network, paused nodes, disk faults; crashed nodes restart.
+    fn final_heal(&mut self, now: SimTime) {
+        self.net.heal();
+        // Message loss, duplication and reordering are faults too: they end here.
+        self.net.config.drop = 0.0;
+        self.net.config.duplicate = 0.0;
+        self.net.config.reorder = 0.0;
+        let mut nodes: Vec<NodeRef> = (1..=self.cfg.brokers).map(NodeRef::Broker).collect();
+        nodes.push(NodeRef::CONTROLLER);
+        for n in nodes {
+            self.with_slot(n, |s| s.paused_until = s.paused_until.min(now));
+            let d = self.disk_of(n).clone();
+            d.mem().set_read_error(None, false);
+            d.mem().set_capacity(None);
+            d.set_slow(0);
+            self.restart(now, n);
+        }
+        self.healed_at = self.healed_at.max(now);
+    }
+
+    // ---- invariants ----
+
+    fn audit(&mut self, now: SimTime) {
+        let ids: Vec<NodeId> = self.brokers.keys().copied().collect();
+        for id in ids {
+            let slot = self.brokers.get_mut(&id).expect("slot");
+            let Some(b) = slot.machine.as_mut() else {
+                continue;
+            };
+            for view in b.views() {
+                if view.tp.topic != TOPIC {
+                    continue;
+                }
+                let tp = view.tp.clone();
+                let mut read =
+                    |from, below| b.read_records(&tp, from, below).map_err(|e| e.to_string());
+                self.checker.audit(now, id, &view, &mut read);
+            }
+            // Reads for audits are not the node's I/O: charge nothing.
+            let _ = slot.disk.take_latency();
+        }
+    }
+
+    /// Partitions without a leader that serves (the controller's leader, which agrees).
+    fn leaderless(&self) -> Vec<u32> {
+        let Some(c) = self.controller.machine.as_ref() else {
+            return (0..self.cfg.partitions).collect();
+        };
+        let image = c.image();
+        (0..self.cfg.partitions)
+            .filter(|&p| {
+                let tp = TopicPartition::new(TOPIC, p);
+                let Some(state) = image.partition(&tp) else {
+                    return true;
+                };
+                let Some(l) = state.leader else { return true };
+                let serving = self
+                    .brokers
+                    .get(&l)
+                    .and_then(|s| s.machine.as_ref())
+                    .and_then(|b| b.replica_view(&tp))
+                    .is_some_and(|v| {
+                        v.role == Role::Leader && v.leader_epoch == state.leader_epoch
+                    });
+                !serving
+            })
+            .collect()
+    }
+
+    fn finish(mut self, history_out: Option<Box<dyn Write>>) -> Result<SimReport, SimError> {
+        let now = self.q.now();
+        self.audit(now);
+        let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
+        let liveness_window = now.saturating_sub(self.healed_at);
+        let judge_liveness = !self.faults_after_heal
+            && liveness_window >= self.cfg.liveness.min(self.cfg.duration / 4);
+        if judge_liveness {
+            let leaderless = self.leaderless();
+            self.checker
+                .finish_liveness(now, &leaderless, liveness_window);
+        } else {
+            skipped.insert(
+                invariants::LIVENESS,
+                "faults continue until the end of the run".into(),
+            );
+        }
+        let mut sends = 0;
+        let mut polled = 0;
+        let mut out = std::mem::take(&mut self.out);
+        for cs in self.clients.iter_mut() {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            match &mut cs.client {
+                Client::Producer(p) => {
+                    sends += p.sends;
+                    p.finish(&mut ctx);
+                }
+                Client::Consumer(c) => {
+                    polled += c.records;
+                    c.finish(&mut ctx);
+                }
+            }
+        }
+        let mut history_summary = None;
+        if self.cfg.check_history {
+            let final_reads = judge_liveness && self.checker.count(invariants::LIVENESS) == 0;
+            let report = skein_jepsen::check(
+                self.history.events(),
+                &skein_jepsen::CheckOptions::default().final_reads(final_reads),
+            );
+            if !report.valid {
+                let found: Vec<String> = report
+                    .found()
+                    .iter()
+                    .map(|k| format!("{k} x{}", report.count(*k)))
+                    .collect();
+                self.checker
+                    .history_failed(now, format!("skein-jepsen found {}", found.join(", ")));
+                history_summary = Some(report.to_string());
+            }
+        } else {
+            skipped.insert(invariants::HISTORY, "--no-history-check".into());
+        }
+        if let Some(h) = history_out {
+            self.history.write_to(h)?;
+        }
+        self.tracer.finish()?;
+        let mut violations = self.checker.violations().to_vec();
+        violations.sort_by_key(|v| v.at);
+        let mut verdicts = SimReport::verdicts_from(&violations, &skipped);
+        for (name, v) in verdicts.iter_mut() {
+            if let crate::report::Verdict::Fail { count, .. } = v {
+                *count = self.checker.count(name);
+            }
+        }
+        let acked = self.checker.acked_count();
+        let read = self.checker.read_acked_count();
+        let lost = self.checker.count(invariants::ACKED_WRITE_LOST);
+        let (mut failed, mut indeterminate) = (0, 0);
+        for e in self.history.events() {
+            if e.f == skein_jepsen::Function::Send {
+                match e.kind {
+                    skein_jepsen::EventType::Fail => failed += 1,
+                    skein_jepsen::EventType::Info => indeterminate += 1,
+                    _ => {}
+                }
+            }
+        }
+        Ok(SimReport {
+            seed: self.cfg.seed,
+            scenario: self.cfg.scenario_name.clone(),
+            sim_time: now,
+            events: self.tracer.events(),
+            trace_hash: self.tracer.hash(),
+            sends,
+            acked,
+            read,
+            lost,
+            failed,
+            indeterminate,
+            records_polled: polled,
+            faults: self.fault_counts.clone(),
+            net: self.net.stats.clone(),
+            leader_changes: self.checker.leader_changes,
+            verdicts,
+            violations,
+            history_summary,
+        })
+    }
+}

@@ -1,0 +1,258 @@
+//! Seeded simulations with faults on: a few hundred short runs must pass every invariant,
+//! and runs must be exactly reproducible from their seed.
+
+use skein_sim::config::SimConfig;
+use skein_sim::report::SimReport;
+use skein_sim::time::SECS;
+
+/// A short faulty run, small enough that hundreds fit in `cargo test`. The same run as
+/// `skein sim replay --seed N` with the flags of [`REPLAY_FLAGS`].
+fn short(seed: u64) -> SimConfig {
+    let mut c = SimConfig {
+        seed,
+        duration: 8 * SECS,
+        liveness: 3 * SECS,
+        partitions: 3,
+        produce_rate: 40.0,
+        ..SimConfig::default().with_fault_rate(2.0)
+    };
+    // Known finding (docs/simulation.md): a bit flip in a leader's log makes the leader
+    // answer every fetch with a CRC error while keeping its leadership, so the partition
+    // stays unavailable and liveness fails. Bit flips are tested for safety on their own
+    // below; here they are off so these seeds judge everything else.
+    c.rates.bit_flip = 0;
+    c
+}
+
+const REPLAY_FLAGS: &str =
+    "--duration 8s --liveness 3s --partitions 3 --produce-rate 40 --fault-rate 2 --no-bit-flips";
+
+fn run(c: &SimConfig) -> SimReport {
+    skein_sim::run(c, None, None).expect("the run starts")
+}
+
+fn sweep(seeds: std::ops::Range<u64>) {
+    let mut failures = Vec::new();
+    let mut faults = 0;
+    let mut acked = 0;
+    for seed in seeds.clone() {
+        let r = run(&short(seed));
+        faults += r.faults.values().sum::<u64>();
+        acked += r.acked;
+        if !r.passed() {
+            failures.push(format!(
+                "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed} {REPLAY_FLAGS}",
+                r.failed_invariants()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failing seeds:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    // The runs did inject faults and did acknowledge writes (the test is not vacuous).
+    let n = seeds.end - seeds.start;
+    assert!(faults >= n, "only {faults} faults over {n} seeds");
+    assert!(acked >= 50 * n, "only {acked} acked records over {n} seeds");
+}
+
+#[test]
+fn seeds_000_to_080_pass() {
+    sweep(0..80);
+}
+
+#[test]
+fn seeds_080_to_160_pass() {
+    sweep(80..160);
+}
+
+#[test]
+fn seeds_160_to_240_pass() {
+    sweep(160..240);
+}
+
+#[test]
+fn seeds_240_to_320_pass() {
+    sweep(240..320);
+}
+
+#[test]
+fn seeds_320_to_400_pass() {
+    sweep(320..400);
+}
+
+#[test]
+fn same_seed_same_trace_and_different_seeds_differ() {
+    let mut hashes = std::collections::BTreeSet::new();
+    for seed in 1000..1020 {
+        let c = SimConfig {
+            duration: 3 * SECS,
+            liveness: SECS,
+            ..short(seed)
+        };
+        let a = run(&c);
+        let b = run(&c);
+        assert_eq!(
+            a.trace_hash, b.trace_hash,
+            "seed {seed} is not reproducible"
+        );
+        assert_eq!(a.events, b.events);
+        assert_eq!(a.acked, b.acked);
+        hashes.insert(a.trace_hash);
+    }
+    assert_eq!(hashes.len(), 20, "different seeds gave the same trace");
+}
+
+#[test]
+fn the_trace_file_has_one_json_line_per_event() {
+    struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let c = SimConfig {
+        duration: 2 * SECS,
+        liveness: SECS / 2,
+        ..short(5)
+    };
+    let traced = skein_sim::run(&c, Some(Box::new(Shared(buf.clone()))), None).unwrap();
+    let plain = run(&c);
+    assert_eq!(
+        traced.trace_hash, plain.trace_hash,
+        "tracing must not change the run"
+    );
+    let text = String::from_utf8(buf.borrow().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() as u64, traced.events);
+    for l in lines.iter().take(50) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(v["time"].is_u64() && v["kind"].is_string());
+    }
+}
+
+#[test]
+fn a_fault_free_run_acknowledges_and_reads_everything() {
+    let c = SimConfig {
+        duration: 6 * SECS,
+        liveness: 2 * SECS,
+        ..short(3).with_fault_rate(0.0)
+    };
+    let r = run(&c);
+    assert!(r.passed(), "{r}");
+    assert!(r.faults.is_empty());
+    assert_eq!(r.net.lost + r.net.duplicated + r.net.reordered, 0);
+    assert!(r.acked > 100, "{r}");
+    assert_eq!(r.acked, r.read, "{r}");
+    assert_eq!(r.lost, 0);
+}
+
+#[test]
+fn a_scenario_isolating_a_broker_passes() {
+    let text = r#"
+name = "isolate-broker-1"
+[cluster]
+brokers = 3
+partitions = 3
+[workload]
+produce_rate = 40
+[run]
+duration = "10s"
+liveness = "4s"
+[[fault]]
+at = "2s"
+kind = "partition"
+shape = "isolate"
+node = 1
+duration = "3s"
+[[fault]]
+at = "3s"
+kind = "crash"
+node = "controller"
+restart_after = "1s"
+[expect]
+verdict = "pass"
+"#;
+    let sc = skein_sim::scenario::Scenario::parse("isolate.toml", text).unwrap();
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    let r = run(&c);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.faults.get("partition"), Some(&1));
+    assert_eq!(r.faults.get("crash"), Some(&1));
+    assert!(
+        r.leader_changes >= 1,
+        "isolating a broker moves its leaderships: {r}"
+    );
+}
+
+#[test]
+fn bit_flips_are_caught_never_served() {
+    // Flip bits in every broker's log, repeatedly: CRCs must catch every one, so no
+    // consumer ever sees a changed or unacknowledged value and no acked write is lost.
+    let mut faults = String::new();
+    for (i, at) in ["2s", "2.5s", "3s", "3.5s"].iter().enumerate() {
+        for node in 1..=3 {
+            faults +=
+                &format!("[[fault]]\nat = \"{at}\"\nkind = \"bit-flip\"\nnode = {node}\n# {i}\n");
+        }
+    }
+    let text = format!("[cluster]\npartitions = 3\n[workload]\nproduce_rate = 40\n[run]\nduration = \"8s\"\nliveness = \"3s\"\n{faults}");
+    let sc = skein_sim::scenario::Scenario::parse("bitflips.toml", &text).unwrap();
+    for seed in 0..10 {
+        let mut c = SimConfig::default();
+        c.apply_scenario(&sc);
+        c.seed = seed;
+        let r = run(&c);
+        assert_eq!(r.faults.get("bit-flip"), Some(&12));
+        for inv in r.failed_invariants() {
+            assert_eq!(inv, skein_sim::invariants::LIVENESS, "seed {seed}: {r}");
+        }
+    }
+}
+
+#[test]
+fn the_checks_catch_a_real_bug_in_the_core() {
+    // `ack-before-isr` (acks=all answered before the ISR has the write) switched back on in
+    // the real replica code: crashes must turn some acknowledgements into lost writes.
+    let mut caught = Vec::new();
+    for seed in 0..20 {
+        let c = SimConfig {
+            bugs: vec!["ack-before-isr".into()],
+            ..short(seed)
+        };
+        let r = run(&c);
+        if r.failed_invariants()
+            .contains(&skein_sim::invariants::ACKED_WRITE_LOST)
+        {
+            caught.push(seed);
+        }
+    }
+    assert!(
+        caught.len() >= 2,
+        "ack-before-isr lost acknowledged writes only in seeds {caught:?}"
+    );
+}
+
+#[test]
+fn an_unknown_bug_name_is_an_error_naming_the_known_ones() {
+    let c = SimConfig {
+        bugs: vec!["no-such-bug".into()],
+        ..short(1)
+    };
+    let e = skein_sim::run(&c, None, None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("no-such-bug") && e.contains("truncate-to-hw"),
+        "{e}"
+    );
+}
