@@ -247,10 +247,10 @@ fn an_unknown_bug_name_is_an_error_naming_the_known_ones() {
         bugs: vec!["no-such-bug".into()],
         ..short(1)
     };
-    let e = skein_sim::run(&c, None, None)
-        .err()
-        .expect("refused")
-        .to_string();
+    let e = match skein_sim::run(&c, None, None) {
+        Ok(_) => panic!("an unknown bug name was accepted"),
+        Err(e) => e.to_string(),
+    };
     assert!(
         e.contains("no-such-bug") && e.contains("truncate-to-hw"),
         "{e}"
