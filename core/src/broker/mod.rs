@@ -833,6 +833,8 @@ impl<S: Storage + Clone> Broker<S> {
                 }));
             hosted_changed = true;
         }
+        // A log that failed to open for a partition no longer assigned here is not offline.
+        self.failed.retain(|tp, _| wanted.contains_key(tp));
         for (tp, (state, topic_id, min_insync)) in wanted {
             if !self.replicas.contains_key(&tp)
                 && self.open_replica(&tp, topic_id, min_insync).is_some()
