@@ -16,12 +16,50 @@ fn short(seed: u64) -> SimConfig {
         produce_rate: 40.0,
         ..SimConfig::default().with_fault_rate(2.0)
     };
-    // Known finding (docs/simulation.md): a bit flip in a leader's log makes the leader
-    // answer every fetch with a CRC error while keeping its leadership, so the partition
-    // stays unavailable and liveness fails. Bit flips are tested for safety on their own
-    // below; here they are off so these seeds judge everything else.
+    // Bit flips are off here: since the offline-partition fix they cost no safety and a
+    // flipped leader or follower recovers (see `bit_flip_findings_stay_fixed`), but a flip
+    // in the log of a partition's *last* ISR member leaves it leaderless by design (no
+    // complete copy is left to elect; docs/simulation.md, known findings), which fails
+    // liveness in 2 of these 400 seeds (10, 45). Bit-flip safety is tested on its own below.
     c.rates.bit_flip = 0;
     c
+}
+
+/// [`short`] with bit flips in the schedule.
+fn short_with_bit_flips(seed: u64) -> SimConfig {
+    SimConfig {
+        rates: SimConfig::default().with_fault_rate(2.0).rates,
+        ..short(seed)
+    }
+}
+
+#[test]
+fn bit_flip_findings_stay_fixed() {
+    // Seeds where a bit flip in a leader's log used to cost the partition its leader
+    // for good (it answered every fetch with a CRC error); now the leader goes offline,
+    // the controller moves the leadership and the copy is repaired: every invariant holds.
+    for seed in [12, 128, 217, 355] {
+        let r = run(&short_with_bit_flips(seed));
+        assert!(
+            r.passed(),
+            "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed} {}",
+            r.failed_invariants(),
+            REPLAY_FLAGS.trim_end_matches(" --no-bit-flips")
+        );
+    }
+    // Default-length runs: a flipped leader (342) and logs failing to open on restart
+    // (296, 326; the broker used to stay in the ISR and be elected for them).
+    for seed in [342, 296, 326] {
+        let r = run(&SimConfig {
+            seed,
+            ..SimConfig::default()
+        });
+        assert!(
+            r.passed(),
+            "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed}",
+            r.failed_invariants()
+        );
+    }
 }
 
 const REPLAY_FLAGS: &str =
@@ -247,9 +285,10 @@ fn an_unknown_bug_name_is_an_error_naming_the_known_ones() {
         bugs: vec!["no-such-bug".into()],
         ..short(1)
     };
-    let e = skein_sim::run(&c, None, None)
-        .expect_err("refused")
-        .to_string();
+    let e = match skein_sim::run(&c, None, None) {
+        Ok(_) => panic!("an unknown bug name was accepted"),
+        Err(e) => e.to_string(),
+    };
     assert!(
         e.contains("no-such-bug") && e.contains("truncate-to-hw"),
         "{e}"

@@ -62,6 +62,9 @@ pub struct BrokerConfig {
     pub group_append_timeout: Nanos,
     /// Tunables of the hosted group coordinators.
     pub group: GroupConfig,
+    /// How often an offline partition's log is read (or opened) again, in case the
+    /// failure was transient.
+    pub log_recheck_interval: Nanos,
     pub bugs: Bugs,
 }
 
@@ -86,6 +89,7 @@ impl Default for BrokerConfig {
             offsets_topic_min_insync_replicas: 2,
             group_append_timeout: 5_000_000_000,
             group: GroupConfig::default(),
+            log_recheck_interval: r.log_recheck_interval,
             bugs: Bugs::default(),
         }
     }
@@ -102,6 +106,7 @@ impl BrokerConfig {
             fetch_timeout: self.fetch_timeout,
             alter_partition_retry: self.alter_partition_retry,
             flush_interval: self.flush_interval,
+            log_recheck_interval: self.log_recheck_interval,
             bugs: self.bugs,
         }
     }
@@ -141,6 +146,11 @@ pub enum BrokerEvent {
     },
     /// A partition was removed from this broker (topic deleted or reassigned).
     PartitionRemoved {
+        tp: TopicPartition,
+    },
+    /// An offline partition's log was dropped, to be fetched again from the leader (it
+    /// was out of the ISR, so it held nothing the partition needs).
+    PartitionRepaired {
         tp: TopicPartition,
     },
 }
@@ -199,6 +209,13 @@ pub struct Broker<S: Storage + Clone> {
     failed: BTreeMap<TopicPartition, String>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
+    /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
+    reported_offline: BTreeSet<TopicPartition>,
+    /// Next retry of the logs that failed to open.
+    next_open_retry: Nanos,
+    /// The controller's metadata end offset as last heard: the image is caught up when
+    /// it reaches it (only a caught-up image is acted on).
+    metadata_end: Offset,
     outputs: Vec<Output>,
 }
 
@@ -250,6 +267,9 @@ impl<S: Storage + Clone> Broker<S> {
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
             groups: groups::GroupHost::default(),
+            reported_offline: BTreeSet::new(),
+            next_open_retry: now,
+            metadata_end: 0,
             outputs: Vec::new(),
         };
         let mut reports = Vec::new();
@@ -418,6 +438,18 @@ impl<S: Storage + Clone> Broker<S> {
         &self.failed
     }
 
+    /// Partitions this broker cannot serve (KIP-112 offline logs): its log failed to open,
+    /// or its replica's log failed a read. Sent in every heartbeat, so the controller takes
+    /// this broker out of their ISRs and leaderships, and never elects it for them.
+    pub fn offline_partitions(&self) -> BTreeSet<TopicPartition> {
+        let failed_reads = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.log_failure().is_some())
+            .map(|(tp, _)| tp.clone());
+        self.failed.keys().cloned().chain(failed_reads).collect()
+    }
+
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
     /// cut off), control batches included. For invariant checks: it reads the log as it
     /// is, whatever the HW.
@@ -466,6 +498,12 @@ impl<S: Storage + Clone> Broker<S> {
             }
             Registration::Registered { .. } => Some(match self.heartbeat_sent_at {
                 None => 0,
+                Some(_)
+                    if !self.heartbeat_in_flight
+                        && self.offline_partitions() != self.reported_offline =>
+                {
+                    0
+                }
                 Some(t) if self.heartbeat_in_flight => t + self.config.controller_timeout,
                 Some(t) => t + self.config.heartbeat_interval,
             }),
@@ -475,10 +513,12 @@ impl<S: Storage + Clone> Broker<S> {
             .values()
             .filter_map(|r| r.next_timeout())
             .min();
+        let open_retry = (!self.failed.is_empty()).then_some(self.next_open_retry);
         [
             controller,
             replicas,
             self.groups.next_timeout(),
+            open_retry,
             Some(self.next_retention),
             Some(self.next_hw_checkpoint),
         ]
@@ -509,6 +549,7 @@ impl<S: Storage + Clone> Broker<S> {
                     let req = ControllerRequest::RegisterBroker {
                         broker: self.id,
                         incarnation: self.incarnation,
+                        offline_partitions: self.offline_partitions().into_iter().collect(),
                     };
                     self.send_controller(req);
                 }
@@ -521,13 +562,29 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                     Some(t) => now >= t + self.config.heartbeat_interval,
                 };
-                if due {
+                // A newly offline partition is reported at once (unless a heartbeat is
+                // already on its way: its reply prompts no wait for the next one).
+                let news =
+                    !self.heartbeat_in_flight && self.offline_partitions() != self.reported_offline;
+                if due || news {
                     self.send_heartbeat(now);
                 }
             }
         }
+        let offline_before = self.offline_partitions();
         for r in self.replicas.values_mut() {
             r.tick(now);
+        }
+        // An offline log read through again, or one that failed to open is due another
+        // try: apply the partition states again (on a caught-up image only).
+        let retry_open = !self.failed.is_empty() && now >= self.next_open_retry;
+        if retry_open {
+            self.next_open_retry = now + self.config.log_recheck_interval;
+        }
+        let recovered = self.offline_partitions() != offline_before;
+        let caught_up = self.metadata_end > 0 && self.image.next_offset >= self.metadata_end;
+        if (retry_open || recovered) && caught_up {
+            self.reconcile(now);
         }
         if now >= self.next_hw_checkpoint {
             self.next_hw_checkpoint = now + self.config.hw_checkpoint_interval;
@@ -558,10 +615,12 @@ impl<S: Storage + Clone> Broker<S> {
         };
         self.heartbeat_sent_at = Some(now);
         self.heartbeat_in_flight = true;
+        self.reported_offline = self.offline_partitions();
         let req = ControllerRequest::BrokerHeartbeat {
             broker: self.id,
             broker_epoch,
             metadata_offset: self.image.next_offset,
+            offline_partitions: self.reported_offline.iter().cloned().collect(),
         };
         self.send_controller(req);
     }
@@ -782,6 +841,7 @@ impl<S: Storage + Clone> Broker<S> {
 
     fn apply_delta(&mut self, now: Nanos, delta: &crate::controller::MetadataDelta) {
         let before = self.image.next_offset;
+        self.metadata_end = self.metadata_end.max(delta.end_offset);
         match self.image.apply_delta(delta) {
             Ok(0) => {}
             Ok(_) => {
@@ -851,14 +911,38 @@ impl<S: Storage + Clone> Broker<S> {
                 }));
             hosted_changed = true;
         }
+        // A log that failed to open for a partition no longer assigned here is not offline.
+        self.failed.retain(|tp, _| wanted.contains_key(tp));
         for (tp, (state, topic_id, min_insync)) in wanted {
-            if !self.replicas.contains_key(&tp) {
-                if self.open_replica(&tp, topic_id, min_insync).is_none() {
-                    continue;
-                }
+            if !self.replicas.contains_key(&tp)
+                && self.open_replica(&tp, topic_id, min_insync).is_some()
+            {
                 hosted_changed = true;
             }
-            let r = self.replicas.get_mut(&tp).expect("just opened");
+            if let Some(r) = self.replicas.get_mut(&tp) {
+                // A read failure may have been transient: read the log through first.
+                r.recheck_log_now();
+            }
+            if self.repairable(&tp, &state) {
+                // Offline here, and the controller has taken this copy out of the ISR and
+                // another replica leads: every committed record is on the ISR, which no
+                // longer counts on this log, so it can be dropped and fetched again from
+                // the leader (KIP-112 waits for a restart; this repairs in place).
+                tracing::warn!(%tp, "repairing offline partition: refetching from the leader");
+                self.replicas.remove(&tp);
+                self.failed.remove(&tp);
+                self.remove_partition_files(&tp, topic_id);
+                self.outputs
+                    .push(Output::Event(BrokerEvent::PartitionRepaired {
+                        tp: tp.clone(),
+                    }));
+                if self.open_replica(&tp, topic_id, min_insync).is_some() {
+                    hosted_changed = true;
+                }
+            }
+            let Some(r) = self.replicas.get_mut(&tp) else {
+                continue; // the log did not open: offline here, retried later
+            };
             r.set_fenced_brokers(fenced.clone());
             if r.config().min_insync_replicas != min_insync {
                 r.set_config(self.config.replica_config(min_insync));
@@ -875,6 +959,16 @@ impl<S: Storage + Clone> Broker<S> {
         if hosted_changed {
             self.save_meta();
         }
+    }
+
+    /// Whether an offline partition may be dropped and refetched (see `reconcile`).
+    fn repairable(&self, tp: &TopicPartition, state: &PartitionState) -> bool {
+        let offline = self.failed.contains_key(tp)
+            || self
+                .replicas
+                .get(tp)
+                .is_some_and(|r| r.log_failure().is_some());
+        offline && state.leader.is_some_and(|l| l != self.id) && !state.isr.contains(&self.id)
     }
 
     fn remove_partition_files(&mut self, tp: &TopicPartition, topic_id: u64) {

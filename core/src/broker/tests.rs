@@ -757,3 +757,189 @@ fn corrupt_broker_state_file_is_a_typed_error() {
         Ok(_) => panic!("opened a broker over a corrupt state file"),
     }
 }
+
+/// The first segment of `id`'s log of `tp()`.
+fn segment_path(w: &World, id: NodeId) -> String {
+    w.disks[&id]
+        .files()
+        .into_iter()
+        .map(|(path, _, _)| path)
+        .find(|p| p.starts_with("t-0.") && p.ends_with(".log"))
+        .expect("a log segment")
+}
+
+/// Flip a bit in the middle of `id`'s first segment (inside an already written batch).
+fn flip_bit_in_log(w: &World, id: NodeId) {
+    let path = segment_path(w, id);
+    let len = w.disks[&id].contents(&path).expect("segment").len() as u64;
+    assert!(w.disks[&id].flip_bit(&path, len / 2, 3));
+}
+
+fn controller_leader(w: &World) -> Option<NodeId> {
+    let c = w.controller.as_ref().expect("controller up");
+    c.image().partition(&tp()).expect("partition").leader
+}
+
+fn had_event(w: &World, id: NodeId, f: impl Fn(&BrokerEvent) -> bool) -> bool {
+    w.events.iter().any(|(n, e)| *n == id && f(e))
+}
+
+#[test]
+fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
+    let mut w = three();
+    let mut acked = Vec::new();
+    for v in ["a", "b", "c", "d", "e", "f"] {
+        let ack = w.produce_wait(Acks::All, v).expect("acked");
+        acked.push((ack.base_offset, v.to_string()));
+    }
+    w.run(50 * MS);
+    let old = w.leader().unwrap();
+    flip_bit_in_log(&w, old);
+    // A read of the flipped batch (here a consumer's) finds the CRC mismatch.
+    assert!(matches!(
+        w.consume(old),
+        Err(ConsumerFetchError::Storage(_))
+    ));
+    assert!(had_event(&w, old, |e| matches!(
+        e,
+        BrokerEvent::Replica(Event::LogFailed { .. })
+    )));
+    assert!(w.brokers[&old].offline_partitions().contains(&tp()));
+    // The controller hears of it in a heartbeat and elects another ISR member.
+    let moved = w.run_until(500 * MS, |w| {
+        controller_leader(w).is_some_and(|l| l != old) && w.leader().is_some_and(|l| l != old)
+    });
+    assert!(moved, "leadership did not move off the corrupt log");
+    let new = w.leader().unwrap();
+    for a in &acked {
+        assert!(w.values(new).contains(a), "acknowledged {a:?} lost");
+    }
+    assert!(
+        w.produce_wait(Acks::All, "g").is_ok(),
+        "partition available again"
+    );
+    // Out of the ISR, the old leader drops its log and fetches it again.
+    let repaired = w.run_until(1000 * MS, |w| {
+        had_event(w, old, |e| {
+            matches!(e, BrokerEvent::PartitionRepaired { .. })
+        }) && w.isr_of_leader().contains(&old)
+    });
+    assert!(
+        repaired,
+        "the corrupt copy was not repaired and re-added to the ISR"
+    );
+    assert!(w.brokers[&old].offline_partitions().is_empty());
+    w.run(100 * MS);
+    assert_eq!(w.values(old), w.values(new));
+}
+
+#[test]
+fn last_isr_member_whose_log_fails_to_open_is_never_elected() {
+    let mut w = three();
+    let ack = w.produce_wait(Acks::All, "a").expect("acked");
+    let leader = w.leader().unwrap();
+    let others: Vec<NodeId> = [1, 2, 3].into_iter().filter(|&n| n != leader).collect();
+    for &n in &others {
+        w.crash(n);
+    }
+    // The ISR shrinks to the leader alone: it is the only copy known to be complete.
+    let shrunk = w.run_until(2000 * MS, |w| w.isr_of_leader() == vec![leader]);
+    assert!(shrunk);
+    w.crash(leader);
+    // Its session times out: the partition is leaderless, the ISR keeps its last member.
+    assert!(w.run_until(1000 * MS, |w| controller_leader(w).is_none()));
+    flip_bit_in_log(&w, leader);
+    w.start(leader);
+    assert!(w.brokers[&leader].failed_partitions().contains_key(&tp()));
+    let mut elected = Vec::new();
+    w.run_until(500 * MS, |w| {
+        elected.push(controller_leader(w));
+        false
+    });
+    assert!(
+        elected.iter().all(|l| l.is_none()),
+        "offline replica elected: {elected:?}"
+    );
+    // Registered and heartbeating, but offline for the partition: not elected, and the
+    // controller knows why.
+    assert_eq!(controller_leader(&w), None);
+    let c = w.controller.as_ref().unwrap();
+    assert!(c.offline_partitions(leader).contains(&tp()));
+    assert!(c.image().is_unfenced(leader));
+    // The other replicas come back, but they are not in the ISR: no clean leader exists,
+    // so the partition stays leaderless rather than lose the acknowledged write.
+    for &n in &others {
+        w.start(n);
+    }
+    w.run(500 * MS);
+    assert_eq!(controller_leader(&w), None);
+    // Still on the offline copy: nothing was dropped on the way.
+    assert!(w.disks[&leader]
+        .contents(&segment_path(&w, leader))
+        .is_some());
+    let _ = ack;
+}
+
+#[test]
+fn follower_whose_log_fails_to_open_is_repaired_from_the_leader() {
+    let mut w = three();
+    for v in ["a", "b", "c"] {
+        w.produce_wait(Acks::All, v).expect("acked");
+    }
+    w.run(100 * MS);
+    let leader = w.leader().unwrap();
+    let f = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    w.crash(f);
+    flip_bit_in_log(&w, f);
+    w.start(f);
+    assert!(w.brokers[&f].failed_partitions().contains_key(&tp()));
+    let repaired = w.run_until(2000 * MS, |w| {
+        had_event(w, f, |e| matches!(e, BrokerEvent::PartitionRepaired { .. }))
+            && w.isr_of_leader().contains(&f)
+    });
+    assert!(repaired, "the follower did not refetch and rejoin the ISR");
+    assert!(w.brokers[&f].failed_partitions().is_empty());
+    w.run(100 * MS);
+    assert_eq!(w.values(f), w.values(leader));
+}
+
+#[test]
+fn leader_that_cannot_read_its_whole_log_takes_no_idempotent_retry() {
+    let mut w = three();
+    let mut b = batch("once");
+    b.producer = Some(ProducerInfo {
+        producer_id: 42,
+        producer_epoch: 0,
+        base_sequence: 0,
+    });
+    let leader = w.leader().unwrap();
+    let c1 = w.send_produce(leader, Acks::All, b.clone());
+    w.run_until(500 * MS, |w| w.produce_response(c1).is_some());
+    assert!(w.produce_response(c1).unwrap().is_ok());
+    w.run(100 * MS);
+    // Both followers' copies of the batch rot; the leader dies.
+    let followers: Vec<NodeId> = [1, 2, 3].into_iter().filter(|&n| n != leader).collect();
+    for &n in &followers {
+        flip_bit_in_log(&w, n);
+    }
+    w.crash(leader);
+    w.run(1000 * MS);
+    // Whoever was elected could not rebuild its producer state and went offline instead
+    // of leading with a partial table.
+    assert!(followers.iter().any(|&n| had_event(&w, n, |e| matches!(
+        e,
+        BrokerEvent::Replica(Event::LogFailed { reason, .. }) if reason.contains("producer state")
+    ))));
+    // The producer's retry is never taken for a new write.
+    for &n in &followers {
+        let c = w.send_produce(n, Acks::All, b.clone());
+        w.run_until(500 * MS, |w| w.produce_response(c).is_some());
+        match w.produce_response(c) {
+            Some(Err(ProduceError::NotLeader { .. })) | None => {}
+            other => panic!("broker {n} answered the retry with {other:?}"),
+        }
+    }
+    for &n in &followers {
+        assert_eq!(w.view(n).role, Role::Offline);
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::image::{MetadataImage, PartitionState};
 use crate::types::NodeId;
+use std::collections::BTreeSet;
 
 /// Outcome of electing a leader for one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,14 +17,16 @@ pub enum Election {
 }
 
 /// Elects a leader for a partition whose ISR is `isr` (assignment order is taken from
-/// `state.replicas`).
+/// `state.replicas`). `offline`: replicas whose broker reported this partition offline
+/// (its log failed); they are never elected, clean or not.
 pub fn elect_leader(
     image: &MetadataImage,
     state: &PartitionState,
     isr: &[NodeId],
+    offline: &BTreeSet<NodeId>,
     allow_unclean: bool,
 ) -> Election {
-    let live = |b: &&NodeId| image.is_unfenced(**b);
+    let live = |b: &&NodeId| image.is_unfenced(**b) && !offline.contains(*b);
     if let Some(&leader) = state.replicas.iter().filter(|b| isr.contains(b)).find(live) {
         return Election::Clean(leader);
     }
@@ -66,7 +69,6 @@ pub fn assign_replicas(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
 
     #[test]
     fn assignment_is_distinct_and_spreads_leaders() {

@@ -52,6 +52,8 @@ struct Txn {
     image: MetadataImage,
     records: Vec<MetadataRecord>,
     events: Vec<ControllerEvent>,
+    /// Replicas whose broker reported the partition offline: never elected.
+    offline: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
 }
 
 impl Txn {
@@ -116,7 +118,8 @@ impl Txn {
             .image
             .topic(&tp.topic)
             .is_some_and(|t| t.config.unclean_leader_election);
-        match elect_leader(&self.image, state, &isr, unclean_ok) {
+        let offline = self.offline.get(tp).cloned().unwrap_or_default();
+        match elect_leader(&self.image, state, &isr, &offline, unclean_ok) {
             Election::Clean(leader) => self.set_partition(tp, isr, Some(leader), false),
             Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), true),
             Election::Leaderless => self.set_partition(tp, isr, None, false),
@@ -157,6 +160,29 @@ impl Txn {
             }
         }
         Ok(())
+    }
+
+    /// `broker` reported `tp` offline (its log failed to open or to read): like fencing,
+    /// for that one partition. It leaves the ISR (unless it is the last member: it may be
+    /// the only copy of committed records, so the partition stays leaderless instead) and
+    /// loses the leadership to the next eligible replica.
+    fn take_offline(&mut self, broker: NodeId, tp: &TopicPartition) -> Result<(), ControllerError> {
+        let Some(state) = self.image.partition(tp).cloned() else {
+            return Ok(());
+        };
+        if !state.isr.contains(&broker) && state.leader != Some(broker) {
+            return Ok(());
+        }
+        let isr: Vec<NodeId> = if state.isr.len() > 1 {
+            state.isr.iter().copied().filter(|&b| b != broker).collect()
+        } else {
+            state.isr.clone()
+        };
+        if state.leader == Some(broker) {
+            self.elect(tp, isr)
+        } else {
+            self.set_partition(tp, isr, state.leader, false)
+        }
     }
 
     /// Elects leaders for every leaderless partition that now has an eligible replica.
@@ -230,6 +256,10 @@ pub struct Controller<S: Storage> {
     /// Set when the metadata log could not be written; the controller then refuses all
     /// requests, because its image may be ahead of the disk.
     failed: Option<String>,
+    /// Partitions each broker reported offline in its latest heartbeat (KIP-112). Not
+    /// durable: after a controller restart every broker reports them again within a
+    /// heartbeat; the ISR removals they caused are in the metadata log.
+    offline: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
 }
 
 impl<S: Storage> Controller<S> {
@@ -258,6 +288,7 @@ impl<S: Storage> Controller<S> {
             producer_ids: 0..0,
             outputs: Vec::new(),
             failed: None,
+            offline: BTreeMap::new(),
         })
     }
 
@@ -364,17 +395,25 @@ impl<S: Storage> Controller<S> {
             ControllerRequest::RegisterBroker {
                 broker,
                 incarnation,
+                offline_partitions,
             } => ControllerResponse::RegisterBroker(
-                check_sender(from, broker).and_then(|_| self.register(now, broker, incarnation)),
+                check_sender(from, broker)
+                    .and_then(|_| self.register(now, broker, incarnation, offline_partitions)),
             ),
             ControllerRequest::BrokerHeartbeat {
                 broker,
                 broker_epoch,
                 metadata_offset,
-            } => ControllerResponse::BrokerHeartbeat(
-                check_sender(from, broker)
-                    .and_then(|_| self.heartbeat(now, broker, broker_epoch, metadata_offset)),
-            ),
+                offline_partitions,
+            } => ControllerResponse::BrokerHeartbeat(check_sender(from, broker).and_then(|_| {
+                self.heartbeat(
+                    now,
+                    broker,
+                    broker_epoch,
+                    metadata_offset,
+                    offline_partitions,
+                )
+            })),
             ControllerRequest::AlterPartition {
                 tp,
                 leader,
@@ -418,11 +457,23 @@ impl<S: Storage> Controller<S> {
     }
 
     fn begin(&self) -> Txn {
+        let mut offline: BTreeMap<TopicPartition, BTreeSet<NodeId>> = BTreeMap::new();
+        for (&broker, tps) in &self.offline {
+            for tp in tps {
+                offline.entry(tp.clone()).or_default().insert(broker);
+            }
+        }
         Txn {
             image: self.image.clone(),
             records: Vec::new(),
             events: Vec::new(),
+            offline,
         }
+    }
+
+    /// Partitions `broker` reported offline in its latest heartbeat.
+    pub fn offline_partitions(&self, broker: NodeId) -> BTreeSet<TopicPartition> {
+        self.offline.get(&broker).cloned().unwrap_or_default()
     }
 
     /// Makes `txn` durable, then applies it. On a log failure nothing is applied and the
@@ -472,8 +523,18 @@ impl<S: Storage> Controller<S> {
         now: Nanos,
         broker: NodeId,
         incarnation: u64,
+        offline_partitions: Vec<TopicPartition>,
     ) -> Result<BrokerRegistration, ControllerError> {
+        let offline: BTreeSet<TopicPartition> = offline_partitions.into_iter().collect();
+        if offline.is_empty() {
+            self.offline.remove(&broker);
+        } else {
+            self.offline.insert(broker, offline.clone());
+        }
         let mut txn = self.begin();
+        for tp in &offline {
+            txn.take_offline(broker, tp)?;
+        }
         match self.image.broker(broker) {
             // A retry of the current registration: just make sure it is unfenced.
             Some(info) if info.incarnation == incarnation => {
@@ -518,6 +579,7 @@ impl<S: Storage> Controller<S> {
         broker: NodeId,
         broker_epoch: Offset,
         metadata_offset: Offset,
+        offline_partitions: Vec<TopicPartition>,
     ) -> Result<HeartbeatReply, ControllerError> {
         let info = self
             .image
@@ -533,19 +595,38 @@ impl<S: Storage> Controller<S> {
         }
         self.sessions
             .insert(broker, now.saturating_add(self.config.session_timeout));
+        // Offline partitions first, so that unfencing below never elects this broker for
+        // one of them. The set replaces the last one: a repaired partition is eligible again.
+        let offline: BTreeSet<TopicPartition> = offline_partitions.into_iter().collect();
+        let previous = if offline.is_empty() {
+            self.offline.remove(&broker)
+        } else {
+            self.offline.insert(broker, offline.clone())
+        };
+        let back_online = previous.is_some_and(|p| p.iter().any(|tp| !offline.contains(tp)));
+        let mut txn = self.begin();
+        for tp in &offline {
+            txn.take_offline(broker, tp)?;
+        }
+        if back_online {
+            // A partition left leaderless because its last ISR member was offline here
+            // can be led again.
+            txn.elect_leaderless()?;
+        }
         // A fenced broker is unfenced once it has seen its own fencing record, so it has
         // learned of every leadership and ISR membership it lost.
         if let super::image::BrokerState::Fenced { since } = info.state {
             if metadata_offset > since {
-                let mut txn = self.begin();
                 txn.push(MetadataRecord::BrokerUnfenced {
                     broker,
                     broker_epoch,
                 })?;
                 txn.events.push(ControllerEvent::BrokerUnfenced { broker });
                 txn.elect_leaderless()?;
-                self.commit(txn, now)?;
             }
+        }
+        if !txn.records.is_empty() || !txn.events.is_empty() {
+            self.commit(txn, now)?;
         }
         Ok(HeartbeatReply {
             broker,
@@ -606,9 +687,10 @@ impl<S: Storage> Controller<S> {
         if !new_isr.contains(&leader) {
             return Err(invalid("the leader must stay in the ISR".into()));
         }
+        let offline = |b: NodeId| self.offline.get(&b).is_some_and(|tps| tps.contains(tp));
         if let Some(&b) = new_isr
             .iter()
-            .find(|&&b| !state.isr.contains(&b) && !self.image.is_unfenced(b))
+            .find(|&&b| !state.isr.contains(&b) && (!self.image.is_unfenced(b) || offline(b)))
         {
             return Err(ControllerError::IneligibleReplica {
                 tp: tp.clone(),

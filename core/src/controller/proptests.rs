@@ -141,6 +141,7 @@ impl World {
                     ControllerRequest::RegisterBroker {
                         broker: b,
                         incarnation,
+                        offline_partitions: Vec::new(),
                     },
                 );
                 let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
@@ -175,6 +176,7 @@ impl World {
                         broker: b,
                         broker_epoch,
                         metadata_offset,
+                        offline_partitions: Vec::new(),
                     },
                 );
                 match r {
@@ -526,6 +528,7 @@ impl World {
                         broker: b,
                         broker_epoch: epoch,
                         metadata_offset: offset,
+                        offline_partitions: Vec::new(),
                     },
                 );
                 let ControllerResponse::BrokerHeartbeat(Ok(reply)) = r else {

@@ -18,15 +18,22 @@ pub enum Requester {
 pub enum ControllerRequest {
     /// A broker process starts (or retries its registration). `incarnation` must differ
     /// between process lifetimes of the same broker id and stay the same across retries.
+    /// `offline_partitions` as in `BrokerHeartbeat`: known before the first heartbeat, so
+    /// the registration itself never elects the broker for one of them.
     RegisterBroker {
         broker: NodeId,
         incarnation: u64,
+        offline_partitions: Vec<TopicPartition>,
     },
     /// Liveness plus metadata pull: the reply carries records from `metadata_offset` on.
+    /// `offline_partitions`: every hosted partition whose log this broker cannot serve
+    /// (failed to open or to read). The whole set in every heartbeat, so a lost heartbeat
+    /// only delays it: the controller takes the broker out of those ISRs and leaderships.
     BrokerHeartbeat {
         broker: NodeId,
         broker_epoch: Offset,
         metadata_offset: Offset,
+        offline_partitions: Vec<TopicPartition>,
     },
     /// A leader proposes a new ISR, naming the epochs its view is based on.
     AlterPartition {

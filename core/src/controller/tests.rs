@@ -79,6 +79,7 @@ impl Harness {
             ControllerRequest::RegisterBroker {
                 broker: b,
                 incarnation,
+                offline_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::RegisterBroker(Ok(r)) => {
@@ -102,6 +103,7 @@ impl Harness {
                 broker: b,
                 broker_epoch,
                 metadata_offset,
+                offline_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::BrokerHeartbeat(r) => r,
@@ -398,6 +400,7 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
         ControllerRequest::RegisterBroker {
             broker: 1,
             incarnation: 2,
+            offline_partitions: Vec::new(),
         },
     );
     let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
@@ -684,6 +687,7 @@ fn heartbeat_errors_and_reregistration() {
             broker: 7,
             broker_epoch: 0,
             metadata_offset: 0,
+            offline_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::UnknownBroker { broker: 7 })) => {}
@@ -710,6 +714,7 @@ fn heartbeat_errors_and_reregistration() {
             broker: 1,
             broker_epoch: e1,
             metadata_offset: 0,
+            offline_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {

@@ -150,6 +150,11 @@ impl<L: ReplicaLog> Replica<L> {
         }
         self.leader_epoch = epoch;
         self.partition_epoch = partition_epoch;
+        // Idempotence needs the producer state of the whole log; a log that cannot be
+        // read in full takes the replica offline rather than lead with a partial table.
+        if !self.rebuild_producer_state() {
+            return;
+        }
         let epoch_start_offset = self.log.log_end_offset();
         // Epoch marker: gives the epoch cache its entry right away (KIP-279 answers for
         // this epoch) and a record of the current epoch to commit, so the HW can move.
@@ -198,7 +203,6 @@ impl<L: ReplicaLog> Replica<L> {
             waiting: Vec::new(),
             parked: BTreeMap::new(),
         });
-        self.rebuild_producer_state();
         let ev = Event::BecameLeader {
             tp: self.tp.clone(),
             epoch,
@@ -325,7 +329,7 @@ impl<L: ReplicaLog> Replica<L> {
                 Ok(b) => b,
                 Err(e) => {
                     let msg = e.0.clone();
-                    self.log_error("read", e);
+                    self.fail_log("read", e);
                     return Err(FetchError::Storage(msg));
                 }
             }
@@ -765,12 +769,15 @@ impl<L: ReplicaLog> Replica<L> {
                 high_watermark: hw,
             });
         }
-        let batches = self
-            .read_below(req.offset, hw, req.max_bytes)
-            .map_err(|e| ConsumerFetchError::Storage(e.0))?
-            .into_iter()
-            .filter(|b| !is_control(b))
-            .collect();
+        let batches = match self.read_below(req.offset, hw, req.max_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                let msg = e.0.clone();
+                self.fail_log("read", e);
+                return Err(ConsumerFetchError::Storage(msg));
+            }
+        };
+        let batches = batches.into_iter().filter(|b| !is_control(b)).collect();
         Ok(ConsumerRecords {
             batches,
             high_watermark: hw,

@@ -23,7 +23,7 @@ pub use leader::AlterOutcome;
 pub use log::{Appended, LogFailure, ReplicaLog};
 
 use crate::log::RecordBatch;
-use crate::message::{Address, Message};
+use crate::message::{Address, Message, ProduceError};
 use crate::types::{
     LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
 };
@@ -57,6 +57,9 @@ pub struct ReplicaConfig {
     /// each append. The high watermark only counts fsynced data, so this bounds the
     /// extra latency of acks=all.
     pub flush_interval: Nanos,
+    /// An offline replica (its log failed a read) reads its whole log again this often;
+    /// once that succeeds (the failure was transient) it is back online.
+    pub log_recheck_interval: Nanos,
     pub bugs: Bugs,
 }
 
@@ -71,6 +74,7 @@ impl Default for ReplicaConfig {
             fetch_timeout: 500_000_000,
             alter_partition_retry: 500_000_000,
             flush_interval: 0,
+            log_recheck_interval: 1_000_000_000,
             bugs: Bugs::default(),
         }
     }
@@ -148,6 +152,12 @@ pub enum Event {
         op: &'static str,
         error: String,
     },
+    /// The log could not be read (corruption or a storage failure): the replica stopped
+    /// leading and following this partition until the log reads again, or its broker
+    /// repairs or reopens it.
+    LogFailed { tp: TopicPartition, reason: String },
+    /// An offline replica read its whole log again without error: back online.
+    LogRecovered { tp: TopicPartition },
 }
 
 /// Read-only snapshot of a replica for the simulator's invariant checks.
@@ -195,6 +205,11 @@ pub struct Replica<L: ReplicaLog> {
     next_correlation: u64,
     /// Brokers the controller has fenced: never proposed for the ISR.
     pub(crate) fenced_brokers: BTreeSet<NodeId>,
+    /// Set when the log failed a read (KIP-112 offline log): the replica neither leads
+    /// nor follows any more, whatever the metadata says; its broker reports it offline.
+    failure: Option<String>,
+    /// When the offline log is next read through (None: armed at the next tick).
+    recheck_at: Option<Nanos>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -226,6 +241,8 @@ impl<L: ReplicaLog> Replica<L> {
             flush_due: None,
             next_correlation: 1,
             fenced_brokers: BTreeSet::new(),
+            failure: None,
+            recheck_at: None,
         }
     }
 
@@ -257,6 +274,11 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn restore_high_watermark(&mut self, hw: Offset) {
         let hw = hw.min(self.log.log_end_offset());
         self.high_watermark = self.high_watermark.max(hw);
+    }
+
+    /// Why this replica's log is offline, if it is (see [`Event::LogFailed`]).
+    pub fn log_failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     pub fn log(&self) -> &L {
@@ -312,6 +334,9 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Earliest time at which `tick` has something to do.
     pub fn next_timeout(&self) -> Option<Nanos> {
+        if self.failure.is_some() {
+            return Some(self.recheck_at.unwrap_or(0));
+        }
         let role = match &self.role {
             RoleState::Leader(l) => l.next_timeout(&self.config),
             RoleState::Follower(f) => f.next_timeout(&self.config),
@@ -323,6 +348,9 @@ impl<L: ReplicaLog> Replica<L> {
     /// Timers: fetch retries (follower), ISR lag checks, AlterPartition retries, produce
     /// timeouts and delayed flushes (leader).
     pub fn tick(&mut self, now: Nanos) {
+        if self.failure.is_some() {
+            return self.recheck_log(now);
+        }
         if let Some(due) = self.flush_due {
             if now >= due {
                 self.flush_due = None;
@@ -356,6 +384,13 @@ impl<L: ReplicaLog> Replica<L> {
             return; // stale metadata (reordered heartbeat responses)
         }
         self.replicas = replicas.to_vec();
+        if self.failure.is_some() {
+            // Offline: remember the epochs, take no role (the controller moves the
+            // leadership away once the broker reports the partition offline).
+            self.leader_epoch = leader_epoch;
+            self.partition_epoch = partition_epoch;
+            return;
+        }
         if leader == Some(self.me) {
             self.become_leader(now, leader_epoch, partition_epoch, isr);
         } else {
@@ -382,6 +417,77 @@ impl<L: ReplicaLog> Replica<L> {
         });
     }
 
+    /// A read failed (a CRC mismatch, an unreadable segment): the log can no longer be
+    /// trusted to serve, so the replica goes offline for this partition, as Kafka takes a
+    /// failed log dir offline (KIP-112). A leader stops leading (waiting writes fail with
+    /// NotLeader, held fetches are answered), a follower stops fetching. Nothing is
+    /// truncated here: whether the log may be repaired is the broker's call, once the
+    /// controller has taken this replica out of the ISR.
+    pub(crate) fn fail_log(&mut self, op: &'static str, error: LogFailure) {
+        let reason = format!("{op}: {error}");
+        self.log_error(op, error);
+        if self.failure.is_some() {
+            return;
+        }
+        self.release_parked();
+        self.fail_waiting(ProduceError::NotLeader {
+            leader: None,
+            leader_epoch: self.leader_epoch,
+        });
+        self.role = RoleState::Offline;
+        self.flush_due = None;
+        self.failure = Some(reason.clone());
+        self.recheck_at = None;
+        let tp = self.tp.clone();
+        self.event(Event::LogFailed { tp, reason });
+    }
+
+    /// Offline: read the whole log again when due. A transient failure (an I/O error that
+    /// went away) brings the replica back online — Offline, until the broker applies the
+    /// partition state again; a corrupt batch keeps it offline.
+    fn recheck_log(&mut self, now: Nanos) {
+        let Some(due) = self.recheck_at else {
+            self.recheck_at = Some(now + self.config.log_recheck_interval);
+            return;
+        };
+        if now < due {
+            return;
+        }
+        match self.scan_log(|_| {}) {
+            Ok(()) => {
+                self.failure = None;
+                self.recheck_at = None;
+                let tp = self.tp.clone();
+                self.event(Event::LogRecovered { tp });
+            }
+            Err(_) => self.recheck_at = Some(now + self.config.log_recheck_interval),
+        }
+    }
+
+    /// Offline: read the log through now (not waiting for the recheck timer).
+    pub fn recheck_log_now(&mut self) {
+        if self.failure.is_some() {
+            self.recheck_at = Some(0);
+            self.recheck_log(0);
+        }
+    }
+
+    /// Read every batch of the log, in order.
+    fn scan_log(&mut self, mut each: impl FnMut(&RecordBatch)) -> Result<(), LogFailure> {
+        let mut from = self.log.log_start_offset();
+        let end = self.log.log_end_offset();
+        while from < end {
+            let batches = self.log.read(from, self.config.fetch_max_bytes)?;
+            let Some(last) = batches.last() else { break };
+            let next = last.next_offset().max(from + 1);
+            for b in batches.iter().filter(|b| b.next_offset() > from) {
+                each(b);
+            }
+            from = next;
+        }
+        Ok(())
+    }
+
     /// fsync; on failure the flushed offset simply does not move (so the HW does not
     /// advance past unsynced data) and the error is reported.
     pub(crate) fn flush_log(&mut self) -> bool {
@@ -401,32 +507,22 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// Rebuild producer idempotence state from the log (on becoming leader and after a
-    /// truncation): the log is the only source of truth for written sequences.
-    pub(crate) fn rebuild_producer_state(&mut self) {
+    /// truncation): the log is the only source of truth for written sequences. A batch
+    /// that cannot be read leaves the table incomplete, and a leader with an incomplete
+    /// table would take retries for new writes (duplicates), so a read failure takes the
+    /// replica offline instead. Returns whether the table is complete.
+    pub(crate) fn rebuild_producer_state(&mut self) -> bool {
         let mut table = ProducerStateTable::default();
-        let mut from = self.log.log_start_offset();
-        let end = self.log.log_end_offset();
-        while from < end {
-            match self.log.read(from, self.config.fetch_max_bytes) {
-                Ok(batches) if !batches.is_empty() => {
-                    for b in &batches {
-                        if b.next_offset() > from {
-                            idempotence::record(&mut table, b);
-                        }
-                    }
-                    from = batches
-                        .last()
-                        .map(|b| b.next_offset())
-                        .unwrap_or(end)
-                        .max(from + 1);
-                }
-                Ok(_) => break,
-                Err(e) => {
-                    self.log_error("read", e);
-                    break;
-                }
+        match self.scan_log(|b| idempotence::record(&mut table, b)) {
+            Ok(()) => {
+                self.producers = table;
+                true
+            }
+            Err(e) => {
+                self.producers = ProducerStateTable::default();
+                self.fail_log("rebuild producer state", e);
+                false
             }
         }
-        self.producers = table;
     }
 }
