@@ -70,3 +70,49 @@ fn every_scenario_meets_its_expectation() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// Bugs of the bug zoo that a scenario is known to catch: (file, `--bug`, seed, invariant).
+const CATCHES: &[(&str, &str, u64, &str)] = &[
+    (
+        "kip101-new-follower-truncates-then-leader-dies.toml",
+        "truncate-to-hw",
+        3,
+        "acked-write-lost",
+    ),
+    (
+        "zombie-leader-partition.toml",
+        "unfenced-fetch",
+        1,
+        "replica-divergence",
+    ),
+    (
+        "zombie-leader-partition.toml",
+        "ack-before-isr",
+        1,
+        "acked-write-lost",
+    ),
+    (
+        "kip966-last-replica-unflushed.toml",
+        "fsync-after-ack",
+        1,
+        "acked-write-lost",
+    ),
+];
+
+#[test]
+fn scenarios_catch_their_bugs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    for (file, bug, seed, invariant) in CATCHES {
+        let sc = Scenario::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let mut c = SimConfig::default();
+        c.apply_scenario(&sc);
+        c.seed = *seed;
+        c.bugs = vec![bug.to_string()];
+        let r = skein_sim::run(&c, None, None).expect("the run starts");
+        assert!(
+            r.failed_invariants().contains(invariant),
+            "{file} --bug {bug} --seed {seed}: expected {invariant} to fail, failed {:?}\n{r}",
+            r.failed_invariants()
+        );
+    }
+}
