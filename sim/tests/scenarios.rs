@@ -116,3 +116,42 @@ fn scenarios_catch_their_bugs() {
         );
     }
 }
+
+/// A trace sink the test can read back after the run.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn isr_of_one_refuses_acks_all_writes() {
+    // `[expect]` cannot say "writes were refused", so check the trace: the ISR did shrink
+    // to the leader alone, the leader answered NotEnoughReplicas, and nothing acked was lost.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let sc = Scenario::load(&dir.join("isr-shrink-to-one.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    c.seed = 1;
+    let sink = Shared::default();
+    let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
+    assert!(r.passed(), "{r}");
+    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    assert!(
+        trace.contains("isr: [1], partition_epoch"),
+        "the ISR never shrank to {{1}}"
+    );
+    let refused = trace.matches("NotEnoughReplicas").count();
+    assert!(
+        refused > 0,
+        "no acks=all write was refused with an ISR of one"
+    );
+    assert_eq!(r.lost, 0, "{r}");
+}
