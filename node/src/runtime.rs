@@ -373,7 +373,6 @@ impl Machine {
     }
 }
 
-
 fn log_broker_event(e: &BrokerEvent) {
     match e {
         BrokerEvent::Replica(ev) => match ev {
