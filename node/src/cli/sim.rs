@@ -90,7 +90,7 @@ pub struct SimOpts {
     #[arg(long)]
     no_history_check: bool,
     /// Leave bit flips out of random fault schedules (see "known findings" in
-    /// docs/simulation.md: a flipped bit on a leader currently costs liveness).
+    /// docs/simulation.md: a flipped bit in the last in-sync copy of a partition leaves it leaderless).
     #[arg(long)]
     no_bit_flips: bool,
     /// Switch a historical bug back on in the core (bug zoo; see docs/simulation.md).
