@@ -128,6 +128,27 @@ impl<M> Slot<M> {
     fn free_at(&self) -> SimTime {
         self.busy_until.max(self.paused_until)
     }
+
+    /// What a timer of generation `gen` firing at `now` should do: nothing if a newer timer
+    /// replaced it, wait until the node is free if it is busy or paused, else tick now.
+    fn timer_due(&mut self, now: SimTime, gen: u64) -> TimerDue {
+        if self.timer_gen != gen {
+            return TimerDue::Stale;
+        }
+        if self.free_at() > now {
+            let t = self.free_at();
+            self.timer_at = Some(t);
+            return TimerDue::Deferred(t);
+        }
+        self.timer_at = None;
+        TimerDue::Now
+    }
+}
+
+enum TimerDue {
+    Stale,
+    Deferred(SimTime),
+    Now,
 }
 
 enum Client {
@@ -590,23 +611,29 @@ impl World {
     }
 
     fn node_timer(&mut self, now: SimTime, seq: u64, node: Address, gen: u64) {
+        let due = match node {
+            Address::Node(n) => match self.brokers.get_mut(&n) {
+                Some(slot) => slot.timer_due(now, gen),
+                None => return,
+            },
+            Address::Controller => self.controller.timer_due(now, gen),
+            Address::Client(_) => return,
+        };
+        match due {
+            TimerDue::Stale => return,
+            TimerDue::Deferred(t) => {
+                self.q.push(t, Ev::NodeTimer { node, gen });
+                return;
+            }
+            TimerDue::Now => {}
+        }
+        self.tracer
+            .event(now, seq, "tick", "", &[addr_code(node)], String::new);
         match node {
             Address::Node(n) => {
                 let Some(slot) = self.brokers.get_mut(&n) else {
                     return;
                 };
-                if slot.timer_gen != gen {
-                    return;
-                }
-                if slot.free_at() > now {
-                    let t = slot.free_at();
-                    slot.timer_at = Some(t);
-                    self.q.push(t, Ev::NodeTimer { node, gen });
-                    return;
-                }
-                slot.timer_at = None;
-                self.tracer
-                    .event(now, seq, "tick", "", &[addr_code(node)], String::new);
                 let local = slot.clock.local(now);
                 let Some(b) = slot.machine.as_mut() else {
                     return;
@@ -616,18 +643,6 @@ impl World {
             }
             Address::Controller => {
                 let slot = &mut self.controller;
-                if slot.timer_gen != gen {
-                    return;
-                }
-                if slot.free_at() > now {
-                    let t = slot.free_at();
-                    slot.timer_at = Some(t);
-                    self.q.push(t, Ev::NodeTimer { node, gen });
-                    return;
-                }
-                slot.timer_at = None;
-                self.tracer
-                    .event(now, seq, "tick", "", &[addr_code(node)], String::new);
                 let local = slot.clock.local(now);
                 let Some(c) = slot.machine.as_mut() else {
                     return;
