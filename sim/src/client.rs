@@ -397,6 +397,22 @@ impl Producer {
         self.dispatch(ctx);
     }
 
+    /// Give up every in-flight batch: its outcome is unknown (it may have been written), so
+    /// each of its values goes into the history as an `info` send and is never resent.
+    fn abandon_in_flight(&mut self, ctx: &mut Ctx<'_>) {
+        for (p, f) in std::mem::take(&mut self.in_flight) {
+            for v in &f.values {
+                ctx.history.push(
+                    ctx.now,
+                    process_id(self.client, p),
+                    EventType::Info,
+                    Function::Send,
+                    Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                );
+            }
+        }
+    }
+
     fn on_produce_response(&mut self, r: ProduceResponse, ctx: &mut Ctx<'_>) {
         let p = r.tp.partition;
         let Some(f) = self.in_flight.get(&p) else {
@@ -480,31 +496,11 @@ impl Producer {
                 // Every in-flight batch's outcome becomes unknown; they are not resent (a
                 // resend could write a value twice), new values continue under the new epoch.
                 let _ = self.idem.bump_epoch();
-                for (p, f) in std::mem::take(&mut self.in_flight) {
-                    for v in &f.values {
-                        ctx.history.push(
-                            ctx.now,
-                            process_id(self.client, p),
-                            EventType::Info,
-                            Function::Send,
-                            Value::Send(SendValue::new(TOPIC, p, v.as_str())),
-                        );
-                    }
-                }
+                self.abandon_in_flight(ctx);
             }
             Completion::Fenced => {
                 self.fenced = true;
-                for (p, f) in std::mem::take(&mut self.in_flight) {
-                    for v in &f.values {
-                        ctx.history.push(
-                            ctx.now,
-                            process_id(self.client, p),
-                            EventType::Info,
-                            Function::Send,
-                            Value::Send(SendValue::new(TOPIC, p, v.as_str())),
-                        );
-                    }
-                }
+                self.abandon_in_flight(ctx);
             }
         }
     }
