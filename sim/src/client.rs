@@ -31,15 +31,15 @@ pub const TOPIC: &str = "sim";
 /// look like real ones.
 const EPOCH_MS: i64 = 1_767_225_600_000;
 
-const REQUEST_TIMEOUT: SimTime = SECS;
+pub(crate) const REQUEST_TIMEOUT: SimTime = SECS;
 /// How long a leader may wait for replication before answering RequestTimedOut.
 const PRODUCE_TIMEOUT: SimTime = 500 * MILLIS;
 /// Most records a producer puts in one batch.
 const MAX_BATCH_RECORDS: usize = 16;
-const RETRY_BACKOFF: SimTime = 50 * MILLIS;
+pub(crate) const RETRY_BACKOFF: SimTime = 50 * MILLIS;
 const METADATA_TIMEOUT: SimTime = 500 * MILLIS;
 const METADATA_MIN_INTERVAL: SimTime = 50 * MILLIS;
-const POLL_INTERVAL: SimTime = 20 * MILLIS;
+pub(crate) const POLL_INTERVAL: SimTime = 20 * MILLIS;
 
 /// History process id of a client's work on one partition.
 pub fn process_id(client: u64, partition: u32) -> u64 {
@@ -54,6 +54,10 @@ pub struct ClientOut {
     pub acked: Vec<(u32, Offset, String, LeaderEpoch)>,
     /// Records read: (partition, offset, value, served by).
     pub read: Vec<(u32, Offset, String, NodeId)>,
+    /// What group members saw, for the group invariants.
+    pub group: Vec<crate::group_client::GroupObs>,
+    /// A group member asks to be paused for this long from now (a pause fault striking).
+    pub pause: Option<SimTime>,
 }
 
 /// Shared context of one client step.
@@ -67,7 +71,7 @@ pub struct Ctx<'a> {
 
 /// Leaders as the client last heard of them.
 #[derive(Default)]
-struct MetaCache {
+pub(crate) struct MetaCache {
     leaders: BTreeMap<u32, (Option<NodeId>, LeaderEpoch)>,
     pending: Option<(u64, SimTime)>,
     stale: bool,
@@ -75,16 +79,16 @@ struct MetaCache {
 }
 
 impl MetaCache {
-    fn leader(&self, p: u32) -> Option<NodeId> {
+    pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
         self.leaders.get(&p).and_then(|l| l.0)
     }
 
-    fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.stale = true;
     }
 
     /// Sends a metadata request if one is due.
-    fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
+    pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
         if let Some((_, sent)) = self.pending {
             if ctx.now < sent + METADATA_TIMEOUT {
                 return;
@@ -114,7 +118,7 @@ impl MetaCache {
         ));
     }
 
-    fn on_response(&mut self, r: &MetadataResponse) {
+    pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
         if self.pending.map(|(c, _)| c) == Some(r.correlation) {
             self.pending = None;
         }
@@ -130,7 +134,7 @@ impl MetaCache {
         }
     }
 
-    fn next_wake(&self, partitions: u32) -> Option<SimTime> {
+    pub(crate) fn next_wake(&self, partitions: u32) -> Option<SimTime> {
         if let Some((_, sent)) = self.pending {
             return Some(sent + METADATA_TIMEOUT);
         }
@@ -143,7 +147,7 @@ impl MetaCache {
     }
 }
 
-fn tp(p: u32) -> TopicPartition {
+pub(crate) fn tp(p: u32) -> TopicPartition {
     TopicPartition::new(TOPIC, p)
 }
 

@@ -4,9 +4,11 @@
 //! function of its `SimConfig`: the seed is part of it.
 
 use crate::faults::{FaultRates, Scheduled};
+use crate::group_client::CommitMode;
 use crate::net::NetConfig;
 use crate::scenario::{Acks, Expect, Scenario};
 use crate::time::{SimTime, MILLIS, SECS};
+use skein_core::group::AssignorKind;
 
 /// Simulated disk speed. Latencies are charged to the node doing the I/O: its outputs leave
 /// only after its writes and fsyncs complete, and it handles nothing else meanwhile.
@@ -49,6 +51,12 @@ pub struct SimConfig {
     pub unclean_leader_election: bool,
     pub producers: u32,
     pub consumers: u32,
+    /// Members of one consumer group (`group_id`) reading the topic, commit-after-process.
+    pub group_members: u32,
+    pub group_id: String,
+    /// How members commit after processing a batch.
+    pub group_commit: CommitMode,
+    pub group_assignor: AssignorKind,
     /// Produce requests per simulated second, over all producers.
     pub produce_rate: f64,
     pub acks: Acks,
@@ -81,6 +89,10 @@ impl Default for SimConfig {
             unclean_leader_election: false,
             producers: 2,
             consumers: 2,
+            group_members: 2,
+            group_id: "sim-group".into(),
+            group_commit: CommitMode::Sync,
+            group_assignor: AssignorKind::Range,
             produce_rate: 200.0,
             acks: Acks::All,
             idempotent: true,
@@ -134,6 +146,10 @@ impl SimConfig {
             unclean_leader_election,
             producers,
             consumers,
+            group_members,
+            group_id,
+            group_commit,
+            group_assignor,
             produce_rate,
             acks,
             idempotent,
@@ -193,6 +209,24 @@ impl SimConfig {
         }
         if self.liveness >= self.duration {
             return Err("--liveness must be shorter than --duration".into());
+        }
+        for f in &self.schedule {
+            use crate::faults::Fault;
+            if let Fault::MemberCrash { member, .. }
+            | Fault::MemberRestart { member }
+            | Fault::MemberPause { member, .. } = &f.fault
+            {
+                if *member == 0 || *member > self.group_members {
+                    return Err(format!(
+                        "a {} fault names group member {member}, but the workload has {} (numbered from 1)",
+                        f.fault.name(),
+                        self.group_members
+                    ));
+                }
+            }
+        }
+        if self.group_members > 0 && self.group_id.is_empty() {
+            return Err("the group id must not be empty".into());
         }
         if !(self.produce_rate.is_finite() && self.produce_rate >= 0.0) {
             return Err("--produce-rate must be a number >= 0".into());

@@ -92,6 +92,24 @@ pub enum Fault {
     },
     /// Internal: the end of a timed disk or pause fault on `node`.
     EndDiskFault { node: NodeRef, what: DiskFaultKind },
+    /// Group member `member` (1-based) dies: its consumer state is gone. Restarts (as a new
+    /// member) after `restart_after` if given, else at `member-restart` or the final heal.
+    MemberCrash {
+        member: u32,
+        restart_after: Option<SimTime>,
+    },
+    /// Restarts a crashed group member (no-op if it is up).
+    MemberRestart { member: u32 },
+    /// A stop-the-world pause of group member `member` that strikes while it processes a
+    /// batch (now if it is processing one, else when it starts the next): when it wakes it
+    /// finishes the batch and commits it before its consumer notices the session is gone.
+    MemberPause { member: u32, duration: SimTime },
+    /// Crashes the broker that leads the group's `__consumer_offsets` partition at that
+    /// moment (the group coordinator); nothing happens if there is none.
+    CoordinatorCrash {
+        power_loss: bool,
+        restart_after: Option<SimTime>,
+    },
 }
 
 /// Timed disk faults, for their end events.
@@ -123,6 +141,10 @@ impl Fault {
             Fault::DiskFull { .. } => "disk-full",
             Fault::SlowDisk { .. } => "slow-disk",
             Fault::EndDiskFault { .. } => "end-disk-fault",
+            Fault::MemberCrash { .. } => "member-crash",
+            Fault::MemberRestart { .. } => "member-restart",
+            Fault::MemberPause { .. } => "member-pause",
+            Fault::CoordinatorCrash { .. } => "coordinator-crash",
         }
     }
 }
@@ -155,6 +177,9 @@ pub struct FaultRates {
     pub slow_disk: u32,
     /// At most this many brokers down at once (crashed or paused).
     pub max_down: u32,
+    /// Group member faults, drawn from their own stream (see [`random_member_schedule`]).
+    pub member_crash: u32,
+    pub member_pause: u32,
 }
 
 impl Default for FaultRates {
@@ -174,6 +199,8 @@ impl Default for FaultRates {
             disk_full: 1,
             slow_disk: 1,
             max_down: 1,
+            member_crash: 2,
+            member_pause: 2,
         }
     }
 }
@@ -204,6 +231,8 @@ impl FaultRates {
         "read-errors",
         "disk-full",
         "slow-disk",
+        "member-crash",
+        "member-pause",
     ];
 
     /// Sets the weight of one fault kind; the error names the unknown kind.
@@ -220,6 +249,8 @@ impl FaultRates {
             "read-errors" => &mut self.read_errors,
             "disk-full" => &mut self.disk_full,
             "slow-disk" => &mut self.slow_disk,
+            "member-crash" => &mut self.member_crash,
+            "member-pause" => &mut self.member_pause,
             other => {
                 return Err(format!(
                     "unknown fault kind {other:?}; known: {}",
@@ -389,6 +420,67 @@ pub fn random_schedule(
                 latency: between(rng, MILLIS, 50 * MILLIS),
                 duration: short(rng, 100 * MILLIS, 3 * SECS),
             },
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
+/// Draws group member faults (crashes and pauses) for members `1..=members` within
+/// `[start, end)`, from a stream of their own, so adding members never changes a seed's
+/// broker fault schedule. They come at the share of `per_second` their weights have among
+/// all the weights, at most one member down at a time.
+pub fn random_member_schedule(
+    rates: &FaultRates,
+    members: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    let member_weight = rates.member_crash + rates.member_pause;
+    let broker_weight = rates.crash
+        + rates.power_loss
+        + rates.controller_crash
+        + rates.pause
+        + rates.clock
+        + rates.partition
+        + rates.clog
+        + rates.bit_flip
+        + rates.read_errors
+        + rates.disk_full
+        + rates.slow_disk;
+    if rates.per_second <= 0.0 || end <= start || members == 0 || member_weight == 0 {
+        return out;
+    }
+    let per_second =
+        rates.per_second * member_weight as f64 / (member_weight + broker_weight) as f64;
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut t = start;
+    let mut down_until: SimTime = 0;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let member = rng.gen_range(1..=members);
+        let crash = rng.gen_range(0..member_weight) < rates.member_crash;
+        let remaining = end - t;
+        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
+        if down_until > t {
+            continue;
+        }
+        down_until = t + d;
+        let fault = if crash {
+            Fault::MemberCrash {
+                member,
+                restart_after: Some(d),
+            }
+        } else {
+            Fault::MemberPause {
+                member,
+                duration: d,
+            }
         };
         out.push(Scheduled { at: t, fault });
     }

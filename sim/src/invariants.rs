@@ -32,6 +32,11 @@ pub const NAMES: &[&str] = &[
     RECORD_CHANGED,
     LIVENESS,
     HISTORY,
+    crate::group_invariants::GROUP_SINGLE_OWNER,
+    crate::group_invariants::GROUP_UNOWNED,
+    crate::group_invariants::GROUP_OFFSET_REGRESSION,
+    crate::group_invariants::GROUP_ACKED_COMMIT_LOST,
+    crate::group_invariants::GROUP_UNPROCESSED,
 ];
 
 /// One violation: which invariant, when, and what was seen.
@@ -145,6 +150,11 @@ impl Checker {
                 detail,
             });
         }
+    }
+
+    /// Records a violation found by another checker (the group checks).
+    pub fn violation(&mut self, invariant: &'static str, at: SimTime, detail: String) {
+        self.violate(invariant, at, detail);
     }
 
     /// Violations kept (the first ones), in time order.

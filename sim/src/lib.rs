@@ -12,6 +12,8 @@
 //! every disk access through a fault-injecting in-memory disk, and every node sees time
 //! through its own clock ([`clock`]). After each event the [`invariants`] are checked
 //! against read-only views of the brokers; every event is folded into the [`trace`] hash.
+//! Consumer-group members ([`group_client`]) drive the real `GroupConsumer` against the
+//! brokers' coordinators, and [`group_invariants`] checks ownership and committed offsets.
 //! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
 
 pub mod client;
@@ -19,6 +21,8 @@ pub mod clock;
 pub mod config;
 pub mod disk;
 pub mod faults;
+pub mod group_client;
+pub mod group_invariants;
 pub mod history;
 pub mod invariants;
 pub mod net;

@@ -24,6 +24,16 @@ pub enum Verdict {
     },
 }
 
+/// What the group members did, for the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GroupStats {
+    pub members: u32,
+    pub processed: u64,
+    pub commits: u64,
+    pub coordinator_loads: u64,
+    pub member_crashes: u64,
+}
+
 /// What a run did and found.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
@@ -46,6 +56,9 @@ pub struct SimReport {
     pub failed: u64,
     pub indeterminate: u64,
     pub records_polled: u64,
+    /// Consumer group: members, records they processed, commits acknowledged to them,
+    /// coordinator loads of the group seen (the first load and every failover).
+    pub group: Option<GroupStats>,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
     pub net: NetStats,
@@ -158,6 +171,13 @@ impl fmt::Display for SimReport {
             self.indeterminate,
             self.records_polled
         )?;
+        if let Some(g) = &self.group {
+            writeln!(
+                f,
+                "group        members={} processed={} commits={} coordinator-loads={} member-crashes={}",
+                g.members, g.processed, g.commits, g.coordinator_loads, g.member_crashes
+            )?;
+        }
         writeln!(f, "invariants")?;
         for (name, v) in &self.verdicts {
             match v {

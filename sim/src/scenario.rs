@@ -7,7 +7,8 @@
 //! [cluster]            # all optional: brokers, partitions, replication_factor,
 //! brokers = 3          # min_insync_replicas, unclean_leader_election
 //! [workload]           # producers, consumers, produce_rate (requests per sim second),
-//! producers = 2        # acks (0, 1 or "all"), idempotent
+//! producers = 2        # acks (0, 1 or "all"), idempotent; group_members, group_id,
+//!                      # group_commit ("sync" or "async"), group_assignor
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -17,6 +18,8 @@
 //! at = "5s"
 //! kind = "partition"   # crash restart pause clock-jump clock-stall clock-skew partition
 //! shape = "isolate"    # heal clog bit-flip read-errors disk-full slow-disk
+//!                      # member-crash member-restart member-pause (with `member = N`)
+//!                      # coordinator-crash
 //! node = 1             # a broker id, or "controller"
 //! duration = "4s"
 //! [expect]
@@ -89,6 +92,10 @@ pub struct Scenario {
     pub unclean_leader_election: Option<bool>,
     pub producers: Option<u32>,
     pub consumers: Option<u32>,
+    pub group_members: Option<u32>,
+    pub group_id: Option<String>,
+    pub group_commit: Option<crate::group_client::CommitMode>,
+    pub group_assignor: Option<skein_core::group::AssignorKind>,
     pub produce_rate: Option<f64>,
     pub acks: Option<Acks>,
     pub idempotent: Option<bool>,
@@ -136,6 +143,10 @@ struct RawWorkload {
     produce_rate: Option<Spanned<f64>>,
     acks: Option<Spanned<toml::Value>>,
     idempotent: Option<bool>,
+    group_members: Option<u32>,
+    group_id: Option<Spanned<String>>,
+    group_commit: Option<Spanned<String>>,
+    group_assignor: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +191,7 @@ struct RawFault {
     forward: Option<Spanned<String>>,
     latency: Option<Spanned<String>>,
     ppm: Option<i64>,
+    member: Option<Spanned<u32>>,
 }
 
 /// Line number (1-based) of a byte offset.
@@ -313,6 +325,35 @@ impl Scenario {
                 sc.produce_rate = Some(*r.get_ref());
             }
             sc.idempotent = w.idempotent;
+            sc.group_members = w.group_members;
+            if let Some(g) = w.group_id {
+                if g.get_ref().is_empty() {
+                    return Err(cx.err(Some(g.span()), "workload.group_id", "must not be empty"));
+                }
+                sc.group_id = Some(g.into_inner());
+            }
+            if let Some(m) = w.group_commit {
+                sc.group_commit = Some(
+                    crate::group_client::CommitMode::from_name(m.get_ref()).ok_or_else(|| {
+                        cx.err(
+                            Some(m.span()),
+                            "workload.group_commit",
+                            format!("expected \"sync\" or \"async\", found {:?}", m.get_ref()),
+                        )
+                    })?,
+                );
+            }
+            if let Some(a) = w.group_assignor {
+                sc.group_assignor = Some(
+                    skein_core::group::AssignorKind::from_name(a.get_ref()).ok_or_else(|| {
+                        cx.err(
+                            Some(a.span()),
+                            "workload.group_assignor",
+                            format!("expected \"range\", \"roundrobin\" or \"cooperative-sticky\", found {:?}", a.get_ref()),
+                        )
+                    })?,
+                );
+            }
             if let Some(a) = w.acks {
                 sc.acks = Some(match a.get_ref() {
                     toml::Value::Integer(0) => Acks::None,
@@ -442,6 +483,21 @@ fn parse_fault(
             )),
         }
     };
+    let need_member = || -> Result<u32, ScenarioError> {
+        match &f.member {
+            Some(m) if *m.get_ref() == 0 => Err(cx.err(
+                Some(m.span()),
+                &field("member"),
+                "group members are numbered from 1",
+            )),
+            Some(m) => Ok(*m.get_ref()),
+            None => Err(cx.err(
+                Some(span.clone()),
+                &field("member"),
+                format!("`{}` needs `member`", f.kind.get_ref()),
+            )),
+        }
+    };
     let fault = match f.kind.get_ref().as_str() {
         "crash" => Fault::Crash {
             node: need_node(&f.node, "node")?,
@@ -506,11 +562,24 @@ fn parse_fault(
             latency: need_dur(&f.latency, "latency")?,
             duration: need_dur(&f.duration, "duration")?,
         },
+        "member-crash" => Fault::MemberCrash {
+            member: need_member()?,
+            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+        },
+        "member-restart" => Fault::MemberRestart { member: need_member()? },
+        "member-pause" => Fault::MemberPause {
+            member: need_member()?,
+            duration: need_dur(&f.duration, "duration")?,
+        },
+        "coordinator-crash" => Fault::CoordinatorCrash {
+            power_loss: f.power_loss.unwrap_or(false),
+            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+        },
         other => {
             return Err(cx.err(
                 Some(f.kind.span()),
                 &field("kind"),
-                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full or slow-disk"),
+                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full, slow-disk, member-crash, member-restart, member-pause or coordinator-crash"),
             ))
         }
     };

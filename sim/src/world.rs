@@ -11,7 +11,11 @@ use crate::client::{ClientOut, Consumer, Ctx, Producer, TOPIC};
 use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
-use crate::faults::{random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled};
+use crate::faults::{
+    random_member_schedule, random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled,
+};
+use crate::group_client::{GroupMember, REBALANCE_TIMEOUT, SESSION_TIMEOUT};
+use crate::group_invariants::{self, GroupChecker};
 use crate::history::History;
 use crate::invariants::{self, Checker};
 use crate::net::{Fate, Network};
@@ -23,6 +27,7 @@ use crate::trace::Tracer;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
+use skein_core::group::{coordinator_partition, CoordinatorPhase, GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use skein_core::controller::{
     Controller, ControllerConfig, ControllerError, ControllerOutput, ControllerRequest,
     ControllerResponse, Requester, TopicConfig,
@@ -54,6 +59,7 @@ pub const BUG_NAMES: &[&str] = &[
     "unfenced-fetch",
     "ack-before-isr",
     "fsync-after-ack",
+    "no-generation-fencing",
 ];
 
 fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
@@ -65,6 +71,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
             "unfenced-fetch" => b.unfenced_fetch = true,
             "ack-before-isr" => b.ack_before_isr = true,
             "fsync-after-ack" => b.fsync_after_ack = true,
+            "no-generation-fencing" => b.no_generation_fencing = true,
             other => {
                 return Err(SimError::UnknownBug {
                     name: other.to_string(),
@@ -154,6 +161,7 @@ enum TimerDue {
 enum Client {
     Producer(Producer),
     Consumer(Consumer),
+    Member(GroupMember),
 }
 
 impl Client {
@@ -161,6 +169,7 @@ impl Client {
         match self {
             Client::Producer(p) => p.next_wake(),
             Client::Consumer(c) => c.next_wake(),
+            Client::Member(m) => m.next_wake(),
         }
     }
 }
@@ -169,6 +178,8 @@ struct ClientSlot {
     client: Client,
     timer_gen: u64,
     timer_at: Option<SimTime>,
+    /// A paused group member handles nothing until then.
+    paused_until: SimTime,
 }
 
 const ADMIN: u64 = 0;
@@ -212,6 +223,10 @@ struct World {
     out: ClientOut,
     /// Records per produce request, by (client, correlation), for the acknowledgement checks.
     produce_sizes: BTreeMap<(u64, u64), u32>,
+    /// The group invariants, when the workload has group members.
+    group: Option<GroupChecker>,
+    /// Client index of each group member (member n at `members[n - 1]`).
+    members: Vec<usize>,
 }
 
 fn node_addr(n: NodeRef) -> Address {
@@ -265,6 +280,15 @@ impl World {
             // power loss can find unsynced data to lose or tear.
             flush_interval: 5 * MILLIS,
             bugs,
+            // Groups: a small __consumer_offsets (created on the first FindCoordinator, so
+            // runs without group members never have it), session timeouts scaled down.
+            offsets_topic_partitions: 2,
+            group_append_timeout: 500 * MILLIS,
+            group: GroupConfig {
+                min_session_timeout: 100 * MILLIS,
+                initial_rebalance_delay: 300 * MILLIS,
+                ..GroupConfig::default()
+            },
             ..BrokerConfig::default()
         };
         let controller_config = ControllerConfig {
@@ -317,6 +341,7 @@ impl World {
                 )),
                 timer_gen: 0,
                 timer_at: None,
+                paused_until: 0,
             });
             id += 1;
         }
@@ -325,6 +350,26 @@ impl World {
                 client: Client::Consumer(Consumer::new(id, cfg.partitions)),
                 timer_gen: 0,
                 timer_at: None,
+                paused_until: 0,
+            });
+            id += 1;
+        }
+        let mut members = Vec::new();
+        for i in 0..cfg.group_members {
+            members.push(clients.len());
+            clients.push(ClientSlot {
+                client: Client::Member(GroupMember::new(
+                    id,
+                    i + 1,
+                    cfg.group_id.clone(),
+                    cfg.partitions,
+                    cfg.group_commit,
+                    cfg.group_assignor,
+                    substream(seed, Subsystem::Workload, 1000 + i as u64),
+                )),
+                timer_gen: 0,
+                timer_at: None,
+                paused_until: 0,
             });
             id += 1;
         }
@@ -350,6 +395,8 @@ impl World {
             faults_after_heal: false,
             out: ClientOut::default(),
             produce_sizes: BTreeMap::new(),
+            group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
+            members,
         };
         w.start_controller(0).map_err(SimError::ControllerStart)?;
         for id in 1..=cfg.brokers {
@@ -366,6 +413,15 @@ impl World {
                 cfg.faults_end(),
                 &mut frng,
             );
+            // Member faults from their own stream: the broker schedule above is unchanged.
+            let mut mrng = substream(seed, Subsystem::Faults, 1);
+            schedule.extend(random_member_schedule(
+                &cfg.rates,
+                cfg.group_members,
+                cfg.faults_start(),
+                cfg.faults_end(),
+                &mut mrng,
+            ));
         }
         schedule.extend(cfg.schedule.iter().cloned());
         schedule.sort_by_key(|s| s.at);
@@ -445,8 +501,14 @@ impl World {
                 } => self.deliver(now, seq, from, to, incarnation, msg),
                 Ev::NodeTimer { node, gen } => self.node_timer(now, seq, node, gen),
                 Ev::ClientTimer { client, gen } => {
-                    let cs = &self.clients[client];
+                    let cs = &mut self.clients[client];
                     if cs.timer_gen != gen {
+                        continue;
+                    }
+                    if cs.paused_until > now {
+                        let t = cs.paused_until;
+                        cs.timer_at = Some(t);
+                        self.q.push(t, Ev::ClientTimer { client, gen });
                         continue;
                     }
                     self.tracer
@@ -460,7 +522,10 @@ impl World {
                         .event(now, seq, "fault", name, &[], || format!("{f:?}"));
                     if !matches!(
                         f,
-                        Fault::EndDiskFault { .. } | Fault::Heal | Fault::Restart { .. }
+                        Fault::EndDiskFault { .. }
+                            | Fault::Heal
+                            | Fault::Restart { .. }
+                            | Fault::MemberRestart { .. }
                     ) {
                         *self.fault_counts.entry(name).or_default() += 1;
                     }
@@ -529,7 +594,10 @@ impl World {
         let free_at = match to {
             Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.free_at()),
             Address::Controller => self.controller.free_at(),
-            Address::Client(_) => 0,
+            Address::Client(c) => c
+                .checked_sub(1)
+                .and_then(|i| self.clients.get(i as usize))
+                .map_or(0, |s| s.paused_until),
         };
         if free_at > now {
             self.q.push(
@@ -682,11 +750,12 @@ impl World {
                     }
                     self.send(send_at, from, to, msg);
                 }
+                // The invariants are about the simulator's topic (not __consumer_offsets).
                 Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
                     tp,
                     leader_epoch,
                     high_watermark,
-                })) => {
+                })) if tp.topic == TOPIC => {
                     self.checker
                         .on_leader_hw(now, id, tp.partition, leader_epoch, high_watermark);
                 }
@@ -694,7 +763,7 @@ impl World {
                     tp,
                     epoch,
                     log_end_offset,
-                })) => {
+                })) if tp.topic == TOPIC => {
                     self.checker
                         .on_became_leader(tp.partition, epoch, log_end_offset);
                 }
@@ -702,6 +771,38 @@ impl World {
             }
         }
         self.set_node_timer(Address::Node(id), now, next);
+        self.observe_coordinator(id, now);
+    }
+
+    /// Feeds the group checks with what the group's coordinator on broker `id` holds.
+    fn observe_coordinator(&mut self, id: NodeId, now: SimTime) {
+        let Some(gc) = self.group.as_mut() else {
+            return;
+        };
+        let gid = &self.cfg.group_id;
+        let state = self
+            .brokers
+            .get(&id)
+            .and_then(|s| s.machine.as_ref())
+            .and_then(|b| b.group_coordinators())
+            .and_then(|cs| cs.coordinator(coordinator_partition(gid, cs.num_partitions())))
+            .and_then(|c| match c.phase() {
+                CoordinatorPhase::Active { epoch } => {
+                    let offsets = c
+                        .group(gid)
+                        .map(|v| {
+                            v.offsets
+                                .iter()
+                                .filter(|(tp, _)| tp.topic == TOPIC)
+                                .map(|(tp, o)| (tp.partition, o.offset))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some((*epoch, offsets))
+                }
+                _ => None,
+            });
+        gc.on_coordinator(&mut self.checker, now, id, state);
     }
 
     /// Checks a broker's answer to a client as it leaves the broker.
@@ -816,14 +917,38 @@ impl World {
                 (Client::Producer(p), None) => p.tick(&mut ctx),
                 (Client::Consumer(c), Some((from, m))) => c.handle(from, m, &mut ctx),
                 (Client::Consumer(c), None) => c.tick(&mut ctx),
+                (Client::Member(m), Some((from, msg))) => m.handle(from, msg, &mut ctx),
+                (Client::Member(m), None) => m.tick(&mut ctx),
             }
         }
+        self.absorb_client_out(idx, now, &mut out);
+        self.out = out;
+        self.reschedule_client(idx, now);
+    }
+
+    /// Routes what a client step produced: acknowledgements and reads to the checks, group
+    /// observations to the group checks, a pause to the client's slot, messages out.
+    fn absorb_client_out(&mut self, idx: usize, now: SimTime, out: &mut ClientOut) {
         let from = Address::Client(idx as u64 + 1);
         for (p, o, v, e) in out.acked.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_known(p, o);
+            }
             self.checker.on_client_ack(now, p, o, v, e);
         }
         for (p, o, v, b) in out.read.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_known(p, o);
+            }
             self.checker.on_read(now, p, o, &v, b);
+        }
+        for obs in out.group.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_obs(&mut self.checker, now, obs);
+            }
+        }
+        if let Some(d) = out.pause.take() {
+            self.pause_client(idx, now, d);
         }
         for (to, m) in out.sends.drain(..) {
             if let Message::Produce(r) = &m {
@@ -832,8 +957,52 @@ impl World {
             }
             self.send(now, from, to, m);
         }
+    }
+
+    fn pause_client(&mut self, idx: usize, now: SimTime, d: SimTime) {
+        let seq = self.q.len() as u64;
+        self.tracer
+            .event(now, seq, "member-paused", "", &[idx as u64, d], || {
+                format!("client {}: paused for {}", idx + 1, crate::time::Human(d))
+            });
+        let cs = &mut self.clients[idx];
+        cs.paused_until = cs.paused_until.max(now + d);
+    }
+
+    /// Runs `f` on group member `member` (1-based) with a client context, then routes what
+    /// it produced and re-arms its timer.
+    fn with_member(&mut self, member: u32, now: SimTime, f: impl FnOnce(&mut GroupMember, &mut Ctx<'_>)) {
+        let Some(&idx) = member.checked_sub(1).and_then(|i| self.members.get(i as usize)) else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.out);
+        {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            if let Client::Member(m) = &mut self.clients[idx].client {
+                f(m, &mut ctx);
+            }
+        }
+        self.absorb_client_out(idx, now, &mut out);
         self.out = out;
         self.reschedule_client(idx, now);
+    }
+
+    /// The broker currently leading the group's `__consumer_offsets` partition, as the
+    /// controller knows it.
+    fn group_coordinator_broker(&self) -> Option<NodeId> {
+        let image = self.controller.machine.as_ref()?.image();
+        let n = image.topic(CONSUMER_OFFSETS_TOPIC)?.config.partitions;
+        let tp = TopicPartition::new(
+            CONSUMER_OFFSETS_TOPIC,
+            coordinator_partition(&self.cfg.group_id, n),
+        );
+        image.partition(&tp)?.leader
     }
 
     fn reschedule_client(&mut self, idx: usize, now: SimTime) {
@@ -916,6 +1085,50 @@ impl World {
                 }
             }
             Fault::Restart { node } => self.restart(now, node),
+            Fault::MemberCrash {
+                member,
+                restart_after,
+            } => {
+                self.with_member(member, now, |m, ctx| m.crash(ctx));
+                if let Some(d) = restart_after {
+                    self.q.push(now + d, Ev::Fault(Fault::MemberRestart { member }));
+                }
+            }
+            Fault::MemberRestart { member } => {
+                self.with_member(member, now, |m, _| m.restart());
+            }
+            Fault::MemberPause { member, duration } => {
+                let mut strike = None;
+                self.with_member(member, now, |m, _| strike = m.arm_pause(duration));
+                if let (Some(d), Some(&idx)) = (
+                    strike,
+                    member.checked_sub(1).and_then(|i| self.members.get(i as usize)),
+                ) {
+                    self.pause_client(idx, now, d);
+                }
+            }
+            Fault::CoordinatorCrash {
+                power_loss,
+                restart_after,
+            } => {
+                let target = self.group_coordinator_broker();
+                let seq = self.q.len() as u64;
+                self.tracer.event(
+                    now,
+                    seq,
+                    "coordinator-crash",
+                    "",
+                    &[target.unwrap_or(0) as u64],
+                    || format!("the group coordinator is {target:?}"),
+                );
+                if let Some(id) = target {
+                    let node = NodeRef::Broker(id);
+                    self.crash(now, node, power_loss);
+                    if let Some(d) = restart_after {
+                        self.q.push(now + d, Ev::Fault(Fault::Restart { node }));
+                    }
+                }
+            }
             Fault::Pause { node, duration } => {
                 self.with_slot(node, |s| {
                     s.paused_until = s.paused_until.max(now + duration)
@@ -1093,6 +1306,9 @@ impl World {
                 s.timer_gen += 1;
                 s.timer_at = None;
                 s.paused_until = 0;
+                if let Some(g) = self.group.as_mut() {
+                    g.on_broker_down(id);
+                }
                 (s.disk.clone(), up)
             }
             NodeRef::Controller(_) => {
@@ -1167,6 +1383,13 @@ impl World {
             d.set_slow(0);
             self.restart(now, n);
         }
+        for i in 0..self.clients.len() {
+            let cs = &mut self.clients[i];
+            cs.paused_until = cs.paused_until.min(now);
+        }
+        for member in 1..=self.members.len() as u32 {
+            self.with_member(member, now, |m, _| m.restart());
+        }
         self.healed_at = self.healed_at.max(now);
     }
 
@@ -1238,6 +1461,8 @@ impl World {
         }
         let mut sends = 0;
         let mut polled = 0;
+        let mut processed = 0;
+        let mut member_crashes = 0;
         let mut out = std::mem::take(&mut self.out);
         for cs in self.clients.iter_mut() {
             let mut ctx = Ctx {
@@ -1255,6 +1480,31 @@ impl World {
                 Client::Consumer(c) => {
                     polled += c.records;
                     c.finish(&mut ctx);
+                }
+                Client::Member(m) => {
+                    processed += m.records;
+                    member_crashes += m.crashes;
+                    m.finish(&mut ctx);
+                }
+            }
+        }
+        match self.group.as_mut() {
+            Some(g) => {
+                // Liveness of ownership is judged like the cluster's: only when the run
+                // ends with a long enough quiet window.
+                let bound = SESSION_TIMEOUT + REBALANCE_TIMEOUT;
+                let settled = (judge_liveness && liveness_window > bound).then_some(self.healed_at);
+                if settled.is_none() {
+                    skipped.insert(
+                        group_invariants::GROUP_UNOWNED,
+                        "no quiet window longer than the rebalance bound at the end".into(),
+                    );
+                }
+                g.finish(&mut self.checker, now, settled, bound);
+            }
+            None => {
+                for name in group_invariants::NAMES {
+                    skipped.insert(name, "no group members".into());
                 }
             }
         }
@@ -1316,6 +1566,13 @@ impl World {
             failed,
             indeterminate,
             records_polled: polled,
+            group: self.group.as_ref().map(|g| crate::report::GroupStats {
+                members: self.cfg.group_members,
+                processed,
+                commits: g.commits_acked,
+                coordinator_loads: g.loads,
+                member_crashes,
+            }),
             faults: self.fault_counts.clone(),
             net: self.net.stats.clone(),
             leader_changes: self.checker.leader_changes,

@@ -262,9 +262,14 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                 }
             }
+            let group_config = crate::group::GroupConfig {
+                no_generation_fencing: self.config.group.no_generation_fencing
+                    || self.config.bugs.no_generation_fencing,
+                ..self.config.group.clone()
+            };
             self.groups.coordinators = n
                 .filter(|&n| n > 0)
-                .map(|n| GroupCoordinators::new(self.id, n, self.config.group.clone()));
+                .map(|n| GroupCoordinators::new(self.id, n, group_config.clone()));
             changed = true;
         }
         let Some(n) = self

@@ -346,7 +346,7 @@ impl GroupCoordinator {
             },
             GroupRequest::Heartbeat(req) => {
                 let r = match self.groups.get_mut(&req.group_id) {
-                    Some(g) => g.heartbeat(now, &req),
+                    Some(g) => g.heartbeat(now, &req, cfg),
                     None => Err(GroupError::UnknownMemberId),
                 };
                 fx.respond(w, GroupResponse::Heartbeat(r));
@@ -385,7 +385,7 @@ impl GroupCoordinator {
                         return;
                     }
                 };
-                match g.check_commit(now, &req.committer) {
+                match g.check_commit(now, &req.committer, cfg) {
                     Ok(()) => g.commit(w, &req.committer, req.offsets, fx),
                     Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
                 }

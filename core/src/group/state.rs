@@ -28,6 +28,9 @@ pub struct GroupConfig {
     pub initial_rebalance_delay: Nanos,
     pub max_group_size: usize,
     pub max_metadata_bytes: usize,
+    /// Bug zoo (`Bugs::no_generation_fencing`, set by the hosting broker): accept commits and
+    /// heartbeats without checking member id or generation. Off in every normal path.
+    pub no_generation_fencing: bool,
 }
 
 const SECOND: Nanos = 1_000_000_000;
@@ -40,6 +43,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: 3 * SECOND,
             max_group_size: 1000,
             max_metadata_bytes: 4096,
+            no_generation_fencing: false,
         }
     }
 }
@@ -904,7 +908,22 @@ impl Group {
         Ok(())
     }
 
-    pub fn heartbeat(&mut self, now: Nanos, req: &HeartbeatRequest) -> Result<(), GroupError> {
+    pub fn heartbeat(
+        &mut self,
+        now: Nanos,
+        req: &HeartbeatRequest,
+        cfg: &GroupConfig,
+    ) -> Result<(), GroupError> {
+        if cfg.no_generation_fencing {
+            // Bug zoo: whoever it is, from whichever generation, its heartbeat is fine.
+            if let Some(m) = self.members.get_mut(&req.member_id) {
+                m.session_deadline = now + m.session_timeout;
+            }
+            return match self.state {
+                GroupState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+                _ => Ok(()),
+            };
+        }
         self.check_fencing(
             &req.member_id,
             req.group_instance_id.as_ref(),
@@ -937,8 +956,20 @@ impl Group {
 
     // ---- OffsetCommit / OffsetFetch -----------------------------------------------------
 
-    pub fn check_commit(&mut self, now: Nanos, c: &Committer) -> Result<(), GroupError> {
+    pub fn check_commit(
+        &mut self,
+        now: Nanos,
+        c: &Committer,
+        cfg: &GroupConfig,
+    ) -> Result<(), GroupError> {
         match c {
+            Committer::Member { member_id, .. } if cfg.no_generation_fencing => {
+                // Bug zoo: no member or generation check, so a zombie's commit is written.
+                if let Some(m) = self.members.get_mut(member_id) {
+                    m.session_deadline = now + m.session_timeout;
+                }
+                Ok(())
+            }
             Committer::Admin => {
                 if self.members.is_empty() {
                     Ok(())

@@ -22,6 +22,10 @@ pub struct Bugs {
     /// Unsynced data counts: the leader uses its log end (not its flushed offset) for
     /// the high watermark and followers report their offset before fsyncing.
     pub fsync_after_ack: bool,
+    /// The group coordinator checks neither the member id nor the generation of an
+    /// OffsetCommit (nor of a Heartbeat): a zombie consumer whose session expired, or a
+    /// member of an old generation, overwrites the offsets of the partition's new owner.
+    pub no_generation_fencing: bool,
 }
 
 impl Bugs {
@@ -31,5 +35,6 @@ impl Bugs {
             || self.unfenced_fetch
             || self.ack_before_isr
             || self.fsync_after_ack
+            || self.no_generation_fencing
     }
 }

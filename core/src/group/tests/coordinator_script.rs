@@ -162,6 +162,39 @@ fn zombie_cannot_commit() {
 }
 
 #[test]
+fn the_no_generation_fencing_bug_lets_the_zombie_overwrite() {
+    // The bug zoo's `no-generation-fencing`: the same zombie as above is now believed.
+    let mut h = Harness::with_config(GroupConfig {
+        no_generation_fencing: true,
+        ..config()
+    });
+    let ids = three_members(&mut h);
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+    h.advance(5 * S);
+    h.call(1, heartbeat(a, 1));
+    h.call(2, heartbeat(b, 1));
+    h.advance(5 * S);
+    let ca = h.send(1, join(Some(a), None));
+    let cb = h.send(2, join(Some(b), None));
+    let (generation, _) = complete_round(&mut h, &[(1, ca), (2, cb)]);
+    assert_eq!(generation, 2);
+    assert_eq!(
+        h.call(1, commit(a, 2, &[(4, 12)])),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    assert_eq!(
+        h.call(3, commit(c, 1, &[(4, 11)])),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    assert_eq!(
+        offsets_of(h.call(1, fetch_all()))[&4],
+        11,
+        "the committed offset went backwards"
+    );
+    assert_eq!(h.call(3, heartbeat(c, 1)), GroupResponse::Heartbeat(Ok(())));
+}
+
+#[test]
 fn commit_is_acknowledged_only_once_durable() {
     let mut h = Harness::new();
     let ids = three_members(&mut h);

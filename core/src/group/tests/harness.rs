@@ -18,6 +18,7 @@ pub fn config() -> GroupConfig {
         initial_rebalance_delay: 3 * S,
         max_group_size: 100,
         max_metadata_bytes: 64,
+        no_generation_fencing: false,
     }
 }
 
@@ -35,7 +36,11 @@ pub struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
-        let mut coord = GroupCoordinator::new(1, 0, 1, config());
+        Self::with_config(config())
+    }
+
+    pub fn with_config(config: GroupConfig) -> Self {
+        let mut coord = GroupCoordinator::new(1, 0, 1, config);
         coord.load(0, 1, &[]).expect("empty load");
         Self {
             now: 0,

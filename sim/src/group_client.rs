@@ -1,0 +1,803 @@
+//! Simulated consumer-group members: the real `skein-core` [`GroupConsumer`] driven like an
+//! application would drive it, commit-after-process.
+//!
+//! The member's loop: `poll` the consumer; if it returned records (one `ok` poll per
+//! partition in the history), *process* them, which takes simulated time; when processing is
+//! done, report them processed (to the group invariants) and commit the consumer's positions — `commit_sync` (wait for the answer before polling again) or
+//! `commit_async` (poll on at once). Meanwhile every request the consumer emits is routed to
+//! a broker as a `Message` (`Group`, `Metadata`, `ListOffsets`, `ConsumerFetch`) and the
+//! answer handed back with the consumer's own correlation id.
+//!
+//! Faults: a member can crash (its consumer state is gone; it restarts as a new member) and
+//! be paused. A pause strikes while the member processes a batch — the worst moment: when
+//! it wakes, the application finishes the batch and commits it *before* the consumer has
+//! noticed that its session expired, so the commit carries the old generation (a zombie).
+//! Only the coordinator's fencing keeps that commit out.
+//!
+//! What the member saw goes to the world as [`GroupObs`] for the group invariants
+//! (`crate::group_invariants`).
+
+use crate::client::{process_id, tp, Ctx, MetaCache, POLL_INTERVAL, TOPIC};
+use crate::time::{SimTime, MICROS, MILLIS, SECS};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use skein_core::group::{
+    AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
+    ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, FetchError, FetchedData,
+    GenerationId, GroupConsumer, GroupRequest, GroupResponse, OffsetReset, OffsetSpec,
+};
+use skein_core::message::{
+    Address, ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message,
+    MetadataRequest, OffsetSpec as WireOffsetSpec,
+};
+use skein_core::replica::CONTROL_BATCH_BIT;
+use skein_core::{NodeId, Offset, TopicPartition};
+use skein_jepsen::{
+    AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
+    SubscribeValue, Value,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Client-side group timing, scaled down from Kafka's defaults like the brokers' timeouts.
+pub const SESSION_TIMEOUT: SimTime = SECS;
+pub const REBALANCE_TIMEOUT: SimTime = 2 * SECS;
+pub const HEARTBEAT_INTERVAL: SimTime = 200 * MILLIS;
+/// Processing a polled batch takes this long, plus [`PROCESS_PER_RECORD`] per record.
+pub const PROCESS_BASE: SimTime = 5 * MILLIS;
+pub const PROCESS_PER_RECORD: SimTime = 200 * MICROS;
+/// Request-tracking entries older than this are forgotten (the consumer has its own, shorter
+/// timeouts; this only bounds memory).
+const FORGET_AFTER: SimTime = 10 * SECS;
+
+/// How a member commits after processing a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitMode {
+    /// `commit_sync`: wait for the answer (retried until the request timeout) before the
+    /// next poll.
+    Sync,
+    /// `commit_async`: one attempt, and poll on without waiting.
+    Async,
+}
+
+impl CommitMode {
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "sync" => Some(CommitMode::Sync),
+            "async" => Some(CommitMode::Async),
+            _ => None,
+        }
+    }
+}
+
+/// What the group invariants need to know of one member step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupObs {
+    /// The member's view after the step: its generation and the partitions it owns; `None`
+    /// while it is crashed.
+    Member {
+        member: u32,
+        state: Option<(Option<GenerationId>, Vec<u32>)>,
+    },
+    /// The application finished processing these offsets of partition `p`.
+    Processed { p: u32, offsets: Vec<Offset> },
+    /// A commit was acknowledged to the member: next offsets to consume, per partition.
+    CommitAcked {
+        member: u32,
+        offsets: Vec<(u32, Offset)>,
+    },
+    /// The consumer moved its position below the offset it knew committed: an explicit
+    /// reset (reset policy or seek), after which a lower commit is legitimate.
+    Reset { p: u32, to: Offset },
+    /// An OffsetFetch answer sent at `sent_at`: per requested partition, the committed
+    /// offset the coordinator returned (`None`: none).
+    Fetched {
+        sent_at: SimTime,
+        offsets: Vec<(u32, Option<Offset>)>,
+    },
+}
+
+enum App {
+    /// Poll when `next_poll` comes.
+    Idle { next_poll: SimTime },
+    /// Processing polled records until `done_at`.
+    Processing {
+        records: BTreeMap<u32, Vec<(Offset, String)>>,
+        done_at: SimTime,
+    },
+    /// Waiting for the answer to a `commit_sync`.
+    Committing { id: CommitId, since: SimTime },
+}
+
+enum What {
+    /// A group request; for an OffsetFetch, the partitions it asked for.
+    Group(Option<Vec<u32>>),
+    Metadata(Vec<String>),
+    ListOffsets,
+    Fetch,
+}
+
+struct Pending {
+    consumer_corr: u64,
+    what: What,
+    sent_at: SimTime,
+}
+
+/// One simulated group member.
+pub struct GroupMember {
+    pub client: u64,
+    /// 1-based member number (what `member = N` in a scenario names).
+    pub index: u32,
+    group: String,
+    partitions: u32,
+    mode: CommitMode,
+    assignor: AssignorKind,
+    consumer: Option<GroupConsumer>,
+    subscribed: bool,
+    /// The member's own stream (broker picks), so members never disturb the producers'.
+    rng: ChaCha8Rng,
+    meta: MetaCache,
+    wire: u64,
+    pending: BTreeMap<u64, Pending>,
+    app: App,
+    /// A pause waiting for the next batch to strike.
+    pause_armed: Option<SimTime>,
+    /// The broker that last served each partition (for read checks).
+    served: BTreeMap<u32, NodeId>,
+    /// User commits invoked and not yet completed.
+    open_commits: BTreeSet<CommitId>,
+    /// Last position seen below the known committed offset, per partition (reset detection).
+    reset_seen: BTreeMap<u32, Offset>,
+    pub records: u64,
+    pub commits_ok: u64,
+    pub crashes: u64,
+}
+
+/// History process of a member's commits (its partitions use `process_id(client, p)`).
+pub fn commit_process(client: u64) -> u64 {
+    process_id(client, 999)
+}
+
+impl GroupMember {
+    pub fn new(
+        client: u64,
+        index: u32,
+        group: String,
+        partitions: u32,
+        mode: CommitMode,
+        assignor: AssignorKind,
+        rng: ChaCha8Rng,
+    ) -> Self {
+        let mut m = Self {
+            client,
+            index,
+            group,
+            partitions,
+            mode,
+            assignor,
+            consumer: None,
+            subscribed: false,
+            rng,
+            meta: MetaCache::default(),
+            wire: 0,
+            pending: BTreeMap::new(),
+            app: App::Idle { next_poll: 0 },
+            pause_armed: None,
+            served: BTreeMap::new(),
+            open_commits: BTreeSet::new(),
+            reset_seen: BTreeMap::new(),
+            records: 0,
+            commits_ok: 0,
+            crashes: 0,
+        };
+        m.consumer = Some(m.new_consumer());
+        m
+    }
+
+    fn new_consumer(&self) -> GroupConsumer {
+        let mut c = ConsumerConfig::new(self.group.clone());
+        c.session_timeout = SESSION_TIMEOUT;
+        c.rebalance_timeout = REBALANCE_TIMEOUT;
+        c.heartbeat_interval = HEARTBEAT_INTERVAL;
+        c.assignors = vec![self.assignor];
+        c.auto_commit_interval = None;
+        c.reset = OffsetReset::Earliest;
+        c.retry_backoff = 50 * MILLIS;
+        c.request_timeout = SECS;
+        c.fetch_idle_backoff = POLL_INTERVAL;
+        c.max_poll_records = 64;
+        c.fetch_max_bytes = 64 * 1024;
+        c.max_buffered_records = 256;
+        c.metadata_max_age = SECS;
+        GroupConsumer::new(c).expect("the simulator's consumer configuration is valid")
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.consumer.is_some()
+    }
+
+    /// Whether the member is in the middle of processing a batch.
+    pub fn processing(&self) -> bool {
+        matches!(self.app, App::Processing { .. })
+    }
+
+    /// A pause of `d`: strikes now if the member is processing a batch, else when it starts
+    /// the next one. Returns `Some(d)` if it strikes now.
+    pub fn arm_pause(&mut self, d: SimTime) -> Option<SimTime> {
+        if self.processing() {
+            Some(d)
+        } else {
+            self.pause_armed = Some(d);
+            None
+        }
+    }
+
+    pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
+        if self.consumer.is_none() {
+            return;
+        }
+        let now = ctx.now;
+        if !self.subscribed {
+            self.subscribed = true;
+            ctx.history.push(
+                now,
+                commit_process(self.client),
+                EventType::Ok,
+                Function::Subscribe,
+                Value::Subscribe(SubscribeValue {
+                    group: self.group.as_str().into(),
+                    topics: vec![TOPIC.into()],
+                }),
+            );
+            self.consumer_mut().subscribe(now, &[TOPIC]);
+        }
+        self.app_due(ctx);
+        self.pending
+            .retain(|_, p| p.sent_at + FORGET_AFTER > now);
+        if let Some(c) = self.consumer.as_mut() {
+            c.tick(now);
+        }
+        self.after(ctx);
+    }
+
+    pub fn handle(&mut self, from: Address, msg: Message, ctx: &mut Ctx<'_>) {
+        if self.consumer.is_none() {
+            return; // crashed: nobody listens on this address
+        }
+        let now = ctx.now;
+        self.app_due(ctx);
+        match msg {
+            Message::MetadataResponse(r) => {
+                self.meta.on_response(&r);
+                if let Some(p) = self.pending.remove(&r.correlation) {
+                    if let What::Metadata(topics) = p.what {
+                        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+                        for pm in &r.partitions {
+                            if topics.contains(&pm.tp.topic) {
+                                *counts.entry(pm.tp.topic.clone()).or_default() += 1;
+                            }
+                        }
+                        self.consumer_mut().handle_response(
+                            now,
+                            p.consumer_corr,
+                            ConsumerResponse::Metadata { topics: counts },
+                        );
+                    }
+                }
+            }
+            Message::GroupResponse {
+                correlation,
+                response,
+            } => {
+                if let Some(p) = self.pending.remove(&correlation) {
+                    if let (What::Group(Some(parts)), GroupResponse::OffsetFetch(Ok(map))) =
+                        (&p.what, &response)
+                    {
+                        let offsets = parts
+                            .iter()
+                            .map(|&q| (q, map.get(&tp(q)).map(|o| o.offset)))
+                            .collect();
+                        ctx.out.group.push(GroupObs::Fetched {
+                            sent_at: p.sent_at,
+                            offsets,
+                        });
+                    }
+                    self.consumer_mut().handle_response(
+                        now,
+                        p.consumer_corr,
+                        ConsumerResponse::Group(response),
+                    );
+                }
+            }
+            Message::ListOffsetsResponse(r) => {
+                if let Some(p) = self.pending.remove(&r.correlation) {
+                    let result = match r.result {
+                        Ok(Some(o)) => Ok(o.offset),
+                        Ok(None) => Err(FetchError::Other("no offset".into())),
+                        Err(e) => Err(self.fetch_error(e, None)),
+                    };
+                    self.consumer_mut().handle_response(
+                        now,
+                        p.consumer_corr,
+                        ConsumerResponse::ListOffsets(result),
+                    );
+                }
+            }
+            Message::ConsumerFetchResponse(r) => {
+                if let Some(p) = self.pending.remove(&r.correlation) {
+                    if let Address::Node(n) = from {
+                        self.served.insert(r.tp.partition, n);
+                    }
+                    let result = match r.result {
+                        Ok(recs) => Ok(FetchedData {
+                            high_watermark: recs.high_watermark,
+                            log_start_offset: recs.log_start_offset,
+                            batches: recs
+                                .batches
+                                .into_iter()
+                                .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
+                                .collect(),
+                        }),
+                        Err(e) => Err(self.fetch_error(e, Some(r.tp.partition))),
+                    };
+                    self.consumer_mut().handle_response(
+                        now,
+                        p.consumer_corr,
+                        ConsumerResponse::Fetch(result),
+                    );
+                }
+            }
+            _ => {}
+        }
+        self.after(ctx);
+    }
+
+    /// A partition-read failure as the consumer understands it.
+    fn fetch_error(&mut self, e: ConsumerFetchError, _p: Option<u32>) -> FetchError {
+        match e {
+            ConsumerFetchError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                ..
+            } if offset < log_start_offset => FetchError::OffsetOutOfRange,
+            // Past the log end of the broker asked: a stale leader behind the group's
+            // committed offset. Find the leader again rather than reset (as a consumer
+            // validating leader epochs would, KIP-320).
+            ConsumerFetchError::OffsetOutOfRange { .. }
+            | ConsumerFetchError::NotLeader { .. }
+            | ConsumerFetchError::FencedLeaderEpoch { .. }
+            | ConsumerFetchError::UnknownLeaderEpoch { .. } => {
+                self.meta.invalidate();
+                FetchError::NotLeader
+            }
+            ConsumerFetchError::UnknownTopicOrPartition => {
+                self.meta.invalidate();
+                FetchError::UnknownTopicOrPartition
+            }
+            ConsumerFetchError::Storage(s) => FetchError::Other(s),
+        }
+    }
+
+    fn consumer_mut(&mut self) -> &mut GroupConsumer {
+        self.consumer.as_mut().expect("the member is up")
+    }
+
+    /// Processing finished: report the batch as processed and commit after it.
+    fn app_due(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        let due = matches!(self.app, App::Processing { done_at, .. } if now >= done_at);
+        if !due {
+            if let App::Committing { since, .. } = self.app {
+                // A sync commit always completes (retried up to the request timeout); this
+                // only guards the loop against a consumer that never answers.
+                if now >= since + FORGET_AFTER {
+                    self.app = App::Idle { next_poll: now };
+                }
+            }
+            return;
+        }
+        let App::Processing { records, .. } =
+            std::mem::replace(&mut self.app, App::Idle { next_poll: now })
+        else {
+            unreachable!("checked above");
+        };
+        for (p, recs) in records {
+            self.records += recs.len() as u64;
+            ctx.out.group.push(GroupObs::Processed {
+                p,
+                offsets: recs.iter().map(|(o, _)| *o).collect(),
+            });
+        }
+        let c = self.consumer.as_mut().expect("up");
+        let id = match self.mode {
+            CommitMode::Sync => c.commit_sync(now),
+            CommitMode::Async => c.commit_async(now),
+        };
+        self.open_commits.insert(id);
+        ctx.history.push(
+            now,
+            commit_process(self.client),
+            EventType::Invoke,
+            Function::Commit,
+            Value::Null,
+        );
+        if self.mode == CommitMode::Sync {
+            self.app = App::Committing { id, since: now };
+        }
+    }
+
+    /// After the consumer handled something: poll if due, route its requests, report.
+    fn after(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        for _ in 0..16 {
+            if let App::Idle { next_poll } = self.app {
+                if now >= next_poll {
+                    let recs = self.consumer_mut().poll(now);
+                    if recs.is_empty() {
+                        self.app = App::Idle {
+                            next_poll: now + POLL_INTERVAL,
+                        };
+                    } else {
+                        self.begin_processing(recs, ctx);
+                    }
+                }
+            }
+            let outs = self.consumer_mut().drain_outputs();
+            if outs.is_empty() {
+                break;
+            }
+            let mut immediate = Vec::new();
+            for o in outs {
+                match o {
+                    ConsumerOutput::Send {
+                        to,
+                        correlation,
+                        request,
+                    } => {
+                        if let Some(r) = self.route(to, correlation, request, ctx) {
+                            immediate.push((correlation, r));
+                        }
+                    }
+                    ConsumerOutput::Event(e) => self.on_event(e, ctx),
+                }
+            }
+            for (corr, r) in immediate {
+                self.consumer_mut().handle_response(now, corr, r);
+            }
+        }
+        self.meta.poll(
+            &mut self.wire,
+            &mut Ctx {
+                now,
+                history: ctx.history,
+                rng: &mut self.rng,
+                out: ctx.out,
+                brokers: ctx.brokers,
+            },
+            self.partitions,
+        );
+        let c = self.consumer.as_ref().expect("up");
+        let owned: Vec<u32> = c
+            .assignment()
+            .iter()
+            .filter(|t| t.topic == TOPIC)
+            .map(|t| t.partition)
+            .collect();
+        for &p in &owned {
+            let t = tp(p);
+            if let (Some(pos), Some(committed)) = (c.position(&t), c.committed(&t)) {
+                if pos < committed && self.reset_seen.get(&p) != Some(&pos) {
+                    self.reset_seen.insert(p, pos);
+                    ctx.out.group.push(GroupObs::Reset { p, to: pos });
+                }
+            }
+        }
+        ctx.out.group.push(GroupObs::Member {
+            member: self.index,
+            state: Some((c.generation(), owned)),
+        });
+    }
+
+    fn begin_processing(&mut self, recs: Vec<ConsumedRecord>, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        let n = recs.len() as u64;
+        let mut by_p: BTreeMap<u32, Vec<(Offset, String)>> = BTreeMap::new();
+        for r in recs {
+            let value = r
+                .value
+                .as_deref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default();
+            let p = r.tp.partition;
+            let from = self.served.get(&p).copied().unwrap_or(0);
+            ctx.out.read.push((p, r.offset, value.clone(), from));
+            by_p.entry(p).or_default().push((r.offset, value));
+        }
+        // The history shows the read at once (invoke and ok): a rebalance during the
+        // processing must come after it there. Processing itself is for the invariants.
+        for (&p, recs) in &by_p {
+            let process = process_id(self.client, p);
+            ctx.history
+                .push(now, process, EventType::Invoke, Function::Poll, Value::Null);
+            let polled = recs
+                .iter()
+                .map(|(o, v)| PolledRecord::new(TOPIC, p, *o, v.as_str()))
+                .collect();
+            ctx.history.push(
+                now,
+                process,
+                EventType::Ok,
+                Function::Poll,
+                Value::Poll(PollValue { records: polled }),
+            );
+        }
+        self.app = App::Processing {
+            records: by_p,
+            done_at: now + PROCESS_BASE + n * PROCESS_PER_RECORD,
+        };
+        if let Some(d) = self.pause_armed.take() {
+            ctx.out.pause = Some(d);
+        }
+    }
+
+    /// Sends a consumer request; `Some(answer)` if it fails before leaving (no leader known).
+    fn route(
+        &mut self,
+        to: Destination,
+        correlation: u64,
+        request: ConsumerRequest,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<ConsumerResponse> {
+        let addr = match to {
+            Destination::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
+            Destination::Node(n) => Address::Node(n),
+            Destination::LeaderOf(t) => match self.meta.leader(t.partition) {
+                Some(l) if t.topic == TOPIC => Address::Node(l),
+                _ => {
+                    self.meta.invalidate();
+                    return Some(match request {
+                        ConsumerRequest::ListOffsets { .. } => {
+                            ConsumerResponse::ListOffsets(Err(FetchError::NotLeader))
+                        }
+                        _ => ConsumerResponse::Fetch(Err(FetchError::NotLeader)),
+                    });
+                }
+            },
+        };
+        self.wire += 1;
+        let w = self.wire;
+        let (msg, what) = match request {
+            ConsumerRequest::Group(req) => {
+                let parts = match &req {
+                    GroupRequest::OffsetFetch(f) => f.partitions.as_ref().map(|ps| {
+                        ps.iter()
+                            .filter(|t| t.topic == TOPIC)
+                            .map(|t| t.partition)
+                            .collect()
+                    }),
+                    _ => None,
+                };
+                (
+                    Message::Group {
+                        correlation: w,
+                        request: req,
+                    },
+                    What::Group(parts),
+                )
+            }
+            ConsumerRequest::Metadata { topics } => (
+                Message::Metadata(MetadataRequest {
+                    correlation: w,
+                    topics: Some(topics.clone()),
+                }),
+                What::Metadata(topics),
+            ),
+            ConsumerRequest::ListOffsets { tp, spec } => (
+                Message::ListOffsets(ListOffsetsRequest {
+                    correlation: w,
+                    tp,
+                    spec: match spec {
+                        OffsetSpec::Earliest => WireOffsetSpec::Earliest,
+                        OffsetSpec::Latest => WireOffsetSpec::Latest,
+                    },
+                }),
+                What::ListOffsets,
+            ),
+            ConsumerRequest::Fetch {
+                tp,
+                offset,
+                max_bytes,
+            } => (
+                Message::ConsumerFetch(ConsumerFetchRequest {
+                    correlation: w,
+                    tp,
+                    offset,
+                    max_bytes,
+                    current_leader_epoch: None,
+                }),
+                What::Fetch,
+            ),
+        };
+        self.pending.insert(
+            w,
+            Pending {
+                consumer_corr: correlation,
+                what,
+                sent_at: ctx.now,
+            },
+        );
+        ctx.out.sends.push((addr, msg));
+        None
+    }
+
+    fn assign_event(&self, ctx: &mut Ctx<'_>, p: u32, owned: bool) {
+        ctx.history.push(
+            ctx.now,
+            process_id(self.client, p),
+            EventType::Ok,
+            Function::Assign,
+            Value::Assign(AssignValue {
+                partitions: if owned {
+                    vec![(TOPIC.into(), p)]
+                } else {
+                    Vec::new()
+                },
+            }),
+        );
+    }
+
+    fn on_event(&mut self, e: ConsumerEvent, ctx: &mut Ctx<'_>) {
+        let sim_parts = |v: &[TopicPartition]| -> Vec<u32> {
+            v.iter()
+                .filter(|t| t.topic == TOPIC)
+                .map(|t| t.partition)
+                .collect()
+        };
+        match e {
+            ConsumerEvent::PartitionsAssigned { partitions, .. } => {
+                for p in sim_parts(&partitions) {
+                    self.assign_event(ctx, p, true);
+                }
+            }
+            ConsumerEvent::PartitionsRevoked { partitions }
+            | ConsumerEvent::PartitionsLost { partitions } => {
+                for p in sim_parts(&partitions) {
+                    self.assign_event(ctx, p, false);
+                    self.reset_seen.remove(&p);
+                }
+            }
+            ConsumerEvent::CommitCompleted { id, result } => {
+                if !self.open_commits.remove(&id) {
+                    return;
+                }
+                if let App::Committing { id: waiting, .. } = self.app {
+                    if waiting == id {
+                        self.app = App::Idle { next_poll: ctx.now };
+                    }
+                }
+                let (kind, value) = match result {
+                    Ok(map) => {
+                        self.commits_ok += 1;
+                        let offsets: Vec<(u32, Offset)> = map
+                            .iter()
+                            .filter(|(t, _)| t.topic == TOPIC)
+                            .map(|(t, o)| (t.partition, *o))
+                            .collect();
+                        let value = Value::Commit(CommitValue {
+                            group: self.group.as_str().into(),
+                            offsets: offsets
+                                .iter()
+                                .map(|&(partition, offset)| CommitOffset {
+                                    topic: TOPIC.into(),
+                                    partition,
+                                    offset,
+                                })
+                                .collect(),
+                        });
+                        if !offsets.is_empty() {
+                            ctx.out.group.push(GroupObs::CommitAcked {
+                                member: self.index,
+                                offsets,
+                            });
+                        }
+                        (EventType::Ok, value)
+                    }
+                    // Refused before it left, or by the coordinator's fencing: not applied.
+                    Err(CommitError::RebalanceInProgress | CommitError::NotOwned(_)) => {
+                        (EventType::Fail, Value::Null)
+                    }
+                    Err(CommitError::Group(g)) if !g.is_retriable() => {
+                        (EventType::Fail, Value::Null)
+                    }
+                    // Timed out or lost with its coordinator: it may have been written.
+                    Err(_) => (EventType::Info, Value::Null),
+                };
+                ctx.history.push(
+                    ctx.now,
+                    commit_process(self.client),
+                    kind,
+                    Function::Commit,
+                    value,
+                );
+            }
+            ConsumerEvent::NoOffset { .. } | ConsumerEvent::Fatal(_) => {
+                tracing::warn!(member = self.index, ?e, "group member stopped or idle");
+            }
+        }
+    }
+
+    /// The member's process dies: everything it had in memory is gone.
+    pub fn crash(&mut self, ctx: &mut Ctx<'_>) {
+        if self.consumer.is_none() {
+            return;
+        }
+        self.end_open_ops(ctx);
+        self.consumer = None;
+        self.pending.clear();
+        self.pause_armed = None;
+        self.reset_seen.clear();
+        self.app = App::Idle { next_poll: 0 };
+        self.crashes += 1;
+        for p in 0..self.partitions {
+            ctx.history.push(
+                ctx.now,
+                process_id(self.client, p),
+                EventType::Info,
+                Function::Crash,
+                Value::Null,
+            );
+        }
+        ctx.out.group.push(GroupObs::Member {
+            member: self.index,
+            state: None,
+        });
+    }
+
+    /// A crashed member starts again: a new consumer, a new member id, a new subscription.
+    pub fn restart(&mut self) {
+        if self.consumer.is_some() {
+            return;
+        }
+        self.consumer = Some(self.new_consumer());
+        self.subscribed = false;
+    }
+
+    /// Operations in flight end with an unknown outcome.
+    fn end_open_ops(&mut self, ctx: &mut Ctx<'_>) {
+        for _ in std::mem::take(&mut self.open_commits) {
+            ctx.history.push(
+                ctx.now,
+                commit_process(self.client),
+                EventType::Info,
+                Function::Commit,
+                Value::Null,
+            );
+        }
+    }
+
+    pub fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        self.end_open_ops(ctx);
+        self.app = App::Idle { next_poll: 0 };
+    }
+
+    pub fn next_wake(&self) -> Option<SimTime> {
+        let c = self.consumer.as_ref()?;
+        let mut t: Option<SimTime> = None;
+        let mut at = |x: SimTime| t = Some(t.map_or(x, |t: SimTime| t.min(x)));
+        if !self.subscribed {
+            at(0);
+        }
+        if let Some(x) = c.next_timeout() {
+            at(x);
+        }
+        match &self.app {
+            App::Idle { next_poll } if !c.assignment().is_empty() => at(*next_poll),
+            App::Idle { .. } => {}
+            App::Processing { done_at, .. } => at(*done_at),
+            App::Committing { since, .. } => at(since + FORGET_AFTER),
+        }
+        if let Some(m) = self.meta.next_wake(self.partitions) {
+            at(m);
+        }
+        t
+    }
+}

@@ -1,0 +1,389 @@
+//! The consumer-group invariants, checked as a run goes (see docs/groups.md, "In the
+//! simulator").
+//!
+//! Inputs: what the members report after each of their steps ([`GroupObs`]: generation and
+//! owned partitions, processed records, acknowledged commits, OffsetFetch answers, explicit
+//! resets), what the coordinator hosting the group holds after each broker step (its leader
+//! epoch and the group's committed offsets), and which offsets are known to hold records
+//! (acknowledged to a producer or read by a consumer). Violations are reported through the
+//! run's [`Checker`] under the names below, so reports and `[expect]` can name them.
+
+use crate::group_client::GroupObs;
+use crate::invariants::Checker;
+use crate::time::{Human, SimTime};
+use skein_core::group::GenerationId;
+use skein_core::{LeaderEpoch, NodeId, Offset};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// At most one member of the group owns a partition in any generation.
+pub const GROUP_SINGLE_OWNER: &str = "group-single-owner";
+/// After the last fault heals, no partition stays without an owner for longer than the
+/// rebalance bound.
+pub const GROUP_UNOWNED: &str = "group-partition-unowned";
+/// The group's committed offset of a partition never goes backwards (except after an
+/// explicit reset), as seen at the coordinator currently in charge.
+pub const GROUP_OFFSET_REGRESSION: &str = "group-offset-regression";
+/// A commit acknowledged to a member survives coordinator failover: a coordinator that
+/// loads the group, and every later OffsetFetch answer, holds at least that offset.
+pub const GROUP_ACKED_COMMIT_LOST: &str = "group-acked-commit-lost";
+/// With commit-after-process, every record below an acknowledged committed offset was
+/// processed by some member.
+pub const GROUP_UNPROCESSED: &str = "group-unprocessed-commit";
+
+/// The group invariants, in report order.
+pub const NAMES: &[&str] = &[
+    GROUP_SINGLE_OWNER,
+    GROUP_UNOWNED,
+    GROUP_OFFSET_REGRESSION,
+    GROUP_ACKED_COMMIT_LOST,
+    GROUP_UNPROCESSED,
+];
+
+/// The running group checks of one simulation (one group).
+#[derive(Default)]
+pub struct GroupChecker {
+    partitions: u32,
+    /// (generation, partition) -> the member that owned it in that generation.
+    claims: BTreeMap<(GenerationId, u32), u32>,
+    /// Live members' owned partitions.
+    owned: BTreeMap<u32, BTreeSet<u32>>,
+    /// Per partition, the intervals it had no owner: `[start, end)`, `None` = still.
+    unowned: BTreeMap<u32, Vec<(SimTime, Option<SimTime>)>>,
+    /// The highest `__consumer_offsets` leader epoch whose coordinator was seen serving.
+    coordinator_epoch: Option<LeaderEpoch>,
+    /// Brokers whose coordinator was seen loaded, and at which epoch (a new entry = a load).
+    loaded_on: BTreeMap<NodeId, LeaderEpoch>,
+    /// Committed offset per partition as last seen at the coordinator in charge.
+    committed: BTreeMap<u32, Offset>,
+    /// Per partition, (time, highest acknowledged commit so far), in time order; an
+    /// explicit reset lowers the running value.
+    acked: BTreeMap<u32, Vec<(SimTime, Offset)>>,
+    processed: BTreeMap<u32, BTreeSet<Offset>>,
+    known: BTreeMap<u32, BTreeSet<Offset>>,
+    /// Offsets below this were checked as processed.
+    verified: BTreeMap<u32, Offset>,
+    reported_unprocessed: BTreeSet<(u32, Offset)>,
+    /// Coordinator loads of the group seen (failovers + the first load).
+    pub loads: u64,
+    pub commits_acked: u64,
+}
+
+impl GroupChecker {
+    pub fn new(partitions: u32) -> Self {
+        let mut c = Self {
+            partitions,
+            ..Self::default()
+        };
+        for p in 0..partitions {
+            c.unowned.insert(p, vec![(0, None)]);
+        }
+        c
+    }
+
+    /// Highest commit acknowledged for `p` at or before `t` (after the latest reset).
+    fn acked_at(&self, p: u32, t: SimTime) -> Option<Offset> {
+        let list = self.acked.get(&p)?;
+        let i = list.partition_point(|(at, _)| *at <= t);
+        (i > 0).then(|| list[i - 1].1)
+    }
+
+    pub fn on_obs(&mut self, v: &mut Checker, now: SimTime, obs: GroupObs) {
+        match obs {
+            GroupObs::Member { member, state } => self.on_member(v, now, member, state),
+            GroupObs::Processed { p, offsets } => {
+                self.processed.entry(p).or_default().extend(offsets);
+            }
+            GroupObs::CommitAcked { member, offsets } => {
+                self.commits_acked += 1;
+                for (p, o) in offsets {
+                    self.on_commit_acked(v, now, member, p, o);
+                }
+            }
+            GroupObs::Reset { p, to } => {
+                // A deliberate move back: commits may go down to `to` from here on.
+                let list = self.acked.entry(p).or_default();
+                if list.last().is_some_and(|(_, a)| *a > to) {
+                    list.push((now, to));
+                }
+                if let Some(c) = self.committed.get_mut(&p) {
+                    *c = (*c).min(to);
+                }
+            }
+            GroupObs::Fetched { sent_at, offsets } => {
+                for (p, got) in offsets {
+                    let Some(a) = self.acked_at(p, sent_at) else {
+                        continue;
+                    };
+                    if got.is_none_or(|g| g < a) {
+                        let d = format!("partition {p}: an OffsetFetch sent at {} was answered {got:?}, but a commit of {a} had been acknowledged before", Human(sent_at));
+                        v.violation(GROUP_ACKED_COMMIT_LOST, now, d);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_member(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        member: u32,
+        state: Option<(Option<GenerationId>, Vec<u32>)>,
+    ) {
+        let set: BTreeSet<u32> = match &state {
+            Some((generation, parts)) => {
+                if let Some(g) = generation {
+                    for &p in parts {
+                        match self.claims.get(&(*g, p)) {
+                            Some(&m) if m != member => {
+                                let d = format!("partition {p}: members {m} and {member} both own it in generation {g}");
+                                v.violation(GROUP_SINGLE_OWNER, now, d);
+                            }
+                            Some(_) => {}
+                            None => {
+                                self.claims.insert((*g, p), member);
+                            }
+                        }
+                    }
+                }
+                parts.iter().copied().collect()
+            }
+            None => BTreeSet::new(),
+        };
+        if self.owned.get(&member) == Some(&set) {
+            return;
+        }
+        if set.is_empty() {
+            self.owned.remove(&member);
+        } else {
+            self.owned.insert(member, set);
+        }
+        for p in 0..self.partitions {
+            let has_owner = self.owned.values().any(|s| s.contains(&p));
+            let intervals = self.unowned.entry(p).or_default();
+            let open = intervals.last().is_some_and(|(_, e)| e.is_none());
+            match (has_owner, open) {
+                (true, true) => intervals.last_mut().expect("open").1 = Some(now),
+                (false, false) => intervals.push((now, None)),
+                _ => {}
+            }
+        }
+    }
+
+    fn on_commit_acked(&mut self, v: &mut Checker, now: SimTime, member: u32, p: u32, o: Offset) {
+        let list = self.acked.entry(p).or_default();
+        let max = list.last().map_or(o, |(_, a)| (*a).max(o));
+        list.push((now, max));
+        // Commit-after-process: every record known below `o` was processed by someone.
+        let from = self.verified.get(&p).copied().unwrap_or(0);
+        if o > from {
+            self.check_processed(v, now, p, from, o, Some(member));
+            self.verified.insert(p, o);
+        }
+    }
+
+    fn check_processed(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        p: u32,
+        from: Offset,
+        below: Offset,
+        member: Option<u32>,
+    ) {
+        let empty = BTreeSet::new();
+        let processed = self.processed.get(&p).unwrap_or(&empty);
+        let missing: Vec<Offset> = self
+            .known
+            .get(&p)
+            .map(|k| {
+                k.range(from..below)
+                    .filter(|o| !processed.contains(o))
+                    .filter(|o| !self.reported_unprocessed.contains(&(p, **o)))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(first) = missing.first() {
+            let who = member.map_or("the group".to_string(), |m| format!("member {m}"));
+            let d = format!("partition {p}: {who} committed {below}, but offset {first} (a record known to exist) was never processed ({} such offsets)", missing.len());
+            v.violation(GROUP_UNPROCESSED, now, d);
+            for o in missing {
+                self.reported_unprocessed.insert((p, o));
+            }
+        }
+    }
+
+    /// An offset of partition `p` is known to hold a record.
+    pub fn on_known(&mut self, p: u32, o: Offset) {
+        self.known.entry(p).or_default().insert(o);
+    }
+
+    /// The coordinator of the group on `broker` is active at `epoch` and holds `offsets`
+    /// (committed offsets of the simulator's topic); `None`: not active there.
+    pub fn on_coordinator(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        broker: NodeId,
+        state: Option<(LeaderEpoch, BTreeMap<u32, Offset>)>,
+    ) {
+        let Some((epoch, offsets)) = state else {
+            self.loaded_on.remove(&broker);
+            return;
+        };
+        if self.coordinator_epoch.is_some_and(|e| epoch < e) {
+            return; // a deposed coordinator that has not heard yet: not in charge
+        }
+        self.coordinator_epoch = Some(epoch);
+        if self.loaded_on.get(&broker) != Some(&epoch) {
+            self.loaded_on.insert(broker, epoch);
+            self.loads += 1;
+            for (&p, list) in &self.acked {
+                let Some(&(_, a)) = list.last() else { continue };
+                let got = offsets.get(&p).copied();
+                if got.is_none_or(|g| g < a) {
+                    let d = format!("partition {p}: the coordinator on broker {broker} loaded the group at epoch {epoch} with committed offset {got:?}, but a commit of {a} was acknowledged");
+                    v.violation(GROUP_ACKED_COMMIT_LOST, now, d);
+                }
+            }
+        }
+        for (p, o) in offsets {
+            if let Some(&prev) = self.committed.get(&p) {
+                if o < prev {
+                    let d = format!("partition {p}: the committed offset went back from {prev} to {o} (coordinator on broker {broker}, epoch {epoch})");
+                    v.violation(GROUP_OFFSET_REGRESSION, now, d);
+                }
+            }
+            self.committed.insert(p, o);
+        }
+    }
+
+    /// A broker's process died: its coordinator is gone.
+    pub fn on_broker_down(&mut self, broker: NodeId) {
+        self.loaded_on.remove(&broker);
+    }
+
+    /// End of run. With `settled_since` (the last fault healed then and nothing happened
+    /// after), no partition may have been unowned for longer than `bound` after it.
+    pub fn finish(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        settled_since: Option<SimTime>,
+        bound: SimTime,
+    ) {
+        for p in 0..self.partitions {
+            if let Some(&(_, a)) = self.acked.get(&p).and_then(|l| l.last()) {
+                self.check_processed(v, now, p, 0, a, None);
+            }
+        }
+        let Some(healed) = settled_since else { return };
+        for (p, intervals) in &self.unowned {
+            for &(s, e) in intervals {
+                let start = s.max(healed);
+                let end = e.unwrap_or(now);
+                if end > start && end - start > bound {
+                    let d = format!("partition {p} had no owner in the group for {} from {} (the last fault healed at {}; bound {})", Human(end - start), Human(start), Human(healed), Human(bound));
+                    v.violation(GROUP_UNOWNED, now, d);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(m: u32, g: GenerationId, parts: &[u32]) -> GroupObs {
+        GroupObs::Member {
+            member: m,
+            state: Some((Some(g), parts.to_vec())),
+        }
+    }
+
+    #[test]
+    fn two_owners_in_one_generation_is_caught() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(2);
+        g.on_obs(&mut v, 1, member(1, 1, &[0, 1]));
+        g.on_obs(&mut v, 2, member(2, 2, &[1]));
+        assert_eq!(v.count(GROUP_SINGLE_OWNER), 0, "different generations");
+        g.on_obs(&mut v, 3, member(3, 2, &[1]));
+        assert_eq!(v.count(GROUP_SINGLE_OWNER), 1);
+    }
+
+    #[test]
+    fn unowned_partitions_after_the_heal_are_caught() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(2);
+        g.on_obs(&mut v, 10, member(1, 1, &[0, 1]));
+        g.on_obs(&mut v, 20, member(1, 1, &[0]));
+        g.finish(&mut v, 100, Some(50), 60);
+        assert_eq!(v.count(GROUP_UNOWNED), 0, "50 after the heal is within 60");
+        g.finish(&mut v, 100, Some(30), 60);
+        assert_eq!(v.count(GROUP_UNOWNED), 1);
+    }
+
+    #[test]
+    fn regressions_lost_commits_and_unprocessed_records_are_caught() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(1);
+        for o in 0..10 {
+            g.on_known(0, o);
+        }
+        g.on_obs(
+            &mut v,
+            1,
+            GroupObs::Processed {
+                p: 0,
+                offsets: (0..5).collect(),
+            },
+        );
+        g.on_obs(
+            &mut v,
+            2,
+            GroupObs::CommitAcked {
+                member: 1,
+                offsets: vec![(0, 5)],
+            },
+        );
+        assert_eq!(v.count(GROUP_UNPROCESSED), 0);
+        g.on_coordinator(&mut v, 3, 1, Some((1, [(0, 5)].into())));
+        assert_eq!(v.count(GROUP_ACKED_COMMIT_LOST), 0);
+        g.on_coordinator(&mut v, 4, 1, Some((1, [(0, 3)].into())));
+        assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
+        // A failover to a coordinator that lost the acknowledged commit.
+        g.on_coordinator(&mut v, 5, 2, Some((2, [(0, 4)].into())));
+        assert_eq!(v.count(GROUP_ACKED_COMMIT_LOST), 1);
+        // A deposed coordinator is not in charge any more.
+        g.on_coordinator(&mut v, 6, 1, Some((1, [(0, 0)].into())));
+        assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
+        // An explicit reset makes a lower commit legitimate.
+        g.on_obs(&mut v, 7, GroupObs::Reset { p: 0, to: 2 });
+        g.on_coordinator(&mut v, 8, 2, Some((2, [(0, 2)].into())));
+        assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
+        // Committing past records nobody processed.
+        g.on_obs(
+            &mut v,
+            9,
+            GroupObs::CommitAcked {
+                member: 2,
+                offsets: vec![(0, 8)],
+            },
+        );
+        assert_eq!(v.count(GROUP_UNPROCESSED), 1);
+        // A fetch answered below an acknowledged commit.
+        g.on_obs(
+            &mut v,
+            10,
+            GroupObs::Fetched {
+                sent_at: 9,
+                offsets: vec![(0, Some(7))],
+            },
+        );
+        assert_eq!(v.count(GROUP_ACKED_COMMIT_LOST), 2);
+    }
+}
