@@ -14,7 +14,7 @@ use crate::disk::SimDisk;
 use crate::faults::{
     random_member_schedule, random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled,
 };
-use crate::group_client::{GroupMember, REBALANCE_TIMEOUT, SESSION_TIMEOUT};
+use crate::group_client::{GroupMember, SETTLE_BOUND};
 use crate::group_invariants::{self, GroupChecker};
 use crate::history::History;
 use crate::invariants::{self, Checker};
@@ -283,7 +283,7 @@ impl World {
             // Groups: a small __consumer_offsets (created on the first FindCoordinator, so
             // runs without group members never have it), session timeouts scaled down.
             offsets_topic_partitions: 2,
-            group_append_timeout: 500 * MILLIS,
+            group_append_timeout: 400 * MILLIS,
             group: GroupConfig {
                 min_session_timeout: 100 * MILLIS,
                 initial_rebalance_delay: 300 * MILLIS,
@@ -1492,7 +1492,7 @@ impl World {
             Some(g) => {
                 // Liveness of ownership is judged like the cluster's: only when the run
                 // ends with a long enough quiet window.
-                let bound = SESSION_TIMEOUT + REBALANCE_TIMEOUT;
+                let bound = SETTLE_BOUND;
                 let settled = (judge_liveness && liveness_window > bound).then_some(self.healed_at);
                 if settled.is_none() {
                     skipped.insert(
