@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use skein_core::group::{
     AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
     ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, FetchError, FetchedData,
-    GenerationId, GroupConsumer, GroupRequest, GroupResponse, OffsetReset, OffsetSpec,
+    GenerationId, GroupConsumer, GroupRequest, MemberPhase, GroupResponse, OffsetReset, OffsetSpec,
 };
 use skein_core::message::{
     Address, ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message,
@@ -80,8 +80,8 @@ impl CommitMode {
 /// What the group invariants need to know of one member step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupObs {
-    /// The member's view after the step: its generation and the partitions it owns; `None`
-    /// while it is crashed.
+    /// The member's view after the step: its generation (when Stable in it) and the
+    /// partitions it owns; `None` while it is crashed.
     Member {
         member: u32,
         state: Option<(Option<GenerationId>, Vec<u32>)>,
@@ -499,9 +499,15 @@ impl GroupMember {
                 }
             }
         }
+        // Ownership is claimed for a generation once the member is Stable in it: while it
+        // joins or syncs the next one it still holds what the last one gave it (cooperative
+        // members keep it through the rebalance), and a generation whose sync never
+        // completed — e.g. lost with its coordinator, its number reused by the next — gave
+        // nobody anything.
+        let stable = *c.phase() == MemberPhase::Stable;
         ctx.out.group.push(GroupObs::Member {
             member: self.index,
-            state: Some((c.generation(), owned)),
+            state: Some((c.generation().filter(|_| stable), owned)),
         });
     }
 
