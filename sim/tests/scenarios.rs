@@ -97,6 +97,12 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
         1,
         "acked-write-lost",
     ),
+    (
+        "zombie-consumer-commit.toml",
+        "no-generation-fencing",
+        1,
+        "group-offset-regression",
+    ),
 ];
 
 #[test]
