@@ -146,7 +146,6 @@ impl SimConfig {
             unclean_leader_election,
             producers,
             consumers,
-            group_members,
             group_id,
             group_commit,
             group_assignor,
@@ -157,6 +156,9 @@ impl SimConfig {
             liveness,
             network
         );
+        // The group workload is opt-in for scenarios: an exact experiment gets only the
+        // clients it names (and scenarios written before groups keep their runs).
+        self.group_members = sc.group_members.unwrap_or(0);
         if sc.expect.is_some() {
             self.expect = sc.expect.clone();
         }
