@@ -183,3 +183,4 @@ fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
         );
     }
 }
+
