@@ -642,6 +642,56 @@ verdict = "pass"
     }
 
     #[test]
+    fn parses_the_group_workload_and_member_faults() {
+        let text = "[workload]\ngroup_members = 3\ngroup_id = \"g\"\ngroup_commit = \"async\"\ngroup_assignor = \"cooperative-sticky\"\n[[fault]]\nat = \"1s\"\nkind = \"member-pause\"\nmember = 2\nduration = \"2s\"\n[[fault]]\nat = \"2s\"\nkind = \"coordinator-crash\"\npower_loss = true\n[[fault]]\nat = \"3s\"\nkind = \"member-crash\"\nmember = 1\nrestart_after = \"1s\"\n";
+        let sc = Scenario::parse("g.toml", text).unwrap();
+        assert_eq!(sc.group_members, Some(3));
+        assert_eq!(sc.group_id.as_deref(), Some("g"));
+        assert_eq!(sc.group_commit, Some(crate::group_client::CommitMode::Async));
+        assert_eq!(
+            sc.group_assignor,
+            Some(skein_core::group::AssignorKind::CooperativeSticky)
+        );
+        assert_eq!(
+            sc.schedule[0].fault,
+            Fault::MemberPause {
+                member: 2,
+                duration: 2 * SECS
+            }
+        );
+        assert_eq!(
+            sc.schedule[1].fault,
+            Fault::CoordinatorCrash {
+                power_loss: true,
+                restart_after: None
+            }
+        );
+        assert_eq!(
+            sc.schedule[2].fault,
+            Fault::MemberCrash {
+                member: 1,
+                restart_after: Some(SECS)
+            }
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"member-pause\"\nduration = \"1s\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].member"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"member-crash\"\nmember = 0\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("fault[0].member")));
+        let e = err("[workload]\ngroup_commit = \"sometimes\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("workload.group_commit"))
+        );
+        let e = err("[workload]\ngroup_assignor = \"sticky\"\n");
+        assert_eq!(e.field.as_deref(), Some("workload.group_assignor"));
+        // A member the workload does not have is a configuration error naming it.
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        c.group_members = 1;
+        assert!(c.validate().unwrap_err().contains("group member 2"));
+    }
+
+    #[test]
     fn errors_name_file_line_and_field() {
         let e =
             err("[cluster]\nbrokers = 3\n\n[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 7\n");

@@ -72,6 +72,10 @@ pub struct SimOpts {
     /// Simulated consumers [default: 2].
     #[arg(long)]
     consumers: Option<u32>,
+    /// Members of a consumer group reading the topic, commit-after-process [default: 2;
+    /// scenarios: none unless they set `group_members`].
+    #[arg(long)]
+    group_members: Option<u32>,
     /// Produce requests per simulated second, all producers together [default: 200].
     #[arg(long)]
     produce_rate: Option<f64>,
@@ -80,7 +84,7 @@ pub struct SimOpts {
     fault_rate: Option<f64>,
     /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
     /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
-    /// read-errors disk-full slow-disk).
+    /// read-errors disk-full slow-disk member-crash member-pause).
     #[arg(long, value_name = "KIND=N,...")]
     fault_weights: Option<String>,
     /// At most this many brokers crashed or paused at once in random schedules [default: 1].
@@ -125,6 +129,7 @@ impl SimOpts {
             min_insync_replicas,
             producers,
             consumers,
+            group_members,
             produce_rate
         );
         if self.duration.is_some() && self.liveness.is_none() {
@@ -172,6 +177,7 @@ impl SimOpts {
             min_insync_replicas => "min-insync-replicas",
             producers => "producers",
             consumers => "consumers",
+            group_members => "group-members",
             produce_rate => "produce-rate",
             fault_rate => "fault-rate"
         );
