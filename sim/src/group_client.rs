@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use skein_core::group::{
     AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
     ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, FetchError, FetchedData,
-    GenerationId, GroupConsumer, GroupRequest, MemberPhase, GroupResponse, OffsetReset, OffsetSpec,
+    GenerationId, GroupConsumer, GroupRequest, GroupResponse, MemberPhase, OffsetReset, OffsetSpec,
 };
 use skein_core::message::{
     Address, ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message,
@@ -259,8 +259,7 @@ impl GroupMember {
             self.consumer_mut().subscribe(now, &[TOPIC]);
         }
         self.app_due(ctx);
-        self.pending
-            .retain(|_, p| p.sent_at + FORGET_AFTER > now);
+        self.pending.retain(|_, p| p.sent_at + FORGET_AFTER > now);
         if let Some(c) = self.consumer.as_mut() {
             c.tick(now);
         }

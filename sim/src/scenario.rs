@@ -647,7 +647,10 @@ verdict = "pass"
         let sc = Scenario::parse("g.toml", text).unwrap();
         assert_eq!(sc.group_members, Some(3));
         assert_eq!(sc.group_id.as_deref(), Some("g"));
-        assert_eq!(sc.group_commit, Some(crate::group_client::CommitMode::Async));
+        assert_eq!(
+            sc.group_commit,
+            Some(crate::group_client::CommitMode::Async)
+        );
         assert_eq!(
             sc.group_assignor,
             Some(skein_core::group::AssignorKind::CooperativeSticky)
@@ -676,7 +679,10 @@ verdict = "pass"
         let e = err("[[fault]]\nat = \"1s\"\nkind = \"member-pause\"\nduration = \"1s\"\n");
         assert_eq!(e.field.as_deref(), Some("fault[0].member"));
         let e = err("[[fault]]\nat = \"1s\"\nkind = \"member-crash\"\nmember = 0\n");
-        assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("fault[0].member")));
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(4), Some("fault[0].member"))
+        );
         let e = err("[workload]\ngroup_commit = \"sometimes\"\n");
         assert_eq!(
             (e.line, e.field.as_deref()),

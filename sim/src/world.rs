@@ -27,10 +27,12 @@ use crate::trace::Tracer;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
-use skein_core::group::{coordinator_partition, CoordinatorPhase, GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use skein_core::controller::{
     Controller, ControllerConfig, ControllerError, ControllerOutput, ControllerRequest,
     ControllerResponse, Requester, TopicConfig,
+};
+use skein_core::group::{
+    coordinator_partition, CoordinatorPhase, GroupConfig, CONSUMER_OFFSETS_TOPIC,
 };
 use skein_core::message::{Acks as CoreAcks, Address, Message};
 use skein_core::replica::{Event as ReplicaEvent, Role};
@@ -161,7 +163,7 @@ enum TimerDue {
 enum Client {
     Producer(Producer),
     Consumer(Consumer),
-    Member(GroupMember),
+    Member(Box<GroupMember>),
 }
 
 impl Client {
@@ -358,7 +360,7 @@ impl World {
         for i in 0..cfg.group_members {
             members.push(clients.len());
             clients.push(ClientSlot {
-                client: Client::Member(GroupMember::new(
+                client: Client::Member(Box::new(GroupMember::new(
                     id,
                     i + 1,
                     cfg.group_id.clone(),
@@ -366,7 +368,7 @@ impl World {
                     cfg.group_commit,
                     cfg.group_assignor,
                     substream(seed, Subsystem::Workload, 1000 + i as u64),
-                )),
+                ))),
                 timer_gen: 0,
                 timer_at: None,
                 paused_until: 0,
@@ -971,8 +973,16 @@ impl World {
 
     /// Runs `f` on group member `member` (1-based) with a client context, then routes what
     /// it produced and re-arms its timer.
-    fn with_member(&mut self, member: u32, now: SimTime, f: impl FnOnce(&mut GroupMember, &mut Ctx<'_>)) {
-        let Some(&idx) = member.checked_sub(1).and_then(|i| self.members.get(i as usize)) else {
+    fn with_member(
+        &mut self,
+        member: u32,
+        now: SimTime,
+        f: impl FnOnce(&mut GroupMember, &mut Ctx<'_>),
+    ) {
+        let Some(&idx) = member
+            .checked_sub(1)
+            .and_then(|i| self.members.get(i as usize))
+        else {
             return;
         };
         let mut out = std::mem::take(&mut self.out);
@@ -1091,7 +1101,8 @@ impl World {
             } => {
                 self.with_member(member, now, |m, ctx| m.crash(ctx));
                 if let Some(d) = restart_after {
-                    self.q.push(now + d, Ev::Fault(Fault::MemberRestart { member }));
+                    self.q
+                        .push(now + d, Ev::Fault(Fault::MemberRestart { member }));
                 }
             }
             Fault::MemberRestart { member } => {
@@ -1102,7 +1113,9 @@ impl World {
                 self.with_member(member, now, |m, _| strike = m.arm_pause(duration));
                 if let (Some(d), Some(&idx)) = (
                     strike,
-                    member.checked_sub(1).and_then(|i| self.members.get(i as usize)),
+                    member
+                        .checked_sub(1)
+                        .and_then(|i| self.members.get(i as usize)),
                 ) {
                     self.pause_client(idx, now, d);
                 }

@@ -21,7 +21,7 @@ fn short(seed: u64) -> SimConfig {
         partitions: 3,
         produce_rate: 40.0,
         group_members: 3,
-        group_commit: if seed % 2 == 0 {
+        group_commit: if seed.is_multiple_of(2) {
             CommitMode::Sync
         } else {
             CommitMode::Async
@@ -76,8 +76,8 @@ fn group_seeds_with_member_and_broker_faults_pass() {
     for seed in 0..30 {
         let c = short(seed);
         let r = run(&c);
-        member_faults += r.faults.get("member-crash").unwrap_or(&0)
-            + r.faults.get("member-pause").unwrap_or(&0);
+        member_faults +=
+            r.faults.get("member-crash").unwrap_or(&0) + r.faults.get("member-pause").unwrap_or(&0);
         let g = r.group.clone().expect("group stats");
         commits += g.commits;
         loads += g.coordinator_loads;
@@ -168,7 +168,10 @@ fn a_random_sweep_finds_no_generation_fencing() {
 #[test]
 fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
     for seed in [1, 2] {
-        let r = run(&scenario("coordinator-failover-during-rebalance.toml", seed));
+        let r = run(&scenario(
+            "coordinator-failover-during-rebalance.toml",
+            seed,
+        ));
         assert!(r.passed(), "seed {seed}: {r}");
         let g = r.group.clone().expect("group stats");
         assert!(
@@ -183,4 +186,3 @@ fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
         );
     }
 }
-
