@@ -239,6 +239,11 @@ impl GroupMember {
         }
     }
 
+    /// Forgets a pause that has not struck yet (everything heals).
+    pub fn disarm_pause(&mut self) {
+        self.pause_armed = None;
+    }
+
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
         if self.consumer.is_none() {
             return;

@@ -1099,6 +1099,13 @@ impl World {
                 member,
                 restart_after,
             } => {
+                // A dead process is not paused any more; it restarts unpaused.
+                if let Some(&idx) = member
+                    .checked_sub(1)
+                    .and_then(|i| self.members.get(i as usize))
+                {
+                    self.clients[idx].paused_until = self.clients[idx].paused_until.min(now);
+                }
                 self.with_member(member, now, |m, ctx| m.crash(ctx));
                 if let Some(d) = restart_after {
                     self.q
@@ -1401,7 +1408,10 @@ impl World {
             cs.paused_until = cs.paused_until.min(now);
         }
         for member in 1..=self.members.len() as u32 {
-            self.with_member(member, now, |m, _| m.restart());
+            self.with_member(member, now, |m, _| {
+                m.disarm_pause();
+                m.restart();
+            });
         }
         self.healed_at = self.healed_at.max(now);
     }

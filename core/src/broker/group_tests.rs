@@ -475,6 +475,37 @@ fn zombie_commit_from_an_old_generation_is_refused_after_failover() {
 }
 
 #[test]
+fn the_no_generation_fencing_bug_reaches_the_hosted_coordinators() {
+    // The bug zoo flag travels from BrokerConfig::bugs into every hosted coordinator: a
+    // commit from a member id the group never had, at a generation it never had, is written.
+    let mut config = config();
+    config.bugs.no_generation_fencing = true;
+    let mut w = World::new(&[1, 2, 3], config);
+    w.run(100 * MS);
+    let (members, _) = w.form_group(&[11, 12]);
+    let mut live = members[0].clone();
+    assert_eq!(w.commit(&mut live, 10), GroupResponse::OffsetCommit(Ok(())));
+    let mut stranger = Member {
+        client: 13,
+        id: "nobody".into(),
+        generation: live.generation + 7,
+        sequence: 0,
+    };
+    assert_eq!(
+        w.commit(&mut stranger, 3),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 3);
+    // Without the flag the same commit is refused (the normal path).
+    let mut w = cluster();
+    w.form_group(&[11, 12]);
+    assert_eq!(
+        w.commit(&mut stranger, 3),
+        GroupResponse::OffsetCommit(Err(GroupError::UnknownMemberId))
+    );
+}
+
+#[test]
 fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
     let mut w = cluster();
     let (mut members, _) = w.form_group(&[11]);
