@@ -556,6 +556,56 @@ mod tests {
     }
 
     #[test]
+    fn member_schedules_are_seeded_bounded_and_one_member_at_a_time() {
+        let rates = FaultRates {
+            per_second: 4.0,
+            ..FaultRates::default()
+        };
+        let draw = |seed| {
+            random_member_schedule(
+                &rates,
+                3,
+                SECS,
+                30 * SECS,
+                &mut stream(seed, Subsystem::Faults),
+            )
+        };
+        let a = draw(1);
+        assert_eq!(a, draw(1));
+        assert_ne!(a, draw(2));
+        assert!(a.len() >= 5, "{a:?}");
+        let mut busy_until = 0;
+        let mut kinds = std::collections::BTreeSet::new();
+        for s in &a {
+            assert!((SECS..30 * SECS).contains(&s.at));
+            let (member, d) = match &s.fault {
+                Fault::MemberCrash {
+                    member,
+                    restart_after: Some(d),
+                } => (*member, *d),
+                Fault::MemberPause { member, duration } => (*member, *duration),
+                other => panic!("{other:?}"),
+            };
+            assert!((1..=3).contains(&member));
+            assert!(s.at >= busy_until, "two members down at once");
+            busy_until = s.at + d;
+            kinds.insert(s.fault.name());
+        }
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+        // No members, or member weights 0: nothing.
+        assert!(
+            random_member_schedule(&rates, 0, 0, 30 * SECS, &mut stream(1, Subsystem::Faults))
+                .is_empty()
+        );
+        let mut off = rates.clone();
+        off.set_weights("member-crash=0,member-pause=0").unwrap();
+        assert!(
+            random_member_schedule(&off, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults))
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn max_down_is_respected() {
         let rates = FaultRates {
             per_second: 5.0,
