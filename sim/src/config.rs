@@ -57,6 +57,8 @@ pub struct SimConfig {
     /// How members commit after processing a batch.
     pub group_commit: CommitMode,
     pub group_assignor: AssignorKind,
+    /// Members use static membership (a stable instance id each).
+    pub group_static: bool,
     /// Produce requests per simulated second, over all producers.
     pub produce_rate: f64,
     pub acks: Acks,
@@ -93,6 +95,7 @@ impl Default for SimConfig {
             group_id: "sim-group".into(),
             group_commit: CommitMode::Sync,
             group_assignor: AssignorKind::Range,
+            group_static: false,
             produce_rate: 200.0,
             acks: Acks::All,
             idempotent: true,
@@ -149,6 +152,7 @@ impl SimConfig {
             group_id,
             group_commit,
             group_assignor,
+            group_static,
             produce_rate,
             acks,
             idempotent,

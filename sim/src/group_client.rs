@@ -139,6 +139,9 @@ pub struct GroupMember {
     partitions: u32,
     mode: CommitMode,
     assignor: AssignorKind,
+    /// Static membership: a stable `group.instance.id` (`member-N`), so a restart within the
+    /// session rejoins without a rebalance.
+    static_membership: bool,
     consumer: Option<GroupConsumer>,
     subscribed: bool,
     /// The member's own stream (broker picks), so members never disturb the producers'.
@@ -166,6 +169,7 @@ pub fn commit_process(client: u64) -> u64 {
 }
 
 impl GroupMember {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: u64,
         index: u32,
@@ -173,6 +177,7 @@ impl GroupMember {
         partitions: u32,
         mode: CommitMode,
         assignor: AssignorKind,
+        static_membership: bool,
         rng: ChaCha8Rng,
     ) -> Self {
         let mut m = Self {
@@ -182,6 +187,7 @@ impl GroupMember {
             partitions,
             mode,
             assignor,
+            static_membership,
             consumer: None,
             subscribed: false,
             rng,
@@ -207,6 +213,9 @@ impl GroupMember {
         c.rebalance_timeout = REBALANCE_TIMEOUT;
         c.heartbeat_interval = HEARTBEAT_INTERVAL;
         c.assignors = vec![self.assignor];
+        if self.static_membership {
+            c.instance_id = Some(format!("member-{}", self.index));
+        }
         c.auto_commit_interval = None;
         c.reset = OffsetReset::Earliest;
         c.retry_backoff = 50 * MILLIS;

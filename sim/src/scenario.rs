@@ -8,7 +8,7 @@
 //! brokers = 3          # min_insync_replicas, unclean_leader_election
 //! [workload]           # producers, consumers, produce_rate (requests per sim second),
 //! producers = 2        # acks (0, 1 or "all"), idempotent; group_members, group_id,
-//!                      # group_commit ("sync" or "async"), group_assignor
+//!                      # group_commit ("sync" or "async"), group_assignor, group_static
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -96,6 +96,7 @@ pub struct Scenario {
     pub group_id: Option<String>,
     pub group_commit: Option<crate::group_client::CommitMode>,
     pub group_assignor: Option<skein_core::group::AssignorKind>,
+    pub group_static: Option<bool>,
     pub produce_rate: Option<f64>,
     pub acks: Option<Acks>,
     pub idempotent: Option<bool>,
@@ -147,6 +148,7 @@ struct RawWorkload {
     group_id: Option<Spanned<String>>,
     group_commit: Option<Spanned<String>>,
     group_assignor: Option<Spanned<String>>,
+    group_static: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +328,7 @@ impl Scenario {
             }
             sc.idempotent = w.idempotent;
             sc.group_members = w.group_members;
+            sc.group_static = w.group_static;
             if let Some(g) = w.group_id {
                 if g.get_ref().is_empty() {
                     return Err(cx.err(Some(g.span()), "workload.group_id", "must not be empty"));

@@ -367,6 +367,7 @@ impl World {
                     cfg.partitions,
                     cfg.group_commit,
                     cfg.group_assignor,
+                    cfg.group_static,
                     substream(seed, Subsystem::Workload, 1000 + i as u64),
                 ))),
                 timer_gen: 0,

@@ -12,7 +12,7 @@ use skein_sim::time::SECS;
 use std::path::Path;
 
 /// A short faulty run with three members and member faults weighted up, varied by seed over
-/// both commit modes and the three assignors.
+/// both commit modes, the three assignors and static or dynamic membership.
 fn short(seed: u64) -> SimConfig {
     let mut c = SimConfig {
         seed,
@@ -31,6 +31,9 @@ fn short(seed: u64) -> SimConfig {
             AssignorKind::RoundRobin,
             AssignorKind::CooperativeSticky,
         ][(seed % 3) as usize],
+        // Static membership on half the seeds: a restarted member rejoins under its
+        // instance id, without a rebalance if its session has not expired.
+        group_static: seed % 4 >= 2,
         ..SimConfig::default().with_fault_rate(2.0)
     };
     // Bit flips off as in tests/seeds.rs (the last-ISR-copy finding is about liveness).
