@@ -334,7 +334,7 @@ impl GroupMember {
                     let result = match r.result {
                         Ok(Some(o)) => Ok(o.offset),
                         Ok(None) => Err(FetchError::Other("no offset".into())),
-                        Err(e) => Err(self.fetch_error(e, None)),
+                        Err(e) => Err(self.fetch_error(e)),
                     };
                     self.consumer_mut().handle_response(
                         now,
@@ -358,7 +358,7 @@ impl GroupMember {
                                 .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
                                 .collect(),
                         }),
-                        Err(e) => Err(self.fetch_error(e, Some(r.tp.partition))),
+                        Err(e) => Err(self.fetch_error(e)),
                     };
                     self.consumer_mut().handle_response(
                         now,
@@ -373,7 +373,7 @@ impl GroupMember {
     }
 
     /// A partition-read failure as the consumer understands it.
-    fn fetch_error(&mut self, e: ConsumerFetchError, _p: Option<u32>) -> FetchError {
+    fn fetch_error(&mut self, e: ConsumerFetchError) -> FetchError {
         match e {
             ConsumerFetchError::OffsetOutOfRange {
                 offset,
