@@ -127,6 +127,14 @@ pub struct Checker {
     read_acked: BTreeSet<(u32, Offset)>,
     /// Highest leader epoch seen per partition, to count leader changes.
     epochs: BTreeMap<u32, LeaderEpoch>,
+    /// (partition, epoch) of leaders the controller elected from outside the ISR.
+    unclean: BTreeSet<(u32, LeaderEpoch)>,
+    /// Per partition: the last unclean leader's epoch and log end when it took over.
+    /// Committed records from there on may be replaced; replicas that have not yet
+    /// followed that leader are compared only below that offset.
+    unclean_floor: BTreeMap<u32, (LeaderEpoch, Offset)>,
+    /// Unclean elections seen (their losses are expected, and reported).
+    pub unclean_elections: u64,
     pub leader_changes: u64,
 }
 
@@ -202,6 +210,29 @@ impl Checker {
     pub fn on_became_leader(&mut self, p: u32, epoch: LeaderEpoch, start: Offset) {
         self.note_epoch(p, epoch);
         self.epoch_start.entry((p, epoch)).or_insert(start);
+        if self.unclean.remove(&(p, epoch)) {
+            // The unclean leader's log is the truth from here on: forget what was
+            // committed past its end, and re-verify every replica from there. `start` is
+            // the log end after the leader's epoch marker: the marker itself is new too.
+            let start = start.saturating_sub(1);
+            if let Some(c) = self.committed.get_mut(&p) {
+                c.split_off(&start);
+            }
+            for ((_, q), v) in self.verified.iter_mut() {
+                if *q == p {
+                    *v = (*v).min(start);
+                }
+            }
+            self.unclean_floor.insert(p, (epoch, start));
+        }
+    }
+
+    /// The controller elected a leader from outside the ISR (unclean election enabled):
+    /// acknowledged records may be lost (acked-write-lost reports them), but replicas must
+    /// still converge on the new leader's log.
+    pub fn on_unclean_election(&mut self, p: u32, epoch: LeaderEpoch) {
+        self.unclean.insert((p, epoch));
+        self.unclean_elections += 1;
     }
 
     /// A broker sent a successful produce response for offsets `base..=last` at `epoch`.
@@ -324,7 +355,12 @@ impl Checker {
         if view.log_end_offset < from {
             from = view.log_end_offset; // truncated: re-verify what comes back
         }
-        let hw = view.high_watermark.min(view.log_end_offset);
+        let mut hw = view.high_watermark.min(view.log_end_offset);
+        if let Some(&(e, floor)) = self.unclean_floor.get(&p) {
+            if view.latest_log_epoch.is_none_or(|l| l < e) {
+                hw = hw.min(floor); // not yet truncated to the unclean leader's log
+            }
+        }
         if hw > from {
             if let Ok(batches) = read(from, hw) {
                 let recs = records_in(&batches, from, hw);

@@ -24,7 +24,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
 use skein_core::controller::{
-    Controller, ControllerConfig, ControllerError, ControllerOutput, ControllerRequest,
+    Controller, ControllerConfig, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
     ControllerResponse, Requester, TopicConfig,
 };
 use skein_core::message::{Acks as CoreAcks, Address, Message};
@@ -750,6 +750,14 @@ impl World {
                 let seq = self.q.len() as u64;
                 self.tracer
                     .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                if let ControllerEvent::UncleanLeaderElection {
+                    tp, leader_epoch, ..
+                } = e
+                {
+                    if tp.topic == TOPIC {
+                        self.checker.on_unclean_election(tp.partition, *leader_epoch);
+                    }
+                }
             }
             if let ControllerOutput::Send { to, response } = o {
                 let to = match to {
@@ -1319,6 +1327,7 @@ impl World {
             faults: self.fault_counts.clone(),
             net: self.net.stats.clone(),
             leader_changes: self.checker.leader_changes,
+            unclean_elections: self.checker.unclean_elections,
             verdicts,
             violations,
             history_summary,
