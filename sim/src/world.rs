@@ -11,7 +11,7 @@ use crate::client::{ClientOut, Consumer, Ctx, Producer, TOPIC};
 use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
-use crate::faults::{random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled};
+use crate::faults::{random_schedule, DiskFaultKind, Fault, LeaderOf, NodeRef, Scheduled};
 use crate::history::History;
 use crate::invariants::{self, Checker};
 use crate::net::{Fate, Network};
@@ -218,6 +218,7 @@ fn node_addr(n: NodeRef) -> Address {
     match n {
         NodeRef::Broker(id) => Address::Node(id),
         NodeRef::Controller(_) => Address::Controller,
+        NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
     }
 }
 
@@ -455,6 +456,13 @@ impl World {
                     self.client_step(client, now, None);
                 }
                 Ev::Fault(f) => {
+                    let Some(f) = self.resolve_targets(f) else {
+                        self.tracer
+                            .event(now, seq, "fault-skipped", "", &[], || {
+                                "its partition has no leader".to_string()
+                            });
+                        continue;
+                    };
                     let name = f.name();
                     self.tracer
                         .event(now, seq, "fault", name, &[], || format!("{f:?}"));
@@ -1033,7 +1041,33 @@ impl World {
                     .disk
             }
             NodeRef::Controller(_) => &self.controller.disk,
+            NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
         }
+    }
+
+    /// The broker leading partition `p` now: the one acting as leader at the highest epoch.
+    fn leader_of(&self, p: u32) -> Option<NodeId> {
+        let tp = TopicPartition::new(TOPIC, p);
+        self.brokers
+            .iter()
+            .filter_map(|(id, s)| {
+                let v = s.machine.as_ref()?.replica_view(&tp)?;
+                (v.role == Role::Leader).then_some((v.leader_epoch, *id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    /// Replaces "the leader of partition p" in a fault by that broker; `None` if the
+    /// partition has no leader now (the fault is skipped).
+    fn resolve_targets(&self, f: Fault) -> Option<Fault> {
+        if !f.names_a_leader() {
+            return Some(f);
+        }
+        f.map_nodes(|n| match n {
+            NodeRef::LeaderOf(LeaderOf(p)) => self.leader_of(p).map(NodeRef::Broker),
+            n => Some(n),
+        })
     }
 
     fn with_slot(&mut self, node: NodeRef, f: impl FnOnce(&mut Slot<()>)) {
@@ -1044,6 +1078,7 @@ impl World {
             tmp.paused_until = paused;
         };
         match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
@@ -1066,6 +1101,7 @@ impl World {
     /// Re-derives a node's timer after its clock changed.
     fn refresh_timer(&mut self, now: SimTime, node: NodeRef) {
         match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
                 let next = self
                     .brokers
@@ -1092,6 +1128,7 @@ impl World {
     fn crash(&mut self, now: SimTime, node: NodeRef, power_loss: bool) {
         let rng = &mut self.disk_rng;
         let (disk, was_up) = match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
@@ -1141,6 +1178,7 @@ impl World {
 
     fn restart(&mut self, now: SimTime, node: NodeRef) {
         match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
                 if self.brokers.get(&id).is_some_and(|s| s.machine.is_none()) {
                     self.start_broker(id, now);

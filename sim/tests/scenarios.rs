@@ -22,10 +22,7 @@ fn scenario_files() -> Vec<PathBuf> {
 
 /// The same judgement as `skein sim run --scenario`.
 fn met(r: &SimReport, expect: &Option<Expect>) -> bool {
-    match expect {
-        None | Some(Expect::Pass) => r.passed(),
-        Some(Expect::Fail { invariant }) => r.failed_invariants().contains(&invariant.as_str()),
-    }
+    Expect::met(expect.as_ref(), r)
 }
 
 #[test]

@@ -302,12 +302,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
 
 /// Whether the report meets the expectation (a scenario's `[expect]`, else "pass").
 fn meets_expectation(report: &SimReport, expect: &Option<Expect>) -> bool {
-    match expect {
-        None | Some(Expect::Pass) => report.passed(),
-        Some(Expect::Fail { invariant }) => {
-            report.failed_invariants().contains(&invariant.as_str())
-        }
-    }
+    Expect::met(expect.as_ref(), report)
 }
 
 fn create(path: &PathBuf) -> anyhow::Result<Box<dyn Write>> {
@@ -333,7 +328,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &config.expect {
         println!(
             "expected     {} -> {}",
-            expectation_name(e),
+            e,
             if ok { "met" } else { "NOT met" }
         );
     }
@@ -342,13 +337,6 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         eprintln!("replay with: {}", a.opts.replay_command(a.seed));
         Ok(ExitCode::from(1))
-    }
-}
-
-fn expectation_name(e: &Expect) -> String {
-    match e {
-        Expect::Pass => "pass".into(),
-        Expect::Fail { invariant } => format!("fail ({invariant})"),
     }
 }
 
