@@ -34,6 +34,13 @@ pub const NAMES: &[&str] = &[
     HISTORY,
 ];
 
+/// Whether an invariant is a safety property (everything but liveness). A correct core
+/// may fail liveness under faults it cannot recover from by design (a corrupt last ISR
+/// copy stays offline); a safety failure is always a finding.
+pub fn is_safety(name: &str) -> bool {
+    name != LIVENESS
+}
+
 /// One violation: which invariant, when, and what was seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {

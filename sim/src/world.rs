@@ -174,6 +174,26 @@ struct ClientSlot {
 const ADMIN: u64 = 0;
 const AUDIT_INTERVAL: SimTime = 100 * MILLIS;
 
+/// The faults a run injects: random ones drawn from the seed's fault stream, plus the
+/// config's exact schedule, in time order. A pure function of the config, so a failing
+/// run's schedule can be written out as explicit faults (see `shrink`).
+pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
+    let mut schedule: Vec<Scheduled> = Vec::new();
+    if cfg.random_faults {
+        let mut frng = stream(cfg.seed, Subsystem::Faults);
+        schedule = random_schedule(
+            &cfg.rates,
+            cfg.brokers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut frng,
+        );
+    }
+    schedule.extend(cfg.schedule.iter().cloned());
+    schedule.sort_by_key(|s| s.at);
+    schedule
+}
+
 /// Runs one simulation. `trace` receives every event as JSON lines; `history` the client
 /// history (docs/history.md).
 pub fn run(
@@ -356,20 +376,7 @@ impl World {
         for id in 1..=cfg.brokers {
             w.start_broker(id, 0);
         }
-        // The fault schedule: random faults from the seed, plus the scenario's exact ones.
-        let mut schedule: Vec<Scheduled> = Vec::new();
-        if cfg.random_faults {
-            let mut frng = stream(seed, Subsystem::Faults);
-            schedule = random_schedule(
-                &cfg.rates,
-                cfg.brokers,
-                cfg.faults_start(),
-                cfg.faults_end(),
-                &mut frng,
-            );
-        }
-        schedule.extend(cfg.schedule.iter().cloned());
-        schedule.sort_by_key(|s| s.at);
+        let schedule = realised_schedule(cfg);
         let mut heal_at = cfg.faults_end();
         for s in &schedule {
             if s.at >= heal_at {
