@@ -21,6 +21,10 @@ pub const RECORD_CHANGED: &str = "record-changed";
 pub const LIVENESS: &str = "liveness";
 /// The client history passes skein-jepsen's checker.
 pub const HISTORY: &str = "history";
+/// After the last fault heals, every follower that is up and whose log reads is back in
+/// its leader's ISR within the liveness bound (a follower stuck on a divergent suffix it
+/// cannot get rid of never is).
+pub const UNDER_REPLICATED: &str = "under-replicated";
 
 /// Every invariant, in report order.
 pub const NAMES: &[&str] = &[
@@ -32,6 +36,7 @@ pub const NAMES: &[&str] = &[
     RECORD_CHANGED,
     LIVENESS,
     HISTORY,
+    UNDER_REPLICATED,
 ];
 
 /// Whether an invariant is a safety property (everything but liveness). A correct core
@@ -495,6 +500,19 @@ impl Checker {
                 self.acked_at[&(*p, *o)]
             );
             self.violate(LIVENESS, now, d);
+        }
+    }
+
+    /// End of run: `stuck` lists (partition, follower, leader) for followers that are up,
+    /// online and following a serving leader, but not in its ISR.
+    pub fn finish_replication(&mut self, now: SimTime, stuck: &[(u32, NodeId, NodeId)], bound: SimTime) {
+        if let Some((p, f, l)) = stuck.first() {
+            let d = format!(
+                "partition {p}: follower {f} is not back in leader {l}'s ISR {} after the last fault healed ({} such replicas)",
+                crate::time::Human(bound),
+                stuck.len()
+            );
+            self.violate(UNDER_REPLICATED, now, d);
         }
     }
 

@@ -1272,6 +1272,32 @@ impl World {
             .collect()
     }
 
+    /// (partition, follower, leader): followers that are up, online and following the
+    /// serving leader of a partition, but not in that leader's ISR.
+    fn stuck_followers(&self) -> Vec<(u32, NodeId, NodeId)> {
+        let mut out = Vec::new();
+        for p in 0..self.cfg.partitions {
+            let Some(l) = self.leader_of(p) else { continue };
+            let tp = TopicPartition::new(TOPIC, p);
+            let Some(lv) = self.brokers[&l].machine.as_ref().and_then(|b| b.replica_view(&tp))
+            else {
+                continue;
+            };
+            for (&id, slot) in &self.brokers {
+                let Some(v) = slot.machine.as_ref().and_then(|b| b.replica_view(&tp)) else {
+                    continue;
+                };
+                if v.role == (Role::Follower { leader: l })
+                    && v.leader_epoch == lv.leader_epoch
+                    && !lv.isr.contains(&id)
+                {
+                    out.push((p, id, l));
+                }
+            }
+        }
+        out
+    }
+
     fn finish(mut self, history_out: Option<Box<dyn Write>>) -> Result<SimReport, SimError> {
         let now = self.q.now();
         self.audit(now);
@@ -1283,11 +1309,13 @@ impl World {
             let leaderless = self.leaderless();
             self.checker
                 .finish_liveness(now, &leaderless, liveness_window);
+            let stuck = self.stuck_followers();
+            self.checker
+                .finish_replication(now, &stuck, liveness_window);
         } else {
-            skipped.insert(
-                invariants::LIVENESS,
-                "faults continue until the end of the run".into(),
-            );
+            for inv in [invariants::LIVENESS, invariants::UNDER_REPLICATED] {
+                skipped.insert(inv, "faults continue until the end of the run".into());
+            }
         }
         let mut sends = 0;
         let mut polled = 0;
