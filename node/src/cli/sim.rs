@@ -273,12 +273,10 @@ pub struct ZooArgs {
     /// Worker threads [default: the number of cores].
     #[arg(long)]
     jobs: Option<usize>,
-    /// Simulated duration of each run (default fault rates, no scenario).
-    #[arg(long, default_value = "20s", value_parser = duration_arg)]
-    duration: SimTime,
-    /// Only these bugs [default: every bug in the zoo].
-    #[arg(long, value_name = "NAME")]
-    bug: Vec<String>,
+    /// Cluster, workload and fault flags (`--duration` defaults to 20s here); `--bug`
+    /// picks the bugs to measure [default: every bug in the zoo].
+    #[command(flatten)]
+    opts: SimOpts,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -659,11 +657,16 @@ fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
 
 /// Per bug: seeds to the first safety finding in each window, and when it showed.
 fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
-    let bugs: Vec<String> = if a.bug.is_empty() {
+    let bugs: Vec<String> = if a.opts.bug.is_empty() {
         skein_sim::BUG_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
-        a.bug.clone()
+        a.opts.bug.clone()
     };
+    let mut base = a.opts.clone();
+    base.bug.clear();
+    if base.duration.is_none() {
+        base.duration = Some(20 * skein_sim::time::SECS);
+    }
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -690,9 +693,8 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
     for bug in &all {
         bar.set_message(bug.clone().unwrap_or_else(|| "no bug".into()));
         let opts = SimOpts {
-            duration: Some(a.duration),
             bug: bug.iter().cloned().collect(),
-            ..SimOpts::default()
+            ..base.clone()
         };
         let results = run_seeds(&opts, &seeds, jobs, &mut |_| bar.inc(1))?;
         let mut to_find: Vec<Option<usize>> = Vec::new();
@@ -718,10 +720,10 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
         v.get(v.len() / 2).copied()
     };
     println!(
-        "`skein sim zoo --seeds {}..{} --windows {windows} --duration {}`: {} seeds per bug in {windows} windows of {per}, default fault rates, no scenario; {:.0}s wall on {jobs} jobs.\n",
+        "`skein sim zoo --seeds {}..{} --windows {windows}{}`: {} seeds per bug in {windows} windows of {per}, no scenario; {:.0}s wall on {jobs} jobs.\n",
         a.seeds.start,
         a.seeds.end,
-        format_duration(a.duration),
+        base.flags(),
         seeds.len(),
         started.elapsed().as_secs_f64()
     );
