@@ -489,3 +489,130 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
     );
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::{LeaderOf as Leader, NodeRef::*};
+    use crate::scenario::Scenario;
+
+    #[test]
+    fn every_fault_kind_survives_writing_and_reading_back() {
+        let c = NodeRef::CONTROLLER;
+        let faults = vec![
+            Fault::Crash {
+                node: Broker(1),
+                power_loss: true,
+                restart_after: Some(1_500 * MILLIS),
+            },
+            Fault::Crash {
+                node: LeaderOf(Leader(2)),
+                power_loss: false,
+                restart_after: None,
+            },
+            Fault::Restart { node: c },
+            Fault::Pause {
+                node: Broker(2),
+                duration: 123_456_789,
+            },
+            Fault::ClockJump {
+                node: Broker(3),
+                forward: SECS,
+            },
+            Fault::ClockStall {
+                node: Broker(3),
+                duration: 7 * MILLIS,
+            },
+            Fault::ClockSkew {
+                node: Broker(1),
+                ppm: -150_000,
+            },
+            Fault::Partition {
+                shape: Partition::RandomHalves,
+                duration: Some(SECS),
+            },
+            Fault::Partition {
+                shape: Partition::Split {
+                    a: vec![Broker(1), c],
+                    b: vec![Broker(2), Broker(3)],
+                },
+                duration: None,
+            },
+            Fault::Partition {
+                shape: Partition::Isolate { node: Broker(2) },
+                duration: Some(2 * SECS),
+            },
+            Fault::Partition {
+                shape: Partition::Bridge { node: Broker(1) },
+                duration: Some(SECS),
+            },
+            Fault::Partition {
+                shape: Partition::OneWay { from: Broker(3) },
+                duration: Some(SECS),
+            },
+            Fault::Heal,
+            Fault::Clog {
+                from: Broker(1),
+                to: c,
+                duration: SECS,
+            },
+            Fault::BitFlip { node: Broker(2) },
+            Fault::ReadErrors {
+                node: Broker(1),
+                duration: SECS,
+            },
+            Fault::DiskFull {
+                node: Broker(3),
+                duration: SECS,
+            },
+            Fault::SlowDisk {
+                node: Broker(1),
+                latency: 40 * MILLIS,
+                duration: 4 * SECS,
+            },
+        ];
+        let cfg = SimConfig {
+            seed: 42,
+            duration: 15 * SECS,
+            liveness: 4 * SECS,
+            partitions: 3,
+            producers: 1,
+            consumers: 3,
+            produce_rate: 12.5,
+            unclean_leader_election: true,
+            random_faults: false,
+            schedule: faults
+                .into_iter()
+                .enumerate()
+                .map(|(i, fault)| Scheduled {
+                    at: SECS + i as u64 * 100 * MILLIS + 7,
+                    fault,
+                })
+                .collect(),
+            ..SimConfig::default()
+        };
+        let text = scenario_toml(&cfg, "all \"kinds\"", "every fault\nkind", "liveness");
+        let sc = Scenario::parse("written.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let mut back = SimConfig {
+            seed: 42,
+            ..SimConfig::default()
+        };
+        back.apply_scenario(&sc);
+        assert_eq!(back.schedule, cfg.schedule);
+        assert!(!back.random_faults);
+        assert_eq!(
+            (back.duration, back.liveness, back.partitions, back.producers, back.consumers),
+            (cfg.duration, cfg.liveness, cfg.partitions, cfg.producers, cfg.consumers)
+        );
+        assert_eq!(back.produce_rate, cfg.produce_rate);
+        assert_eq!(back.network, cfg.network);
+        assert!(back.unclean_leader_election);
+        assert_eq!(sc.name.as_deref(), Some("all \"kinds\""));
+        assert_eq!(
+            sc.expect,
+            Some(crate::scenario::Expect::Fail {
+                invariant: "liveness".into()
+            })
+        );
+    }
+}
