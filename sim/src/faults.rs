@@ -196,7 +196,10 @@ impl Fault {
                 node: g(node)?,
                 duration,
             },
-            Fault::ClockSkew { node, ppm } => Fault::ClockSkew { node: g(node)?, ppm },
+            Fault::ClockSkew { node, ppm } => Fault::ClockSkew {
+                node: g(node)?,
+                ppm,
+            },
             Fault::Partition { shape, duration } => Fault::Partition {
                 shape: match shape {
                     Partition::RandomHalves => Partition::RandomHalves,

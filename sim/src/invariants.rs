@@ -505,7 +505,12 @@ impl Checker {
 
     /// End of run: `stuck` lists (partition, follower, leader) for followers that are up,
     /// online and following a serving leader, but not in its ISR.
-    pub fn finish_replication(&mut self, now: SimTime, stuck: &[(u32, NodeId, NodeId)], bound: SimTime) {
+    pub fn finish_replication(
+        &mut self,
+        now: SimTime,
+        stuck: &[(u32, NodeId, NodeId)],
+        bound: SimTime,
+    ) {
         if let Some((p, f, l)) = stuck.first() {
             let d = format!(
                 "partition {p}: follower {f} is not back in leader {l}'s ISR {} after the last fault healed ({} such replicas)",

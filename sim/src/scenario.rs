@@ -425,7 +425,8 @@ impl Scenario {
             });
         }
         for (i, f) in raw.fault.iter().enumerate() {
-            sc.schedule.push(parse_fault(&cx, i, f, sc.brokers, sc.partitions)?);
+            sc.schedule
+                .push(parse_fault(&cx, i, f, sc.brokers, sc.partitions)?);
         }
         sc.schedule.sort_by_key(|s| s.at);
         if let Some(e) = raw.expect {
@@ -452,16 +453,17 @@ fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioE
             ))
         }
     };
-    let list = |v: &Option<Spanned<Vec<String>>>, field: &str| -> Result<Vec<String>, ScenarioError> {
-        match v {
-            None => Ok(Vec::new()),
-            Some(v) => v
-                .get_ref()
-                .iter()
-                .map(|n| known(n, v.span(), field))
-                .collect(),
-        }
-    };
+    let list =
+        |v: &Option<Spanned<Vec<String>>>, field: &str| -> Result<Vec<String>, ScenarioError> {
+            match v {
+                None => Ok(Vec::new()),
+                Some(v) => v
+                    .get_ref()
+                    .iter()
+                    .map(|n| known(n, v.span(), field))
+                    .collect(),
+            }
+        };
     let fail = list(&e.fail, "expect.fail")?;
     let hold = list(&e.hold, "expect.hold")?;
     let invariant = e
@@ -551,16 +553,15 @@ fn parse_fault(
                 &field(name),
                 format!("broker {id} does not exist (the cluster has {b})"),
             )),
-            (NodeRef::LeaderOf(LeaderOf(p)), _) if partitions.is_some_and(|n| p >= n) => {
-                Err(cx.err(
+            (NodeRef::LeaderOf(LeaderOf(p)), _) if partitions.is_some_and(|n| p >= n) => Err(cx
+                .err(
                     Some(n.span()),
                     &field(name),
                     format!(
                         "partition {p} does not exist (the topic has {})",
                         partitions.unwrap_or(0)
                     ),
-                ))
-            }
+                )),
             (node, _) => Ok(node),
         }
     };
@@ -794,13 +795,25 @@ verdict = "pass"
             "fail (acked-write-lost), hold (replica-divergence)"
         );
         // One invariant alone keeps the old meaning.
-        let sc = Scenario::parse("o.toml", "[expect]\nverdict = \"fail\"\ninvariant = \"liveness\"\n").unwrap();
-        assert_eq!(sc.expect, Some(Expect::Fail { invariant: "liveness".into() }));
+        let sc = Scenario::parse(
+            "o.toml",
+            "[expect]\nverdict = \"fail\"\ninvariant = \"liveness\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            sc.expect,
+            Some(Expect::Fail {
+                invariant: "liveness".into()
+            })
+        );
 
         let e = err("version = 9\n");
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("version")));
         let e = err("[cluster]\npartitions = 2\n[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leader:2\"\n");
-        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("fault[0].node")));
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(6), Some("fault[0].node"))
+        );
         let e = err("[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nhold = [\"liveness\"]\n");
         assert_eq!(e.field.as_deref(), Some("expect.hold"));
         let e = err("[expect]\nverdict = \"fail\"\nhold = [\"nope\"]\n");

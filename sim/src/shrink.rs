@@ -368,12 +368,7 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
             match shape {
                 Partition::RandomHalves => o.push_str("shape = \"halves\"\n"),
                 Partition::Split { a, b } => {
-                    let _ = writeln!(
-                        o,
-                        "shape = \"split\"\na = {}\nb = {}",
-                        nodes(a),
-                        nodes(b)
-                    );
+                    let _ = writeln!(o, "shape = \"split\"\na = {}\nb = {}", nodes(a), nodes(b));
                 }
                 Partition::Isolate { node: n } => {
                     let _ = writeln!(o, "shape = \"isolate\"\nnode = {}", node(n));
@@ -601,8 +596,20 @@ mod tests {
         assert_eq!(back.schedule, cfg.schedule);
         assert!(!back.random_faults);
         assert_eq!(
-            (back.duration, back.liveness, back.partitions, back.producers, back.consumers),
-            (cfg.duration, cfg.liveness, cfg.partitions, cfg.producers, cfg.consumers)
+            (
+                back.duration,
+                back.liveness,
+                back.partitions,
+                back.producers,
+                back.consumers
+            ),
+            (
+                cfg.duration,
+                cfg.liveness,
+                cfg.partitions,
+                cfg.producers,
+                cfg.consumers
+            )
         );
         assert_eq!(back.produce_rate, cfg.produce_rate);
         assert_eq!(back.network, cfg.network);

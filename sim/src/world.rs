@@ -24,8 +24,8 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
 use skein_core::controller::{
-    Controller, ControllerConfig, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
-    ControllerResponse, Requester, TopicConfig,
+    Controller, ControllerConfig, ControllerError, ControllerEvent, ControllerOutput,
+    ControllerRequest, ControllerResponse, Requester, TopicConfig,
 };
 use skein_core::message::{Acks as CoreAcks, Address, Message};
 use skein_core::replica::{Event as ReplicaEvent, Role};
@@ -464,10 +464,9 @@ impl World {
                 }
                 Ev::Fault(f) => {
                     let Some(f) = self.resolve_targets(f) else {
-                        self.tracer
-                            .event(now, seq, "fault-skipped", "", &[], || {
-                                "its partition has no leader".to_string()
-                            });
+                        self.tracer.event(now, seq, "fault-skipped", "", &[], || {
+                            "its partition has no leader".to_string()
+                        });
                         continue;
                     };
                     let name = f.name();
@@ -770,7 +769,8 @@ impl World {
                 } = e
                 {
                     if tp.topic == TOPIC {
-                        self.checker.on_unclean_election(tp.partition, *leader_epoch);
+                        self.checker
+                            .on_unclean_election(tp.partition, *leader_epoch);
                     }
                 }
             }
@@ -1085,7 +1085,7 @@ impl World {
             tmp.paused_until = paused;
         };
         match node {
-            NodeRef::LeaderOf(_) => return, // resolved before faults apply
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
@@ -1108,7 +1108,7 @@ impl World {
     /// Re-derives a node's timer after its clock changed.
     fn refresh_timer(&mut self, now: SimTime, node: NodeRef) {
         match node {
-            NodeRef::LeaderOf(_) => return, // resolved before faults apply
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 let next = self
                     .brokers
@@ -1185,7 +1185,7 @@ impl World {
 
     fn restart(&mut self, now: SimTime, node: NodeRef) {
         match node {
-            NodeRef::LeaderOf(_) => return, // resolved before faults apply
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 if self.brokers.get(&id).is_some_and(|s| s.machine.is_none()) {
                     self.start_broker(id, now);
@@ -1279,7 +1279,10 @@ impl World {
         for p in 0..self.cfg.partitions {
             let Some(l) = self.leader_of(p) else { continue };
             let tp = TopicPartition::new(TOPIC, p);
-            let Some(lv) = self.brokers[&l].machine.as_ref().and_then(|b| b.replica_view(&tp))
+            let Some(lv) = self.brokers[&l]
+                .machine
+                .as_ref()
+                .and_then(|b| b.replica_view(&tp))
             else {
                 continue;
             };

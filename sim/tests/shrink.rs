@@ -29,7 +29,10 @@ fn a_bug_found_by_a_random_seed_shrinks_to_a_scenario_that_reproduces_it() {
     let first = original.violations[0].invariant;
     let mut steps = 0;
     let shrunk = shrink(&cfg, None, 60, &mut |_| steps += 1).expect("shrinks");
-    assert_eq!(shrunk.invariant, first, "the same invariant as the original run");
+    assert_eq!(
+        shrunk.invariant, first,
+        "the same invariant as the original run"
+    );
     assert!(steps > 0 && shrunk.runs <= 60);
     assert_eq!(
         shrunk.original_faults,

@@ -568,20 +568,15 @@ fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar.set_message(format!("running seed {}", a.seed));
-    let shrunk = skein_sim::shrink::shrink(
-        &config,
-        a.invariant.as_deref(),
-        a.max_runs,
-        &mut |p| {
-            bar.set_message(format!(
-                "{} runs, shrinking {}: {} faults, {}",
-                p.runs,
-                p.phase,
-                p.faults,
-                format_duration(p.duration)
-            ))
-        },
-    );
+    let shrunk = skein_sim::shrink::shrink(&config, a.invariant.as_deref(), a.max_runs, &mut |p| {
+        bar.set_message(format!(
+            "{} runs, shrinking {}: {} faults, {}",
+            p.runs,
+            p.phase,
+            p.faults,
+            format_duration(p.duration)
+        ))
+    });
     bar.finish_and_clear();
     let shrunk = shrunk?;
     let out = a
@@ -681,9 +676,11 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
         indicatif::ProgressBar::new((seeds.len() * (bugs.len() + 1)) as u64)
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
     );
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -739,7 +736,10 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
             per_label.clone()
         };
         let worst = if all_found {
-            found.iter().max().map_or(per_label.clone(), |m| m.to_string())
+            found
+                .iter()
+                .max()
+                .map_or(per_label.clone(), |m| m.to_string())
         } else {
             per_label.clone()
         };
@@ -754,13 +754,19 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
             _ => "-".into(),
         };
         let by: Vec<String> = caught.iter().map(|(k, n)| format!("{k} ({n})")).collect();
-        let label = bug.clone().unwrap_or_else(|| "(none: the correct core)".into());
+        let label = bug
+            .clone()
+            .unwrap_or_else(|| "(none: the correct core)".into());
         if bug.is_some() && !all_found {
             missing = true;
         }
         println!(
             "| {label} | {} | {med} | {worst} | {time} | {found_seeds}/{} |",
-            if by.is_empty() { "-".into() } else { by.join(", ") },
+            if by.is_empty() {
+                "-".into()
+            } else {
+                by.join(", ")
+            },
             seeds.len()
         );
     }
