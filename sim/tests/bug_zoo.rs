@@ -104,7 +104,7 @@ const ZOO: &[Row] = &[
         scenario: "kip966-last-replica-unflushed.toml",
         seed: 1,
         invariant: "acked-write-lost",
-        bound: 40,
+        bound: 50,
         sweep: single_copy,
         fast: true,
     },
