@@ -1,10 +1,11 @@
 //! The bug zoo proof: every historical bug `--bug` can switch back on (iterating
 //! [`BUG_NAMES`], so a bug added without a row here fails the test) is
 //! (a) caught by its named scenario, with the invariant that should catch it, and
-//! (b) found by a random sweep with default fault rates and no scenario, within a bounded
-//! number of seeds. The bounds come from `skein sim zoo` (docs/scenarios.md, "The bug zoo"):
-//! the worst seeds-to-first-finding over five disjoint windows, plus a margin. The sweep here
-//! starts at seed 0 and stops at the first finding, so it costs only what window 0 needs.
+//! (b) found by a random sweep with no scenario (default fault rates, or the row's sweep
+//! shape and why), within a bounded number of seeds. The bounds come from `skein sim zoo`
+//! (docs/scenarios.md, "The bug zoo"): the worst seeds-to-first-finding over five disjoint
+//! windows, plus a margin. The sweep here starts at seed 0 and stops at the first finding, so
+//! it costs only what window 0 needs.
 
 use skein_sim::config::SimConfig;
 use skein_sim::invariants::is_safety;
@@ -24,8 +25,6 @@ struct Row {
     bound: u64,
     /// The sweep's run: no scenario; default fault rates unless the row says why not.
     sweep: fn(u64) -> SimConfig,
-    /// Whether the default (fast) test runs the sweep; the others run with `--ignored`.
-    fast: bool,
 }
 
 /// `skein sim zoo`'s run for one seed: `--duration 20s`, everything else default.
@@ -68,18 +67,16 @@ const ZOO: &[Row] = &[
         scenario: "kip101-new-follower-truncates-then-leader-dies.toml",
         seed: 3,
         invariant: "acked-write-lost",
-        bound: 40,
+        bound: 60,
         sweep: default_sweep,
-        fast: true,
     },
     Row {
         bug: "next-epoch-start",
         scenario: "kip279-double-failover.toml",
         seed: 1,
         invariant: "under-replicated",
-        bound: 40,
+        bound: 100,
         sweep: crash_and_clog,
-        fast: false,
     },
     Row {
         bug: "unfenced-fetch",
@@ -88,7 +85,6 @@ const ZOO: &[Row] = &[
         invariant: "replica-divergence",
         bound: 10,
         sweep: default_sweep,
-        fast: true,
     },
     Row {
         bug: "ack-before-isr",
@@ -97,7 +93,6 @@ const ZOO: &[Row] = &[
         invariant: "acked-write-lost",
         bound: 10,
         sweep: default_sweep,
-        fast: true,
     },
     Row {
         bug: "fsync-after-ack",
@@ -106,7 +101,6 @@ const ZOO: &[Row] = &[
         invariant: "acked-write-lost",
         bound: 50,
         sweep: single_copy,
-        fast: true,
     },
 ];
 
@@ -140,14 +134,11 @@ fn every_bug_fails_its_scenario_with_its_invariant() {
     }
 }
 
-/// Sweeps each row (`fast` ones, or the others) and reports the bugs not found in bound.
-fn sweep_rows(fast: bool) {
+#[test]
+fn random_sweeps_find_every_bug_within_their_bound() {
     let mut missed = Vec::new();
     for bug in BUG_NAMES {
         let r = row(bug);
-        if r.fast != fast {
-            continue;
-        }
         let found = (0..r.bound).find(|&seed| {
             let mut c = (r.sweep)(seed);
             c.bugs = vec![bug.to_string()];
@@ -159,19 +150,6 @@ fn sweep_rows(fast: bool) {
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
-}
-
-#[test]
-fn random_sweeps_find_every_bug_within_their_bound() {
-    sweep_rows(true);
-}
-
-/// The rows too slow for `cargo test` (their first finding is tens of seeds in):
-/// `cargo test -p skein-sim --test bug_zoo -- --ignored`.
-#[test]
-#[ignore = "slow: run with --ignored (or measure with `skein sim zoo`)"]
-fn random_sweeps_find_the_rare_bugs_within_their_bound() {
-    sweep_rows(false);
 }
 
 #[test]
