@@ -37,6 +37,12 @@ fn every_scenario_meets_its_expectation() {
             "{}: every scenario has a name, a description and an [expect]",
             path.display()
         );
+        assert_eq!(
+            sc.version,
+            Some(skein_sim::scenario::FORMAT_VERSION),
+            "{}: every scenario states its format version",
+            path.display()
+        );
         assert!(
             !sc.schedule.is_empty(),
             "{}: a named scenario has an exact fault schedule",
