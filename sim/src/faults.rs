@@ -15,12 +15,52 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A node a fault can hit: a broker by id, or the controller.
+/// A node a fault can hit: a broker by id, the controller, or whichever broker leads a
+/// partition when the fault fires (resolved by the world; never seen by the network or disks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum NodeRef {
     Broker(u32),
     Controller(ControllerTag),
+    LeaderOf(LeaderOf),
+}
+
+/// The spelling of "the leader of partition p" in scenario files: `"leader"` (partition 0)
+/// or `"leader:P"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaderOf(pub u32);
+
+impl LeaderOf {
+    /// Parses `leader` or `leader:P`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.strip_prefix("leader")? {
+            "" => Some(LeaderOf(0)),
+            rest => rest.strip_prefix(':')?.trim().parse().ok().map(LeaderOf),
+        }
+    }
+}
+
+impl fmt::Display for LeaderOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "leader:{}", self.0)
+    }
+}
+
+impl Serialize for LeaderOf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaderOf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        LeaderOf::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected a broker id, \"controller\", \"leader\" or \"leader:P\", found {s:?}"
+            ))
+        })
+    }
 }
 
 /// The spelling of the controller in scenario files: `"controller"`.
@@ -39,6 +79,7 @@ impl fmt::Display for NodeRef {
         match self {
             NodeRef::Broker(id) => write!(f, "broker-{id}"),
             NodeRef::Controller(_) => write!(f, "controller"),
+            NodeRef::LeaderOf(l) => write!(f, "{l}"),
         }
     }
 }
@@ -146,6 +187,99 @@ impl Fault {
             Fault::MemberPause { .. } => "member-pause",
             Fault::CoordinatorCrash { .. } => "coordinator-crash",
         }
+    }
+}
+
+impl Fault {
+    /// The same fault with every node it names replaced by `f` (used to resolve
+    /// [`NodeRef::LeaderOf`] when the fault fires). `None` if `f` refuses a node.
+    pub fn map_nodes(self, mut f: impl FnMut(NodeRef) -> Option<NodeRef>) -> Option<Fault> {
+        let mut g = |n: NodeRef| f(n);
+        Some(match self {
+            Fault::Crash {
+                node,
+                power_loss,
+                restart_after,
+            } => Fault::Crash {
+                node: g(node)?,
+                power_loss,
+                restart_after,
+            },
+            Fault::Restart { node } => Fault::Restart { node: g(node)? },
+            Fault::Pause { node, duration } => Fault::Pause {
+                node: g(node)?,
+                duration,
+            },
+            Fault::ClockJump { node, forward } => Fault::ClockJump {
+                node: g(node)?,
+                forward,
+            },
+            Fault::ClockStall { node, duration } => Fault::ClockStall {
+                node: g(node)?,
+                duration,
+            },
+            Fault::ClockSkew { node, ppm } => Fault::ClockSkew {
+                node: g(node)?,
+                ppm,
+            },
+            Fault::Partition { shape, duration } => Fault::Partition {
+                shape: match shape {
+                    Partition::RandomHalves => Partition::RandomHalves,
+                    Partition::Split { a, b } => Partition::Split {
+                        a: a.into_iter().map(&mut g).collect::<Option<_>>()?,
+                        b: b.into_iter().map(&mut g).collect::<Option<_>>()?,
+                    },
+                    Partition::Isolate { node } => Partition::Isolate { node: g(node)? },
+                    Partition::Bridge { node } => Partition::Bridge { node: g(node)? },
+                    Partition::OneWay { from } => Partition::OneWay { from: g(from)? },
+                },
+                duration,
+            },
+            Fault::Heal => Fault::Heal,
+            Fault::Clog { from, to, duration } => Fault::Clog {
+                from: g(from)?,
+                to: g(to)?,
+                duration,
+            },
+            Fault::BitFlip { node } => Fault::BitFlip { node: g(node)? },
+            Fault::ReadErrors { node, duration } => Fault::ReadErrors {
+                node: g(node)?,
+                duration,
+            },
+            Fault::DiskFull { node, duration } => Fault::DiskFull {
+                node: g(node)?,
+                duration,
+            },
+            Fault::SlowDisk {
+                node,
+                latency,
+                duration,
+            } => Fault::SlowDisk {
+                node: g(node)?,
+                latency,
+                duration,
+            },
+            Fault::EndDiskFault { node, what } => Fault::EndDiskFault {
+                node: g(node)?,
+                what,
+            },
+            // Member faults name group members, not nodes; the coordinator is resolved
+            // by the world when the fault fires.
+            f @ (Fault::MemberCrash { .. }
+            | Fault::MemberRestart { .. }
+            | Fault::MemberPause { .. }
+            | Fault::CoordinatorCrash { .. }) => f,
+        })
+    }
+
+    /// Whether the fault names a node only known when it fires.
+    pub fn names_a_leader(&self) -> bool {
+        let mut found = false;
+        let _ = self.clone().map_nodes(|n| {
+            found |= matches!(n, NodeRef::LeaderOf(_));
+            Some(n)
+        });
+        found
     }
 }
 

@@ -21,6 +21,10 @@ pub const RECORD_CHANGED: &str = "record-changed";
 pub const LIVENESS: &str = "liveness";
 /// The client history passes skein-jepsen's checker.
 pub const HISTORY: &str = "history";
+/// After the last fault heals, every follower that is up and whose log reads is back in
+/// its leader's ISR within the liveness bound (a follower stuck on a divergent suffix it
+/// cannot get rid of never is).
+pub const UNDER_REPLICATED: &str = "under-replicated";
 
 /// Every invariant, in report order.
 pub const NAMES: &[&str] = &[
@@ -32,12 +36,20 @@ pub const NAMES: &[&str] = &[
     RECORD_CHANGED,
     LIVENESS,
     HISTORY,
+    UNDER_REPLICATED,
     crate::group_invariants::GROUP_SINGLE_OWNER,
     crate::group_invariants::GROUP_UNOWNED,
     crate::group_invariants::GROUP_OFFSET_REGRESSION,
     crate::group_invariants::GROUP_ACKED_COMMIT_LOST,
     crate::group_invariants::GROUP_UNPROCESSED,
 ];
+
+/// Whether an invariant is a safety property (everything but liveness). A correct core
+/// may fail liveness under faults it cannot recover from by design (a corrupt last ISR
+/// copy stays offline); a safety failure is always a finding.
+pub fn is_safety(name: &str) -> bool {
+    name != LIVENESS
+}
 
 /// One violation: which invariant, when, and what was seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -132,6 +144,14 @@ pub struct Checker {
     read_acked: BTreeSet<(u32, Offset)>,
     /// Highest leader epoch seen per partition, to count leader changes.
     epochs: BTreeMap<u32, LeaderEpoch>,
+    /// (partition, epoch) of leaders the controller elected from outside the ISR.
+    unclean: BTreeSet<(u32, LeaderEpoch)>,
+    /// Per partition: the last unclean leader's epoch and log end when it took over.
+    /// Committed records from there on may be replaced; replicas that have not yet
+    /// followed that leader are compared only below that offset.
+    unclean_floor: BTreeMap<u32, (LeaderEpoch, Offset)>,
+    /// Unclean elections seen (their losses are expected, and reported).
+    pub unclean_elections: u64,
     pub leader_changes: u64,
 }
 
@@ -212,6 +232,29 @@ impl Checker {
     pub fn on_became_leader(&mut self, p: u32, epoch: LeaderEpoch, start: Offset) {
         self.note_epoch(p, epoch);
         self.epoch_start.entry((p, epoch)).or_insert(start);
+        if self.unclean.remove(&(p, epoch)) {
+            // The unclean leader's log is the truth from here on: forget what was
+            // committed past its end, and re-verify every replica from there. `start` is
+            // the log end after the leader's epoch marker: the marker itself is new too.
+            let start = start.saturating_sub(1);
+            if let Some(c) = self.committed.get_mut(&p) {
+                c.split_off(&start);
+            }
+            for ((_, q), v) in self.verified.iter_mut() {
+                if *q == p {
+                    *v = (*v).min(start);
+                }
+            }
+            self.unclean_floor.insert(p, (epoch, start));
+        }
+    }
+
+    /// The controller elected a leader from outside the ISR (unclean election enabled):
+    /// acknowledged records may be lost (acked-write-lost reports them), but replicas must
+    /// still converge on the new leader's log.
+    pub fn on_unclean_election(&mut self, p: u32, epoch: LeaderEpoch) {
+        self.unclean.insert((p, epoch));
+        self.unclean_elections += 1;
     }
 
     /// A broker sent a successful produce response for offsets `base..=last` at `epoch`.
@@ -334,7 +377,12 @@ impl Checker {
         if view.log_end_offset < from {
             from = view.log_end_offset; // truncated: re-verify what comes back
         }
-        let hw = view.high_watermark.min(view.log_end_offset);
+        let mut hw = view.high_watermark.min(view.log_end_offset);
+        if let Some(&(e, floor)) = self.unclean_floor.get(&p) {
+            if view.latest_log_epoch.is_none_or(|l| l < e) {
+                hw = hw.min(floor); // not yet truncated to the unclean leader's log
+            }
+        }
         if hw > from {
             if let Ok(batches) = read(from, hw) {
                 let recs = records_in(&batches, from, hw);
@@ -462,6 +510,24 @@ impl Checker {
                 self.acked_at[&(*p, *o)]
             );
             self.violate(LIVENESS, now, d);
+        }
+    }
+
+    /// End of run: `stuck` lists (partition, follower, leader) for followers that are up,
+    /// online and following a serving leader, but not in its ISR.
+    pub fn finish_replication(
+        &mut self,
+        now: SimTime,
+        stuck: &[(u32, NodeId, NodeId)],
+        bound: SimTime,
+    ) {
+        if let Some((p, f, l)) = stuck.first() {
+            let d = format!(
+                "partition {p}: follower {f} is not back in leader {l}'s ISR {} after the last fault healed ({} such replicas)",
+                crate::time::Human(bound),
+                stuck.len()
+            );
+            self.violate(UNDER_REPLICATED, now, d);
         }
     }
 

@@ -30,8 +30,9 @@ pub mod queue;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod shrink;
 pub mod time;
 pub mod trace;
 pub mod world;
 
-pub use world::{run, SimError, BUG_NAMES};
+pub use world::{realised_schedule, run, SimError, BUG_NAMES};

@@ -64,6 +64,9 @@ pub struct SimReport {
     pub net: NetStats,
     /// Leader elections seen (leader epoch bumps across all partitions).
     pub leader_changes: u64,
+    /// Leaders elected from outside the ISR (unclean election enabled): their data loss is
+    /// reported by acked-write-lost, and expected.
+    pub unclean_elections: u64,
     /// Per invariant, in [`NAMES`] order.
     pub verdicts: Vec<(&'static str, Verdict)>,
     /// The first violations (capped), in time order.
@@ -159,7 +162,11 @@ impl fmt::Display for SimReport {
             self.net.reordered,
             self.net.clogged
         )?;
-        writeln!(f, "elections    {} leader changes", self.leader_changes)?;
+        write!(f, "elections    {} leader changes", self.leader_changes)?;
+        if self.unclean_elections > 0 {
+            write!(f, " ({} unclean)", self.unclean_elections)?;
+        }
+        writeln!(f)?;
         writeln!(
             f,
             "records      sent={} acked={} read={} lost={} failed={} unknown={} polled={}",

@@ -2,6 +2,7 @@
 //! and the expected verdict, in TOML. All parsing of the format lives in this module.
 //!
 //! ```toml
+//! version = 1          # the format version (optional; 1 is the only one so far)
 //! name = "zombie-leader"
 //! description = "The leader of every partition is isolated; a new one is elected."
 //! [cluster]            # all optional: brokers, partitions, replication_factor,
@@ -20,15 +21,16 @@
 //! shape = "isolate"    # heal clog bit-flip read-errors disk-full slow-disk
 //!                      # member-crash member-restart member-pause (with `member = N`)
 //!                      # coordinator-crash
-//! node = 1             # a broker id, or "controller"
-//! duration = "4s"
+//! node = 1             # a broker id, "controller", or "leader" / "leader:P": the broker
+//! duration = "4s"      # leading partition P (default 0) when the fault fires
 //! [expect]
-//! verdict = "pass"     # or "fail", with invariant = "<name>"
+//! verdict = "pass"     # or "fail", with invariant = "<name>" and/or fail = [...], and
+//!                      # optionally hold = [...]: invariants that must not fail
 //! ```
 //!
 //! Every error names the file, the line and the field at fault.
 
-use crate::faults::{Fault, FaultRates, NodeRef, Scheduled};
+use crate::faults::{Fault, FaultRates, LeaderOf, NodeRef, Scheduled};
 use crate::net::{NetConfig, Partition};
 use crate::time::{parse_duration, SimTime};
 use serde::Deserialize;
@@ -64,11 +66,66 @@ impl fmt::Display for ScenarioError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expect {
     Pass,
-    /// The named invariant must be violated.
+    /// The named invariant must be violated (others may fail too).
     Fail {
         invariant: String,
     },
+    /// Every invariant in `fail` must be violated and every one in `hold` must not be
+    /// (`[expect] verdict = "fail"` with `fail = [...]` and/or `hold = [...]`).
+    Invariants {
+        fail: Vec<String>,
+        hold: Vec<String>,
+    },
 }
+
+impl Expect {
+    /// Whether a run whose failed invariants are `failed` meets this expectation.
+    pub fn met_by(&self, failed: &[&str]) -> bool {
+        match self {
+            Expect::Pass => failed.is_empty(),
+            Expect::Fail { invariant } => failed.contains(&invariant.as_str()),
+            Expect::Invariants { fail, hold } => {
+                fail.iter().all(|i| failed.contains(&i.as_str()))
+                    && hold.iter().all(|i| !failed.contains(&i.as_str()))
+            }
+        }
+    }
+
+    /// Whether a report meets this expectation (`None` expects a pass).
+    pub fn met(expect: Option<&Expect>, report: &crate::report::SimReport) -> bool {
+        expect
+            .unwrap_or(&Expect::Pass)
+            .met_by(&report.failed_invariants())
+    }
+
+    /// The invariants this expectation requires to fail.
+    pub fn failing(&self) -> Vec<&str> {
+        match self {
+            Expect::Pass => Vec::new(),
+            Expect::Fail { invariant } => vec![invariant.as_str()],
+            Expect::Invariants { fail, .. } => fail.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expect::Pass => write!(f, "pass"),
+            Expect::Fail { invariant } => write!(f, "fail ({invariant})"),
+            Expect::Invariants { fail, hold } => {
+                write!(f, "fail ({})", fail.join(", "))?;
+                if !hold.is_empty() {
+                    write!(f, ", hold ({})", hold.join(", "))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The scenario format version this build reads; files without `version` are version 1.
+pub const FORMAT_VERSION: u32 = 1;
 
 /// Acknowledgement level asked by producers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +139,8 @@ pub enum Acks {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scenario {
     pub file: String,
+    /// Format version (`version = 1`); `None` when the file does not say.
+    pub version: Option<u32>,
     pub name: Option<String>,
     pub description: Option<String>,
     pub seed: Option<u64>,
@@ -113,6 +172,7 @@ pub struct Scenario {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
+    version: Option<Spanned<u32>>,
     name: Option<String>,
     description: Option<String>,
     seed: Option<u64>,
@@ -174,6 +234,8 @@ struct RawNetwork {
 struct RawExpect {
     verdict: Spanned<String>,
     invariant: Option<Spanned<String>>,
+    fail: Option<Spanned<Vec<String>>>,
+    hold: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -278,8 +340,21 @@ impl Scenario {
                 message: msg,
             }
         })?;
+        if let Some(v) = &raw.version {
+            if *v.get_ref() == 0 || *v.get_ref() > FORMAT_VERSION {
+                return Err(cx.err(
+                    Some(v.span()),
+                    "version",
+                    format!(
+                        "unsupported scenario format version {}; this build reads 1..={FORMAT_VERSION}",
+                        v.get_ref()
+                    ),
+                ));
+            }
+        }
         let mut sc = Scenario {
             file: file.to_string(),
+            version: raw.version.map(|v| *v.get_ref()),
             name: raw.name,
             description: raw.description,
             seed: raw.seed,
@@ -394,52 +469,110 @@ impl Scenario {
             });
         }
         for (i, f) in raw.fault.iter().enumerate() {
-            sc.schedule.push(parse_fault(&cx, i, f, sc.brokers)?);
+            sc.schedule
+                .push(parse_fault(&cx, i, f, sc.brokers, sc.partitions)?);
         }
         sc.schedule.sort_by_key(|s| s.at);
         if let Some(e) = raw.expect {
-            let e_span = e.span();
-            let e = e.into_inner();
-            sc.expect = Some(match (e.verdict.get_ref().as_str(), e.invariant) {
-                ("pass", None) => Expect::Pass,
-                ("pass", Some(inv)) => {
-                    return Err(cx.err(
-                        Some(inv.span()),
-                        "expect.invariant",
-                        "only a \"fail\" verdict names an invariant",
-                    ))
-                }
-                ("fail", Some(inv)) => {
-                    let name = inv.get_ref().clone();
-                    if !crate::invariants::NAMES.contains(&name.as_str()) {
-                        return Err(cx.err(
-                            Some(inv.span()),
-                            "expect.invariant",
-                            format!(
-                                "unknown invariant {name:?}; known: {}",
-                                crate::invariants::NAMES.join(", ")
-                            ),
-                        ));
-                    }
-                    Expect::Fail { invariant: name }
-                }
-                ("fail", None) => {
-                    return Err(cx.err(
-                        Some(e_span),
-                        "expect.invariant",
-                        "a \"fail\" verdict must name the invariant that fails",
-                    ))
-                }
-                (other, _) => {
-                    return Err(cx.err(
-                        Some(e.verdict.span()),
-                        "expect.verdict",
-                        format!("expected \"pass\" or \"fail\", found {other:?}"),
-                    ))
-                }
-            });
+            sc.expect = Some(parse_expect(&cx, e)?);
         }
         Ok(sc)
+    }
+}
+
+fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioError> {
+    let e_span = e.span();
+    let e = e.into_inner();
+    let known = |name: &str, span: std::ops::Range<usize>, field: &str| {
+        if crate::invariants::NAMES.contains(&name) {
+            Ok(name.to_string())
+        } else {
+            Err(cx.err(
+                Some(span),
+                field,
+                format!(
+                    "unknown invariant {name:?}; known: {}",
+                    crate::invariants::NAMES.join(", ")
+                ),
+            ))
+        }
+    };
+    let list =
+        |v: &Option<Spanned<Vec<String>>>, field: &str| -> Result<Vec<String>, ScenarioError> {
+            match v {
+                None => Ok(Vec::new()),
+                Some(v) => v
+                    .get_ref()
+                    .iter()
+                    .map(|n| known(n, v.span(), field))
+                    .collect(),
+            }
+        };
+    let fail = list(&e.fail, "expect.fail")?;
+    let hold = list(&e.hold, "expect.hold")?;
+    let invariant = e
+        .invariant
+        .as_ref()
+        .map(|i| known(i.get_ref(), i.span(), "expect.invariant"))
+        .transpose()?;
+    match e.verdict.get_ref().as_str() {
+        "pass" => {
+            if let Some(i) = &e.invariant {
+                return Err(cx.err(
+                    Some(i.span()),
+                    "expect.invariant",
+                    "only a \"fail\" verdict names an invariant",
+                ));
+            }
+            if let Some(f) = &e.fail {
+                return Err(cx.err(
+                    Some(f.span()),
+                    "expect.fail",
+                    "only a \"fail\" verdict names invariants that fail",
+                ));
+            }
+            if let Some(h) = &e.hold {
+                return Err(cx.err(
+                    Some(h.span()),
+                    "expect.hold",
+                    "a \"pass\" verdict already means every invariant holds",
+                ));
+            }
+            Ok(Expect::Pass)
+        }
+        "fail" => {
+            let mut all = fail;
+            if let Some(i) = invariant {
+                if !all.contains(&i) {
+                    all.insert(0, i);
+                }
+            }
+            if all.is_empty() {
+                return Err(cx.err(
+                    Some(e_span),
+                    "expect.invariant",
+                    "a \"fail\" verdict must name the invariant that fails (`invariant` or `fail = [...]`)",
+                ));
+            }
+            if let Some(both) = all.iter().find(|i| hold.contains(i)) {
+                return Err(cx.err(
+                    e.hold.as_ref().map(|h| h.span()),
+                    "expect.hold",
+                    format!("{both:?} cannot both fail and hold"),
+                ));
+            }
+            if all.len() == 1 && hold.is_empty() {
+                return Ok(Expect::Fail {
+                    invariant: all.remove(0),
+                });
+            }
+            Ok(Expect::Invariants { fail: all, hold })
+        }
+        other => Err(cx.err(
+            Some(e.verdict.span()),
+            "expect.verdict",
+            format!("expected \"pass\" or \"fail\", found {other:?}"),
+        )),
     }
 }
 
@@ -448,6 +581,7 @@ fn parse_fault(
     i: usize,
     f: &Spanned<RawFault>,
     brokers: Option<u32>,
+    partitions: Option<u32>,
 ) -> Result<Scheduled, ScenarioError> {
     let span = f.span();
     let f = f.get_ref();
@@ -463,6 +597,15 @@ fn parse_fault(
                 &field(name),
                 format!("broker {id} does not exist (the cluster has {b})"),
             )),
+            (NodeRef::LeaderOf(LeaderOf(p)), _) if partitions.is_some_and(|n| p >= n) => Err(cx
+                .err(
+                    Some(n.span()),
+                    &field(name),
+                    format!(
+                        "partition {p} does not exist (the topic has {})",
+                        partitions.unwrap_or(0)
+                    ),
+                )),
             (node, _) => Ok(node),
         }
     };
@@ -752,5 +895,60 @@ verdict = "pass"
 
         let e = err("this is not toml");
         assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn version_expectations_and_leader_targets() {
+        let sc = Scenario::parse(
+            "v.toml",
+            "version = 1\n[cluster]\npartitions = 2\n[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leader:1\"\n[[fault]]\nat = \"2s\"\nkind = \"partition\"\nshape = \"isolate\"\nnode = \"leader\"\n[expect]\nverdict = \"fail\"\nfail = [\"acked-write-lost\"]\nhold = [\"replica-divergence\"]\n",
+        )
+        .unwrap();
+        assert_eq!(sc.version, Some(1));
+        assert_eq!(
+            sc.schedule[0].fault,
+            Fault::Crash {
+                node: NodeRef::LeaderOf(LeaderOf(1)),
+                power_loss: false,
+                restart_after: None
+            }
+        );
+        assert!(sc.schedule[1].fault.names_a_leader());
+        let e = sc.expect.unwrap();
+        assert!(e.met_by(&["acked-write-lost", "history"]));
+        assert!(!e.met_by(&["acked-write-lost", "replica-divergence"]));
+        assert!(!e.met_by(&[]));
+        assert_eq!(
+            e.to_string(),
+            "fail (acked-write-lost), hold (replica-divergence)"
+        );
+        // One invariant alone keeps the old meaning.
+        let sc = Scenario::parse(
+            "o.toml",
+            "[expect]\nverdict = \"fail\"\ninvariant = \"liveness\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            sc.expect,
+            Some(Expect::Fail {
+                invariant: "liveness".into()
+            })
+        );
+
+        let e = err("version = 9\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("version")));
+        let e = err("[cluster]\npartitions = 2\n[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leader:2\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(6), Some("fault[0].node"))
+        );
+        let e = err("[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nhold = [\"liveness\"]\n");
+        assert_eq!(e.field.as_deref(), Some("expect.hold"));
+        let e = err("[expect]\nverdict = \"fail\"\nhold = [\"nope\"]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("expect.hold")));
+        let e = err("[expect]\nverdict = \"pass\"\nhold = [\"liveness\"]\n");
+        assert_eq!(e.field.as_deref(), Some("expect.hold"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leeder\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
     }
 }

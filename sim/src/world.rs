@@ -12,7 +12,7 @@ use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
 use crate::faults::{
-    random_member_schedule, random_schedule, DiskFaultKind, Fault, NodeRef, Scheduled,
+    random_member_schedule, random_schedule, DiskFaultKind, Fault, LeaderOf, NodeRef, Scheduled,
 };
 use crate::group_client::{GroupMember, SETTLE_BOUND};
 use crate::group_invariants::{self, GroupChecker};
@@ -28,8 +28,8 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
 use skein_core::controller::{
-    Controller, ControllerConfig, ControllerError, ControllerOutput, ControllerRequest,
-    ControllerResponse, Requester, TopicConfig,
+    Controller, ControllerConfig, ControllerError, ControllerEvent, ControllerOutput,
+    ControllerRequest, ControllerResponse, Requester, TopicConfig,
 };
 use skein_core::group::{
     coordinator_partition, CoordinatorPhase, GroupConfig, CONSUMER_OFFSETS_TOPIC,
@@ -187,6 +187,35 @@ struct ClientSlot {
 const ADMIN: u64 = 0;
 const AUDIT_INTERVAL: SimTime = 100 * MILLIS;
 
+/// The faults a run injects: random ones drawn from the seed's fault stream, plus the
+/// config's exact schedule, in time order. A pure function of the config, so a failing
+/// run's schedule can be written out as explicit faults (see `shrink`).
+pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
+    let mut schedule: Vec<Scheduled> = Vec::new();
+    if cfg.random_faults {
+        let mut frng = stream(cfg.seed, Subsystem::Faults);
+        schedule = random_schedule(
+            &cfg.rates,
+            cfg.brokers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut frng,
+        );
+        // Member faults from their own stream: the broker schedule above is unchanged.
+        let mut mrng = substream(cfg.seed, Subsystem::Faults, 1);
+        schedule.extend(random_member_schedule(
+            &cfg.rates,
+            cfg.group_members,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut mrng,
+        ));
+    }
+    schedule.extend(cfg.schedule.iter().cloned());
+    schedule.sort_by_key(|s| s.at);
+    schedule
+}
+
 /// Runs one simulation. `trace` receives every event as JSON lines; `history` the client
 /// history (docs/history.md).
 pub fn run(
@@ -235,6 +264,7 @@ fn node_addr(n: NodeRef) -> Address {
     match n {
         NodeRef::Broker(id) => Address::Node(id),
         NodeRef::Controller(_) => Address::Controller,
+        NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
     }
 }
 
@@ -405,29 +435,7 @@ impl World {
         for id in 1..=cfg.brokers {
             w.start_broker(id, 0);
         }
-        // The fault schedule: random faults from the seed, plus the scenario's exact ones.
-        let mut schedule: Vec<Scheduled> = Vec::new();
-        if cfg.random_faults {
-            let mut frng = stream(seed, Subsystem::Faults);
-            schedule = random_schedule(
-                &cfg.rates,
-                cfg.brokers,
-                cfg.faults_start(),
-                cfg.faults_end(),
-                &mut frng,
-            );
-            // Member faults from their own stream: the broker schedule above is unchanged.
-            let mut mrng = substream(seed, Subsystem::Faults, 1);
-            schedule.extend(random_member_schedule(
-                &cfg.rates,
-                cfg.group_members,
-                cfg.faults_start(),
-                cfg.faults_end(),
-                &mut mrng,
-            ));
-        }
-        schedule.extend(cfg.schedule.iter().cloned());
-        schedule.sort_by_key(|s| s.at);
+        let schedule = realised_schedule(cfg);
         let mut heal_at = cfg.faults_end();
         for s in &schedule {
             if s.at >= heal_at {
@@ -520,6 +528,12 @@ impl World {
                     self.client_step(client, now, None);
                 }
                 Ev::Fault(f) => {
+                    let Some(f) = self.resolve_targets(f) else {
+                        self.tracer.event(now, seq, "fault-skipped", "", &[], || {
+                            "its partition has no leader".to_string()
+                        });
+                        continue;
+                    };
                     let name = f.name();
                     self.tracer
                         .event(now, seq, "fault", name, &[], || format!("{f:?}"));
@@ -854,6 +868,15 @@ impl World {
                 let seq = self.q.len() as u64;
                 self.tracer
                     .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                if let ControllerEvent::UncleanLeaderElection {
+                    tp, leader_epoch, ..
+                } = e
+                {
+                    if tp.topic == TOPIC {
+                        self.checker
+                            .on_unclean_election(tp.partition, *leader_epoch);
+                    }
+                }
             }
             if let ControllerOutput::Send { to, response } = o {
                 let to = match to {
@@ -1259,7 +1282,33 @@ impl World {
                     .disk
             }
             NodeRef::Controller(_) => &self.controller.disk,
+            NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
         }
+    }
+
+    /// The broker leading partition `p` now: the one acting as leader at the highest epoch.
+    fn leader_of(&self, p: u32) -> Option<NodeId> {
+        let tp = TopicPartition::new(TOPIC, p);
+        self.brokers
+            .iter()
+            .filter_map(|(id, s)| {
+                let v = s.machine.as_ref()?.replica_view(&tp)?;
+                (v.role == Role::Leader).then_some((v.leader_epoch, *id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    /// Replaces "the leader of partition p" in a fault by that broker; `None` if the
+    /// partition has no leader now (the fault is skipped).
+    fn resolve_targets(&self, f: Fault) -> Option<Fault> {
+        if !f.names_a_leader() {
+            return Some(f);
+        }
+        f.map_nodes(|n| match n {
+            NodeRef::LeaderOf(LeaderOf(p)) => self.leader_of(p).map(NodeRef::Broker),
+            n => Some(n),
+        })
     }
 
     fn with_slot(&mut self, node: NodeRef, f: impl FnOnce(&mut Slot<()>)) {
@@ -1270,6 +1319,7 @@ impl World {
             tmp.paused_until = paused;
         };
         match node {
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
@@ -1292,6 +1342,7 @@ impl World {
     /// Re-derives a node's timer after its clock changed.
     fn refresh_timer(&mut self, now: SimTime, node: NodeRef) {
         match node {
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 let next = self
                     .brokers
@@ -1318,6 +1369,7 @@ impl World {
     fn crash(&mut self, now: SimTime, node: NodeRef, power_loss: bool) {
         let rng = &mut self.disk_rng;
         let (disk, was_up) = match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
@@ -1370,6 +1422,7 @@ impl World {
 
     fn restart(&mut self, now: SimTime, node: NodeRef) {
         match node {
+            NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
                 if self.brokers.get(&id).is_some_and(|s| s.machine.is_none()) {
                     self.start_broker(id, now);
@@ -1466,6 +1519,35 @@ impl World {
             .collect()
     }
 
+    /// (partition, follower, leader): followers that are up, online and following the
+    /// serving leader of a partition, but not in that leader's ISR.
+    fn stuck_followers(&self) -> Vec<(u32, NodeId, NodeId)> {
+        let mut out = Vec::new();
+        for p in 0..self.cfg.partitions {
+            let Some(l) = self.leader_of(p) else { continue };
+            let tp = TopicPartition::new(TOPIC, p);
+            let Some(lv) = self.brokers[&l]
+                .machine
+                .as_ref()
+                .and_then(|b| b.replica_view(&tp))
+            else {
+                continue;
+            };
+            for (&id, slot) in &self.brokers {
+                let Some(v) = slot.machine.as_ref().and_then(|b| b.replica_view(&tp)) else {
+                    continue;
+                };
+                if v.role == (Role::Follower { leader: l })
+                    && v.leader_epoch == lv.leader_epoch
+                    && !lv.isr.contains(&id)
+                {
+                    out.push((p, id, l));
+                }
+            }
+        }
+        out
+    }
+
     fn finish(mut self, history_out: Option<Box<dyn Write>>) -> Result<SimReport, SimError> {
         let now = self.q.now();
         self.audit(now);
@@ -1477,11 +1559,13 @@ impl World {
             let leaderless = self.leaderless();
             self.checker
                 .finish_liveness(now, &leaderless, liveness_window);
+            let stuck = self.stuck_followers();
+            self.checker
+                .finish_replication(now, &stuck, liveness_window);
         } else {
-            skipped.insert(
-                invariants::LIVENESS,
-                "faults continue until the end of the run".into(),
-            );
+            for inv in [invariants::LIVENESS, invariants::UNDER_REPLICATED] {
+                skipped.insert(inv, "faults continue until the end of the run".into());
+            }
         }
         let mut sends = 0;
         let mut polled = 0;
@@ -1600,6 +1684,7 @@ impl World {
             faults: self.fault_counts.clone(),
             net: self.net.stats.clone(),
             leader_changes: self.checker.leader_changes,
+            unclean_elections: self.checker.unclean_elections,
             verdicts,
             violations,
             history_summary,

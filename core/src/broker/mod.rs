@@ -107,6 +107,7 @@ impl BrokerConfig {
             alter_partition_retry: self.alter_partition_retry,
             flush_interval: self.flush_interval,
             log_recheck_interval: self.log_recheck_interval,
+            unclean_leader_election: false,
             bugs: self.bugs,
         }
     }
@@ -868,13 +869,14 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Make hosted replicas match the image.
     fn reconcile(&mut self, now: Nanos) {
-        let wanted: BTreeMap<TopicPartition, (PartitionState, u64, usize)> = self
+        let wanted: BTreeMap<TopicPartition, (PartitionState, u64, usize, bool)> = self
             .image
             .partitions_of_broker(self.id)
             .filter_map(|(tp, s)| {
                 let topic = self.image.topic(&tp.topic)?;
                 let min_insync = topic.config.min_insync_replicas as usize;
-                Some((tp, (s.clone(), topic.topic_id, min_insync)))
+                let unclean = topic.config.unclean_leader_election;
+                Some((tp, (s.clone(), topic.topic_id, min_insync, unclean)))
             })
             .collect();
         let fenced: BTreeSet<NodeId> = self
@@ -913,7 +915,7 @@ impl<S: Storage + Clone> Broker<S> {
         }
         // A log that failed to open for a partition no longer assigned here is not offline.
         self.failed.retain(|tp, _| wanted.contains_key(tp));
-        for (tp, (state, topic_id, min_insync)) in wanted {
+        for (tp, (state, topic_id, min_insync, unclean)) in wanted {
             if !self.replicas.contains_key(&tp)
                 && self.open_replica(&tp, topic_id, min_insync).is_some()
             {
@@ -944,8 +946,12 @@ impl<S: Storage + Clone> Broker<S> {
                 continue; // the log did not open: offline here, retried later
             };
             r.set_fenced_brokers(fenced.clone());
-            if r.config().min_insync_replicas != min_insync {
-                r.set_config(self.config.replica_config(min_insync));
+            if r.config().min_insync_replicas != min_insync
+                || r.config().unclean_leader_election != unclean
+            {
+                let mut cfg = self.config.replica_config(min_insync);
+                cfg.unclean_leader_election = unclean;
+                r.set_config(cfg);
             }
             r.apply_partition_state(
                 now,

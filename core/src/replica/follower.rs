@@ -215,12 +215,24 @@ impl<L: ReplicaLog> Replica<L> {
                     },
                 };
                 if target < leo {
-                    debug_assert!(
-                        self.config.bugs.any() || target >= self.high_watermark,
-                        "{}: truncating to {target} below HW {}",
-                        self.tp,
-                        self.high_watermark
-                    );
+                    let hw = self.high_watermark;
+                    if target < hw {
+                        // Below the HW means losing committed records. Only a leader elected
+                        // from outside the ISR can lack them: allowed when the topic permits
+                        // unclean election, and reported; otherwise a protocol bug.
+                        debug_assert!(
+                            self.config.bugs.any() || self.config.unclean_leader_election,
+                            "{}: truncating to {target} below HW {hw}",
+                            self.tp,
+                        );
+                        tracing::warn!(tp = %self.tp, hw, to = target, "truncating below the high watermark (unclean leader)");
+                        let tp = self.tp.clone();
+                        self.event(Event::TruncatedBelowHighWatermark {
+                            tp,
+                            high_watermark: hw,
+                            to: target,
+                        });
+                    }
                     self.truncate(target, leo);
                 } else if target == leo {
                     // Nothing to drop but the leader still disagrees: avoid a hot loop.

@@ -60,6 +60,10 @@ pub struct ReplicaConfig {
     /// An offline replica (its log failed a read) reads its whole log again this often;
     /// once that succeeds (the failure was transient) it is back online.
     pub log_recheck_interval: Nanos,
+    /// The topic allows unclean leader election: a leader elected from outside the ISR may
+    /// hold less than this follower's high watermark, so truncating below it is expected
+    /// (and reported as [`Event::TruncatedBelowHighWatermark`]) rather than a bug.
+    pub unclean_leader_election: bool,
     pub bugs: Bugs,
 }
 
@@ -75,6 +79,7 @@ impl Default for ReplicaConfig {
             alter_partition_retry: 500_000_000,
             flush_interval: 0,
             log_recheck_interval: 1_000_000_000,
+            unclean_leader_election: false,
             bugs: Bugs::default(),
         }
     }
@@ -158,6 +163,13 @@ pub enum Event {
     LogFailed { tp: TopicPartition, reason: String },
     /// An offline replica read its whole log again without error: back online.
     LogRecovered { tp: TopicPartition },
+    /// A follower truncated below its high watermark because its leader (elected uncleanly)
+    /// does not hold records this follower saw committed: those records are lost.
+    TruncatedBelowHighWatermark {
+        tp: TopicPartition,
+        high_watermark: Offset,
+        to: Offset,
+    },
 }
 
 /// Read-only snapshot of a replica for the simulator's invariant checks.

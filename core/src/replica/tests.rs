@@ -102,6 +102,8 @@ struct Net<L: TestLog> {
     /// Links that drop everything (from, to).
     cut: Vec<(NodeId, NodeId)>,
     correlation: u64,
+    /// Every replica event, with the node that emitted it.
+    events: Vec<(NodeId, Event)>,
 }
 
 impl<L: TestLog> Net<L> {
@@ -120,6 +122,7 @@ impl<L: TestLog> Net<L> {
             proposals: Vec::new(),
             cut: Vec::new(),
             correlation: 0,
+            events: Vec::new(),
         }
     }
 
@@ -133,7 +136,7 @@ impl<L: TestLog> Net<L> {
                 match e {
                     ReplicaEffect::Send { to, msg } => self.queue.push_back((id, to, msg)),
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
-                    ReplicaEffect::Event(_) => {}
+                    ReplicaEffect::Event(e) => self.events.push((id, e)),
                 }
             }
         }
@@ -548,6 +551,52 @@ macro_rules! replica_suite {
             net.cut.clear();
             net.run(20 * MS);
             (net.values(1), net.values(2))
+        }
+
+        #[test]
+        fn an_unclean_leader_may_truncate_a_follower_below_its_hw_and_it_is_reported() {
+            let mut net = Net::<L>::new(
+                &[1, 2, 3],
+                ReplicaConfig {
+                    unclean_leader_election: true,
+                    ..config()
+                },
+            );
+            net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(5 * MS);
+            // 3 drops out of the ISR; 1 and 2 commit two records.
+            net.cut = vec![(1, 3), (3, 1), (2, 3), (3, 2)];
+            net.elect(&[1, 2], Some(1), 1, 2, &[1, 2]);
+            let c = net.produce(1, Acks::All, &["a", "b"]);
+            net.run(50 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            assert_eq!(net.r(2).high_watermark(), 3);
+            // 1 dies; 3, out of the ISR, is elected uncleanly and writes at offset 1.
+            net.crash(1);
+            net.elect(&[3], Some(3), 2, 3, &[3]);
+            net.produce(3, Acks::Leader, &["x"]);
+            net.run(5 * MS);
+            // 2 follows the unclean leader: it must drop committed records to match it.
+            net.cut.clear();
+            net.elect(&[2, 3], Some(3), 2, 4, &[3]);
+            net.run(50 * MS);
+            assert_eq!(net.values(2), net.values(3));
+            assert_eq!(net.values(2), vec![(2, "x".into())]);
+            let reported: Vec<&Event> = net
+                .events
+                .iter()
+                .filter(|(id, _)| *id == 2)
+                .map(|(_, e)| e)
+                .filter(|e| matches!(e, Event::TruncatedBelowHighWatermark { .. }))
+                .collect();
+            assert_eq!(
+                reported,
+                vec![&Event::TruncatedBelowHighWatermark {
+                    tp: tp(),
+                    high_watermark: 3,
+                    to: 1
+                }]
+            );
         }
 
         #[test]

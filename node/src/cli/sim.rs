@@ -35,6 +35,10 @@ enum SimCommand {
     Replay(RunArgs),
     /// Measure simulated events per wall second and simulated seconds per wall second.
     Bench(BenchArgs),
+    /// Shrink a failing seed to a small scenario file that fails the same invariant.
+    Shrink(ShrinkArgs),
+    /// Bug zoo: for each `--bug`, how many seeds a random sweep needs to find it.
+    Zoo(ZooArgs),
 }
 
 fn duration_arg(s: &str) -> Result<SimTime, String> {
@@ -244,6 +248,47 @@ pub struct SweepArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ShrinkArgs {
+    /// The failing seed.
+    #[arg(long)]
+    seed: u64,
+    #[command(flatten)]
+    opts: SimOpts,
+    /// The invariant that must keep failing [default: the first to fail].
+    #[arg(long)]
+    invariant: Option<String>,
+    /// At most this many simulations while searching.
+    #[arg(long, default_value_t = 300)]
+    max_runs: usize,
+    /// Where to write the scenario [default: shrunk-seed-N.toml].
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ZooArgs {
+    /// Seeds to sweep, as START..END, split into `--windows` disjoint windows.
+    #[arg(long, default_value = "0..200", value_parser = parse_seeds)]
+    seeds: SeedRange,
+    /// Disjoint seed windows to measure seeds-to-first-finding in.
+    #[arg(long, default_value_t = 5)]
+    windows: u64,
+    /// Worker threads [default: the number of cores].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Cluster, workload and fault flags (`--duration` defaults to 20s here); `--bug`
+    /// picks the bugs to measure [default: every bug in the zoo].
+    #[command(flatten)]
+    opts: SimOpts,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Seeds to run (each one whole simulation).
     #[arg(long, default_value_t = 3)]
@@ -303,17 +348,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         SimCommand::Run(a) | SimCommand::Replay(a) => run_one(a),
         SimCommand::Sweep(a) => sweep(a),
         SimCommand::Bench(a) => bench(a),
+        SimCommand::Shrink(a) => shrink(a),
+        SimCommand::Zoo(a) => zoo(a),
     }
 }
 
 /// Whether the report meets the expectation (a scenario's `[expect]`, else "pass").
 fn meets_expectation(report: &SimReport, expect: &Option<Expect>) -> bool {
-    match expect {
-        None | Some(Expect::Pass) => report.passed(),
-        Some(Expect::Fail { invariant }) => {
-            report.failed_invariants().contains(&invariant.as_str())
-        }
-    }
+    Expect::met(expect.as_ref(), report)
 }
 
 fn create(path: &PathBuf) -> anyhow::Result<Box<dyn Write>> {
@@ -339,7 +381,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &config.expect {
         println!(
             "expected     {} -> {}",
-            expectation_name(e),
+            e,
             if ok { "met" } else { "NOT met" }
         );
     }
@@ -348,13 +390,6 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         eprintln!("replay with: {}", a.opts.replay_command(a.seed));
         Ok(ExitCode::from(1))
-    }
-}
-
-fn expectation_name(e: &Expect) -> String {
-    match e {
-        Expect::Pass => "pass".into(),
-        Expect::Fail { invariant } => format!("fail ({invariant})"),
     }
 }
 
@@ -367,6 +402,8 @@ pub struct SeedOutcome {
     pub trace_hash: u64,
     pub events: u64,
     pub error: Option<String>,
+    /// The earliest violation of a safety invariant (anything but liveness): which, when.
+    pub first_safety: Option<(&'static str, SimTime)>,
 }
 
 /// Runs `seeds` on `jobs` threads; the result is sorted by seed and independent of `jobs`.
@@ -401,6 +438,11 @@ pub fn run_seeds(
                         trace_hash: r.trace_hash,
                         events: r.events,
                         error: None,
+                        first_safety: r
+                            .violations
+                            .iter()
+                            .find(|v| skein_sim::invariants::is_safety(v.invariant))
+                            .map(|v| (v.invariant, v.at)),
                     },
                     Err(e) => SeedOutcome {
                         seed,
@@ -409,6 +451,7 @@ pub fn run_seeds(
                         trace_hash: 0,
                         events: 0,
                         error: Some(e.to_string()),
+                        first_safety: None,
                     },
                 };
                 if tx.send(outcome).is_err() {
@@ -510,6 +553,233 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
+    let config = a.opts.config(a.seed)?;
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    bar.set_draw_target(if a.quiet {
+        indicatif::ProgressDrawTarget::hidden()
+    } else {
+        indicatif::ProgressDrawTarget::stderr()
+    });
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .expect("static template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar.set_message(format!("running seed {}", a.seed));
+    let shrunk = skein_sim::shrink::shrink(&config, a.invariant.as_deref(), a.max_runs, &mut |p| {
+        bar.set_message(format!(
+            "{} runs, shrinking {}: {} faults, {}",
+            p.runs,
+            p.phase,
+            p.faults,
+            format_duration(p.duration)
+        ))
+    });
+    bar.finish_and_clear();
+    let shrunk = shrunk?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("shrunk-seed-{}.toml", a.seed)));
+    let name = format!("shrunk-seed-{}", a.seed);
+    let description = format!(
+        "Shrunk by `skein sim shrink` from `{}` ({} faults over {}) to {} faults over {}, {} producers, {} consumers, {} requests/s; fails {} ({} runs).",
+        a.opts.replay_command(a.seed),
+        shrunk.original_faults,
+        format_duration(shrunk.original_duration),
+        shrunk.config.schedule.len(),
+        format_duration(shrunk.config.duration),
+        shrunk.config.producers,
+        shrunk.config.consumers,
+        shrunk.config.produce_rate,
+        shrunk.invariant,
+        shrunk.runs
+    );
+    let text =
+        skein_sim::shrink::scenario_toml(&shrunk.config, &name, &description, shrunk.invariant);
+    // Prove the file reproduces the run: parse it back, run it, compare trace hashes.
+    let sc = Scenario::parse(&out.display().to_string(), &text)
+        .context("the written scenario does not parse (a bug in the writer)")?;
+    let mut replay = SimConfig::default();
+    replay.apply_scenario(&sc);
+    replay.seed = a.seed;
+    replay.bugs = config.bugs.clone();
+    replay.check_history = config.check_history;
+    let r = skein_sim::run(&replay, None, None)?;
+    let reproduced = r.trace_hash == shrunk.report.trace_hash
+        && r.failed_invariants().contains(&shrunk.invariant);
+    println!(
+        "seed {}: {} fails; shrunk from {} faults over {} to {} faults over {} in {} runs",
+        a.seed,
+        shrunk.invariant,
+        shrunk.original_faults,
+        format_duration(shrunk.original_duration),
+        shrunk.config.schedule.len(),
+        format_duration(shrunk.config.duration),
+        shrunk.runs
+    );
+    if !reproduced {
+        eprintln!(
+            "the scenario file does NOT reproduce the shrunk run (trace {:016x}, expected {:016x}; failed {:?}); not written",
+            r.trace_hash,
+            shrunk.report.trace_hash,
+            r.failed_invariants()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    std::fs::write(&out, &text).with_context(|| format!("cannot write {}", out.display()))?;
+    let mut cmd = format!(
+        "skein sim run --scenario {} --seed {}",
+        out.display(),
+        a.seed
+    );
+    for b in &config.bugs {
+        cmd += &format!(" --bug {b}");
+    }
+    if !config.check_history {
+        cmd += " --no-history-check";
+    }
+    println!(
+        "wrote {} (re-run: same trace hash {:016x})",
+        out.display(),
+        r.trace_hash
+    );
+    println!("replay: {cmd}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Per bug: seeds to the first safety finding in each window, and when it showed.
+fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
+    let bugs: Vec<String> = if a.opts.bug.is_empty() {
+        skein_sim::BUG_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.opts.bug.clone()
+    };
+    let mut base = a.opts.clone();
+    base.bug.clear();
+    if base.duration.is_none() {
+        base.duration = Some(20 * skein_sim::time::SECS);
+    }
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let seeds: Vec<u64> = (a.seeds.start..a.seeds.end).collect();
+    let windows = a.windows.clamp(1, seeds.len() as u64) as usize;
+    let per = seeds.len() / windows;
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new((seeds.len() * (bugs.len() + 1)) as u64)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    // The correct core first: a finding there would make every row meaningless.
+    let mut all: Vec<Option<String>> = vec![None];
+    all.extend(bugs.iter().cloned().map(Some));
+    for bug in &all {
+        bar.set_message(bug.clone().unwrap_or_else(|| "no bug".into()));
+        let opts = SimOpts {
+            bug: bug.iter().cloned().collect(),
+            ..base.clone()
+        };
+        let results = run_seeds(&opts, &seeds, jobs, &mut |_| bar.inc(1))?;
+        let mut to_find: Vec<Option<usize>> = Vec::new();
+        let mut times: Vec<SimTime> = Vec::new();
+        let mut caught: BTreeMap<&str, usize> = BTreeMap::new();
+        for w in 0..windows {
+            let window = &results[w * per..(w + 1) * per];
+            let first = window.iter().position(|o| o.first_safety.is_some());
+            to_find.push(first.map(|i| i + 1));
+            if let Some(i) = first {
+                let (inv, at) = window[i].first_safety.expect("found");
+                times.push(at);
+                *caught.entry(inv).or_default() += 1;
+            }
+        }
+        let found_seeds = results.iter().filter(|o| o.first_safety.is_some()).count();
+        rows.push((bug.clone(), to_find, times, caught, found_seeds));
+    }
+    bar.finish_and_clear();
+    let per_label = format!("> {per}");
+    let median = |v: &mut Vec<usize>| -> Option<usize> {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
+    println!(
+        "`skein sim zoo --seeds {}..{} --windows {windows}{}`: {} seeds per bug in {windows} windows of {per}, no scenario; {:.0}s wall on {jobs} jobs.\n",
+        a.seeds.start,
+        a.seeds.end,
+        base.flags(),
+        seeds.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("| bug | caught by (first safety violation) | seeds to find: median | worst | sim time to first violation: median (range) | seeds failing safety |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let mut missing = false;
+    for (bug, to_find, mut times, caught, found_seeds) in rows {
+        let mut found: Vec<usize> = to_find.iter().flatten().copied().collect();
+        let all_found = found.len() == to_find.len();
+        let med = if found.len() * 2 > to_find.len() {
+            median(&mut found).map_or(per_label.clone(), |m| m.to_string())
+        } else {
+            per_label.clone()
+        };
+        let worst = if all_found {
+            found
+                .iter()
+                .max()
+                .map_or(per_label.clone(), |m| m.to_string())
+        } else {
+            per_label.clone()
+        };
+        times.sort_unstable();
+        let time = match (times.first(), times.last()) {
+            (Some(lo), Some(hi)) => format!(
+                "{} ({}-{})",
+                skein_sim::time::Human(times[times.len() / 2]),
+                skein_sim::time::Human(*lo),
+                skein_sim::time::Human(*hi)
+            ),
+            _ => "-".into(),
+        };
+        let by: Vec<String> = caught.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        let label = bug
+            .clone()
+            .unwrap_or_else(|| "(none: the correct core)".into());
+        if bug.is_some() && !all_found {
+            missing = true;
+        }
+        println!(
+            "| {label} | {} | {med} | {worst} | {time} | {found_seeds}/{} |",
+            if by.is_empty() {
+                "-".into()
+            } else {
+                by.join(", ")
+            },
+            seeds.len()
+        );
+    }
+    Ok(if missing {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
