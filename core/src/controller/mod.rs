@@ -26,7 +26,7 @@ pub use machine::{Controller, ControllerConfig};
 pub use metadata_log::ControllerOpenError;
 pub use record::MetadataRecord;
 pub use request::{
-    BrokerRegistration, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
+    BrokerRegistration, ControlledShutdownReply, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
     ControllerResponse, FenceReason, HeartbeatReply, ProducerIdAndEpoch, Requester,
 };
 
