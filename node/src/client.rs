@@ -124,9 +124,42 @@ impl Conn {
                 addr,
                 reason: g.reason,
             }),
-            Ok(Some(Frame::Hello(_))) => Err(ClientError::Unexpected {
+            Ok(Some(Frame::Hello(_) | Frame::StatsRequest | Frame::Stats(_))) => {
+                Err(ClientError::Unexpected {
+                    addr,
+                    what: "a runtime frame where a message was expected".into(),
+                })
+            }
+            Ok(None) => Err(ClientError::Io {
                 addr,
-                what: "Hello".into(),
+                reason: "connection closed".into(),
+            }),
+            Err(FrameError::Io(reason)) => Err(ClientError::Io { addr, reason }),
+            Err(error) => Err(ClientError::Frame { addr, error }),
+        }
+    }
+}
+
+impl Conn {
+    /// The node's metrics snapshot (`skein admin stats`).
+    pub async fn stats(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<crate::stats::StatsSnapshot, ClientError> {
+        self.send_frame(&Frame::StatsRequest).await?;
+        let addr = self.addr;
+        let frame = tokio::time::timeout(timeout, read_frame(&mut self.rd, self.max))
+            .await
+            .map_err(|_| ClientError::Timeout { addr, timeout })?;
+        match frame {
+            Ok(Some(Frame::Stats(s))) => Ok(*s),
+            Ok(Some(Frame::Goodbye(g))) => Err(ClientError::Goodbye {
+                addr,
+                reason: g.reason,
+            }),
+            Ok(Some(other)) => Err(ClientError::Unexpected {
+                addr,
+                what: format!("{other:?}"),
             }),
             Ok(None) => Err(ClientError::Io {
                 addr,

@@ -13,3 +13,4 @@ pub mod client;
 pub mod config;
 pub mod frame;
 pub mod runtime;
+pub mod stats;

@@ -10,6 +10,7 @@
 
 use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
+use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
 use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
 use skein_core::log::{FileStorage, Storage, StorageError};
@@ -33,6 +34,9 @@ const QUEUE: usize = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// After a failed dial, messages to that peer are dropped for this long.
 const REDIAL_BACKOFF: Duration = Duration::from_millis(200);
+/// On SIGTERM a broker waits at most this long for the controller to move its
+/// leaderships away (controlled shutdown) before it syncs its logs and exits anyway.
+pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -126,11 +130,19 @@ pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
     }
 }
 
-/// One message for the state machine.
+/// One input for the state machine task, with when its frame was decoded.
 #[derive(Debug)]
 struct Inbound {
     from: Address,
-    msg: Message,
+    input: Input,
+    at: Instant,
+}
+
+#[derive(Debug)]
+enum Input {
+    Msg(Message),
+    /// `skein admin stats`: answered by the task from its metrics and the replicas' views.
+    Stats,
 }
 
 /// Where outgoing messages go: dialled peers first, else the inbound connection that
@@ -143,6 +155,10 @@ struct Router {
 
 impl Router {
     fn send(&self, to: Address, msg: Message) {
+        self.send_frame(to, Frame::Msg(msg))
+    }
+
+    fn send_frame(&self, to: Address, frame: Frame) {
         let tx = match self.outbound.get(&to) {
             Some(tx) => Some(tx.clone()),
             None => self
@@ -154,7 +170,7 @@ impl Router {
         };
         match tx {
             Some(tx) => {
-                if let Err(e) = tx.try_send(Frame::Msg(msg)) {
+                if let Err(e) = tx.try_send(frame) {
                     tracing::debug!(%to, error = %e, "dropping message: queue full or closed");
                 }
             }
@@ -271,7 +287,13 @@ pub async fn start(
         shutdown_rx.clone(),
     )));
     tracing::info!(role = ?cfg.role, node = ?cfg.node_id, %local_addr, fsync = ?cfg.fsync, "node started");
-    let machine = tokio::spawn(run_machine(machine, clock, inbox_rx, router, shutdown_rx));
+    let machine = tokio::spawn(run_machine(
+        machine,
+        clock,
+        inbox_rx,
+        router,
+        shutdown_rx,
+    ));
     Ok(NodeHandle {
         local_addr,
         shutdown,
@@ -333,12 +355,15 @@ impl Machine {
         }
     }
 
-    fn route(&mut self, router: &Router) {
+    fn route(&mut self, router: &Router, metrics: &mut Metrics) {
         match self {
             Machine::Broker(b) => {
                 for out in b.drain_outputs() {
                     match out {
-                        Output::Send { to, msg } => router.send(to, msg),
+                        Output::Send { to, msg } => {
+                            metrics.sending(to, &msg);
+                            router.send(to, msg)
+                        }
                         Output::Event(e) => log_broker_event(&e),
                     }
                 }
@@ -360,15 +385,53 @@ impl Machine {
         }
     }
 
+    /// Starts a broker's controlled shutdown (the controller has nothing to hand over).
+    fn begin_shutdown(&mut self, now: Nanos) {
+        if let Machine::Broker(b) = self {
+            b.begin_controlled_shutdown(now);
+        }
+    }
+
+    fn ready_to_stop(&self) -> bool {
+        match self {
+            Machine::Broker(b) => b.ready_to_stop(),
+            Machine::Controller(_) => true,
+        }
+    }
+
     /// Makes the broker's logs durable before exit: with an fsync interval, runs the
-    /// pending flushes now (their outputs are discarded).
+    /// pending flushes now (their outputs are discarded), then fsyncs every log and
+    /// writes the HW checkpoint.
     fn shut_down(&mut self, now: Nanos) {
         if let Machine::Broker(b) = self {
             let flush = b.config().flush_interval;
             if flush > 0 {
                 b.tick(now + flush);
-                let _ = b.drain_outputs();
             }
+            match b.shutdown_phase() {
+                Some(skein_core::broker::ShutdownPhase::Ready { remaining }) => {
+                    tracing::info!(
+                        still_led = ?remaining,
+                        "controlled shutdown: leaderships handed over"
+                    )
+                }
+                phase => tracing::warn!(
+                    ?phase,
+                    "controlled shutdown did not finish in time; stopping anyway"
+                ),
+            }
+            let failed = b.sync_all();
+            if !failed.is_empty() {
+                tracing::error!(?failed, "cannot sync these partition logs before exit");
+            }
+            let _ = b.drain_outputs();
+        }
+    }
+
+    fn stats(&self, metrics: &Metrics) -> crate::stats::StatsSnapshot {
+        match self {
+            Machine::Broker(b) => metrics.snapshot(Some(b.id()), &b.views()),
+            Machine::Controller(_) => metrics.snapshot(None, &[]),
         }
     }
 }
@@ -393,7 +456,9 @@ fn log_broker_event(e: &BrokerEvent) {
     }
 }
 
-/// The single owner of the state machine.
+/// The single owner of the state machine. On shutdown a broker first hands its
+/// leaderships over (controlled shutdown, bounded by `CONTROLLED_SHUTDOWN_WAIT`) while
+/// still serving, then syncs its logs.
 async fn run_machine(
     mut machine: Machine,
     clock: Clock,
@@ -401,26 +466,60 @@ async fn run_machine(
     router: Arc<Router>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    machine.route(&router);
+    let mut metrics = Metrics::new(clock.0);
+    let mut stop_by: Option<Instant> = None;
+    machine.route(&router, &mut metrics);
     loop {
+        if stop_by.is_some_and(|by| machine.ready_to_stop() || Instant::now() >= by) {
+            break;
+        }
         let deadline = machine.next_timeout().map(|t| clock.instant(t));
+        let deadline = match (deadline, stop_by) {
+            (Some(d), Some(by)) => Some(d.min(by)),
+            (d, by) => d.or(by),
+        };
         tokio::select! {
             biased;
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed(), if stop_by.is_none() => {
+                tracing::info!("stopping: controlled shutdown");
+                stop_by = Some(Instant::now() + CONTROLLED_SHUTDOWN_WAIT);
+                machine.begin_shutdown(clock.now());
+            }
             _ = sleep_until_opt(deadline) => machine.tick(clock.now()),
             input = inbox.recv() => match input {
-                Some(Inbound { from, msg }) => {
-                    machine.handle(clock.now(), from, msg);
+                Some(first) => {
+                    let mut next = Some(first);
+                    let mut taken = 0;
                     // Take what is already queued before routing, so replies batch up.
-                    for _ in 0..256 {
-                        let Ok(Inbound { from, msg }) = inbox.try_recv() else { break };
-                        machine.handle(clock.now(), from, msg);
+                    while let Some(Inbound { from, input, at }) = next.take() {
+                        match input {
+                            Input::Msg(msg) => {
+                                metrics.received(from, &msg, at);
+                                let sync = matches!(
+                                    (&machine, &msg),
+                                    (Machine::Controller(_), Message::ControllerRequest(_))
+                                )
+                                .then(|| msg.name());
+                                machine.handle(clock.now(), from, msg);
+                                if let Some(name) = sync {
+                                    metrics.answered_now(name, at);
+                                }
+                            }
+                            Input::Stats => {
+                                let snap = machine.stats(&metrics);
+                                router.send_frame(from, Frame::Stats(Box::new(snap)));
+                            }
+                        }
+                        taken += 1;
+                        if taken < 256 {
+                            next = inbox.try_recv().ok();
+                        }
                     }
                 }
                 None => break,
             },
         }
-        machine.route(&router);
+        machine.route(&router, &mut metrics);
     }
     machine.shut_down(clock.now());
     tracing::info!("state machine stopped");
@@ -528,6 +627,8 @@ fn describe(frame: &Frame) -> String {
         Frame::Hello(_) => "Hello".into(),
         Frame::Goodbye(g) => format!("Goodbye({})", g.reason),
         Frame::Msg(m) => m.name().into(),
+        Frame::StatsRequest => "StatsRequest".into(),
+        Frame::Stats(_) => "Stats".into(),
     }
 }
 
@@ -562,9 +663,20 @@ async fn read_loop(
         };
         match frame {
             Ok(Some(Frame::Msg(msg))) => {
-                if inbox.send(Inbound { from, msg }).await.is_err() {
+                let input = Input::Msg(msg);
+                let at = Instant::now();
+                if inbox.send(Inbound { from, input, at }).await.is_err() {
                     return None; // node stopping
                 }
+            }
+            Ok(Some(Frame::StatsRequest)) => {
+                let (input, at) = (Input::Stats, Instant::now());
+                if inbox.send(Inbound { from, input, at }).await.is_err() {
+                    return None;
+                }
+            }
+            Ok(Some(Frame::Stats(_))) => {
+                tracing::debug!(peer = %from, "unsolicited stats frame ignored");
             }
             Ok(Some(Frame::Goodbye(g))) => {
                 tracing::info!(peer = %from, reason = %g.reason, "peer said goodbye");
