@@ -55,9 +55,15 @@ struct BrokerConn {
 #[derive(Clone, Debug)]
 enum Pending {
     Group,
-    Metadata { topics: Vec<String> },
-    ListOffsets { tp: TopicPartition },
-    Fetch { tp: TopicPartition },
+    Metadata {
+        topics: Vec<String>,
+    },
+    ListOffsets {
+        tp: TopicPartition,
+    },
+    Fetch {
+        tp: TopicPartition,
+    },
     /// The host's own leader refresh.
     Refresh,
 }
@@ -320,7 +326,11 @@ impl GroupClient {
 
     /// Writes one message to `node`, dialling first if needed. False if it did not go out.
     async fn write(&mut self, node: NodeId, msg: Message) -> bool {
-        if self.conns.get(&node).is_some_and(|c| c.reader.is_finished()) {
+        if self
+            .conns
+            .get(&node)
+            .is_some_and(|c| c.reader.is_finished())
+        {
             self.conns.remove(&node);
         }
         if !self.conns.contains_key(&node) {
@@ -465,9 +475,13 @@ async fn dial(
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let mut wr = BufWriter::new(wr);
-    write_frame(&mut wr, &Frame::Hello(Hello { from: Peer::Client }), DEFAULT_MAX_FRAME)
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    write_frame(
+        &mut wr,
+        &Frame::Hello(Hello { from: Peer::Client }),
+        DEFAULT_MAX_FRAME,
+    )
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     wr.flush().await?;
     let reader = tokio::spawn(async move {
         loop {

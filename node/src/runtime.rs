@@ -294,13 +294,7 @@ pub async fn start(
         shutdown_rx.clone(),
     )));
     tracing::info!(role = ?cfg.role, node = ?cfg.node_id, %local_addr, fsync = ?cfg.fsync, "node started");
-    let machine = tokio::spawn(run_machine(
-        machine,
-        clock,
-        inbox_rx,
-        router,
-        shutdown_rx,
-    ));
+    let machine = tokio::spawn(run_machine(machine, clock, inbox_rx, router, shutdown_rx));
     Ok(NodeHandle {
         local_addr,
         shutdown,

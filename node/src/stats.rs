@@ -178,7 +178,13 @@ impl Metrics {
                     .map(|(_, n)| n)
                     .sum();
                 let h = &k.latency;
-                let q = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+                let q = |q: f64| {
+                    if h.is_empty() {
+                        0
+                    } else {
+                        h.value_at_quantile(q)
+                    }
+                };
                 RequestStats {
                     kind: name.to_string(),
                     count: k.count,

@@ -252,7 +252,14 @@ fn cluster_up_topic_produce_consume_down() {
     let stats = run(&["admin", "stats", "--cluster", cf], "", limit);
     assert!(stats.status.success(), "{}", text(&stats.stderr));
     let out = text(&stats.stdout);
-    for want in ["== broker 1", "== broker 3", "t-0", "leader", "Produce", "Fetch"] {
+    for want in [
+        "== broker 1",
+        "== broker 3",
+        "t-0",
+        "leader",
+        "Produce",
+        "Fetch",
+    ] {
         assert!(out.contains(want), "{want} missing in: {out}");
     }
     let json = run(&["admin", "stats", "--json", "--cluster", cf], "", limit);

@@ -81,7 +81,11 @@ async fn leader_hands_over_before_exit_and_no_acked_record_is_lost() {
         let image = admin.cluster_image().await.unwrap();
         for p in 0..2 {
             let state = image.partition(&TopicPartition::new("cs", p)).unwrap();
-            assert_ne!(state.leader, Some(leader), "cs-{p} still led by the stopped broker");
+            assert_ne!(
+                state.leader,
+                Some(leader),
+                "cs-{p} still led by the stopped broker"
+            );
             assert!(state.leader.is_some(), "cs-{p} has a leader");
             assert!(!state.isr.contains(&leader), "cs-{p}: ISR {:?}", state.isr);
         }

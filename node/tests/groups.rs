@@ -91,7 +91,11 @@ async fn two_members_share_partitions_and_commit() {
             {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "no stable split: {pa:?} {pb:?}, {} seen", seen.len());
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no stable split: {pa:?} {pb:?}, {} seen",
+                seen.len()
+            );
         }
         let pa: BTreeSet<_> = a.consumer().assignment().into_iter().collect();
         let pb: BTreeSet<_> = b.consumer().assignment().into_iter().collect();
@@ -119,23 +123,35 @@ async fn two_members_share_partitions_and_commit() {
         assert_eq!(d.state, "Stable");
         assert_eq!(Some(d.generation), a.consumer().generation());
         assert_eq!(d.members.len(), 2);
-        let described: BTreeSet<TopicPartition> =
-            d.members.iter().flat_map(|m| m.assignment.clone()).collect();
+        let described: BTreeSet<TopicPartition> = d
+            .members
+            .iter()
+            .flat_map(|m| m.assignment.clone())
+            .collect();
         assert_eq!(described, pa.union(&pb).cloned().collect());
         let ends: BTreeMap<TopicPartition, u64> = by_tp
             .iter()
             .map(|(tp, os)| (tp.clone(), os.iter().max().unwrap() + 1))
             .collect();
-        let committed: BTreeMap<TopicPartition, u64> =
-            d.offsets.iter().map(|(tp, o)| (tp.clone(), o.offset)).collect();
-        assert_eq!(committed, ends, "the last printed position of each partition is committed");
+        let committed: BTreeMap<TopicPartition, u64> = d
+            .offsets
+            .iter()
+            .map(|(tp, o)| (tp.clone(), o.offset))
+            .collect();
+        assert_eq!(
+            committed, ends,
+            "the last printed position of each partition is committed"
+        );
 
         // b leaves: a takes every partition over and continues from the commits.
         b.close().await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while a.consumer().assignment().len() != 3 {
             drain(&mut a, &mut seen, Duration::from_millis(200)).await;
-            assert!(tokio::time::Instant::now() < deadline, "a never got all partitions");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a never got all partitions"
+            );
         }
         let before = seen.len();
         drain(&mut a, &mut seen, Duration::from_millis(500)).await;
@@ -143,11 +159,17 @@ async fn two_members_share_partitions_and_commit() {
 
         // The stats snapshot of a broker names its partitions and counts group requests.
         let (_, addr) = tc.cluster.brokers[0];
-        let mut conn = Conn::connect(addr, skein_node::frame::DEFAULT_MAX_FRAME).await.unwrap();
+        let mut conn = Conn::connect(addr, skein_node::frame::DEFAULT_MAX_FRAME)
+            .await
+            .unwrap();
         let s = conn.stats(Duration::from_secs(5)).await.unwrap();
         assert_eq!(s.node, Some(1));
         assert!(s.partitions.iter().any(|p| p.tp.topic == "jobs"));
-        let fetches = s.requests.iter().find(|r| r.kind == "Fetch").expect("follower fetches");
+        let fetches = s
+            .requests
+            .iter()
+            .find(|r| r.kind == "Fetch")
+            .expect("follower fetches");
         assert!(fetches.count > 0 && fetches.answered > 0 && fetches.p50_us > 0);
         a.close().await;
         tc.stop().await;

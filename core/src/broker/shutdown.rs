@@ -100,10 +100,9 @@ impl<S: Storage + Clone> Broker<S> {
                 metadata_offset,
             }) if self.image.next_offset >= *metadata_offset => {
                 let remaining = remaining.clone();
-                self.outputs
-                    .push(Output::Event(BrokerEvent::ReadyToStop {
-                        remaining: remaining.clone(),
-                    }));
+                self.outputs.push(Output::Event(BrokerEvent::ReadyToStop {
+                    remaining: remaining.clone(),
+                }));
                 self.shutdown = Some(ShutdownPhase::Ready { remaining });
             }
             _ => {}
@@ -145,10 +144,9 @@ impl<S: Storage + Clone> Broker<S> {
                 // as an uncontrolled shutdown (the session timeout moves the leaders).
                 tracing::warn!(error = %e, "controlled shutdown refused");
                 let remaining = self.led_partitions();
-                self.outputs
-                    .push(Output::Event(BrokerEvent::ReadyToStop {
-                        remaining: remaining.clone(),
-                    }));
+                self.outputs.push(Output::Event(BrokerEvent::ReadyToStop {
+                    remaining: remaining.clone(),
+                }));
                 self.shutdown = Some(ShutdownPhase::Ready { remaining });
             }
         }

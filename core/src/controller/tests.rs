@@ -963,7 +963,10 @@ fn corrupt_metadata_log_is_a_typed_open_error() {
 }
 
 impl Harness {
-    fn controlled_shutdown(&mut self, b: NodeId) -> Result<ControlledShutdownReply, ControllerError> {
+    fn controlled_shutdown(
+        &mut self,
+        b: NodeId,
+    ) -> Result<ControlledShutdownReply, ControllerError> {
         let broker_epoch = self.epochs[&b];
         match self.request(
             Requester::Broker(b),
@@ -999,9 +1002,15 @@ fn controlled_shutdown_moves_leaders_and_shrinks_isrs() {
     assert_eq!(reply.metadata_offset, h.c.metadata_end_offset());
     for (p, old) in before.iter().enumerate() {
         let now = h.part(&tp("t", p as u32));
-        assert!(!now.isr.contains(&1), "t-{p}: broker 1 left the ISR: {now:?}");
+        assert!(
+            !now.isr.contains(&1),
+            "t-{p}: broker 1 left the ISR: {now:?}"
+        );
         assert_ne!(now.leader, Some(1), "t-{p}: leadership moved");
-        assert!(now.leader.is_some_and(|l| old.isr.contains(&l)), "clean election");
+        assert!(
+            now.leader.is_some_and(|l| old.isr.contains(&l)),
+            "clean election"
+        );
         if old.leader == Some(1) {
             assert_eq!(now.leader_epoch, old.leader_epoch + 1);
         } else {

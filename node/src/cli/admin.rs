@@ -100,7 +100,10 @@ fn print_tables(snaps: &[(SocketAddr, StatsSnapshot)]) {
         let who = s
             .node
             .map_or("controller".to_string(), |n: NodeId| format!("broker {n}"));
-        println!("== {who} at {addr}, up {:.1} s", s.uptime_ms as f64 / 1000.0);
+        println!(
+            "== {who} at {addr}, up {:.1} s",
+            s.uptime_ms as f64 / 1000.0
+        );
         if !s.partitions.is_empty() {
             println!(
                 "  {:<28} {:<14} {:>5} {:>10} {:>10} {:>10} {:>8}  isr",
@@ -110,9 +113,9 @@ fn print_tables(snaps: &[(SocketAddr, StatsSnapshot)]) {
                 let lag = if p.role == "leader" {
                     (p.log_end_offset - p.high_watermark.min(p.log_end_offset)).to_string()
                 } else {
-                    leader_end
-                        .get(&p.tp)
-                        .map_or("?".into(), |e| e.saturating_sub(p.log_end_offset).to_string())
+                    leader_end.get(&p.tp).map_or("?".into(), |e| {
+                        e.saturating_sub(p.log_end_offset).to_string()
+                    })
                 };
                 let isr = if p.isr.is_empty() {
                     "-".to_string()
@@ -138,7 +141,14 @@ fn print_tables(snaps: &[(SocketAddr, StatsSnapshot)]) {
         for r in &s.requests {
             println!(
                 "  {:<22} {:>10} {:>9.1} {:>10} {:>9} {:>9} {:>9} {:>9}",
-                r.kind, r.count, r.recent_per_sec, r.answered, r.p50_us, r.p99_us, r.p999_us, r.max_us
+                r.kind,
+                r.count,
+                r.recent_per_sec,
+                r.answered,
+                r.p50_us,
+                r.p99_us,
+                r.p999_us,
+                r.max_us
             );
         }
     }

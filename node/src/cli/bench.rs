@@ -92,14 +92,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 rate,
                 common,
             } => {
-                anyhow::ensure!(batch > 0 && producers > 0, "--batch and --producers must be > 0");
+                anyhow::ensure!(
+                    batch > 0 && producers > 0,
+                    "--batch and --producers must be > 0"
+                );
                 anyhow::ensure!(
                     Acks::from(acks) != Acks::None,
                     "--acks 0 has no acknowledgements to time: use all or 1"
                 );
                 let (cluster, parts) = prepare(&common).await?;
-                produce(cluster, parts, records, record_size, acks.into(), batch, producers, rate)
-                    .await
+                produce(
+                    cluster,
+                    parts,
+                    records,
+                    record_size,
+                    acks.into(),
+                    batch,
+                    producers,
+                    rate,
+                )
+                .await
             }
             BenchCommand::Consume {
                 records,
@@ -184,8 +196,12 @@ async fn produce(
     let interval = rate.map(|r| Duration::from_secs_f64(batch as f64 / r.max(1) as f64));
     let mut tasks = Vec::new();
     for p in 0..producers {
-        let (cluster, parts, next_batch, pb) =
-            (cluster.clone(), parts.clone(), next_batch.clone(), pb.clone());
+        let (cluster, parts, next_batch, pb) = (
+            cluster.clone(),
+            parts.clone(),
+            next_batch.clone(),
+            pb.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut c = Client::new(cluster, options());
             let mut h = histogram();
@@ -298,7 +314,7 @@ async fn consume(
     }
     let secs = started.elapsed().as_secs_f64();
     pb.finish_and_clear();
-    let size = if total > 0 { (bytes / total) as usize } else { 0 };
+    let size = bytes.checked_div(total).unwrap_or(0) as usize;
     report("consume", total, size, secs, &h, "fetch");
     Ok(ExitCode::SUCCESS)
 }

@@ -171,7 +171,8 @@ fn up(
     let result = runtime()?.block_on(async {
         let mut client = Client::new(cluster.validate()?, ClientOptions::default());
         let started = Instant::now();
-        let spinner = super::common::spinner(&format!("waiting for {brokers} broker(s) to register"));
+        let spinner =
+            super::common::spinner(&format!("waiting for {brokers} broker(s) to register"));
         loop {
             if let Some((name, _)) = pids.iter().find(|(_, pid)| !alive(*pid)) {
                 bail!(

@@ -255,5 +255,8 @@ fn list(tps: &[TopicPartition]) -> String {
     if tps.is_empty() {
         return "nothing".into();
     }
-    tps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+    tps.iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
