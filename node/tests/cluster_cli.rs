@@ -441,4 +441,15 @@ fn cluster_up_topic_produce_consume_down() {
             "{name}.log:\n{log}"
         );
     }
+    // Brokers stop through a controlled shutdown that completes (cluster down stops the
+    // brokers before the controller, so the controller answers).
+    for id in 1..=3 {
+        let log = std::fs::read_to_string(dir.join(format!("broker-{id}.log"))).unwrap();
+        assert_eq!(
+            log.matches("controlled shutdown: leaderships handed over")
+                .count(),
+            2,
+            "broker-{id}.log:\n{log}"
+        );
+    }
 }
