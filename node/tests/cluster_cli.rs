@@ -275,6 +275,18 @@ fn cluster_up_topic_produce_consume_down() {
         .map(|r| r["count"].as_u64().unwrap())
         .sum();
     assert!(produced >= 4, "4 batches of 50 were produced: {produced}");
+    // The controller answers too (no partitions; it counts broker heartbeats).
+    let cluster_file = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
+    let controller = cluster_file
+        .lines()
+        .find_map(|l| l.strip_prefix("controller = "))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .expect("controller address in cluster.toml");
+    let ctl = run(&["admin", "stats", "--broker", &controller], "", limit);
+    assert!(ctl.status.success(), "{}", text(&ctl.stderr));
+    let out = text(&ctl.stdout);
+    assert!(out.starts_with("== controller at"), "{out}");
+    assert!(out.contains("ControllerRequest"), "{out}");
     let nowhere = run(&["admin", "stats", "--broker", "127.0.0.1:1"], "", limit);
     assert!(!nowhere.status.success());
     assert!(
