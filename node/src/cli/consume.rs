@@ -36,12 +36,32 @@ pub struct ConsumeArgs {
     /// starts at the high watermark, or at the earliest offset with `--from-beginning`.
     #[arg(long)]
     pub group: Option<String>,
+    /// With --group: how partitions are shared out (every member must offer the same).
+    #[arg(long, value_enum, default_value_t = AssignorArg::Range)]
+    pub assignor: AssignorArg,
+    /// With --group: static membership (`group.instance.id`): a member that restarts
+    /// within the session timeout gets its partitions back without a rebalance.
+    #[arg(long)]
+    pub instance_id: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArg,
 }
 
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum AssignorArg {
+    Range,
+    #[value(name = "roundrobin")]
+    RoundRobin,
+    #[value(name = "cooperative-sticky")]
+    CooperativeSticky,
+}
+
 pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     super::common::init_tracing("warn");
+    anyhow::ensure!(
+        args.group.is_some() || args.instance_id.is_none(),
+        "--instance-id needs --group"
+    );
     if let Some(group) = args.group.clone() {
         anyhow::ensure!(
             args.partition.is_none(),
@@ -123,7 +143,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
-    use skein_core::group::{ConsumerConfig, ConsumerEvent, OffsetReset};
+    use skein_core::group::{AssignorKind, ConsumerConfig, ConsumerEvent, OffsetReset};
     use skein_node::group_client::GroupClient;
     use std::collections::BTreeMap;
 
@@ -141,6 +161,12 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
         config.metadata_max_age = 10_000 * MS;
         // Commits are explicit: after printing.
         config.auto_commit_interval = None;
+        config.assignors = vec![match args.assignor {
+            AssignorArg::Range => AssignorKind::Range,
+            AssignorArg::RoundRobin => AssignorKind::RoundRobin,
+            AssignorArg::CooperativeSticky => AssignorKind::CooperativeSticky,
+        }];
+        config.instance_id = args.instance_id.clone();
         config.reset = if args.from_beginning {
             OffsetReset::Earliest
         } else {
