@@ -63,6 +63,17 @@ pub enum ClientError {
     UnknownBroker(NodeId),
     #[error("idempotent producer: {0}")]
     Producer(#[from] ProducerError),
+    #[error("group coordinator refused: {0}")]
+    Group(skein_core::group::GroupError),
+    #[error(
+        "no coordinator for group {group:?} after {waited:?}: {last} (are all brokers up? \
+         `skein topic describe __consumer_offsets` shows its leaders)"
+    )]
+    NoCoordinator {
+        group: String,
+        waited: Duration,
+        last: String,
+    },
 }
 
 /// One connection, one request at a time.
@@ -124,9 +135,42 @@ impl Conn {
                 addr,
                 reason: g.reason,
             }),
-            Ok(Some(Frame::Hello(_))) => Err(ClientError::Unexpected {
+            Ok(Some(Frame::Hello(_) | Frame::StatsRequest | Frame::Stats(_))) => {
+                Err(ClientError::Unexpected {
+                    addr,
+                    what: "a runtime frame where a message was expected".into(),
+                })
+            }
+            Ok(None) => Err(ClientError::Io {
                 addr,
-                what: "Hello".into(),
+                reason: "connection closed".into(),
+            }),
+            Err(FrameError::Io(reason)) => Err(ClientError::Io { addr, reason }),
+            Err(error) => Err(ClientError::Frame { addr, error }),
+        }
+    }
+}
+
+impl Conn {
+    /// The node's metrics snapshot (`skein admin stats`).
+    pub async fn stats(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<crate::stats::StatsSnapshot, ClientError> {
+        self.send_frame(&Frame::StatsRequest).await?;
+        let addr = self.addr;
+        let frame = tokio::time::timeout(timeout, read_frame(&mut self.rd, self.max))
+            .await
+            .map_err(|_| ClientError::Timeout { addr, timeout })?;
+        match frame {
+            Ok(Some(Frame::Stats(s))) => Ok(*s),
+            Ok(Some(Frame::Goodbye(g))) => Err(ClientError::Goodbye {
+                addr,
+                reason: g.reason,
+            }),
+            Ok(Some(other)) => Err(ClientError::Unexpected {
+                addr,
+                what: format!("{other:?}"),
             }),
             Ok(None) => Err(ClientError::Io {
                 addr,
@@ -146,6 +190,7 @@ fn correlation(msg: &Message) -> Option<u64> {
         Message::ConsumerFetchResponse(r) => r.correlation,
         Message::MetadataResponse(r) => r.correlation,
         Message::ListOffsetsResponse(r) => r.correlation,
+        Message::GroupResponse { correlation, .. } => *correlation,
         _ => return None,
     })
 }
@@ -359,6 +404,80 @@ impl Client {
             self.brokers.insert(id, conn);
         }
         Ok(self.brokers.get_mut(&id).expect("inserted above"))
+    }
+
+    /// A group request to broker `id`; its answer.
+    pub async fn group_request(
+        &mut self,
+        id: NodeId,
+        request: skein_core::group::GroupRequest,
+    ) -> Result<skein_core::group::GroupResponse, ClientError> {
+        let correlation = self.correlation();
+        let msg = Message::Group {
+            correlation,
+            request,
+        };
+        match self.broker_request(id, msg).await? {
+            Message::GroupResponse { response, .. } => Ok(response),
+            other => Err(ClientError::Unexpected {
+                addr: self
+                    .cluster
+                    .broker(id)
+                    .ok_or(ClientError::UnknownBroker(id))?,
+                what: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Describes group `group_id`: finds its coordinator (retrying while
+    /// `__consumer_offsets` is being created or loaded), then asks it.
+    pub async fn describe_group(
+        &mut self,
+        group_id: &str,
+    ) -> Result<(NodeId, skein_core::group::GroupDescription), ClientError> {
+        use skein_core::group::{GroupError, GroupRequest, GroupResponse};
+        let started = Instant::now();
+        let ids: Vec<NodeId> = self.cluster.brokers.iter().map(|(id, _)| *id).collect();
+        let mut i = 0;
+        loop {
+            let any = ids[i % ids.len()];
+            i += 1;
+            let find = GroupRequest::FindCoordinator {
+                group_id: group_id.to_string(),
+            };
+            let last = match self.group_request(any, find).await {
+                Ok(GroupResponse::FindCoordinator(Ok(info))) => {
+                    let describe = GroupRequest::DescribeGroup {
+                        group_id: group_id.to_string(),
+                    };
+                    match self.group_request(info.node, describe).await {
+                        Ok(GroupResponse::DescribeGroup(Ok(d))) => return Ok((info.node, d)),
+                        Ok(GroupResponse::DescribeGroup(Err(e))) if e.is_retriable() => {
+                            e.to_string()
+                        }
+                        Ok(GroupResponse::DescribeGroup(Err(e))) => {
+                            return Err(ClientError::Group(e))
+                        }
+                        Ok(other) => format!("unexpected reply {other:?}"),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Ok(GroupResponse::FindCoordinator(Err(e @ GroupError::InvalidGroupId))) => {
+                    return Err(ClientError::Group(e))
+                }
+                Ok(GroupResponse::FindCoordinator(Err(e))) => e.to_string(),
+                Ok(other) => format!("unexpected reply {other:?}"),
+                Err(e) => e.to_string(),
+            };
+            if started.elapsed() >= self.opts.retry_for {
+                return Err(ClientError::NoCoordinator {
+                    group: group_id.to_string(),
+                    waited: started.elapsed(),
+                    last,
+                });
+            }
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
     }
 
     /// Broker `id`'s own view of the cluster (all topics).
@@ -795,6 +914,7 @@ fn correlation_of_request(msg: &Message) -> Option<u64> {
         Message::Metadata(r) => r.correlation,
         Message::ListOffsets(r) => r.correlation,
         Message::Fetch(r) => r.correlation,
+        Message::Group { correlation, .. } => *correlation,
         _ => return None,
     })
 }

@@ -41,18 +41,29 @@ pub struct Goodbye {
     pub reason: String,
 }
 
+/// A client asks a node for its metrics (`skein admin stats`); answered with
+/// [`Frame::Stats`] on the same connection. Empty payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsRequest;
+
 /// Everything that travels in a frame.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame {
     Hello(Hello),
     Goodbye(Goodbye),
     Msg(Message),
+    /// Node-level, like Hello: answered by the runtime, not the state machine.
+    StatsRequest,
+    Stats(Box<crate::stats::StatsSnapshot>),
 }
 
 /// Frame kinds (header byte 5). Message kinds start at 16, in `Message` variant order.
 pub mod kind {
     pub const HELLO: u8 = 0;
     pub const GOODBYE: u8 = 1;
+    /// Node-level metrics (`skein admin stats`); kinds 2-15 are for such runtime frames.
+    pub const STATS: u8 = 2;
+    pub const STATS_RESPONSE: u8 = 3;
     pub const FETCH: u8 = 16;
     pub const FETCH_RESPONSE: u8 = 17;
     pub const PRODUCE: u8 = 18;
@@ -135,6 +146,8 @@ fn body(frame: &Frame, max: u32) -> Result<(u8, Vec<u8>), EncodeError> {
     Ok(match frame {
         Frame::Hello(h) => (HELLO, ser(h, max)?),
         Frame::Goodbye(g) => (GOODBYE, ser(g, max)?),
+        Frame::StatsRequest => (STATS, ser(&StatsRequest, max)?),
+        Frame::Stats(s) => (STATS_RESPONSE, ser(s.as_ref(), max)?),
         Frame::Msg(m) => match m {
             Message::Fetch(x) => (FETCH, ser(x, max)?),
             Message::FetchResponse(x) => (FETCH_RESPONSE, ser(x, max)?),
@@ -166,6 +179,11 @@ fn parse_body(kind: u8, p: &[u8], max: u32) -> Result<Frame, FrameError> {
     match kind {
         HELLO => Ok(Frame::Hello(de(kind, p, max)?)),
         GOODBYE => Ok(Frame::Goodbye(de(kind, p, max)?)),
+        STATS => {
+            let StatsRequest = de(kind, p, max)?;
+            Ok(Frame::StatsRequest)
+        }
+        STATS_RESPONSE => Ok(Frame::Stats(Box::new(de(kind, p, max)?))),
         FETCH => m(Message::Fetch(de(kind, p, max)?)),
         FETCH_RESPONSE => m(Message::FetchResponse(de(kind, p, max)?)),
         PRODUCE => m(Message::Produce(de(kind, p, max)?)),

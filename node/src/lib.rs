@@ -12,4 +12,6 @@
 pub mod client;
 pub mod config;
 pub mod frame;
+pub mod group_client;
 pub mod runtime;
+pub mod stats;

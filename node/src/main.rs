@@ -29,8 +29,14 @@ enum Command {
     Topic(cli::topic::TopicArgs),
     /// Write stdin lines to a topic, one record each.
     Produce(cli::produce::ProduceArgs),
-    /// Print a topic's committed records.
+    /// Print a topic's committed records (alone, or as a member of a consumer group).
     Consume(cli::consume::ConsumeArgs),
+    /// Inspect consumer groups.
+    Group(cli::group::GroupArgs),
+    /// Operator views of a running cluster (metrics snapshot per broker).
+    Admin(cli::admin::AdminArgs),
+    /// Measure produce / consume throughput and latency against a running cluster.
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +49,9 @@ fn main() -> std::process::ExitCode {
         Command::Topic(args) => cli::topic::run(args),
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
+        Command::Group(args) => cli::group::run(args),
+        Command::Admin(args) => cli::admin::run(args),
+        Command::Bench(args) => cli::bench::run(args),
     };
     match result {
         Ok(code) => code,

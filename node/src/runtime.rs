@@ -10,6 +10,7 @@
 
 use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
+use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
 use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
 use skein_core::log::{FileStorage, Storage, StorageError};
@@ -33,6 +34,11 @@ const QUEUE: usize = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// After a failed dial, messages to that peer are dropped for this long.
 const REDIAL_BACKOFF: Duration = Duration::from_millis(200);
+/// On SIGTERM a broker waits at most this long for the controller to move its
+/// leaderships away (controlled shutdown) before it syncs its logs and exits anyway.
+pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// `flush_interval` with `fsync = always` (see `broker_config`).
+const GROUP_COMMIT: Nanos = 1;
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +111,12 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
     BrokerConfig {
         flush_interval: match cfg.fsync {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
-            FsyncPolicy::Always | FsyncPolicy::Never => 0,
+            // Group commit: the leader's fsync is due 1 ns after an append, and the state
+            // machine task ticks after every burst of inputs before it routes any reply,
+            // so one fsync covers all the appends of a burst and no acknowledgement (not
+            // even acks=1) leaves before it.
+            FsyncPolicy::Always => GROUP_COMMIT,
+            FsyncPolicy::Never => 0,
         },
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
@@ -126,11 +137,19 @@ pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
     }
 }
 
-/// One message for the state machine.
+/// One input for the state machine task, with when its frame was decoded.
 #[derive(Debug)]
 struct Inbound {
     from: Address,
-    msg: Message,
+    input: Input,
+    at: Instant,
+}
+
+#[derive(Debug)]
+enum Input {
+    Msg(Message),
+    /// `skein admin stats`: answered by the task from its metrics and the replicas' views.
+    Stats,
 }
 
 /// Where outgoing messages go: dialled peers first, else the inbound connection that
@@ -143,6 +162,10 @@ struct Router {
 
 impl Router {
     fn send(&self, to: Address, msg: Message) {
+        self.send_frame(to, Frame::Msg(msg))
+    }
+
+    fn send_frame(&self, to: Address, frame: Frame) {
         let tx = match self.outbound.get(&to) {
             Some(tx) => Some(tx.clone()),
             None => self
@@ -154,7 +177,7 @@ impl Router {
         };
         match tx {
             Some(tx) => {
-                if let Err(e) = tx.try_send(Frame::Msg(msg)) {
+                if let Err(e) = tx.try_send(frame) {
                     tracing::debug!(%to, error = %e, "dropping message: queue full or closed");
                 }
             }
@@ -333,12 +356,15 @@ impl Machine {
         }
     }
 
-    fn route(&mut self, router: &Router) {
+    fn route(&mut self, router: &Router, metrics: &mut Metrics) {
         match self {
             Machine::Broker(b) => {
                 for out in b.drain_outputs() {
                     match out {
-                        Output::Send { to, msg } => router.send(to, msg),
+                        Output::Send { to, msg } => {
+                            metrics.sending(to, &msg);
+                            router.send(to, msg)
+                        }
                         Output::Event(e) => log_broker_event(&e),
                     }
                 }
@@ -360,15 +386,53 @@ impl Machine {
         }
     }
 
+    /// Starts a broker's controlled shutdown (the controller has nothing to hand over).
+    fn begin_shutdown(&mut self, now: Nanos) {
+        if let Machine::Broker(b) = self {
+            b.begin_controlled_shutdown(now);
+        }
+    }
+
+    fn ready_to_stop(&self) -> bool {
+        match self {
+            Machine::Broker(b) => b.ready_to_stop(),
+            Machine::Controller(_) => true,
+        }
+    }
+
     /// Makes the broker's logs durable before exit: with an fsync interval, runs the
-    /// pending flushes now (their outputs are discarded).
+    /// pending flushes now (their outputs are discarded), then fsyncs every log and
+    /// writes the HW checkpoint.
     fn shut_down(&mut self, now: Nanos) {
         if let Machine::Broker(b) = self {
             let flush = b.config().flush_interval;
             if flush > 0 {
                 b.tick(now + flush);
-                let _ = b.drain_outputs();
             }
+            match b.shutdown_phase() {
+                Some(skein_core::broker::ShutdownPhase::Ready { remaining }) => {
+                    tracing::info!(
+                        still_led = ?remaining,
+                        "controlled shutdown: leaderships handed over"
+                    )
+                }
+                phase => tracing::warn!(
+                    ?phase,
+                    "controlled shutdown did not finish in time; stopping anyway"
+                ),
+            }
+            let failed = b.sync_all();
+            if !failed.is_empty() {
+                tracing::error!(?failed, "cannot sync these partition logs before exit");
+            }
+            let _ = b.drain_outputs();
+        }
+    }
+
+    fn stats(&self, metrics: &Metrics) -> crate::stats::StatsSnapshot {
+        match self {
+            Machine::Broker(b) => metrics.snapshot(Some(b.id()), &b.views()),
+            Machine::Controller(_) => metrics.snapshot(None, &[]),
         }
     }
 }
@@ -393,7 +457,9 @@ fn log_broker_event(e: &BrokerEvent) {
     }
 }
 
-/// The single owner of the state machine.
+/// The single owner of the state machine. On shutdown a broker first hands its
+/// leaderships over (controlled shutdown, bounded by `CONTROLLED_SHUTDOWN_WAIT`) while
+/// still serving, then syncs its logs.
 async fn run_machine(
     mut machine: Machine,
     clock: Clock,
@@ -401,26 +467,62 @@ async fn run_machine(
     router: Arc<Router>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    machine.route(&router);
+    let mut metrics = Metrics::new(clock.0);
+    let mut stop_by: Option<Instant> = None;
+    machine.route(&router, &mut metrics);
     loop {
+        if stop_by.is_some_and(|by| machine.ready_to_stop() || Instant::now() >= by) {
+            break;
+        }
         let deadline = machine.next_timeout().map(|t| clock.instant(t));
+        let deadline = match (deadline, stop_by) {
+            (Some(d), Some(by)) => Some(d.min(by)),
+            (d, by) => d.or(by),
+        };
         tokio::select! {
             biased;
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed(), if stop_by.is_none() => {
+                tracing::info!("stopping: controlled shutdown");
+                stop_by = Some(Instant::now() + CONTROLLED_SHUTDOWN_WAIT);
+                machine.begin_shutdown(clock.now());
+            }
             _ = sleep_until_opt(deadline) => machine.tick(clock.now()),
             input = inbox.recv() => match input {
-                Some(Inbound { from, msg }) => {
-                    machine.handle(clock.now(), from, msg);
+                Some(first) => {
+                    let mut next = Some(first);
+                    let mut taken = 0;
                     // Take what is already queued before routing, so replies batch up.
-                    for _ in 0..256 {
-                        let Ok(Inbound { from, msg }) = inbox.try_recv() else { break };
-                        machine.handle(clock.now(), from, msg);
+                    while let Some(Inbound { from, input, at }) = next.take() {
+                        match input {
+                            Input::Msg(msg) => {
+                                metrics.received(from, &msg, at);
+                                let sync = matches!(
+                                    (&machine, &msg),
+                                    (Machine::Controller(_), Message::ControllerRequest(_))
+                                )
+                                .then(|| msg.name());
+                                machine.handle(clock.now(), from, msg);
+                                if let Some(name) = sync {
+                                    metrics.answered_now(name, at);
+                                }
+                            }
+                            Input::Stats => {
+                                let snap = machine.stats(&metrics);
+                                router.send_frame(from, Frame::Stats(Box::new(snap)));
+                            }
+                        }
+                        taken += 1;
+                        if taken < 256 {
+                            next = inbox.try_recv().ok();
+                        }
                     }
+                    // Run what fell due (the group-commit fsync) before any reply leaves.
+                    machine.tick(clock.now());
                 }
                 None => break,
             },
         }
-        machine.route(&router);
+        machine.route(&router, &mut metrics);
     }
     machine.shut_down(clock.now());
     tracing::info!("state machine stopped");
@@ -528,6 +630,8 @@ fn describe(frame: &Frame) -> String {
         Frame::Hello(_) => "Hello".into(),
         Frame::Goodbye(g) => format!("Goodbye({})", g.reason),
         Frame::Msg(m) => m.name().into(),
+        Frame::StatsRequest => "StatsRequest".into(),
+        Frame::Stats(_) => "Stats".into(),
     }
 }
 
@@ -562,9 +666,20 @@ async fn read_loop(
         };
         match frame {
             Ok(Some(Frame::Msg(msg))) => {
-                if inbox.send(Inbound { from, msg }).await.is_err() {
+                let input = Input::Msg(msg);
+                let at = Instant::now();
+                if inbox.send(Inbound { from, input, at }).await.is_err() {
                     return None; // node stopping
                 }
+            }
+            Ok(Some(Frame::StatsRequest)) => {
+                let (input, at) = (Input::Stats, Instant::now());
+                if inbox.send(Inbound { from, input, at }).await.is_err() {
+                    return None;
+                }
+            }
+            Ok(Some(Frame::Stats(_))) => {
+                tracing::debug!(peer = %from, "unsolicited stats frame ignored");
             }
             Ok(Some(Frame::Goodbye(g))) => {
                 tracing::info!(peer = %from, reason = %g.reason, "peer said goodbye");
@@ -744,7 +859,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = BrokerConfig::default();
         let always = broker_config(&cfg(dir.path(), FsyncPolicy::Always, Tuning::default()));
-        assert_eq!(always.flush_interval, 0);
+        assert_eq!(always.flush_interval, GROUP_COMMIT);
         assert_eq!(always.heartbeat_interval, d.heartbeat_interval);
         let interval = broker_config(&cfg(dir.path(), FsyncPolicy::Interval, Tuning::default()));
         assert_eq!(interval.flush_interval, 40_000_000);

@@ -49,8 +49,8 @@ async fn producer_follows_leader_change_and_no_acked_record_is_lost() {
         }
         let leader = client.topic_metadata("f").await.unwrap()[0].leader.unwrap();
         tc.stop_broker(leader).await;
-        // The controller fences the stopped leader after its session timeout and elects
-        // another ISR member; the producer retries until then.
+        // The stopping leader hands its leadership to another ISR member (controlled
+        // shutdown); the producer follows it through metadata.
         for round in 4..8 {
             acked.extend(produce(&mut client, &tp, round).await);
         }

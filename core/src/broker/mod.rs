@@ -154,6 +154,11 @@ pub enum BrokerEvent {
     PartitionRepaired {
         tp: TopicPartition,
     },
+    /// Controlled shutdown: the leaderships that could move have moved (the image shows
+    /// it); `remaining` are led here still (this broker is their only ISR member).
+    ReadyToStop {
+        remaining: Vec<TopicPartition>,
+    },
 }
 
 /// Why a broker could not start or serve a view request.
@@ -217,6 +222,8 @@ pub struct Broker<S: Storage + Clone> {
     /// The controller's metadata end offset as last heard: the image is caught up when
     /// it reaches it (only a caught-up image is acted on).
     metadata_end: Offset,
+    /// Set by `begin_controlled_shutdown`.
+    shutdown: Option<shutdown::ShutdownPhase>,
     outputs: Vec<Output>,
 }
 
@@ -271,6 +278,7 @@ impl<S: Storage + Clone> Broker<S> {
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
             metadata_end: 0,
+            shutdown: None,
             outputs: Vec::new(),
         };
         let mut reports = Vec::new();
@@ -519,6 +527,7 @@ impl<S: Storage + Clone> Broker<S> {
             controller,
             replicas,
             self.groups.next_timeout(),
+            self.shutdown_deadline(),
             open_retry,
             Some(self.next_retention),
             Some(self.next_hw_checkpoint),
@@ -587,6 +596,7 @@ impl<S: Storage + Clone> Broker<S> {
         if (retry_open || recovered) && caught_up {
             self.reconcile(now);
         }
+        self.tick_shutdown(now);
         if now >= self.next_hw_checkpoint {
             self.next_hw_checkpoint = now + self.config.hw_checkpoint_interval;
             self.checkpoint_high_watermarks();
@@ -813,6 +823,7 @@ impl<S: Storage + Clone> Broker<S> {
             ControllerResponse::Metadata(delta) => {
                 self.apply_delta(now, &delta);
             }
+            ControllerResponse::ControlledShutdown(reply) => self.on_shutdown_reply(now, reply),
             ControllerResponse::CreateTopic {
                 name,
                 result: Err(e),
@@ -838,6 +849,7 @@ impl<S: Storage + Clone> Broker<S> {
         if more {
             self.send_heartbeat(now); // keep pulling
         }
+        self.tick_shutdown(now);
     }
 
     fn apply_delta(&mut self, now: Nanos, delta: &crate::controller::MetadataDelta) {
@@ -1043,6 +1055,8 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
 #[cfg(test)]
 mod group_tests;
 mod groups;
+mod shutdown;
+pub use shutdown::ShutdownPhase;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -943,3 +943,64 @@ fn leader_that_cannot_read_its_whole_log_takes_no_idempotent_retry() {
         assert_eq!(w.view(n).role, Role::Offline);
     }
 }
+
+#[test]
+fn controlled_shutdown_hands_leadership_over_then_syncs() {
+    let mut w = three();
+    let old = w.leader().unwrap();
+    let a = w.produce_wait(Acks::All, "a").unwrap();
+    let b = w.brokers.get_mut(&old).unwrap();
+    b.begin_controlled_shutdown(w.now);
+    assert!(matches!(
+        b.shutdown_phase(),
+        Some(ShutdownPhase::Requested { .. })
+    ));
+    assert!(!b.ready_to_stop());
+    w.collect();
+    // Ready once the controller moved the leadership and this broker's image shows it;
+    // long before any session could expire (the broker keeps heartbeating).
+    assert!(w.run_until(100 * MS, |w| w.brokers[&old].ready_to_stop()));
+    assert_eq!(
+        w.brokers[&old].shutdown_phase(),
+        Some(&ShutdownPhase::Ready {
+            remaining: Vec::new()
+        })
+    );
+    assert!(had_event(&w, old, |e| matches!(
+        e,
+        BrokerEvent::ReadyToStop { remaining } if remaining.is_empty()
+    )));
+    assert!(matches!(w.view(old).role, Role::Follower { leader } if leader != old));
+    // The new leader learns it with its next heartbeat.
+    assert!(w.run_until(100 * MS, |w| w.leader().is_some_and(|l| l != old)));
+    let new = w.leader().unwrap();
+    assert_ne!(new, old);
+    assert!(!w.isr_of_leader().contains(&old));
+    // It stays out of the ISR while it lingers, and acks=all writes go on without it.
+    let c = w.produce_wait(Acks::All, "c").unwrap();
+    w.run(300 * MS);
+    assert!(
+        !w.isr_of_leader().contains(&old),
+        "no rejoin while shutting down"
+    );
+    assert!(w.brokers.get_mut(&old).unwrap().sync_all().is_empty());
+    // Its durable log keeps what it acknowledged: a crash now loses nothing of it.
+    w.crash(old);
+    w.start(old);
+    assert!(w.run_until(2000 * MS, |w| w.isr_of_leader().contains(&old)));
+    w.run(50 * MS);
+    let values = w.values(old);
+    assert!(values.contains(&(a.base_offset, "a".to_string())));
+    assert!(values.contains(&(c.base_offset, "c".to_string())));
+    assert_eq!(values, w.values(new));
+}
+
+#[test]
+fn controlled_shutdown_of_an_unregistered_broker_is_ready_at_once() {
+    let mut w = World::new(&[1], broker_config());
+    w.crash_controller();
+    w.start(1);
+    let b = w.brokers.get_mut(&1).unwrap();
+    b.begin_controlled_shutdown(w.now);
+    assert!(b.ready_to_stop());
+}

@@ -260,6 +260,10 @@ pub struct Controller<S: Storage> {
     /// durable: after a controller restart every broker reports them again within a
     /// heartbeat; the ISR removals they caused are in the metadata log.
     offline: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
+    /// Brokers in controlled shutdown, with the broker epoch that asked: never elected,
+    /// never added to an ISR, until they register with a new incarnation. Not durable:
+    /// a broker whose shutdown outlives a controller restart is fenced by its session.
+    shutting_down: BTreeMap<NodeId, Offset>,
 }
 
 impl<S: Storage> Controller<S> {
@@ -289,6 +293,7 @@ impl<S: Storage> Controller<S> {
             outputs: Vec::new(),
             failed: None,
             offline: BTreeMap::new(),
+            shutting_down: BTreeMap::new(),
         })
     }
 
@@ -453,6 +458,13 @@ impl<S: Storage> Controller<S> {
             ControllerRequest::FetchMetadata { from_offset } => {
                 ControllerResponse::Metadata(self.delta_from(from_offset))
             }
+            ControllerRequest::ControlledShutdown {
+                broker,
+                broker_epoch,
+            } => ControllerResponse::ControlledShutdown(
+                check_sender(from, broker)
+                    .and_then(|_| self.controlled_shutdown(now, broker, broker_epoch)),
+            ),
         }
     }
 
@@ -461,6 +473,13 @@ impl<S: Storage> Controller<S> {
         for (&broker, tps) in &self.offline {
             for tp in tps {
                 offline.entry(tp.clone()).or_default().insert(broker);
+            }
+        }
+        // A broker in controlled shutdown is as good as offline everywhere: elections
+        // (after a fencing, an offline report, ...) must not pick it.
+        for &broker in self.shutting_down.keys() {
+            for (tp, _) in self.image.partitions_of_broker(broker) {
+                offline.entry(tp).or_default().insert(broker);
             }
         }
         Txn {
@@ -549,6 +568,13 @@ impl<S: Storage> Controller<S> {
             existing => {
                 // A new process: whatever the old one claimed (ISR membership, leadership)
                 // may not have survived the restart, so it is fenced first.
+                self.shutting_down.remove(&broker);
+                txn.offline.values_mut().for_each(|b| {
+                    b.remove(&broker);
+                });
+                for tp in &offline {
+                    txn.offline.entry(tp.clone()).or_default().insert(broker);
+                }
                 if existing.is_some() {
                     txn.fence(broker, FenceReason::Restarted)?;
                 }
@@ -687,7 +713,10 @@ impl<S: Storage> Controller<S> {
         if !new_isr.contains(&leader) {
             return Err(invalid("the leader must stay in the ISR".into()));
         }
-        let offline = |b: NodeId| self.offline.get(&b).is_some_and(|tps| tps.contains(tp));
+        let offline = |b: NodeId| {
+            self.offline.get(&b).is_some_and(|tps| tps.contains(tp))
+                || self.shutting_down.contains_key(&b)
+        };
         if let Some(&b) = new_isr
             .iter()
             .find(|&&b| !state.isr.contains(&b) && (!self.image.is_unfenced(b) || offline(b)))
@@ -701,6 +730,67 @@ impl<S: Storage> Controller<S> {
         txn.set_partition(tp, isr, Some(leader), false)?;
         self.commit(txn, now)?;
         Ok(self.image.partition(tp).expect("still exists").clone())
+    }
+
+    /// Moves `broker`'s leaderships to other live ISR members (clean elections only) and
+    /// takes it out of every ISR it shares with a leader elsewhere.
+    fn controlled_shutdown(
+        &mut self,
+        now: Nanos,
+        broker: NodeId,
+        broker_epoch: Offset,
+    ) -> Result<ControlledShutdownReply, ControllerError> {
+        let info = self
+            .image
+            .broker(broker)
+            .ok_or(ControllerError::UnknownBroker { broker })?;
+        if info.broker_epoch != broker_epoch {
+            return Err(ControllerError::StaleBrokerEpoch {
+                broker,
+                current: info.broker_epoch,
+                got: broker_epoch,
+            });
+        }
+        self.shutting_down.insert(broker, broker_epoch);
+        let mut txn = self.begin();
+        let affected: Vec<(TopicPartition, PartitionState)> = txn
+            .image
+            .partitions_of_broker(broker)
+            .filter(|(_, s)| s.isr.contains(&broker) || s.leader == Some(broker))
+            .map(|(tp, s)| (tp, s.clone()))
+            .collect();
+        let mut moved = Vec::new();
+        let mut remaining = Vec::new();
+        for (tp, state) in affected {
+            let isr: Vec<NodeId> = state.isr.iter().copied().filter(|&b| b != broker).collect();
+            if state.leader != Some(broker) {
+                // A follower in the ISR: the leader is another member, so the ISR keeps it.
+                if !isr.is_empty() {
+                    txn.set_partition(&tp, isr, state.leader, false)?;
+                }
+                continue;
+            }
+            let offline = txn.offline.get(&tp).cloned().unwrap_or_default();
+            match elect_leader(&txn.image, &state, &isr, &offline, false) {
+                Election::Clean(leader) => {
+                    txn.set_partition(&tp, isr, Some(leader), false)?;
+                    moved.push(tp);
+                }
+                // Only this broker holds every committed record: it leads until it stops.
+                _ => remaining.push(tp),
+            }
+        }
+        txn.events.push(ControllerEvent::ControlledShutdown {
+            broker,
+            moved,
+            remaining: remaining.clone(),
+        });
+        self.commit(txn, now)?;
+        Ok(ControlledShutdownReply {
+            broker,
+            remaining,
+            metadata_offset: self.metadata_end_offset(),
+        })
     }
 
     fn unknown(&self, tp: &TopicPartition) -> ControllerError {
@@ -970,6 +1060,9 @@ fn failed_response(request: &ControllerRequest, e: ControllerError) -> Controlle
         }
         ControllerRequest::InitProducerId | ControllerRequest::FetchMetadata { .. } => {
             ControllerResponse::InitProducerId(Err(e))
+        }
+        ControllerRequest::ControlledShutdown { .. } => {
+            ControllerResponse::ControlledShutdown(Err(e))
         }
     }
 }

@@ -26,8 +26,9 @@ pub use machine::{Controller, ControllerConfig};
 pub use metadata_log::ControllerOpenError;
 pub use record::MetadataRecord;
 pub use request::{
-    BrokerRegistration, ControllerError, ControllerEvent, ControllerOutput, ControllerRequest,
-    ControllerResponse, FenceReason, HeartbeatReply, ProducerIdAndEpoch, Requester,
+    BrokerRegistration, ControlledShutdownReply, ControllerError, ControllerEvent,
+    ControllerOutput, ControllerRequest, ControllerResponse, FenceReason, HeartbeatReply,
+    ProducerIdAndEpoch, Requester,
 };
 
 #[cfg(test)]

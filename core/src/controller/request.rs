@@ -68,6 +68,15 @@ pub enum ControllerRequest {
     FetchMetadata {
         from_offset: Offset,
     },
+    /// The broker is about to stop (SIGTERM): move every leadership it holds to another
+    /// live ISR member and take it out of every ISR, and never elect it or let it back
+    /// into an ISR until it registers again with a new incarnation. A partition whose ISR
+    /// is only this broker keeps it as leader (moving it would be an unclean election):
+    /// it is reported in `remaining`. Retries are answered the same way.
+    ControlledShutdown {
+        broker: NodeId,
+        broker_epoch: Offset,
+    },
 }
 
 /// Reply to `RegisterBroker`.
@@ -124,6 +133,18 @@ pub enum ControllerResponse {
     },
     InitProducerId(Result<ProducerIdAndEpoch, ControllerError>),
     Metadata(MetadataDelta),
+    ControlledShutdown(Result<ControlledShutdownReply, ControllerError>),
+}
+
+/// Reply to `ControlledShutdown`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlledShutdownReply {
+    pub broker: NodeId,
+    /// Partitions this broker still leads (it is their only ISR member).
+    pub remaining: Vec<TopicPartition>,
+    /// The metadata log's end after the moves: once the broker's image reaches it, the
+    /// broker knows it leads only `remaining`.
+    pub metadata_offset: Offset,
 }
 
 /// Why the controller refused a request.
@@ -221,6 +242,12 @@ pub enum ControllerEvent {
     /// is reopened (which replays what did reach the disk).
     StorageFailed {
         reason: String,
+    },
+    /// A broker asked to shut down: its leaderships moved (`moved`), except `remaining`.
+    ControlledShutdown {
+        broker: NodeId,
+        moved: Vec<TopicPartition>,
+        remaining: Vec<TopicPartition>,
     },
 }
 

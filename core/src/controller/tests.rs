@@ -961,3 +961,130 @@ fn corrupt_metadata_log_is_a_typed_open_error() {
         Ok(_) => panic!("opened a corrupt metadata log"),
     }
 }
+
+impl Harness {
+    fn controlled_shutdown(
+        &mut self,
+        b: NodeId,
+    ) -> Result<ControlledShutdownReply, ControllerError> {
+        let broker_epoch = self.epochs[&b];
+        match self.request(
+            Requester::Broker(b),
+            ControllerRequest::ControlledShutdown {
+                broker: b,
+                broker_epoch,
+            },
+        ) {
+            ControllerResponse::ControlledShutdown(r) => r,
+            other => panic!("controlled shutdown reply {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn controlled_shutdown_moves_leaders_and_shrinks_isrs() {
+    let mut h = Harness::new();
+    for b in 1..=3 {
+        h.register(b);
+    }
+    h.create("t", 3, 3, false); // broker 1 leads one partition, follows in two
+    h.create("solo", 1, 1, true); // broker 1 is the only replica somewhere (maybe)
+    let led_by_1: Vec<TopicPartition> = (0..3)
+        .map(|p| tp("t", p))
+        .filter(|tp| h.part(tp).leader == Some(1))
+        .collect();
+    assert_eq!(led_by_1.len(), 1);
+    let solo = h.part(&tp("solo", 0));
+    let before: Vec<PartitionState> = (0..3).map(|p| h.part(&tp("t", p))).collect();
+
+    let reply = h.controlled_shutdown(1).expect("accepted");
+    assert_eq!(reply.broker, 1);
+    assert_eq!(reply.metadata_offset, h.c.metadata_end_offset());
+    for (p, old) in before.iter().enumerate() {
+        let now = h.part(&tp("t", p as u32));
+        assert!(
+            !now.isr.contains(&1),
+            "t-{p}: broker 1 left the ISR: {now:?}"
+        );
+        assert_ne!(now.leader, Some(1), "t-{p}: leadership moved");
+        assert!(
+            now.leader.is_some_and(|l| old.isr.contains(&l)),
+            "clean election"
+        );
+        if old.leader == Some(1) {
+            assert_eq!(now.leader_epoch, old.leader_epoch + 1);
+        } else {
+            assert_eq!(now.leader, old.leader, "other leaders stay");
+            assert_eq!(now.leader_epoch, old.leader_epoch);
+        }
+    }
+    // A partition only broker 1 holds stays led by it (moving it would be unclean, even
+    // with unclean election enabled).
+    if solo.leader == Some(1) {
+        assert_eq!(reply.remaining, vec![tp("solo", 0)]);
+        assert_eq!(h.part(&tp("solo", 0)), solo);
+    } else {
+        assert!(reply.remaining.is_empty());
+    }
+
+    // While shutting down it may not rejoin an ISR, and is not elected when a leader fails.
+    let p = h.part(&led_by_1[0]);
+    let leader = p.leader.unwrap();
+    let mut isr = p.isr.clone();
+    isr.push(1);
+    assert!(matches!(
+        h.alter(&led_by_1[0], leader, p.leader_epoch, p.partition_epoch, isr),
+        Err(ControllerError::IneligibleReplica { broker: 1, .. })
+    ));
+    let others: Vec<NodeId> = [2, 3].into_iter().filter(|&b| b != leader).collect();
+    let mut alive = vec![1];
+    alive.extend(&others);
+    h.run(10 * SEC, &alive); // `leader` times out
+    let after = h.part(&led_by_1[0]);
+    assert_ne!(after.leader, Some(1), "never elected while shutting down");
+    assert_eq!(after.leader, Some(others[0]));
+
+    // A retry is answered again; a stale epoch is refused.
+    assert!(h.controlled_shutdown(1).is_ok());
+    h.epochs.insert(1, 999);
+    assert!(matches!(
+        h.controlled_shutdown(1),
+        Err(ControllerError::StaleBrokerEpoch { .. })
+    ));
+    // Another broker cannot ask for broker 1.
+    let epoch = h.c.image().broker(1).unwrap().broker_epoch;
+    assert!(matches!(
+        h.request(
+            Requester::Broker(2),
+            ControllerRequest::ControlledShutdown {
+                broker: 1,
+                broker_epoch: epoch
+            }
+        ),
+        ControllerResponse::ControlledShutdown(Err(ControllerError::InvalidRequest { .. }))
+    ));
+
+    // Restarted (new incarnation), it is eligible again: the next election can pick it.
+    h.register_incarnation(1, 2);
+    h.run(2 * SEC, &[1, others[0]]);
+    let p = h.part(&led_by_1[0]);
+    let leader = p.leader.unwrap();
+    let mut isr = p.isr.clone();
+    isr.push(1);
+    let grown = h
+        .alter(&led_by_1[0], leader, p.leader_epoch, p.partition_epoch, isr)
+        .expect("a restarted broker may rejoin");
+    assert!(grown.isr.contains(&1));
+    h.assert_replays();
+}
+
+#[test]
+fn controlled_shutdown_of_an_unknown_broker_is_refused() {
+    let mut h = Harness::new();
+    h.register(1);
+    h.epochs.insert(9, 0);
+    assert!(matches!(
+        h.controlled_shutdown(9),
+        Err(ControllerError::UnknownBroker { broker: 9 })
+    ));
+}

@@ -397,6 +397,41 @@ impl GroupCoordinator {
                 };
                 fx.respond(w, GroupResponse::OffsetFetch(r));
             }
+            GroupRequest::DescribeGroup { group_id } => {
+                let d = match self.groups.get(&group_id) {
+                    Some(g) => GroupDescription {
+                        group_id,
+                        state: format!("{:?}", g.state),
+                        generation: g.generation,
+                        protocol: g.protocol.clone(),
+                        leader: g.leader.clone(),
+                        members: g
+                            .members
+                            .values()
+                            .map(|m| MemberDescription {
+                                member_id: m.id.clone(),
+                                group_instance_id: m.instance_id.clone(),
+                                assignment: m.assignment.clone(),
+                            })
+                            .collect(),
+                        offsets: g
+                            .offsets
+                            .iter()
+                            .map(|(tp, c)| (tp.clone(), c.value.clone()))
+                            .collect(),
+                    },
+                    None => GroupDescription {
+                        group_id,
+                        state: "Dead".into(),
+                        generation: 0,
+                        protocol: None,
+                        leader: None,
+                        members: Vec::new(),
+                        offsets: BTreeMap::new(),
+                    },
+                };
+                fx.respond(w, GroupResponse::DescribeGroup(Ok(d)));
+            }
         }
         self.check_invariants(&gid);
     }

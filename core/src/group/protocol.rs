@@ -210,6 +210,11 @@ pub enum GroupRequest {
     LeaveGroup(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
+    /// An operator's view of a group (`skein group describe`): members, generation,
+    /// assignment and committed offsets. Read-only; any client may ask.
+    DescribeGroup {
+        group_id: GroupId,
+    },
 }
 
 impl GroupRequest {
@@ -222,6 +227,7 @@ impl GroupRequest {
             GroupRequest::LeaveGroup(r) => &r.group_id,
             GroupRequest::OffsetCommit(r) => &r.group_id,
             GroupRequest::OffsetFetch(r) => &r.group_id,
+            GroupRequest::DescribeGroup { group_id } => group_id,
         }
     }
 }
@@ -244,6 +250,31 @@ pub enum GroupResponse {
     OffsetCommit(Result<(), GroupError>),
     /// Partitions without a committed offset are absent.
     OffsetFetch(Result<BTreeMap<TopicPartition, OffsetAndMetadata>, GroupError>),
+    DescribeGroup(Result<GroupDescription, GroupError>),
+}
+
+/// One member as `DescribeGroup` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberDescription {
+    pub member_id: MemberId,
+    pub group_instance_id: Option<InstanceId>,
+    /// Partitions assigned to it in the current generation (empty while rebalancing).
+    pub assignment: Vec<TopicPartition>,
+}
+
+/// A group as its coordinator holds it. A group the coordinator does not know is
+/// reported with state `"Dead"`, generation 0 and nothing else.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupDescription {
+    pub group_id: GroupId,
+    /// `Empty`, `PreparingRebalance`, `CompletingRebalance`, `Stable` or `Dead`.
+    pub state: String,
+    pub generation: GenerationId,
+    /// The agreed assignor, once a generation completed.
+    pub protocol: Option<String>,
+    pub leader: Option<MemberId>,
+    pub members: Vec<MemberDescription>,
+    pub offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
 }
 
 impl GroupResponse {
@@ -257,6 +288,7 @@ impl GroupResponse {
             GroupResponse::LeaveGroup(r) => r.as_ref().err(),
             GroupResponse::OffsetCommit(r) => r.as_ref().err(),
             GroupResponse::OffsetFetch(r) => r.as_ref().err(),
+            GroupResponse::DescribeGroup(r) => r.as_ref().err(),
         }
     }
 
@@ -270,6 +302,7 @@ impl GroupResponse {
             GroupRequest::LeaveGroup(_) => GroupResponse::LeaveGroup(Err(error)),
             GroupRequest::OffsetCommit(_) => GroupResponse::OffsetCommit(Err(error)),
             GroupRequest::OffsetFetch(_) => GroupResponse::OffsetFetch(Err(error)),
+            GroupRequest::DescribeGroup { .. } => GroupResponse::DescribeGroup(Err(error)),
         }
     }
 }

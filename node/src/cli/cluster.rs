@@ -171,6 +171,8 @@ fn up(
     let result = runtime()?.block_on(async {
         let mut client = Client::new(cluster.validate()?, ClientOptions::default());
         let started = Instant::now();
+        let spinner =
+            super::common::spinner(&format!("waiting for {brokers} broker(s) to register"));
         loop {
             if let Some((name, _)) = pids.iter().find(|(_, pid)| !alive(*pid)) {
                 bail!(
@@ -180,17 +182,16 @@ fn up(
             }
             // Ready when every broker answers and its own (caught-up) image shows every
             // broker live: the controller's image alone may still show a previous run.
-            let mut ready = true;
+            let mut ready = 0;
             for id in 1..=brokers {
                 match client.broker_metadata(id).await {
-                    Ok(m) if m.brokers.len() == brokers as usize => {}
-                    _ => {
-                        ready = false;
-                        break;
-                    }
+                    Ok(m) if m.brokers.len() == brokers as usize => ready += 1,
+                    _ => break,
                 }
             }
-            if ready {
+            spinner.set_message(format!("{ready}/{brokers} broker(s) ready"));
+            if ready == brokers {
+                spinner.finish_and_clear();
                 return Ok(());
             }
             if started.elapsed() > wait {
@@ -301,10 +302,13 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
         }
         if alive(*pid) {
             signal(*pid, "TERM");
+            // Brokers hand their leaderships over first (controlled shutdown, <= 5 s).
+            let spinner = super::common::spinner(&format!("stopping {name} (pid {pid})"));
             let t = Instant::now();
             while alive(*pid) && t.elapsed() < Duration::from_secs(10) {
                 std::thread::sleep(Duration::from_millis(20));
             }
+            spinner.finish_and_clear();
             if alive(*pid) {
                 eprintln!("{name} (pid {pid}) did not stop within 10 s; killing it");
                 signal(*pid, "KILL");

@@ -40,3 +40,20 @@ pub fn init_tracing(default: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
+
+/// A spinner on stderr for a wait of unknown length (hidden when stderr is not a terminal,
+/// so scripts and logs stay clean).
+pub fn spinner(msg: &str) -> indicatif::ProgressBar {
+    let pb = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {prefix}: {msg}")
+            .expect("valid template"),
+    );
+    pb.set_prefix(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}

@@ -1,9 +1,12 @@
 //! Subcommands of the `skein` binary.
 
+pub mod admin;
+pub mod bench;
 pub mod check;
 pub mod cluster;
 pub mod common;
 pub mod consume;
+pub mod group;
 pub mod node;
 pub mod produce;
 pub mod sim;

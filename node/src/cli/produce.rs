@@ -99,6 +99,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
         let mut next = 0usize;
         let mut total = 0usize;
         let mut done = false;
+        let progress = super::common::spinner(&format!("producing to {}", args.topic));
         while !done {
             let mut batch = Vec::new();
             while batch.len() < args.batch {
@@ -133,8 +134,19 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
             let tp = TopicPartition::new(&args.topic, partitions[pick % partitions.len()]);
             let n = batch.len();
             let key = args.key.as_deref().map(str::as_bytes);
-            let produced = c.produce_keyed(&tp, key, batch, acks).await?;
+            let produced = c.produce_keyed(&tp, key, batch, acks).await.map_err(|e| {
+                progress.finish_and_clear();
+                anyhow::anyhow!(
+                    "{e}\n{total} record(s) before this batch were acknowledged; this \
+                         batch of {n} was not (after a timeout it may still have been written) \
+                         and the lines after it were not sent. Check that the brokers are up \
+                         (`skein admin stats`) and the partition has a leader (`skein topic \
+                         describe {}`), then send the remaining lines again",
+                    args.topic
+                )
+            })?;
             total += n;
+            progress.set_message(format!("{total} record(s) sent"));
             match produced.base_offset {
                 Some(base) if args.quiet => {
                     println!("{tp}: offsets {base}..={}", base + n as u64 - 1)
@@ -147,6 +159,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
                 None => println!("{tp}: sent {n} record(s) with acks=0 (not acknowledged)"),
             }
         }
+        progress.finish_and_clear();
         eprintln!("produced {total} record(s) to {}", args.topic);
         Ok(ExitCode::SUCCESS)
     })

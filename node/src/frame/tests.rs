@@ -36,6 +36,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             from: Peer::Node(n)
         })),
         Just(Frame::Hello(Hello { from: Peer::Client })),
+        Just(Frame::StatsRequest),
         ".{0,40}".prop_map(|reason| Frame::Goodbye(Goodbye { reason })),
         (
             topic,

@@ -27,6 +27,17 @@ impl TestCluster {
 
     /// Like `start`, with the given fsync policy on every node.
     pub async fn start_with(n: u32, fsync: FsyncPolicy) -> Self {
+        // Short sessions so a stopped broker is fenced (and its leadership moved) fast.
+        let tuning = Tuning {
+            session_timeout_ms: Some(3000),
+            heartbeat_interval_ms: Some(250),
+            replica_lag_time_max_ms: None,
+        };
+        Self::start_tuned(n, fsync, tuning).await
+    }
+
+    /// Like `start_with`, with the given tuning on every node.
+    pub async fn start_tuned(n: u32, fsync: FsyncPolicy, tuning: Tuning) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut listeners = Vec::new();
         for _ in 0..=n {
@@ -57,12 +68,7 @@ impl TestCluster {
                 fsync,
                 fsync_interval_ms: 50,
                 max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
-                // Short sessions so a stopped broker is fenced (and its leadership moved) fast.
-                tuning: Tuning {
-                    session_timeout_ms: Some(3000),
-                    heartbeat_interval_ms: Some(250),
-                    replica_lag_time_max_ms: None,
-                },
+                tuning: tuning.clone(),
                 cluster: cluster_cfg.clone(),
             }
             .validate()

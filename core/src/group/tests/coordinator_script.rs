@@ -540,3 +540,41 @@ fn a_commit_overtaken_by_a_newer_one_is_refused_also_after_failover() {
         GroupResponse::OffsetCommit(Ok(()))
     );
 }
+
+#[test]
+fn describe_group_reports_members_assignment_and_offsets() {
+    let mut h = Harness::new();
+    let describe = |g: &str| GroupRequest::DescribeGroup { group_id: g.into() };
+    let d = match h.call(1, describe("nobody-here")) {
+        GroupResponse::DescribeGroup(Ok(d)) => d,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((d.state.as_str(), d.generation), ("Dead", 0));
+    assert!(d.members.is_empty() && d.offsets.is_empty());
+
+    let ids = three_members(&mut h);
+    assert_eq!(
+        h.call(1, commit(&ids[0], 1, &[(0, 5)])),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    let d = match h.call(9, describe(GROUP)) {
+        GroupResponse::DescribeGroup(Ok(d)) => d,
+        other => panic!("{other:?}"),
+    };
+    let v = h.view();
+    assert_eq!(d.group_id, GROUP);
+    assert_eq!(d.state, "Stable");
+    assert_eq!(d.generation, 1);
+    assert_eq!(d.leader, v.leader);
+    assert_eq!(d.protocol, v.protocol);
+    assert_eq!(d.members.len(), 3);
+    for m in &d.members {
+        assert_eq!(m.assignment, v.members[&m.member_id].1, "{}", m.member_id);
+    }
+    let assigned: usize = d.members.iter().map(|m| m.assignment.len()).sum();
+    assert_eq!(assigned, 6);
+    assert_eq!(d.offsets.len(), 1);
+    assert_eq!(d.offsets.values().next().unwrap().offset, 5);
+    // Describing changes nothing.
+    assert_eq!(h.view(), v);
+}
