@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -81,7 +81,7 @@ impl Conn {
             .map_err(|_| connect_err("timed out".into()))?
             .map_err(|e| connect_err(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = crate::net::split(stream);
         let mut conn = Self {
             addr,
             rd,

@@ -12,4 +12,5 @@
 pub mod client;
 pub mod config;
 pub mod frame;
+pub mod net;
 pub mod runtime;
