@@ -7,6 +7,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
+use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
@@ -18,7 +19,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 

@@ -10,6 +10,7 @@
 
 use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
+use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
 use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
 use skein_core::log::{FileStorage, Storage, StorageError};
@@ -22,7 +23,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

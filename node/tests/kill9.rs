@@ -207,7 +207,15 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     // retries across the failover are answered as duplicates, never written twice.
     let mut producer = skein()
         .args([
-            "produce", "--topic", "t", "--acks", "all", "--batch", "100", "--cluster", &cf,
+            "produce",
+            "--topic",
+            "t",
+            "--acks",
+            "all",
+            "--batch",
+            "100",
+            "--cluster",
+            &cf,
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -242,13 +250,20 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     // times out and elects another ISR member; the producer retries meanwhile.
     let (leader, isr) = describe(&cf);
     let victim = leader.expect("t-0 has a leader");
-    assert_eq!(isr.len(), 3, "all replicas in sync before the kill: {isr:?}");
+    assert_eq!(
+        isr.len(),
+        3,
+        "all replicas in sync before the kill: {isr:?}"
+    );
     let name = format!("broker-{victim}");
     let pid = pids(&dir)[&name];
     kill9(pid);
     let t = Instant::now();
     while running(pid) {
-        assert!(t.elapsed() < Duration::from_secs(5), "{name} survived kill -9");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{name} survived kill -9"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     feed(&mut stdin, BEFORE_KILL, BEFORE_RESTART);
@@ -305,7 +320,11 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
         .lines()
         .map(|l| {
             let (at, value) = l.split_once('\t').expect("t-0@OFFSET<TAB>value");
-            let offset = at.strip_prefix("t-0@").expect("t-0@OFFSET").parse().unwrap();
+            let offset = at
+                .strip_prefix("t-0@")
+                .expect("t-0@OFFSET")
+                .parse()
+                .unwrap();
             (offset, value.to_string())
         })
         .collect();
@@ -336,14 +355,18 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
         missing.is_empty(),
         "acknowledged records missing or elsewhere: {missing:?}"
     );
-    assert_eq!(consumed.len(), RECORDS, "nothing beyond what was acknowledged");
+    assert_eq!(
+        consumed.len(),
+        RECORDS,
+        "nothing beyond what was acknowledged"
+    );
 
     // The restarted broker logged its recovery; nobody logged an error.
     let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();
-    assert!(log.contains("recovered partition log"), "{name}.log:\n{log}");
-    drop(cleanup);
     assert!(
-        pids(&dir).is_empty(),
-        "cluster down removed the pid file"
+        log.contains("recovered partition log"),
+        "{name}.log:\n{log}"
     );
+    drop(cleanup);
+    assert!(pids(&dir).is_empty(), "cluster down removed the pid file");
 }
