@@ -647,6 +647,7 @@ impl Client {
             Completion::NeedsEpochBump => {
                 // The leader lost this producer's sequence state: a new epoch, and this
                 // batch (whose fate is unknown) goes again at least once.
+                tracing::warn!(%tp, sequence = seq, answer = ?result, "leader lost this producer's sequence state: new epoch, the batch is sent again and may be written twice");
                 let mut abandoned = producer.bump_epoch()?;
                 let (_, b) = abandoned.pop().ok_or_else(|| ClientError::Produce {
                     tp: tp.clone(),

@@ -106,7 +106,13 @@ impl Drop for Cleanup {
         self.note_pids();
         let dir = self.dir.to_str().unwrap().to_string();
         if self.dir.join("cluster.pid").exists() {
-            let _ = run(&["cluster", "down", "--dir", &dir], Duration::from_secs(60));
+            // Bounded by `down` itself (10 s per node, then SIGKILL); never panics here.
+            let _ = skein()
+                .args(["cluster", "down", "--dir", &dir])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
         for pid in &self.seen {
             if running(*pid) {
