@@ -17,8 +17,12 @@
 //! job of Skein's own simulator (`skein sim`), which runs the same state machines on a
 //! fault-injecting disk.
 //!
-//! Run: `RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/madsim cargo test -p skein-tests`
-//! (README, "Testing").
+//! Seeds 47, 61, 65, 84 and 91 (among others) caught the idempotent producer writing a batch
+//! twice after a deposed leader's sequence error (fixed in `Client::produce`, see
+//! docs/node.md), so CI's seeds 1..=100 keep that fixed.
+//!
+//! Run: `MADSIM_TEST_SEED=1 MADSIM_TEST_NUM=100 RUSTFLAGS="--cfg madsim"
+//! CARGO_TARGET_DIR=target/madsim cargo test -p skein-tests` (README, "Testing").
 
 use madsim::net::NetSim;
 use madsim::rand::{thread_rng, Rng};
