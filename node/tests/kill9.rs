@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! kill -9 end to end, with real processes on loopback: `skein cluster up` (controller + 3
 //! brokers), a topic with RF 3 and min.insync.replicas 2, 10,000 records through one
 //! `skein produce` process (acks=all, idempotent), `kill -9` of the partition's leader while
