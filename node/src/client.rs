@@ -7,6 +7,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
+use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
@@ -18,7 +19,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -92,7 +92,7 @@ impl Conn {
             .map_err(|_| connect_err("timed out".into()))?
             .map_err(|e| connect_err(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = crate::net::split(stream);
         let mut conn = Self {
             addr,
             rd,
@@ -626,6 +626,7 @@ impl Client {
         };
         let started = Instant::now();
         let mut refresh = false;
+        let mut skip_refresh = false;
         loop {
             let last = match self.leader(tp, refresh).await {
                 Err(e) => e,
@@ -660,7 +661,32 @@ impl Client {
                     } else {
                         match self.broker_request(leader, req).await {
                             Ok(Message::ProduceResponse(r)) => {
-                                match self.on_produce_result(tp, &mut batch, r.result)? {
+                                // A sequence error means "the leader lost this producer's
+                                // state" only if it came from the real leader: a deposed one
+                                // whose metadata lags (cut off from the controller) answers
+                                // from a stale log, and an epoch bump on its word would
+                                // write the batch twice. The controller decides.
+                                let trusted = if self.idempotence.is_some()
+                                    && matches!(
+                                        r.result,
+                                        Err(ProduceError::OutOfOrderSequence(_)
+                                            | ProduceError::UnknownProducerId(_))
+                                    ) {
+                                    match self.controller_leader(tp).await {
+                                        Ok(Some(l)) if l == leader => true,
+                                        Ok(Some(l)) => {
+                                            if let Some(p) = self.leaders.get_mut(tp) {
+                                                p.leader = Some(l);
+                                            }
+                                            skip_refresh = true;
+                                            false
+                                        }
+                                        _ => false,
+                                    }
+                                } else {
+                                    true
+                                };
+                                match self.on_produce_result(tp, &mut batch, r.result, trusted)? {
                                     Ok(base_offset) => {
                                         return Ok(Produced {
                                             base_offset: Some(base_offset),
@@ -691,7 +717,8 @@ impl Client {
                 });
             }
             tracing::debug!(%tp, reason = %last, "produce: retrying");
-            refresh = true;
+            // The controller just named the leader: use it rather than a broker's view.
+            refresh = !std::mem::take(&mut skip_refresh);
             tokio::time::sleep(self.opts.retry_backoff).await;
         }
     }
@@ -704,13 +731,28 @@ impl Client {
         Ok(())
     }
 
+    /// The partition's leader according to the controller (None: no leader now).
+    async fn controller_leader(
+        &mut self,
+        tp: &TopicPartition,
+    ) -> Result<Option<NodeId>, ClientError> {
+        let image = self.cluster_image().await?;
+        Ok(image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition))
+            .and_then(|p| p.leader))
+    }
+
     /// What to do with a produce answer: `Ok(Ok(offset))` done, `Ok(Err(reason))` send
-    /// `batch` again (possibly re-stamped), `Err` give up.
+    /// `batch` again (possibly re-stamped), `Err` give up. `trusted`: the answering broker
+    /// is the controller's leader for `tp` (only then does a sequence error prove the
+    /// producer's state lost).
     fn on_produce_result(
         &mut self,
         tp: &TopicPartition,
         batch: &mut RecordBatch,
         result: Result<ProduceAck, ProduceError>,
+        trusted: bool,
     ) -> Result<Result<Offset, String>, ClientError> {
         let Some(producer) = self.idempotence.as_mut() else {
             return match result {
@@ -763,9 +805,17 @@ impl Client {
                     reason
                 }))
             }
+            Completion::NeedsEpochBump if !trusted => {
+                // Not (or not provably) the leader: the same batch, same sequence, again.
+                *batch = producer.retry(tp, seq)?;
+                Ok(Err(format!(
+                    "{result:?} from a broker the controller does not name leader"
+                )))
+            }
             Completion::NeedsEpochBump => {
                 // The leader lost this producer's sequence state: a new epoch, and this
                 // batch (whose fate is unknown) goes again at least once.
+                tracing::warn!(%tp, sequence = seq, answer = ?result, "leader lost this producer's sequence state: new epoch, the batch is sent again and may be written twice");
                 let mut abandoned = producer.bump_epoch()?;
                 let (_, b) = abandoned.pop().ok_or_else(|| ClientError::Produce {
                     tp: tp.clone(),

@@ -13,5 +13,6 @@ pub mod client;
 pub mod config;
 pub mod frame;
 pub mod group_client;
+pub mod net;
 pub mod runtime;
 pub mod stats;

@@ -40,6 +40,12 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    if cfg!(madsim) {
+        // Built for the simulation tests (RUSTFLAGS="--cfg madsim"): sockets, clocks and
+        // tasks are madsim's, which only exist inside a simulation; no real processes.
+        eprintln!("error: this skein was built with --cfg madsim (simulation tests only); build it without that RUSTFLAGS");
+        return std::process::ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => cli::sim::run(args),

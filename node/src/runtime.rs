@@ -10,6 +10,7 @@
 
 use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
+use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
 use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
@@ -23,7 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -573,7 +573,7 @@ async fn inbound_conn(
     max: u32,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, wr) = crate::net::split(stream);
     let mut wr = BufWriter::new(wr);
     let first = tokio::select! {
         _ = shutdown.changed() => return,
@@ -794,7 +794,7 @@ async fn dial(
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = crate::net::split(stream);
     let mut wr = BufWriter::new(wr);
     write_frame(&mut wr, &Frame::Hello(Hello { from: me }), max)
         .await
@@ -813,6 +813,7 @@ pub async fn run_until_signal(cfg: ValidNodeConfig) -> Result<(), StartError> {
     Ok(())
 }
 
+#[cfg(not(madsim))]
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
@@ -826,6 +827,12 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// madsim has no Unix signals: its `Handle::send_ctrl_c(node)` stands in for SIGTERM.
+#[cfg(madsim)]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]

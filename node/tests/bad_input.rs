@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! Bad input on a broker port: each kind closes that connection with a Goodbye naming the
 //! problem and a logged, typed reason; the broker stays up and serves the next client.
 

@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! `skein check` end to end: exit codes 0 (valid), 1 (anomalies), 2 (bad input).
 
 use std::path::Path;

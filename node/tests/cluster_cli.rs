@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! The `skein` binary end to end: `cluster up` (separate processes), topic admin, produce
 //! and consume through stdin/stdout, config errors, `cluster down`.
 

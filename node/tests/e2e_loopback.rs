@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! End to end on loopback: controller + 3 brokers in process, RF 3, acks=all.
 
 mod common;

@@ -1,3 +1,4 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! The leader stops (graceful shutdown) while a producer keeps writing with acks=all: the
 //! client follows the new leader through metadata, the broker comes back and catches up,
 //! and every acknowledged record is there at its acknowledged offset.

@@ -4,7 +4,8 @@
 //! controller and brokers as child processes of this executable (`skein node --config`,
 //! each in its own process group, logging to `<name>.log`), records them in `cluster.pid`
 //! and waits until every broker has registered. `down` sends SIGTERM to each, waits, and
-//! falls back to SIGKILL.
+//! falls back to SIGKILL. `restart NODE` starts one node again from its config (after a
+//! crash or `kill -9`) and records its new pid.
 
 use super::common::runtime;
 use anyhow::{bail, Context};
@@ -38,6 +39,18 @@ pub enum ClusterCommand {
         #[arg(long, default_value_t = 30)]
         wait_secs: u64,
     },
+    /// Start one node of the cluster in DIR again, with its config and data dir as `up`
+    /// wrote them (e.g. after it crashed or was killed); a running node is first stopped
+    /// gracefully. Updates DIR/cluster.pid, so `down` stops the new process.
+    Restart {
+        /// `controller` or `broker-N`.
+        node: String,
+        #[arg(long, default_value = "./data")]
+        dir: PathBuf,
+        /// How long to wait for a restarted broker to answer.
+        #[arg(long, default_value_t = 30)]
+        wait_secs: u64,
+    },
     /// Stop the cluster started in DIR.
     Down {
         #[arg(long, default_value = "./data")]
@@ -61,6 +74,11 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
             fsync,
             Duration::from_secs(wait_secs),
         ),
+        ClusterCommand::Restart {
+            node,
+            dir,
+            wait_secs,
+        } => restart(&node, &dir, Duration::from_secs(wait_secs)),
         ClusterCommand::Down { dir } => down(&dir),
     }
 }
@@ -144,27 +162,8 @@ fn up(
             cluster: cluster.clone(),
         };
         cfg.validate()?;
-        let cfg_path = dir.join(format!("{name}.toml"));
-        std::fs::write(&cfg_path, cfg.to_toml())?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(format!("{name}.log")))?;
-        let child = Command::new(&exe)
-            .arg("node")
-            .arg("--config")
-            .arg(&cfg_path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
-        pids.push((name.clone(), child.id()));
+        std::fs::write(dir.join(format!("{name}.toml")), cfg.to_toml())?;
+        pids.push((name.clone(), spawn_node(&exe, &dir, name)?));
         write_pids(&dir, &pids)?;
     }
     // Wait until every broker registered and is unfenced.
@@ -222,6 +221,101 @@ fn up(
     println!("  skein consume --topic t --from-beginning --max 10 --cluster {cf}");
     println!("  skein cluster down --dir {}", dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts `skein node --config DIR/NAME.toml` in its own process group, logging
+/// (appending) to DIR/NAME.log; returns its pid.
+fn spawn_node(exe: &Path, dir: &Path, name: &str) -> anyhow::Result<u32> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))?;
+    let child = Command::new(exe)
+        .arg("node")
+        .arg("--config")
+        .arg(dir.join(format!("{name}.toml")))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    Ok(child.id())
+}
+
+/// `cluster restart NODE`: the node's config and data dir are those `up` wrote, so it
+/// recovers its logs and rejoins; its new pid replaces the old one in the pid file.
+fn restart(node: &str, dir: &Path, wait: Duration) -> anyhow::Result<ExitCode> {
+    let dir = &dir
+        .canonicalize()
+        .with_context(|| format!("no cluster directory {}", dir.display()))?;
+    let mut pids = read_pids(dir)?;
+    let Some(slot) = pids.iter().position(|(n, _)| n == node) else {
+        let names: Vec<&str> = pids.iter().map(|(n, _)| n.as_str()).collect();
+        bail!(
+            "no node {node:?} in {} (nodes: {})",
+            dir.join(PID_FILE).display(),
+            names.join(", ")
+        );
+    };
+    let old = pids[slot].1;
+    if alive(old) && is_our_node(old, dir) {
+        stop_pid(node, old);
+    }
+    let exe = std::env::current_exe().context("cannot find the skein executable")?;
+    let pid = spawn_node(&exe, dir, node)?;
+    pids[slot].1 = pid;
+    write_pids(dir, &pids)?;
+    let cfg = NodeConfig::load(&dir.join(format!("{node}.toml")))?;
+    let cluster = ClusterConfig::load(&dir.join("cluster.toml"))?;
+    runtime()?.block_on(async {
+        let mut client = Client::new(cluster, ClientOptions::default());
+        let started = Instant::now();
+        loop {
+            if !alive(pid) {
+                bail!(
+                    "{node} exited during start-up; see {}",
+                    dir.join(format!("{node}.log")).display()
+                );
+            }
+            let up = match cfg.node_id {
+                Some(id) => client.broker_metadata(id).await.is_ok(),
+                None => client.cluster_image().await.is_ok(),
+            };
+            if up {
+                return Ok(());
+            }
+            if started.elapsed() > wait {
+                bail!(
+                    "{node} did not answer within {wait:?}; see {}",
+                    dir.join(format!("{node}.log")).display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })?;
+    println!("restarted {node} (pid {pid})");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM, up to 10 s for a graceful stop, then SIGKILL.
+fn stop_pid(name: &str, pid: u32) {
+    signal(pid, "TERM");
+    // Brokers hand their leaderships over first (controlled shutdown, <= 5 s).
+    let spinner = super::common::spinner(&format!("stopping {name} (pid {pid})"));
+    let t = Instant::now();
+    while alive(pid) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    spinner.finish_and_clear();
+    if alive(pid) {
+        eprintln!("{name} (pid {pid}) did not stop within 10 s; killing it");
+        signal(pid, "KILL");
+    }
 }
 
 fn read_pids(dir: &Path) -> anyhow::Result<Vec<(String, u32)>> {
@@ -301,18 +395,7 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
             continue;
         }
         if alive(*pid) {
-            signal(*pid, "TERM");
-            // Brokers hand their leaderships over first (controlled shutdown, <= 5 s).
-            let spinner = super::common::spinner(&format!("stopping {name} (pid {pid})"));
-            let t = Instant::now();
-            while alive(*pid) && t.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            spinner.finish_and_clear();
-            if alive(*pid) {
-                eprintln!("{name} (pid {pid}) did not stop within 10 s; killing it");
-                signal(*pid, "KILL");
-            }
+            stop_pid(name, *pid);
             println!("stopped {name} (pid {pid})");
         }
     }
