@@ -13,6 +13,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME};
+use crate::net::WriteHalf as OwnedWriteHalf;
 use skein_core::group::{
     ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest,
     ConsumerResponse, Destination, FetchError, FetchedData, GroupConsumer,
@@ -24,7 +25,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -473,7 +473,7 @@ async fn dial(
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, wr) = crate::net::split(stream);
     let mut wr = BufWriter::new(wr);
     write_frame(
         &mut wr,
