@@ -282,6 +282,10 @@ pub struct ConsumerRecords {
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
     pub leader_epoch: LeaderEpoch,
+    /// Where the next fetch should start: past every batch read, control batches included
+    /// (never past the HW). A consumer that took every record returned moves its position
+    /// here, so a leader-epoch marker at the end of the committed log does not hold it.
+    pub next_offset: Offset,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -182,6 +182,16 @@ impl Conn {
     }
 }
 
+/// What [`Client::fetch_next`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    /// Committed records: (offset, value), in offset order.
+    pub records: Vec<(Offset, Option<Vec<u8>>)>,
+    pub high_watermark: Offset,
+    /// Where the next fetch starts (past the records and any leader-epoch markers).
+    pub next_offset: Offset,
+}
+
 /// Correlation id of a response (None for controller responses, which have none).
 fn correlation(msg: &Message) -> Option<u64> {
     Some(match msg {
@@ -837,13 +847,26 @@ impl Client {
     }
 
     /// Committed records of `tp` from `offset` on (possibly none yet), retrying leader
-    /// changes. Returns the records (offset, value) and the high watermark.
+    /// changes. Returns the records (offset, value) and the high watermark. A reader that
+    /// follows a partition should use [`Client::fetch_next`], which also says where to go on.
     pub async fn fetch(
         &mut self,
         tp: &TopicPartition,
         offset: Offset,
         max_bytes: usize,
     ) -> Result<(Vec<(Offset, Option<Vec<u8>>)>, Offset), ClientError> {
+        let f = self.fetch_next(tp, offset, max_bytes).await?;
+        Ok((f.records, f.high_watermark))
+    }
+
+    /// Like [`Client::fetch`], with the offset the next fetch should start at: past every
+    /// batch read, leader-epoch markers included, so a reader is never held at a marker.
+    pub async fn fetch_next(
+        &mut self,
+        tp: &TopicPartition,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<Fetched, ClientError> {
         let started = Instant::now();
         let mut refresh = false;
         loop {
@@ -871,8 +894,13 @@ impl Client {
                                         })
                                     })
                                     .filter(|(o, _)| *o >= offset && *o < recs.high_watermark)
-                                    .collect();
-                                return Ok((out, recs.high_watermark));
+                                    .collect::<Vec<_>>();
+                                let after_last = out.last().map_or(offset, |(o, _)| o + 1);
+                                return Ok(Fetched {
+                                    records: out,
+                                    high_watermark: recs.high_watermark,
+                                    next_offset: recs.next_offset.max(after_last),
+                                });
                             }
                             Err(
                                 e @ (ConsumerFetchError::NotLeader { .. }

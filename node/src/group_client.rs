@@ -403,6 +403,7 @@ impl GroupClient {
                         high_watermark: recs.high_watermark,
                         log_start_offset: recs.log_start_offset,
                         batches: recs.batches,
+                        next_offset: recs.next_offset,
                     }),
                     Err(e) => Err(self.fetch_error(from, &tp, e)),
                 })

@@ -357,6 +357,7 @@ impl GroupMember {
                                 .into_iter()
                                 .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
                                 .collect(),
+                            next_offset: recs.next_offset,
                         }),
                         Err(e) => Err(self.fetch_error(e)),
                     };

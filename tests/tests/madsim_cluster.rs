@@ -269,8 +269,11 @@ async fn consume_all(
                 "{tp}: read only to {at}, acknowledged up to {want}"
             );
             history.record(process, EventType::Invoke, Function::Poll, Value::Null);
-            match c.fetch(&tp, at, 1 << 20).await {
-                Ok((records, hw)) => {
+            match c.fetch_next(&tp, at, 1 << 20).await {
+                Ok(fetched) => {
+                    let hw = fetched.high_watermark;
+                    let next = fetched.next_offset;
+                    let records = fetched.records;
                     let records: Vec<PolledRecord> = records
                         .into_iter()
                         .map(|(o, v)| {
@@ -278,15 +281,14 @@ async fn consume_all(
                             PolledRecord::new(TOPIC, p, o, v)
                         })
                         .collect();
-                    match records.last() {
-                        Some(last) => at = last.offset + 1,
-                        // Brokers leave out control batches (leader-epoch markers), so a
-                        // fetch below the HW that returns nothing means [at, hw) holds only
-                        // markers (a 1 MiB fetch would have reached any data batch after
-                        // them): move past them. Skipping real records here would show up
-                        // as lost writes or unseen sends in the check.
-                        None => at = at.max(hw),
-                    }
+                    // Past the records and any leader-epoch markers the broker read
+                    // (brokers leave those out). Skipping real records here would show
+                    // up as lost writes or unseen sends in the check.
+                    assert!(
+                        next >= at,
+                        "{tp}: next offset {next} below the fetch offset {at}"
+                    );
+                    at = next;
                     read += records.len() as u64;
                     history.record(
                         process,

@@ -141,6 +141,8 @@ pub struct FetchedData {
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
     pub batches: Vec<RecordBatch>,
+    /// The broker's `next_offset` (past control batches), or the fetch offset if unknown.
+    pub next_offset: Offset,
 }
 
 /// Responses the host hands back, matched to requests by correlation id.
@@ -1551,6 +1553,9 @@ impl GroupConsumer {
                         next = o + 1;
                     }
                 }
+                // Every record returned was taken, so skipping what the broker read past
+                // them (leader-epoch markers) loses nothing.
+                let next = next.max(data.next_offset.min(data.high_watermark));
                 if next == offset {
                     p.retry_at = now + self.config.fetch_idle_backoff;
                 }

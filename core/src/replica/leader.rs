@@ -777,12 +777,16 @@ impl<L: ReplicaLog> Replica<L> {
                 return Err(ConsumerFetchError::Storage(msg));
             }
         };
+        let next_offset = batches
+            .last()
+            .map_or(req.offset, |b| b.next_offset().min(hw).max(req.offset));
         let batches = batches.into_iter().filter(|b| !is_control(b)).collect();
         Ok(ConsumerRecords {
             batches,
             high_watermark: hw,
             log_start_offset: log_start,
             leader_epoch: self.leader_epoch,
+            next_offset,
         })
     }
 

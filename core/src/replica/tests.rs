@@ -353,6 +353,34 @@ macro_rules! replica_suite {
         }
 
         #[test]
+        fn consumers_are_moved_past_a_marker_at_the_end_of_the_log() {
+            let mut net = three();
+            net.produce(1, Acks::All, &["a"]);
+            net.run(100 * MS);
+            // A new leader epoch: broker 2 writes its marker at offset 2, the log's end.
+            net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
+            net.run(100 * MS);
+            assert_eq!(net.r(2).high_watermark(), 3);
+            let mut req = ConsumerFetchRequest {
+                correlation: 9,
+                tp: tp(),
+                offset: 1,
+                max_bytes: 1 << 20,
+                current_leader_epoch: None,
+            };
+            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            assert_eq!(recs.batches.len(), 1, "the data batch, marker left out");
+            assert_eq!(recs.next_offset, 3, "past the marker after the data");
+            req.offset = 2;
+            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            assert!(recs.batches.is_empty());
+            assert_eq!(recs.next_offset, 3, "only a marker below the HW: skip it");
+            req.offset = 3;
+            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            assert_eq!(recs.next_offset, 3, "never past the HW");
+        }
+
+        #[test]
         fn stale_and_future_epoch_fetches_are_refused() {
             let mut net = three();
             let mut req = FetchRequest {

@@ -288,9 +288,10 @@ async fn consume(
             while at < stop {
                 let before = got;
                 let t = Instant::now();
-                let (recs, _hw) = c.fetch(&tp, at, fetch_bytes).await?;
+                let fetched = c.fetch_next(&tp, at, fetch_bytes).await?;
                 let _ = h.record((t.elapsed().as_micros() as u64).max(1));
-                for (offset, value) in recs {
+                at = at.max(fetched.next_offset.min(stop));
+                for (offset, value) in fetched.records {
                     if offset >= stop {
                         break;
                     }

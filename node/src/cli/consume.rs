@@ -102,10 +102,12 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         loop {
             let mut progressed = false;
             for (tp, at) in positions.iter_mut() {
-                let (records, _hw) = c.fetch(tp, *at, 1 << 20).await?;
+                let fetched = c.fetch_next(tp, *at, 1 << 20).await?;
                 let mut out = stdout.lock();
-                for (offset, value) in records {
+                let mut took_all = true;
+                for (offset, value) in fetched.records {
                     if args.max.is_some_and(|m| printed >= m) {
+                        took_all = false;
                         break;
                     }
                     let text = value
@@ -119,6 +121,10 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
                     *at = offset + 1;
                     printed += 1;
                     progressed = true;
+                }
+                if took_all {
+                    // Past leader-epoch markers, which hold no records to print.
+                    *at = (*at).max(fetched.next_offset);
                 }
                 out.flush()?;
             }

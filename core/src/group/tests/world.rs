@@ -344,6 +344,7 @@ impl World {
                                 max_timestamp: 0,
                                 records,
                             }],
+                            next_offset: to,
                         })
                     }
                 };
