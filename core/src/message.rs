@@ -74,6 +74,34 @@ pub enum Message {
 }
 
 impl Message {
+    /// The correlation id of a response a broker sends (None for requests and for
+    /// controller responses, which are matched by order on their connection).
+    pub fn response_correlation(&self) -> Option<u64> {
+        Some(match self {
+            Message::FetchResponse(r) => r.correlation,
+            Message::ProduceResponse(r) => r.correlation,
+            Message::ConsumerFetchResponse(r) => r.correlation,
+            Message::MetadataResponse(r) => r.correlation,
+            Message::ListOffsetsResponse(r) => r.correlation,
+            Message::GroupResponse { correlation, .. } => *correlation,
+            _ => return None,
+        })
+    }
+
+    /// The correlation id of a request to a broker (None for everything else). An acks=0
+    /// produce has one too, though it is never answered.
+    pub fn request_correlation(&self) -> Option<u64> {
+        Some(match self {
+            Message::Produce(r) => r.correlation,
+            Message::ConsumerFetch(r) => r.correlation,
+            Message::Metadata(r) => r.correlation,
+            Message::ListOffsets(r) => r.correlation,
+            Message::Fetch(r) => r.correlation,
+            Message::Group { correlation, .. } => *correlation,
+            _ => return None,
+        })
+    }
+
     /// The variant's name, for logs and traces (one place, so drivers never fall behind).
     pub fn name(&self) -> &'static str {
         match self {

@@ -192,19 +192,6 @@ pub struct Fetched {
     pub next_offset: Offset,
 }
 
-/// Correlation id of a response (None for controller responses, which have none).
-fn correlation(msg: &Message) -> Option<u64> {
-    Some(match msg {
-        Message::FetchResponse(r) => r.correlation,
-        Message::ProduceResponse(r) => r.correlation,
-        Message::ConsumerFetchResponse(r) => r.correlation,
-        Message::MetadataResponse(r) => r.correlation,
-        Message::ListOffsetsResponse(r) => r.correlation,
-        Message::GroupResponse { correlation, .. } => *correlation,
-        _ => return None,
-    })
-}
-
 /// Client tunables.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
@@ -336,10 +323,7 @@ impl Client {
                 self.idempotence = Some(p);
                 Ok(())
             }
-            other => Err(ClientError::Unexpected {
-                addr: self.cluster.controller,
-                what: format!("{other:?}"),
-            }),
+            other => Err(self.unexpected_from_controller(&other)),
         }
     }
 
@@ -361,10 +345,7 @@ impl Client {
             .await?;
         match resp {
             ControllerResponse::CreateTopic { result, .. } => Ok(result?),
-            other => Err(ClientError::Unexpected {
-                addr: self.cluster.controller,
-                what: format!("{other:?}"),
-            }),
+            other => Err(self.unexpected_from_controller(&other)),
         }
     }
 
@@ -376,23 +357,39 @@ impl Client {
             .await?;
         match resp {
             ControllerResponse::DeleteTopic { result, .. } => Ok(result?),
-            other => Err(ClientError::Unexpected {
-                addr: self.cluster.controller,
-                what: format!("{other:?}"),
-            }),
+            other => Err(self.unexpected_from_controller(&other)),
+        }
+    }
+
+    /// A reply of the wrong kind from broker `id`.
+    fn unexpected_from_broker(&self, id: NodeId, reply: &Message) -> ClientError {
+        match self.cluster.broker(id) {
+            Some(addr) => ClientError::Unexpected {
+                addr,
+                what: format!("{reply:?}"),
+            },
+            None => ClientError::UnknownBroker(id),
+        }
+    }
+
+    /// A reply of the wrong kind from the controller.
+    fn unexpected_from_controller(&self, reply: &impl std::fmt::Debug) -> ClientError {
+        ClientError::Unexpected {
+            addr: self.cluster.controller,
+            what: format!("{reply:?}"),
         }
     }
 
     /// Sends `msg` to broker `id` and waits for the reply with the same correlation.
     async fn broker_request(&mut self, id: NodeId, msg: Message) -> Result<Message, ClientError> {
-        let want = correlation_of_request(&msg);
+        let want = msg.request_correlation();
         let timeout = self.opts.request_timeout;
         let conn = self.broker_conn(id).await?;
         let res = async {
             conn.send(msg).await?;
             loop {
                 let reply = conn.recv(timeout).await?;
-                if correlation(&reply) == want {
+                if reply.response_correlation() == want {
                     return Ok(reply);
                 }
             }
@@ -429,13 +426,7 @@ impl Client {
         };
         match self.broker_request(id, msg).await? {
             Message::GroupResponse { response, .. } => Ok(response),
-            other => Err(ClientError::Unexpected {
-                addr: self
-                    .cluster
-                    .broker(id)
-                    .ok_or(ClientError::UnknownBroker(id))?,
-                what: format!("{other:?}"),
-            }),
+            other => Err(self.unexpected_from_broker(id, &other)),
         }
     }
 
@@ -499,13 +490,7 @@ impl Client {
         });
         match self.broker_request(id, req).await? {
             Message::MetadataResponse(m) => Ok(m),
-            other => Err(ClientError::Unexpected {
-                addr: self
-                    .cluster
-                    .broker(id)
-                    .ok_or(ClientError::UnknownBroker(id))?,
-                what: format!("{other:?}"),
-            }),
+            other => Err(self.unexpected_from_broker(id, &other)),
         }
     }
 
@@ -983,16 +968,4 @@ fn retriable_produce(e: &ProduceError) -> bool {
             | ProduceError::RequestTimedOut
             | ProduceError::NotEnoughReplicasAfterAppend { .. }
     )
-}
-
-fn correlation_of_request(msg: &Message) -> Option<u64> {
-    Some(match msg {
-        Message::Produce(r) => r.correlation,
-        Message::ConsumerFetch(r) => r.correlation,
-        Message::Metadata(r) => r.correlation,
-        Message::ListOffsets(r) => r.correlation,
-        Message::Fetch(r) => r.correlation,
-        Message::Group { correlation, .. } => *correlation,
-        _ => return None,
-    })
 }

@@ -366,7 +366,7 @@ impl GroupClient {
 
     fn on_answer(&mut self, from: NodeId, msg: Message) {
         let now = self.now();
-        let Some(correlation) = answer_correlation(&msg) else {
+        let Some(correlation) = msg.response_correlation() else {
             return;
         };
         let Some(pending) = self.pending.remove(&correlation) else {
@@ -453,16 +453,6 @@ impl GroupClient {
             ConsumerFetchError::Storage(s) => FetchError::Other(s),
         }
     }
-}
-
-fn answer_correlation(msg: &Message) -> Option<u64> {
-    Some(match msg {
-        Message::GroupResponse { correlation, .. } => *correlation,
-        Message::MetadataResponse(r) => r.correlation,
-        Message::ListOffsetsResponse(r) => r.correlation,
-        Message::ConsumerFetchResponse(r) => r.correlation,
-        _ => return None,
-    })
 }
 
 async fn dial(

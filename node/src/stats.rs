@@ -155,7 +155,7 @@ impl Metrics {
     /// A message about to be sent to `to`: if it answers a pending request, record the
     /// request's latency.
     pub fn sending(&mut self, to: Address, msg: &Message) {
-        let Some(c) = response_correlation(msg) else {
+        let Some(c) = msg.response_correlation() else {
             return;
         };
         if let Some((name, at)) = self.pending.remove(&(to, c)) {
@@ -206,29 +206,12 @@ impl Metrics {
     }
 }
 
-/// Correlation id of a request that gets an answer.
+/// Correlation id of a request that gets an answer (acks=0 produces get none).
 fn request_correlation(msg: &Message) -> Option<u64> {
-    Some(match msg {
-        Message::Produce(r) if r.acks != Acks::None => r.correlation,
-        Message::ConsumerFetch(r) => r.correlation,
-        Message::Metadata(r) => r.correlation,
-        Message::ListOffsets(r) => r.correlation,
-        Message::Fetch(r) => r.correlation,
-        Message::Group { correlation, .. } => *correlation,
-        _ => return None,
-    })
-}
-
-fn response_correlation(msg: &Message) -> Option<u64> {
-    Some(match msg {
-        Message::FetchResponse(r) => r.correlation,
-        Message::ProduceResponse(r) => r.correlation,
-        Message::ConsumerFetchResponse(r) => r.correlation,
-        Message::MetadataResponse(r) => r.correlation,
-        Message::ListOffsetsResponse(r) => r.correlation,
-        Message::GroupResponse { correlation, .. } => *correlation,
-        _ => return None,
-    })
+    match msg {
+        Message::Produce(r) if r.acks == Acks::None => None,
+        _ => msg.request_correlation(),
+    }
 }
 
 #[cfg(test)]
