@@ -361,6 +361,24 @@ impl Client {
         }
     }
 
+    /// Ok while a partition-leader retry loop started at `started` may go on; after
+    /// `retry_for`, NoLeader with the last reason.
+    fn no_leader_yet(
+        &self,
+        tp: &TopicPartition,
+        started: Instant,
+        last: String,
+    ) -> Result<(), ClientError> {
+        if started.elapsed() < self.opts.retry_for {
+            return Ok(());
+        }
+        Err(ClientError::NoLeader {
+            tp: tp.clone(),
+            waited: started.elapsed(),
+            last,
+        })
+    }
+
     /// A reply of the wrong kind from broker `id`.
     fn unexpected_from_broker(&self, id: NodeId, reply: &Message) -> ClientError {
         match self.cluster.broker(id) {
@@ -704,14 +722,8 @@ impl Client {
                     }
                 }
             };
-            if started.elapsed() >= self.opts.retry_for {
-                return Err(ClientError::NoLeader {
-                    tp: tp.clone(),
-                    waited: started.elapsed(),
-                    last,
-                });
-            }
             tracing::debug!(%tp, reason = %last, "produce: retrying");
+            self.no_leader_yet(tp, started, last)?;
             // The controller just named the leader: use it rather than a broker's view.
             refresh = !std::mem::take(&mut skip_refresh);
             tokio::time::sleep(self.opts.retry_backoff).await;
@@ -905,13 +917,7 @@ impl Client {
                     }
                 }
             };
-            if started.elapsed() >= self.opts.retry_for {
-                return Err(ClientError::NoLeader {
-                    tp: tp.clone(),
-                    waited: started.elapsed(),
-                    last,
-                });
-            }
+            self.no_leader_yet(tp, started, last)?;
             refresh = true;
             tokio::time::sleep(self.opts.retry_backoff).await;
         }
@@ -946,13 +952,7 @@ impl Client {
                     }
                 }
             };
-            if started.elapsed() >= self.opts.retry_for {
-                return Err(ClientError::NoLeader {
-                    tp: tp.clone(),
-                    waited: started.elapsed(),
-                    last,
-                });
-            }
+            self.no_leader_yet(tp, started, last)?;
             refresh = true;
             tokio::time::sleep(self.opts.retry_backoff).await;
         }
