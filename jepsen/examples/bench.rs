@@ -50,7 +50,10 @@ fn generate(path: &str, events: u64, seed: u64, faulty: bool) -> std::io::Result
     let mut time = 0u64;
     for c in 0..CONSUMERS {
         let partitions = assigned(c).iter().map(|&p| ("t".into(), p)).collect();
-        let v = Value::Assign(AssignValue { partitions });
+        let v = Value::Assign(AssignValue {
+            partitions,
+            ..AssignValue::default()
+        });
         w.write(time, PRODUCERS + c, EventType::Ok, Function::Assign, v)?;
     }
     while w.next_index() < events {
