@@ -14,8 +14,8 @@
 
 use crate::fxhash::FastMap;
 use crate::history::{
-    Acks, CommitValue, Event, EventType, Function, Index, Offset, Partition, PolledRecord,
-    Process, Text, Value,
+    Acks, CommitValue, Event, EventType, Function, Index, Offset, Partition, PolledRecord, Process,
+    Text, Value,
 };
 use crate::report::{
     Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
@@ -686,20 +686,15 @@ impl<'a> Checker<'a> {
                             if !judged[o.value as usize] && o.at == info.first_read {
                                 judged[o.value as usize] = true;
                                 let info = *info;
-                                judge_read(
-                                    (tp, *o),
-                                    &info,
-                                    &mut aborted,
-                                    &mut future,
-                                    &mut unsent,
-                                );
+                                judge_read((tp, *o), &info, &mut aborted, &mut future, &mut unsent);
                             }
                         }
                         Source::Send => {
                             run.send = true;
                             run.strong |= !o.weak;
                             if info.first_read == NEVER {
-                                let is_lost = matches!(part.highest_read, Some((h, _)) if h > offset);
+                                let is_lost =
+                                    matches!(part.highest_read, Some((h, _)) if h > offset);
                                 if !o.weak {
                                     let missing = if is_lost { &mut lost } else { &mut unseen };
                                     missing.add(o.at, || (tp, *o));
@@ -744,7 +739,11 @@ impl<'a> Checker<'a> {
                         });
                     } else {
                         // All but at most one value come from weak acknowledgements alone.
-                        let send = runs.iter().find(|r| !r.strong).expect("runs > strong").first;
+                        let send = runs
+                            .iter()
+                            .find(|r| !r.strong)
+                            .expect("runs > strong")
+                            .first;
                         weak.add(distinct[0].at, || RawWeak {
                             excuses: AnomalyKind::InconsistentOffsets,
                             tp,

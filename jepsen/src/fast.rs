@@ -370,12 +370,15 @@ mod tests {
         let value = prop_oneof![
             Just((Function::Poll, Value::Null)),
             Just((Function::Crash, Value::Null)),
-            (text(), any::<u32>(), text(), any::<Option<u64>>(), 0..4u8).prop_map(|(t, p, v, o, a)| {
-                let mut s = SendValue::new(t, p, v);
-                s.offset = o;
-                s.acks = [None, Some(Acks::None), Some(Acks::Leader), Some(Acks::All)][a as usize];
-                (Function::Send, Value::Send(s))
-            }),
+            (text(), any::<u32>(), text(), any::<Option<u64>>(), 0..4u8).prop_map(
+                |(t, p, v, o, a)| {
+                    let mut s = SendValue::new(t, p, v);
+                    s.offset = o;
+                    s.acks =
+                        [None, Some(Acks::None), Some(Acks::Leader), Some(Acks::All)][a as usize];
+                    (Function::Send, Value::Send(s))
+                }
+            ),
             prop::collection::vec(record, 0..4)
                 .prop_map(|records| (Function::Poll, Value::Poll(PollValue { records }))),
             (text(), any::<u32>()).prop_map(|(t, p)| (

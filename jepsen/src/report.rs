@@ -564,8 +564,7 @@ impl fmt::Display for Report {
                 }
                 AnomalyKind::Acks1Loss => {
                     for w in &self.acks_1_loss.examples {
-                        let list: Vec<String> =
-                            w.indexes.iter().map(|i| format!("#{i}")).collect();
+                        let list: Vec<String> = w.indexes.iter().map(|i| format!("#{i}")).collect();
                         writeln!(
                             f,
                             "  {}-{}@{} value {:?} acknowledged with acks=1 (#{}): {} ({})",

@@ -135,7 +135,10 @@ fn inconsistent_offsets_two_acknowledgements_at_one_offset() {
     let b = h.send(3, 0, "b", 0);
     let r = h.check();
     assert_only(&r, AnomalyKind::InconsistentOffsets);
-    assert_eq!(r.example_indexes(AnomalyKind::InconsistentOffsets), vec![vec![a, b]]);
+    assert_eq!(
+        r.example_indexes(AnomalyKind::InconsistentOffsets),
+        vec![vec![a, b]]
+    );
 }
 
 #[test]

@@ -140,7 +140,9 @@ fn a_skip_across_a_failed_assign_is_a_skip() {
 #[test]
 fn twins_a_skip_across_an_ok_or_info_assign_or_subscribe_passes() {
     assert_valid(&skip_across(|h| h.assign_as(2, EventType::Ok, &[0], &[])));
-    assert_valid(&skip_across(|h| h.assign_as(2, EventType::Info, &[0], &[0])));
+    assert_valid(&skip_across(|h| {
+        h.assign_as(2, EventType::Info, &[0], &[0])
+    }));
     assert_valid(&skip_across(|h| h.subscribe_as(2, EventType::Ok)));
     assert_valid(&skip_across(|h| h.subscribe_as(2, EventType::Info)));
 }
@@ -152,7 +154,9 @@ fn a_skip_across_an_assign_that_kept_the_partition_is_a_skip() {
         AnomalyKind::PollSkip,
     );
     // Twin: it kept only partition 1; partition 0 starts afresh.
-    assert_valid(&skip_across(|h| h.assign_as(2, EventType::Ok, &[0, 1], &[1])));
+    assert_valid(&skip_across(|h| {
+        h.assign_as(2, EventType::Ok, &[0, 1], &[1])
+    }));
 }
 
 #[test]
@@ -173,7 +177,10 @@ fn an_info_send_read_below_the_previous_acknowledged_send_is_nonmonotonic() {
     h.poll(2, &[(0, 0, "b"), (0, 1, "a")]);
     let r = h.check_final();
     assert_only(&r, AnomalyKind::NonmonotonicSend);
-    assert_eq!(r.example_indexes(AnomalyKind::NonmonotonicSend), vec![vec![a, b]]);
+    assert_eq!(
+        r.example_indexes(AnomalyKind::NonmonotonicSend),
+        vec![vec![a, b]]
+    );
     assert_eq!(r.nonmonotonic_send.examples[0].after.offset, 0);
 }
 
@@ -212,7 +219,10 @@ fn aborted_read_found() {
     let p = h.poll(2, &[(0, 0, "a")]);
     let r = h.check_final();
     assert_only(&r, AnomalyKind::AbortedRead);
-    assert_eq!(r.example_indexes(AnomalyKind::AbortedRead), vec![vec![1, p]]);
+    assert_eq!(
+        r.example_indexes(AnomalyKind::AbortedRead),
+        vec![vec![1, p]]
+    );
     assert_eq!(AnomalyKind::AbortedRead.jepsen_name(), Some("G1a"));
 }
 
@@ -252,7 +262,10 @@ fn future_read_found() {
     ok_send(&mut h, 1, "a", 0);
     let r = h.check_final();
     assert_only(&r, AnomalyKind::FutureRead);
-    assert_eq!(r.example_indexes(AnomalyKind::FutureRead), vec![vec![p + 1, p]]);
+    assert_eq!(
+        r.example_indexes(AnomalyKind::FutureRead),
+        vec![vec![p + 1, p]]
+    );
 }
 
 #[test]
@@ -271,7 +284,10 @@ fn empty_history_is_an_anomaly_only_when_strict() {
     let r = check(&[], &CheckOptions::default());
     assert_valid(&r);
     assert_eq!(r.empty_history.count, 1);
-    assert_only(&check(&[], &CheckOptions::default().strict(true)), AnomalyKind::EmptyHistory);
+    assert_only(
+        &check(&[], &CheckOptions::default().strict(true)),
+        AnomalyKind::EmptyHistory,
+    );
     // Sends only, no read: proves nothing either.
     let mut h = H::new();
     h.send(1, 0, "a", 0);
@@ -334,10 +350,16 @@ fn an_acks_1_offset_overwritten_is_allowed_two_reads_disagreeing_are_not() {
     h.poll(2, &[(0, 0, "b")]);
     let r = h.check_final();
     assert_valid(&r);
-    assert_eq!(r.acks_1_loss.count, 2, "inconsistent offset and the lost a: {r}");
+    assert_eq!(
+        r.acks_1_loss.count, 2,
+        "inconsistent offset and the lost a: {r}"
+    );
     // Twin: a second read sees a at offset 0; reads are not acks=1 promises.
     h.poll(4, &[(0, 0, "a")]);
-    assert!(h.check_final().found().contains(&AnomalyKind::InconsistentOffsets));
+    assert!(h
+        .check_final()
+        .found()
+        .contains(&AnomalyKind::InconsistentOffsets));
 }
 
 #[test]
@@ -348,7 +370,13 @@ fn an_acks_1_send_out_of_order_is_allowed_unless_reads_confirm_it() {
     h.poll(2, &[(0, 0, "b")]);
     let r = h.check();
     assert_valid(&r);
-    assert!(r.acks_1_loss.examples.iter().any(|w| w.excuses == AnomalyKind::NonmonotonicSend), "{r}");
+    assert!(
+        r.acks_1_loss
+            .examples
+            .iter()
+            .any(|w| w.excuses == AnomalyKind::NonmonotonicSend),
+        "{r}"
+    );
     // Twin: reads confirm both acknowledgements, so the order is a real violation.
     h.poll(3, &[(0, 0, "b"), (0, 1, "a")]);
     assert_only(&h.check(), AnomalyKind::NonmonotonicSend);
@@ -397,8 +425,19 @@ fn commit_regression_found() {
     let r = h.check();
     assert_only(&r, AnomalyKind::CommitRegression);
     let c = &r.commit_regression.examples[0];
-    assert_eq!((c.before.index, c.before.offset, c.after.index, c.after.offset), (high, 10, low, 4));
-    assert_eq!((c.before.generation, c.after.generation), (Some(1), Some(2)));
+    assert_eq!(
+        (
+            c.before.index,
+            c.before.offset,
+            c.after.index,
+            c.after.offset
+        ),
+        (high, 10, low, 4)
+    );
+    assert_eq!(
+        (c.before.generation, c.after.generation),
+        (Some(1), Some(2))
+    );
 }
 
 #[test]

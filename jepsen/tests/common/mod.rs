@@ -105,7 +105,12 @@ impl H {
             .iter()
             .map(|&(p, o, v)| PolledRecord::new("t", p, o, v))
             .collect();
-        self.push(process, kind, Function::Poll, Value::Poll(PollValue { records }))
+        self.push(
+            process,
+            kind,
+            Function::Poll,
+            Value::Poll(PollValue { records }),
+        )
     }
 
     /// An assign completed with `kind`, keeping the positions of `kept` (ok only).
