@@ -556,14 +556,20 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
         v.high_watermark >= v.log_end_offset
     }));
     w.run(5 * MS);
+    let view = w.coordinator_view(new).expect("loaded");
+    assert_eq!(view.offsets[&TopicPartition::new("t", 0)].offset, 5);
+    // Once the ISR is back above min.insync it answers reads too.
+    w.cut.clear();
+    assert!(w.run_until(3000 * MS, |w| w.brokers[&new]
+        .replica_view(&tp)
+        .is_some_and(|v| v.isr.len() >= 2)));
     let c = w.send_group(9, new, fetch);
-    match w.wait_group(c, 10 * MS) {
+    match w.wait_group(c, 100 * MS) {
         GroupResponse::OffsetFetch(Ok(o)) => {
             assert_eq!(o[&TopicPartition::new("t", 0)].offset, 5)
         }
         other => panic!("{other:?}"),
     }
-    w.cut.clear();
 }
 
 #[test]
@@ -588,16 +594,22 @@ fn commit_fails_typed_when_the_offsets_partition_is_below_min_insync() {
         GroupResponse::OffsetCommit(Err(GroupError::CoordinatorNotAvailable))
     );
     // Nothing was committed.
-    let fetch = GroupRequest::OffsetFetch(OffsetFetchRequest {
+    let view = w.coordinator_view(coordinator).expect("group loaded");
+    assert_eq!(view.offsets, BTreeMap::new());
+    // Reads need the ISR too (their barrier is an acks=all append): refused, typed.
+    let c = w.send_group(9, coordinator, fetch_request());
+    assert_eq!(
+        w.wait_group(c, 10 * MS),
+        GroupResponse::OffsetFetch(Err(GroupError::CoordinatorNotAvailable))
+    );
+}
+
+fn fetch_request() -> GroupRequest {
+    GroupRequest::OffsetFetch(OffsetFetchRequest {
         group_id: GROUP.into(),
         partitions: None,
         require_stable: false,
-    });
-    let c = w.send_group(9, coordinator, fetch);
-    assert_eq!(
-        w.wait_group(c, 10 * MS),
-        GroupResponse::OffsetFetch(Ok(BTreeMap::new()))
-    );
+    })
 }
 
 #[test]
@@ -612,11 +624,14 @@ fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_depo
     w.isolate(Address::Node(old));
     members[0].sequence += 1;
     let c = w.send_group(11, old, commit_request(&members[0], 6));
-    // Its append cannot reach the ISR: the commit times out instead of being acknowledged.
-    assert_eq!(
-        w.wait_group(c, 1000 * MS),
-        GroupResponse::OffsetCommit(Err(GroupError::CoordinatorNotAvailable))
-    );
+    // Its append cannot reach the ISR: the commit is not acknowledged, and it stays pending
+    // (the log, not the produce timeout, decides its fate).
+    w.run(1000 * MS);
+    assert_eq!(w.group_response(c), None);
+    // Nor does the cut-off coordinator answer reads: its read barrier cannot commit.
+    let f = w.send_group(9, old, fetch_request());
+    w.run(1000 * MS);
+    assert_eq!(w.group_response(f), None);
     let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
     assert!(w.run_until(2000 * MS, |w| w.offsets_leader().is_some_and(|l| l != old)));
     w.cut.clear();
@@ -629,6 +644,14 @@ fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_depo
         .group_coordinators()
         .and_then(|c| c.coordinator(p))
         .is_none());
+    assert_eq!(
+        w.group_response(c),
+        Some(GroupResponse::OffsetCommit(Err(GroupError::NotCoordinator)))
+    );
+    assert_eq!(
+        w.group_response(f),
+        Some(GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator)))
+    );
     assert_ne!(w.find_coordinator(), old);
     // The unacknowledged commit is gone with the zombie's log suffix.
     assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 5);
@@ -738,4 +761,54 @@ fn too_few_brokers_for_the_offsets_topic_is_coordinator_not_available() {
         w.wait_group(c, 10 * MS),
         GroupResponse::JoinGroup(Err(GroupError::NotCoordinator))
     );
+}
+
+/// Seed 124 (`group-offset-regression`): a commit whose acks=all wait timed out is still in
+/// the leader's log and commits once the followers catch up. The coordinator must follow
+/// the log: no failure reported, the partition unstable meanwhile, the offset in effect
+/// afterwards. (It used to report the timeout, fetches showed the older offset while the log
+/// held the newer one, and a member that started from it committed below it.)
+#[test]
+fn a_commit_whose_produce_wait_times_out_takes_effect_when_the_log_commits_it() {
+    let mut w = World::new(
+        &[1, 2, 3],
+        BrokerConfig {
+            group_append_timeout: 30 * MS,
+            ..config()
+        },
+    );
+    w.run(100 * MS);
+    let (mut members, _) = w.form_group(&[11]);
+    assert_eq!(
+        w.commit(&mut members[0], 5),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    let coordinator = w.find_coordinator();
+    // Followers stall for less than replica.lag.time.max: the ISR stays, the HW waits.
+    for f in [1, 2, 3] {
+        if f != coordinator {
+            w.cut.insert((Address::Node(f), Address::Node(coordinator)));
+            w.cut.insert((Address::Node(coordinator), Address::Node(f)));
+        }
+    }
+    members[0].sequence += 1;
+    let c = w.send_group(11, coordinator, commit_request(&members[0], 6));
+    w.run(100 * MS);
+    assert_eq!(w.group_response(c), None, "fate unknown: no answer yet");
+    let stable = GroupRequest::OffsetFetch(OffsetFetchRequest {
+        group_id: GROUP.into(),
+        partitions: None,
+        require_stable: true,
+    });
+    let f = w.send_group(9, coordinator, stable);
+    assert_eq!(
+        w.wait_group(f, 10 * MS),
+        GroupResponse::OffsetFetch(Err(GroupError::UnstableOffsetCommit))
+    );
+    w.cut.clear();
+    assert_eq!(
+        w.wait_group(c, 500 * MS),
+        GroupResponse::OffsetCommit(Ok(()))
+    );
+    assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 6);
 }

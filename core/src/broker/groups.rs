@@ -20,6 +20,16 @@
 //!   passed, NotLeader, NotEnoughReplicas, timeout) come back as replica effects addressed
 //!   to this broker, are intercepted and reported with `append_completed`, per partition in
 //!   the order the appends were issued (= log order).
+//! * **The log decides.** An append that reached the leader's log stays there for as long as
+//!   this broker leads the epoch, and every later load replays it once it is committed. So its
+//!   outcome is read from the log, not from the produce answer: it completes `Ok` once the HW
+//!   passes it — also after a produce timeout, and also when the ISR had shrunk below
+//!   min.insync by then (`NotEnoughReplicasAfterAppend`: it is below the HW all the same) —
+//!   and it stays pending (its partitions unstable for `require_stable` fetches) until then or
+//!   until the leadership is lost, which unloads the coordinator. Reporting a timed-out append
+//!   as failed let the coordinator's memory disagree with the log: a member then fetched an
+//!   offset older than the one the log (and a retry) held, and committed below it (seed 124,
+//!   `group-offset-regression`).
 
 use super::{Broker, Output};
 use crate::group::{
@@ -44,6 +54,9 @@ struct Leading {
 struct InFlight {
     correlation: u64,
     id: AppendId,
+    /// Where the batch landed in the leader's log, `[base, end)`; `None` if it was refused
+    /// before reaching the log.
+    landed: Option<(Offset, Offset)>,
     result: Option<Result<Offset, AppendError>>,
 }
 
@@ -368,6 +381,7 @@ impl<S: Storage + Clone> Broker<S> {
             queue.push(InFlight {
                 correlation,
                 id,
+                landed: None,
                 result: Some(Err(AppendError::NotLeader)),
             });
             return;
@@ -375,6 +389,7 @@ impl<S: Storage + Clone> Broker<S> {
         queue.push(InFlight {
             correlation,
             id,
+            landed: None,
             result: None,
         });
         self.groups.by_correlation.insert(correlation, p);
@@ -396,7 +411,19 @@ impl<S: Storage + Clone> Broker<S> {
         };
         let me = Address::Node(self.id);
         if let Some(r) = self.replicas.get_mut(&tp) {
+            let before = r.log().log_end_offset();
             r.handle_produce(now, me, req);
+            let after = r.log().log_end_offset();
+            if after > before {
+                if let Some(f) = self
+                    .groups
+                    .in_flight
+                    .get_mut(&p)
+                    .and_then(|q| q.iter_mut().find(|f| f.correlation == correlation))
+                {
+                    f.landed = Some((before, after));
+                }
+            }
         }
     }
 
@@ -408,14 +435,36 @@ impl<S: Storage + Clone> Broker<S> {
                 continue; // an append of a partition since unloaded
             };
             debug_assert_eq!(resp.tp, offsets_tp(p));
-            let result = resp.result.map(|a| a.base_offset).map_err(append_error);
             if let Some(f) = self
                 .groups
                 .in_flight
                 .get_mut(&p)
                 .and_then(|q| q.iter_mut().find(|f| f.correlation == resp.correlation))
             {
-                f.result = Some(result);
+                f.result = match (resp.result, f.landed) {
+                    (Ok(a), _) => Some(Ok(a.base_offset)),
+                    // In the log and below the HW: committed, whatever the ISR size now.
+                    (Err(ProduceError::NotEnoughReplicasAfterAppend { .. }), Some((base, _))) => {
+                        Some(Ok(base))
+                    }
+                    // In the log, fate unknown: the HW (below) or an unload decides.
+                    (Err(ProduceError::RequestTimedOut), Some(_)) => None,
+                    (Err(e), _) => Some(Err(append_error(e))),
+                };
+            }
+        }
+        // Appends whose produce wait timed out complete once the HW passes them.
+        for (&p, queue) in self.groups.in_flight.iter_mut() {
+            let hw = self
+                .replicas
+                .get(&offsets_tp(p))
+                .map_or(0, |r| r.high_watermark());
+            for f in queue.iter_mut().filter(|f| f.result.is_none()) {
+                if let Some((base, end)) = f.landed {
+                    if end <= hw {
+                        f.result = Some(Ok(base));
+                    }
+                }
             }
         }
         let mut progressed = false;

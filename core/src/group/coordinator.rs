@@ -169,6 +169,7 @@ impl GroupCoordinator {
                 };
                 let group = match &rec {
                     GroupRecord::Offset { group, .. } | GroupRecord::Group { group, .. } => group,
+                    GroupRecord::Barrier => continue,
                 };
                 if coordinator_partition(group, self.num_partitions) != self.partition {
                     self.summary.foreign += 1;
@@ -204,6 +205,7 @@ impl GroupCoordinator {
                     GroupRecord::Group { group, value } => {
                         self.loading.entry(group).or_default().metadata = value;
                     }
+                    GroupRecord::Barrier => {}
                 }
             }
         }
@@ -259,6 +261,13 @@ impl GroupCoordinator {
             g.fail_waiters(GroupError::NotCoordinator, &mut fx);
         }
         for (_, p) in std::mem::take(&mut fx.pending) {
+            if let PendingAppend::Read { waiter, .. } = p {
+                fx.respond(
+                    waiter,
+                    GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator)),
+                );
+                continue;
+            }
             if let PendingAppend::Commit { waiter, .. } = p {
                 fx.respond(
                     waiter,
@@ -391,11 +400,26 @@ impl GroupCoordinator {
                 }
             }
             GroupRequest::OffsetFetch(req) => {
+                // Answer only after a barrier append commits: a deposed leader that has not
+                // heard of its successor (cut off from the controller) must not serve its
+                // stale offsets (seeds 382, 488: `group-acked-commit-lost`). Refusals need
+                // no barrier.
                 let r = match self.groups.get(&req.group_id) {
                     Some(g) => g.fetch(&req),
                     None => Ok(BTreeMap::new()),
                 };
-                fx.respond(w, GroupResponse::OffsetFetch(r));
+                match r {
+                    Ok(_) => {
+                        fx.append(
+                            vec![records::barrier_record()],
+                            PendingAppend::Read {
+                                request: req,
+                                waiter: w,
+                            },
+                        );
+                    }
+                    Err(e) => fx.respond(w, GroupResponse::OffsetFetch(Err(e))),
+                }
             }
             GroupRequest::DescribeGroup { group_id } => {
                 let d = match self.groups.get(&group_id) {
@@ -450,6 +474,7 @@ impl GroupCoordinator {
             PendingAppend::Commit { group, .. } | PendingAppend::Metadata { group, .. } => {
                 group.clone()
             }
+            PendingAppend::Read { request, .. } => request.group_id.clone(),
         };
         let cfg = &self.config;
         let fx = &mut self.fx;
@@ -473,6 +498,18 @@ impl GroupCoordinator {
                 if let Some(g) = self.groups.get_mut(&group) {
                     g.metadata_done(now, (id, generation), then, result, cfg, fx);
                 }
+            }
+            PendingAppend::Read { request, waiter } => {
+                // Appends complete in log order, so every commit appended before the barrier
+                // has completed: the state read now is at least as new as the request.
+                let r = match result {
+                    Ok(_) => match self.groups.get(&request.group_id) {
+                        Some(g) => g.fetch(&request),
+                        None => Ok(BTreeMap::new()),
+                    },
+                    Err(e) => Err(e.to_group_error()),
+                };
+                fx.respond(waiter, GroupResponse::OffsetFetch(r));
             }
         }
         self.check_invariants(&gid);

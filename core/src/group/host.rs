@@ -168,6 +168,14 @@ mod tests {
         h.load_batches(p, &[]).unwrap();
         assert_eq!(h.complete_load(0, p).map(|s| s.groups), Some(0));
         h.handle(0, 1, 3, fetch(g));
+        // Answered once its read barrier is durable.
+        match h.drain_outputs().pop() {
+            Some(CoordinatorOutput::Append { id, partition, .. }) => {
+                assert_eq!(partition, p);
+                h.append_completed(0, p, id, Ok(0));
+            }
+            other => panic!("expected the read barrier, got {other:?}"),
+        }
         assert_eq!(
             resp(&mut h),
             GroupResponse::OffsetFetch(Ok(Default::default()))

@@ -9,6 +9,7 @@
 //! ```text
 //! offset key   : u16 version=1 | str group | str topic | u32 partition
 //! group key    : u16 version=2 | str group
+//! barrier key  : u16 version=3                 (value always absent; see below)
 //! offset value : u16 version=1 | u64 offset | opt<u32> leader_epoch | str metadata
 //!                | opt<stamp>
 //! stamp        : str member_id | u32 generation | u64 sequence   (who committed, and when)
@@ -20,6 +21,11 @@
 //! ```
 //! Versions are the first two bytes so a future format can be told apart; an unknown key
 //! version is skipped on load (written by a newer coordinator), a malformed record is an error.
+//!
+//! A *barrier* record carries nothing: a coordinator appends one (acks=all) before it answers
+//! an OffsetFetch, so that only a leader the in-sync replicas still follow answers reads (a
+//! deposed leader cut off from the controller cannot get it past its HW). Load skips it;
+//! having no value, it is a tombstone, so compaction drops it.
 
 use crate::group::protocol::{GenerationId, GroupId, InstanceId, MemberId, OffsetAndMetadata};
 use crate::log::{Record, RecordBatch};
@@ -28,20 +34,30 @@ use std::collections::BTreeMap;
 
 const OFFSET_KEY_VERSION: u16 = 1;
 const GROUP_KEY_VERSION: u16 = 2;
+const BARRIER_KEY_VERSION: u16 = 3;
 const OFFSET_VALUE_VERSION: u16 = 1;
 const GROUP_VALUE_VERSION: u16 = 1;
 
 /// What a record of `__consumer_offsets` is about.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RecordKey {
-    Offset { group: GroupId, tp: TopicPartition },
-    Group { group: GroupId },
+    Offset {
+        group: GroupId,
+        tp: TopicPartition,
+    },
+    Group {
+        group: GroupId,
+    },
+    /// A read barrier: about no group.
+    Barrier,
 }
 
 impl RecordKey {
-    pub fn group(&self) -> &str {
+    /// The group the record is about (none for a barrier).
+    pub fn group(&self) -> Option<&str> {
         match self {
-            RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+            RecordKey::Offset { group, .. } | RecordKey::Group { group } => Some(group),
+            RecordKey::Barrier => None,
         }
     }
 }
@@ -90,6 +106,8 @@ pub enum GroupRecord {
         group: GroupId,
         value: Option<GroupMetadataValue>,
     },
+    /// A read barrier (nothing to load).
+    Barrier,
 }
 
 /// A record of `__consumer_offsets` that cannot be decoded.
@@ -156,6 +174,7 @@ pub fn encode_key(key: &RecordKey) -> Vec<u8> {
             w.u16(GROUP_KEY_VERSION);
             w.str(group);
         }
+        RecordKey::Barrier => w.u16(BARRIER_KEY_VERSION),
     }
     w.0
 }
@@ -242,6 +261,11 @@ pub fn group_record(group: &str, value: Option<&GroupMetadataValue>) -> Record {
     record(key, value.map(encode_group_value))
 }
 
+/// A read barrier (see the module docs).
+pub fn barrier_record() -> Record {
+    record(encode_key(&RecordKey::Barrier), None)
+}
+
 /// Number the records of an effect consecutively, as they will sit in one batch.
 pub fn number_records(records: &mut [Record]) {
     for (i, r) in records.iter_mut().enumerate() {
@@ -322,6 +346,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
         GROUP_KEY_VERSION => RecordKey::Group {
             group: r.str("group key group")?,
         },
+        BARRIER_KEY_VERSION => RecordKey::Barrier,
         v => return Err(RecordError::UnknownKeyVersion(v)),
     };
     r.finish("key")?;
@@ -453,6 +478,7 @@ pub fn decode_record(record: &Record) -> Result<Option<GroupRecord>, RecordError
                 .map(decode_group_value)
                 .transpose()?,
         },
+        RecordKey::Barrier => GroupRecord::Barrier,
     }))
 }
 

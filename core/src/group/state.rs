@@ -112,6 +112,11 @@ pub(crate) enum PendingAppend {
         generation: GenerationId,
         then: AfterMetadata,
     },
+    /// A read barrier for an OffsetFetch: answer it once the barrier is committed.
+    Read {
+        request: OffsetFetchRequest,
+        waiter: Waiter,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

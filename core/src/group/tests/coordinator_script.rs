@@ -217,7 +217,37 @@ fn commit_is_acknowledged_only_once_durable() {
         h.take(c),
         Some(GroupResponse::OffsetCommit(Err(GroupError::NotCoordinator)))
     );
-    assert_eq!(offsets_of(h.call(2, fetch_all())), [(0, 7)].into());
+    assert_eq!(offsets_of(h.fetch(2)), [(0, 7)].into());
+}
+
+#[test]
+fn offset_fetch_is_answered_only_once_its_read_barrier_is_durable() {
+    let mut h = Harness::new();
+    let ids = three_members(&mut h);
+    let c = h.send(1, commit(&ids[0], 1, &[(0, 7)]));
+    assert_eq!(h.take(c), Some(GroupResponse::OffsetCommit(Ok(()))));
+    h.auto_ack = false;
+    // A deposed leader that does not know it yet: its barrier never commits, so it never
+    // answers with what may be stale offsets.
+    let f = h.send(2, fetch_all());
+    assert!(
+        h.take(f).is_none(),
+        "no answer before the barrier is below the HW"
+    );
+    h.fail_appends(AppendError::Timeout);
+    assert_eq!(
+        h.take(f),
+        Some(GroupResponse::OffsetFetch(Err(
+            GroupError::CoordinatorNotAvailable
+        )))
+    );
+    // The barrier leaves nothing for a load to find.
+    let before = h.coord.group(GROUP).expect("group").offsets;
+    let f = h.send(2, fetch_all());
+    h.ack_all();
+    assert_eq!(offsets_of(h.take(f).expect("answered")), [(0, 7)].into());
+    h.failover();
+    assert_eq!(h.coord.group(GROUP).expect("group").offsets, before);
 }
 
 #[test]

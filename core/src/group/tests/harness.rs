@@ -134,6 +134,14 @@ impl Harness {
         self.take(c).expect("immediate response")
     }
 
+    /// OffsetFetch of every partition, its read barrier (and so every append before it)
+    /// acknowledged.
+    pub fn fetch(&mut self, client: ClientId) -> GroupResponse {
+        let c = self.send(client, fetch_all());
+        self.ack_all();
+        self.take(c).expect("answered once the barrier is durable")
+    }
+
     pub fn advance(&mut self, dt: Nanos) {
         self.now += dt;
         self.coord.tick(self.now);
