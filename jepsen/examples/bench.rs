@@ -9,8 +9,8 @@
 //! size; the two steps are separate processes so the generator's memory is not counted.
 
 use skein_jepsen::{
-    check, read_history, AssignValue, CheckOptions, EventType, Function, HistoryWriter, PollValue,
-    PolledRecord, SendValue, Value,
+    check, read_history, Acks, AssignValue, CheckOptions, EventType, Function, HistoryWriter,
+    PollValue, PolledRecord, SendValue, Value,
 };
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -50,7 +50,10 @@ fn generate(path: &str, events: u64, seed: u64, faulty: bool) -> std::io::Result
     let mut time = 0u64;
     for c in 0..CONSUMERS {
         let partitions = assigned(c).iter().map(|&p| ("t".into(), p)).collect();
-        let v = Value::Assign(AssignValue { partitions });
+        let v = Value::Assign(AssignValue {
+            partitions,
+            ..AssignValue::default()
+        });
         w.write(time, PRODUCERS + c, EventType::Ok, Function::Assign, v)?;
     }
     while w.next_index() < events {
@@ -60,7 +63,8 @@ fn generate(path: &str, events: u64, seed: u64, faulty: bool) -> std::io::Result
             let partition = rng.below(PARTITIONS as u64) as u32;
             seq += 1;
             let value = format!("{process}-{seq}");
-            let send = SendValue::new("t", partition, value.as_str());
+            // As the simulator writes them (format v2): every send names its acks level.
+            let send = SendValue::new("t", partition, value.as_str()).with_acks(Acks::All);
             w.write(
                 time,
                 process,

@@ -1,18 +1,27 @@
-//! The checker: one pass over the history indexes every observation per partition and tracks
-//! each process's position; a sort-and-scan per partition then finds the offset- and
-//! value-level anomalies, and the known offsets it collects decide which gaps are skips.
+//! The checker: one pass over the history indexes every observation per partition (records
+//! of every poll, whatever its completion, and acknowledged sends), what each value's sends
+//! did, each process's position, its sends and its group commits; a sort-and-scan per
+//! partition then finds the offset- and value-level anomalies, the known offsets it collects
+//! decide which gaps are skips, and the places it finds for indeterminate sends order them.
 //!
 //! Work is linear in the history: the per-partition sort is a counting sort by offset (a
 //! comparison sort only when offsets are sparse). Hash maps are lookup tables only; nothing
 //! iterates them into the report, which is ordered by history index.
+//!
+//! An `acks=1` (or `0`) acknowledgement is *weak* evidence: the leader appended the record,
+//! but may lose it. Anomalies that need a weak acknowledgement no read confirmed are reported
+//! as `acks-1-loss` (allowed) instead of under their own name.
 
 use crate::fxhash::FastMap;
-use crate::history::{Event, EventType, Function, Index, Offset, Partition, Process, Text};
-use crate::report::{
-    Anomaly, Duplicate, Inconsistent, Located, Missing, Observed, Place, Report, Seen, Source,
-    Stats, Step,
+use crate::history::{
+    Acks, CommitValue, Event, EventType, Function, Index, Offset, Partition, PolledRecord, Process,
+    Text, Value,
 };
-use std::collections::BTreeMap;
+use crate::report::{
+    Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
+    Missing, Observed, Place, Report, Seen, Source, Stats, Step, WeakAck,
+};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Examples kept per anomaly unless told otherwise.
 pub const DEFAULT_MAX_EXAMPLES: usize = 8;
@@ -25,6 +34,9 @@ pub struct CheckOptions {
     /// The history ends with reads to the end of every partition, so an acknowledged send
     /// never read (`unseen`) is an anomaly.
     pub final_reads: bool,
+    /// Jepsen's policies: a history that proves nothing (`empty-history`) and a read of a
+    /// value no send carried (`unsent-read`) are anomalies.
+    pub strict: bool,
     /// Examples kept per anomaly (the ones with the lowest history indexes).
     pub max_examples: usize,
 }
@@ -33,6 +45,7 @@ impl Default for CheckOptions {
     fn default() -> Self {
         Self {
             final_reads: false,
+            strict: false,
             max_examples: DEFAULT_MAX_EXAMPLES,
         }
     }
@@ -41,6 +54,11 @@ impl Default for CheckOptions {
 impl CheckOptions {
     pub fn final_reads(mut self, on: bool) -> Self {
         self.final_reads = on;
+        self
+    }
+
+    pub fn strict(mut self, on: bool) -> Self {
+        self.strict = on;
         self
     }
 }
@@ -55,6 +73,10 @@ type ValueId = u32;
 
 /// Position of an event in the checked slice (examples convert it to the event's index).
 type At = u64;
+/// No such event.
+const NEVER: At = At::MAX;
+/// No partition (a crash marker among the sends; an unplaced value).
+const NO_TP: TpId = TpId::MAX;
 
 /// One observation of a value at an offset: a read record or an acknowledged send.
 #[derive(Clone, Copy)]
@@ -63,6 +85,8 @@ struct Obs {
     at: At,
     value: ValueId,
     source: Source,
+    /// A send acknowledged with acks=1/0 (or, for a place, a place known only from such).
+    weak: bool,
 }
 
 struct PartitionState<'a> {
@@ -81,12 +105,66 @@ struct Pos {
     value: ValueId,
 }
 
+/// What the history says about one value (workloads send each value once).
+#[derive(Clone, Copy)]
+struct ValueInfo {
+    /// The first `invoke` of a send of it.
+    invoked: At,
+    /// The first poll completion that returned it.
+    first_read: At,
+    /// A `fail` completion of a send of it.
+    failed: At,
+    /// A send of it completed `ok` or `info`: it may be in the log.
+    written: bool,
+    /// A read at the offset an `ok` send of it was acknowledged at returned it.
+    confirmed: bool,
+    /// Where the first read (lowest offset of the first partition scanned) placed it.
+    placed: (TpId, Offset),
+}
+
+impl Default for ValueInfo {
+    fn default() -> Self {
+        Self {
+            invoked: NEVER,
+            first_read: NEVER,
+            failed: NEVER,
+            written: false,
+            confirmed: false,
+            placed: (NO_TP, 0),
+        }
+    }
+}
+
+impl ValueInfo {
+    fn sent(&self) -> bool {
+        self.invoked != NEVER || self.written || self.failed != NEVER
+    }
+}
+
 #[derive(Default)]
 struct ProcessState {
     /// Consumer position per partition: the last record read since the last reset.
     reads: FastMap<TpId, Pos>,
-    /// Last acknowledged send per partition since the last crash.
-    sends: FastMap<TpId, Pos>,
+    /// During the final walk over sends: the last placed send per partition since the last
+    /// crash, and whether its place rests on a weak acknowledgement alone.
+    sends: FastMap<TpId, (Pos, bool)>,
+    /// The value of this process's last send invocation (its completion names it again).
+    last_invoke: Option<ValueId>,
+    /// Invocations of commits not completed yet.
+    open_commits: VecDeque<At>,
+}
+
+/// A send (`ok` or `info`), or a crash (`tp == NO_TP`), in history order.
+#[derive(Clone, Copy)]
+struct SendRec {
+    at: At,
+    offset: Offset,
+    value: ValueId,
+    tp: TpId,
+    slot: u32,
+    /// `ok` (the offset is its acknowledgement); else `info` (placed by reads, if at all).
+    acked: bool,
+    weak: bool,
 }
 
 /// A gap between two successive reads of a partition by one process; it is a skip if a
@@ -96,6 +174,39 @@ struct Gap {
     tp: TpId,
     before: Pos,
     after: Pos,
+}
+
+/// Committed offsets of one (group, topic, partition), in completion order.
+struct CommitLog<'a> {
+    group: &'a Text,
+    topic: &'a Text,
+    partition: Partition,
+    done: Vec<CommitMark>,
+}
+
+/// After the commit completed at `completed`: the highest offset committed so far (since the
+/// last commit outside a generation), and the commit that committed it.
+#[derive(Clone, Copy)]
+struct CommitMark {
+    completed: At,
+    max: Offset,
+    by: At,
+    generation: Option<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct RawCommit {
+    log: usize,
+    before: CommitMark,
+    after: CommitMark,
+}
+
+/// A weak acknowledgement the log did not keep, with the anomaly it would otherwise be.
+struct RawWeak {
+    excuses: AnomalyKind,
+    tp: TpId,
+    send: Obs,
+    ats: Vec<At>,
 }
 
 /// Counts occurrences and keeps the `max` examples with the smallest keys (positions).
@@ -148,6 +259,17 @@ struct RawStep {
     after: Pos,
 }
 
+/// One value's observations at one offset: a place of that value.
+#[derive(Clone, Copy)]
+struct Run {
+    /// The earliest observation.
+    first: Obs,
+    read: bool,
+    send: bool,
+    /// Read, or acknowledged by a strong (acks=all) send.
+    strong: bool,
+}
+
 struct Checker<'a> {
     events: &'a [Event],
     options: CheckOptions,
@@ -156,14 +278,19 @@ struct Checker<'a> {
     parts: Vec<PartitionState<'a>>,
     value_ids: FastMap<&'a str, ValueId>,
     values: Vec<&'a Text>,
-    value_read: Vec<bool>,
+    info: Vec<ValueInfo>,
     process_slots: FastMap<Process, usize>,
     processes: Vec<ProcessState>,
     gaps: Vec<Gap>,
+    sends: Vec<SendRec>,
+    /// Positions within one poll that does not move the consumer's (info or fail).
+    scratch: Vec<(TpId, Pos)>,
+    commit_ids: BTreeMap<(&'a str, &'a str, Partition), usize>,
+    commit_logs: Vec<CommitLog<'a>>,
     stats: Stats,
     nonmonotonic_poll: Examples<RawStep>,
     int_nonmonotonic_poll: Examples<RawStep>,
-    nonmonotonic_send: Examples<RawStep>,
+    commit_regression: Examples<RawCommit>,
 }
 
 impl<'a> Checker<'a> {
@@ -177,14 +304,18 @@ impl<'a> Checker<'a> {
             parts: Vec::new(),
             value_ids: FastMap::default(),
             values: Vec::new(),
-            value_read: Vec::new(),
+            info: Vec::new(),
             process_slots: FastMap::default(),
             processes: Vec::new(),
             gaps: Vec::new(),
+            sends: Vec::new(),
+            scratch: Vec::new(),
+            commit_ids: BTreeMap::new(),
+            commit_logs: Vec::new(),
             stats: Stats::default(),
             nonmonotonic_poll: Examples::new(max),
             int_nonmonotonic_poll: Examples::new(max),
-            nonmonotonic_send: Examples::new(max),
+            commit_regression: Examples::new(max),
         }
     }
 
@@ -193,6 +324,7 @@ impl<'a> Checker<'a> {
         // Nearly every value is sent once: size the value table up front.
         let sends = events.iter().filter(|e| e.f == Function::Send).count();
         self.value_ids.reserve(sends / 2 + 16);
+        self.sends.reserve(sends / 2 + 16);
         for (at, event) in events.iter().enumerate() {
             self.event(at as At, event);
         }
@@ -227,9 +359,19 @@ impl<'a> Checker<'a> {
         let id = *self.value_ids.entry(value.as_str()).or_insert(next);
         if id == next {
             self.values.push(value);
-            self.value_read.push(false);
+            self.info.push(ValueInfo::default());
         }
         id
+    }
+
+    /// The value of a send completion: usually the one its process just invoked.
+    fn sent_value(&mut self, slot: usize, value: &'a Text) -> ValueId {
+        if let Some(v) = self.processes[slot].last_invoke {
+            if self.values[v as usize] == value {
+                return v;
+            }
+        }
+        self.value(value)
     }
 
     /// The state of `process`, created on first sight.
@@ -245,103 +387,274 @@ impl<'a> Checker<'a> {
     fn event(&mut self, at: At, event: &'a Event) {
         let slot = self.slot(event.process);
         match (event.f, event.kind) {
-            (Function::Send, EventType::Ok) => {
-                let Some(send) = event.send() else { return };
+            (Function::Send, kind) => self.send(slot, at, event, kind),
+            (Function::Poll, kind) => {
+                match kind {
+                    EventType::Invoke => return,
+                    EventType::Ok => self.stats.polls_ok += 1,
+                    EventType::Info => self.stats.polls_info += 1,
+                    EventType::Fail => self.stats.polls_fail += 1,
+                }
+                if let Some(records) = event.records() {
+                    // Records of a poll that failed or timed out still say what the log
+                    // holds, and follow the consumer's position, but do not move it.
+                    self.read(slot, at, records, kind == EventType::Ok);
+                }
+                if kind == EventType::Info {
+                    // It may have consumed records it never reported: position unknown.
+                    self.processes[slot].reads.clear();
+                }
+            }
+            (Function::Assign, EventType::Ok) => self.assigned(slot, event),
+            // It may or may not have happened (info), or did (subscribe: the group decides
+            // what the consumer reads, from where).
+            (Function::Assign | Function::Subscribe, EventType::Info)
+            | (Function::Subscribe, EventType::Ok) => self.processes[slot].reads.clear(),
+            // Not yet (invoke), or certainly not (fail): the consumer is where it was.
+            (Function::Assign | Function::Subscribe, _) => {}
+            (Function::Crash, _) => {
+                let state = &mut self.processes[slot];
+                state.reads.clear();
+                state.last_invoke = None;
+                state.open_commits.clear();
+                self.sends.push(SendRec {
+                    at,
+                    offset: 0,
+                    value: 0,
+                    tp: NO_TP,
+                    slot: slot as u32,
+                    acked: false,
+                    weak: false,
+                });
+            }
+            (Function::Commit, EventType::Invoke) => {
+                self.processes[slot].open_commits.push_back(at)
+            }
+            (Function::Commit, kind) => {
+                // Which invocation this completes is ambiguous when commits overlap (async
+                // commits): take the earliest open one, which can only make it look earlier
+                // and so order fewer commits before it.
+                let open = &mut self.processes[slot].open_commits;
+                let invoked = open.front().copied().unwrap_or(at);
+                open.pop_back();
+                if kind == EventType::Ok {
+                    if let Value::Commit(c) = &event.value {
+                        self.commit(at, invoked, c);
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, slot: usize, at: At, event: &'a Event, kind: EventType) {
+        match kind {
+            EventType::Info => self.stats.sends_info += 1,
+            EventType::Fail => self.stats.sends_fail += 1,
+            _ => {}
+        }
+        let Some(send) = event.send() else { return };
+        match kind {
+            EventType::Invoke => {
+                let value = self.value(&send.value);
+                let info = &mut self.info[value as usize];
+                info.invoked = info.invoked.min(at);
+                self.processes[slot].last_invoke = Some(value);
+            }
+            EventType::Ok => {
                 let Some(offset) = send.offset else { return };
                 self.stats.sends_ok += 1;
                 let tp = self.tp(&send.topic, send.partition);
-                let value = self.value(&send.value);
+                let value = self.sent_value(slot, &send.value);
+                self.info[value as usize].written = true;
+                let weak = matches!(send.acks, Some(Acks::Leader | Acks::None));
                 self.parts[tp as usize].obs.push(Obs {
                     offset,
                     at,
                     value,
                     source: Source::Send,
+                    weak,
                 });
-                let pos = Pos { offset, at, value };
-                if let Some(before) = self.processes[slot].sends.insert(tp, pos) {
-                    if offset <= before.offset {
-                        self.nonmonotonic_send.add(at, || RawStep {
-                            tp,
-                            before,
-                            after: pos,
-                        });
-                    }
-                }
+                self.sends.push(SendRec {
+                    at,
+                    offset,
+                    value,
+                    tp,
+                    slot: slot as u32,
+                    acked: true,
+                    weak,
+                });
             }
-            (Function::Send, EventType::Info) => self.stats.sends_info += 1,
-            (Function::Send, EventType::Fail) => self.stats.sends_fail += 1,
-            (Function::Poll, EventType::Ok) => {
-                let Some(records) = event.records() else {
-                    return;
+            EventType::Info => {
+                let tp = self.tp(&send.topic, send.partition);
+                let value = self.sent_value(slot, &send.value);
+                self.info[value as usize].written = true;
+                self.sends.push(SendRec {
+                    at,
+                    offset: 0,
+                    value,
+                    tp,
+                    slot: slot as u32,
+                    acked: false,
+                    weak: false,
+                });
+            }
+            EventType::Fail => {
+                let value = self.sent_value(slot, &send.value);
+                let info = &mut self.info[value as usize];
+                info.failed = info.failed.min(at);
+            }
+        }
+    }
+
+    /// The records of one poll; `moves`: an `ok` poll, which moves the consumer's position.
+    fn read(&mut self, slot: usize, at: At, records: &'a [PolledRecord], moves: bool) {
+        self.stats.records_read += records.len() as u64;
+        for record in records {
+            let offset = record.offset;
+            let tp = self.tp(&record.topic, record.partition);
+            let value = self.value(&record.value);
+            let info = &mut self.info[value as usize];
+            info.first_read = info.first_read.min(at);
+            let part = &mut self.parts[tp as usize];
+            part.obs.push(Obs {
+                offset,
+                at,
+                value,
+                source: Source::Read,
+                weak: false,
+            });
+            if !matches!(part.highest_read, Some((h, _)) if h >= offset) {
+                part.highest_read = Some((offset, at));
+            }
+            let pos = Pos { offset, at, value };
+            let before = if moves {
+                self.processes[slot].reads.insert(tp, pos)
+            } else {
+                self.scratch_step(slot, tp, pos)
+            };
+            let Some(before) = before else {
+                continue;
+            };
+            // A position set by this very poll makes the anomaly an internal one.
+            let internal = before.at == at;
+            if offset <= before.offset {
+                let ex = if internal {
+                    &mut self.int_nonmonotonic_poll
+                } else {
+                    &mut self.nonmonotonic_poll
                 };
-                self.stats.polls_ok += 1;
-                self.stats.records_read += records.len() as u64;
-                for record in records {
-                    let offset = record.offset;
-                    let tp = self.tp(&record.topic, record.partition);
-                    let value = self.value(&record.value);
-                    self.value_read[value as usize] = true;
-                    let part = &mut self.parts[tp as usize];
-                    part.obs.push(Obs {
-                        offset,
-                        at,
-                        value,
-                        source: Source::Read,
+                ex.add(at, || RawStep {
+                    tp,
+                    before,
+                    after: pos,
+                });
+            } else if offset > before.offset + 1 {
+                self.gaps.push(Gap {
+                    internal,
+                    tp,
+                    before,
+                    after: pos,
+                });
+            }
+        }
+        self.scratch.clear();
+    }
+
+    /// Within a poll that does not move the position: the previous record of `tp` in this
+    /// poll, or else the consumer's position; then `pos` becomes the previous record.
+    fn scratch_step(&mut self, slot: usize, tp: TpId, pos: Pos) -> Option<Pos> {
+        if let Some(e) = self.scratch.iter_mut().find(|e| e.0 == tp) {
+            return Some(std::mem::replace(&mut e.1, pos));
+        }
+        self.scratch.push((tp, pos));
+        self.processes[slot].reads.get(&tp).copied()
+    }
+
+    /// An `ok` assign: positions in the partitions it says it kept survive, others restart.
+    fn assigned(&mut self, slot: usize, event: &'a Event) {
+        let kept: Vec<TpId> = match &event.value {
+            Value::Assign(a) => a
+                .kept
+                .iter()
+                .filter_map(|(t, p)| self.tp_ids.get(&(t.as_str(), *p)).copied())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let reads = &mut self.processes[slot].reads;
+        if kept.is_empty() {
+            reads.clear();
+        } else {
+            reads.retain(|tp, _| kept.contains(tp));
+        }
+    }
+
+    /// An `ok` commit completed at `at`, invoked at `invoked`.
+    fn commit(&mut self, at: At, invoked: At, c: &'a CommitValue) {
+        self.stats.commits_ok += 1;
+        for o in &c.offsets {
+            let key = (c.group.as_str(), o.topic.as_str(), o.partition);
+            let next = self.commit_logs.len();
+            let id = *self.commit_ids.entry(key).or_insert(next);
+            if id == next {
+                self.commit_logs.push(CommitLog {
+                    group: &c.group,
+                    topic: &o.topic,
+                    partition: o.partition,
+                    done: Vec::new(),
+                });
+            }
+            let log = &mut self.commit_logs[id];
+            let mark = CommitMark {
+                completed: at,
+                max: o.offset,
+                by: at,
+                generation: c.generation,
+            };
+            if c.generation.is_none() {
+                // Outside a generation (an operator's reset, a manually assigned consumer):
+                // not judged, and later member commits go on from it.
+                log.done.push(mark);
+                continue;
+            }
+            let i = log.done.partition_point(|m| m.completed < invoked);
+            if let Some(&before) = i.checked_sub(1).map(|i| &log.done[i]) {
+                if o.offset < before.max {
+                    self.commit_regression.add(at, || RawCommit {
+                        log: id,
+                        before,
+                        after: mark,
                     });
-                    if !matches!(part.highest_read, Some((h, _)) if h >= offset) {
-                        part.highest_read = Some((offset, at));
-                    }
-                    let pos = Pos { offset, at, value };
-                    let Some(before) = self.processes[slot].reads.insert(tp, pos) else {
-                        continue;
-                    };
-                    // A position set by this very poll makes the anomaly an internal one.
-                    let internal = before.at == at;
-                    if offset <= before.offset {
-                        let ex = if internal {
-                            &mut self.int_nonmonotonic_poll
-                        } else {
-                            &mut self.nonmonotonic_poll
-                        };
-                        ex.add(at, || RawStep {
-                            tp,
-                            before,
-                            after: pos,
-                        });
-                    } else if offset > before.offset + 1 {
-                        self.gaps.push(Gap {
-                            internal,
-                            tp,
-                            before,
-                            after: pos,
-                        });
-                    }
                 }
             }
-            // A poll that timed out may have moved the consumer: its position is unknown. An
-            // assign or subscribe (whatever its outcome) may restart it anywhere.
-            (Function::Poll, EventType::Info) | (Function::Assign | Function::Subscribe, _) => {
-                self.processes[slot].reads.clear();
-            }
-            (Function::Crash, _) => {
-                let state = &mut self.processes[slot];
-                state.reads.clear();
-                state.sends.clear();
-            }
-            _ => {}
+            let top = match log.done.last() {
+                Some(t) if t.max > o.offset => CommitMark {
+                    completed: at,
+                    ..*t
+                },
+                _ => mark,
+            };
+            log.done.push(top);
         }
     }
 
     fn finish(mut self) -> Report {
         let max = self.options.max_examples;
+        let final_reads = self.options.final_reads;
         let mut lost: Examples<(TpId, Obs)> = Examples::new(max);
         let mut unseen: Examples<(TpId, Obs)> = Examples::new(max);
         let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>, u64)> = Examples::new(max);
-        // Where each value was first seen, and every place of values seen in several places.
+        let mut weak: Examples<RawWeak> = Examples::new(max);
+        let mut aborted: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
+        let mut future: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
+        let mut unsent: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
+        // Where each value was first seen, and every place of values seen in several places
+        // (a place's `weak`: known only from a weak acknowledgement).
         let mut first_place: Vec<Option<(TpId, Obs)>> = vec![None; self.values.len()];
         let mut dup_places: BTreeMap<ValueId, Vec<(TpId, Obs)>> = BTreeMap::new();
+        let mut judged = vec![false; self.values.len()];
         // Offsets known to hold records, per partition, sorted: the reference for skips.
         let mut known: Vec<Vec<Offset>> = Vec::with_capacity(self.parts.len());
+        let mut runs: Vec<Run> = Vec::new();
 
         for (tp, part) in self.parts.iter_mut().enumerate() {
             let tp = tp as TpId;
@@ -351,37 +664,105 @@ impl<'a> Checker<'a> {
             while start < obs.len() {
                 let offset = obs[start].offset;
                 let end = start + obs[start..].partition_point(|o| o.offset == offset);
-                offsets.push(offset);
-                // Distinct values at this offset, each with its first observation.
-                let mut distinct: Vec<Obs> = Vec::new();
-                let mut any_read = false;
+                runs.clear();
                 for o in &obs[start..end] {
-                    any_read |= o.source == Source::Read;
-                    if !matches!(distinct.last(), Some(d) if d.value == o.value) {
-                        distinct.push(*o);
+                    if !matches!(runs.last(), Some(r) if r.first.value == o.value) {
+                        runs.push(Run {
+                            first: *o,
+                            read: false,
+                            send: false,
+                            strong: false,
+                        });
                     }
-                    if o.source == Source::Send && !self.value_read[o.value as usize] {
-                        let missing = match part.highest_read {
-                            Some((h, _)) if h > offset => &mut lost,
-                            _ => &mut unseen,
-                        };
-                        missing.add(o.at, || (tp, *o));
+                    let run = runs.last_mut().expect("just pushed");
+                    let info = &mut self.info[o.value as usize];
+                    match o.source {
+                        Source::Read => {
+                            run.read = true;
+                            run.strong = true;
+                            if info.placed.0 == NO_TP {
+                                info.placed = (tp, offset);
+                            }
+                            if !judged[o.value as usize] && o.at == info.first_read {
+                                judged[o.value as usize] = true;
+                                let info = *info;
+                                judge_read((tp, *o), &info, &mut aborted, &mut future, &mut unsent);
+                            }
+                        }
+                        Source::Send => {
+                            run.send = true;
+                            run.strong |= !o.weak;
+                            if info.first_read == NEVER {
+                                let is_lost =
+                                    matches!(part.highest_read, Some((h, _)) if h > offset);
+                                if !o.weak {
+                                    let missing = if is_lost { &mut lost } else { &mut unseen };
+                                    missing.add(o.at, || (tp, *o));
+                                } else if is_lost || final_reads {
+                                    let (excuses, ats) = if is_lost {
+                                        let high = part.highest_read.map_or(o.at, |(_, a)| a);
+                                        (AnomalyKind::LostWrite, vec![o.at, high])
+                                    } else {
+                                        (AnomalyKind::Unseen, vec![o.at])
+                                    };
+                                    weak.add(o.at, || RawWeak {
+                                        excuses,
+                                        tp,
+                                        send: *o,
+                                        ats,
+                                    });
+                                } else {
+                                    unseen.add(o.at, || (tp, *o));
+                                }
+                            }
+                        }
                     }
                 }
-                if any_read && distinct.len() > 1 {
+                let mut strong = 0;
+                for r in &runs {
+                    if r.read && r.send {
+                        self.info[r.first.value as usize].confirmed = true;
+                    }
+                    strong += usize::from(r.strong);
+                }
+                if strong > 0 {
+                    offsets.push(offset);
+                }
+                if runs.len() > 1 {
+                    let mut distinct: Vec<Obs> = runs.iter().map(|r| r.first).collect();
                     distinct.sort_by_key(|d| d.at);
-                    inconsistent.add(distinct[0].at, || {
-                        let listed = distinct[..distinct.len().min(MAX_LISTED)].to_vec();
-                        (tp, offset, listed, distinct.len() as u64)
-                    });
+                    let count = distinct.len() as u64;
+                    if strong > 1 {
+                        inconsistent.add(distinct[0].at, || {
+                            distinct.truncate(MAX_LISTED);
+                            (tp, offset, distinct, count)
+                        });
+                    } else {
+                        // All but at most one value come from weak acknowledgements alone.
+                        let send = runs
+                            .iter()
+                            .find(|r| !r.strong)
+                            .expect("runs > strong")
+                            .first;
+                        weak.add(distinct[0].at, || RawWeak {
+                            excuses: AnomalyKind::InconsistentOffsets,
+                            tp,
+                            send,
+                            ats: distinct.iter().take(MAX_LISTED).map(|d| d.at).collect(),
+                        });
+                    }
                 }
-                for o in &distinct {
-                    match first_place[o.value as usize] {
-                        None => first_place[o.value as usize] = Some((tp, *o)),
+                for r in &runs {
+                    let place = Obs {
+                        weak: !r.strong,
+                        ..r.first
+                    };
+                    match first_place[place.value as usize] {
+                        None => first_place[place.value as usize] = Some((tp, place)),
                         Some(first) => dup_places
-                            .entry(o.value)
+                            .entry(place.value)
                             .or_insert_with(|| vec![first])
-                            .push((tp, *o)),
+                            .push((tp, place)),
                     }
                 }
                 start = end;
@@ -390,9 +771,20 @@ impl<'a> Checker<'a> {
         }
 
         let mut duplicate: Examples<Vec<(TpId, Obs)>> = Examples::new(max);
-        for places in dup_places.into_values() {
-            let key = places.iter().map(|p| p.1.at).min().unwrap_or(0);
-            duplicate.add(key, || places);
+        for mut places in dup_places.into_values() {
+            places.sort_by_key(|p| p.1.at);
+            let key = places[0].1.at;
+            if places.iter().filter(|p| !p.1.weak).count() > 1 {
+                duplicate.add(key, || places);
+            } else {
+                let (tp, send) = *places.iter().find(|p| p.1.weak).expect("a weak place");
+                weak.add(key, || RawWeak {
+                    excuses: AnomalyKind::Duplicate,
+                    tp,
+                    send,
+                    ats: places.iter().take(MAX_LISTED).map(|p| p.1.at).collect(),
+                });
+            }
         }
 
         let mut poll_skip: Examples<(RawStep, Vec<Offset>, u64)> = Examples::new(max);
@@ -419,10 +811,81 @@ impl<'a> Checker<'a> {
             }
         }
 
+        // Each process's sends to a partition, in order, at the offsets they were
+        // acknowledged at or (indeterminate ones) read at, must increase.
+        let mut nonmonotonic_send: Examples<RawStep> = Examples::new(max);
+        for s in &self.sends {
+            let state = &mut self.processes[s.slot as usize];
+            if s.tp == NO_TP {
+                state.sends.clear();
+                continue;
+            }
+            let info = &self.info[s.value as usize];
+            let offset = if s.acked {
+                s.offset
+            } else {
+                match info.placed {
+                    (tp, offset) if tp == s.tp => offset,
+                    _ => continue, // never read: no place to judge
+                }
+            };
+            let uncertain = s.weak && !info.confirmed;
+            let pos = Pos {
+                offset,
+                at: s.at,
+                value: s.value,
+            };
+            let Some((before, before_uncertain)) = state.sends.insert(s.tp, (pos, uncertain))
+            else {
+                continue;
+            };
+            if offset > before.offset {
+                continue;
+            }
+            if uncertain || before_uncertain {
+                let send = if uncertain { pos } else { before };
+                weak.add(s.at, || RawWeak {
+                    excuses: AnomalyKind::NonmonotonicSend,
+                    tp: s.tp,
+                    send: Obs {
+                        offset: send.offset,
+                        at: send.at,
+                        value: send.value,
+                        source: Source::Send,
+                        weak: true,
+                    },
+                    ats: vec![before.at, s.at],
+                });
+            } else {
+                nonmonotonic_send.add(s.at, || RawStep {
+                    tp: s.tp,
+                    before,
+                    after: pos,
+                });
+            }
+        }
+
+        let mut empty: Examples<Empty> = Examples::new(max);
+        let reason = if self.events.is_empty() {
+            Some("the history has no events")
+        } else if self.stats.sends_ok == 0 {
+            Some("no send was acknowledged")
+        } else if self.stats.records_read == 0 {
+            Some("no poll returned a record")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            empty.add(0, || Empty {
+                reason: reason.to_string(),
+            });
+        }
+
         let view = View {
             events: self.events,
             parts: &self.parts,
             values: &self.values,
+            commits: &self.commit_logs,
         };
         let skips = |(raw, skipped, count): (RawStep, Vec<Offset>, u64)| {
             let mut step = view.step(raw);
@@ -439,7 +902,8 @@ impl<'a> Checker<'a> {
         };
         let mut report = Report {
             valid: false,
-            final_reads: self.options.final_reads,
+            final_reads,
+            strict: self.options.strict,
             stats,
             lost_write: lost.into_anomaly(|m| view.missing(m)),
             duplicate: duplicate.into_anomaly(|d| view.duplicate(d)),
@@ -448,11 +912,38 @@ impl<'a> Checker<'a> {
             poll_skip: poll_skip.into_anomaly(skips),
             int_nonmonotonic_poll: self.int_nonmonotonic_poll.into_anomaly(|s| view.step(s)),
             int_poll_skip: int_poll_skip.into_anomaly(skips),
-            nonmonotonic_send: self.nonmonotonic_send.into_anomaly(|s| view.step(s)),
+            nonmonotonic_send: nonmonotonic_send.into_anomaly(|s| view.step(s)),
+            aborted_read: aborted.into_anomaly(|r| view.bad_read(r)),
+            future_read: future.into_anomaly(|r| view.bad_read(r)),
+            commit_regression: self.commit_regression.into_anomaly(|c| view.commit(c)),
             unseen: unseen.into_anomaly(|m| view.missing(m)),
+            unsent_read: unsent.into_anomaly(|r| view.bad_read(r)),
+            empty_history: empty.into_anomaly(|e| e),
+            acks_1_loss: weak.into_anomaly(|w| view.weak(w)),
         };
         report.valid = report.found().is_empty();
         report
+    }
+}
+
+/// The first read of a value, against what its sends did: it was never sent, or its only
+/// sends failed (aborted read), or it was read before any send of it was invoked.
+fn judge_read(
+    (tp, o): (TpId, Obs),
+    info: &ValueInfo,
+    aborted: &mut Examples<(TpId, Obs, Option<At>)>,
+    future: &mut Examples<(TpId, Obs, Option<At>)>,
+    unsent: &mut Examples<(TpId, Obs, Option<At>)>,
+) {
+    if !info.sent() {
+        unsent.add(o.at, || (tp, o, None));
+        return;
+    }
+    if !info.written && info.failed != NEVER {
+        aborted.add(o.at, || (tp, o, Some(info.failed)));
+    }
+    if info.invoked != NEVER && info.invoked > o.at {
+        future.add(o.at, || (tp, o, Some(info.invoked)));
     }
 }
 
@@ -502,6 +993,7 @@ struct View<'c, 'a> {
     events: &'a [Event],
     parts: &'c [PartitionState<'a>],
     values: &'c [&'a Text],
+    commits: &'c [CommitLog<'a>],
 }
 
 impl View<'_, '_> {
@@ -531,6 +1023,49 @@ impl View<'_, '_> {
             after: self.seen(raw.after),
             skipped_count: 0,
             skipped: Vec::new(),
+        }
+    }
+
+    fn bad_read(&self, (tp, o, send): (TpId, Obs, Option<At>)) -> BadRead {
+        let part = &self.parts[tp as usize];
+        BadRead {
+            topic: part.topic.clone(),
+            partition: part.partition,
+            offset: o.offset,
+            value: self.value(o.value),
+            process: self.events[o.at as usize].process,
+            read_index: self.index(o.at),
+            send_index: send.map(|at| self.index(at)),
+        }
+    }
+
+    fn commit(&self, raw: RawCommit) -> CommitStep {
+        let log = &self.commits[raw.log];
+        let committed = |m: CommitMark| Committed {
+            index: self.index(m.by),
+            process: self.events[m.by as usize].process,
+            offset: m.max,
+            generation: m.generation,
+        };
+        CommitStep {
+            group: log.group.clone(),
+            topic: log.topic.clone(),
+            partition: log.partition,
+            before: committed(raw.before),
+            after: committed(raw.after),
+        }
+    }
+
+    fn weak(&self, w: RawWeak) -> WeakAck {
+        let part = &self.parts[w.tp as usize];
+        WeakAck {
+            excuses: w.excuses,
+            topic: part.topic.clone(),
+            partition: part.partition,
+            offset: w.send.offset,
+            value: self.value(w.send.value),
+            send_index: self.index(w.send.at),
+            indexes: w.ats.into_iter().map(|at| self.index(at)).collect(),
         }
     }
 

@@ -8,7 +8,7 @@
 //! differential test checks that it agrees with serde whenever it does.
 
 use crate::history::{
-    Event, EventType, Function, Partition, PollValue, PolledRecord, SendValue, Text, Value,
+    Acks, Event, EventType, Function, Partition, PollValue, PolledRecord, SendValue, Text, Value,
 };
 
 /// Parses one line, or `None` if the line is anything but a plain, valid send/poll/crash.
@@ -183,11 +183,14 @@ impl<'a> Parser<'a> {
 
     fn send(&mut self) -> Option<SendValue> {
         let (mut topic, mut partition, mut value, mut offset) = (None, None, None, None);
+        let mut acks = None;
         self.object(|p, key| match key {
             "topic" => once(&mut topic, p.text()?),
             "partition" => once(&mut partition, p.u32()?),
             "value" => once(&mut value, p.text()?),
             "offset" => once(&mut offset, p.u64()?),
+            // The string forms only; numbers are left to serde.
+            "acks" => once(&mut acks, Acks::parse(p.str()?)?),
             _ => None,
         })?;
         Some(SendValue {
@@ -195,6 +198,7 @@ impl<'a> Parser<'a> {
             partition: partition?,
             value: value?,
             offset,
+            acks,
         })
     }
 
@@ -303,7 +307,7 @@ mod tests {
                 2,
                 EventType::Ok,
                 Function::Send,
-                Value::Send(SendValue::new("t", 3, "2-17").at(9)),
+                Value::Send(SendValue::new("t", 3, "2-17").at(9).with_acks(Acks::Leader)),
             ),
             Event::new(2, 3, 4, EventType::Invoke, Function::Poll, Value::Null),
             Event::new(
@@ -366,17 +370,22 @@ mod tests {
         let value = prop_oneof![
             Just((Function::Poll, Value::Null)),
             Just((Function::Crash, Value::Null)),
-            (text(), any::<u32>(), text(), any::<Option<u64>>()).prop_map(|(t, p, v, o)| {
-                let mut s = SendValue::new(t, p, v);
-                s.offset = o;
-                (Function::Send, Value::Send(s))
-            }),
+            (text(), any::<u32>(), text(), any::<Option<u64>>(), 0..4u8).prop_map(
+                |(t, p, v, o, a)| {
+                    let mut s = SendValue::new(t, p, v);
+                    s.offset = o;
+                    s.acks =
+                        [None, Some(Acks::None), Some(Acks::Leader), Some(Acks::All)][a as usize];
+                    (Function::Send, Value::Send(s))
+                }
+            ),
             prop::collection::vec(record, 0..4)
                 .prop_map(|records| (Function::Poll, Value::Poll(PollValue { records }))),
             (text(), any::<u32>()).prop_map(|(t, p)| (
                 Function::Assign,
                 Value::Assign(AssignValue {
-                    partitions: vec![(t.into(), p)]
+                    partitions: vec![(t.into(), p)],
+                    ..AssignValue::default()
                 })
             )),
         ];

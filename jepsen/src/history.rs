@@ -10,8 +10,10 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
-/// Version of the history format described in `docs/history.md`.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the history format described in `docs/history.md`. Version 2 added optional
+/// fields (`acks` on sends, `kept` on assigns, `generation` on commits); a version-1 history
+/// reads and is judged exactly as before.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Position of an event in its history (0-based when written by [`crate::HistoryWriter`]).
 pub type Index = u64;
@@ -87,6 +89,69 @@ pub struct SendValue {
     pub value: Text,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<Offset>,
+    /// The producer's acks setting; absent means unknown, judged as `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Acks>,
+}
+
+/// A producer's `acks` setting: what an acknowledgement promised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Acks {
+    /// `acks=0`: nothing (the producer does not wait).
+    None,
+    /// `acks=1`: the leader appended the record; it may be lost with the leader.
+    Leader,
+    /// `acks=all` (`-1`): every in-sync replica has it; it must never be lost.
+    All,
+}
+
+impl Acks {
+    /// As written in histories: `"all"`, `"1"` or `"0"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
+
+    /// Reads the forms Kafka configurations use: `"all"`, `"-1"`, `"1"`, `"0"`.
+    pub fn parse(s: &str) -> Option<Acks> {
+        Some(match s {
+            "all" | "-1" => Acks::All,
+            "1" => Acks::Leader,
+            "0" => Acks::None,
+            _ => return None,
+        })
+    }
+}
+
+impl Serialize for Acks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Acks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AcksVisitor;
+        impl Visitor<'_> for AcksVisitor {
+            type Value = Acks;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(r#"acks: "all", "1", "0" (or -1, 1, 0)"#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Acks, E> {
+                Acks::parse(v).ok_or_else(|| E::invalid_value(de::Unexpected::Str(v), &self))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Acks, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Acks, E> {
+                self.visit_str(&v.to_string())
+            }
+        }
+        d.deserialize_any(AcksVisitor)
+    }
 }
 
 /// `poll` ok value: the records in the order the client received them.
@@ -105,9 +170,13 @@ pub struct PolledRecord {
 }
 
 /// `assign` value: the partitions the consumer now reads, as `[topic, partition]` pairs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssignValue {
     pub partitions: Vec<(Text, Partition)>,
+    /// Partitions (among `partitions`) whose consumer position the assignment kept: the
+    /// consumer goes on from where it was. Absent: every position starts afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<(Text, Partition)>,
 }
 
 /// `subscribe` value: the consumer group and its topics.
@@ -118,10 +187,14 @@ pub struct SubscribeValue {
 }
 
 /// `commit` value: offsets committed for a group.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitValue {
     pub group: Text,
     pub offsets: Vec<CommitOffset>,
+    /// The group generation the member committed in; absent for commits outside a
+    /// generation (an operator's or a manually assigned consumer's), which are not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
 }
 
 /// One committed offset (the next offset to read, as in Kafka).
@@ -174,8 +247,17 @@ impl Event {
                 !(self.kind == EventType::Ok && matches!(self.f, Function::Send | Function::Poll))
             }
             (Function::Send, Value::Send(v)) => self.kind != EventType::Ok || v.offset.is_some(),
+            (Function::Assign, Value::Assign(a)) => {
+                if let Some(k) = a.kept.iter().find(|k| !a.partitions.contains(k)) {
+                    return Err(format!(
+                        "assign keeps partition [{:?}, {}] that it does not list in partitions",
+                        k.0.as_str(),
+                        k.1
+                    ));
+                }
+                true
+            }
             (Function::Poll, Value::Poll(_))
-            | (Function::Assign, Value::Assign(_))
             | (Function::Subscribe, Value::Subscribe(_))
             | (Function::Commit, Value::Commit(_)) => true,
             _ => false,
@@ -224,11 +306,17 @@ impl SendValue {
             partition,
             value: value.into(),
             offset: None,
+            acks: None,
         }
     }
 
     pub fn at(mut self, offset: Offset) -> Self {
         self.offset = Some(offset);
+        self
+    }
+
+    pub fn with_acks(mut self, acks: Acks) -> Self {
+        self.acks = Some(acks);
         self
     }
 }

@@ -16,12 +16,12 @@ pub mod report;
 
 pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};
 pub use history::{
-    AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
+    Acks, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
     Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
     FORMAT_VERSION,
 };
 pub use io::{read_history, HistoryError, HistoryReader, HistoryWriter};
 pub use report::{
-    Anomaly, AnomalyKind, Duplicate, Inconsistent, Located, Missing, Observed, Place, Report, Seen,
-    Source, Stats, Step,
+    Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
+    Missing, Observed, Place, Policy, Report, Seen, Source, Stats, Step, WeakAck,
 };

@@ -16,11 +16,30 @@ pub enum AnomalyKind {
     IntNonmonotonicPoll,
     IntPollSkip,
     NonmonotonicSend,
+    AbortedRead,
+    FutureRead,
+    CommitRegression,
     Unseen,
+    UnsentRead,
+    EmptyHistory,
+    Acks1Loss,
+}
+
+/// Which policy makes an anomaly kind count against a history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Always an anomaly.
+    Always,
+    /// Only with `--final-reads` (the history ends with reads to the end of every partition).
+    FinalReads,
+    /// Only with `--strict` (Jepsen's policies).
+    Strict,
+    /// Never: what a weaker guarantee allows, reported for information.
+    Allowed,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 9] = [
+    pub const ALL: [AnomalyKind; 15] = [
         AnomalyKind::LostWrite,
         AnomalyKind::Duplicate,
         AnomalyKind::InconsistentOffsets,
@@ -29,10 +48,39 @@ impl AnomalyKind {
         AnomalyKind::IntNonmonotonicPoll,
         AnomalyKind::IntPollSkip,
         AnomalyKind::NonmonotonicSend,
+        AnomalyKind::AbortedRead,
+        AnomalyKind::FutureRead,
+        AnomalyKind::CommitRegression,
         AnomalyKind::Unseen,
+        AnomalyKind::UnsentRead,
+        AnomalyKind::EmptyHistory,
+        AnomalyKind::Acks1Loss,
     ];
 
-    /// Jepsen's name, e.g. `lost-write`.
+    /// When this kind invalidates a history.
+    pub fn policy(self) -> Policy {
+        match self {
+            AnomalyKind::Unseen => Policy::FinalReads,
+            AnomalyKind::UnsentRead | AnomalyKind::EmptyHistory => Policy::Strict,
+            AnomalyKind::Acks1Loss => Policy::Allowed,
+            _ => Policy::Always,
+        }
+    }
+
+    /// The name Jepsen's Kafka checker (or Elle, behind it) reports the same finding under,
+    /// if it has one.
+    pub fn jepsen_name(self) -> Option<&'static str> {
+        match self {
+            AnomalyKind::AbortedRead => Some("G1a"),
+            AnomalyKind::FutureRead => Some("G1c-realtime"),
+            AnomalyKind::UnsentRead => Some("no-writer-of-value"),
+            AnomalyKind::EmptyHistory => Some("stats: no ok operations"),
+            AnomalyKind::CommitRegression | AnomalyKind::Acks1Loss => None,
+            k => Some(k.name()),
+        }
+    }
+
+    /// Skein's name, e.g. `lost-write` (Jepsen's where Jepsen has one; see `jepsen_name`).
     pub fn name(self) -> &'static str {
         match self {
             AnomalyKind::LostWrite => "lost-write",
@@ -43,7 +91,13 @@ impl AnomalyKind {
             AnomalyKind::IntNonmonotonicPoll => "int-nonmonotonic-poll",
             AnomalyKind::IntPollSkip => "int-poll-skip",
             AnomalyKind::NonmonotonicSend => "nonmonotonic-send",
+            AnomalyKind::AbortedRead => "aborted-read",
+            AnomalyKind::FutureRead => "future-read",
+            AnomalyKind::CommitRegression => "commit-regression",
             AnomalyKind::Unseen => "unseen",
+            AnomalyKind::UnsentRead => "unsent-read",
+            AnomalyKind::EmptyHistory => "empty-history",
+            AnomalyKind::Acks1Loss => "acks-1-loss",
         }
     }
 }
@@ -179,6 +233,72 @@ pub struct Seen {
     pub value: Text,
 }
 
+/// A read of a value that cannot have been there yet or at all (aborted-read, future-read,
+/// unsent-read).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BadRead {
+    pub topic: Text,
+    pub partition: Partition,
+    pub offset: Offset,
+    pub value: Text,
+    /// The reading process and its poll's completion.
+    pub process: Process,
+    pub read_index: Index,
+    /// The send event that makes the read wrong: the `fail` completion (aborted-read) or the
+    /// `invoke` (future-read); none for unsent-read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_index: Option<Index>,
+}
+
+/// A committed offset that went backwards (commit-regression).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitStep {
+    pub group: Text,
+    pub topic: Text,
+    pub partition: Partition,
+    /// The highest acknowledged commit completed before `after` was invoked.
+    pub before: Committed,
+    pub after: Committed,
+}
+
+/// One acknowledged commit of one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Committed {
+    /// The `ok` completion.
+    pub index: Index,
+    pub process: Process,
+    pub offset: Offset,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
+}
+
+/// Why a history proves nothing (empty-history).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Empty {
+    pub reason: String,
+}
+
+/// An `acks=1` (or `0`) acknowledgement that the log did not keep: the anomaly it would be
+/// under `acks=all`, and the events involved (acks-1-loss).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct WeakAck {
+    /// What the history would show under `acks=all`.
+    pub excuses: AnomalyKind,
+    pub topic: Text,
+    pub partition: Partition,
+    pub offset: Offset,
+    pub value: Text,
+    /// The weakly acknowledged send.
+    pub send_index: Index,
+    /// Every event the finding names (as the excused anomaly's example would).
+    pub indexes: Vec<Index>,
+}
+
 /// What the history contained, for context in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -190,19 +310,29 @@ pub struct Stats {
     pub sends_info: u64,
     pub sends_fail: u64,
     pub polls_ok: u64,
+    /// Polls completed `info` or `fail` (their records, if any, are evidence too).
+    #[serde(default)]
+    pub polls_info: u64,
+    #[serde(default)]
+    pub polls_fail: u64,
+    /// Records returned by polls of any completion type.
     pub records_read: u64,
+    #[serde(default)]
+    pub commits_ok: u64,
     /// Distinct values sent or read.
     pub values: u64,
 }
 
 /// The checker's verdict on one history.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", default)]
 pub struct Report {
-    /// No anomaly found (unseen counts only with `final_reads`).
+    /// No anomaly found that counts in this mode (see [`AnomalyKind::policy`]).
     pub valid: bool,
     /// Whether the history was checked as ending with reads to the end of every partition.
     pub final_reads: bool,
+    /// Whether Jepsen's stricter policies applied (empty-history, unsent-read).
+    pub strict: bool,
     pub stats: Stats,
     pub lost_write: Anomaly<Missing>,
     pub duplicate: Anomaly<Duplicate>,
@@ -212,9 +342,18 @@ pub struct Report {
     pub int_nonmonotonic_poll: Anomaly<Step>,
     pub int_poll_skip: Anomaly<Step>,
     pub nonmonotonic_send: Anomaly<Step>,
+    pub aborted_read: Anomaly<BadRead>,
+    pub future_read: Anomaly<BadRead>,
+    pub commit_regression: Anomaly<CommitStep>,
     /// Acknowledged sends never read and with no higher offset read: always counted, an
     /// anomaly only with `final_reads`.
     pub unseen: Anomaly<Missing>,
+    /// Counted always, an anomaly only with `strict`.
+    pub unsent_read: Anomaly<BadRead>,
+    pub empty_history: Anomaly<Empty>,
+    /// Never an anomaly: what `acks=1` allows.
+    #[serde(rename = "acks-1-loss")]
+    pub acks_1_loss: Anomaly<WeakAck>,
 }
 
 impl Report {
@@ -229,13 +368,24 @@ impl Report {
             AnomalyKind::IntNonmonotonicPoll => self.int_nonmonotonic_poll.count,
             AnomalyKind::IntPollSkip => self.int_poll_skip.count,
             AnomalyKind::NonmonotonicSend => self.nonmonotonic_send.count,
+            AnomalyKind::AbortedRead => self.aborted_read.count,
+            AnomalyKind::FutureRead => self.future_read.count,
+            AnomalyKind::CommitRegression => self.commit_regression.count,
             AnomalyKind::Unseen => self.unseen.count,
+            AnomalyKind::UnsentRead => self.unsent_read.count,
+            AnomalyKind::EmptyHistory => self.empty_history.count,
+            AnomalyKind::Acks1Loss => self.acks_1_loss.count,
         }
     }
 
-    /// Whether `kind` makes this history invalid when it occurs.
+    /// Whether `kind` makes this history invalid when it occurs, in this report's mode.
     pub fn is_anomaly(&self, kind: AnomalyKind) -> bool {
-        kind != AnomalyKind::Unseen || self.final_reads
+        match kind.policy() {
+            Policy::Always => true,
+            Policy::FinalReads => self.final_reads,
+            Policy::Strict => self.strict,
+            Policy::Allowed => false,
+        }
     }
 
     /// The anomalies found (those that make the history invalid), in a fixed order.
@@ -257,6 +407,12 @@ impl Report {
         fn missing(a: &Anomaly<Missing>) -> Vec<Vec<Index>> {
             a.examples.iter().map(|m| vec![m.send_index]).collect()
         }
+        fn reads(a: &Anomaly<BadRead>) -> Vec<Vec<Index>> {
+            a.examples
+                .iter()
+                .map(|r| r.send_index.into_iter().chain([r.read_index]).collect())
+                .collect()
+        }
         match kind {
             AnomalyKind::LostWrite => missing(&self.lost_write),
             AnomalyKind::Unseen => missing(&self.unseen),
@@ -277,6 +433,22 @@ impl Report {
             AnomalyKind::IntNonmonotonicPoll => steps(&self.int_nonmonotonic_poll),
             AnomalyKind::IntPollSkip => steps(&self.int_poll_skip),
             AnomalyKind::NonmonotonicSend => steps(&self.nonmonotonic_send),
+            AnomalyKind::AbortedRead => reads(&self.aborted_read),
+            AnomalyKind::FutureRead => reads(&self.future_read),
+            AnomalyKind::UnsentRead => reads(&self.unsent_read),
+            AnomalyKind::CommitRegression => self
+                .commit_regression
+                .examples
+                .iter()
+                .map(|c| vec![c.before.index, c.after.index])
+                .collect(),
+            AnomalyKind::EmptyHistory => vec![Vec::new(); self.empty_history.examples.len()],
+            AnomalyKind::Acks1Loss => self
+                .acks_1_loss
+                .examples
+                .iter()
+                .map(|w| w.indexes.clone())
+                .collect(),
         }
     }
 }
@@ -294,7 +466,7 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "history: {} events, {} processes, {} partitions, {} values; sends ok {}, info {}, fail {}; polls ok {} reading {} records",
+            "history: {} events, {} processes, {} partitions, {} values; sends ok {}, info {}, fail {}; polls ok {}, info {}, fail {}, reading {} records; commits ok {}",
             s.events,
             s.processes,
             s.partitions,
@@ -303,14 +475,18 @@ impl fmt::Display for Report {
             s.sends_info,
             s.sends_fail,
             s.polls_ok,
-            s.records_read
+            s.polls_info,
+            s.polls_fail,
+            s.records_read,
+            s.commits_ok
         )?;
         for kind in AnomalyKind::ALL {
             let count = self.count(kind);
-            let note = if self.is_anomaly(kind) {
-                ""
-            } else {
-                " (not an anomaly without --final-reads)"
+            let note = match kind.policy() {
+                _ if self.is_anomaly(kind) => "",
+                Policy::FinalReads => " (not an anomaly without --final-reads)",
+                Policy::Strict => " (not an anomaly without --strict)",
+                _ => " (allowed: acks=1 promises only the leader's append)",
             };
             writeln!(f, "  {:<22} {count}{note}", kind.name())?;
         }
@@ -359,6 +535,49 @@ impl fmt::Display for Report {
                 AnomalyKind::IntNonmonotonicPoll => step_lines(f, &self.int_nonmonotonic_poll)?,
                 AnomalyKind::IntPollSkip => step_lines(f, &self.int_poll_skip)?,
                 AnomalyKind::NonmonotonicSend => step_lines(f, &self.nonmonotonic_send)?,
+                AnomalyKind::AbortedRead => read_lines(f, &self.aborted_read, "failed send")?,
+                AnomalyKind::FutureRead => read_lines(f, &self.future_read, "send invoked")?,
+                AnomalyKind::UnsentRead => read_lines(f, &self.unsent_read, "")?,
+                AnomalyKind::CommitRegression => {
+                    for c in &self.commit_regression.examples {
+                        writeln!(
+                            f,
+                            "  group {:?} {}-{}: committed {} by process {} (#{}{}), then {} by process {} (#{}{})",
+                            c.group.as_str(),
+                            c.topic,
+                            c.partition,
+                            c.before.offset,
+                            c.before.process,
+                            c.before.index,
+                            generation(c.before.generation),
+                            c.after.offset,
+                            c.after.process,
+                            c.after.index,
+                            generation(c.after.generation),
+                        )?;
+                    }
+                }
+                AnomalyKind::EmptyHistory => {
+                    for e in &self.empty_history.examples {
+                        writeln!(f, "  {}", e.reason)?;
+                    }
+                }
+                AnomalyKind::Acks1Loss => {
+                    for w in &self.acks_1_loss.examples {
+                        let list: Vec<String> = w.indexes.iter().map(|i| format!("#{i}")).collect();
+                        writeln!(
+                            f,
+                            "  {}-{}@{} value {:?} acknowledged with acks=1 (#{}): {} ({})",
+                            w.topic,
+                            w.partition,
+                            w.offset,
+                            w.value.as_str(),
+                            w.send_index,
+                            w.excuses.name(),
+                            list.join(", ")
+                        )?;
+                    }
+                }
             }
         }
         Ok(())
@@ -395,6 +614,30 @@ fn missing_lines(f: &mut fmt::Formatter<'_>, a: &Anomaly<Missing>) -> fmt::Resul
         match &m.highest_read {
             Some(h) => writeln!(f, "; highest offset read {} (#{})", h.offset, h.index)?,
             None => writeln!(f, "; partition never read")?,
+        }
+    }
+    Ok(())
+}
+
+fn generation(g: Option<u32>) -> String {
+    g.map_or(String::new(), |g| format!(", generation {g}"))
+}
+
+fn read_lines(f: &mut fmt::Formatter<'_>, a: &Anomaly<BadRead>, what: &str) -> fmt::Result {
+    for r in &a.examples {
+        write!(
+            f,
+            "  process {} read {}-{}@{} value {:?} (#{})",
+            r.process,
+            r.topic,
+            r.partition,
+            r.offset,
+            r.value.as_str(),
+            r.read_index
+        )?;
+        match r.send_index {
+            Some(i) => writeln!(f, "; {what} #{i}")?,
+            None => writeln!(f, "; no send of it in the history")?,
         }
     }
     Ok(())

@@ -128,14 +128,32 @@ fn inconsistent_offsets_twin_consistent_read_passes() {
 }
 
 #[test]
-fn inconsistent_offsets_twin_two_sends_without_reads_is_not_inconsistent() {
-    // Only reads (or a read against a send) make an offset inconsistent.
+fn inconsistent_offsets_two_acknowledgements_at_one_offset() {
+    // No log holds both: one of the acknowledgements is wrong, whether or not anyone reads.
+    let mut h = H::new();
+    let a = h.send(1, 0, "a", 0);
+    let b = h.send(3, 0, "b", 0);
+    let r = h.check();
+    assert_only(&r, AnomalyKind::InconsistentOffsets);
+    assert_eq!(
+        r.example_indexes(AnomalyKind::InconsistentOffsets),
+        vec![vec![a, b]]
+    );
+}
+
+#[test]
+fn inconsistent_offsets_twins_two_sends_at_two_offsets_or_one_unknown_pass() {
     let mut h = H::new();
     h.send(1, 0, "a", 0);
-    h.send(3, 0, "b", 0);
+    h.send(3, 0, "b", 1);
     let r = h.check();
     assert_valid(&r);
     assert_eq!(r.unseen.count, 2);
+
+    let mut h = H::new();
+    h.send(1, 0, "a", 0);
+    h.send_unacked(3, 0, "b", EventType::Info);
+    assert_valid(&h.check());
 }
 
 fn two_then_back(reset: impl FnOnce(&mut H)) -> (H, u64, u64) {

@@ -47,7 +47,8 @@ fn reads_every_kind_of_event() {
                     topic: "t".into(),
                     partition: 0,
                     offset: 43
-                }]
+                }],
+                ..CommitValue::default()
             }
         ),
         other => panic!("{other:?}"),

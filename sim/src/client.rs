@@ -41,6 +41,15 @@ const METADATA_TIMEOUT: SimTime = 500 * MILLIS;
 const METADATA_MIN_INTERVAL: SimTime = 50 * MILLIS;
 pub(crate) const POLL_INTERVAL: SimTime = 20 * MILLIS;
 
+/// A send's history value, with the producer's acks level (what its acknowledgement means).
+fn sent(p: u32, value: &str, acks: Acks) -> SendValue {
+    SendValue::new(TOPIC, p, value).with_acks(match acks {
+        Acks::None => skein_jepsen::Acks::None,
+        Acks::Leader => skein_jepsen::Acks::Leader,
+        Acks::All => skein_jepsen::Acks::All,
+    })
+}
+
 /// History process id of a client's work on one partition.
 pub fn process_id(client: u64, partition: u32) -> u64 {
     client * 1000 + partition as u64
@@ -310,7 +319,7 @@ impl Producer {
                         process,
                         EventType::Invoke,
                         Function::Send,
-                        Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                        Value::Send(sent(p, v, self.acks)),
                     );
                 }
                 if self.idempotent {
@@ -323,7 +332,7 @@ impl Producer {
                                     process,
                                     EventType::Fail,
                                     Function::Send,
-                                    Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                                    Value::Send(sent(p, v, self.acks)),
                                 );
                             }
                             continue;
@@ -378,7 +387,7 @@ impl Producer {
                             process_id(self.client, p),
                             EventType::Info,
                             Function::Send,
-                            Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                            Value::Send(sent(p, v, self.acks)),
                         );
                     }
                 }
@@ -411,7 +420,7 @@ impl Producer {
                     process_id(self.client, p),
                     EventType::Info,
                     Function::Send,
-                    Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                    Value::Send(sent(p, v, self.acks)),
                 );
             }
         }
@@ -445,7 +454,7 @@ impl Producer {
                         process_id(self.client, p),
                         EventType::Fail,
                         Function::Send,
-                        Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                        Value::Send(sent(p, v, self.acks)),
                     );
                 }
                 return;
@@ -483,7 +492,7 @@ impl Producer {
                         process_id(self.client, p),
                         EventType::Ok,
                         Function::Send,
-                        Value::Send(SendValue::new(TOPIC, p, v.as_str()).at(offset)),
+                        Value::Send(sent(p, &v, self.acks).at(offset)),
                     );
                     if self.acks == Acks::All {
                         ctx.out.acked.push((p, offset, v, epoch));
@@ -549,7 +558,7 @@ impl Producer {
                     process_id(self.client, p),
                     EventType::Info,
                     Function::Send,
-                    Value::Send(SendValue::new(TOPIC, p, v.as_str())),
+                    Value::Send(sent(p, v, self.acks)),
                 );
             }
         }
@@ -604,6 +613,7 @@ impl Consumer {
                     Function::Assign,
                     Value::Assign(AssignValue {
                         partitions: vec![(TOPIC.into(), p)],
+                        ..AssignValue::default()
                     }),
                 );
             }

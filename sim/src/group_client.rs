@@ -36,7 +36,7 @@ use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
     SubscribeValue, Value,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Client-side group timing, scaled down from Kafka's defaults like the brokers' timeouts.
 pub const SESSION_TIMEOUT: SimTime = SECS;
@@ -154,8 +154,8 @@ pub struct GroupMember {
     pause_armed: Option<SimTime>,
     /// The broker that last served each partition (for read checks).
     served: BTreeMap<u32, NodeId>,
-    /// User commits invoked and not yet completed.
-    open_commits: BTreeSet<CommitId>,
+    /// User commits invoked and not yet completed, with the generation they were made in.
+    open_commits: BTreeMap<CommitId, Option<GenerationId>>,
     /// Last position seen below the known committed offset, per partition (reset detection).
     reset_seen: BTreeMap<u32, Offset>,
     pub records: u64,
@@ -197,7 +197,7 @@ impl GroupMember {
             app: App::Idle { next_poll: 0 },
             pause_armed: None,
             served: BTreeMap::new(),
-            open_commits: BTreeSet::new(),
+            open_commits: BTreeMap::new(),
             reset_seen: BTreeMap::new(),
             records: 0,
             commits_ok: 0,
@@ -430,11 +430,12 @@ impl GroupMember {
             });
         }
         let c = self.consumer.as_mut().expect("up");
+        let generation = c.generation();
         let id = match self.mode {
             CommitMode::Sync => c.commit_sync(now),
             CommitMode::Async => c.commit_async(now),
         };
-        self.open_commits.insert(id);
+        self.open_commits.insert(id, generation);
         ctx.history.push(
             now,
             commit_process(self.client),
@@ -669,6 +670,7 @@ impl GroupMember {
                 } else {
                     Vec::new()
                 },
+                ..AssignValue::default()
             }),
         );
     }
@@ -694,9 +696,9 @@ impl GroupMember {
                 }
             }
             ConsumerEvent::CommitCompleted { id, result } => {
-                if !self.open_commits.remove(&id) {
+                let Some(generation) = self.open_commits.remove(&id) else {
                     return;
-                }
+                };
                 if let App::Committing { id: waiting, .. } = self.app {
                     if waiting == id {
                         self.app = App::Idle { next_poll: ctx.now };
@@ -720,6 +722,7 @@ impl GroupMember {
                                     offset,
                                 })
                                 .collect(),
+                            generation,
                         });
                         if !offsets.is_empty() {
                             ctx.out.group.push(GroupObs::CommitAcked {

@@ -192,7 +192,8 @@ async fn produce(cluster: Cluster, history: History, process: u64, stop: Arc<Ato
                     format!("p{process}-{n}")
                 })
                 .collect();
-            let send = |v: &str| SendValue::new(TOPIC, tp.partition, v);
+            let send =
+                |v: &str| SendValue::new(TOPIC, tp.partition, v).with_acks(skein_jepsen::Acks::All);
             let result = c
                 .produce(
                     &tp,
@@ -255,7 +256,10 @@ async fn consume_all(
         process,
         EventType::Ok,
         Function::Assign,
-        Value::Assign(skein_jepsen::AssignValue { partitions }),
+        Value::Assign(skein_jepsen::AssignValue {
+            partitions,
+            ..Default::default()
+        }),
     );
     let mut read = 0;
     let deadline = Instant::now() + Duration::from_secs(120);

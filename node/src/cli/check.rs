@@ -1,4 +1,4 @@
-//! `skein check HISTORY.jsonl [--final-reads] [--json]`: judge a client history.
+//! `skein check HISTORY.jsonl [--final-reads] [--strict] [--json]`: judge a client history.
 //!
 //! Exit codes: 0 the history is valid, 1 anomalies were found, 2 the input could not be read
 //! (the message names the file and line).
@@ -19,6 +19,10 @@ pub struct CheckArgs {
     /// were never read (`unseen`) are anomalies.
     #[arg(long)]
     pub final_reads: bool,
+    /// Jepsen's policies: a history that proves nothing (no acknowledged send, or no record
+    /// read) and a read of a value no send carried are anomalies.
+    #[arg(long)]
+    pub strict: bool,
     /// Print the report as one JSON document instead of the human summary.
     #[arg(long)]
     pub json: bool,
@@ -44,6 +48,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     tracing::debug!(events = events.len(), "history read");
     let options = CheckOptions {
         final_reads: args.final_reads,
+        strict: args.strict,
         max_examples: args.max_examples,
     };
     let report = check(&events, &options);
