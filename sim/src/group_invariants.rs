@@ -259,6 +259,32 @@ impl GroupChecker {
         }
     }
 
+    /// The coordinator on `broker` (at `epoch`) made these commits durable, in log order.
+    /// Checked one by one: several can become durable in one broker step, so the
+    /// coordinator's state seen after the step would hide a regression in between (an
+    /// OffsetFetch could have been answered with the lower value).
+    pub fn on_committed(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        broker: NodeId,
+        epoch: LeaderEpoch,
+        offsets: &[(u32, Offset)],
+    ) {
+        if self.coordinator_epoch.is_some_and(|e| epoch < e) {
+            return; // a deposed coordinator that has not heard yet: not in charge
+        }
+        for &(p, o) in offsets {
+            if let Some(&prev) = self.committed.get(&p) {
+                if o < prev {
+                    let d = format!("partition {p}: the committed offset went back from {prev} to {o} (a commit made durable by the coordinator on broker {broker}, epoch {epoch})");
+                    v.violation(GROUP_OFFSET_REGRESSION, now, d);
+                }
+            }
+            self.committed.insert(p, o);
+        }
+    }
+
     /// A broker's process died: its coordinator is gone.
     pub fn on_broker_down(&mut self, broker: NodeId) {
         self.loaded_on.remove(&broker);

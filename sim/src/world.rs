@@ -36,7 +36,7 @@ use skein_core::group::{
 };
 use skein_core::message::{Acks as CoreAcks, Address, Message};
 use skein_core::replica::{Event as ReplicaEvent, Role};
-use skein_core::{NodeId, TopicPartition};
+use skein_core::{NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -783,6 +783,20 @@ impl World {
                 })) if tp.topic == TOPIC => {
                     self.checker
                         .on_became_leader(tp.partition, epoch, log_end_offset);
+                }
+                Output::Event(BrokerEvent::OffsetsCommitted {
+                    group,
+                    coordinator_epoch,
+                    offsets,
+                }) if group == self.cfg.group_id => {
+                    if let Some(gc) = self.group.as_mut() {
+                        let offsets: Vec<(u32, Offset)> = offsets
+                            .into_iter()
+                            .filter(|(tp, _)| tp.topic == TOPIC)
+                            .map(|(tp, o)| (tp.partition, o))
+                            .collect();
+                        gc.on_committed(&mut self.checker, now, id, coordinator_epoch, &offsets);
+                    }
                 }
                 Output::Event(_) => {}
             }

@@ -31,7 +31,7 @@
 //!   offset older than the one the log (and a retry) held, and committed below it (seed 124,
 //!   `group-offset-regression`).
 
-use super::{Broker, Output};
+use super::{Broker, BrokerEvent, Output};
 use crate::group::{
     find_coordinator, AppendError, AppendId, CoordinatorOutput, GroupCoordinators, GroupRequest,
     GroupResponse, CONSUMER_OFFSETS_TOPIC,
@@ -236,6 +236,17 @@ impl<S: Storage + Clone> Broker<S> {
                         leader_epoch,
                         records,
                     } => self.group_append(now, partition, id, leader_epoch, records),
+                    CoordinatorOutput::Committed {
+                        group,
+                        epoch,
+                        offsets,
+                    } => self
+                        .outputs
+                        .push(Output::Event(BrokerEvent::OffsetsCommitted {
+                            group,
+                            coordinator_epoch: epoch,
+                            offsets,
+                        })),
                 }
             }
             if !progressed {

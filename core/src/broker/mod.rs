@@ -22,7 +22,7 @@ use crate::message::*;
 use crate::replica::{
     AlterOutcome, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
 };
-use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,6 +153,14 @@ pub enum BrokerEvent {
     /// was out of the ISR, so it held nothing the partition needs).
     PartitionRepaired {
         tp: TopicPartition,
+    },
+    /// A group's commit became durable at the coordinator hosted here (at the
+    /// `__consumer_offsets` leader epoch `coordinator_epoch`): these are now its committed
+    /// offsets, in log order. For observers (the simulator's group checks, traces).
+    OffsetsCommitted {
+        group: String,
+        coordinator_epoch: LeaderEpoch,
+        offsets: Vec<(TopicPartition, Offset)>,
     },
     /// Controlled shutdown: the leaderships that could move have moved (the image shows
     /// it); `remaining` are led here still (this broker is their only ISR member).

@@ -486,6 +486,16 @@ impl GroupCoordinator {
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     g.commit_done(&offsets, result.as_ref().ok().copied());
+                    if result.is_ok() {
+                        fx.outputs.push(CoordinatorOutput::Committed {
+                            group: group.clone(),
+                            epoch: fx.epoch,
+                            offsets: offsets
+                                .iter()
+                                .map(|(tp, v)| (tp.clone(), v.offset))
+                                .collect(),
+                        });
+                    }
                 }
                 let r = result.map(|_| ()).map_err(|e| e.to_group_error());
                 fx.respond(waiter, GroupResponse::OffsetCommit(r));

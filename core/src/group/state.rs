@@ -75,6 +75,14 @@ pub enum CoordinatorOutput {
         leader_epoch: LeaderEpoch,
         records: Vec<Record>,
     },
+    /// Observation only (hosts trace it or ignore it): a commit append of `group` became
+    /// durable at coordinator epoch `epoch`, so these are now the group's committed offsets
+    /// in log order. Emitted before the commit's answer.
+    Committed {
+        group: String,
+        epoch: LeaderEpoch,
+        offsets: Vec<(TopicPartition, Offset)>,
+    },
 }
 
 /// Why an append to `__consumer_offsets` did not become durable.

@@ -72,6 +72,7 @@ impl Harness {
                         correlation,
                         response,
                     } => self.replies.push((to, correlation, response)),
+                    CoordinatorOutput::Committed { .. } => {}
                     CoordinatorOutput::Append {
                         id,
                         partition,

@@ -213,6 +213,7 @@ impl World {
                     corr: correlation,
                     resp: ConsumerResponse::Group(response),
                 }),
+                CoordinatorOutput::Committed { .. } => {}
                 CoordinatorOutput::Append {
                     id,
                     leader_epoch,
