@@ -15,6 +15,7 @@ pub mod group;
 pub mod log;
 pub mod message;
 pub mod producer;
+pub mod raft;
 pub mod replica;
 pub mod types;
 

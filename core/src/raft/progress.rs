@@ -1,0 +1,38 @@
+//! What a leader knows about each follower's log.
+
+use super::message::Index;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProgressState {
+    /// Where the follower's log matches is unknown: one append at a time, each waiting for
+    /// its answer (or the next heartbeat), walking `next` back on every reject.
+    Probe,
+    /// The follower matched: appends are pipelined, `next` advances as they are sent.
+    Replicate,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// Highest index known to match the leader's log (only ever grows within a term).
+    pub(crate) match_index: Index,
+    /// Next index to send.
+    pub(crate) next: Index,
+    pub(crate) state: ProgressState,
+    /// Heard from at this term since the last check-quorum round.
+    pub(crate) recent_active: bool,
+}
+
+impl Progress {
+    pub(crate) fn new(last_index: Index) -> Self {
+        Self {
+            match_index: 0,
+            next: last_index + 1,
+            state: ProgressState::Probe,
+            recent_active: false,
+        }
+    }
+
+    pub(crate) fn check(&self) {
+        debug_assert!(self.next > self.match_index, "{self:?}");
+    }
+}

@@ -1,0 +1,319 @@
+//! Scripted Raft scenarios on a hand-driven network, and the bug-zoo bounds.
+
+use super::cluster::{first_failure, sweep, Options};
+use super::*;
+use crate::log::MemStorage;
+use crate::types::{Nanos, NodeId};
+use std::collections::BTreeMap;
+
+const MS: Nanos = 1_000_000;
+
+struct Net {
+    now: Nanos,
+    nodes: BTreeMap<NodeId, Option<Raft<MemStorage>>>,
+    disks: BTreeMap<NodeId, MemStorage>,
+    queue: Vec<(NodeId, NodeId, Message)>,
+    applied: BTreeMap<NodeId, Vec<Entry>>,
+    restored: BTreeMap<NodeId, Snapshot>,
+    n: u32,
+    bugs: RaftBugs,
+}
+
+impl Net {
+    fn new(n: u32, bugs: RaftBugs) -> Self {
+        let mut net = Self {
+            now: 0,
+            nodes: BTreeMap::new(),
+            disks: BTreeMap::new(),
+            queue: Vec::new(),
+            applied: BTreeMap::new(),
+            restored: BTreeMap::new(),
+            n,
+            bugs,
+        };
+        for id in 1..=n {
+            net.disks.insert(id, MemStorage::new());
+            net.start(id);
+        }
+        net
+    }
+    fn config(&self, id: NodeId) -> RaftConfig {
+        RaftConfig {
+            election_timeout: 100 * MS,
+            heartbeat_interval: 10 * MS,
+            max_entries_per_append: 1,
+            bugs: self.bugs,
+            seed: 7,
+            ..RaftConfig::new(id, (1..=self.n).collect())
+        }
+    }
+    fn start(&mut self, id: NodeId) {
+        let r = Raft::open(self.disks[&id].clone(), self.config(id), self.now).expect("opens");
+        self.nodes.insert(id, Some(r));
+    }
+    fn r(&self, id: NodeId) -> &Raft<MemStorage> {
+        self.nodes[&id].as_ref().expect("live")
+    }
+    fn m(&mut self, id: NodeId) -> &mut Raft<MemStorage> {
+        self.nodes.get_mut(&id).unwrap().as_mut().expect("live")
+    }
+    fn collect(&mut self, id: NodeId) {
+        for o in self.m(id).drain_outputs() {
+            match o {
+                RaftOutput::Send { to, message } => self.queue.push((id, to, message)),
+                RaftOutput::Apply(es) => self.applied.entry(id).or_default().extend(es),
+                RaftOutput::RestoreSnapshot(s) => {
+                    self.restored.insert(id, s);
+                }
+                _ => {}
+            }
+        }
+    }
+    /// Moves time past `id`'s election deadline and ticks it (it starts a pre-vote).
+    fn timeout(&mut self, id: NodeId) {
+        self.now = self.now.max(self.r(id).next_timeout().unwrap());
+        let now = self.now;
+        self.m(id).tick(now);
+        self.collect(id);
+    }
+    fn tick(&mut self, id: NodeId, by: Nanos) {
+        self.now += by;
+        let now = self.now;
+        self.m(id).tick(now);
+        self.collect(id);
+    }
+    /// Delivers queued messages whose (from, to) passes `ok` until none is left; the rest
+    /// are dropped.
+    fn deliver(&mut self, ok: impl Fn(NodeId, NodeId) -> bool) {
+        while !self.queue.is_empty() {
+            let batch = std::mem::take(&mut self.queue);
+            for (from, to, msg) in batch {
+                if ok(from, to) && self.nodes[&to].is_some() {
+                    self.now += 1;
+                    let now = self.now;
+                    self.m(to).handle(now, from, msg);
+                    self.collect(to);
+                }
+            }
+        }
+    }
+    fn all(&mut self) {
+        self.deliver(|_, _| true);
+    }
+    fn elect(&mut self, id: NodeId, ok: impl Fn(NodeId, NodeId) -> bool + Copy) {
+        self.timeout(id);
+        self.deliver(ok);
+        assert_eq!(self.r(id).role(), Role::Leader, "node {id} was not elected");
+    }
+    fn propose(&mut self, id: NodeId, v: u8) -> Index {
+        let now = self.now;
+        let i = self.m(id).propose(now, vec![v]).expect("leader");
+        self.collect(id);
+        i
+    }
+    fn crash(&mut self, id: NodeId) {
+        let r = self.nodes.insert(id, None).unwrap().unwrap();
+        drop(r.into_storage());
+        self.disks[&id].crash_lose_unsynced();
+        self.queue.retain(|(f, t, _)| *f != id && *t != id);
+    }
+}
+
+#[test]
+fn election_and_replication() {
+    let mut net = Net::new(3, RaftBugs::default());
+    net.elect(1, |_, _| true);
+    assert_eq!(net.r(1).term(), 1);
+    let i = net.propose(1, 9);
+    net.all();
+    net.tick(1, 10 * MS); // heartbeat carries the commit index
+    net.all();
+    for id in 1..=3 {
+        assert_eq!(net.r(id).leader(), Some(1));
+        assert_eq!(net.r(id).commit_index(), i, "node {id}");
+        let applied = &net.applied[&id];
+        assert_eq!(applied.last().unwrap().payload, Payload::Command(vec![9]));
+    }
+}
+
+#[test]
+fn log_repair_overwrites_an_uncommitted_divergent_suffix() {
+    let mut net = Net::new(3, RaftBugs::default());
+    net.elect(1, |_, _| true);
+    // Node 1 appends three entries nobody gets, then loses leadership to 2.
+    for v in 0..3 {
+        net.propose(1, v);
+    }
+    net.queue.clear();
+    net.crash(1);
+    net.elect(2, |_, _| true);
+    net.propose(2, 7);
+    net.all();
+    net.start(1);
+    net.tick(2, 10 * MS);
+    for _ in 0..6 {
+        net.all();
+        net.tick(2, 10 * MS);
+    }
+    net.all();
+    assert_eq!(
+        net.r(1).entries(),
+        net.r(2).entries(),
+        "1's log repaired to 2's"
+    );
+    assert!(net
+        .r(1)
+        .entries()
+        .iter()
+        .all(|e| e.payload != Payload::Command(vec![1])));
+}
+
+#[test]
+fn pre_vote_keeps_a_partitioned_node_from_disrupting_the_leader() {
+    let mut net = Net::new(3, RaftBugs::default());
+    net.elect(1, |_, _| true);
+    net.tick(1, 10 * MS);
+    net.all();
+    // 3 is cut off and times out again and again: pre-vote never passes, its term stays.
+    for _ in 0..5 {
+        net.timeout(3);
+        net.deliver(|f, t| f != 3 && t != 3);
+        net.queue.clear();
+        net.tick(1, 10 * MS);
+        net.deliver(|f, t| f != 3 && t != 3);
+    }
+    assert_eq!(net.r(3).term(), 1, "pre-vote does not bump the term");
+    // 3 comes back and campaigns: 2 heard from 1 recently and refuses; 1 keeps leading.
+    net.timeout(3);
+    net.all();
+    assert_eq!(net.r(1).role(), Role::Leader);
+    assert_eq!(net.r(1).term(), 1);
+}
+
+fn isolated_leader(bugs: RaftBugs) -> Role {
+    let mut net = Net::new(3, bugs);
+    net.elect(1, |_, _| true);
+    for _ in 0..30 {
+        net.tick(1, 10 * MS);
+        net.queue.clear(); // nobody answers
+    }
+    net.r(1).role()
+}
+
+#[test]
+fn check_quorum_steps_down_a_leader_that_cannot_reach_a_majority() {
+    assert_eq!(isolated_leader(RaftBugs::default()), Role::Follower);
+    assert_eq!(
+        isolated_leader(RaftBugs::named("no-check-quorum").unwrap()),
+        Role::Leader
+    );
+}
+
+#[test]
+fn laggard_gets_a_snapshot_and_catches_up() {
+    let mut net = Net::new(3, RaftBugs::default());
+    net.elect(1, |_, _| true);
+    for v in 0..10 {
+        net.propose(1, v);
+        net.deliver(|f, t| f != 3 && t != 3);
+    }
+    net.tick(1, 10 * MS);
+    net.deliver(|f, t| f != 3 && t != 3);
+    let applied = net.r(1).applied_index();
+    for id in [1, 2] {
+        net.m(id).compact(applied, b"image".to_vec()).unwrap();
+    }
+    assert_eq!(net.r(1).snapshot().last_index, applied);
+    for _ in 0..5 {
+        net.tick(1, 10 * MS);
+        net.all();
+    }
+    assert_eq!(net.restored[&3].last_index, applied);
+    assert_eq!(net.restored[&3].data, b"image");
+    assert_eq!(net.r(3).commit_index(), net.r(1).commit_index());
+    assert_eq!(net.r(3).last_index(), net.r(1).last_index());
+}
+
+#[test]
+fn restart_recovers_term_vote_log_and_snapshot() {
+    let mut net = Net::new(3, RaftBugs::default());
+    net.elect(1, |_, _| true);
+    for v in 0..5 {
+        net.propose(1, v);
+        net.all();
+    }
+    net.tick(1, 10 * MS);
+    net.all();
+    let applied = net.r(2).applied_index();
+    net.m(2).compact(applied - 2, b"img".to_vec()).unwrap();
+    let (term, vote, entries, snap) = {
+        let r = net.r(2);
+        (
+            r.term(),
+            r.voted_for(),
+            r.entries().to_vec(),
+            r.snapshot().clone(),
+        )
+    };
+    net.crash(2);
+    net.start(2);
+    let r = net.r(2);
+    assert_eq!((r.term(), r.voted_for()), (term, vote));
+    assert_eq!(vote, Some(1));
+    assert_eq!(r.entries(), &entries[..]);
+    assert_eq!(r.snapshot(), &snap);
+    assert_eq!(r.commit_index(), snap.last_index);
+}
+
+#[test]
+fn a_torn_log_tail_is_cut_and_synced_corruption_is_an_error() {
+    let mut net = Net::new(1, RaftBugs::default());
+    net.timeout(1);
+    assert_eq!(net.r(1).role(), Role::Leader);
+    net.propose(1, 1);
+    net.propose(1, 2);
+    net.crash(1);
+    let disk = net.disks[&1].clone();
+    let log = disk.contents("__raft/log").unwrap();
+    // A torn last frame: cut, the rest opens.
+    let mut torn = log.clone();
+    torn.truncate(log.len() - 3);
+    disk.put_raw("__raft/log", &torn);
+    net.start(1);
+    assert_eq!(net.r(1).last_index(), 2);
+    net.crash(1);
+    // A flipped bit in the first frame: a typed error, not a silent cut.
+    let mut bad = log.clone();
+    bad[10] ^= 1;
+    disk.put_raw("__raft/log", &bad);
+    let err = Raft::open(disk.clone(), net.config(1), 0)
+        .err()
+        .expect("refused");
+    assert!(matches!(err, RaftOpenError::Corrupt { .. }), "{err}");
+}
+
+// ---- bug zoo: the randomized cluster catches each bug within a bound; the correct build
+// passes the same seeds ----
+
+fn zoo(bug: &str, nodes: u32, bound: u64) {
+    let mut opts = Options::new(nodes);
+    opts.bugs = RaftBugs::named(bug).unwrap();
+    let (seed, failure) = first_failure(0..bound, &opts)
+        .unwrap_or_else(|| panic!("{bug} not caught in seeds 0..{bound}"));
+    eprintln!("{bug}: caught at seed {seed}: {failure}");
+    let correct = Options::new(nodes);
+    sweep(0..=seed, &correct).unwrap_or_else(|e| panic!("correct build fails: {e}"));
+}
+
+#[test]
+fn zoo_commit_previous_term() {
+    zoo("commit-previous-term", 3, ZOO_FIG8);
+}
+
+#[test]
+fn zoo_no_check_quorum() {
+    zoo("no-check-quorum", 3, ZOO_CQ);
+}
+
+const ZOO_FIG8: u64 = 200;
+const ZOO_CQ: u64 = 20;
