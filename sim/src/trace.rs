@@ -107,15 +107,24 @@ pub enum Fields<'a> {
     /// The links a partition fault cut, both directions listed.
     Blocked(&'a [(Address, Address)]),
     /// A node's process started (`up`) or died.
-    Process { node: Address, up: bool },
+    Process {
+        node: Address,
+        up: bool,
+    },
     /// A client's process was paused for `duration`.
-    ClientPaused { client: u64, duration: SimTime },
+    ClientPaused {
+        client: u64,
+        duration: SimTime,
+    },
     /// Every replica a broker holds, after one of its steps.
     Replicas {
         node: NodeId,
         views: &'a [ReplicaView],
     },
-    BrokerEvent { node: NodeId, event: &'a BrokerEvent },
+    BrokerEvent {
+        node: NodeId,
+        event: &'a BrokerEvent,
+    },
     ControllerEvent(&'a ControllerEvent),
     /// One client history event (docs/history.md).
     History(&'a skein_jepsen::Event),

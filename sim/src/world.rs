@@ -846,8 +846,13 @@ impl World {
         let next = b.next_timeout();
         if self.tracer.recording() {
             let views = b.views();
-            self.tracer
-                .fields(now, Fields::Replicas { node: id, views: &views });
+            self.tracer.fields(
+                now,
+                Fields::Replicas {
+                    node: id,
+                    views: &views,
+                },
+            );
         }
         let from = Address::Node(id);
         for o in outputs {
@@ -857,13 +862,8 @@ impl World {
                     .event(now, seq, "broker-event", "", &[id as u64], || {
                         format!("node-{id}: {e:?}")
                     });
-                self.tracer.fields(
-                    now,
-                    Fields::BrokerEvent {
-                        node: id,
-                        event: e,
-                    },
-                );
+                self.tracer
+                    .fields(now, Fields::BrokerEvent { node: id, event: e });
             }
             match o {
                 Output::Send { to, msg } => {
@@ -1325,7 +1325,7 @@ impl World {
                     .map(|(a, b)| (node_addr(a), node_addr(b)))
                     .collect();
                 self.tracer.fields(now, Fields::Blocked(&links));
-                self.net.block(links);
+                self.net.block(links.into_iter().collect());
                 if let Some(d) = duration {
                     self.q.push(now + d, Ev::Fault(Fault::Heal));
                 }

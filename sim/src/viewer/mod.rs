@@ -27,11 +27,21 @@ fn base64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
     for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         s.push(T[(n >> 18) as usize & 63] as char);
         s.push(T[(n >> 12) as usize & 63] as char);
-        s.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        s.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        s.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        s.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     s
 }
@@ -61,7 +71,11 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
     }
     let pick8 = |c: &[u8]| base64(&order.iter().map(|&i| c[i]).collect::<Vec<u8>>());
     let pick32 = |c: &[u32]| col_u32(order.iter().map(|&i| c[i]));
-    let mut texts: Vec<(u32, &str)> = m.text.iter().map(|(i, t)| (rank[*i as usize], t.as_str())).collect();
+    let mut texts: Vec<(u32, &str)> = m
+        .text
+        .iter()
+        .map(|(i, t)| (rank[*i as usize], t.as_str()))
+        .collect();
     texts.sort();
     let replicas: Vec<Value> = rec
         .replicas
@@ -69,7 +83,10 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         .map(|((tp, node), states)| {
             let cols: Vec<Vec<u32>> = vec![
                 states.iter().map(|s| us(s.0)).collect(),
-                states.iter().map(|s| s.1.role as u32 | (s.1.leader as u32) << 8).collect(),
+                states
+                    .iter()
+                    .map(|s| s.1.role as u32 | (s.1.leader as u32) << 8)
+                    .collect(),
                 states.iter().map(|s| s.1.epoch).collect(),
                 states.iter().map(|s| s.1.leo).collect(),
                 states.iter().map(|s| s.1.hw).collect(),
@@ -91,7 +108,7 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         "end": us(rec.end),
         "finalHeal": rec.final_heal.map(us),
         "lanes": rec.lanes.iter().map(|l| json!({"name": l.name, "role": l.role})).collect::<Vec<_>>(),
-        "tps": rec.tps.iter().map(|t| format!("{}/{}", t.topic, t.partition)).collect::<Vec<_>>(),
+        "tps": rec.tps.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         "kinds": rec.kinds,
         "msgs": {
             "n": m.sent.len(),
@@ -113,8 +130,37 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         "pauses": rec.pauses.iter().map(|p| json!([us(p.0), p.1, us(p.2)])).collect::<Vec<_>>(),
         "partitions": rec.partitions.iter().map(|p| json!([us(p.0), p.1])).collect::<Vec<_>>(),
         "notes": rec.notes.iter().map(|n| json!([us(n.at), n.lane, n.what, n.text])).collect::<Vec<_>>(),
-        "history": rec.history.iter().map(|h| json!([us(h.at), h.lane, h.kind, h.f, h.partition, h.a, h.b, h.text])).collect::<Vec<_>>(),
+        "history": history(rec),
         "violations": rec.violations.iter().map(|v| json!([us(v.at), v.invariant, v.detail])).collect::<Vec<_>>(),
+    })
+}
+
+/// The client history as columns (it is the largest part after the messages).
+fn history(rec: &Recorder) -> Value {
+    let h = &rec.history;
+    let mut fs: Vec<&str> = Vec::new();
+    let f: Vec<u8> = h
+        .iter()
+        .map(|e| match fs.iter().position(|&x| x == e.f) {
+            Some(i) => i as u8,
+            None => {
+                fs.push(e.f);
+                fs.len() as u8 - 1
+            }
+        })
+        .collect();
+    json!({
+        "n": h.len(),
+        "fs": fs,
+        "at": col_u32(h.iter().map(|e| us(e.at))),
+        "lane": base64(&h.iter().map(|e| e.lane).collect::<Vec<u8>>()),
+        "kind": base64(&h.iter().map(|e| e.kind).collect::<Vec<u8>>()),
+        "f": base64(&f),
+        "process": col_u32(h.iter().map(|e| e.process)),
+        "partition": col_u32(h.iter().map(|e| e.partition)),
+        "a": col_u32(h.iter().map(|e| e.a)),
+        "b": col_u32(h.iter().map(|e| e.b)),
+        "text": h.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
     })
 }
 

@@ -8,9 +8,7 @@ use crate::invariants::Violation;
 use crate::time::SimTime;
 use crate::trace::{Arrival, Fields};
 use skein_core::broker::BrokerEvent;
-use skein_core::message::{
-    Address, ConsumerFetchResponse, FetchResult, Message, ProduceResponse,
-};
+use skein_core::message::{Address, ConsumerFetchResponse, FetchResult, Message, ProduceResponse};
 use skein_core::replica::{ReplicaView, Role};
 use skein_core::{NodeId, TopicPartition};
 use skein_jepsen::{EventType, Function, Value};
@@ -94,6 +92,8 @@ pub struct Note {
 pub struct Hist {
     pub at: SimTime,
     pub lane: u8,
+    /// The history process (an operation's invoke and completion share it).
+    pub process: u32,
     /// 0 invoke, 1 ok, 2 fail, 3 info.
     pub kind: u8,
     pub f: &'static str,
@@ -138,9 +138,7 @@ fn addr_key(a: Address) -> (u8, u64) {
 }
 
 fn mask(ids: &[NodeId]) -> u32 {
-    ids.iter()
-        .filter(|&&n| n < 32)
-        .fold(0, |m, &n| m | 1 << n)
+    ids.iter().filter(|&&n| n < 32).fold(0, |m, &n| m | 1 << n)
 }
 
 fn clip(v: u64) -> u32 {
@@ -506,7 +504,7 @@ impl Recorder {
     }
 
     fn history_event(&mut self, e: &skein_jepsen::Event) {
-        let lane = self.lane(Address::Client(e.process));
+        let lane = self.lane(Address::Client(crate::client::client_of_process(e.process)));
         let kind = match e.kind {
             EventType::Invoke => 0,
             EventType::Ok => 1,
@@ -569,6 +567,7 @@ impl Recorder {
         self.history.push(Hist {
             at: e.time,
             lane,
+            process: clip(e.process),
             kind,
             f,
             partition,
