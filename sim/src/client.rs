@@ -55,6 +55,11 @@ pub fn process_id(client: u64, partition: u32) -> u64 {
     client * 1000 + partition as u64
 }
 
+/// The client a history process id belongs to (the inverse of [`process_id`]).
+pub fn client_of_process(process: u64) -> u64 {
+    process / 1000
+}
+
 /// What a client step produced besides history.
 #[derive(Default)]
 pub struct ClientOut {

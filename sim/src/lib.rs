@@ -33,6 +33,7 @@ pub mod scenario;
 pub mod shrink;
 pub mod time;
 pub mod trace;
+pub mod viewer;
 pub mod world;
 
-pub use world::{realised_schedule, run, SimError, BUG_NAMES};
+pub use world::{realised_schedule, run, run_recorded, SimError, BUG_NAMES};

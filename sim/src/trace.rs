@@ -5,8 +5,25 @@
 //! on every platform; it is not cryptographic, which a determinism check does not need.
 //! Two runs with the same seed and flags must give the same hash; a differing hash means the
 //! run diverged somewhere, and `--trace` on both pinpoints the first differing line.
+//!
+//! The same events also reach an optional [`Recorder`] (the HTML viewer's, see
+//! [`crate::viewer`]) as structured [`Fields`]: messages with their send time and fate,
+//! faults, process starts and stops, replica states after each broker step, the client
+//! history, violations. Fields are not hashed: each is a function of the hashed events and
+//! the seed (what a step did to a replica, which message the network dropped), so hashing
+//! them would detect nothing new, and the pinned hashes stay valid whether or not a viewer
+//! watches the run.
 
+use crate::faults::Fault;
+use crate::invariants::Violation;
+use crate::time::SimTime;
+use crate::viewer::Recorder;
 use serde::Serialize;
+use skein_core::broker::BrokerEvent;
+use skein_core::controller::ControllerEvent;
+use skein_core::message::{Address, Message};
+use skein_core::replica::ReplicaView;
+use skein_core::NodeId;
 use std::io::Write;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -56,12 +73,74 @@ pub struct TraceLine<'a> {
     pub detail: &'a str,
 }
 
-/// Folds events into the hash; writes them as JSON lines when a sink is set.
+/// What happened to a delivered message at its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// Handed to the destination's state machine.
+    Handled,
+    /// Cut by a partition that started while it was in flight.
+    Partitioned,
+    /// Its destination crashed (or restarted) since it was sent, or is down.
+    Dead,
+}
+
+/// The structured side of a traced event, for the viewer (not hashed; see the module doc).
+pub enum Fields<'a> {
+    /// A message arrived (`duplicate`: the network's second copy).
+    Deliver {
+        from: Address,
+        to: Address,
+        sent: SimTime,
+        duplicate: bool,
+        arrival: Arrival,
+        msg: &'a Message,
+    },
+    /// The network dropped a message when it was sent (`partitioned`: a cut link, else lost).
+    Dropped {
+        from: Address,
+        to: Address,
+        partitioned: bool,
+        msg: &'a Message,
+    },
+    /// A fault fired (targets resolved).
+    Fault(&'a Fault),
+    /// The links a partition fault cut, both directions listed.
+    Blocked(&'a [(Address, Address)]),
+    /// A node's process started (`up`) or died.
+    Process {
+        node: Address,
+        up: bool,
+    },
+    /// A client's process was paused for `duration`.
+    ClientPaused {
+        client: u64,
+        duration: SimTime,
+    },
+    /// Every replica a broker holds, after one of its steps.
+    Replicas {
+        node: NodeId,
+        views: &'a [ReplicaView],
+    },
+    BrokerEvent {
+        node: NodeId,
+        event: &'a BrokerEvent,
+    },
+    ControllerEvent(&'a ControllerEvent),
+    /// One client history event (docs/history.md).
+    History(&'a skein_jepsen::Event),
+    Violation(&'a Violation),
+    /// Everything heals (the end of the fault window).
+    FinalHeal,
+}
+
+/// Folds events into the hash; writes them as JSON lines when a sink is set, and passes
+/// their fields to the recorder when one is set.
 pub struct Tracer {
     hash: Fnv1a,
     events: u64,
     sink: Option<Box<dyn Write>>,
     sink_error: Option<std::io::Error>,
+    recorder: Option<Box<Recorder>>,
 }
 
 impl Default for Tracer {
@@ -77,7 +156,31 @@ impl Tracer {
             events: 0,
             sink,
             sink_error: None,
+            recorder: None,
         }
+    }
+
+    /// Also passes every event's fields to `recorder`.
+    pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
+        self.recorder = recorder.map(Box::new);
+        self
+    }
+
+    /// Whether a recorder watches (callers skip building fields otherwise).
+    pub fn recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// The structured fields of the event at `time` (not hashed; see the module doc).
+    pub fn fields(&mut self, time: SimTime, fields: Fields<'_>) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.record(time, &fields);
+        }
+    }
+
+    /// The recorder, once the run is over.
+    pub fn take_recorder(&mut self) -> Option<Recorder> {
+        self.recorder.take().map(|b| *b)
     }
 
     /// Whether a sink is attached (callers skip formatting details otherwise).

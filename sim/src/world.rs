@@ -23,7 +23,7 @@ use crate::queue::EventQueue;
 use crate::report::SimReport;
 use crate::rng::{between, stream, substream, Subsystem};
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
-use crate::trace::Tracer;
+use crate::trace::{Arrival, Fields, Tracer};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Bugs, Output};
@@ -91,6 +91,9 @@ enum Ev {
         to: Address,
         incarnation: u64,
         msg: Message,
+        /// When it was sent, and whether it is the network's second copy (for the viewer).
+        sent: SimTime,
+        duplicate: bool,
     },
     NodeTimer {
         node: Address,
@@ -224,9 +227,28 @@ pub fn run(
     history: Option<Box<dyn Write>>,
 ) -> Result<SimReport, SimError> {
     config.validate().map_err(SimError::Config)?;
-    let mut world = World::new(config, trace)?;
+    let mut world = World::new(config, trace, None)?;
     world.run_loop();
     world.finish(history)
+}
+
+/// [`run`], with the viewer's [`Recorder`](crate::viewer::Recorder) watching the trace.
+pub fn run_recorded(
+    config: &SimConfig,
+    trace: Option<Box<dyn Write>>,
+    history: Option<Box<dyn Write>>,
+) -> Result<(SimReport, crate::viewer::Recorder), SimError> {
+    config.validate().map_err(SimError::Config)?;
+    let rec = crate::viewer::Recorder::new(config);
+    let mut world = World::new(config, trace, Some(rec))?;
+    world.run_loop();
+    let mut world = world;
+    let report = world.finish_ref(history)?;
+    let rec = world
+        .tracer
+        .take_recorder()
+        .expect("the recorder was attached");
+    Ok((report, rec))
 }
 
 struct World {
@@ -258,6 +280,8 @@ struct World {
     group: Option<GroupChecker>,
     /// Client index of each group member (member n at `members[n - 1]`).
     members: Vec<usize>,
+    /// History events already passed to the tracer's recorder.
+    history_seen: usize,
 }
 
 fn node_addr(n: NodeRef) -> Address {
@@ -298,7 +322,11 @@ fn msg_code(m: &Message) -> (u64, &'static str) {
 }
 
 impl World {
-    fn new(cfg: &SimConfig, trace: Option<Box<dyn Write>>) -> Result<Self, SimError> {
+    fn new(
+        cfg: &SimConfig,
+        trace: Option<Box<dyn Write>>,
+        recorder: Option<crate::viewer::Recorder>,
+    ) -> Result<Self, SimError> {
         let seed = cfg.seed;
         let bugs = bugs_from(&cfg.bugs)?;
         // Timeouts scaled down from Kafka's defaults so that short runs see failovers.
@@ -415,7 +443,8 @@ impl World {
             net_rng: stream(seed, Subsystem::Network),
             disk_rng: stream(seed, Subsystem::Disk),
             work_rng: stream(seed, Subsystem::Workload),
-            tracer: Tracer::new(trace),
+            tracer: Tracer::new(trace).with_recorder(recorder),
+            history_seen: 0,
             brokers,
             controller,
             clients,
@@ -464,6 +493,13 @@ impl World {
         ) {
             Ok(c) => {
                 self.controller.machine = Some(c);
+                self.tracer.fields(
+                    now,
+                    Fields::Process {
+                        node: Address::Controller,
+                        up: true,
+                    },
+                );
                 self.after_controller_step(now);
                 Ok(())
             }
@@ -480,6 +516,13 @@ impl World {
         match Broker::open(id, self.broker_config.clone(), slot.disk.clone(), local) {
             Ok((b, _reports)) => {
                 slot.machine = Some(b);
+                self.tracer.fields(
+                    now,
+                    Fields::Process {
+                        node: Address::Node(id),
+                        up: true,
+                    },
+                );
                 self.after_broker_step(id, now);
             }
             Err(e) => {
@@ -509,7 +552,9 @@ impl World {
                     to,
                     incarnation,
                     msg,
-                } => self.deliver(now, seq, from, to, incarnation, msg),
+                    sent,
+                    duplicate,
+                } => self.deliver(now, seq, (from, to, incarnation), msg, (sent, duplicate)),
                 Ev::NodeTimer { node, gen } => self.node_timer(now, seq, node, gen),
                 Ev::ClientTimer { client, gen } => {
                     let cs = &mut self.clients[client];
@@ -537,6 +582,7 @@ impl World {
                     let name = f.name();
                     self.tracer
                         .event(now, seq, "fault", name, &[], || format!("{f:?}"));
+                    self.tracer.fields(now, Fields::Fault(&f));
                     if !matches!(
                         f,
                         Fault::EndDiskFault { .. }
@@ -551,6 +597,7 @@ impl World {
                 Ev::FinalHeal => {
                     self.tracer
                         .event(now, seq, "final-heal", "", &[], String::new);
+                    self.tracer.fields(now, Fields::FinalHeal);
                     self.final_heal(now);
                 }
                 Ev::Audit => {
@@ -571,7 +618,15 @@ impl World {
             Address::Client(_) => 0,
         };
         match self.net.send(at, from, to, &mut self.net_rng) {
-            Fate::Dropped(_) => {}
+            Fate::Dropped(why) => self.tracer.fields(
+                at,
+                Fields::Dropped {
+                    from,
+                    to,
+                    partitioned: why == crate::net::DropReason::Partitioned,
+                    msg: &msg,
+                },
+            ),
             Fate::Deliver { at: t, duplicate } => {
                 if let Some(d) = duplicate {
                     self.q.push(
@@ -581,6 +636,8 @@ impl World {
                             to,
                             incarnation,
                             msg: msg.clone(),
+                            sent: at,
+                            duplicate: true,
                         },
                     );
                 }
@@ -591,6 +648,8 @@ impl World {
                         to,
                         incarnation,
                         msg,
+                        sent: at,
+                        duplicate: false,
                     },
                 );
             }
@@ -601,10 +660,9 @@ impl World {
         &mut self,
         now: SimTime,
         seq: u64,
-        from: Address,
-        to: Address,
-        incarnation: u64,
+        (from, to, incarnation): (Address, Address, u64),
         msg: Message,
+        (sent, duplicate): (SimTime, bool),
     ) {
         // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
         // in arrival order).
@@ -624,6 +682,8 @@ impl World {
                     to,
                     incarnation,
                     msg,
+                    sent,
+                    duplicate,
                 },
             );
             return;
@@ -646,6 +706,39 @@ impl World {
                 }
             },
         );
+        if self.tracer.recording() {
+            let arrival = if !self.net.can_deliver(from, to) {
+                Arrival::Partitioned
+            } else {
+                let alive = match to {
+                    Address::Node(n) => self
+                        .brokers
+                        .get(&n)
+                        .is_some_and(|s| s.incarnation == incarnation && s.machine.is_some()),
+                    Address::Controller => {
+                        self.controller.incarnation == incarnation
+                            && self.controller.machine.is_some()
+                    }
+                    Address::Client(_) => true,
+                };
+                if alive {
+                    Arrival::Handled
+                } else {
+                    Arrival::Dead
+                }
+            };
+            self.tracer.fields(
+                now,
+                Fields::Deliver {
+                    from,
+                    to,
+                    sent,
+                    duplicate,
+                    arrival,
+                    msg: &msg,
+                },
+            );
+        }
         if !self.net.can_deliver(from, to) {
             return; // cut by a partition while in flight
         }
@@ -751,6 +844,16 @@ impl World {
         };
         let outputs = b.drain_outputs();
         let next = b.next_timeout();
+        if self.tracer.recording() {
+            let views = b.views();
+            self.tracer.fields(
+                now,
+                Fields::Replicas {
+                    node: id,
+                    views: &views,
+                },
+            );
+        }
         let from = Address::Node(id);
         for o in outputs {
             if let Output::Event(e) = &o {
@@ -759,6 +862,8 @@ impl World {
                     .event(now, seq, "broker-event", "", &[id as u64], || {
                         format!("node-{id}: {e:?}")
                     });
+                self.tracer
+                    .fields(now, Fields::BrokerEvent { node: id, event: e });
             }
             match o {
                 Output::Send { to, msg } => {
@@ -882,6 +987,7 @@ impl World {
                 let seq = self.q.len() as u64;
                 self.tracer
                     .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                self.tracer.fields(now, Fields::ControllerEvent(e));
                 if let ControllerEvent::UncleanLeaderElection {
                     tp, leader_epoch, ..
                 } = e
@@ -970,6 +1076,7 @@ impl World {
     /// observations to the group checks, a pause to the client's slot, messages out.
     fn absorb_client_out(&mut self, idx: usize, now: SimTime, out: &mut ClientOut) {
         let from = Address::Client(idx as u64 + 1);
+        self.history_to_tracer();
         for (p, o, v, e) in out.acked.drain(..) {
             if let Some(g) = self.group.as_mut() {
                 g.on_known(p, o);
@@ -1005,8 +1112,25 @@ impl World {
             .event(now, seq, "member-paused", "", &[idx as u64, d], || {
                 format!("client {}: paused for {}", idx + 1, crate::time::Human(d))
             });
+        self.tracer.fields(
+            now,
+            Fields::ClientPaused {
+                client: idx as u64 + 1,
+                duration: d,
+            },
+        );
         let cs = &mut self.clients[idx];
         cs.paused_until = cs.paused_until.max(now + d);
+    }
+
+    /// Passes the history events recorded since the last call to the tracer's recorder.
+    fn history_to_tracer(&mut self) {
+        if self.tracer.recording() {
+            for e in &self.history.events()[self.history_seen..] {
+                self.tracer.fields(e.time, Fields::History(e));
+            }
+        }
+        self.history_seen = self.history.len();
     }
 
     /// Runs `f` on group member `member` (1-based) with a client context, then routes what
@@ -1209,13 +1333,13 @@ impl World {
                     .map(NodeRef::Broker)
                     .chain([NodeRef::CONTROLLER])
                     .collect();
-                let links = shape.blocked_links(&nodes, &mut self.net_rng);
-                self.net.block(
-                    links
-                        .into_iter()
-                        .map(|(a, b)| (node_addr(a), node_addr(b)))
-                        .collect(),
-                );
+                let links: Vec<(Address, Address)> = shape
+                    .blocked_links(&nodes, &mut self.net_rng)
+                    .into_iter()
+                    .map(|(a, b)| (node_addr(a), node_addr(b)))
+                    .collect();
+                self.tracer.fields(now, Fields::Blocked(&links));
+                self.net.block(links.into_iter().collect());
                 if let Some(d) = duration {
                     self.q.push(now + d, Ev::Fault(Fault::Heal));
                 }
@@ -1408,6 +1532,15 @@ impl World {
                 (s.disk.clone(), up)
             }
         };
+        if was_up {
+            self.tracer.fields(
+                now,
+                Fields::Process {
+                    node: node_addr(node),
+                    up: false,
+                },
+            );
+        }
         if was_up && power_loss {
             // Each file keeps its synced prefix and a random part of what follows: lost
             // entirely, torn mid-write, or (page cache flushed in time) kept.
@@ -1563,6 +1696,10 @@ impl World {
     }
 
     fn finish(mut self, history_out: Option<Box<dyn Write>>) -> Result<SimReport, SimError> {
+        self.finish_ref(history_out)
+    }
+
+    fn finish_ref(&mut self, history_out: Option<Box<dyn Write>>) -> Result<SimReport, SimError> {
         let now = self.q.now();
         self.audit(now);
         let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -1653,9 +1790,13 @@ impl World {
         if let Some(h) = history_out {
             self.history.write_to(h)?;
         }
+        self.history_to_tracer();
         self.tracer.finish()?;
         let mut violations = self.checker.violations().to_vec();
         violations.sort_by_key(|v| v.at);
+        for v in &violations {
+            self.tracer.fields(v.at, Fields::Violation(v));
+        }
         let mut verdicts = SimReport::verdicts_from(&violations, &skipped);
         for (name, v) in verdicts.iter_mut() {
             if let crate::report::Verdict::Fail { count, .. } = v {

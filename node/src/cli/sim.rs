@@ -221,6 +221,10 @@ pub struct RunArgs {
     /// Write the client history (JSON lines, docs/history.md) to FILE.
     #[arg(long, value_name = "FILE")]
     history: Option<PathBuf>,
+    /// Write the run's viewer to FILE: one self-contained HTML page (a space-time diagram
+    /// of nodes, clients, messages, faults, replica states and violations; docs/teaching.md).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -263,6 +267,9 @@ pub struct ShrinkArgs {
     /// Where to write the scenario [default: shrunk-seed-N.toml].
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Also write the viewer of the shrunk run to FILE (see `sim run --html`).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// No progress output.
     #[arg(long)]
     quiet: bool,
@@ -368,7 +375,15 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     let config = a.opts.config(a.seed)?;
     let trace = a.trace.as_ref().map(create).transpose()?;
     let history = a.history.as_ref().map(create).transpose()?;
-    let report = skein_sim::run(&config, trace, history)?;
+    let report = match &a.html {
+        None => skein_sim::run(&config, trace, history)?,
+        Some(path) => {
+            let title = format!("skein sim run --seed {}{}", a.seed, a.opts.flags());
+            let report = write_viewer(&config, trace, history, &title, path)?;
+            eprintln!("wrote {} (open it in a browser)", path.display());
+            report
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -391,6 +406,21 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("replay with: {}", a.opts.replay_command(a.seed));
         Ok(ExitCode::from(1))
     }
+}
+
+/// Runs `config` with the viewer's recorder attached and writes its page to `path`.
+fn write_viewer(
+    config: &SimConfig,
+    trace: Option<Box<dyn Write>>,
+    history: Option<Box<dyn Write>>,
+    title: &str,
+    path: &PathBuf,
+) -> anyhow::Result<SimReport> {
+    let (report, recorder) = skein_sim::run_recorded(config, trace, history)?;
+    let mut out = create(path)?;
+    skein_sim::viewer::write_html(&recorder, &report, title, &mut out)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(report)
 }
 
 /// What a sweep keeps of each seed's run.
@@ -653,6 +683,10 @@ fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
         r.trace_hash
     );
     println!("replay: {cmd}");
+    if let Some(path) = &a.html {
+        write_viewer(&replay, None, None, &cmd, path)?;
+        println!("wrote {} (the shrunk run's viewer)", path.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
