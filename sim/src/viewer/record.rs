@@ -601,6 +601,7 @@ fn broker_event_name(e: &BrokerEvent) -> &'static str {
         BrokerEvent::PartitionRemoved { .. } => "PartitionRemoved",
         BrokerEvent::PartitionRepaired { .. } => "PartitionRepaired",
         BrokerEvent::ReadyToStop { .. } => "ReadyToStop",
+        BrokerEvent::OffsetsCommitted { .. } => "OffsetsCommitted",
     }
 }
 
