@@ -31,6 +31,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod shrink;
+pub mod sweep;
 pub mod time;
 pub mod trace;
 pub mod viewer;

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use skein_sim::config::SimConfig;
 use skein_sim::report::SimReport;
 use skein_sim::scenario::{Expect, Scenario};
+use skein_sim::sweep::{SeedResult, SweepHeader, SweepResults};
 use skein_sim::time::{format_duration, parse_duration, SimTime};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -39,6 +40,9 @@ enum SimCommand {
     Shrink(ShrinkArgs),
     /// Bug zoo: for each `--bug`, how many seeds a random sweep needs to find it.
     Zoo(ZooArgs),
+    /// Merge the `--json` results of a sweep's shards into one report (exit 0 all pass,
+    /// 1 a seed failed, 2 seeds missing).
+    Merge(MergeArgs),
 }
 
 fn duration_arg(s: &str) -> Result<SimTime, String> {
@@ -249,6 +253,20 @@ pub struct SweepArgs {
     /// Also print every seed's trace hash.
     #[arg(long)]
     hashes: bool,
+    /// Write every seed's result to FILE (JSON Lines: a header, then one line per seed:
+    /// verdict, failed invariants, trace hash, events, sim and wall time), for `sim merge`.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Results files written by `sim sweep --json` (the shards of one sweep, any order).
+    #[arg(required = true, value_name = "FILES")]
+    files: Vec<PathBuf>,
+    /// Also write the merged results to FILE (the same format).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -357,6 +375,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         SimCommand::Bench(a) => bench(a),
         SimCommand::Shrink(a) => shrink(a),
         SimCommand::Zoo(a) => zoo(a),
+        SimCommand::Merge(a) => merge(a),
     }
 }
 
@@ -423,31 +442,18 @@ fn write_viewer(
     Ok(report)
 }
 
-/// What a sweep keeps of each seed's run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SeedOutcome {
-    pub seed: u64,
-    pub ok: bool,
-    pub failed: Vec<&'static str>,
-    pub trace_hash: u64,
-    pub events: u64,
-    pub error: Option<String>,
-    /// The earliest violation of a safety invariant (anything but liveness): which, when.
-    pub first_safety: Option<(&'static str, SimTime)>,
-}
-
 /// Runs `seeds` on `jobs` threads; the result is sorted by seed and independent of `jobs`.
 pub fn run_seeds(
     opts: &SimOpts,
     seeds: &[u64],
     jobs: usize,
-    on_done: &mut dyn FnMut(&SeedOutcome),
-) -> anyhow::Result<Vec<SeedOutcome>> {
+    on_done: &mut dyn FnMut(&SeedResult),
+) -> anyhow::Result<Vec<SeedResult>> {
     // Validate the flags once, up front, so a bad scenario is one error, not one per seed.
     let template = opts.config(seeds.first().copied().unwrap_or(0))?;
     let next = Arc::new(AtomicUsize::new(0));
     let seeds: Arc<Vec<u64>> = Arc::new(seeds.to_vec());
-    let (tx, rx) = mpsc::channel::<SeedOutcome>();
+    let (tx, rx) = mpsc::channel::<SeedResult>();
     let mut results = BTreeMap::new();
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -460,29 +466,14 @@ pub fn run_seeds(
                     seed,
                     ..template.clone()
                 };
-                let outcome = match skein_sim::run(&config, None, None) {
-                    Ok(r) => SeedOutcome {
-                        seed,
-                        ok: meets_expectation(&r, &config.expect),
-                        failed: r.failed_invariants(),
-                        trace_hash: r.trace_hash,
-                        events: r.events,
-                        error: None,
-                        first_safety: r
-                            .violations
-                            .iter()
-                            .find(|v| skein_sim::invariants::is_safety(v.invariant))
-                            .map(|v| (v.invariant, v.at)),
-                    },
-                    Err(e) => SeedOutcome {
-                        seed,
-                        ok: false,
-                        failed: Vec::new(),
-                        trace_hash: 0,
-                        events: 0,
-                        error: Some(e.to_string()),
-                        first_safety: None,
-                    },
+                let started = Instant::now();
+                let run = skein_sim::run(&config, None, None);
+                let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+                let outcome = match run {
+                    Ok(r) => {
+                        SeedResult::from_report(&r, meets_expectation(&r, &config.expect), wall_ms)
+                    }
+                    Err(e) => SeedResult::from_error(seed, e.to_string(), wall_ms),
                 };
                 if tx.send(outcome).is_err() {
                     break;
@@ -500,9 +491,17 @@ pub fn run_seeds(
 
 fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let (k, m) = a.shard.unwrap_or((1, 1));
-    let seeds: Vec<u64> = (a.seeds.start..a.seeds.end)
-        .filter(|s| (s - a.seeds.start) % m == k - 1)
-        .collect();
+    let header = SweepHeader {
+        format: skein_sim::sweep::FORMAT_VERSION,
+        start: a.seeds.start,
+        end: a.seeds.end,
+        shard_k: k,
+        shard_m: m,
+        flags: a.opts.flags(),
+    };
+    let seeds = header.seeds();
+    // Open the results file before running anything: a typo should not cost a sweep.
+    let mut json = a.json.as_ref().map(create).transpose()?;
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -523,7 +522,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut failures = 0u64;
     let results = run_seeds(&a.opts, &seeds, jobs, &mut |o| {
-        if !o.ok {
+        if !o.ok() {
             failures += 1;
         }
         bar.set_message(format!("{failures} failing"));
@@ -531,58 +530,62 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     })?;
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
-    let failing: Vec<&SeedOutcome> = results.iter().filter(|o| !o.ok).collect();
-    let mut by_invariant: BTreeMap<&str, u64> = BTreeMap::new();
-    for o in &failing {
-        for inv in &o.failed {
-            *by_invariant.entry(inv).or_default() += 1;
-        }
-        if o.error.is_some() {
-            *by_invariant.entry("error").or_default() += 1;
-        }
+    if let (Some(out), Some(path)) = (json.as_mut(), &a.json) {
+        skein_sim::sweep::write_results(&header, &results, out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let events: u64 = results.iter().map(|o| o.events).sum();
     if a.hashes {
         for o in &results {
-            println!("seed {} hash {:016x}", o.seed, o.trace_hash);
+            println!("seed {} hash {}", o.seed, o.trace_hash);
         }
     }
+    let results = SweepResults {
+        header,
+        seeds: results,
+        missing: Vec::new(),
+    };
+    print!("{}", results.summary());
     println!(
-        "{} seeds ({}..{}{}), {} passed, {} failed, {:.1}s wall, {:.1} seeds/s, {} events, {} jobs",
-        results.len(),
-        a.seeds.start,
-        a.seeds.end,
-        a.shard
-            .map(|(k, m)| format!(" shard {k}/{m}"))
-            .unwrap_or_default(),
-        results.len() - failing.len(),
-        failing.len(),
+        "{:.1}s wall, {:.1} seeds/s, {} jobs",
         wall,
-        results.len() as f64 / wall.max(1e-9),
-        events,
+        results.seeds.len() as f64 / wall.max(1e-9),
         jobs
     );
-    for (inv, n) in &by_invariant {
-        println!("  {inv}: {n} seeds");
-    }
-    for o in &failing {
-        let why = o.error.clone().unwrap_or_else(|| {
-            if o.failed.is_empty() {
-                "expectation not met".into()
-            } else {
-                o.failed.join(", ")
-            }
-        });
-        println!(
-            "FAIL seed {}: {why}\n  replay: {}",
-            o.seed,
-            a.opts.replay_command(o.seed)
-        );
-    }
-    Ok(if failing.is_empty() {
+    Ok(if results.failing().next().is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// `skein sim merge`: the shards of one sweep, from any machines, as one report.
+fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
+    let mut files = Vec::new();
+    for path in &a.files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        files.push((path.display().to_string(), text));
+    }
+    let merged = skein_sim::sweep::merge(&files).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(path) = &a.json {
+        let mut out = create(path)?;
+        skein_sim::sweep::write_results(&merged.header, &merged.seeds, &mut out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", merged.summary());
+    println!(
+        "{} files merged; the runs took {:.1}s of wall time in all",
+        a.files.len(),
+        merged.wall_ms() / 1e3
+    );
+    Ok(if !merged.missing.is_empty() {
+        ExitCode::from(2)
+    } else if merged.failing().next().is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -736,15 +739,15 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
         let results = run_seeds(&opts, &seeds, jobs, &mut |_| bar.inc(1))?;
         let mut to_find: Vec<Option<usize>> = Vec::new();
         let mut times: Vec<SimTime> = Vec::new();
-        let mut caught: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut caught: BTreeMap<String, usize> = BTreeMap::new();
         for w in 0..windows {
             let window = &results[w * per..(w + 1) * per];
             let first = window.iter().position(|o| o.first_safety.is_some());
             to_find.push(first.map(|i| i + 1));
             if let Some(i) = first {
-                let (inv, at) = window[i].first_safety.expect("found");
-                times.push(at);
-                *caught.entry(inv).or_default() += 1;
+                let s = window[i].first_safety.as_ref().expect("found");
+                times.push(s.at);
+                *caught.entry(s.invariant.clone()).or_default() += 1;
             }
         }
         let found_seeds = results.iter().filter(|o| o.first_safety.is_some()).count();
@@ -907,5 +910,38 @@ mod tests {
         let two = run_seeds(&opts, &seeds, 2, &mut |_| {}).unwrap();
         assert_eq!(one, two);
         assert_eq!(one.iter().map(|o| o.seed).collect::<Vec<_>>(), seeds);
+    }
+
+    #[test]
+    fn four_merged_shards_equal_the_unsharded_sweep() {
+        let opts = SimOpts {
+            duration: Some(3_000_000_000),
+            liveness: Some(1_000_000_000),
+            produce_rate: Some(20.0),
+            fault_rate: Some(3.0),
+            no_history_check: true,
+            ..SimOpts::default()
+        };
+        let file = |k: u64, m: u64| {
+            let header = SweepHeader {
+                format: skein_sim::sweep::FORMAT_VERSION,
+                start: 5,
+                end: 17,
+                shard_k: k,
+                shard_m: m,
+                flags: opts.flags(),
+            };
+            let results = run_seeds(&opts, &header.seeds(), 1, &mut |_| {}).unwrap();
+            let mut out = Vec::new();
+            skein_sim::sweep::write_results(&header, &results, &mut out).unwrap();
+            (format!("shard-{k}-of-{m}"), String::from_utf8(out).unwrap())
+        };
+        let whole = skein_sim::sweep::merge(&[file(1, 1)]).unwrap();
+        let shards: Vec<(String, String)> = (1..=4).rev().map(|k| file(k, 4)).collect();
+        let merged = skein_sim::sweep::merge(&shards).unwrap();
+        assert_eq!(merged.seeds.len(), 12);
+        assert!(merged.missing.is_empty());
+        assert_eq!(merged, whole);
+        assert_eq!(merged.summary().to_string(), whole.summary().to_string());
     }
 }
