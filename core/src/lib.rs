@@ -14,6 +14,7 @@ pub mod controller;
 pub mod group;
 pub mod log;
 pub mod message;
+pub mod probe;
 pub mod producer;
 pub mod raft;
 pub mod replica;

@@ -73,9 +73,26 @@ pub struct SimReport {
     pub violations: Vec<Violation>,
     /// The history checker's summary, when it ran.
     pub history_summary: Option<String>,
+    /// Hits of every coverage probe (`skein_core::probe`), in report order, hit or not.
+    pub probes: Vec<(&'static str, u64)>,
 }
 
 impl SimReport {
+    /// Records the run's probe counts (they are not part of the trace hash: recording
+    /// probes observes the run, it does not change it).
+    pub fn set_probes(&mut self, counts: skein_core::probe::ProbeCounts) {
+        self.probes = counts.iter().map(|(p, n)| (p.name(), n)).collect();
+    }
+
+    /// Names of the probes this run hit.
+    pub fn probes_hit(&self) -> Vec<&'static str> {
+        self.probes
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
     /// No invariant failed.
     pub fn passed(&self) -> bool {
         self.verdicts
@@ -184,6 +201,24 @@ impl fmt::Display for SimReport {
                 "group        members={} processed={} commits={} coordinator-loads={} member-crashes={}",
                 g.members, g.processed, g.commits, g.coordinator_loads, g.member_crashes
             )?;
+        }
+        if !self.probes.is_empty() {
+            let missed: Vec<&str> = self
+                .probes
+                .iter()
+                .filter(|(_, n)| *n == 0)
+                .map(|(p, _)| *p)
+                .collect();
+            write!(
+                f,
+                "probes       {} of {} hit",
+                self.probes.len() - missed.len(),
+                self.probes.len()
+            )?;
+            if !missed.is_empty() {
+                write!(f, " (not hit: {})", missed.join(" "))?;
+            }
+            writeln!(f)?;
         }
         writeln!(f, "invariants")?;
         for (name, v) in &self.verdicts {

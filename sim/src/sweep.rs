@@ -87,6 +87,9 @@ pub struct SeedResult {
     pub first_safety: Option<FirstSafety>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The coverage probes the run hit (names, in report order).
+    #[serde(default)]
+    pub probes: Vec<String>,
 }
 
 /// Equal when the runs were the same: everything but the wall time.
@@ -100,6 +103,7 @@ impl PartialEq for SeedResult {
             && self.sim_time == o.sim_time
             && self.first_safety == o.first_safety
             && self.error == o.error
+            && self.probes == o.probes
     }
 }
 
@@ -131,6 +135,7 @@ impl SeedResult {
                     at: v.at,
                 }),
             error: None,
+            probes: report.probes_hit().into_iter().map(String::from).collect(),
         }
     }
 
@@ -146,6 +151,7 @@ impl SeedResult {
             wall_ms,
             first_safety: None,
             error: Some(error),
+            probes: Vec::new(),
         }
     }
 
@@ -380,6 +386,23 @@ impl SweepResults {
             .count()
     }
 
+    /// Per probe (every probe the core defines, hit or not, then any other name a file
+    /// reported), how many seeds hit it.
+    pub fn probe_runs(&self) -> Vec<(String, u64)> {
+        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+        for r in &self.seeds {
+            for p in &r.probes {
+                *runs.entry(p.clone()).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(String, u64)> = skein_core::probe::Probe::ALL
+            .iter()
+            .map(|p| (p.name().to_string(), runs.remove(p.name()).unwrap_or(0)))
+            .collect();
+        out.extend(runs);
+        out
+    }
+
     /// Total wall time of the runs (ms), added over seeds: the CPU a sweep costs.
     pub fn wall_ms(&self) -> f64 {
         self.seeds.iter().map(|r| r.wall_ms).sum()
@@ -420,6 +443,24 @@ impl fmt::Display for Summary<'_> {
         }
         for (inv, n) in r.by_invariant() {
             writeln!(f, "  {inv}: {n} seeds")?;
+        }
+        let probes = r.probe_runs();
+        let never: Vec<&str> = probes
+            .iter()
+            .filter(|(_, n)| *n == 0)
+            .map(|(p, _)| p.as_str())
+            .collect();
+        writeln!(
+            f,
+            "probes: {} of {} hit by at least one seed (seeds hitting each):",
+            probes.len() - never.len(),
+            probes.len()
+        )?;
+        for (p, n) in probes.iter().filter(|(_, n)| *n > 0) {
+            writeln!(f, "  {p:<40} {n}")?;
+        }
+        if !never.is_empty() {
+            writeln!(f, "  NEVER HIT: {}", never.join(", "))?;
         }
         for o in failing {
             let first = o
@@ -465,6 +506,11 @@ mod tests {
             wall_ms: seed as f64,
             first_safety: None,
             error: None,
+            probes: if seed % 2 == 0 {
+                vec!["replica.isr-shrink".into()]
+            } else {
+                vec![]
+            },
         }
     }
 

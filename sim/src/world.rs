@@ -227,9 +227,12 @@ pub fn run(
     history: Option<Box<dyn Write>>,
 ) -> Result<SimReport, SimError> {
     config.validate().map_err(SimError::Config)?;
+    let probes = skein_core::probe::record();
     let mut world = World::new(config, trace, None)?;
     world.run_loop();
-    world.finish(history)
+    let mut report = world.finish(history)?;
+    report.set_probes(probes.finish());
+    Ok(report)
 }
 
 /// [`run`], with the viewer's [`Recorder`](crate::viewer::Recorder) watching the trace.
@@ -239,11 +242,12 @@ pub fn run_recorded(
     history: Option<Box<dyn Write>>,
 ) -> Result<(SimReport, crate::viewer::Recorder), SimError> {
     config.validate().map_err(SimError::Config)?;
+    let probes = skein_core::probe::record();
     let rec = crate::viewer::Recorder::new(config);
     let mut world = World::new(config, trace, Some(rec))?;
     world.run_loop();
-    let mut world = world;
-    let report = world.finish_ref(history)?;
+    let mut report = world.finish_ref(history)?;
+    report.set_probes(probes.finish());
     let rec = world
         .tracer
         .take_recorder()
@@ -1843,6 +1847,7 @@ impl World {
             verdicts,
             violations,
             history_summary,
+            probes: Vec::new(),
         })
     }
 }

@@ -237,6 +237,7 @@ impl GroupCoordinator {
             self.groups.insert(id, g);
         }
         self.summary.groups = self.groups.len();
+        crate::probe!(CoordinatorLoaded);
         self.phase = CoordinatorPhase::Active { epoch };
         std::mem::take(&mut self.summary)
     }

@@ -398,15 +398,16 @@ impl Group {
                 }
             }
         }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(GroupError::UnknownMemberId)?;
+        let Some(m) = self.members.get(member_id) else {
+            crate::probe!(GroupUnknownMember);
+            return Err(GroupError::UnknownMemberId);
+        };
         if m.instance_id.as_ref() != instance && instance.is_some() {
             return Err(GroupError::FencedInstanceId);
         }
         if let Some(g) = generation {
             if g != self.generation {
+                crate::probe!(GroupIllegalGeneration);
                 return Err(GroupError::IllegalGeneration);
             }
         }
@@ -1210,6 +1211,7 @@ impl Group {
             .collect();
         for id in expired {
             tracing::debug!(group = %self.id, member = %id, "session expired");
+            crate::probe!(GroupMemberExpired);
             self.member_gone(now, &id, cfg, fx);
         }
         match self.state {

@@ -214,6 +214,7 @@ pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
     }
     let computed = crc32fast::hash(&buf[CRC_START..total]);
     if computed != h.crc {
+        crate::probe!(LogCrcMismatch);
         return Err(DecodeError::CrcMismatch {
             stored: h.crc,
             computed,

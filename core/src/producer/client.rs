@@ -314,6 +314,7 @@ impl IdempotentProducer {
     /// may not have been written); re-`stamp` them to send them again at-least-once.
     pub fn bump_epoch(&mut self) -> Result<Vec<(TopicPartition, RecordBatch)>, ProducerError> {
         let id = self.usable_id()?;
+        crate::probe!(ProducerEpochBump);
         let producer_epoch =
             id.producer_epoch
                 .checked_add(1)

@@ -210,13 +210,18 @@ impl<L: ReplicaLog> Replica<L> {
                         Some((fe, fend)) if fe == e => end_offset.min(fend).min(leo),
                         // Our largest epoch <= e is older: drop everything after it and
                         // ask again with that epoch (converges in a few round trips).
-                        Some((_, fend)) => fend.min(leo),
+                        Some((_, fend)) => {
+                            crate::probe!(FollowerTruncateOlderEpoch);
+                            fend.min(leo)
+                        }
                         None => end_offset.min(leo),
                     },
                 };
                 if target < leo {
+                    crate::probe!(FollowerTruncatedDivergent);
                     let hw = self.high_watermark;
                     if target < hw {
+                        crate::probe!(FollowerTruncatedBelowHw);
                         // Below the HW means losing committed records. Only a leader elected
                         // from outside the ISR can lack them: allowed when the topic permits
                         // unclean election, and reported; otherwise a protocol bug.

@@ -348,12 +348,14 @@ impl<L: ReplicaLog> Replica<L> {
         let err = |e| Some(FetchResult::Error(e));
         if !self.config.bugs.unfenced_fetch {
             if req.current_leader_epoch < self.leader_epoch {
+                crate::probe!(FetchFencedLeaderEpoch);
                 return err(FetchError::FencedLeaderEpoch {
                     request: req.current_leader_epoch,
                     current: self.leader_epoch,
                 });
             }
             if req.current_leader_epoch > self.leader_epoch {
+                crate::probe!(FetchUnknownLeaderEpoch);
                 return err(FetchError::UnknownLeaderEpoch {
                     request: req.current_leader_epoch,
                     current: self.leader_epoch,
@@ -467,6 +469,11 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
+        if new_isr.len() < l.isr.len() {
+            crate::probe!(IsrShrinkProposed);
+        } else {
+            crate::probe!(IsrExpandProposed);
+        }
         l.proposed.extend(new_isr.iter().copied());
         l.pending = Some(PendingIsr {
             isr: new_isr.clone(),
@@ -515,6 +522,7 @@ impl<L: ReplicaLog> Replica<L> {
                 // Stale partition epoch or fenced leader: wait for fresher metadata. The
                 // proposal stays in `proposed`: an earlier copy may have been accepted.
                 tracing::info!(tp = %self.tp, %reason, "AlterPartition rejected");
+                crate::probe!(IsrProposalRejected);
                 l.pending = None;
                 l.propose_not_before = now + retry;
             }
@@ -609,6 +617,7 @@ impl<L: ReplicaLog> Replica<L> {
         let isr_size = l.maximal_isr().len();
         let min_insync = self.config.min_insync_replicas;
         if req.acks == Acks::All && isr_size < min_insync {
+            crate::probe!(ProduceNotEnoughReplicas);
             let e = ProduceError::NotEnoughReplicas {
                 isr: isr_size,
                 min_insync,
@@ -619,13 +628,16 @@ impl<L: ReplicaLog> Replica<L> {
         let (base_offset, next_offset, duplicate) =
             match super::idempotence::check(&self.producers, &req.batch) {
                 ProducerCheck::Duplicate { base_offset } => {
+                    crate::probe!(IdempotentDuplicate);
                     (base_offset, base_offset + count, true)
                 }
                 ProducerCheck::OutOfOrderSequence(m) => {
-                    return reply(self, Err(ProduceError::OutOfOrderSequence(m)))
+                    crate::probe!(IdempotentOutOfOrder);
+                    return reply(self, Err(ProduceError::OutOfOrderSequence(m)));
                 }
                 ProducerCheck::InvalidProducerEpoch(m) => {
-                    return reply(self, Err(ProduceError::InvalidProducerEpoch(m)))
+                    crate::probe!(IdempotentStaleEpoch);
+                    return reply(self, Err(ProduceError::InvalidProducerEpoch(m)));
                 }
                 ProducerCheck::UnknownProducerId(m) => {
                     return reply(self, Err(ProduceError::UnknownProducerId(m)))

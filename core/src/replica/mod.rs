@@ -451,6 +451,7 @@ impl<L: ReplicaLog> Replica<L> {
         self.failure = Some(reason.clone());
         self.recheck_at = None;
         let tp = self.tp.clone();
+        crate::probe!(ReplicaWentOffline);
         self.event(Event::LogFailed { tp, reason });
     }
 

@@ -186,6 +186,7 @@ impl<S: Storage> PartitionLog<S> {
                         reason: why.clone(),
                     });
                 }
+                crate::probe!(LogRecoveryTruncated);
                 summary.truncation_reason = Some(why);
                 summary.bytes_truncated += file_len.saturating_sub(pos);
                 summary.batches_truncated += log.count_batches(&path, pos, file_len)?;

@@ -1,0 +1,184 @@
+//! Coverage probes: named marks at the protocol branches a fault test should reach.
+//!
+//! A passing sweep says little if it never drove the code down the paths that matter: a
+//! follower truncating a divergent suffix (KIP-101/279), a fetch fenced by a newer leader
+//! epoch (KIP-320), an idempotent retry recognised as a duplicate, a zombie group member's
+//! commit refused. `probe!(Name)` marks such a branch, in the manner of FoundationDB's code
+//! probes; the simulator records which probes each run hit, and a sweep lists the probes no
+//! seed reached, a red flag that the fault mix or the workload misses a path.
+//!
+//! Probes are a closed set ([`Probe`]), so a report can name the ones never hit and a typo
+//! cannot silently create a new one. Recording is per thread and off by default: outside a
+//! recording (the node, every test that does not ask) `probe!` costs one thread-local flag
+//! test. A recording never feeds back into the state machines, so it cannot change a run.
+
+use std::cell::{Cell, RefCell};
+
+macro_rules! probes {
+    ($($(#[doc = $doc:literal])* $name:ident = $text:literal,)*) => {
+        /// Every probe, in report order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Probe {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Probe {
+            pub const ALL: &'static [Probe] = &[$(Probe::$name,)*];
+
+            /// The probe's name in reports (`area.what`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Probe::$name => $text,)*
+                }
+            }
+        }
+    };
+}
+
+probes! {
+    /// A follower cut a divergent suffix after the leader answered Diverging (KIP-101/320).
+    FollowerTruncatedDivergent = "replica.truncate-divergent",
+    /// The follower's last epoch was older than the leader's: it asked again with an older
+    /// epoch (the multi-round truncation of KIP-279).
+    FollowerTruncateOlderEpoch = "replica.truncate-older-epoch",
+    /// A follower truncated below its high watermark (only an unclean leader can cause it).
+    FollowerTruncatedBelowHw = "replica.truncate-below-hw",
+    /// A follower fetch carried a stale leader epoch and was fenced.
+    FetchFencedLeaderEpoch = "replica.fetch-fenced-epoch",
+    /// A fetch named an epoch newer than the leader's (the leader has not heard yet).
+    FetchUnknownLeaderEpoch = "replica.fetch-unknown-epoch",
+    /// The leader proposed removing a lagging follower from the ISR.
+    IsrShrinkProposed = "replica.isr-shrink",
+    /// The leader proposed adding a caught-up follower back to the ISR.
+    IsrExpandProposed = "replica.isr-expand",
+    /// The controller refused an ISR proposal (stale partition epoch, fenced leader...).
+    IsrProposalRejected = "replica.isr-rejected",
+    /// An acks=all produce was refused: the ISR is below min.insync.replicas.
+    ProduceNotEnoughReplicas = "replica.produce-not-enough-replicas",
+    /// A replica's log failed a read (CRC, I/O) and it went offline for the partition.
+    ReplicaWentOffline = "replica.offline",
+    /// An idempotent retry matched a batch already in the log: acknowledged, not rewritten.
+    IdempotentDuplicate = "idempotence.duplicate",
+    /// A batch's sequence did not follow the last one: OutOfOrderSequence.
+    IdempotentOutOfOrder = "idempotence.out-of-order",
+    /// A producer epoch older than the current one was refused (a zombie producer).
+    IdempotentStaleEpoch = "idempotence.stale-epoch",
+    /// The producer client bumped its epoch to get past a sequence gap.
+    ProducerEpochBump = "producer.epoch-bump",
+    /// The controller elected a leader from the ISR.
+    ElectionClean = "controller.election-clean",
+    /// The controller elected a leader from outside the ISR (unclean election enabled).
+    ElectionUnclean = "controller.election-unclean",
+    /// The controller found no eligible leader for a partition.
+    ElectionNoneEligible = "controller.election-none",
+    /// A broker's session expired and the controller fenced it.
+    BrokerFenced = "controller.broker-fenced",
+    /// A group member's request carried an old generation (IllegalGeneration).
+    GroupIllegalGeneration = "group.illegal-generation",
+    /// A request from a member the coordinator no longer knows (UnknownMemberId).
+    GroupUnknownMember = "group.unknown-member",
+    /// A group's member session expired and the coordinator removed it.
+    GroupMemberExpired = "group.member-expired",
+    /// A coordinator loaded its groups from `__consumer_offsets` (first load or failover).
+    CoordinatorLoaded = "group.coordinator-loaded",
+    /// Recovery cut a torn or corrupt tail from a segment after a crash.
+    LogRecoveryTruncated = "log.recovery-truncated",
+    /// A batch failed its CRC on read.
+    LogCrcMismatch = "log.crc-mismatch",
+}
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static HITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks that the running code reached probe `p` (see [`probe!`](crate::probe!)).
+#[inline]
+pub fn hit(p: Probe) {
+    if ON.with(Cell::get) {
+        HITS.with(|h| {
+            if let Some(n) = h.borrow_mut().get_mut(p as usize) {
+                *n += 1;
+            }
+        });
+    }
+}
+
+/// Hit counts of one recording, indexed like [`Probe::ALL`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeCounts(pub Vec<u64>);
+
+impl ProbeCounts {
+    /// (probe, hits) for every probe, hit or not, in report order.
+    pub fn iter(&self) -> impl Iterator<Item = (Probe, u64)> + '_ {
+        Probe::ALL
+            .iter()
+            .map(|&p| (p, self.0.get(p as usize).copied().unwrap_or(0)))
+    }
+}
+
+/// A recording of the probes this thread hits, from [`record`] until [`Recording::finish`]
+/// (or drop). Recordings do not nest: a second one on the same thread replaces the first.
+pub struct Recording {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Starts recording this thread's probe hits.
+pub fn record() -> Recording {
+    HITS.with(|h| *h.borrow_mut() = vec![0; Probe::ALL.len()]);
+    ON.with(|on| on.set(true));
+    Recording {
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+impl Recording {
+    /// Stops recording and returns the counts.
+    pub fn finish(self) -> ProbeCounts {
+        ProbeCounts(HITS.with(|h| std::mem::take(&mut *h.borrow_mut())))
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        ON.with(|on| on.set(false));
+    }
+}
+
+/// `probe!(FollowerTruncatedDivergent)`: mark a branch as reached (see the module doc).
+#[macro_export]
+macro_rules! probe {
+    ($name:ident) => {
+        $crate::probe::hit($crate::probe::Probe::$name)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_dotted() {
+        let mut names: Vec<&str> = Probe::ALL.iter().map(|p| p.name()).collect();
+        assert!(names.iter().all(|n| n.contains('.')));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Probe::ALL.len());
+    }
+
+    #[test]
+    fn hits_count_only_while_recording() {
+        probe!(IsrShrinkProposed);
+        let rec = record();
+        probe!(IsrShrinkProposed);
+        probe!(IsrShrinkProposed);
+        probe!(LogCrcMismatch);
+        let counts = rec.finish();
+        let get = |p: Probe| counts.iter().find(|(q, _)| *q == p).unwrap().1;
+        assert_eq!(get(Probe::IsrShrinkProposed), 2);
+        assert_eq!(get(Probe::LogCrcMismatch), 1);
+        assert_eq!(get(Probe::ElectionClean), 0);
+        probe!(LogCrcMismatch);
+        assert_eq!(record().finish().iter().map(|(_, n)| n).sum::<u64>(), 0);
+    }
+}

@@ -1,0 +1,69 @@
+//! Coverage probes (`skein_core::probe`) as a run reports them: they record what the run
+//! did, deterministically, without changing it.
+
+use skein_sim::config::SimConfig;
+use skein_sim::report::SimReport;
+use skein_sim::scenario::Scenario;
+use std::path::Path;
+
+fn scenario(name: &str, seed: u64) -> SimReport {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(name);
+    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    c.seed = seed;
+    skein_sim::run(&c, None, None).expect("runs")
+}
+
+fn hits(r: &SimReport, probe: &str) -> u64 {
+    r.probes
+        .iter()
+        .find(|(p, _)| *p == probe)
+        .unwrap_or_else(|| panic!("no probe {probe}"))
+        .1
+}
+
+#[test]
+fn the_double_failover_scenario_hits_the_truncation_probe_and_a_quiet_run_does_not() {
+    let r = scenario("kip279-double-failover.toml", 1);
+    assert_eq!(r.probes.len(), skein_core::probe::Probe::ALL.len());
+    assert!(
+        hits(&r, "replica.truncate-divergent") > 0,
+        "{:?}",
+        r.probes
+    );
+    let quiet = SimConfig {
+        seed: 3,
+        duration: 5_000_000_000,
+        liveness: 2_000_000_000,
+        produce_rate: 50.0,
+        ..SimConfig::default().with_fault_rate(0.0)
+    };
+    let r = skein_sim::run(&quiet, None, None).unwrap();
+    for p in [
+        "replica.truncate-divergent",
+        "replica.offline",
+        "log.crc-mismatch",
+        "replica.isr-shrink",
+    ] {
+        assert_eq!(hits(&r, p), 0, "{p} in a fault-free run");
+    }
+    assert!(hits(&r, "group.coordinator-loaded") > 0, "{:?}", r.probes);
+}
+
+#[test]
+fn probe_counts_are_deterministic_and_leave_the_trace_hash_alone() {
+    let c = SimConfig {
+        seed: 11,
+        duration: 8_000_000_000,
+        liveness: 3_000_000_000,
+        ..SimConfig::default().with_fault_rate(2.0)
+    };
+    let a = skein_sim::run(&c, None, None).unwrap();
+    let b = skein_sim::run(&c, None, None).unwrap();
+    assert_eq!(a.probes, b.probes);
+    assert_eq!(a.trace_hash, b.trace_hash);
+    assert!(a.probes.iter().any(|(_, n)| *n > 0));
+}
