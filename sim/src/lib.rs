@@ -16,6 +16,7 @@
 //! brokers' coordinators, and [`group_invariants`] checks ownership and committed offsets.
 //! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
 
+pub mod atlas;
 pub mod client;
 pub mod clock;
 pub mod config;

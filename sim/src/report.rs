@@ -73,6 +73,8 @@ pub struct SimReport {
     pub violations: Vec<Violation>,
     /// The history checker's summary, when it ran.
     pub history_summary: Option<String>,
+    /// The fault atlas: `kind@role/moment` and how often a fault struck there.
+    pub atlas: Vec<(String, u64)>,
     /// Hits of every coverage probe (`skein_core::probe`), in report order, hit or not.
     pub probes: Vec<(&'static str, u64)>,
 }

@@ -90,6 +90,9 @@ pub struct SeedResult {
     /// The coverage probes the run hit (names, in report order).
     #[serde(default)]
     pub probes: Vec<String>,
+    /// The fault atlas entries the run struck (`kind@role/moment`).
+    #[serde(default)]
+    pub atlas: Vec<String>,
 }
 
 /// Equal when the runs were the same: everything but the wall time.
@@ -104,6 +107,7 @@ impl PartialEq for SeedResult {
             && self.first_safety == o.first_safety
             && self.error == o.error
             && self.probes == o.probes
+            && self.atlas == o.atlas
     }
 }
 
@@ -136,6 +140,7 @@ impl SeedResult {
                 }),
             error: None,
             probes: report.probes_hit().into_iter().map(String::from).collect(),
+            atlas: report.atlas.iter().map(|(e, _)| e.clone()).collect(),
         }
     }
 
@@ -152,6 +157,7 @@ impl SeedResult {
             first_safety: None,
             error: Some(error),
             probes: Vec::new(),
+            atlas: Vec::new(),
         }
     }
 
@@ -403,6 +409,28 @@ impl SweepResults {
         out
     }
 
+    /// Per fault kind, the (role/moment, seeds) where it struck, most seeds first.
+    pub fn atlas(&self) -> BTreeMap<String, Vec<(String, u64)>> {
+        let mut runs: BTreeMap<&str, u64> = BTreeMap::new();
+        for r in &self.seeds {
+            for e in &r.atlas {
+                *runs.entry(e.as_str()).or_default() += 1;
+            }
+        }
+        let mut by_kind: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+        for (e, n) in runs {
+            let (kind, at) = e.split_once('@').unwrap_or((e, "?"));
+            by_kind
+                .entry(kind.to_string())
+                .or_default()
+                .push((at.to_string(), n));
+        }
+        for v in by_kind.values_mut() {
+            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
+        by_kind
+    }
+
     /// Total wall time of the runs (ms), added over seeds: the CPU a sweep costs.
     pub fn wall_ms(&self) -> f64 {
         self.seeds.iter().map(|r| r.wall_ms).sum()
@@ -462,6 +490,17 @@ impl fmt::Display for Summary<'_> {
         if !never.is_empty() {
             writeln!(f, "  NEVER HIT: {}", never.join(", "))?;
         }
+        let atlas = r.atlas();
+        if !atlas.is_empty() {
+            writeln!(
+                f,
+                "fault atlas: where each fault kind struck (target role/cluster moment: seeds):"
+            )?;
+            for (kind, at) in atlas {
+                let cells: Vec<String> = at.iter().map(|(a, n)| format!("{a} {n}")).collect();
+                writeln!(f, "  {kind:<18} {}", cells.join(", "))?;
+            }
+        }
         for o in failing {
             let first = o
                 .first_safety
@@ -506,11 +545,15 @@ mod tests {
             wall_ms: seed as f64,
             first_safety: None,
             error: None,
-            probes: if seed % 2 == 0 {
+            probes: if seed.is_multiple_of(2) {
                 vec!["replica.isr-shrink".into()]
             } else {
                 vec![]
             },
+            atlas: vec![format!(
+                "crash@leader/{}",
+                ["steady", "electing"][seed as usize % 2]
+            )],
         }
     }
 

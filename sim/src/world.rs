@@ -273,6 +273,8 @@ struct World {
     topic_created: bool,
     admin_sent: Option<SimTime>,
     fault_counts: BTreeMap<&'static str, u64>,
+    /// Which fault kinds struck which roles at which moments (observation only).
+    atlas: crate::atlas::Atlas,
     /// When the last fault healed (the start of the liveness window).
     healed_at: SimTime,
     /// Whether scenario faults continue past the final heal (liveness then not judged).
@@ -457,6 +459,7 @@ impl World {
             topic_created: false,
             admin_sent: None,
             fault_counts: BTreeMap::new(),
+            atlas: crate::atlas::Atlas::default(),
             healed_at: 0,
             faults_after_heal: false,
             out: ClientOut::default(),
@@ -595,6 +598,8 @@ impl World {
                             | Fault::MemberRestart { .. }
                     ) {
                         *self.fault_counts.entry(name).or_default() += 1;
+                        let (role, moment) = self.atlas_moment(&f);
+                        self.atlas.strike(name, role, moment);
                     }
                     self.apply_fault(now, f);
                 }
@@ -1644,6 +1649,42 @@ impl World {
         }
     }
 
+    /// The fault atlas's view of a striking fault: its target's role, the cluster's moment.
+    fn atlas_moment(&self, f: &Fault) -> (crate::atlas::Role, crate::atlas::Moment) {
+        use crate::atlas::{Moment, Role};
+        let role = match (f, crate::atlas::target(f)) {
+            (Fault::CoordinatorCrash { .. }, _) => Role::Coordinator,
+            (Fault::MemberCrash { .. } | Fault::MemberPause { .. }, _) => Role::Member,
+            (_, Some(NodeRef::Controller(_))) => Role::Controller,
+            (_, Some(NodeRef::Broker(b))) => {
+                if (0..self.cfg.partitions).any(|p| self.leader_of(p) == Some(b)) {
+                    Role::Leader
+                } else {
+                    Role::Follower
+                }
+            }
+            _ => Role::Network,
+        };
+        let moment = if !self.leaderless().is_empty() {
+            Moment::Electing
+        } else {
+            let shrunk = self.controller.machine.as_ref().is_some_and(|c| {
+                let image = c.image();
+                (0..self.cfg.partitions).any(|p| {
+                    image
+                        .partition(&TopicPartition::new(TOPIC, p))
+                        .is_some_and(|s| s.isr.len() < s.replicas.len())
+                })
+            });
+            if shrunk {
+                Moment::UnderReplicated
+            } else {
+                Moment::Steady
+            }
+        };
+        (role, moment)
+    }
+
     /// Partitions without a leader that serves (the controller's leader, which agrees).
     fn leaderless(&self) -> Vec<u32> {
         let Some(c) = self.controller.machine.as_ref() else {
@@ -1841,6 +1882,7 @@ impl World {
                 member_crashes,
             }),
             faults: self.fault_counts.clone(),
+            atlas: self.atlas.entries(),
             net: self.net.stats.clone(),
             leader_changes: self.checker.leader_changes,
             unclean_elections: self.checker.unclean_elections,

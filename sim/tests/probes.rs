@@ -29,11 +29,7 @@ fn hits(r: &SimReport, probe: &str) -> u64 {
 fn the_double_failover_scenario_hits_the_truncation_probe_and_a_quiet_run_does_not() {
     let r = scenario("kip279-double-failover.toml", 1);
     assert_eq!(r.probes.len(), skein_core::probe::Probe::ALL.len());
-    assert!(
-        hits(&r, "replica.truncate-divergent") > 0,
-        "{:?}",
-        r.probes
-    );
+    assert!(hits(&r, "replica.truncate-divergent") > 0, "{:?}", r.probes);
     let quiet = SimConfig {
         seed: 3,
         duration: 5_000_000_000,
@@ -66,4 +62,9 @@ fn probe_counts_are_deterministic_and_leave_the_trace_hash_alone() {
     assert_eq!(a.probes, b.probes);
     assert_eq!(a.trace_hash, b.trace_hash);
     assert!(a.probes.iter().any(|(_, n)| *n > 0));
+    // Every counted fault has exactly one place in the atlas.
+    let struck: u64 = a.atlas.iter().map(|(_, n)| n).sum();
+    assert_eq!(struck, a.faults.values().sum::<u64>(), "{:?}", a.atlas);
+    assert!(struck > 0);
+    assert_eq!(a.atlas, b.atlas);
 }
