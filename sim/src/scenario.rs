@@ -20,13 +20,19 @@
 //! kind = "partition"   # crash restart pause clock-jump clock-stall clock-skew partition
 //! shape = "isolate"    # heal clog bit-flip read-errors disk-full slow-disk
 //!                      # member-crash member-restart member-pause (with `member = N`)
-//!                      # coordinator-crash
+//!                      # coordinator-crash; client-pause client-crash client-restart
+//!                      # client-isolate (with `client = "producer:N"` / "consumer:N")
 //! node = 1             # a broker id, "controller", or "leader" / "leader:P": the broker
 //! duration = "4s"      # leading partition P (default 0) when the fault fires
 //! [expect]
 //! verdict = "pass"     # or "fail", with invariant = "<name>" and/or fail = [...], and
-//!                      # optionally hold = [...]: invariants that must not fail
+//!                      # optionally hold = [...]: invariants that must not fail, and
+//!                      # may = [...]: invariants allowed, not required, to fail
 //! ```
+//!
+//! An invariant in no list must hold under "pass" and is unconstrained under "fail". A
+//! field the fault's kind does not take, a zero duration, a missing target, or a fault that
+//! outlasts the final heal is an error, never silently ignored.
 //!
 //! Every error names the file, the line and the field at fault.
 
@@ -1192,5 +1198,183 @@ verdict = "pass"
         assert_eq!(e.field.as_deref(), Some("expect.hold"));
         let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leeder\"\n");
         assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    #[test]
+    fn may_allows_without_requiring() {
+        let sc = Scenario::parse(
+            "m.toml",
+            "[expect]\nverdict = \"pass\"\nmay = [\"acked-write-lost\", \"history\"]\n",
+        )
+        .unwrap();
+        let e = sc.expect.unwrap();
+        assert_eq!(
+            e,
+            Expect::PassExcept {
+                may: vec!["acked-write-lost".into(), "history".into()]
+            }
+        );
+        assert!(e.met_by(&[]));
+        assert!(e.met_by(&["acked-write-lost"]));
+        assert!(e.met_by(&["history", "acked-write-lost"]));
+        assert!(!e.met_by(&["acked-write-lost", "replica-divergence"]));
+        assert!(e.failing().is_empty());
+        assert_eq!(e.to_string(), "pass, may fail (acked-write-lost, history)");
+        // With "fail", unlisted invariants are unconstrained anyway: `may` states intent.
+        let sc = Scenario::parse(
+            "m.toml",
+            "[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nhold = [\"dirty-read\"]\nmay = [\"history\"]\n",
+        )
+        .unwrap();
+        let e = sc.expect.unwrap();
+        assert!(e.met_by(&["liveness"]) && e.met_by(&["liveness", "history", "hw-regression"]));
+        assert!(!e.met_by(&["history"]) && !e.met_by(&["liveness", "dirty-read"]));
+        // One list per invariant; names must exist.
+        let e = err("[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nmay = [\"liveness\"]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("expect.may")));
+        let e =
+            err("[expect]\nverdict = \"fail\"\ninvariant = \"liveness\"\nmay = [\"liveness\"]\n");
+        assert_eq!(e.field.as_deref(), Some("expect.may"));
+        let e = err("[expect]\nverdict = \"pass\"\nmay = [\"sometimes\"]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("expect.may")));
+    }
+
+    #[test]
+    fn parses_client_faults_and_unsynced() {
+        let text = "[workload]\nproducers = 2\nconsumers = 1\n[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"producer:2\"\nduration = \"3s\"\nreplaced_after = \"1s\"\n[[fault]]\nat = \"2s\"\nkind = \"client-crash\"\nclient = \"consumer:1\"\nrestart_after = \"500ms\"\n[[fault]]\nat = \"3s\"\nkind = \"client-isolate\"\nclient = \"producer:1\"\nduration = \"1s\"\n[[fault]]\nat = \"4s\"\nkind = \"crash\"\nnode = 1\npower_loss = true\nunsynced = \"lose-all\"\n[[fault]]\nat = \"5s\"\nkind = \"client-restart\"\nclient = \"consumer:1\"\n";
+        let sc = Scenario::parse("c.toml", text).unwrap();
+        assert_eq!(
+            sc.schedule[0].fault,
+            Fault::ClientPause {
+                client: ClientRef::Producer(2),
+                duration: 3 * SECS,
+                replaced_after: Some(SECS)
+            }
+        );
+        assert_eq!(
+            sc.schedule[1].fault,
+            Fault::ClientCrash {
+                client: ClientRef::Consumer(1),
+                restart_after: Some(SECS / 2)
+            }
+        );
+        assert_eq!(
+            sc.schedule[2].fault,
+            Fault::ClientIsolate {
+                client: ClientRef::Producer(1),
+                duration: SECS
+            }
+        );
+        assert_eq!(
+            sc.schedule[3].fault,
+            Fault::Crash {
+                node: NodeRef::Broker(1),
+                power_loss: true,
+                unsynced: Unsynced::LoseAll,
+                restart_after: None
+            }
+        );
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        c.validate().unwrap();
+        // A client the workload does not have is named, before the run.
+        c.consumers = 0;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("consumer:1 does not exist"), "{e}");
+
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"broker:1\"\nduration = \"1s\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nduration = \"1s\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].client"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"consumer:1\"\nduration = \"2s\"\nreplaced_after = \"1s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(6), Some("fault[0].replaced_after"))
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"producer:1\"\nduration = \"2s\"\nreplaced_after = \"2s\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].replaced_after"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nunsynced = \"torn\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].unsynced"))
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\npower_loss = true\nunsynced = \"half\"\n");
+        assert!(e.message.contains("lose-all"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_is_refused_by_name() {
+        // A field the kind does not take.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nduration = \"2s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].duration"))
+        );
+        assert!(
+            e.message.contains("`crash` does not take `duration`"),
+            "{e}"
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"heal\"\nnode = 1\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].node"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"pause\"\nnode = 1\nduration = \"1s\"\npower_loss = true\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].power_loss"));
+        // A field of another shape.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"partition\"\nshape = \"isolate\"\nnode = 1\na = [2]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("fault[0].a")));
+        // Zero durations.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"pause\"\nnode = 1\nduration = \"0s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].duration"))
+        );
+        let e =
+            err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nrestart_after = \"0ms\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].restart_after"));
+        let e = err("[[fault]]\nat = \"-1s\"\nkind = \"heal\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].at"));
+        // A split with a node on both sides; a skew the clock would clamp.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"partition\"\nshape = \"split\"\na = [1, 2]\nb = [2, 3]\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].b"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"clock-skew\"\nnode = 1\nppm = -900000\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].ppm"))
+        );
+        // A restart past the final heal (20s - 1.25 * 4s = 15s), at its line.
+        let e = err("[run]\nduration = \"20s\"\nliveness = \"4s\"\n[[fault]]\nat = \"1s\"\nkind = \"heal\"\n[[fault]]\nat = \"12s\"\nkind = \"crash\"\nnode = 2\nrestart_after = \"4s\"\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(7), Some("fault[1]")));
+        assert!(
+            e.message.contains(
+                "restart_after 4.000s ends it at 16.000s, after the final heal at 15.000s"
+            ),
+            "{e}"
+        );
+        // A fault after the end of the run never fires.
+        let e = err("[run]\nduration = \"20s\"\nliveness = \"4s\"\n[[fault]]\nat = \"25s\"\nkind = \"heal\"\n");
+        assert!(e.message.contains("after the run ends"), "{e}");
+        // Without a duration in the file, the check waits for the run's shape.
+        let sc = Scenario::parse(
+            "late.toml",
+            "[[fault]]\nat = \"12s\"\nkind = \"crash\"\nnode = 2\nrestart_after = \"4s\"\n",
+        )
+        .unwrap();
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        assert!(c.validate().is_ok(), "60 s run, final heal at 35 s");
+        c.duration = 20 * SECS;
+        c.liveness = 4 * SECS;
+        assert!(c.validate().unwrap_err().contains("restart_after"));
+        // A broker the default cluster lacks: an error, not a panic in the world.
+        let sc = Scenario::parse(
+            "b.toml",
+            "[[fault]]\nat = \"1s\"\nkind = \"bit-flip\"\nnode = 5\n",
+        )
+        .unwrap();
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("broker 5 does not exist"));
     }
 }
