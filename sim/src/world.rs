@@ -188,10 +188,11 @@ struct ClientSlot {
     timer_at: Option<SimTime>,
     /// A paused client handles nothing until then.
     paused_until: SimTime,
-    /// Crashed (a client fault): handles nothing until restarted.
+    /// Crashed (a client fault): handles nothing, ever again; a restart is a new process
+    /// at a new address (see `client_faults`).
     down: bool,
-    /// Bumped by each crash, so answers to the dead process are dropped.
-    incarnation: u64,
+    /// Down and restarted elsewhere: never restarts again.
+    retired: bool,
     /// Whether its fencing has been traced.
     fenced_seen: bool,
 }
@@ -204,7 +205,7 @@ impl ClientSlot {
             timer_at: None,
             paused_until: 0,
             down: false,
-            incarnation: 0,
+            retired: false,
             fenced_seen: false,
         }
     }
@@ -318,6 +319,8 @@ struct World {
     /// The value prefix ("pN-") of the next producer instance a restart or a takeover
     /// creates, so values stay unique.
     next_producer_index: u32,
+    /// Where a restarted client lives now: its original slot -> its current slot.
+    moved_clients: BTreeMap<usize, usize>,
 }
 
 /// A producer of the workload: client `client`, writing values "p{index}-N" from `start_at`
@@ -494,6 +497,7 @@ impl World {
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
             members,
             next_producer_index: cfg.producers + 1,
+            moved_clients: BTreeMap::new(),
         };
         w.start_controller(0).map_err(SimError::ControllerStart)?;
         for id in 1..=cfg.brokers {
@@ -653,10 +657,7 @@ impl World {
         let incarnation = match to {
             Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.incarnation),
             Address::Controller => self.controller.incarnation,
-            Address::Client(c) => c
-                .checked_sub(1)
-                .and_then(|i| self.clients.get(i as usize))
-                .map_or(0, |s| s.incarnation),
+            Address::Client(_) => 0,
         };
         match self.net.send(at, from, to, &mut self.net_rng) {
             Fate::Dropped(why) => self.tracer.fields(
@@ -822,11 +823,7 @@ impl World {
                     return;
                 }
                 let idx = (c - 1) as usize;
-                if self
-                    .clients
-                    .get(idx)
-                    .is_some_and(|s| !s.down && s.incarnation == incarnation)
-                {
+                if self.clients.get(idx).is_some_and(|s| !s.down) {
                     self.client_step(idx, now, Some((from, msg)));
                 }
             }

@@ -141,16 +141,34 @@ fn crashed_and_isolated_clients_recover() {
             .collect();
         // Producer 1 (client 1) and consumer 1 (client 3) crashed, once per partition.
         assert!(crashes.contains(&1) && crashes.contains(&3), "{crashes:?}");
-        // Both came back: the producer writes under a new value prefix, the consumer
-        // reads again.
-        let restarted_at = 6 * SECS;
-        assert!(history.iter().any(|e| e["f"] == "send"
-            && e["type"] == "ok"
-            && e["process"].as_u64().unwrap_or(0) / 1000 == 1
-            && e["time"].as_u64().unwrap_or(0) > restarted_at));
-        assert!(history.iter().any(|e| e["f"] == "poll"
-            && e["type"] == "ok"
-            && e["process"].as_u64().unwrap_or(0) / 1000 == 3
-            && e["time"].as_u64().unwrap_or(0) > restarted_at));
+        // Both came back as new processes (new clients after the four of the workload):
+        // a producer writing under a new id, a consumer reading again.
+        let after = |f: &str, from: u64| {
+            history.iter().any(|e| {
+                e["f"] == f
+                    && e["type"] == "ok"
+                    && e["process"].as_u64().unwrap_or(0) / 1000 > 4
+                    && e["time"].as_u64().unwrap_or(0) > from
+            })
+        };
+        assert!(
+            after("send", 4 * SECS),
+            "seed {seed}: the producer did not restart"
+        );
+        assert!(
+            after("poll", 6 * SECS),
+            "seed {seed}: the consumer did not restart"
+        );
+        // The dead processes do nothing after their crash.
+        for (client, crashed) in [(1, 2 * SECS), (3, 5 * SECS)] {
+            assert!(
+                !history
+                    .iter()
+                    .any(|e| e["process"].as_u64().unwrap_or(0) / 1000 == client
+                        && e["type"] == "invoke"
+                        && e["time"].as_u64().unwrap_or(0) > crashed),
+                "seed {seed}: client {client} acted after it crashed"
+            );
+        }
     }
 }

@@ -2,17 +2,17 @@
 //! the same producer identity, which makes the paused one a zombie), crash and restart,
 //! and isolation from every broker and the controller.
 //!
-//! A crashed client's slot stays (its address and history processes are the same), but
-//! it is down: messages to it are dropped and its timers do nothing. Its incarnation is
-//! bumped so that answers to the dead process never reach the restarted one. A restart
-//! builds a fresh client: a producer gets a new producer id and a new value prefix (values
-//! stay unique), a consumer reads again from offset 0; the history records the crash.
+//! A crashed client's slot stays down for good: messages to it are dropped and its timers do
+//! nothing, and each of its history processes records the crash. A restart is a new
+//! process at a new address (a new slot, so answers to requests of the dead process can
+//! never reach it, as with a new connection): a producer with a new producer id and value
+//! prefix (values stay unique), a consumer reading from offset 0. Faults naming the client
+//! follow it to its new slot.
 
 use super::{Client, ClientSlot, Ev, World};
 use crate::client::{process_id, Consumer, Ctx};
 use crate::faults::{ClientRef, Fault};
 use crate::time::SimTime;
-use crate::trace::Fields;
 use skein_core::message::Address;
 use skein_jepsen::{EventType, Function, Value};
 
@@ -21,7 +21,7 @@ impl World {
     /// configuration validation rejects that before a run).
     pub(super) fn client_index(&self, c: ClientRef) -> Option<usize> {
         let (producers, consumers) = (self.cfg.producers as usize, self.cfg.consumers as usize);
-        match c {
+        let original = match c {
             ClientRef::Producer(n) if (1..=producers).contains(&(n as usize)) => {
                 Some(n as usize - 1)
             }
@@ -29,7 +29,8 @@ impl World {
                 Some(producers + n as usize - 1)
             }
             _ => None,
-        }
+        }?;
+        Some(*self.moved_clients.get(&original).unwrap_or(&original))
     }
 
     pub(super) fn apply_client_fault(&mut self, now: SimTime, f: Fault) {
@@ -86,8 +87,7 @@ impl World {
                     links.insert((me, other));
                     links.insert((other, me));
                 }
-                let shown: Vec<(Address, Address)> = links.iter().copied().collect();
-                self.tracer.fields(now, Fields::Blocked(&shown));
+                // The viewer draws it from the fault's own mark (on the client's lane).
                 let id = self.net.block(links);
                 self.q
                     .push(now + duration, Ev::Fault(Fault::EndPartition { id }));
@@ -138,7 +138,6 @@ impl World {
         self.out = out;
         let cs = &mut self.clients[idx];
         cs.down = true;
-        cs.incarnation += 1;
         cs.paused_until = 0;
         cs.timer_gen += 1;
         cs.timer_at = None;
@@ -147,33 +146,34 @@ impl World {
             .event(now, seq, "client-down", "", &[idx as u64 + 1], String::new);
     }
 
-    /// A crashed client starts again as a new process.
+    /// The crashed client at `idx` starts again as a new process, in a new slot.
     pub(super) fn restart_client(&mut self, idx: usize, now: SimTime) {
-        if !self.clients[idx].down {
+        // Only the client's current slot restarts; a slot it has left stays down.
+        if !self.clients[idx].down || self.clients[idx].retired {
             return;
         }
+        self.clients[idx].retired = true;
+        let new_idx = self.clients.len();
+        let id = new_idx as u64 + 1;
         let fresh = match &self.clients[idx].client {
-            Client::Producer(p) => {
-                let client = p.client;
-                let sends = p.sends;
-                let mut np = self.new_producer(client, now);
-                np.sends = sends;
-                Client::Producer(np)
-            }
-            Client::Consumer(c) => {
-                let mut nc = Consumer::new(c.client, self.cfg.partitions);
-                nc.records = c.records;
-                Client::Consumer(nc)
-            }
+            Client::Producer(_) => Client::Producer(self.new_producer(id, now)),
+            Client::Consumer(_) => Client::Consumer(Consumer::new(id, self.cfg.partitions)),
             Client::Member(_) => unreachable!("client faults name producers and consumers"),
         };
-        let cs = &mut self.clients[idx];
-        cs.client = fresh;
-        cs.down = false;
+        // Point every name of the old slot at the new one.
+        let original = self
+            .moved_clients
+            .iter()
+            .find(|&(_, &now_at)| now_at == idx)
+            .map_or(idx, |(&o, _)| o);
+        self.moved_clients.insert(original, new_idx);
+        self.clients.push(ClientSlot::new(fresh));
         let seq = self.q.len() as u64;
         self.tracer
-            .event(now, seq, "client-up", "", &[idx as u64 + 1], String::new);
-        self.reschedule_client(idx, now);
+            .event(now, seq, "client-up", "", &[idx as u64 + 1, id], || {
+                format!("client {} restarts as client {id}", idx + 1)
+            });
+        self.reschedule_client(new_idx, now);
     }
 
     /// A new producer instance takes over the identity of the (paused) producer at `idx`:
