@@ -246,6 +246,24 @@ impl Producer {
         !self.fenced && (!self.idempotent || self.idem.producer().is_some())
     }
 
+    /// The producer id and epoch in use (idempotent producers, once initialised).
+    pub fn producer_id(&self) -> Option<skein_core::controller::ProducerIdAndEpoch> {
+        self.idem.producer()
+    }
+
+    /// Whether a broker has fenced this producer (a newer epoch of its id exists).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// Takes over another instance's producer identity, as a restarted instance with the
+    /// same identity does (KIP-360): adopt its id and move to the next epoch, which fences
+    /// the old instance at every partition this one writes to.
+    pub fn take_over(&mut self, id: skein_core::controller::ProducerIdAndEpoch) {
+        self.idem.init(id);
+        let _ = self.idem.bump_epoch();
+    }
+
     /// Timers: new values, init, metadata, resends, timeouts.
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
         if self.idempotent

@@ -185,9 +185,132 @@ impl SimConfig {
             .saturating_sub(self.liveness + self.liveness / 4)
     }
 
+    /// When everything heals: when random faults stop, or at the last scheduled fault if
+    /// that comes later (liveness is then not judged).
+    pub fn final_heal_at(&self) -> SimTime {
+        self.schedule
+            .iter()
+            .map(|s| s.at)
+            .fold(self.faults_end(), SimTime::max)
+    }
+
     /// When random faults may start (after the cluster has formed).
     pub fn faults_start(&self) -> SimTime {
         (2 * SECS).min(self.duration / 4).max(100 * MILLIS)
+    }
+
+    /// Checks that every scheduled fault names brokers, partitions and clients that exist,
+    /// fires within the run, and ends (restart, duration) by the final heal, which would
+    /// otherwise cut it short without a word. The message names the fault and the times.
+    fn validate_schedule(&self) -> Result<(), String> {
+        self.schedule
+            .iter()
+            .try_for_each(|s| self.check_scheduled(s))
+    }
+
+    /// [`SimConfig::validate_schedule`] for one fault.
+    pub fn check_scheduled(&self, s: &Scheduled) -> Result<(), String> {
+        use crate::faults::{ClientRef, Fault, LeaderOf, NodeRef};
+        use crate::time::Human;
+        let heal = self.final_heal_at();
+        {
+            let what = || format!("the {} fault at {}", s.fault.name(), Human(s.at));
+            if s.at >= self.duration {
+                return Err(format!(
+                    "{} comes after the run ends ({}): it would never fire",
+                    what(),
+                    Human(self.duration)
+                ));
+            }
+            let mut bad = None;
+            let _ = s.fault.clone().map_nodes(|n| {
+                match n {
+                    NodeRef::Broker(id) if id == 0 || id > self.brokers => {
+                        bad = Some(format!(
+                            "broker {id} does not exist (the cluster has brokers 1..={})",
+                            self.brokers
+                        ))
+                    }
+                    NodeRef::LeaderOf(LeaderOf(p)) if p >= self.partitions => {
+                        bad = Some(format!(
+                            "partition {p} does not exist (the topic has {})",
+                            self.partitions
+                        ))
+                    }
+                    _ => {}
+                }
+                Some(n)
+            });
+            if let Fault::ClientPause { client, .. }
+            | Fault::ClientCrash { client, .. }
+            | Fault::ClientRestart { client }
+            | Fault::ClientIsolate { client, .. } = &s.fault
+            {
+                match client {
+                    ClientRef::Producer(n) if *n == 0 || *n > self.producers => {
+                        bad = Some(format!(
+                            "{client} does not exist (the workload has {} producers)",
+                            self.producers
+                        ))
+                    }
+                    ClientRef::Consumer(n) if *n == 0 || *n > self.consumers => {
+                        bad = Some(format!(
+                            "{client} does not exist (the workload has {} consumers)",
+                            self.consumers
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(bad) = bad {
+                return Err(format!("{}: {bad}", what()));
+            }
+            // The part of the fault that must be over by the final heal.
+            let (field, length) = match &s.fault {
+                Fault::Crash {
+                    restart_after: Some(d),
+                    ..
+                }
+                | Fault::CoordinatorCrash {
+                    restart_after: Some(d),
+                    ..
+                }
+                | Fault::MemberCrash {
+                    restart_after: Some(d),
+                    ..
+                }
+                | Fault::ClientCrash {
+                    restart_after: Some(d),
+                    ..
+                } => ("restart_after", *d),
+                Fault::Pause { duration, .. }
+                | Fault::Partition {
+                    duration: Some(duration),
+                    ..
+                }
+                | Fault::Clog { duration, .. }
+                | Fault::ReadErrors { duration, .. }
+                | Fault::DiskFull { duration, .. }
+                | Fault::SlowDisk { duration, .. }
+                | Fault::MemberPause { duration, .. }
+                | Fault::ClientPause { duration, .. }
+                | Fault::ClientIsolate { duration, .. } => ("duration", *duration),
+                _ => return Ok(()),
+            };
+            let end = s.at.saturating_add(length);
+            if end > heal {
+                return Err(format!(
+                    "{}: {field} {} ends it at {}, after the final heal at {} (which would cut it short); the final heal comes {} before the end of the run (liveness {} plus a quarter), or at the last scheduled fault if that is later: shorten the fault, or lengthen the run",
+                    what(),
+                    Human(length),
+                    Human(end),
+                    Human(heal),
+                    Human(self.duration - self.faults_end()),
+                    Human(self.liveness),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks the shape is runnable; the message names the offending setting.
@@ -216,6 +339,7 @@ impl SimConfig {
         if self.liveness >= self.duration {
             return Err("--liveness must be shorter than --duration".into());
         }
+        self.validate_schedule()?;
         for f in &self.schedule {
             use crate::faults::Fault;
             if let Fault::MemberCrash { member, .. }

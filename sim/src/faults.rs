@@ -74,6 +74,99 @@ impl NodeRef {
     pub const CONTROLLER: NodeRef = NodeRef::Controller(ControllerTag::Controller);
 }
 
+/// A client a fault can hit: `"producer:N"` or `"consumer:N"` (1-based, in the order the
+/// workload creates them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClientRef {
+    Producer(u32),
+    Consumer(u32),
+}
+
+impl ClientRef {
+    /// Parses `producer:N` or `consumer:N` (N >= 1).
+    pub fn parse(s: &str) -> Option<Self> {
+        let (kind, n) = s.split_once(':')?;
+        let n: u32 = n.trim().parse().ok().filter(|&n| n >= 1)?;
+        match kind.trim() {
+            "producer" => Some(ClientRef::Producer(n)),
+            "consumer" => Some(ClientRef::Consumer(n)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientRef::Producer(n) => write!(f, "producer:{n}"),
+            ClientRef::Consumer(n) => write!(f, "consumer:{n}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ClientRef::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected \"producer:N\" or \"consumer:N\" (N from 1), found {s:?}"
+            ))
+        })
+    }
+}
+
+/// What survives of a file's unsynced tail at a power loss (`unsynced = ...` on a crash
+/// with `power_loss`). Synced bytes always survive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unsynced {
+    /// Every file loses its whole unsynced tail.
+    LoseAll,
+    /// The page cache made it out: nothing is lost.
+    KeepAll,
+    /// Every file with an unsynced tail keeps a random part of it (a torn last write).
+    Torn,
+    /// Per file, one of the three above with equal chance (the default).
+    #[default]
+    Random,
+}
+
+impl Unsynced {
+    pub const NAMES: &'static [&'static str] = &["lose-all", "keep-all", "torn", "random"];
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "lose-all" => Unsynced::LoseAll,
+            "keep-all" => Unsynced::KeepAll,
+            "torn" => Unsynced::Torn,
+            "random" => Unsynced::Random,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// How many of a file's bytes survive: `synced..=len`, drawing from `rng` as needed.
+    pub fn keep(self, synced: u64, len: u64, rng: &mut ChaCha8Rng) -> u64 {
+        let unsynced = len - synced;
+        if unsynced == 0 {
+            return len;
+        }
+        let how = match self {
+            Unsynced::Random => rng.gen_range(0..3),
+            Unsynced::LoseAll => 0,
+            Unsynced::Torn => 1,
+            Unsynced::KeepAll => 2,
+        };
+        match how {
+            0 => synced,
+            1 => synced + rng.gen_range(0..=unsynced),
+            _ => len,
+        }
+    }
+}
+
 impl fmt::Display for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -87,13 +180,14 @@ impl fmt::Display for NodeRef {
 /// One fault (or the end of one).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
-    /// The process dies. With `power_loss`, the disk also loses unsynced data: each file
-    /// keeps its synced prefix plus a random part of the rest (a torn last write); without
-    /// it the OS page cache survives and nothing written is lost. Restarts after
+    /// The process dies. With `power_loss`, the disk also loses unsynced data as `unsynced`
+    /// says (by default per file: none, a random part, or all of it survives); without it
+    /// the OS page cache survives and nothing written is lost. Restarts after
     /// `restart_after` if given, else at the next `restart` or at the final heal.
     Crash {
         node: NodeRef,
         power_loss: bool,
+        unsynced: Unsynced,
         restart_after: Option<SimTime>,
     },
     /// Restarts a crashed node (no-op if it is up).
@@ -111,8 +205,11 @@ pub enum Fault {
         shape: Partition<NodeRef>,
         duration: Option<SimTime>,
     },
-    /// Ends every partition and clog.
+    /// Ends every partition, client isolation and clog (a partition's `duration` ends only
+    /// that partition).
     Heal,
+    /// Internal: the end of one timed partition or client isolation (the network's cut id).
+    EndPartition { id: u64 },
     /// Holds back messages from `from` to `to` for `duration` (delayed, not lost).
     Clog {
         from: NodeRef,
@@ -123,7 +220,9 @@ pub enum Fault {
     BitFlip { node: NodeRef },
     /// Reads on the node's disk fail for `duration`.
     ReadErrors { node: NodeRef, duration: SimTime },
-    /// The node's disk refuses writes for `duration` (capacity set to what is used).
+    /// The node's disk fills up for `duration`: capacity is set to what is used plus a
+    /// few random KiB, so a write soon comes that fits only in part: its prefix is written
+    /// and it fails with ENOSPC (a torn write); later writes fail whole.
     DiskFull { node: NodeRef, duration: SimTime },
     /// Writes and fsyncs on the node's disk take `latency` each, for `duration`.
     SlowDisk {
@@ -149,8 +248,35 @@ pub enum Fault {
     /// moment (the group coordinator); nothing happens if there is none.
     CoordinatorCrash {
         power_loss: bool,
+        unsynced: Unsynced,
         restart_after: Option<SimTime>,
     },
+    /// A stop-the-world pause of a producer or consumer: it handles nothing for `duration`,
+    /// then acts on what queued up. With `replaced_after` (producers only), a replacement
+    /// instance takes over the producer's identity that long into the pause: it adopts the
+    /// paused producer's id and bumps the epoch (KIP-360), so the paused one wakes a zombie
+    /// and the brokers must fence it with `InvalidProducerEpoch`.
+    ClientPause {
+        client: ClientRef,
+        duration: SimTime,
+        replaced_after: Option<SimTime>,
+    },
+    /// The client process dies: what it had in flight has an unknown outcome, its state is
+    /// gone. Restarts (a new producer id / read position from 0) after `restart_after` if
+    /// given, else at `client-restart` or the final heal.
+    ClientCrash {
+        client: ClientRef,
+        restart_after: Option<SimTime>,
+    },
+    /// Restarts a crashed client (no-op if it is up).
+    ClientRestart { client: ClientRef },
+    /// Cuts the client off from every broker and the controller for `duration`.
+    ClientIsolate {
+        client: ClientRef,
+        duration: SimTime,
+    },
+    /// Internal: the replacement of a paused producer starts (see `ClientPause`).
+    ClientTakeover { client: ClientRef },
 }
 
 /// Timed disk faults, for their end events.
@@ -176,6 +302,7 @@ impl Fault {
             Fault::ClockSkew { .. } => "clock-skew",
             Fault::Partition { .. } => "partition",
             Fault::Heal => "heal",
+            Fault::EndPartition { .. } => "end-partition",
             Fault::Clog { .. } => "clog",
             Fault::BitFlip { .. } => "bit-flip",
             Fault::ReadErrors { .. } => "read-errors",
@@ -186,6 +313,11 @@ impl Fault {
             Fault::MemberRestart { .. } => "member-restart",
             Fault::MemberPause { .. } => "member-pause",
             Fault::CoordinatorCrash { .. } => "coordinator-crash",
+            Fault::ClientPause { .. } => "client-pause",
+            Fault::ClientCrash { .. } => "client-crash",
+            Fault::ClientRestart { .. } => "client-restart",
+            Fault::ClientIsolate { .. } => "client-isolate",
+            Fault::ClientTakeover { .. } => "client-takeover",
         }
     }
 }
@@ -199,10 +331,12 @@ impl Fault {
             Fault::Crash {
                 node,
                 power_loss,
+                unsynced,
                 restart_after,
             } => Fault::Crash {
                 node: g(node)?,
                 power_loss,
+                unsynced,
                 restart_after,
             },
             Fault::Restart { node } => Fault::Restart { node: g(node)? },
@@ -235,7 +369,7 @@ impl Fault {
                 },
                 duration,
             },
-            Fault::Heal => Fault::Heal,
+            f @ (Fault::Heal | Fault::EndPartition { .. }) => f,
             Fault::Clog { from, to, duration } => Fault::Clog {
                 from: g(from)?,
                 to: g(to)?,
@@ -263,12 +397,17 @@ impl Fault {
                 node: g(node)?,
                 what,
             },
-            // Member faults name group members, not nodes; the coordinator is resolved
-            // by the world when the fault fires.
+            // Member and client faults name clients, not nodes; the coordinator is
+            // resolved by the world when the fault fires.
             f @ (Fault::MemberCrash { .. }
             | Fault::MemberRestart { .. }
             | Fault::MemberPause { .. }
-            | Fault::CoordinatorCrash { .. }) => f,
+            | Fault::CoordinatorCrash { .. }
+            | Fault::ClientPause { .. }
+            | Fault::ClientCrash { .. }
+            | Fault::ClientRestart { .. }
+            | Fault::ClientIsolate { .. }
+            | Fault::ClientTakeover { .. }) => f,
         })
     }
 
@@ -314,6 +453,11 @@ pub struct FaultRates {
     /// Group member faults, drawn from their own stream (see [`random_member_schedule`]).
     pub member_crash: u32,
     pub member_pause: u32,
+    /// Producer and consumer faults, drawn from their own stream (see
+    /// [`random_client_schedule`]).
+    pub client_crash: u32,
+    pub client_pause: u32,
+    pub client_isolate: u32,
 }
 
 impl Default for FaultRates {
@@ -335,6 +479,9 @@ impl Default for FaultRates {
             max_down: 1,
             member_crash: 2,
             member_pause: 2,
+            client_crash: 1,
+            client_pause: 1,
+            client_isolate: 1,
         }
     }
 }
@@ -352,6 +499,22 @@ impl FaultRates {
 }
 
 impl FaultRates {
+    /// The summed weights of the broker fault kinds (the share of `per_second` that the
+    /// broker schedule gets, against which member and client shares are reckoned).
+    pub fn broker_weight(&self) -> u32 {
+        self.crash
+            + self.power_loss
+            + self.controller_crash
+            + self.pause
+            + self.clock
+            + self.partition
+            + self.clog
+            + self.bit_flip
+            + self.read_errors
+            + self.disk_full
+            + self.slow_disk
+    }
+
     /// Names of the weights, as `--fault-weights` and scenario files spell them.
     pub const KINDS: &'static [&'static str] = &[
         "crash",
@@ -367,6 +530,9 @@ impl FaultRates {
         "slow-disk",
         "member-crash",
         "member-pause",
+        "client-crash",
+        "client-pause",
+        "client-isolate",
     ];
 
     /// Sets the weight of one fault kind; the error names the unknown kind.
@@ -385,6 +551,9 @@ impl FaultRates {
             "slow-disk" => &mut self.slow_disk,
             "member-crash" => &mut self.member_crash,
             "member-pause" => &mut self.member_pause,
+            "client-crash" => &mut self.client_crash,
+            "client-pause" => &mut self.client_pause,
+            "client-isolate" => &mut self.client_isolate,
             other => {
                 return Err(format!(
                     "unknown fault kind {other:?}; known: {}",
@@ -483,6 +652,7 @@ pub fn random_schedule(
                     Fault::Crash {
                         node,
                         power_loss: kind == 1,
+                        unsynced: Unsynced::Random,
                         restart_after: Some(d),
                     }
                 }
@@ -496,6 +666,7 @@ pub fn random_schedule(
                 Fault::Crash {
                     node: NodeRef::CONTROLLER,
                     power_loss: chance(rng, 0.5),
+                    unsynced: Unsynced::Random,
                     restart_after: Some(d),
                 }
             }
@@ -573,17 +744,7 @@ pub fn random_member_schedule(
 ) -> Vec<Scheduled> {
     let mut out = Vec::new();
     let member_weight = rates.member_crash + rates.member_pause;
-    let broker_weight = rates.crash
-        + rates.power_loss
-        + rates.controller_crash
-        + rates.pause
-        + rates.clock
-        + rates.partition
-        + rates.clog
-        + rates.bit_flip
-        + rates.read_errors
-        + rates.disk_full
-        + rates.slow_disk;
+    let broker_weight = rates.broker_weight();
     if rates.per_second <= 0.0 || end <= start || members == 0 || member_weight == 0 {
         return out;
     }
@@ -621,10 +782,149 @@ pub fn random_member_schedule(
     out
 }
 
+/// Draws producer and consumer faults (crash, pause, isolation) for `producers` producers
+/// and `consumers` consumers within `[start, end)`, from a stream of their own (like
+/// [`random_member_schedule`]), so a seed's broker and member faults are unchanged by it.
+/// They come at the share of `per_second` their weights have against the broker weights,
+/// at most one client faulted at a time. A third of producer pauses are replaced (the
+/// paused producer wakes a zombie that the brokers must fence).
+pub fn random_client_schedule(
+    rates: &FaultRates,
+    producers: u32,
+    consumers: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    let weight = rates.client_crash + rates.client_pause + rates.client_isolate;
+    let clients = producers + consumers;
+    if rates.per_second <= 0.0 || end <= start || clients == 0 || weight == 0 {
+        return out;
+    }
+    let per_second = rates.per_second * weight as f64 / (weight + rates.broker_weight()) as f64;
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut t = start;
+    let mut busy_until: SimTime = 0;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let n = rng.gen_range(0..clients);
+        let client = if n < producers {
+            ClientRef::Producer(n + 1)
+        } else {
+            ClientRef::Consumer(n - producers + 1)
+        };
+        let pick = rng.gen_range(0..weight);
+        let remaining = end - t;
+        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
+        let replace = chance(rng, 1.0 / 3.0);
+        if busy_until > t {
+            continue;
+        }
+        busy_until = t + d;
+        let fault = if pick < rates.client_crash {
+            Fault::ClientCrash {
+                client,
+                restart_after: Some(d),
+            }
+        } else if pick < rates.client_crash + rates.client_pause {
+            Fault::ClientPause {
+                client,
+                duration: d,
+                replaced_after: (replace && matches!(client, ClientRef::Producer(_)))
+                    .then_some(d / 2),
+            }
+        } else {
+            Fault::ClientIsolate {
+                client,
+                duration: d,
+            }
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::{stream, Subsystem};
+
+    #[test]
+    fn client_schedules_are_seeded_bounded_one_at_a_time_and_varied() {
+        let rates = FaultRates {
+            per_second: 4.0,
+            ..FaultRates::default()
+        };
+        let draw = |seed| {
+            random_client_schedule(
+                &rates,
+                2,
+                1,
+                SECS,
+                30 * SECS,
+                &mut stream(seed, Subsystem::Faults),
+            )
+        };
+        let a = draw(1);
+        assert_eq!(a, draw(1));
+        assert_ne!(a, draw(2));
+        assert!(a.len() >= 5, "{a:?}");
+        let mut busy_until = 0;
+        let mut kinds = std::collections::BTreeSet::new();
+        let mut replaced = 0;
+        for seed in 0..10 {
+            busy_until = 0;
+            for s in draw(seed) {
+                assert!((SECS..30 * SECS).contains(&s.at));
+                let (client, d) = match &s.fault {
+                    Fault::ClientCrash {
+                        client,
+                        restart_after: Some(d),
+                    } => (*client, *d),
+                    Fault::ClientPause {
+                        client,
+                        duration,
+                        replaced_after,
+                    } => {
+                        if let Some(r) = replaced_after {
+                            assert!(matches!(client, ClientRef::Producer(_)));
+                            assert!(*r < *duration);
+                            replaced += 1;
+                        }
+                        (*client, *duration)
+                    }
+                    Fault::ClientIsolate { client, duration } => (*client, *duration),
+                    other => panic!("{other:?}"),
+                };
+                assert!(matches!(
+                    client,
+                    ClientRef::Producer(1 | 2) | ClientRef::Consumer(1)
+                ));
+                assert!(s.at >= busy_until, "two clients faulted at once");
+                busy_until = s.at + d;
+                kinds.insert(s.fault.name());
+            }
+        }
+        let _ = busy_until;
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        assert!(replaced > 0);
+        let mut off = rates.clone();
+        off.set_weights("client-crash=0,client-pause=0,client-isolate=0")
+            .unwrap();
+        assert!(random_client_schedule(
+            &off,
+            2,
+            1,
+            0,
+            30 * SECS,
+            &mut stream(1, Subsystem::Faults)
+        )
+        .is_empty());
+    }
 
     #[test]
     fn random_schedules_are_seeded_bounded_and_varied() {

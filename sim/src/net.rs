@@ -153,7 +153,11 @@ pub struct NetStats {
 /// The network between endpoints of type `A`.
 pub struct Network<A> {
     pub config: NetConfig,
+    /// Every link cut now: the union of `cuts`, kept for the per-message lookup.
     blocked: BTreeSet<(A, A)>,
+    /// The cuts in force, by id, so each timed partition ends on its own.
+    cuts: BTreeMap<u64, BTreeSet<(A, A)>>,
+    next_cut: u64,
     clogged_until: BTreeMap<(A, A), SimTime>,
     last_arrival: BTreeMap<(A, A), SimTime>,
     pub stats: NetStats,
@@ -164,6 +168,8 @@ impl<A: Ord + Copy + Debug> Network<A> {
         Self {
             config,
             blocked: BTreeSet::new(),
+            cuts: BTreeMap::new(),
+            next_cut: 0,
             clogged_until: BTreeMap::new(),
             last_arrival: BTreeMap::new(),
             stats: NetStats::default(),
@@ -219,14 +225,28 @@ impl<A: Ord + Copy + Debug> Network<A> {
         !self.blocked.contains(&(from, to))
     }
 
-    /// Cuts the given directed links (adding to any partition already in force).
-    pub fn block(&mut self, links: BTreeSet<(A, A)>) {
-        self.blocked.extend(links);
+    /// Cuts the given directed links (adding to any partition already in force). Returns
+    /// the cut's id, for [`Network::unblock`].
+    pub fn block(&mut self, links: BTreeSet<(A, A)>) -> u64 {
+        let id = self.next_cut;
+        self.next_cut += 1;
+        self.blocked.extend(links.iter().copied());
+        self.cuts.insert(id, links);
+        id
+    }
+
+    /// Ends one cut; links another cut in force also blocks stay blocked. A no-op if the
+    /// cut already ended (a `heal` came first).
+    pub fn unblock(&mut self, id: u64) {
+        if self.cuts.remove(&id).is_some() {
+            self.blocked = self.cuts.values().flatten().copied().collect();
+        }
     }
 
     /// Removes every partition and clog.
     pub fn heal(&mut self) {
         self.blocked.clear();
+        self.cuts.clear();
         self.clogged_until.clear();
     }
 
@@ -298,6 +318,28 @@ mod tests {
             let bridge = Partition::Bridge { node: 1 }.blocked_links(&nodes, &mut rng);
             assert!(bridge.iter().all(|(a, b)| *a != 1 && *b != 1));
             assert!(!bridge.is_empty());
+        }
+    }
+
+    #[test]
+    fn each_cut_ends_on_its_own() {
+        let mut net: Network<u32> = Network::new(NetConfig::default());
+        let mut rng = stream(5, Subsystem::Network);
+        let nodes = [1, 2, 3];
+        let a = net.block(Partition::Isolate { node: 1 }.blocked_links(&nodes, &mut rng));
+        let b = net.block(Partition::OneWay { from: 2 }.blocked_links(&nodes, &mut rng));
+        net.clog(3, 2, 1_000_000_000);
+        assert!(!net.can_deliver(1, 2) && !net.can_deliver(2, 3));
+        net.unblock(a);
+        // (2, 1) was cut by both: still cut by b; (1, 3) only by a: open again.
+        assert!(net.can_deliver(1, 3) && !net.can_deliver(2, 1) && !net.can_deliver(2, 3));
+        net.unblock(a); // ending twice is harmless
+        net.unblock(b);
+        assert!(!net.is_partitioned());
+        // The clog keeps its own end.
+        match net.send(0, 3, 2, &mut rng) {
+            Fate::Deliver { at, .. } => assert!(at >= 1_000_000_000),
+            f => panic!("{f:?}"),
         }
     }
 

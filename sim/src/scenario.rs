@@ -20,17 +20,23 @@
 //! kind = "partition"   # crash restart pause clock-jump clock-stall clock-skew partition
 //! shape = "isolate"    # heal clog bit-flip read-errors disk-full slow-disk
 //!                      # member-crash member-restart member-pause (with `member = N`)
-//!                      # coordinator-crash
+//!                      # coordinator-crash; client-pause client-crash client-restart
+//!                      # client-isolate (with `client = "producer:N"` / "consumer:N")
 //! node = 1             # a broker id, "controller", or "leader" / "leader:P": the broker
 //! duration = "4s"      # leading partition P (default 0) when the fault fires
 //! [expect]
 //! verdict = "pass"     # or "fail", with invariant = "<name>" and/or fail = [...], and
-//!                      # optionally hold = [...]: invariants that must not fail
+//!                      # optionally hold = [...]: invariants that must not fail, and
+//!                      # may = [...]: invariants allowed, not required, to fail
 //! ```
+//!
+//! An invariant in no list must hold under "pass" and is unconstrained under "fail". A
+//! field the fault's kind does not take, a zero duration, a missing target, or a fault that
+//! outlasts the final heal is an error, never silently ignored.
 //!
 //! Every error names the file, the line and the field at fault.
 
-use crate::faults::{Fault, FaultRates, LeaderOf, NodeRef, Scheduled};
+use crate::faults::{ClientRef, Fault, FaultRates, LeaderOf, NodeRef, Scheduled, Unsynced};
 use crate::net::{NetConfig, Partition};
 use crate::time::{parse_duration, SimTime};
 use serde::Deserialize;
@@ -72,9 +78,17 @@ pub enum Expect {
     },
     /// Every invariant in `fail` must be violated and every one in `hold` must not be
     /// (`[expect] verdict = "fail"` with `fail = [...]` and/or `hold = [...]`).
+    /// `may` is allowed alongside `fail`/`hold` to state intent; with a "fail" verdict an
+    /// invariant in no list is unconstrained anyway, so `may` changes nothing there.
     Invariants {
         fail: Vec<String>,
         hold: Vec<String>,
+        may: Vec<String>,
+    },
+    /// `verdict = "pass"` with `may = [...]`: every invariant holds except those in `may`,
+    /// which are allowed, not required, to fail (acknowledged loss under unclean election).
+    PassExcept {
+        may: Vec<String>,
     },
 }
 
@@ -84,10 +98,11 @@ impl Expect {
         match self {
             Expect::Pass => failed.is_empty(),
             Expect::Fail { invariant } => failed.contains(&invariant.as_str()),
-            Expect::Invariants { fail, hold } => {
+            Expect::Invariants { fail, hold, .. } => {
                 fail.iter().all(|i| failed.contains(&i.as_str()))
                     && hold.iter().all(|i| !failed.contains(&i.as_str()))
             }
+            Expect::PassExcept { may } => failed.iter().all(|f| may.iter().any(|m| m == f)),
         }
     }
 
@@ -101,7 +116,7 @@ impl Expect {
     /// The invariants this expectation requires to fail.
     pub fn failing(&self) -> Vec<&str> {
         match self {
-            Expect::Pass => Vec::new(),
+            Expect::Pass | Expect::PassExcept { .. } => Vec::new(),
             Expect::Fail { invariant } => vec![invariant.as_str()],
             Expect::Invariants { fail, .. } => fail.iter().map(String::as_str).collect(),
         }
@@ -113,13 +128,17 @@ impl fmt::Display for Expect {
         match self {
             Expect::Pass => write!(f, "pass"),
             Expect::Fail { invariant } => write!(f, "fail ({invariant})"),
-            Expect::Invariants { fail, hold } => {
+            Expect::Invariants { fail, hold, may } => {
                 write!(f, "fail ({})", fail.join(", "))?;
                 if !hold.is_empty() {
                     write!(f, ", hold ({})", hold.join(", "))?;
                 }
+                if !may.is_empty() {
+                    write!(f, ", may fail ({})", may.join(", "))?;
+                }
                 Ok(())
             }
+            Expect::PassExcept { may } => write!(f, "pass, may fail ({})", may.join(", ")),
         }
     }
 }
@@ -236,6 +255,7 @@ struct RawExpect {
     invariant: Option<Spanned<String>>,
     fail: Option<Spanned<Vec<String>>>,
     hold: Option<Spanned<Vec<String>>>,
+    may: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -254,8 +274,63 @@ struct RawFault {
     duration: Option<Spanned<String>>,
     forward: Option<Spanned<String>>,
     latency: Option<Spanned<String>>,
-    ppm: Option<i64>,
+    ppm: Option<Spanned<i64>>,
     member: Option<Spanned<u32>>,
+    client: Option<Spanned<ClientRef>>,
+    unsynced: Option<Spanned<String>>,
+    replaced_after: Option<Spanned<String>>,
+}
+
+impl RawFault {
+    /// The optional fields this entry sets, with their spans (for "does not take" errors).
+    fn present(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        let mut v = Vec::new();
+        macro_rules! p {
+            ($($f:ident),*) => { $( if let Some(x) = &self.$f { v.push((stringify!($f), x.span())); } )* };
+        }
+        p!(
+            node,
+            from,
+            to,
+            a,
+            b,
+            shape,
+            restart_after,
+            duration,
+            forward,
+            latency,
+            ppm,
+            member,
+            client,
+            unsynced,
+            replaced_after
+        );
+        v
+    }
+}
+
+/// The optional fields each fault kind takes (`at` and `kind` always).
+fn fields_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "crash" => &["node", "power_loss", "unsynced", "restart_after"],
+        "restart" | "bit-flip" => &["node"],
+        "pause" | "clock-stall" | "read-errors" | "disk-full" => &["node", "duration"],
+        "clock-jump" => &["node", "forward"],
+        "clock-skew" => &["node", "ppm"],
+        "partition" => &["shape", "node", "from", "a", "b", "duration"],
+        "heal" => &[],
+        "clog" => &["from", "to", "duration"],
+        "slow-disk" => &["node", "latency", "duration"],
+        "member-crash" => &["member", "restart_after"],
+        "member-restart" => &["member"],
+        "member-pause" => &["member", "duration"],
+        "coordinator-crash" => &["power_loss", "unsynced", "restart_after"],
+        "client-pause" => &["client", "duration", "replaced_after"],
+        "client-crash" => &["client", "restart_after"],
+        "client-restart" => &["client"],
+        "client-isolate" => &["client", "duration"],
+        _ => &[],
+    }
 }
 
 /// Line number (1-based) of a byte offset.
@@ -289,6 +364,14 @@ impl Ctx<'_> {
 
     fn dur(&self, v: &Spanned<String>, field: &str) -> Result<SimTime, ScenarioError> {
         parse_duration(v.get_ref()).map_err(|e| self.err(Some(v.span()), field, e.to_string()))
+    }
+
+    /// A duration that must be more than zero (how long a fault lasts, a restart delay).
+    fn positive_dur(&self, v: &Spanned<String>, field: &str) -> Result<SimTime, ScenarioError> {
+        match self.dur(v, field)? {
+            0 => Err(self.err(Some(v.span()), field, "must be longer than zero")),
+            d => Ok(d),
+        }
     }
 
     fn opt_dur(
@@ -472,6 +555,18 @@ impl Scenario {
             sc.schedule
                 .push(parse_fault(&cx, i, f, sc.brokers, sc.partitions)?);
         }
+        // With the run's length known, a fault that fires after the end or lasts past the
+        // final heal (which would cut it short), or names a client the workload lacks, is
+        // reported here, at its line; the same check runs again before every run, when
+        // flags may have changed the shape.
+        if sc.duration.is_some() {
+            let mut c = crate::config::SimConfig::default();
+            c.apply_scenario(&sc);
+            for (i, (s, f)) in sc.schedule.iter().zip(&raw.fault).enumerate() {
+                c.check_scheduled(s)
+                    .map_err(|e| cx.err(Some(f.span()), &format!("fault[{i}]"), e))?;
+            }
+        }
         sc.schedule.sort_by_key(|s| s.at);
         if let Some(e) = raw.expect {
             sc.expect = Some(parse_expect(&cx, e)?);
@@ -510,6 +605,20 @@ fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioE
         };
     let fail = list(&e.fail, "expect.fail")?;
     let hold = list(&e.hold, "expect.hold")?;
+    let may = list(&e.may, "expect.may")?;
+    // An invariant in two lists is a contradiction (or a typo): name it.
+    for (a, an, b, bn, span) in [
+        (&fail, "fail", &may, "may", e.may.as_ref().map(|m| m.span())),
+        (&hold, "hold", &may, "may", e.may.as_ref().map(|m| m.span())),
+    ] {
+        if let Some(both) = a.iter().find(|i| b.contains(i)) {
+            return Err(cx.err(
+                span,
+                &format!("expect.{bn}"),
+                format!("{both:?} is in both `{an}` and `{bn}`"),
+            ));
+        }
+    }
     let invariant = e
         .invariant
         .as_ref()
@@ -538,7 +647,11 @@ fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioE
                     "a \"pass\" verdict already means every invariant holds",
                 ));
             }
-            Ok(Expect::Pass)
+            if may.is_empty() {
+                Ok(Expect::Pass)
+            } else {
+                Ok(Expect::PassExcept { may })
+            }
         }
         "fail" => {
             let mut all = fail;
@@ -554,6 +667,13 @@ fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioE
                     "a \"fail\" verdict must name the invariant that fails (`invariant` or `fail = [...]`)",
                 ));
             }
+            if let Some(both) = all.iter().find(|i| may.contains(i)) {
+                return Err(cx.err(
+                    e.may.as_ref().map(|m| m.span()),
+                    "expect.may",
+                    format!("{both:?} must fail, so it cannot be one that only may"),
+                ));
+            }
             if let Some(both) = all.iter().find(|i| hold.contains(i)) {
                 return Err(cx.err(
                     e.hold.as_ref().map(|h| h.span()),
@@ -561,12 +681,16 @@ fn parse_expect(cx: &Ctx<'_>, e: Spanned<RawExpect>) -> Result<Expect, ScenarioE
                     format!("{both:?} cannot both fail and hold"),
                 ));
             }
-            if all.len() == 1 && hold.is_empty() {
+            if all.len() == 1 && hold.is_empty() && may.is_empty() {
                 return Ok(Expect::Fail {
                     invariant: all.remove(0),
                 });
             }
-            Ok(Expect::Invariants { fail: all, hold })
+            Ok(Expect::Invariants {
+                fail: all,
+                hold,
+                may,
+            })
         }
         other => Err(cx.err(
             Some(e.verdict.span()),
@@ -619,9 +743,75 @@ fn parse_fault(
             )),
         }
     };
+    let kind = f.kind.get_ref().as_str();
+    // A field the kind does not take would be silently ignored: refuse it by name.
+    let takes = fields_of(kind);
+    if !takes.is_empty() || kind == "heal" {
+        if let Some((name, sp)) = f.present().into_iter().find(|(n, _)| !takes.contains(n)) {
+            return Err(cx.err(
+                Some(sp),
+                &field(name),
+                format!(
+                    "`{kind}` does not take `{name}`; it takes {}",
+                    if takes.is_empty() {
+                        "no fields besides `at`".to_string()
+                    } else {
+                        takes
+                            .iter()
+                            .map(|t| format!("`{t}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            ));
+        }
+        if f.power_loss.is_some() && !takes.contains(&"power_loss") {
+            return Err(cx.err(
+                Some(span.clone()),
+                &field("power_loss"),
+                format!("`{kind}` does not take `power_loss`"),
+            ));
+        }
+    }
+    let opt_pos_dur =
+        |v: &Option<Spanned<String>>, name: &str| -> Result<Option<SimTime>, ScenarioError> {
+            v.as_ref()
+                .map(|d| cx.positive_dur(d, &field(name)))
+                .transpose()
+        };
+    let unsynced = || -> Result<Unsynced, ScenarioError> {
+        match &f.unsynced {
+            None => Ok(Unsynced::Random),
+            Some(u) if f.power_loss != Some(true) => Err(cx.err(
+                Some(u.span()),
+                &field("unsynced"),
+                "`unsynced` says what a power loss keeps: it needs `power_loss = true`",
+            )),
+            Some(u) => Unsynced::from_name(u.get_ref()).ok_or_else(|| {
+                cx.err(
+                    Some(u.span()),
+                    &field("unsynced"),
+                    format!(
+                        "expected one of {}, found {:?}",
+                        Unsynced::NAMES.join(", "),
+                        u.get_ref()
+                    ),
+                )
+            }),
+        }
+    };
+    let need_client = || -> Result<ClientRef, ScenarioError> {
+        f.client.as_ref().map(|c| *c.get_ref()).ok_or_else(|| {
+            cx.err(
+                Some(span.clone()),
+                &field("client"),
+                format!("`{kind}` needs `client` (\"producer:N\" or \"consumer:N\")"),
+            )
+        })
+    };
     let need_dur = |v: &Option<Spanned<String>>, name: &str| -> Result<SimTime, ScenarioError> {
         match v {
-            Some(d) => cx.dur(d, &field(name)),
+            Some(d) => cx.positive_dur(d, &field(name)),
             None => Err(cx.err(
                 Some(span.clone()),
                 &field(name),
@@ -644,11 +834,12 @@ fn parse_fault(
             )),
         }
     };
-    let fault = match f.kind.get_ref().as_str() {
+    let fault = match kind {
         "crash" => Fault::Crash {
             node: need_node(&f.node, "node")?,
             power_loss: f.power_loss.unwrap_or(false),
-            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+            unsynced: unsynced()?,
+            restart_after: opt_pos_dur(&f.restart_after, "restart_after")?,
         },
         "restart" => Fault::Restart { node: need_node(&f.node, "node")? },
         "pause" => Fault::Pause {
@@ -665,7 +856,17 @@ fn parse_fault(
         },
         "clock-skew" => Fault::ClockSkew {
             node: need_node(&f.node, "node")?,
-            ppm: f.ppm.ok_or_else(|| cx.err(Some(span.clone()), &field("ppm"), "`clock-skew` needs `ppm`"))?,
+            ppm: match &f.ppm {
+                None => return Err(cx.err(Some(span.clone()), &field("ppm"), "`clock-skew` needs `ppm`")),
+                // A clock at half speed or less, or over twice as fast, is no skew: the
+                // clock model would clamp it silently.
+                Some(p) if !(-500_000..=1_000_000).contains(p.get_ref()) => return Err(cx.err(
+                    Some(p.span()),
+                    &field("ppm"),
+                    format!("{} is out of range: a skew is within -500000..=1000000 ppm", p.get_ref()),
+                )),
+                Some(p) => *p.get_ref(),
+            },
         },
         "partition" => {
             let shape_name = f.shape.as_ref().ok_or_else(|| cx.err(Some(span.clone()), &field("shape"), "`partition` needs `shape` (halves, split, isolate, bridge, one-way)"))?;
@@ -679,13 +880,32 @@ fn parse_fault(
                         let v = v.as_ref().ok_or_else(|| cx.err(Some(span.clone()), &field(name), "`split` needs groups `a` and `b`"))?;
                         v.get_ref().iter().map(|n| check_node(&Spanned::new(v.span(), *n), name)).collect()
                     };
-                    Partition::Split { a: group(&f.a, "a")?, b: group(&f.b, "b")? }
+                    let (a, b) = (group(&f.a, "a")?, group(&f.b, "b")?);
+                    if let Some(both) = a.iter().find(|n| b.contains(n)) {
+                        return Err(cx.err(f.b.as_ref().map(|b| b.span()), &field("b"), format!("{both} is in both groups `a` and `b`")));
+                    }
+                    if a.is_empty() || b.is_empty() {
+                        return Err(cx.err(Some(span.clone()), &field(if a.is_empty() { "a" } else { "b" }), "a split needs a node on each side"));
+                    }
+                    Partition::Split { a, b }
                 }
                 other => return Err(cx.err(Some(shape_name.span()), &field("shape"), format!("unknown shape {other:?}; expected halves, split, isolate, bridge or one-way"))),
             };
+            // Fields of other shapes would be ignored: refuse them.
+            let shape_fields: &[&str] = match shape_name.get_ref().as_str() {
+                "halves" => &[],
+                "isolate" | "bridge" => &["node"],
+                "one-way" => &["from", "node"],
+                _ => &["a", "b"],
+            };
+            if let Some((name, sp)) = f.present().into_iter().find(|(n, _)| {
+                ["node", "from", "a", "b"].contains(n) && !shape_fields.contains(n)
+            }) {
+                return Err(cx.err(Some(sp), &field(name), format!("shape {:?} does not take `{name}`", shape_name.get_ref())));
+            }
             Fault::Partition {
                 shape,
-                duration: cx.opt_dur(&f.duration, &field("duration"))?,
+                duration: opt_pos_dur(&f.duration, "duration")?,
             }
         }
         "heal" => Fault::Heal,
@@ -710,7 +930,7 @@ fn parse_fault(
         },
         "member-crash" => Fault::MemberCrash {
             member: need_member()?,
-            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+            restart_after: opt_pos_dur(&f.restart_after, "restart_after")?,
         },
         "member-restart" => Fault::MemberRestart { member: need_member()? },
         "member-pause" => Fault::MemberPause {
@@ -719,13 +939,37 @@ fn parse_fault(
         },
         "coordinator-crash" => Fault::CoordinatorCrash {
             power_loss: f.power_loss.unwrap_or(false),
-            restart_after: cx.opt_dur(&f.restart_after, &field("restart_after"))?,
+            unsynced: unsynced()?,
+            restart_after: opt_pos_dur(&f.restart_after, "restart_after")?,
+        },
+        "client-pause" => {
+            let client = need_client()?;
+            let duration = need_dur(&f.duration, "duration")?;
+            let replaced_after = opt_pos_dur(&f.replaced_after, "replaced_after")?;
+            if let (Some(r), Some(sp)) = (replaced_after, f.replaced_after.as_ref()) {
+                if !matches!(client, ClientRef::Producer(_)) {
+                    return Err(cx.err(Some(sp.span()), &field("replaced_after"), "only a producer has an identity a replacement can take over"));
+                }
+                if r >= duration {
+                    return Err(cx.err(Some(sp.span()), &field("replaced_after"), "the replacement must start while the producer is still paused (before `duration` ends)"));
+                }
+            }
+            Fault::ClientPause { client, duration, replaced_after }
+        }
+        "client-crash" => Fault::ClientCrash {
+            client: need_client()?,
+            restart_after: opt_pos_dur(&f.restart_after, "restart_after")?,
+        },
+        "client-restart" => Fault::ClientRestart { client: need_client()? },
+        "client-isolate" => Fault::ClientIsolate {
+            client: need_client()?,
+            duration: need_dur(&f.duration, "duration")?,
         },
         other => {
             return Err(cx.err(
                 Some(f.kind.span()),
                 &field("kind"),
-                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full, slow-disk, member-crash, member-restart, member-pause or coordinator-crash"),
+                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full, slow-disk, member-crash, member-restart, member-pause, coordinator-crash, client-pause, client-crash, client-restart or client-isolate"),
             ))
         }
     };
@@ -748,6 +992,7 @@ producers = 1
 acks = "all"
 [run]
 duration = "20s"
+liveness = "5s"
 [[fault]]
 at = "5s"
 kind = "partition"
@@ -777,6 +1022,7 @@ verdict = "pass"
             Fault::Crash {
                 node: NodeRef::CONTROLLER,
                 power_loss: true,
+                unsynced: Unsynced::Random,
                 restart_after: Some(SECS)
             }
         );
@@ -812,6 +1058,7 @@ verdict = "pass"
             sc.schedule[1].fault,
             Fault::CoordinatorCrash {
                 power_loss: true,
+                unsynced: Unsynced::Random,
                 restart_after: None
             }
         );
@@ -910,6 +1157,7 @@ verdict = "pass"
             Fault::Crash {
                 node: NodeRef::LeaderOf(LeaderOf(1)),
                 power_loss: false,
+                unsynced: Unsynced::Random,
                 restart_after: None
             }
         );
@@ -950,5 +1198,183 @@ verdict = "pass"
         assert_eq!(e.field.as_deref(), Some("expect.hold"));
         let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = \"leeder\"\n");
         assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    #[test]
+    fn may_allows_without_requiring() {
+        let sc = Scenario::parse(
+            "m.toml",
+            "[expect]\nverdict = \"pass\"\nmay = [\"acked-write-lost\", \"history\"]\n",
+        )
+        .unwrap();
+        let e = sc.expect.unwrap();
+        assert_eq!(
+            e,
+            Expect::PassExcept {
+                may: vec!["acked-write-lost".into(), "history".into()]
+            }
+        );
+        assert!(e.met_by(&[]));
+        assert!(e.met_by(&["acked-write-lost"]));
+        assert!(e.met_by(&["history", "acked-write-lost"]));
+        assert!(!e.met_by(&["acked-write-lost", "replica-divergence"]));
+        assert!(e.failing().is_empty());
+        assert_eq!(e.to_string(), "pass, may fail (acked-write-lost, history)");
+        // With "fail", unlisted invariants are unconstrained anyway: `may` states intent.
+        let sc = Scenario::parse(
+            "m.toml",
+            "[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nhold = [\"dirty-read\"]\nmay = [\"history\"]\n",
+        )
+        .unwrap();
+        let e = sc.expect.unwrap();
+        assert!(e.met_by(&["liveness"]) && e.met_by(&["liveness", "history", "hw-regression"]));
+        assert!(!e.met_by(&["history"]) && !e.met_by(&["liveness", "dirty-read"]));
+        // One list per invariant; names must exist.
+        let e = err("[expect]\nverdict = \"fail\"\nfail = [\"liveness\"]\nmay = [\"liveness\"]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("expect.may")));
+        let e =
+            err("[expect]\nverdict = \"fail\"\ninvariant = \"liveness\"\nmay = [\"liveness\"]\n");
+        assert_eq!(e.field.as_deref(), Some("expect.may"));
+        let e = err("[expect]\nverdict = \"pass\"\nmay = [\"sometimes\"]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("expect.may")));
+    }
+
+    #[test]
+    fn parses_client_faults_and_unsynced() {
+        let text = "[workload]\nproducers = 2\nconsumers = 1\n[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"producer:2\"\nduration = \"3s\"\nreplaced_after = \"1s\"\n[[fault]]\nat = \"2s\"\nkind = \"client-crash\"\nclient = \"consumer:1\"\nrestart_after = \"500ms\"\n[[fault]]\nat = \"3s\"\nkind = \"client-isolate\"\nclient = \"producer:1\"\nduration = \"1s\"\n[[fault]]\nat = \"4s\"\nkind = \"crash\"\nnode = 1\npower_loss = true\nunsynced = \"lose-all\"\n[[fault]]\nat = \"5s\"\nkind = \"client-restart\"\nclient = \"consumer:1\"\n";
+        let sc = Scenario::parse("c.toml", text).unwrap();
+        assert_eq!(
+            sc.schedule[0].fault,
+            Fault::ClientPause {
+                client: ClientRef::Producer(2),
+                duration: 3 * SECS,
+                replaced_after: Some(SECS)
+            }
+        );
+        assert_eq!(
+            sc.schedule[1].fault,
+            Fault::ClientCrash {
+                client: ClientRef::Consumer(1),
+                restart_after: Some(SECS / 2)
+            }
+        );
+        assert_eq!(
+            sc.schedule[2].fault,
+            Fault::ClientIsolate {
+                client: ClientRef::Producer(1),
+                duration: SECS
+            }
+        );
+        assert_eq!(
+            sc.schedule[3].fault,
+            Fault::Crash {
+                node: NodeRef::Broker(1),
+                power_loss: true,
+                unsynced: Unsynced::LoseAll,
+                restart_after: None
+            }
+        );
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        c.validate().unwrap();
+        // A client the workload does not have is named, before the run.
+        c.consumers = 0;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("consumer:1 does not exist"), "{e}");
+
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"broker:1\"\nduration = \"1s\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nduration = \"1s\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].client"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"consumer:1\"\nduration = \"2s\"\nreplaced_after = \"1s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(6), Some("fault[0].replaced_after"))
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"client-pause\"\nclient = \"producer:1\"\nduration = \"2s\"\nreplaced_after = \"2s\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].replaced_after"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nunsynced = \"torn\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].unsynced"))
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\npower_loss = true\nunsynced = \"half\"\n");
+        assert!(e.message.contains("lose-all"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_is_refused_by_name() {
+        // A field the kind does not take.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nduration = \"2s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].duration"))
+        );
+        assert!(
+            e.message.contains("`crash` does not take `duration`"),
+            "{e}"
+        );
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"heal\"\nnode = 1\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].node"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"pause\"\nnode = 1\nduration = \"1s\"\npower_loss = true\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].power_loss"));
+        // A field of another shape.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"partition\"\nshape = \"isolate\"\nnode = 1\na = [2]\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("fault[0].a")));
+        // Zero durations.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"pause\"\nnode = 1\nduration = \"0s\"\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].duration"))
+        );
+        let e =
+            err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nrestart_after = \"0ms\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].restart_after"));
+        let e = err("[[fault]]\nat = \"-1s\"\nkind = \"heal\"\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].at"));
+        // A split with a node on both sides; a skew the clock would clamp.
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"partition\"\nshape = \"split\"\na = [1, 2]\nb = [2, 3]\n");
+        assert_eq!(e.field.as_deref(), Some("fault[0].b"));
+        let e = err("[[fault]]\nat = \"1s\"\nkind = \"clock-skew\"\nnode = 1\nppm = -900000\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("fault[0].ppm"))
+        );
+        // A restart past the final heal (20s - 1.25 * 4s = 15s), at its line.
+        let e = err("[run]\nduration = \"20s\"\nliveness = \"4s\"\n[[fault]]\nat = \"1s\"\nkind = \"heal\"\n[[fault]]\nat = \"12s\"\nkind = \"crash\"\nnode = 2\nrestart_after = \"4s\"\n");
+        assert_eq!((e.line, e.field.as_deref()), (Some(7), Some("fault[1]")));
+        assert!(
+            e.message.contains(
+                "restart_after 4.000s ends it at 16.000s, after the final heal at 15.000s"
+            ),
+            "{e}"
+        );
+        // A fault after the end of the run never fires.
+        let e = err("[run]\nduration = \"20s\"\nliveness = \"4s\"\n[[fault]]\nat = \"25s\"\nkind = \"heal\"\n");
+        assert!(e.message.contains("after the run ends"), "{e}");
+        // Without a duration in the file, the check waits for the run's shape.
+        let sc = Scenario::parse(
+            "late.toml",
+            "[[fault]]\nat = \"12s\"\nkind = \"crash\"\nnode = 2\nrestart_after = \"4s\"\n",
+        )
+        .unwrap();
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        assert!(c.validate().is_ok(), "60 s run, final heal at 35 s");
+        c.duration = 20 * SECS;
+        c.liveness = 4 * SECS;
+        assert!(c.validate().unwrap_err().contains("restart_after"));
+        // A broker the default cluster lacks: an error, not a panic in the world.
+        let sc = Scenario::parse(
+            "b.toml",
+            "[[fault]]\nat = \"1s\"\nkind = \"bit-flip\"\nnode = 5\n",
+        )
+        .unwrap();
+        let mut c = crate::config::SimConfig::default();
+        c.apply_scenario(&sc);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("broker 5 does not exist"));
     }
 }

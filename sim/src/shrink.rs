@@ -10,7 +10,7 @@
 //! scenario file; the caller re-runs that file to prove it reproduces (same trace hash).
 
 use crate::config::SimConfig;
-use crate::faults::{Fault, NodeRef, Scheduled};
+use crate::faults::{ClientRef, Fault, NodeRef, Scheduled, Unsynced};
 use crate::net::Partition;
 use crate::report::SimReport;
 use crate::time::{format_duration, SimTime, MILLIS, SECS};
@@ -193,10 +193,12 @@ impl Search<'_> {
             self.try_config(cfg);
         }
         for producers in 1..self.best.producers {
-            let cfg = SimConfig {
+            let mut cfg = SimConfig {
                 producers,
                 ..self.best.clone()
             };
+            cfg.schedule
+                .retain(|s| client_kept(&s.fault, producers, cfg.consumers));
             if self.try_config(cfg) {
                 break;
             }
@@ -204,10 +206,12 @@ impl Search<'_> {
         // At least one consumer: without readers every acknowledged record counts as
         // unread and the shrunk scenario would fail liveness on a correct core.
         for consumers in 1..self.best.consumers {
-            let cfg = SimConfig {
+            let mut cfg = SimConfig {
                 consumers,
                 ..self.best.clone()
             };
+            cfg.schedule
+                .retain(|s| client_kept(&s.fault, cfg.producers, consumers));
             if self.try_config(cfg) {
                 break;
             }
@@ -243,6 +247,22 @@ impl Search<'_> {
                 break;
             }
         }
+    }
+}
+
+/// Whether `f` still applies with this many producers and consumers (a client fault
+/// naming a client the lighter workload lacks goes with it).
+fn client_kept(f: &Fault, producers: u32, consumers: u32) -> bool {
+    match f {
+        Fault::ClientPause { client, .. }
+        | Fault::ClientCrash { client, .. }
+        | Fault::ClientRestart { client }
+        | Fault::ClientIsolate { client, .. }
+        | Fault::ClientTakeover { client } => match client {
+            ClientRef::Producer(n) => *n <= producers,
+            ClientRef::Consumer(n) => *n <= consumers,
+        },
+        _ => true,
     }
 }
 
@@ -352,12 +372,16 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
         Fault::Crash {
             node: n,
             power_loss,
+            unsynced,
             restart_after,
         } => {
             kind(&mut o, "crash");
             let _ = writeln!(o, "node = {}", node(n));
             if *power_loss {
                 o.push_str("power_loss = true\n");
+                if *unsynced != Unsynced::Random {
+                    let _ = writeln!(o, "unsynced = \"{}\"", unsynced.name());
+                }
             }
             if let Some(r) = restart_after {
                 let _ = writeln!(o, "restart_after = {}", d(r));
@@ -461,17 +485,52 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
         }
         Fault::CoordinatorCrash {
             power_loss,
+            unsynced,
             restart_after,
         } => {
             kind(&mut o, "coordinator-crash");
             if *power_loss {
                 o.push_str("power_loss = true\n");
+                if *unsynced != Unsynced::Random {
+                    let _ = writeln!(o, "unsynced = \"{}\"", unsynced.name());
+                }
             }
             if let Some(r) = restart_after {
                 let _ = writeln!(o, "restart_after = {}", d(r));
             }
         }
-        Fault::EndDiskFault { .. } => return None,
+        Fault::ClientPause {
+            client,
+            duration,
+            replaced_after,
+        } => {
+            kind(&mut o, "client-pause");
+            let _ = writeln!(o, "client = \"{client}\"\nduration = {}", d(duration));
+            if let Some(r) = replaced_after {
+                let _ = writeln!(o, "replaced_after = {}", d(r));
+            }
+        }
+        Fault::ClientCrash {
+            client,
+            restart_after,
+        } => {
+            kind(&mut o, "client-crash");
+            let _ = writeln!(o, "client = \"{client}\"");
+            if let Some(r) = restart_after {
+                let _ = writeln!(o, "restart_after = {}", d(r));
+            }
+        }
+        Fault::ClientRestart { client } => {
+            kind(&mut o, "client-restart");
+            let _ = writeln!(o, "client = \"{client}\"");
+        }
+        Fault::ClientIsolate { client, duration } => {
+            kind(&mut o, "client-isolate");
+            let _ = writeln!(o, "client = \"{client}\"\nduration = {}", d(duration));
+        }
+        Fault::EndDiskFault { .. } | Fault::EndPartition { .. } | Fault::ClientTakeover { .. } => {
+            return None
+        }
     }
     Some(o)
 }
@@ -562,11 +621,19 @@ mod tests {
             Fault::Crash {
                 node: Broker(1),
                 power_loss: true,
+                unsynced: Unsynced::Random,
                 restart_after: Some(1_500 * MILLIS),
+            },
+            Fault::Crash {
+                node: Broker(2),
+                power_loss: true,
+                unsynced: Unsynced::Torn,
+                restart_after: None,
             },
             Fault::Crash {
                 node: LeaderOf(Leader(2)),
                 power_loss: false,
+                unsynced: Unsynced::Random,
                 restart_after: None,
             },
             Fault::Restart { node: c },
@@ -640,7 +707,24 @@ mod tests {
             },
             Fault::CoordinatorCrash {
                 power_loss: true,
+                unsynced: Unsynced::LoseAll,
                 restart_after: None,
+            },
+            Fault::ClientPause {
+                client: ClientRef::Producer(1),
+                duration: 2 * SECS,
+                replaced_after: Some(SECS),
+            },
+            Fault::ClientCrash {
+                client: ClientRef::Consumer(1),
+                restart_after: Some(SECS),
+            },
+            Fault::ClientRestart {
+                client: ClientRef::Producer(1),
+            },
+            Fault::ClientIsolate {
+                client: ClientRef::Consumer(2),
+                duration: SECS,
             },
         ];
         let cfg = SimConfig {

@@ -12,7 +12,8 @@ use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
 use crate::faults::{
-    random_member_schedule, random_schedule, DiskFaultKind, Fault, LeaderOf, NodeRef, Scheduled,
+    random_client_schedule, random_member_schedule, random_schedule, DiskFaultKind, Fault,
+    LeaderOf, NodeRef, Scheduled,
 };
 use crate::group_client::{GroupMember, SETTLE_BOUND};
 use crate::group_invariants::{self, GroupChecker};
@@ -39,6 +40,8 @@ use skein_core::replica::{Event as ReplicaEvent, Role};
 use skein_core::{NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::io::Write;
+
+mod client_faults;
 
 /// Why a run could not be carried out at all (not a verdict: invariant violations are in
 /// the report).
@@ -183,8 +186,29 @@ struct ClientSlot {
     client: Client,
     timer_gen: u64,
     timer_at: Option<SimTime>,
-    /// A paused group member handles nothing until then.
+    /// A paused client handles nothing until then.
     paused_until: SimTime,
+    /// Crashed (a client fault): handles nothing, ever again; a restart is a new process
+    /// at a new address (see `client_faults`).
+    down: bool,
+    /// Down and restarted elsewhere: never restarts again.
+    retired: bool,
+    /// Whether its fencing has been traced.
+    fenced_seen: bool,
+}
+
+impl ClientSlot {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            timer_gen: 0,
+            timer_at: None,
+            paused_until: 0,
+            down: false,
+            retired: false,
+            fenced_seen: false,
+        }
+    }
 }
 
 const ADMIN: u64 = 0;
@@ -212,6 +236,16 @@ pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
             cfg.faults_start(),
             cfg.faults_end(),
             &mut mrng,
+        ));
+        // Producer and consumer faults from a third stream, likewise.
+        let mut crng = substream(cfg.seed, Subsystem::Faults, 2);
+        schedule.extend(random_client_schedule(
+            &cfg.rates,
+            cfg.producers,
+            cfg.consumers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut crng,
         ));
     }
     schedule.extend(cfg.schedule.iter().cloned());
@@ -288,6 +322,37 @@ struct World {
     members: Vec<usize>,
     /// History events already passed to the tracer's recorder.
     history_seen: usize,
+    /// The value prefix ("pN-") of the next producer instance a restart or a takeover
+    /// creates, so values stay unique.
+    next_producer_index: u32,
+    /// Where a restarted client lives now: its original slot -> its current slot.
+    moved_clients: BTreeMap<usize, usize>,
+}
+
+/// A producer of the workload: client `client`, writing values "p{index}-N" from `start_at`
+/// at its share of the produce rate, until the run's quiet tail.
+fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTime) -> Producer {
+    // After the final heal: new values for a third of the window, new batches for half
+    // of it; the rest lets retries finish and consumers catch up for the liveness check.
+    let heal = cfg.faults_end();
+    let stop_producing = heal + (cfg.duration - heal) / 3;
+    let stop_dispatch = heal + (cfg.duration - heal) / 2;
+    let acks = match cfg.acks {
+        crate::scenario::Acks::None => CoreAcks::None,
+        crate::scenario::Acks::Leader => CoreAcks::Leader,
+        crate::scenario::Acks::All => CoreAcks::All,
+    };
+    Producer::new(
+        client,
+        index,
+        cfg.partitions,
+        acks,
+        cfg.idempotent,
+        cfg.produce_rate / cfg.producers.max(1) as f64,
+        start_at,
+        stop_producing,
+        stop_dispatch,
+    )
 }
 
 fn node_addr(n: NodeRef) -> Address {
@@ -379,65 +444,37 @@ impl World {
         ));
         controller.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
 
-        // After the final heal: new values for a third of the window, new batches for half
-        // of it; the rest lets retries finish and consumers catch up for the liveness check.
-        let heal = cfg.faults_end();
-        let stop_producing = heal + (cfg.duration - heal) / 3;
-        let stop_dispatch = heal + (cfg.duration - heal) / 2;
         let mut clients = Vec::new();
         let mut id = 1u64;
-        let producer_acks = match cfg.acks {
-            crate::scenario::Acks::None => CoreAcks::None,
-            crate::scenario::Acks::Leader => CoreAcks::Leader,
-            crate::scenario::Acks::All => CoreAcks::All,
-        };
         for i in 0..cfg.producers {
-            let rate = cfg.produce_rate / cfg.producers.max(1) as f64;
-            clients.push(ClientSlot {
-                client: Client::Producer(Producer::new(
-                    id,
-                    i + 1,
-                    cfg.partitions,
-                    producer_acks,
-                    cfg.idempotent,
-                    rate,
-                    500 * MILLIS,
-                    stop_producing,
-                    stop_dispatch,
-                )),
-                timer_gen: 0,
-                timer_at: None,
-                paused_until: 0,
-            });
+            clients.push(ClientSlot::new(Client::Producer(producer(
+                cfg,
+                id,
+                i + 1,
+                500 * MILLIS,
+            ))));
             id += 1;
         }
         for _ in 0..cfg.consumers {
-            clients.push(ClientSlot {
-                client: Client::Consumer(Consumer::new(id, cfg.partitions)),
-                timer_gen: 0,
-                timer_at: None,
-                paused_until: 0,
-            });
+            clients.push(ClientSlot::new(Client::Consumer(Consumer::new(
+                id,
+                cfg.partitions,
+            ))));
             id += 1;
         }
         let mut members = Vec::new();
         for i in 0..cfg.group_members {
             members.push(clients.len());
-            clients.push(ClientSlot {
-                client: Client::Member(Box::new(GroupMember::new(
-                    id,
-                    i + 1,
-                    cfg.group_id.clone(),
-                    cfg.partitions,
-                    cfg.group_commit,
-                    cfg.group_assignor,
-                    cfg.group_static,
-                    substream(seed, Subsystem::Workload, 1000 + i as u64),
-                ))),
-                timer_gen: 0,
-                timer_at: None,
-                paused_until: 0,
-            });
+            clients.push(ClientSlot::new(Client::Member(Box::new(GroupMember::new(
+                id,
+                i + 1,
+                cfg.group_id.clone(),
+                cfg.partitions,
+                cfg.group_commit,
+                cfg.group_assignor,
+                cfg.group_static,
+                substream(seed, Subsystem::Workload, 1000 + i as u64),
+            )))));
             id += 1;
         }
         let mut w = Self {
@@ -466,13 +503,15 @@ impl World {
             produce_sizes: BTreeMap::new(),
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
             members,
+            next_producer_index: cfg.producers + 1,
+            moved_clients: BTreeMap::new(),
         };
         w.start_controller(0).map_err(SimError::ControllerStart)?;
         for id in 1..=cfg.brokers {
             w.start_broker(id, 0);
         }
         let schedule = realised_schedule(cfg);
-        let mut heal_at = cfg.faults_end();
+        let mut heal_at = cfg.final_heal_at();
         for s in &schedule {
             if s.at >= heal_at {
                 w.faults_after_heal = true;
@@ -565,7 +604,7 @@ impl World {
                 Ev::NodeTimer { node, gen } => self.node_timer(now, seq, node, gen),
                 Ev::ClientTimer { client, gen } => {
                     let cs = &mut self.clients[client];
-                    if cs.timer_gen != gen {
+                    if cs.timer_gen != gen || cs.down {
                         continue;
                     }
                     if cs.paused_until > now {
@@ -594,8 +633,11 @@ impl World {
                         f,
                         Fault::EndDiskFault { .. }
                             | Fault::Heal
+                            | Fault::EndPartition { .. }
                             | Fault::Restart { .. }
                             | Fault::MemberRestart { .. }
+                            | Fault::ClientRestart { .. }
+                            | Fault::ClientTakeover { .. }
                     ) {
                         *self.fault_counts.entry(name).or_default() += 1;
                         let (role, moment) = self.atlas_moment(&f);
@@ -790,7 +832,7 @@ impl World {
                     return;
                 }
                 let idx = (c - 1) as usize;
-                if idx < self.clients.len() {
+                if self.clients.get(idx).is_some_and(|s| !s.down) {
                     self.client_step(idx, now, Some((from, msg)));
                 }
             }
@@ -1078,7 +1120,15 @@ impl World {
         }
         self.absorb_client_out(idx, now, &mut out);
         self.out = out;
+        self.note_fenced(idx, now);
         self.reschedule_client(idx, now);
+    }
+
+    /// A new producer instance at client `client` (a restart or a takeover), starting now.
+    fn new_producer(&mut self, client: u64, now: SimTime) -> Producer {
+        let index = self.next_producer_index;
+        self.next_producer_index += 1;
+        producer(&self.cfg, client, index, now)
     }
 
     /// Routes what a client step produced: acknowledgements and reads to the checks, group
@@ -1188,7 +1238,7 @@ impl World {
 
     fn reschedule_client(&mut self, idx: usize, now: SimTime) {
         let cs = &mut self.clients[idx];
-        let Some(t) = cs.client.next_wake() else {
+        let Some(t) = cs.client.next_wake().filter(|_| !cs.down) else {
             cs.timer_gen += 1;
             cs.timer_at = None;
             return;
@@ -1258,9 +1308,10 @@ impl World {
             Fault::Crash {
                 node,
                 power_loss,
+                unsynced,
                 restart_after,
             } => {
-                self.crash(now, node, power_loss);
+                self.crash(now, node, power_loss.then_some(unsynced));
                 if let Some(d) = restart_after {
                     self.q.push(now + d, Ev::Fault(Fault::Restart { node }));
                 }
@@ -1300,6 +1351,7 @@ impl World {
             }
             Fault::CoordinatorCrash {
                 power_loss,
+                unsynced,
                 restart_after,
             } => {
                 let target = self.group_coordinator_broker();
@@ -1314,12 +1366,17 @@ impl World {
                 );
                 if let Some(id) = target {
                     let node = NodeRef::Broker(id);
-                    self.crash(now, node, power_loss);
+                    self.crash(now, node, power_loss.then_some(unsynced));
                     if let Some(d) = restart_after {
                         self.q.push(now + d, Ev::Fault(Fault::Restart { node }));
                     }
                 }
             }
+            f @ (Fault::ClientPause { .. }
+            | Fault::ClientCrash { .. }
+            | Fault::ClientRestart { .. }
+            | Fault::ClientIsolate { .. }
+            | Fault::ClientTakeover { .. }) => self.apply_client_fault(now, f),
             Fault::Pause { node, duration } => {
                 self.with_slot(node, |s| {
                     s.paused_until = s.paused_until.max(now + duration)
@@ -1348,12 +1405,14 @@ impl World {
                     .map(|(a, b)| (node_addr(a), node_addr(b)))
                     .collect();
                 self.tracer.fields(now, Fields::Blocked(&links));
-                self.net.block(links.into_iter().collect());
+                let id = self.net.block(links.into_iter().collect());
+                // A timed partition ends on its own; others stay in force.
                 if let Some(d) = duration {
-                    self.q.push(now + d, Ev::Fault(Fault::Heal));
+                    self.q.push(now + d, Ev::Fault(Fault::EndPartition { id }));
                 }
             }
             Fault::Heal => self.net.heal(),
+            Fault::EndPartition { id } => self.net.unblock(id),
             Fault::Clog { from, to, duration } => {
                 self.net
                     .clog(node_addr(from), node_addr(to), now + duration)
@@ -1384,8 +1443,10 @@ impl World {
                 );
             }
             Fault::DiskFull { node, duration } => {
+                // A few KiB of room are left, so the write that fills the disk is torn.
+                let room = self.disk_rng.gen_range(0..=4096);
                 let d = self.disk_of(node);
-                d.mem().set_capacity(Some(d.mem().used_bytes()));
+                d.mem().set_capacity(Some(d.mem().used_bytes() + room));
                 self.q.push(
                     now + duration,
                     Ev::Fault(Fault::EndDiskFault {
@@ -1513,7 +1574,8 @@ impl World {
         }
     }
 
-    fn crash(&mut self, now: SimTime, node: NodeRef, power_loss: bool) {
+    /// Crashes a node; with `power_loss`, its disk's unsynced data goes as it says.
+    fn crash(&mut self, now: SimTime, node: NodeRef, power_loss: Option<crate::faults::Unsynced>) {
         let rng = &mut self.disk_rng;
         let (disk, was_up) = match node {
             NodeRef::LeaderOf(_) => return, // resolved before faults apply
@@ -1550,20 +1612,13 @@ impl World {
                 },
             );
         }
-        if was_up && power_loss {
-            // Each file keeps its synced prefix and a random part of what follows: lost
-            // entirely, torn mid-write, or (page cache flushed in time) kept.
+        if let (true, Some(unsynced)) = (was_up, power_loss) {
+            // Each file keeps its synced prefix and, of what follows, what `unsynced` says:
+            // nothing, a torn part, all of it (page cache flushed in time), or per file one
+            // of the three at random.
             let mut lost = 0u64;
             disk.mem().crash(|f| {
-                let unsynced = f.len - f.synced_len;
-                if unsynced == 0 {
-                    return f.len;
-                }
-                let keep = match rng.gen_range(0..3) {
-                    0 => f.synced_len,
-                    1 => f.synced_len + rng.gen_range(0..=unsynced),
-                    _ => f.len,
-                };
+                let keep = unsynced.keep(f.synced_len, f.len, &mut *rng);
                 lost += f.len - keep;
                 keep
             });
@@ -1616,6 +1671,9 @@ impl World {
         for i in 0..self.clients.len() {
             let cs = &mut self.clients[i];
             cs.paused_until = cs.paused_until.min(now);
+            if cs.down {
+                self.restart_client(i, now);
+            }
         }
         for member in 1..=self.members.len() as u32 {
             self.with_member(member, now, |m, _| {

@@ -212,12 +212,25 @@ impl Storage for MemStorage {
     fn append(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
         validate_path(path)?;
         let mut disk = self.disk.borrow_mut();
-        disk.check_space(path, data.len() as u64)?;
-        disk.files
-            .entry(path.to_string())
-            .or_default()
-            .data
-            .extend_from_slice(data);
+        // A write that does not fit is torn, as a short write followed by ENOSPC is: the
+        // prefix that fits lands in the file (unsynced), and the call fails.
+        let room = match disk.capacity {
+            Some(cap) => cap.saturating_sub(disk.used()),
+            None => u64::MAX,
+        };
+        let fits = (data.len() as u64).min(room) as usize;
+        if fits > 0 || data.len() as u64 <= room {
+            disk.files
+                .entry(path.to_string())
+                .or_default()
+                .data
+                .extend_from_slice(&data[..fits]);
+        }
+        if fits < data.len() {
+            return Err(StorageError::DiskFull {
+                path: path.to_string(),
+            });
+        }
         Ok(())
     }
 
@@ -313,6 +326,18 @@ mod tests {
             m.append("d/a", b"12"),
             Err(StorageError::DiskFull { .. })
         ));
+        // The write was torn: its first byte landed (unsynced), the rest did not.
+        assert_eq!(m.contents("d/a").unwrap(), b"y1");
+        assert!(matches!(
+            m.append("d/a", b"1"),
+            Err(StorageError::DiskFull { .. })
+        ));
+        assert_eq!(
+            m.contents("d/a").unwrap(),
+            b"y1",
+            "a full disk writes nothing"
+        );
+        m.set_capacity(Some(6));
         m.append("d/a", b"1").unwrap();
         assert!(matches!(
             m.append("../x", b"1"),

@@ -3,7 +3,7 @@
 //! so a 60 s run's hundreds of thousands of events fit in a few megabytes.
 
 use crate::config::SimConfig;
-use crate::faults::Fault;
+use crate::faults::{ClientRef, Fault};
 use crate::invariants::Violation;
 use crate::time::SimTime;
 use crate::trace::{Arrival, Fields};
@@ -456,7 +456,9 @@ impl Recorder {
             | Fault::ReadErrors { duration, .. }
             | Fault::DiskFull { duration, .. }
             | Fault::SlowDisk { duration, .. }
-            | Fault::MemberPause { duration, .. } => end = Some(at + duration),
+            | Fault::MemberPause { duration, .. }
+            | Fault::ClientPause { duration, .. }
+            | Fault::ClientIsolate { duration, .. } => end = Some(at + duration),
             Fault::Partition { duration, .. } => end = duration.map(|d| at + d),
             _ => {}
         }
@@ -464,6 +466,22 @@ impl Recorder {
             Fault::MemberCrash { member, .. }
             | Fault::MemberRestart { member }
             | Fault::MemberPause { member, .. } => lanes.extend(self.member_lane(*member)),
+            Fault::ClientPause { client, .. }
+            | Fault::ClientCrash { client, .. }
+            | Fault::ClientRestart { client }
+            | Fault::ClientIsolate { client, .. }
+            | Fault::ClientTakeover { client } => {
+                let name = match client {
+                    ClientRef::Producer(n) => format!("producer {n}"),
+                    ClientRef::Consumer(n) => format!("consumer {n}"),
+                };
+                lanes.extend(
+                    self.lanes
+                        .iter()
+                        .position(|l| l.name == name)
+                        .map(|i| i as u8),
+                );
+            }
             // The member pause strikes when the member next processes a batch (a
             // `ClientPaused` field): the fault itself only arms it.
             _ => {}
