@@ -596,6 +596,7 @@ impl Checker {
 mod tests {
     use super::*;
     use skein_core::log::Record;
+    use skein_core::TopicPartition;
 
     fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
         RecordBatch {
