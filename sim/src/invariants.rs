@@ -26,6 +26,15 @@ pub const HISTORY: &str = "history";
 /// cannot get rid of never is).
 pub const UNDER_REPLICATED: &str = "under-replicated";
 
+/// The leader the controller names for a partition is in the ISR it names, and every
+/// replica presuming leadership lists itself in its own ISR (TLA+ `LeaderInIsr`).
+pub const LEADER_IN_ISR: &str = "leader-in-isr";
+/// Every member of the controller's ISR holds, at every offset below the HW of a replica
+/// presuming leadership, the record that replica holds (TLA+ `StrongIsr`).
+pub const STRONG_ISR: &str = "strong-isr";
+/// No replica's high watermark is past its log end (TLA+ `HighWatermarkRangeOk`).
+pub const VALID_HW: &str = "valid-high-watermark";
+
 /// Every invariant, in report order.
 pub const NAMES: &[&str] = &[
     ACKED_WRITE_LOST,
@@ -37,6 +46,9 @@ pub const NAMES: &[&str] = &[
     LIVENESS,
     HISTORY,
     UNDER_REPLICATED,
+    LEADER_IN_ISR,
+    STRONG_ISR,
+    VALID_HW,
     crate::group_invariants::GROUP_SINGLE_OWNER,
     crate::group_invariants::GROUP_UNOWNED,
     crate::group_invariants::GROUP_OFFSET_REGRESSION,
@@ -62,11 +74,24 @@ pub struct Violation {
 use crate::trace::Fnv1a;
 use skein_core::log::RecordBatch;
 use skein_core::replica::{ReplicaView, Role};
-use skein_core::{LeaderEpoch, NodeId, Offset};
+use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Most violations kept in detail (the count is always exact).
-const MAX_KEPT: usize = 64;
+mod spec;
+
+/// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
+/// (`__consumer_offsets-1`).
+fn part(tp: &TopicPartition) -> String {
+    if tp.topic == crate::client::TOPIC {
+        tp.partition.to_string()
+    } else {
+        tp.to_string()
+    }
+}
+
+/// Most violations kept in detail per invariant (the count is always exact, and every
+/// invariant keeps its first: a flood of one invariant never hides another).
+pub const MAX_KEPT: usize = 16;
 
 /// Identity of the record at an offset, as replicas must agree on it: the batch's leader
 /// epoch and attributes, and the record's key and value.
@@ -121,17 +146,23 @@ pub type LogReader<'a> = &'a mut dyn FnMut(Offset, Offset) -> Result<Vec<RecordB
 /// The running invariant checks of one simulation.
 #[derive(Default)]
 pub struct Checker {
-    violations: Vec<Violation>,
+    /// Per invariant, its first [`MAX_KEPT`] violations in the order found.
+    kept: BTreeMap<&'static str, Vec<Violation>>,
     counts: BTreeMap<&'static str, u64>,
     /// Acknowledged acks=all records per partition, in acknowledgement order.
     acked: BTreeMap<u32, Vec<Acked>>,
     acked_at: BTreeMap<(u32, Offset), String>,
     /// The committed log as first seen below some replica's HW: offset -> record digest.
-    committed: BTreeMap<u32, BTreeMap<Offset, u64>>,
+    /// The replication invariants cover every topic (the simulator's and
+    /// `__consumer_offsets`), so their state is keyed by topic partition.
+    committed: BTreeMap<TopicPartition, BTreeMap<Offset, u64>>,
     /// Per (broker, partition): offsets below this were checked against `committed`.
-    verified: BTreeMap<(NodeId, u32), Offset>,
+    verified: BTreeMap<(NodeId, TopicPartition), Offset>,
     /// Per (broker, partition): the last HW announced as leader, with its epoch.
-    leader_hw: BTreeMap<(NodeId, u32), (LeaderEpoch, Offset)>,
+    leader_hw: BTreeMap<(NodeId, TopicPartition), (LeaderEpoch, Offset)>,
+    /// In the current audit pass: per partition, the highest HW of a replica presuming
+    /// leadership, and which (strong-isr's bound for the controller's ISR).
+    presumed_hw: BTreeMap<TopicPartition, (NodeId, Offset)>,
     /// Per partition: the leader last checked for acked records, and how many it holds.
     leader_checked: BTreeMap<u32, (NodeId, LeaderEpoch, usize)>,
     /// Per (partition, epoch): the broker that acknowledged writes at that epoch.
@@ -145,11 +176,15 @@ pub struct Checker {
     /// Highest leader epoch seen per partition, to count leader changes.
     epochs: BTreeMap<u32, LeaderEpoch>,
     /// (partition, epoch) of leaders the controller elected from outside the ISR.
-    unclean: BTreeSet<(u32, LeaderEpoch)>,
-    /// Per partition: the last unclean leader's epoch and log end when it took over.
-    /// Committed records from there on may be replaced; replicas that have not yet
-    /// followed that leader are compared only below that offset.
-    unclean_floor: BTreeMap<u32, (LeaderEpoch, Offset)>,
+    unclean: BTreeSet<(TopicPartition, LeaderEpoch)>,
+    /// Per partition: an unclean leader's epoch and the offset of its epoch marker, from
+    /// its `BecameLeader` until a replica holding its log is audited (see
+    /// `reconcile_unclean`). Meanwhile replicas that hold its log are not compared.
+    unclean_pending: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
+    /// Per partition: the last unclean leader's epoch and the offset where its log departs
+    /// from the committed log. Committed records from there on were replaced; replicas that
+    /// have not yet followed that leader are compared only below that offset.
+    unclean_floor: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,
@@ -162,9 +197,10 @@ impl Checker {
 
     fn violate(&mut self, invariant: &'static str, at: SimTime, detail: String) {
         *self.counts.entry(invariant).or_default() += 1;
-        if self.violations.len() < MAX_KEPT {
+        let kept = self.kept.entry(invariant).or_default();
+        if kept.len() < MAX_KEPT {
             tracing::warn!(invariant, at, %detail, "invariant violated");
-            self.violations.push(Violation {
+            kept.push(Violation {
                 invariant,
                 at,
                 detail,
@@ -177,14 +213,22 @@ impl Checker {
         self.violate(invariant, at, detail);
     }
 
-    /// Violations kept (the first ones), in time order.
-    pub fn violations(&self) -> &[Violation] {
-        &self.violations
+    /// Violations kept (the first [`MAX_KEPT`] of each invariant), in time order (ties in
+    /// the order found).
+    pub fn violations(&self) -> Vec<Violation> {
+        let mut all: Vec<Violation> = self.kept.values().flatten().cloned().collect();
+        all.sort_by_key(|v| v.at);
+        all
     }
 
     /// Exact count of violations of one invariant.
     pub fn count(&self, invariant: &str) -> u64 {
         self.counts.get(invariant).copied().unwrap_or(0)
+    }
+
+    /// Exact count of violations of every invariant violated at least once.
+    pub fn counts(&self) -> &BTreeMap<&'static str, u64> {
+        &self.counts
     }
 
     pub fn acked_count(&self) -> u64 {
@@ -227,33 +271,29 @@ impl Checker {
         });
     }
 
-    /// A broker became leader of partition `p` at `epoch` with its log ending at `start`:
-    /// offsets from `start` on belong to that epoch.
-    pub fn on_became_leader(&mut self, p: u32, epoch: LeaderEpoch, start: Offset) {
-        self.note_epoch(p, epoch);
-        self.epoch_start.entry((p, epoch)).or_insert(start);
-        if self.unclean.remove(&(p, epoch)) {
-            // The unclean leader's log is the truth from here on: forget what was
-            // committed past its end, and re-verify every replica from there. `start` is
-            // the log end after the leader's epoch marker: the marker itself is new too.
-            let start = start.saturating_sub(1);
-            if let Some(c) = self.committed.get_mut(&p) {
-                c.split_off(&start);
-            }
-            for ((_, q), v) in self.verified.iter_mut() {
-                if *q == p {
-                    *v = (*v).min(start);
-                }
-            }
-            self.unclean_floor.insert(p, (epoch, start));
+    /// A broker became leader of `tp` at `epoch` with its log ending at `start`: offsets
+    /// from `start` on belong to that epoch.
+    pub fn on_became_leader(&mut self, tp: &TopicPartition, epoch: LeaderEpoch, start: Offset) {
+        if tp.topic == crate::client::TOPIC {
+            let p = tp.partition;
+            self.note_epoch(p, epoch);
+            self.epoch_start.entry((p, epoch)).or_insert(start);
+        }
+        if self.unclean.remove(&(tp.clone(), epoch)) {
+            // The unclean leader's log is the truth from here on. Where it departs from
+            // the committed log is known only once its log is read (the next audit of a
+            // replica holding it): until then such replicas are not compared. `start` is
+            // the log end after the leader's epoch marker: the marker itself is new.
+            self.unclean_pending
+                .insert(tp.clone(), (epoch, start.saturating_sub(1)));
         }
     }
 
     /// The controller elected a leader from outside the ISR (unclean election enabled):
     /// acknowledged records may be lost (acked-write-lost reports them), but replicas must
     /// still converge on the new leader's log.
-    pub fn on_unclean_election(&mut self, p: u32, epoch: LeaderEpoch) {
-        self.unclean.insert((p, epoch));
+    pub fn on_unclean_election(&mut self, tp: &TopicPartition, epoch: LeaderEpoch) {
+        self.unclean.insert((tp.clone(), epoch));
         self.unclean_elections += 1;
     }
 
@@ -297,15 +337,17 @@ impl Checker {
         &mut self,
         now: SimTime,
         broker: NodeId,
-        p: u32,
+        tp: &TopicPartition,
         epoch: LeaderEpoch,
         hw: Offset,
     ) {
-        self.note_epoch(p, epoch);
-        let key = (broker, p);
+        if tp.topic == crate::client::TOPIC {
+            self.note_epoch(tp.partition, epoch);
+        }
+        let key = (broker, tp.clone());
         match self.leader_hw.get(&key).copied() {
             Some((e, prev)) if e == epoch && hw < prev => {
-                let d = format!("partition {p}: leader {broker} moved its HW back from {prev} to {hw} within epoch {epoch}");
+                let d = format!("partition {}: leader {broker} moved its HW back from {prev} to {hw} within epoch {epoch}", part(tp));
                 self.violate(HW_REGRESSION, now, d);
             }
             Some((e, prev)) if e == epoch && hw <= prev => {}
@@ -363,11 +405,17 @@ impl Checker {
         }
     }
 
-    /// Checks one replica: its log below its HW against the committed log; if it leads,
-    /// that it holds every acknowledged record (of its epoch or older) at its offset.
+    /// Checks one replica: its HW within its log (valid-high-watermark); that it lists
+    /// itself in its ISR if it leads (leader-in-isr); its log below its HW against the
+    /// committed log (replica-divergence); if it leads the simulator's topic, that it holds
+    /// every acknowledged record (of its epoch or older) at its offset. Audit the replicas
+    /// presuming leadership first in each pass (`begin_audit`): their HWs bound
+    /// [`Checker::strong_isr`].
     pub fn audit(&mut self, now: SimTime, broker: NodeId, view: &ReplicaView, read: LogReader<'_>) {
-        let p = view.tp.partition;
-        let key = (broker, p);
+        let tp = &view.tp;
+        self.check_hw_range(now, broker, view);
+        self.reconcile_unclean(broker, view, read);
+        let key = (broker, tp.clone());
         let mut from = self
             .verified
             .get(&key)
@@ -377,17 +425,12 @@ impl Checker {
         if view.log_end_offset < from {
             from = view.log_end_offset; // truncated: re-verify what comes back
         }
-        let mut hw = view.high_watermark.min(view.log_end_offset);
-        if let Some(&(e, floor)) = self.unclean_floor.get(&p) {
-            if view.latest_log_epoch.is_none_or(|l| l < e) {
-                hw = hw.min(floor); // not yet truncated to the unclean leader's log
-            }
-        }
+        let hw = self.comparable_below(view).max(from);
         if hw > from {
             if let Ok(batches) = read(from, hw) {
                 let recs = records_in(&batches, from, hw);
                 let mut upto = from;
-                let committed = self.committed.entry(p).or_default();
+                let committed = self.committed.entry(tp.clone()).or_default();
                 let mut bad = Vec::new();
                 for (o, d, _) in &recs {
                     match committed.get(o) {
@@ -400,7 +443,7 @@ impl Checker {
                     upto = upto.max(o + 1);
                 }
                 if let Some(o) = bad.first() {
-                    let d = format!("partition {p}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", bad.len());
+                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
                     self.violate(REPLICA_DIVERGENCE, now, d);
                 }
                 from = if recs.is_empty() { from } else { upto };
@@ -408,11 +451,18 @@ impl Checker {
         }
         self.verified.insert(key, from);
 
+        if view.role == Role::Leader {
+            self.note_presumed_leader(now, broker, view);
+        }
+        if tp.topic != crate::client::TOPIC {
+            return;
+        }
+        let p = tp.partition;
         if view.role != Role::Leader {
             return;
         }
         self.note_epoch(p, view.leader_epoch);
-        self.on_leader_hw(now, broker, p, view.leader_epoch, view.high_watermark);
+        self.on_leader_hw(now, broker, tp, view.leader_epoch, view.high_watermark);
         let (b, e, mut n) =
             self.leader_checked
                 .get(&p)
@@ -667,15 +717,16 @@ mod tests {
         assert_eq!(c.count(ACKED_WRITE_LOST), 1);
         c.on_served(4, 1, 0, &[batch(3, 1, &["x", "y"])], 4);
         assert_eq!(c.count(DIRTY_READ), 1);
-        c.on_leader_hw(5, 1, 0, 1, 10);
-        c.on_leader_hw(6, 1, 0, 1, 9);
+        let tp = TopicPartition::new("sim", 0);
+        c.on_leader_hw(5, 1, &tp, 1, 10);
+        c.on_leader_hw(6, 1, &tp, 1, 9);
         assert_eq!(c.count(HW_REGRESSION), 1);
-        c.on_leader_hw(7, 1, 0, 2, 3);
+        c.on_leader_hw(7, 1, &tp, 2, 3);
         assert_eq!(c.count(HW_REGRESSION), 1, "a new epoch may start lower");
         c.on_broker_ack(8, 1, 0, 2, 5);
         c.on_broker_ack(9, 2, 0, 2, 6);
         assert_eq!(c.count(SPLIT_BRAIN), 1, "two brokers at one epoch");
-        c.on_became_leader(0, 3, 10);
+        c.on_became_leader(&TopicPartition::new("sim", 0), 3, 10);
         c.on_broker_ack(10, 1, 0, 2, 9);
         assert_eq!(
             c.count(SPLIT_BRAIN),
@@ -689,5 +740,147 @@ mod tests {
         c.on_client_ack(12, 1, 0, "z".into(), 1);
         c.finish_liveness(13, &[2], 0);
         assert_eq!(c.count(LIVENESS), 2);
+    }
+
+    #[test]
+    fn a_late_first_violation_is_never_hidden() {
+        use crate::report::{SimReport, Verdict};
+        let mut c = Checker::new();
+        // 100 record-changed violations (more than any cap) ...
+        for o in 0..100 {
+            c.on_read(o, 0, o, "a", 1);
+            c.on_read(o, 0, o, "b", 2);
+        }
+        // ... and only then the first of another invariant.
+        let tp = TopicPartition::new("sim", 0);
+        c.on_leader_hw(200, 1, &tp, 1, 10);
+        c.on_leader_hw(201, 1, &tp, 1, 9);
+        let kept = c.violations();
+        assert!(kept.len() <= 2 * MAX_KEPT, "examples stay bounded");
+        assert_eq!(c.count(RECORD_CHANGED), 100);
+        let verdicts = SimReport::verdicts_from(c.counts(), &kept, &BTreeMap::new());
+        let get = |n: &str| {
+            verdicts
+                .iter()
+                .find(|(m, _)| *m == n)
+                .map(|(_, v)| v.clone())
+        };
+        match get(HW_REGRESSION) {
+            Some(Verdict::Fail { count, at, .. }) => assert_eq!((count, at), (1, 201)),
+            other => panic!("hw-regression must fail, got {other:?}"),
+        }
+        match get(RECORD_CHANGED) {
+            Some(Verdict::Fail { count, at, .. }) => assert_eq!((count, at), (100, 0)),
+            other => panic!("record-changed must fail x100, got {other:?}"),
+        }
+        assert_eq!(get(DIRTY_READ), Some(Verdict::Pass));
+        // A violation under a name the report does not list still fails the run.
+        c.violation("made-up", 300, "x".into());
+        let kept = c.violations();
+        let verdicts = SimReport::verdicts_from(c.counts(), &kept, &BTreeMap::new());
+        assert!(matches!(
+            verdicts.last(),
+            Some(("made-up", Verdict::Fail { count: 1, .. }))
+        ));
+    }
+
+    #[test]
+    fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
+        let tp = TopicPartition::new("sim", 0);
+        let mut c = Checker::new();
+        // Epoch 1's leader (broker 2) committed "m" at offset 2.
+        let epoch1 = vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])];
+        c.audit(1, 2, &view(Role::Leader, 1, 3, 3), &mut reader(epoch1));
+        // Broker 1, deposed at epoch 0 with an unacknowledged tail x, y at 2..4, is
+        // elected uncleanly at epoch 2: its marker lands at 4.
+        c.on_unclean_election(&tp, 2);
+        c.on_became_leader(&tp, 2, 5);
+        let unclean = vec![
+            batch(0, 0, &["a", "b"]),
+            batch(2, 0, &["x", "y"]),
+            batch(4, 2, &["marker"]),
+        ];
+        // Not yet truncated, broker 2 is compared only below the departure point.
+        c.audit(
+            2,
+            2,
+            &view(Role::Follower { leader: 1 }, 1, 3, 3),
+            &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
+        );
+        c.audit(
+            3,
+            1,
+            &view(Role::Leader, 2, 5, 5),
+            &mut reader(unclean.clone()),
+        );
+        c.audit(
+            4,
+            2,
+            &view(Role::Follower { leader: 1 }, 1, 3, 3),
+            &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
+        );
+        assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
+        // Converged on the unclean leader's log: still no divergence.
+        c.audit(
+            5,
+            2,
+            &view(Role::Follower { leader: 1 }, 2, 5, 5),
+            &mut reader(unclean),
+        );
+        assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
+        // But a replica following the new leader with a different record is divergence.
+        let bad = vec![
+            batch(0, 0, &["a", "b"]),
+            batch(2, 0, &["x", "z"]),
+            batch(4, 2, &["marker"]),
+        ];
+        c.audit(
+            6,
+            3,
+            &view(Role::Follower { leader: 1 }, 2, 5, 5),
+            &mut reader(bad),
+        );
+        assert_eq!(c.count(REPLICA_DIVERGENCE), 1);
+    }
+
+    #[test]
+    fn strong_isr_and_hw_range() {
+        let tp = TopicPartition::new("sim", 0);
+        let mut c = Checker::new();
+        c.begin_audit();
+        let log = vec![batch(0, 1, &["a", "b", "c"])];
+        c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut reader(log.clone()));
+        // An ISR member with the records (its own HW lagging) passes.
+        let f = view(Role::Follower { leader: 1 }, 1, 1, 3);
+        c.audit(1, 2, &f, &mut reader(log.clone()));
+        c.strong_isr(1, 2, &f, &mut reader(log));
+        assert_eq!(c.count(STRONG_ISR), 0);
+        // One that lacks a record below the leader's HW fails; one that ends short too.
+        let g = view(Role::Follower { leader: 1 }, 1, 1, 3);
+        c.strong_isr(1, 3, &g, &mut reader(vec![batch(0, 1, &["a", "x", "c"])]));
+        assert_eq!(c.count(STRONG_ISR), 1);
+        let short = view(Role::Follower { leader: 1 }, 1, 1, 2);
+        c.strong_isr(1, 3, &short, &mut reader(vec![batch(0, 1, &["a", "b"])]));
+        assert_eq!(c.count(STRONG_ISR), 2);
+        // valid-high-watermark and leader-in-isr.
+        c.audit(
+            2,
+            3,
+            &view(Role::Follower { leader: 1 }, 1, 4, 3),
+            &mut reader(vec![]),
+        );
+        assert_eq!(c.count(VALID_HW), 1);
+        let mut lonely = view(Role::Leader, 1, 3, 3);
+        lonely.isr = vec![2, 3];
+        c.audit(
+            3,
+            1,
+            &lonely,
+            &mut reader(vec![batch(0, 1, &["a", "b", "c"])]),
+        );
+        c.leader_in_isr(3, &tp, Some(1), &[2, 3]);
+        c.leader_in_isr(3, &tp, Some(2), &[2, 3]);
+        c.leader_in_isr(3, &tp, None, &[2]);
+        assert_eq!(c.count(LEADER_IN_ISR), 2);
     }
 }

@@ -69,7 +69,8 @@ pub struct SimReport {
     pub unclean_elections: u64,
     /// Per invariant, in [`NAMES`] order.
     pub verdicts: Vec<(&'static str, Verdict)>,
-    /// The first violations (capped), in time order.
+    /// The first violations of each invariant (at most `invariants::MAX_KEPT` each), in
+    /// time order. The verdicts' counts are exact.
     pub violations: Vec<Violation>,
     /// The history checker's summary, when it ran.
     pub history_summary: Option<String>,
@@ -119,21 +120,29 @@ impl SimReport {
             .map(|(_, v)| v)
     }
 
-    /// Builds the verdict list from violations (sorted by time) and skipped invariants.
+    /// Builds the verdict list from the exact violation counts, the kept violations (sorted
+    /// by time; each invariant's first among them) and skipped invariants. An invariant
+    /// counted but not in [`NAMES`] still gets a failing verdict, after the named ones: a
+    /// violation is never dropped from the verdicts.
     pub fn verdicts_from(
+        counts: &BTreeMap<&'static str, u64>,
         violations: &[Violation],
         skipped: &BTreeMap<&'static str, String>,
     ) -> Vec<(&'static str, Verdict)> {
+        let extra = counts.keys().copied().filter(|n| !NAMES.contains(n));
         NAMES
             .iter()
-            .map(|&name| {
-                let mine: Vec<&Violation> =
-                    violations.iter().filter(|v| v.invariant == name).collect();
-                let verdict = if let Some(first) = mine.first() {
+            .copied()
+            .chain(extra)
+            .map(|name| {
+                let count = counts.get(name).copied().unwrap_or(0);
+                let verdict = if count > 0 {
+                    let first = violations.iter().find(|v| v.invariant == name);
                     Verdict::Fail {
-                        count: mine.len() as u64,
-                        first: first.detail.clone(),
-                        at: first.at,
+                        count,
+                        first: first
+                            .map_or_else(|| "(no example kept)".to_string(), |v| v.detail.clone()),
+                        at: first.map_or(0, |v| v.at),
                     }
                 } else if let Some(reason) = skipped.get(name) {
                     Verdict::Skipped {

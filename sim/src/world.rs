@@ -36,7 +36,7 @@ use skein_core::group::{
     coordinator_partition, CoordinatorPhase, GroupConfig, CONSUMER_OFFSETS_TOPIC,
 };
 use skein_core::message::{Acks as CoreAcks, Address, Message};
-use skein_core::replica::{Event as ReplicaEvent, Role};
+use skein_core::replica::{Event as ReplicaEvent, ReplicaView, Role};
 use skein_core::{NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -65,6 +65,7 @@ pub const BUG_NAMES: &[&str] = &[
     "ack-before-isr",
     "fsync-after-ack",
     "no-generation-fencing",
+    "elect-out-of-isr",
 ];
 
 fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
@@ -77,6 +78,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
             "ack-before-isr" => b.ack_before_isr = true,
             "fsync-after-ack" => b.fsync_after_ack = true,
             "no-generation-fencing" => b.no_generation_fencing = true,
+            "elect-out-of-isr" => b.elect_out_of_isr = true,
             other => {
                 return Err(SimError::UnknownBug {
                     name: other.to_string(),
@@ -425,6 +427,7 @@ impl World {
         let controller_config = ControllerConfig {
             session_timeout: 1_200 * MILLIS,
             restart_grace: 1_200 * MILLIS,
+            bugs,
             ..ControllerConfig::default()
         };
         let mut clock_rng = stream(seed, Subsystem::Clock);
@@ -923,22 +926,22 @@ impl World {
                     }
                     self.send(send_at, from, to, msg);
                 }
-                // The invariants are about the simulator's topic (not __consumer_offsets).
+                // The replication invariants watch every topic (the simulator's and
+                // __consumer_offsets); the client-facing ones only the simulator's.
                 Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
                     tp,
                     leader_epoch,
                     high_watermark,
-                })) if tp.topic == TOPIC => {
+                })) => {
                     self.checker
-                        .on_leader_hw(now, id, tp.partition, leader_epoch, high_watermark);
+                        .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
                 }
                 Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
                     tp,
                     epoch,
                     log_end_offset,
-                })) if tp.topic == TOPIC => {
-                    self.checker
-                        .on_became_leader(tp.partition, epoch, log_end_offset);
+                })) => {
+                    self.checker.on_became_leader(&tp, epoch, log_end_offset);
                 }
                 Output::Event(BrokerEvent::OffsetsCommitted {
                     group,
@@ -1043,10 +1046,7 @@ impl World {
                     tp, leader_epoch, ..
                 } = e
                 {
-                    if tp.topic == TOPIC {
-                        self.checker
-                            .on_unclean_election(tp.partition, *leader_epoch);
-                    }
+                    self.checker.on_unclean_election(tp, *leader_epoch);
                 }
             }
             if let ControllerOutput::Send { to, response } = o {
@@ -1686,25 +1686,64 @@ impl World {
 
     // ---- invariants ----
 
+    /// Audits every replica of every topic on every live broker (replicas presuming
+    /// leadership first: their HWs bound strong-isr), checks the controller's partition
+    /// states (leader-in-isr), then the members of the controller's ISRs (strong-isr). A
+    /// crashed controller or broker is skipped: nothing of it can be observed.
     fn audit(&mut self, now: SimTime) {
-        let ids: Vec<NodeId> = self.brokers.keys().copied().collect();
-        for id in ids {
-            let slot = self.brokers.get_mut(&id).expect("slot");
-            let Some(b) = slot.machine.as_mut() else {
-                continue;
-            };
-            for view in b.views() {
-                if view.tp.topic != TOPIC {
-                    continue;
-                }
-                let tp = view.tp.clone();
-                let mut read =
-                    |from, below| b.read_records(&tp, from, below).map_err(|e| e.to_string());
-                self.checker.audit(now, id, &view, &mut read);
+        self.checker.begin_audit();
+        let quorum: Vec<(TopicPartition, Vec<NodeId>)> = match self.controller.machine.as_ref() {
+            Some(c) => c
+                .image()
+                .partitions()
+                .map(|(tp, st)| {
+                    self.checker.leader_in_isr(now, &tp, st.leader, &st.isr);
+                    (tp, st.isr.clone())
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut views: Vec<(NodeId, ReplicaView)> = Vec::new();
+        for (&id, slot) in &self.brokers {
+            if let Some(b) = slot.machine.as_ref() {
+                views.extend(b.views().into_iter().map(|v| (id, v)));
             }
-            // Reads for audits are not the node's I/O: charge nothing.
-            let _ = slot.disk.take_latency();
         }
+        views.sort_by_key(|(_, v)| v.role != Role::Leader); // stable: leaders first
+        for (id, view) in &views {
+            self.with_reader(*id, &view.tp, |checker, read| {
+                checker.audit(now, *id, view, read)
+            });
+        }
+        for (tp, isr) in &quorum {
+            for id in isr {
+                let Some((_, view)) = views.iter().find(|(b, v)| b == id && v.tp == *tp) else {
+                    continue;
+                };
+                self.with_reader(*id, tp, |checker, read| {
+                    checker.strong_isr(now, *id, view, read)
+                });
+            }
+        }
+    }
+
+    /// Runs `f` with the checker and a reader of `tp`'s log on broker `id` (if it is up).
+    fn with_reader(
+        &mut self,
+        id: NodeId,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut invariants::Checker, invariants::LogReader<'_>),
+    ) {
+        let Some(slot) = self.brokers.get_mut(&id) else {
+            return;
+        };
+        let Some(b) = slot.machine.as_mut() else {
+            return;
+        };
+        let mut read = |from, below| b.read_records(tp, from, below).map_err(|e| e.to_string());
+        f(&mut self.checker, &mut read);
+        // Reads for audits are not the node's I/O: charge nothing.
+        let _ = slot.disk.take_latency();
     }
 
     /// The fault atlas's view of a striking fault: its target's role, the cluster's moment.
@@ -1895,17 +1934,11 @@ impl World {
         }
         self.history_to_tracer();
         self.tracer.finish()?;
-        let mut violations = self.checker.violations().to_vec();
-        violations.sort_by_key(|v| v.at);
+        let violations = self.checker.violations();
         for v in &violations {
             self.tracer.fields(v.at, Fields::Violation(v));
         }
-        let mut verdicts = SimReport::verdicts_from(&violations, &skipped);
-        for (name, v) in verdicts.iter_mut() {
-            if let crate::report::Verdict::Fail { count, .. } = v {
-                *count = self.checker.count(name);
-            }
-        }
+        let verdicts = SimReport::verdicts_from(self.checker.counts(), &violations, &skipped);
         let acked = self.checker.acked_count();
         let read = self.checker.read_acked_count();
         let lost = self.checker.count(invariants::ACKED_WRITE_LOST);

@@ -73,6 +73,24 @@ fn crash_and_clog(seed: u64) -> SimConfig {
     c
 }
 
+/// Partitions and crashes only, twice the default rate, up to two brokers down at once
+/// (`--fault-rate 2 --max-down 2 --fault-weights partition=3,crash=3,<everything else>=0`):
+/// an out-of-ISR election needs every ISR member down while a replica that fell out of the
+/// ISR (partitioned or just restarted) is alive, which one broker down at a time never gives.
+fn isolate_and_crash(seed: u64) -> SimConfig {
+    let mut c = default_sweep(seed).with_fault_rate(2.0);
+    c.seed = seed;
+    c.rates.max_down = 2;
+    c.rates
+        .set_weights("power-loss=0,controller-crash=0,pause=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,partition=3,crash=3")
+        .expect("valid weights");
+    c
+}
+
+/// Seeds of `isolate_and_crash` within which `elect-out-of-isr` must be found (measured:
+/// docs/scenarios.md, "The bug zoo").
+const BOUND_ELECT_OUT_OF_ISR: Option<u64> = Some(20);
+
 const ZOO: &[Row] = &[
     Row {
         bug: "truncate-to-hw",
@@ -117,6 +135,14 @@ const ZOO: &[Row] = &[
         invariant: "acked-write-lost",
         bound: Some(50),
         sweep: single_copy,
+    },
+    Row {
+        bug: "elect-out-of-isr",
+        scenario: "isr-lost-unclean-off.toml",
+        seed: 1,
+        invariant: "acked-write-lost",
+        bound: BOUND_ELECT_OUT_OF_ISR,
+        sweep: isolate_and_crash,
     },
     Row {
         bug: "no-generation-fencing",
@@ -203,6 +229,7 @@ fn the_correct_core_is_not_a_finding_on_the_same_seeds() {
         single_copy,
         crash_and_clog,
         full_length,
+        isolate_and_crash,
     ] {
         for seed in 0..3 {
             let report = skein_sim::run(&sweep(seed), None, None).expect("the run starts");

@@ -32,6 +32,8 @@ pub struct ControllerConfig {
     pub dir: String,
     /// Segment size of the metadata log.
     pub segment_bytes: u64,
+    /// Bug zoo flags; the controller honours `elect_out_of_isr`.
+    pub bugs: crate::replica::Bugs,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +45,7 @@ impl Default for ControllerConfig {
             producer_id_block: 1000,
             dir: "__cluster_metadata-0".to_string(),
             segment_bytes: 64 << 20,
+            bugs: crate::replica::Bugs::default(),
         }
     }
 }
@@ -54,6 +57,8 @@ struct Txn {
     events: Vec<ControllerEvent>,
     /// Replicas whose broker reported the partition offline: never elected.
     offline: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
+    /// The bug zoo's elect-out-of-isr (from the config).
+    bug_elect_out_of_isr: bool,
 }
 
 impl Txn {
@@ -118,10 +123,13 @@ impl Txn {
             .image
             .topic(&tp.topic)
             .is_some_and(|t| t.config.unclean_leader_election);
+        // The bug zoo's elect-out-of-isr: unclean election although the topic forbids it,
+        // and not reported as one.
+        let bug = !unclean_ok && self.bug_elect_out_of_isr;
         let offline = self.offline.get(tp).cloned().unwrap_or_default();
-        match elect_leader(&self.image, state, &isr, &offline, unclean_ok) {
+        match elect_leader(&self.image, state, &isr, &offline, unclean_ok || bug) {
             Election::Clean(leader) => self.set_partition(tp, isr, Some(leader), false),
-            Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), true),
+            Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), !bug),
             Election::Leaderless => self.set_partition(tp, isr, None, false),
         }
     }
@@ -487,6 +495,7 @@ impl<S: Storage> Controller<S> {
             records: Vec::new(),
             events: Vec::new(),
             offline,
+            bug_elect_out_of_isr: self.config.bugs.elect_out_of_isr,
         }
     }
 

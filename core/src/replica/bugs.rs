@@ -26,6 +26,15 @@ pub struct Bugs {
     /// OffsetCommit (nor of a Heartbeat): a zombie consumer whose session expired, or a
     /// member of an old generation, overwrites the offsets of the partition's new owner.
     pub no_generation_fencing: bool,
+    /// The controller elects a replica from outside the ISR when no ISR member is
+    /// eligible, although the topic does not allow unclean election, and reports it as a
+    /// clean election (no `UncleanLeaderElection` event): acknowledged records the new
+    /// leader lacks are silently lost.
+    pub elect_out_of_isr: bool,
+    /// The leader appends a batch whose producer epoch is older than the producer's
+    /// current one (a fenced, zombie epoch) as if it were new, instead of answering
+    /// `InvalidProducerEpoch`.
+    pub stale_producer_epoch: bool,
 }
 
 impl Bugs {
@@ -36,5 +45,7 @@ impl Bugs {
             || self.ack_before_isr
             || self.fsync_after_ack
             || self.no_generation_fencing
+            || self.elect_out_of_isr
+            || self.stale_producer_epoch
     }
 }

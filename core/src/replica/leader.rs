@@ -625,46 +625,51 @@ impl<L: ReplicaLog> Replica<L> {
             return reply(self, Err(e));
         }
         let count = req.batch.records.len() as u64;
-        let (base_offset, next_offset, duplicate) =
-            match super::idempotence::check(&self.producers, &req.batch) {
-                ProducerCheck::Duplicate { base_offset } => {
-                    crate::probe!(IdempotentDuplicate);
-                    (base_offset, base_offset + count, true)
-                }
-                ProducerCheck::OutOfOrderSequence(m) => {
-                    crate::probe!(IdempotentOutOfOrder);
-                    return reply(self, Err(ProduceError::OutOfOrderSequence(m)));
-                }
-                ProducerCheck::InvalidProducerEpoch(m) => {
-                    crate::probe!(IdempotentStaleEpoch);
-                    return reply(self, Err(ProduceError::InvalidProducerEpoch(m)));
-                }
-                ProducerCheck::UnknownProducerId(m) => {
-                    return reply(self, Err(ProduceError::UnknownProducerId(m)))
-                }
-                ProducerCheck::Append => {
-                    let mut batch = req.batch.clone();
-                    match self.log.append_as_leader(
-                        req.batch.clone(),
-                        self.leader_epoch,
-                        now_ms(now),
-                    ) {
-                        Ok(a) => {
-                            batch.base_offset = a.base_offset;
-                            batch.partition_leader_epoch = self.leader_epoch;
-                            super::idempotence::record(&mut self.producers, &batch);
-                            self.after_leader_append(now);
-                            self.answer_parked(now, false);
-                            (a.base_offset, a.next_offset, false)
-                        }
-                        Err(e) => {
-                            let m = e.0.clone();
-                            self.log_error("append", e);
-                            return reply(self, Err(ProduceError::Storage(m)));
-                        }
+        let check = match super::idempotence::check(&self.producers, &req.batch) {
+            // The bug zoo's stale-producer-epoch: a fenced epoch's batch is written as new.
+            ProducerCheck::InvalidProducerEpoch(_) if self.config.bugs.stale_producer_epoch => {
+                ProducerCheck::Append
+            }
+            c => c,
+        };
+        let (base_offset, next_offset, duplicate) = match check {
+            ProducerCheck::Duplicate { base_offset } => {
+                crate::probe!(IdempotentDuplicate);
+                (base_offset, base_offset + count, true)
+            }
+            ProducerCheck::OutOfOrderSequence(m) => {
+                crate::probe!(IdempotentOutOfOrder);
+                return reply(self, Err(ProduceError::OutOfOrderSequence(m)));
+            }
+            ProducerCheck::InvalidProducerEpoch(m) => {
+                crate::probe!(IdempotentStaleEpoch);
+                return reply(self, Err(ProduceError::InvalidProducerEpoch(m)));
+            }
+            ProducerCheck::UnknownProducerId(m) => {
+                return reply(self, Err(ProduceError::UnknownProducerId(m)))
+            }
+            ProducerCheck::Append => {
+                let mut batch = req.batch.clone();
+                match self
+                    .log
+                    .append_as_leader(req.batch.clone(), self.leader_epoch, now_ms(now))
+                {
+                    Ok(a) => {
+                        batch.base_offset = a.base_offset;
+                        batch.partition_leader_epoch = self.leader_epoch;
+                        super::idempotence::record(&mut self.producers, &batch);
+                        self.after_leader_append(now);
+                        self.answer_parked(now, false);
+                        (a.base_offset, a.next_offset, false)
+                    }
+                    Err(e) => {
+                        let m = e.0.clone();
+                        self.log_error("append", e);
+                        return reply(self, Err(ProduceError::Storage(m)));
                     }
                 }
-            };
+            }
+        };
         match req.acks {
             Acks::None => {}
             Acks::Leader => {

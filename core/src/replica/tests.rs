@@ -993,6 +993,40 @@ macro_rules! replica_suite {
                 Some(Err(ProduceError::InvalidProducerEpoch(_)))
             ));
         }
+
+        #[test]
+        fn bug_stale_producer_epoch_appends_a_fenced_epoch() {
+            let mut cfg = config();
+            cfg.bugs.stale_producer_epoch = true;
+            let mut net = Net::<L>::new(&[1, 2, 3], cfg);
+            net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(5 * MS);
+            let stamp = |epoch, seq| {
+                let mut b = batch(&["p"]);
+                b.producer = Some(ProducerInfo {
+                    producer_id: 1,
+                    producer_epoch: epoch,
+                    base_sequence: seq,
+                });
+                b
+            };
+            let c = net.produce_batch(1, Acks::Leader, stamp(2, 0));
+            assert!(matches!(net.response(c), Some(Ok(_))));
+            // The zombie's epoch 1 is written instead of answered InvalidProducerEpoch ...
+            let c = net.produce_batch(1, Acks::Leader, stamp(1, 7));
+            assert!(
+                matches!(net.response(c), Some(Ok(_))),
+                "{:?}",
+                net.response(c)
+            );
+            // ... without moving the producer back: epoch 2 continues at sequence 1.
+            let c = net.produce_batch(1, Acks::Leader, stamp(2, 1));
+            assert!(
+                matches!(net.response(c), Some(Ok(_))),
+                "{:?}",
+                net.response(c)
+            );
+        }
     };
 }
 

@@ -1,0 +1,225 @@
+//! The replication-state invariants of the TLA+ Kafka specification
+//! (hachikuji/kafka-specification: `LeaderInIsr`, `StrongIsr` in KafkaReplication.tla and
+//! Kip320.tla; `HighWatermarkRangeOk` in later versions), and how the committed log is
+//! re-based after an unclean election. The world feeds them from its audits: every replica
+//! of every topic, plus the controller's partition states.
+
+use super::{part, records_in, Checker, LogReader, LEADER_IN_ISR, STRONG_ISR, VALID_HW};
+use crate::time::SimTime;
+use skein_core::replica::{ReplicaView, Role};
+use skein_core::{NodeId, Offset, TopicPartition};
+use std::collections::BTreeMap;
+
+impl Checker {
+    /// Starts an audit pass: forgets the previous pass's leader HWs.
+    pub fn begin_audit(&mut self) {
+        self.presumed_hw.clear();
+    }
+
+    /// LeaderInIsr, at the controller: the leader it names for `tp` is in the ISR it names.
+    pub fn leader_in_isr(
+        &mut self,
+        now: SimTime,
+        tp: &TopicPartition,
+        leader: Option<NodeId>,
+        isr: &[NodeId],
+    ) {
+        if let Some(l) = leader.filter(|l| !isr.contains(l)) {
+            let d = format!(
+                "partition {}: the controller names leader {l} outside its ISR {isr:?}",
+                part(tp)
+            );
+            self.violate(LEADER_IN_ISR, now, d);
+        }
+    }
+
+    /// HighWatermarkRangeOk: a replica's HW is never past its log end.
+    pub(super) fn check_hw_range(&mut self, now: SimTime, broker: NodeId, view: &ReplicaView) {
+        if view.high_watermark > view.log_end_offset {
+            let d = format!(
+                "partition {}: broker {broker} ({:?}, epoch {}) has its HW {} past its log end {}",
+                part(&view.tp),
+                view.role,
+                view.leader_epoch,
+                view.high_watermark,
+                view.log_end_offset
+            );
+            self.violate(VALID_HW, now, d);
+        }
+    }
+
+    /// The offset below which `view`'s log is compared with the committed log: its HW
+    /// (within its log), but nothing while an unclean leader's log it holds has not been
+    /// reconciled yet, and only below the departure point while it still holds the log
+    /// from before the last unclean election.
+    pub(super) fn comparable_below(&self, view: &ReplicaView) -> Offset {
+        let mut hw = view.high_watermark.min(view.log_end_offset);
+        let holds = |e| view.latest_log_epoch.is_some_and(|l| l >= e);
+        if let Some(&(e, _)) = self.unclean_pending.get(&view.tp) {
+            if holds(e) {
+                return 0;
+            }
+        }
+        if let Some(&(e, floor)) = self.unclean_floor.get(&view.tp) {
+            if !holds(e) {
+                hw = hw.min(floor);
+            }
+        }
+        hw
+    }
+
+    /// After an unclean election, the first audited replica that holds the new leader's
+    /// log (the leader itself, or a follower that truncated to it) fixes where that log
+    /// departs from the committed log: the first committed offset below the leader's epoch
+    /// marker that it does not hold identically. Committed records from there on are
+    /// forgotten (the price of unclean election: acked-write-lost reports acknowledged
+    /// ones), every replica is re-verified from there, and replicas must then converge on
+    /// the new log. Judging from the epoch marker instead would flag the deposed leader's
+    /// unacknowledged tail that an unclean leader may hold below it as divergence.
+    pub(super) fn reconcile_unclean(
+        &mut self,
+        _broker: NodeId,
+        view: &ReplicaView,
+        read: LogReader<'_>,
+    ) {
+        let tp = &view.tp;
+        let Some(&(e, marker)) = self.unclean_pending.get(tp) else {
+            return;
+        };
+        if view.latest_log_epoch.is_none_or(|l| l < e) {
+            return;
+        }
+        let lo = view.log_start_offset;
+        let hi = marker.min(view.log_end_offset);
+        let held: BTreeMap<Offset, u64> = if hi > lo {
+            match read(lo, hi) {
+                Ok(batches) => records_in(&batches, lo, hi)
+                    .into_iter()
+                    .map(|(o, d, _)| (o, d))
+                    .collect(),
+                // Unreadable now: the next audit of such a replica tries again.
+                Err(_) => return,
+            }
+        } else {
+            BTreeMap::new()
+        };
+        let committed = self.committed.entry(tp.clone()).or_default();
+        let departs = committed
+            .range(lo..hi)
+            .find(|(o, c)| held.get(o) != Some(c))
+            .map_or(hi, |(o, _)| *o);
+        committed.split_off(&departs);
+        for ((_, q), v) in self.verified.iter_mut() {
+            if q == tp {
+                *v = (*v).min(departs);
+            }
+        }
+        self.unclean_floor.insert(tp.clone(), (e, departs));
+        self.unclean_pending.remove(tp);
+    }
+
+    /// LeaderInIsr on the replica side, and the HW that bounds strong-isr this pass. A
+    /// replica still holding the log from before the last unclean election is left out of
+    /// strong-isr: its HW covers records that election forfeited.
+    pub(super) fn note_presumed_leader(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        view: &ReplicaView,
+    ) {
+        let tp = &view.tp;
+        if !view.isr.contains(&broker) {
+            let d = format!(
+                "partition {}: broker {broker} leads at epoch {} with itself outside its ISR {:?}",
+                part(tp),
+                view.leader_epoch,
+                view.isr
+            );
+            self.violate(LEADER_IN_ISR, now, d);
+        }
+        let hw = self.comparable_below(view);
+        let best = self.presumed_hw.entry(tp.clone()).or_insert((broker, hw));
+        if hw > best.1 {
+            *best = (broker, hw);
+        }
+    }
+
+    /// StrongIsr: `view` is a replica of a broker in the controller's ISR for its
+    /// partition; it must hold, at every offset below the highest HW of a replica presuming
+    /// leadership in this pass, the record that replica holds. Below its own HW that is
+    /// replica-divergence's check (`verified`); from there up to the leader's HW its log is
+    /// read and compared with the committed log. Unreadable logs (injected read errors, a
+    /// corrupt segment) are skipped until they read again.
+    pub fn strong_isr(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        view: &ReplicaView,
+        read: LogReader<'_>,
+    ) {
+        let tp = &view.tp;
+        let Some(&(leader, bound)) = self.presumed_hw.get(tp) else {
+            return;
+        };
+        if leader == broker || view.role == Role::Leader {
+            return;
+        }
+        let bound = bound.min(self.stale_bound(view));
+        let from = self
+            .verified
+            .get(&(broker, tp.clone()))
+            .copied()
+            .unwrap_or(0)
+            .max(view.log_start_offset);
+        if bound <= from {
+            return;
+        }
+        if view.log_end_offset < bound {
+            let d = format!(
+                "partition {}: ISR member {broker} ends at {}, below leader {leader}'s HW {bound}",
+                part(tp),
+                view.log_end_offset
+            );
+            self.violate(STRONG_ISR, now, d);
+            return;
+        }
+        let Ok(batches) = read(from, bound) else {
+            return;
+        };
+        let held: BTreeMap<Offset, u64> = records_in(&batches, from, bound)
+            .into_iter()
+            .map(|(o, d, _)| (o, d))
+            .collect();
+        let Some(committed) = self.committed.get(tp) else {
+            return;
+        };
+        let bad: Vec<Offset> = committed
+            .range(from..bound)
+            .filter(|(o, c)| held.get(o) != Some(c))
+            .map(|(o, _)| *o)
+            .collect();
+        if let Some(o) = bad.first() {
+            let d = format!(
+                "partition {}: ISR member {broker} lacks leader {leader}'s record at offset {o} below its HW {bound} ({} offsets)",
+                part(tp),
+                bad.len()
+            );
+            self.violate(STRONG_ISR, now, d);
+        }
+    }
+
+    /// For a replica that has not yet followed the last unclean leader (or while that
+    /// leader's log is not reconciled): only below the departure point is it comparable.
+    fn stale_bound(&self, view: &ReplicaView) -> Offset {
+        let holds = |e| view.latest_log_epoch.is_some_and(|l| l >= e);
+        if let Some(&(e, _)) = self.unclean_pending.get(&view.tp) {
+            if holds(e) {
+                return 0;
+            }
+        }
+        match self.unclean_floor.get(&view.tp) {
+            Some(&(e, floor)) if !holds(e) => floor,
+            _ => Offset::MAX,
+        }
+    }
+}
