@@ -327,14 +327,14 @@ mod tests {
             Err(StorageError::DiskFull { .. })
         ));
         // The write was torn: its first byte landed (unsynced), the rest did not.
-        assert_eq!(m.contents("d/a").unwrap(), b"y1");
+        assert_eq!(m.contents("d/a").unwrap(), b"x1");
         assert!(matches!(
             m.append("d/a", b"1"),
             Err(StorageError::DiskFull { .. })
         ));
         assert_eq!(
             m.contents("d/a").unwrap(),
-            b"y1",
+            b"x1",
             "a full disk writes nothing"
         );
         m.set_capacity(Some(6));
