@@ -925,12 +925,10 @@ impl World {
             .and_then(|c| match c.phase() {
                 CoordinatorPhase::Active { epoch } => {
                     let offsets = c
-                        .group(gid)
-                        .map(|v| {
-                            v.offsets
-                                .iter()
-                                .filter(|(tp, _)| tp.topic == TOPIC)
-                                .map(|(tp, o)| (tp.partition, o.offset))
+                        .committed_offsets(gid)
+                        .map(|it| {
+                            it.filter(|(tp, _)| tp.topic == TOPIC)
+                                .map(|(tp, o)| (tp.partition, o))
                                 .collect()
                         })
                         .unwrap_or_default();
