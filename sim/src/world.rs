@@ -1836,11 +1836,26 @@ impl World {
             }),
             faults: self.fault_counts.clone(),
             net: self.net.stats.clone(),
+            work: self.work_stats(),
             leader_changes: self.checker.leader_changes,
             unclean_elections: self.checker.unclean_elections,
             verdicts,
             violations,
             history_summary,
         })
+    }
+
+    /// Disk work summed over the controller and every broker (their disks outlive restarts).
+    fn work_stats(&self) -> crate::report::WorkStats {
+        let mut w = crate::report::WorkStats::default();
+        let disks = self.brokers.values().map(|s| &s.disk);
+        for d in disks.chain(std::iter::once(&self.controller.disk)) {
+            let ((appends, syncs), (reads, bytes)) = (d.op_counts(), d.read_counts());
+            w.disk_appends += appends;
+            w.disk_syncs += syncs;
+            w.disk_reads += reads;
+            w.disk_read_bytes += bytes;
+        }
+        w
     }
 }
