@@ -121,6 +121,20 @@ impl SimConfig {
         self
     }
 
+    /// The run `skein sim bench` times (and sim/tests/bench_guard.rs counts): the default
+    /// cluster and workload at `produce_rate` requests per simulated second for
+    /// `duration`, no history check (it is measured on its own).
+    pub fn bench(seed: u64, duration: SimTime, produce_rate: f64, fault_rate: f64) -> Self {
+        Self {
+            seed,
+            duration,
+            liveness: (duration / 3).min(Self::default().liveness),
+            produce_rate,
+            check_history: false,
+            ..Self::default().with_fault_rate(fault_rate)
+        }
+    }
+
     /// A short faulty run, as used by the seed tests.
     pub fn short(seed: u64) -> Self {
         Self {

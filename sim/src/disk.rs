@@ -24,6 +24,8 @@ struct Meter {
     rng: RefCell<ChaCha8Rng>,
     appends: Cell<u64>,
     syncs: Cell<u64>,
+    reads: Cell<u64>,
+    read_bytes: Cell<u64>,
 }
 
 /// A node's disk: cheap to clone; every clone is the same disk.
@@ -44,6 +46,8 @@ impl SimDisk {
                 rng: RefCell::new(rng),
                 appends: Cell::new(0),
                 syncs: Cell::new(0),
+                reads: Cell::new(0),
+                read_bytes: Cell::new(0),
             }),
         }
     }
@@ -68,6 +72,12 @@ impl SimDisk {
         (self.meter.appends.get(), self.meter.syncs.get())
     }
 
+    /// (read calls, bytes read) so far: how much log the nodes re-read, a deterministic
+    /// measure of read-path work (`skein sim bench` reports it per event).
+    pub fn read_counts(&self) -> (u64, u64) {
+        (self.meter.reads.get(), self.meter.read_bytes.get())
+    }
+
     fn charge(&self, t: SimTime) {
         let m = &self.meter;
         m.pending.set(m.pending.get() + t + m.slow.get());
@@ -89,7 +99,11 @@ impl Storage for SimDisk {
 
     fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         // Reads are served from the page cache: no latency charged.
-        self.mem.read_at(path, pos, buf)
+        let n = self.mem.read_at(path, pos, buf)?;
+        let m = &self.meter;
+        m.reads.set(m.reads.get() + 1);
+        m.read_bytes.set(m.read_bytes.get() + n as u64);
+        Ok(n)
     }
 
     fn append(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {

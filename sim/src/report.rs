@@ -34,6 +34,18 @@ pub struct GroupStats {
     pub member_crashes: u64,
 }
 
+/// Deterministic measures of how much work a run did, summed over every node's disk: the
+/// same for the same seed and binary, so a performance regression shows up as a changed
+/// count (`skein sim bench`, docs/PERFORMANCE.md) even on a noisy machine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkStats {
+    /// Storage read calls and bytes read (log scans for fetches, invariant reads, recovery).
+    pub disk_reads: u64,
+    pub disk_read_bytes: u64,
+    pub disk_appends: u64,
+    pub disk_syncs: u64,
+}
+
 /// What a run did and found.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
@@ -62,6 +74,7 @@ pub struct SimReport {
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
     pub net: NetStats,
+    pub work: WorkStats,
     /// Leader elections seen (leader epoch bumps across all partitions).
     pub leader_changes: u64,
     /// Leaders elected from outside the ISR (unclean election enabled): their data loss is

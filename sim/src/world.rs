@@ -979,12 +979,10 @@ impl World {
             .and_then(|c| match c.phase() {
                 CoordinatorPhase::Active { epoch } => {
                     let offsets = c
-                        .group(gid)
-                        .map(|v| {
-                            v.offsets
-                                .iter()
-                                .filter(|(tp, _)| tp.topic == TOPIC)
-                                .map(|(tp, o)| (tp.partition, o.offset))
+                        .committed_offsets(gid)
+                        .map(|it| {
+                            it.filter(|(tp, _)| tp.topic == TOPIC)
+                                .map(|(tp, o)| (tp.partition, o))
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -1975,6 +1973,7 @@ impl World {
             faults: self.fault_counts.clone(),
             atlas: self.atlas.entries(),
             net: self.net.stats.clone(),
+            work: self.work_stats(),
             leader_changes: self.checker.leader_changes,
             unclean_elections: self.checker.unclean_elections,
             verdicts,
@@ -1982,5 +1981,19 @@ impl World {
             history_summary,
             probes: Vec::new(),
         })
+    }
+
+    /// Disk work summed over the controller and every broker (their disks outlive restarts).
+    fn work_stats(&self) -> crate::report::WorkStats {
+        let mut w = crate::report::WorkStats::default();
+        let disks = self.brokers.values().map(|s| &s.disk);
+        for d in disks.chain(std::iter::once(&self.controller.disk)) {
+            let ((appends, syncs), (reads, bytes)) = (d.op_counts(), d.read_counts());
+            w.disk_appends += appends;
+            w.disk_syncs += syncs;
+            w.disk_reads += reads;
+            w.disk_read_bytes += bytes;
+        }
+        w
     }
 }

@@ -112,6 +112,14 @@ fn forget(
     }
 }
 
+/// What [`Broker::sync_group_leadership`] reads of a local `__consumer_offsets` leader.
+struct LeaderView {
+    leader_epoch: LeaderEpoch,
+    high_watermark: Offset,
+    log_start_offset: Offset,
+    log_end_offset: Offset,
+}
+
 fn offsets_tp(p: u32) -> TopicPartition {
     TopicPartition::new(CONSUMER_OFFSETS_TOPIC, p)
 }
@@ -306,8 +314,18 @@ impl<S: Storage + Clone> Broker<S> {
         };
         for p in 0..n {
             let tp = offsets_tp(p);
-            let view = self.replicas.get(&tp).map(|r| r.view());
-            let leads = view.as_ref().filter(|v| v.role == Role::Leader);
+            // The few fields needed, not a whole `view()` (which clones the ISR sets):
+            // this runs on every pump, several times per broker step.
+            let leads = self
+                .replicas
+                .get(&tp)
+                .filter(|r| r.role() == Role::Leader)
+                .map(|r| LeaderView {
+                    leader_epoch: r.leader_epoch(),
+                    high_watermark: r.high_watermark(),
+                    log_start_offset: r.log().log_start_offset(),
+                    log_end_offset: r.log().log_end_offset(),
+                });
             let was = self.groups.leading.get(&p).copied();
             let g = &mut self.groups;
             let coord = g.coordinators.as_mut().expect("checked");

@@ -467,6 +467,25 @@ impl<S: Storage + Clone> Broker<S> {
         self.failed.keys().cloned().chain(failed_reads).collect()
     }
 
+    /// Whether [`Self::offline_partitions`] differs from what the last heartbeat reported,
+    /// without building the set: `next_timeout` asks after every step.
+    fn offline_changed(&self) -> bool {
+        // A partition in both sources is counted once, as in the set.
+        let failed_reads = self
+            .replicas
+            .iter()
+            .filter(|(tp, r)| r.log_failure().is_some() && !self.failed.contains_key(*tp))
+            .map(|(tp, _)| tp);
+        let mut n = 0;
+        for tp in self.failed.keys().chain(failed_reads) {
+            if !self.reported_offline.contains(tp) {
+                return true;
+            }
+            n += 1;
+        }
+        n != self.reported_offline.len()
+    }
+
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
     /// cut off), control batches included. For invariant checks: it reads the log as it
     /// is, whatever the HW.
@@ -515,12 +534,7 @@ impl<S: Storage + Clone> Broker<S> {
             }
             Registration::Registered { .. } => Some(match self.heartbeat_sent_at {
                 None => 0,
-                Some(_)
-                    if !self.heartbeat_in_flight
-                        && self.offline_partitions() != self.reported_offline =>
-                {
-                    0
-                }
+                Some(_) if !self.heartbeat_in_flight && self.offline_changed() => 0,
                 Some(t) if self.heartbeat_in_flight => t + self.config.controller_timeout,
                 Some(t) => t + self.config.heartbeat_interval,
             }),
@@ -582,8 +596,7 @@ impl<S: Storage + Clone> Broker<S> {
                 };
                 // A newly offline partition is reported at once (unless a heartbeat is
                 // already on its way: its reply prompts no wait for the next one).
-                let news =
-                    !self.heartbeat_in_flight && self.offline_partitions() != self.reported_offline;
+                let news = !self.heartbeat_in_flight && self.offline_changed();
                 if due || news {
                     self.send_heartbeat(now);
                 }

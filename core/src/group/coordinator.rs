@@ -580,6 +580,16 @@ impl GroupCoordinator {
         })
     }
 
+    /// The committed offsets of one group, borrowed: what [`Self::group`] returns in
+    /// `offsets`, without cloning the whole view (the simulator looks after every step).
+    pub fn committed_offsets(
+        &self,
+        group_id: &str,
+    ) -> Option<impl Iterator<Item = (&TopicPartition, Offset)> + '_> {
+        let g = self.groups.get(group_id)?;
+        Some(g.offsets.iter().map(|(tp, c)| (tp, c.value.offset)))
+    }
+
     /// Debug check of the invariants of the group a call touched.
     fn check_invariants(&self, group: &str) {
         if cfg!(debug_assertions) {

@@ -6,7 +6,7 @@
 use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch};
 use super::checkpoint;
 use super::epoch_cache::EpochCache;
-use super::segment::{SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
+use super::segment::{check_crc, SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
 use super::storage::{join, Storage, StorageError};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use thiserror::Error;
@@ -194,6 +194,21 @@ pub struct PartitionLog<S: Storage> {
     failed: Option<String>,
 }
 
+/// Appends an index entry; a failure marks the log failed (a free function so the caller
+/// can keep the segment, whose path it passes, borrowed).
+fn append_index<S: Storage>(
+    storage: &mut S,
+    failed: &mut Option<String>,
+    path: &str,
+    data: &[u8],
+) -> Result<(), LogError> {
+    storage.append(path, data).map_err(|e| {
+        // Memory has the entry, the file may not: only a reopen can reconcile.
+        *failed = Some(e.to_string());
+        LogError::from(e)
+    })
+}
+
 fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> LogError {
     LogError::Corrupt {
         path: path.to_string(),
@@ -340,13 +355,11 @@ impl<S: Storage> PartitionLog<S> {
                 return Err(e);
             }
         }
-        let dir = self.dir.clone();
-        let seg = self.segments.last_mut().expect("never empty");
-        let path = seg.log_path(&dir);
+        let seg = self.segments.last().expect("never empty");
         let pos = seg.size;
-        if let Err(e) = self.storage.append(&path, &bytes) {
+        if let Err(e) = self.storage.append(seg.log_path(), &bytes) {
             // Undo a partial write so the file matches memory again.
-            if self.storage.truncate(&path, pos).is_err() {
+            if self.storage.truncate(seg.log_path(), pos).is_err() {
                 self.failed = Some(e.to_string());
             }
             if self.epochs.truncate_from_end(base) {
@@ -362,15 +375,21 @@ impl<S: Storage> PartitionLog<S> {
         }
         seg.dirty = true;
         let (ie, te) = seg.push_batch(pos, &header, self.config.index_interval_bytes);
-        let (ipath, tpath) = (seg.index_path(&dir), seg.time_index_path(&dir));
         if ie.is_some() || te.is_some() {
             seg.index_dirty = true;
         }
+        let seg = self.segments.last().expect("never empty");
         if let Some(ie) = ie {
-            self.append_index(&ipath, &ie.encode())?;
+            append_index(
+                &mut self.storage,
+                &mut self.failed,
+                seg.index_path(),
+                &ie.encode(),
+            )?;
         }
         if let Some(te) = te {
-            self.append_index(&tpath, &te.encode())?;
+            let path = seg.time_index_path();
+            append_index(&mut self.storage, &mut self.failed, path, &te.encode())?;
         }
         debug_assert_eq!(self.log_end_offset(), batch.next_offset());
         self.debug_check();
@@ -381,14 +400,6 @@ impl<S: Storage> PartitionLog<S> {
             leader_epoch: epoch,
             bytes: bytes.len(),
             rolled,
-        })
-    }
-
-    fn append_index(&mut self, path: &str, data: &[u8]) -> Result<(), LogError> {
-        self.storage.append(path, data).map_err(|e| {
-            // Memory has the entry, the file may not: only a reopen can reconcile.
-            self.failed = Some(e.to_string());
-            LogError::from(e)
         })
     }
 
@@ -416,30 +427,29 @@ impl<S: Storage> PartitionLog<S> {
         if self.active().is_empty() {
             return Ok(());
         }
-        let dir = self.dir.clone();
         let seg = self.segments.last_mut().expect("never empty");
         if let Some(t) = seg.final_time_entry() {
             seg.time_index.push(t);
             seg.index_dirty = true;
-            let path = seg.time_index_path(&dir);
-            self.append_index(&path, &t.encode())?;
+            let path = seg.time_index_path();
+            append_index(&mut self.storage, &mut self.failed, path, &t.encode())?;
         }
         let leo = self.log_end_offset();
         self.create_segment(leo)
     }
 
     fn create_segment(&mut self, base: Offset) -> Result<(), LogError> {
-        let seg = Segment::new(base);
-        let path = seg.log_path(&self.dir);
-        if self.storage.exists(&path) {
-            self.storage.truncate(&path, 0)?;
+        let seg = Segment::new(&self.dir, base);
+        let path = seg.log_path();
+        if self.storage.exists(path) {
+            self.storage.truncate(path, 0)?;
         } else {
-            self.storage.append(&path, &[])?;
+            self.storage.append(path, &[])?;
         }
         // Index files exist from the start (empty), so a reopen never mistakes a segment
         // that simply had no index entries for one whose index was lost.
-        for p in [seg.index_path(&self.dir), seg.time_index_path(&self.dir)] {
-            self.storage.write_atomic(&p, &[])?;
+        for p in [seg.index_path(), seg.time_index_path()] {
+            self.storage.write_atomic(p, &[])?;
         }
         self.segments.push(seg);
         Ok(())
@@ -551,7 +561,7 @@ impl<S: Storage> PartitionLog<S> {
                 (seg.base, 0)
             };
             let seg_end = seg.next_offset;
-            let mut r = SegReader::new(seg.log_path(&self.dir), pos, seg.size, chunk);
+            let mut r = SegReader::new(seg.log_path(), pos, seg.size, chunk);
             loop {
                 match r.next(&mut self.storage)? {
                     Step::End => break,
@@ -571,7 +581,7 @@ impl<S: Storage> PartitionLog<S> {
                             ));
                         }
                         let bytes = r.bytes(pos, len);
-                        let header = verify_crc(bytes)
+                        check_crc(bytes, &header)
                             .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
                         if header.record_count == 0 {
                             return Err(corrupt(r.path(), pos, expected, "batch has no records"));
@@ -629,7 +639,7 @@ impl<S: Storage> PartitionLog<S> {
             .partition_point(|t| seg.base + (t.rel as u64) <= expected);
         let mut max_ts = kept_ti.checked_sub(1).map(|i| seg.time_index[i].ts);
         let mut last_base = None;
-        let mut r = SegReader::new(seg.log_path(&self.dir), pos0, seg.size, SCAN_CHUNK);
+        let mut r = SegReader::new(seg.log_path(), pos0, seg.size, SCAN_CHUNK);
         // Damage met on the way (a bad header, CRC or offset) becomes the cut point: the
         // caller is dropping this region anyway, and this is how a log is repaired after
         // a read reported corruption.
@@ -666,9 +676,8 @@ impl<S: Storage> PartitionLog<S> {
             let s = self.segments.pop().expect("len checked");
             self.remove_segment_files(&s)?;
         }
-        let dir = self.dir.clone();
         let seg = &mut self.segments[idx];
-        self.storage.truncate(&seg.log_path(&dir), cut_pos)?;
+        self.storage.truncate(seg.log_path(), cut_pos)?;
         let rel_end = cut_off - seg.base;
         seg.index.retain(|e| (e.rel as u64) < rel_end);
         seg.time_index.retain(|t| (t.rel as u64) < rel_end);
@@ -684,10 +693,10 @@ impl<S: Storage> PartitionLog<S> {
             seg.last_batch_base = None;
         }
         let (n_i, n_t) = (seg.index.len(), seg.time_index.len());
-        let (ip, tp) = (seg.index_path(&dir), seg.time_index_path(&dir));
+        let (ip, tp) = (seg.index_path(), seg.time_index_path());
         for (p, len) in [(ip, n_i * 8), (tp, n_t * 12)] {
-            if self.storage.exists(&p) {
-                self.storage.truncate(&p, len as u64)?;
+            if self.storage.exists(p) {
+                self.storage.truncate(p, len as u64)?;
             }
         }
         debug_assert!(self.log_end_offset() <= offset);
@@ -727,7 +736,7 @@ impl<S: Storage> PartitionLog<S> {
         })();
         if let Err(e) = result {
             self.failed = Some(format!("truncation to {offset} failed midway: {e}"));
-            self.segments = vec![Segment::new(offset)];
+            self.segments = vec![Segment::new(&self.dir, offset)];
             return Err(e);
         }
         self.recovery_point = offset;
@@ -738,18 +747,13 @@ impl<S: Storage> PartitionLog<S> {
     /// Syncs all unsynced data and index entries, then records the new recovery point.
     pub fn flush(&mut self) -> Result<(), LogError> {
         self.check_usable()?;
-        let dir = self.dir.clone();
         for i in 0..self.segments.len() {
             let seg = &self.segments[i];
             let (dirty, idirty) = (seg.dirty, seg.index_dirty);
-            let paths = [
-                seg.log_path(&dir),
-                seg.index_path(&dir),
-                seg.time_index_path(&dir),
-            ];
+            let paths = [seg.log_path(), seg.index_path(), seg.time_index_path()];
             let mut r = Ok(());
             if dirty {
-                r = self.storage.sync(&paths[0]);
+                r = self.storage.sync(paths[0]);
             }
             if idirty && r.is_ok() {
                 for p in &paths[1..] {
@@ -903,18 +907,18 @@ impl<S: Storage> PartitionLog<S> {
 
     fn remove_segment_files(&mut self, s: &Segment) -> Result<(), LogError> {
         // The .log goes first: index files without it are cleaned up on open.
-        self.storage.remove(&s.log_path(&self.dir))?;
-        self.storage.remove(&s.index_path(&self.dir))?;
-        self.storage.remove(&s.time_index_path(&self.dir))?;
+        self.storage.remove(s.log_path())?;
+        self.storage.remove(s.index_path())?;
+        self.storage.remove(s.time_index_path())?;
         Ok(())
     }
 
     fn rewrite_indexes(&mut self, idx: usize) -> Result<(), LogError> {
         let seg = &self.segments[idx];
-        let (ip, tp) = (seg.index_path(&self.dir), seg.time_index_path(&self.dir));
+        let (ip, tp) = (seg.index_path(), seg.time_index_path());
         let (id, td) = (seg.encode_index(), seg.encode_time_index());
-        self.storage.write_atomic(&ip, &id)?;
-        self.storage.write_atomic(&tp, &td)?;
+        self.storage.write_atomic(ip, &id)?;
+        self.storage.write_atomic(tp, &td)?;
         Ok(())
     }
 }

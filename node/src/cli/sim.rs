@@ -826,14 +826,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut total_sim = 0u64;
     let mut total_wall = 0f64;
     for seed in 0..a.seeds {
-        let config = SimConfig {
-            seed,
-            duration: a.duration,
-            liveness: (a.duration / 3).min(SimConfig::default().liveness),
-            produce_rate: a.produce_rate,
-            check_history: false,
-            ..SimConfig::default().with_fault_rate(a.fault_rate)
-        };
+        let config = SimConfig::bench(seed, a.duration, a.produce_rate, a.fault_rate);
         config.validate().map_err(anyhow::Error::msg)?;
         let started = Instant::now();
         let report = skein_sim::run(&config, None, None)?;
@@ -846,6 +839,20 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             report.events as f64 / wall,
             report.sim_time as f64 / 1e9 / wall,
             if report.passed() { "pass" } else { "FAIL" }
+        );
+        // Deterministic work counters (same seed and binary, same numbers, whatever the
+        // machine's load): what docs/PERFORMANCE.md records per commit to catch a
+        // regression that wall time on a shared machine would hide.
+        let sim_s = report.sim_time as f64 / 1e9;
+        let per_event = |n: u64| n as f64 / report.events.max(1) as f64;
+        println!(
+            "  work: {:.0} events per sim-s, {:.3} messages/event, {:.3} disk reads/event, {:.0} bytes read/event, {:.3} disk appends/event (trace hash {:016x})",
+            report.events as f64 / sim_s.max(1e-9),
+            per_event(report.net.sent),
+            per_event(report.work.disk_reads),
+            per_event(report.work.disk_read_bytes),
+            per_event(report.work.disk_appends),
+            report.trace_hash
         );
         total_events += report.events;
         total_sim += report.sim_time;

@@ -160,7 +160,7 @@ impl<S: Storage> PartitionLog<S> {
                     (v.seg, fault)
                 }
             };
-            let path = seg.log_path(&log.dir);
+            let path = seg.log_path().to_owned();
             let end = seg.next_offset;
             log.segments.push(seg);
             if let Some((pos, reason, file_len)) = fault {
@@ -205,7 +205,7 @@ impl<S: Storage> PartitionLog<S> {
                 summary.bytes_truncated += len;
                 summary.batches_truncated += log.count_batches(&path, 0, len)?;
                 summary.segments_deleted += 1;
-                log.remove_segment_files(&Segment::new(b))?;
+                log.remove_segment_files(&Segment::new(&log.dir, b))?;
             }
         }
         // Persist rebuilt indexes of validated segments.
@@ -220,7 +220,7 @@ impl<S: Storage> PartitionLog<S> {
             let path = log
                 .segments
                 .last()
-                .map(|s| s.log_path(&log.dir))
+                .map(|s| s.log_path().to_owned())
                 .unwrap_or_default();
             if !log.config.truncate_on_corruption {
                 return Err(corrupt(&path, 0, leo, why));
@@ -275,8 +275,8 @@ impl<S: Storage> PartitionLog<S> {
     /// Loads a segment wholly below the recovery point from its index files, or None if
     /// they are unusable (then it gets validated instead).
     fn load_trusted(&mut self, base: Offset, end: Offset) -> Result<Option<Segment>, LogError> {
-        let mut seg = Segment::new(base);
-        let size = self.storage.len(&seg.log_path(&self.dir))?;
+        let mut seg = Segment::new(&self.dir, base);
+        let size = self.storage.len(&seg.log_path())?;
         let read = |s: &mut S, p: &str| -> Result<Option<Vec<u8>>, StorageError> {
             if s.exists(p) {
                 s.read_all(p).map(Some)
@@ -284,8 +284,8 @@ impl<S: Storage> PartitionLog<S> {
                 Ok(None)
             }
         };
-        let idx = read(&mut self.storage, &seg.index_path(&self.dir))?;
-        let tidx = read(&mut self.storage, &seg.time_index_path(&self.dir))?;
+        let idx = read(&mut self.storage, &seg.index_path())?;
+        let tidx = read(&mut self.storage, &seg.time_index_path())?;
         let (Some(idx), Some(tidx)) = (idx, tidx) else {
             return Ok(None);
         };
@@ -296,7 +296,8 @@ impl<S: Storage> PartitionLog<S> {
         // index_interval_bytes) and require them to end exactly at the file end and at
         // the next segment's base. Anything else gets the segment fully validated.
         let (mut expected, pos) = seg.lookup(Offset::MAX);
-        let mut r = SegReader::new(seg.log_path(&self.dir), pos, size, SCAN_CHUNK);
+        let path = seg.log_path().to_owned();
+        let mut r = SegReader::new(&path, pos, size, SCAN_CHUNK);
         let mut tail_max = TimestampMs::MIN;
         loop {
             match r.next(&mut self.storage)? {
@@ -334,14 +335,14 @@ impl<S: Storage> PartitionLog<S> {
         base: Offset,
         resume: Option<Offset>,
     ) -> Result<Validated, LogError> {
-        let mut seg = Segment::new(base);
-        let path = seg.log_path(&self.dir);
+        let mut seg = Segment::new(&self.dir, base);
+        let path = seg.log_path().to_owned();
         let file_len = self.storage.len(&path)?;
         let start = match resume {
             Some(rp) => self.resume_point(&mut seg, rp, file_len)?,
             None => 0,
         };
-        let mut r = SegReader::new(path.clone(), start, file_len, SCAN_CHUNK);
+        let mut r = SegReader::new(&path, start, file_len, SCAN_CHUNK);
         let mut v_epochs = Vec::new();
         let mut batches = 0;
         let fault = loop {
@@ -407,7 +408,7 @@ impl<S: Storage> PartitionLog<S> {
         rp: Offset,
         file_len: u64,
     ) -> Result<u64, LogError> {
-        let (ip, tp) = (seg.index_path(&self.dir), seg.time_index_path(&self.dir));
+        let (ip, tp) = (seg.index_path(), seg.time_index_path());
         if !self.storage.exists(&ip) || !self.storage.exists(&tp) {
             return Ok(0);
         }
@@ -454,7 +455,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Epochs of a trusted segment's batches (when the epoch checkpoint must be rebuilt).
     fn scan_epochs(&mut self, seg: &Segment) -> Result<Vec<(LeaderEpoch, Offset)>, LogError> {
-        let mut r = SegReader::new(seg.log_path(&self.dir), 0, seg.size, SCAN_CHUNK);
+        let mut r = SegReader::new(seg.log_path(), 0, seg.size, SCAN_CHUNK);
         let mut out: Vec<(LeaderEpoch, Offset)> = Vec::new();
         loop {
             match r.next(&mut self.storage)? {
@@ -494,7 +495,7 @@ impl<S: Storage> PartitionLog<S> {
         if next >= file_len {
             return Ok(false);
         }
-        let mut r = SegReader::new(path.to_string(), next, file_len, SCAN_CHUNK);
+        let mut r = SegReader::new(path, next, file_len, SCAN_CHUNK);
         match r.next(&mut self.storage)? {
             Step::Batch { pos, len, .. } => Ok(RecordBatch::decode(r.bytes(pos, len)).is_ok()),
             _ => Ok(false),
@@ -506,7 +507,7 @@ impl<S: Storage> PartitionLog<S> {
         if pos >= file_len {
             return Ok(0);
         }
-        let mut r = SegReader::new(path.to_string(), pos, file_len, SCAN_CHUNK);
+        let mut r = SegReader::new(path, pos, file_len, SCAN_CHUNK);
         let mut n = 0;
         loop {
             match r.next(&mut self.storage)? {

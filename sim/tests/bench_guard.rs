@@ -1,0 +1,49 @@
+//! A guard on the simulator's cost that does not depend on wall time: the bench run's
+//! deterministic work counters (events, disk reads, bytes read) for one fixed seed.
+//!
+//! The 2026-12 regression (docs/PERFORMANCE.md, Simulator) came in two parts that wall-time
+//! figures on a shared machine hid: the default workload grew (group members: +25% events
+//! per simulated second) and each event got dearer. The first shows up here as a changed
+//! event count; the second often as more log reads per event. When a change moves these
+//! numbers on purpose, update the pins and say why in the commit and in
+//! docs/PERFORMANCE.md (which records `skein sim bench`'s counters per commit).
+
+use skein_sim::config::SimConfig;
+use skein_sim::time::SECS;
+
+#[test]
+fn bench_seed_work_is_pinned() {
+    // `skein sim bench --seeds 1 --duration 10s` (seed 0).
+    let c = SimConfig::bench(0, 10 * SECS, 1000.0, 0.0);
+    let r = skein_sim::run(&c, None, None).expect("the run starts");
+    assert!(r.passed(), "the bench run must pass:\n{r}");
+    let per_event = |n: u64| n as f64 / r.events as f64;
+    let (reads, bytes) = (
+        per_event(r.work.disk_reads),
+        per_event(r.work.disk_read_bytes),
+    );
+    eprintln!(
+        "events {} reads/event {reads:.4} bytes/event {bytes:.1} appends {} hash {:016x}",
+        r.events, r.work.disk_appends, r.trace_hash
+    );
+    assert_eq!(
+        r.events, EVENTS,
+        "the bench workload changed size: events per simulated second moved; if on purpose, \
+         update EVENTS and docs/PERFORMANCE.md"
+    );
+    assert!(
+        reads <= MAX_READS_PER_EVENT,
+        "{reads:.4} disk reads per event (bound {MAX_READS_PER_EVENT}): the read path does more work"
+    );
+    assert!(
+        bytes <= MAX_BYTES_PER_EVENT,
+        "{bytes:.1} bytes read per event (bound {MAX_BYTES_PER_EVENT}): the read path copies more"
+    );
+}
+
+/// Events of the 10 s bench seed 0 (11,398 per simulated second; 8,981 before the group
+/// members joined the default run, 90,629 events).
+const EVENTS: u64 = 113_976;
+/// Measured 0.158 and 366 (commit of this test); bounds ~10% above.
+const MAX_READS_PER_EVENT: f64 = 0.175;
+const MAX_BYTES_PER_EVENT: f64 = 400.0;
