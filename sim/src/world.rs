@@ -62,6 +62,7 @@ pub const BUG_NAMES: &[&str] = &[
     "ack-before-isr",
     "fsync-after-ack",
     "no-generation-fencing",
+    "no-elr",
 ];
 
 fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
@@ -74,6 +75,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
             "ack-before-isr" => b.ack_before_isr = true,
             "fsync-after-ack" => b.fsync_after_ack = true,
             "no-generation-fencing" => b.no_generation_fencing = true,
+            "no-elr" => b.no_elr = true,
             other => {
                 return Err(SimError::UnknownBug {
                     name: other.to_string(),
@@ -354,6 +356,7 @@ impl World {
         let controller_config = ControllerConfig {
             session_timeout: 1_200 * MILLIS,
             restart_grace: 1_200 * MILLIS,
+            bugs,
             ..ControllerConfig::default()
         };
         let mut clock_rng = stream(seed, Subsystem::Clock);

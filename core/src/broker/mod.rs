@@ -149,8 +149,9 @@ pub enum BrokerEvent {
     PartitionRemoved {
         tp: TopicPartition,
     },
-    /// An offline partition's log was dropped, to be fetched again from the leader (it
-    /// was out of the ISR, so it held nothing the partition needs).
+    /// An offline partition's log was cut at its first unreadable batch (or, if that
+    /// failed, dropped), to be fetched again from the leader (it was out of the ISR and
+    /// the ELR, so it held nothing the partition needs).
     PartitionRepaired {
         tp: TopicPartition,
     },
@@ -947,19 +948,29 @@ impl<S: Storage + Clone> Broker<S> {
             }
             if self.repairable(&tp, &state) {
                 // Offline here, and the controller has taken this copy out of the ISR and
-                // another replica leads: every committed record is on the ISR, which no
-                // longer counts on this log, so it can be dropped and fetched again from
-                // the leader (KIP-112 waits for a restart; this repairs in place).
+                // the ELR and another replica leads: every committed record is on the new
+                // leader, and nobody counts on this log any more, so its damaged part can
+                // be cut (the first unreadable batch and everything after it) and fetched
+                // again from the leader (KIP-112 waits for a restart; this repairs in
+                // place). Only if even the cut fails is the whole log dropped.
                 tracing::warn!(%tp, "repairing offline partition: refetching from the leader");
-                self.replicas.remove(&tp);
-                self.failed.remove(&tp);
-                self.remove_partition_files(&tp, topic_id);
-                self.outputs
-                    .push(Output::Event(BrokerEvent::PartitionRepaired {
-                        tp: tp.clone(),
-                    }));
-                if self.open_replica(&tp, topic_id, min_insync).is_some() {
-                    hosted_changed = true;
+                let cut = self.replicas.get_mut(&tp).is_some_and(|r| r.repair_log());
+                if cut {
+                    self.outputs
+                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                            tp: tp.clone(),
+                        }));
+                } else {
+                    self.replicas.remove(&tp);
+                    self.failed.remove(&tp);
+                    self.remove_partition_files(&tp, topic_id);
+                    self.outputs
+                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                            tp: tp.clone(),
+                        }));
+                    if self.open_replica(&tp, topic_id, min_insync).is_some() {
+                        hosted_changed = true;
+                    }
                 }
             }
             let Some(r) = self.replicas.get_mut(&tp) else {
@@ -994,7 +1005,10 @@ impl<S: Storage + Clone> Broker<S> {
                 .replicas
                 .get(tp)
                 .is_some_and(|r| r.log_failure().is_some());
-        offline && state.leader.is_some_and(|l| l != self.id) && !state.isr.contains(&self.id)
+        offline
+            && state.leader.is_some_and(|l| l != self.id)
+            && !state.isr.contains(&self.id)
+            && !state.elr.contains(&self.id)
     }
 
     fn remove_partition_files(&mut self, tp: &TopicPartition, topic_id: u64) {
@@ -1032,6 +1046,7 @@ impl<S: Storage + Clone> Broker<S> {
                 partition_epoch: s.partition_epoch,
                 replicas: s.replicas.clone(),
                 isr: s.isr.clone(),
+                elr: s.elr.clone(),
             })
             .collect();
         let unknown_topics = req

@@ -12,6 +12,7 @@ use super::metadata_log::{metadata_log_config, ControllerOpenError, MetadataLog}
 use super::record::MetadataRecord;
 use super::request::*;
 use crate::log::Storage;
+use crate::replica::Bugs;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +33,8 @@ pub struct ControllerConfig {
     pub dir: String,
     /// Segment size of the metadata log.
     pub segment_bytes: u64,
+    /// Bug zoo: `no_elr` switches eligible leader replicas (KIP-966) off.
+    pub bugs: Bugs,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +46,7 @@ impl Default for ControllerConfig {
             producer_id_block: 1000,
             dir: "__cluster_metadata-0".to_string(),
             segment_bytes: 64 << 20,
+            bugs: Bugs::default(),
         }
     }
 }
@@ -52,8 +56,14 @@ struct Txn {
     image: MetadataImage,
     records: Vec<MetadataRecord>,
     events: Vec<ControllerEvent>,
-    /// Replicas whose broker reported the partition offline: never elected.
+    /// Replicas whose broker reported the partition offline, or that are shutting down:
+    /// never elected.
     offline: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
+    /// Replicas whose log failed (reported offline): their copy cannot be vouched for, so
+    /// they never enter the ELR and leave it (into the last known ELR).
+    failed_logs: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
+    /// Track eligible leader replicas (KIP-966); off only with the `no-elr` bug.
+    elr_enabled: bool,
 }
 
 impl Txn {
@@ -63,7 +73,8 @@ impl Txn {
         Ok(())
     }
 
-    /// Sets a partition's ISR and leader, bumping the epochs as needed. No-op if unchanged.
+    /// Sets a partition's ISR and leader, bumping the epochs as needed, and maintains its
+    /// ELR (see [`Txn::next_elr`]). No-op if nothing changed.
     fn set_partition(
         &mut self,
         tp: &TopicPartition,
@@ -77,15 +88,33 @@ impl Txn {
             .ok_or_else(|| ControllerError::UnknownPartition { tp: tp.clone() })?
             .clone();
         let isr = in_assignment_order(&old.replicas, &isr);
-        if isr == old.isr && leader == old.leader {
+        let (elr, last_known_elr) = if unclean {
+            // Nothing is known about who holds what after an unclean election.
+            (Vec::new(), Vec::new())
+        } else {
+            self.next_elr(tp, &old, &isr)
+        };
+        if isr == old.isr
+            && leader == old.leader
+            && elr == old.elr
+            && last_known_elr == old.last_known_elr
+        {
             return Ok(());
         }
         let leader_changed = leader != old.leader;
         let leader_epoch = old.leader_epoch + u32::from(leader_changed);
+        if elr != old.elr {
+            self.events.push(ControllerEvent::ElrChanged {
+                tp: tp.clone(),
+                elr: elr.clone(),
+            });
+        }
         self.push(MetadataRecord::PartitionChanged {
             tp: tp.clone(),
             replicas: old.replicas.clone(),
             isr,
+            elr,
+            last_known_elr,
             leader,
             leader_epoch,
             partition_epoch: old.partition_epoch + 1,
@@ -108,6 +137,50 @@ impl Txn {
         Ok(())
     }
 
+    /// The ELR (and last known ELR) of `tp` once its ISR becomes `isr` (KIP-966): members
+    /// leaving the ISR join the ELR while the ISR is below `min.insync.replicas` (the HW
+    /// is frozen then, so they keep every committed record); members joining the ISR leave
+    /// it; a replica whose log failed leaves it (recorded as last known ELR); and once the
+    /// ISR is back at `min.insync.replicas` the HW moves again and both are cleared.
+    fn next_elr(
+        &self,
+        tp: &TopicPartition,
+        old: &PartitionState,
+        isr: &[NodeId],
+    ) -> (Vec<NodeId>, Vec<NodeId>) {
+        let min_insync = self
+            .image
+            .topic(&tp.topic)
+            .map_or(1, |t| t.config.min_insync_replicas as usize);
+        if !self.elr_enabled || isr.len() >= min_insync {
+            return (Vec::new(), Vec::new());
+        }
+        let failed = self.failed_logs.get(tp);
+        let is_failed = |b: &NodeId| failed.is_some_and(|f| f.contains(b));
+        let candidates: Vec<NodeId> = old
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| !isr.contains(b) && (old.elr.contains(b) || old.isr.contains(b)))
+            .collect();
+        let elr: Vec<NodeId> = candidates
+            .iter()
+            .copied()
+            .filter(|b| !is_failed(b))
+            .collect();
+        let last_known: Vec<NodeId> = old
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| {
+                !isr.contains(b)
+                    && !elr.contains(b)
+                    && (old.last_known_elr.contains(b) || candidates.contains(b))
+            })
+            .collect();
+        (elr, last_known)
+    }
+
     /// Elects a leader for `tp` given its new ISR and applies the result.
     fn elect(&mut self, tp: &TopicPartition, isr: Vec<NodeId>) -> Result<(), ControllerError> {
         let state = self
@@ -119,8 +192,11 @@ impl Txn {
             .topic(&tp.topic)
             .is_some_and(|t| t.config.unclean_leader_election);
         let offline = self.offline.get(tp).cloned().unwrap_or_default();
-        match elect_leader(&self.image, state, &isr, &offline, unclean_ok) {
+        let elr = state.elr.clone();
+        match elect_leader(&self.image, state, &isr, &elr, &offline, unclean_ok) {
             Election::Clean(leader) => self.set_partition(tp, isr, Some(leader), false),
+            // The old ISR members that could not lead join the ELR (next_elr).
+            Election::Eligible(leader) => self.set_partition(tp, vec![leader], Some(leader), false),
             Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), true),
             Election::Leaderless => self.set_partition(tp, isr, None, false),
         }
@@ -164,12 +240,17 @@ impl Txn {
 
     /// `broker` reported `tp` offline (its log failed to open or to read): like fencing,
     /// for that one partition. It leaves the ISR (unless it is the last member: it may be
-    /// the only copy of committed records, so the partition stays leaderless instead) and
-    /// loses the leadership to the next eligible replica.
+    /// the only copy of committed records, so the partition stays leaderless instead, until
+    /// it reads again or an ELR member is elected) and the ELR, and loses the leadership to
+    /// the next eligible replica.
     fn take_offline(&mut self, broker: NodeId, tp: &TopicPartition) -> Result<(), ControllerError> {
         let Some(state) = self.image.partition(tp).cloned() else {
             return Ok(());
         };
+        if state.elr.contains(&broker) {
+            // next_elr drops a replica whose log failed.
+            self.set_partition(tp, state.isr.clone(), state.leader, false)?;
+        }
         if !state.isr.contains(&broker) && state.leader != Some(broker) {
             return Ok(());
         }
@@ -475,6 +556,7 @@ impl<S: Storage> Controller<S> {
                 offline.entry(tp.clone()).or_default().insert(broker);
             }
         }
+        let failed_logs = offline.clone();
         // A broker in controlled shutdown is as good as offline everywhere: elections
         // (after a fencing, an offline report, ...) must not pick it.
         for &broker in self.shutting_down.keys() {
@@ -487,6 +569,8 @@ impl<S: Storage> Controller<S> {
             records: Vec::new(),
             events: Vec::new(),
             offline,
+            failed_logs,
+            elr_enabled: !self.config.bugs.no_elr,
         }
     }
 
@@ -771,7 +855,7 @@ impl<S: Storage> Controller<S> {
                 continue;
             }
             let offline = txn.offline.get(&tp).cloned().unwrap_or_default();
-            match elect_leader(&txn.image, &state, &isr, &offline, false) {
+            match elect_leader(&txn.image, &state, &isr, &[], &offline, false) {
                 Election::Clean(leader) => {
                     txn.set_partition(&tp, isr, Some(leader), false)?;
                     moved.push(tp);
@@ -856,6 +940,8 @@ impl<S: Storage> Controller<S> {
                 tp: TopicPartition::new(name, p as u32),
                 replicas,
                 isr,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
                 leader,
                 leader_epoch: 0,
                 partition_epoch: 0,

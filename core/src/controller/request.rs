@@ -230,6 +230,11 @@ pub enum ControllerEvent {
         leader: Option<NodeId>,
         leader_epoch: LeaderEpoch,
     },
+    /// A partition's eligible leader replicas (KIP-966) changed.
+    ElrChanged {
+        tp: TopicPartition,
+        elr: Vec<NodeId>,
+    },
     /// A leader was elected from outside the ISR: records acknowledged by the old ISR may
     /// be lost.
     UncleanLeaderElection {

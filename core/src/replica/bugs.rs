@@ -26,6 +26,10 @@ pub struct Bugs {
     /// OffsetCommit (nor of a Heartbeat): a zombie consumer whose session expired, or a
     /// member of an old generation, overwrites the offsets of the partition's new owner.
     pub no_generation_fencing: bool,
+    /// Pre-KIP-966: no eligible leader replicas. The controller keeps no ELR (so when the
+    /// last ISR member cannot lead, nobody may) and the leader advances the high watermark
+    /// even while its ISR is below `min.insync.replicas`.
+    pub no_elr: bool,
 }
 
 impl Bugs {
@@ -36,5 +40,6 @@ impl Bugs {
             || self.ack_before_isr
             || self.fsync_after_ack
             || self.no_generation_fencing
+            || self.no_elr
     }
 }

@@ -43,6 +43,9 @@ pub trait ReplicaLog {
     fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure>;
     /// Drop every offset >= `offset` (and the epoch-cache entries starting there).
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure>;
+    /// Drop everything and continue at `offset`, possibly past the log end (the leader's
+    /// log start, after retention overtook this follower).
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogFailure>;
     fn flush(&mut self) -> Result<(), LogFailure>;
     /// Epoch of the last batch in the log.
     fn latest_epoch(&self) -> Option<LeaderEpoch>;
@@ -91,6 +94,9 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure> {
         PartitionLog::truncate_to(self, offset).map_err(fail)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogFailure> {
+        PartitionLog::truncate_fully_and_start_at(self, offset).map_err(fail)
     }
     fn flush(&mut self) -> Result<(), LogFailure> {
         PartitionLog::flush(self).map_err(fail)

@@ -163,6 +163,13 @@ pub enum Event {
     LogFailed { tp: TopicPartition, reason: String },
     /// An offline replica read its whole log again without error: back online.
     LogRecovered { tp: TopicPartition },
+    /// A follower's log end was below the leader's log start (retention overtook it): it
+    /// emptied its log (ending at `from`) and continues at the leader's log start `to`.
+    LogReset {
+        tp: TopicPartition,
+        from: Offset,
+        to: Offset,
+    },
     /// A follower truncated below its high watermark because its leader (elected uncleanly)
     /// does not hold records this follower saw committed: those records are lost.
     TruncatedBelowHighWatermark {
@@ -474,6 +481,50 @@ impl<L: ReplicaLog> Replica<L> {
             }
             Err(_) => self.recheck_at = Some(now + self.config.log_recheck_interval),
         }
+    }
+
+    /// Offline, and no longer counted on (the broker checked that the controller took this
+    /// copy out of the ISR and the ELR and another replica leads): cut the log at its first
+    /// unreadable batch, dropping everything from there, so it can follow again and fetch
+    /// the rest from the leader. A corrupt batch is never served or counted: the cut copy is
+    /// only re-added to the ISR once it has fetched up to the HW again. Returns whether the
+    /// log is usable again (false: even the cut failed; the caller drops the whole log).
+    pub fn repair_log(&mut self) -> bool {
+        if self.failure.is_none() {
+            return true;
+        }
+        let end = self.log.log_end_offset();
+        let mut from = self.log.log_start_offset();
+        let cut = loop {
+            if from >= end {
+                break None;
+            }
+            match self.log.read(from, 1) {
+                Ok(batches) => match batches.last() {
+                    Some(last) => from = last.next_offset().max(from + 1),
+                    None => break None,
+                },
+                Err(_) => break Some(from),
+            }
+        };
+        if let Some(at) = cut {
+            if let Err(e) = self.log.truncate_to(at) {
+                self.log_error("cut at the damaged batch", e);
+                return false;
+            }
+            self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
+            let tp = self.tp.clone();
+            self.event(Event::Truncated {
+                tp,
+                from: end,
+                to: at,
+            });
+        }
+        self.failure = None;
+        self.recheck_at = None;
+        let tp = self.tp.clone();
+        self.event(Event::LogRecovered { tp });
+        true
     }
 
     /// Offline: read the log through now (not waiting for the recheck timer).
