@@ -20,7 +20,7 @@ use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use crate::log::{LogConfig, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
 use crate::replica::{
-    AlterOutcome, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
+    AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
 };
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -468,6 +468,18 @@ impl<S: Storage + Clone> Broker<S> {
         self.failed.keys().cloned().chain(failed_reads).collect()
     }
 
+    /// The offline partitions whose log is damaged (it failed to open, or a read met a
+    /// corrupt batch), not just briefly unreadable: reported so the controller stops
+    /// counting on them as eligible leaders (KIP-966), and only these are repaired.
+    pub fn corrupt_partitions(&self) -> BTreeSet<TopicPartition> {
+        let corrupt = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.log_corrupt())
+            .map(|(tp, _)| tp.clone());
+        self.failed.keys().cloned().chain(corrupt).collect()
+    }
+
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
     /// cut off), control batches included. For invariant checks: it reads the log as it
     /// is, whatever the HW.
@@ -569,6 +581,7 @@ impl<S: Storage + Clone> Broker<S> {
                         broker: self.id,
                         incarnation: self.incarnation,
                         offline_partitions: self.offline_partitions().into_iter().collect(),
+                        corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
                     };
                     self.send_controller(req);
                 }
@@ -641,6 +654,7 @@ impl<S: Storage + Clone> Broker<S> {
             broker_epoch,
             metadata_offset: self.image.next_offset,
             offline_partitions: self.reported_offline.iter().cloned().collect(),
+            corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
         };
         self.send_controller(req);
     }
@@ -954,13 +968,16 @@ impl<S: Storage + Clone> Broker<S> {
                 // again from the leader (KIP-112 waits for a restart; this repairs in
                 // place). Only if even the cut fails is the whole log dropped.
                 tracing::warn!(%tp, "repairing offline partition: refetching from the leader");
-                let cut = self.replicas.get_mut(&tp).is_some_and(|r| r.repair_log());
-                if cut {
+                let repair = match self.replicas.get_mut(&tp) {
+                    Some(r) => r.repair_log(),
+                    None => Repair::Failed, // the log did not open
+                };
+                if repair == Repair::Cut {
                     self.outputs
                         .push(Output::Event(BrokerEvent::PartitionRepaired {
                             tp: tp.clone(),
                         }));
-                } else {
+                } else if repair == Repair::Failed {
                     self.replicas.remove(&tp);
                     self.failed.remove(&tp);
                     self.remove_partition_files(&tp, topic_id);
@@ -1000,12 +1017,9 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Whether an offline partition may be dropped and refetched (see `reconcile`).
     fn repairable(&self, tp: &TopicPartition, state: &PartitionState) -> bool {
-        let offline = self.failed.contains_key(tp)
-            || self
-                .replicas
-                .get(tp)
-                .is_some_and(|r| r.log_failure().is_some());
-        offline
+        // Only a damaged log: one that is briefly unreadable comes back by itself (its
+        // recheck), whole.
+        self.corrupt_partitions().contains(tp)
             && state.leader.is_some_and(|l| l != self.id)
             && !state.isr.contains(&self.id)
             && !state.elr.contains(&self.id)

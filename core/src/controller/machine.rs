@@ -59,8 +59,8 @@ struct Txn {
     /// Replicas whose broker reported the partition offline, or that are shutting down:
     /// never elected.
     offline: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
-    /// Replicas whose log failed (reported offline): their copy cannot be vouched for, so
-    /// they never enter the ELR and leave it (into the last known ELR).
+    /// Replicas whose log is damaged (reported corrupt): their copy cannot be vouched for,
+    /// so once the partition is led they leave the ELR (into the last known ELR).
     failed_logs: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
     /// Track eligible leader replicas (KIP-966); off only with the `no-elr` bug.
     elr_enabled: bool,
@@ -92,7 +92,7 @@ impl Txn {
             // Nothing is known about who holds what after an unclean election.
             (Vec::new(), Vec::new())
         } else {
-            self.next_elr(tp, &old, &isr)
+            self.next_elr(tp, &old, &isr, leader.is_some())
         };
         if isr == old.isr
             && leader == old.leader
@@ -140,13 +140,17 @@ impl Txn {
     /// The ELR (and last known ELR) of `tp` once its ISR becomes `isr` (KIP-966): members
     /// leaving the ISR join the ELR while the ISR is below `min.insync.replicas` (the HW
     /// is frozen then, so they keep every committed record); members joining the ISR leave
-    /// it; a replica whose log failed leaves it (recorded as last known ELR); and once the
-    /// ISR is back at `min.insync.replicas` the HW moves again and both are cleared.
+    /// it; and once the ISR is back at `min.insync.replicas` the HW moves again and both
+    /// are cleared. A replica whose log failed is never elected while it is offline; it
+    /// leaves the ELR (recorded as last known ELR) once the partition has a leader again,
+    /// so its broker may repair it. While leaderless it stays: the failure may be
+    /// transient, and it may hold the only readable copy of the committed records.
     fn next_elr(
         &self,
         tp: &TopicPartition,
         old: &PartitionState,
         isr: &[NodeId],
+        led: bool,
     ) -> (Vec<NodeId>, Vec<NodeId>) {
         let min_insync = self
             .image
@@ -156,7 +160,7 @@ impl Txn {
             return (Vec::new(), Vec::new());
         }
         let failed = self.failed_logs.get(tp);
-        let is_failed = |b: &NodeId| failed.is_some_and(|f| f.contains(b));
+        let is_failed = |b: &NodeId| led && failed.is_some_and(|f| f.contains(b));
         let candidates: Vec<NodeId> = old
             .replicas
             .iter()
@@ -248,7 +252,7 @@ impl Txn {
             return Ok(());
         };
         if state.elr.contains(&broker) {
-            // next_elr drops a replica whose log failed.
+            // next_elr drops a replica whose log failed (once the partition is led).
             self.set_partition(tp, state.isr.clone(), state.leader, false)?;
         }
         if !state.isr.contains(&broker) && state.leader != Some(broker) {
@@ -341,6 +345,9 @@ pub struct Controller<S: Storage> {
     /// durable: after a controller restart every broker reports them again within a
     /// heartbeat; the ISR removals they caused are in the metadata log.
     offline: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
+    /// The subset of each broker's offline partitions it reported corrupt (not durable,
+    /// like `offline`).
+    corrupt: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
     /// Brokers in controlled shutdown, with the broker epoch that asked: never elected,
     /// never added to an ISR, until they register with a new incarnation. Not durable:
     /// a broker whose shutdown outlives a controller restart is fenced by its session.
@@ -374,6 +381,7 @@ impl<S: Storage> Controller<S> {
             outputs: Vec::new(),
             failed: None,
             offline: BTreeMap::new(),
+            corrupt: BTreeMap::new(),
             shutting_down: BTreeMap::new(),
         })
     }
@@ -482,16 +490,19 @@ impl<S: Storage> Controller<S> {
                 broker,
                 incarnation,
                 offline_partitions,
-            } => ControllerResponse::RegisterBroker(
-                check_sender(from, broker)
-                    .and_then(|_| self.register(now, broker, incarnation, offline_partitions)),
-            ),
+                corrupt_partitions,
+            } => ControllerResponse::RegisterBroker(check_sender(from, broker).and_then(|_| {
+                self.note_corrupt(broker, corrupt_partitions);
+                self.register(now, broker, incarnation, offline_partitions)
+            })),
             ControllerRequest::BrokerHeartbeat {
                 broker,
                 broker_epoch,
                 metadata_offset,
                 offline_partitions,
+                corrupt_partitions,
             } => ControllerResponse::BrokerHeartbeat(check_sender(from, broker).and_then(|_| {
+                self.note_corrupt(broker, corrupt_partitions);
                 self.heartbeat(
                     now,
                     broker,
@@ -556,7 +567,12 @@ impl<S: Storage> Controller<S> {
                 offline.entry(tp.clone()).or_default().insert(broker);
             }
         }
-        let failed_logs = offline.clone();
+        let mut failed_logs: BTreeMap<TopicPartition, BTreeSet<NodeId>> = BTreeMap::new();
+        for (&broker, tps) in &self.corrupt {
+            for tp in tps {
+                failed_logs.entry(tp.clone()).or_default().insert(broker);
+            }
+        }
         // A broker in controlled shutdown is as good as offline everywhere: elections
         // (after a fencing, an offline report, ...) must not pick it.
         for &broker in self.shutting_down.keys() {
@@ -571,6 +587,15 @@ impl<S: Storage> Controller<S> {
             offline,
             failed_logs,
             elr_enabled: !self.config.bugs.no_elr,
+        }
+    }
+
+    /// Records which of `broker`'s offline partitions are corrupt (see `begin`).
+    fn note_corrupt(&mut self, broker: NodeId, corrupt: Vec<TopicPartition>) {
+        if corrupt.is_empty() {
+            self.corrupt.remove(&broker);
+        } else {
+            self.corrupt.insert(broker, corrupt.into_iter().collect());
         }
     }
 

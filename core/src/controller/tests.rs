@@ -80,6 +80,7 @@ impl Harness {
                 broker: b,
                 incarnation,
                 offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::RegisterBroker(Ok(r)) => {
@@ -104,6 +105,7 @@ impl Harness {
                 broker_epoch,
                 metadata_offset,
                 offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::BrokerHeartbeat(r) => r,
@@ -401,6 +403,7 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
             broker: 1,
             incarnation: 2,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     );
     let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
@@ -688,6 +691,7 @@ fn heartbeat_errors_and_reregistration() {
             broker_epoch: 0,
             metadata_offset: 0,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::UnknownBroker { broker: 7 })) => {}
@@ -715,6 +719,7 @@ fn heartbeat_errors_and_reregistration() {
             broker_epoch: e1,
             metadata_offset: 0,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {

@@ -4,6 +4,7 @@
 //! that it can be exercised against a tiny in-memory log in unit tests, and so the bug zoo
 //! can wrap a log if it ever needs to. [`PartitionLog`] implements it by delegation.
 
+use crate::log::LogError;
 use crate::log::{PartitionLog, RecordBatch, Storage};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -11,7 +12,15 @@ use crate::types::{LeaderEpoch, Offset, TimestampMs};
 /// typed response variant; it never panics on a log error).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct LogFailure(pub String);
+pub struct LogFailure(pub String, pub Option<Offset>);
+
+impl LogFailure {
+    /// The offset of the damaged batch, when the failure is corruption (a CRC mismatch, a
+    /// bad header) rather than an I/O error that may go away.
+    pub fn corrupt_at(&self) -> Option<Offset> {
+        self.1
+    }
+}
 
 /// Offsets a leader append was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +119,10 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> LogFailure {
-    LogFailure(e.to_string())
+fn fail(e: LogError) -> LogFailure {
+    let corrupt = match &e {
+        LogError::Corrupt { offset, .. } => Some(*offset),
+        _ => None,
+    };
+    LogFailure(e.to_string(), corrupt)
 }

@@ -85,6 +85,17 @@ impl Default for ReplicaConfig {
     }
 }
 
+/// What [`Replica::repair_log`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// The log was cut before its first damaged batch (or read through): usable again.
+    Cut,
+    /// Not damaged, only unreadable for now: left offline, rechecked later.
+    NotCorrupt,
+    /// Even the cut failed: the caller should drop the whole log.
+    Failed,
+}
+
 /// The role of a replica, for views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -229,6 +240,9 @@ pub struct Replica<L: ReplicaLog> {
     failure: Option<String>,
     /// When the offline log is next read through (None: armed at the next tick).
     recheck_at: Option<Nanos>,
+    /// Offline because of damage (a CRC mismatch at this offset), not an I/O error that
+    /// may go away: only such a log is cut by [`Replica::repair_log`].
+    corrupt_at: Option<Offset>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -262,6 +276,7 @@ impl<L: ReplicaLog> Replica<L> {
             fenced_brokers: BTreeSet::new(),
             failure: None,
             recheck_at: None,
+            corrupt_at: None,
         }
     }
 
@@ -293,6 +308,12 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn restore_high_watermark(&mut self, hw: Offset) {
         let hw = hw.min(self.log.log_end_offset());
         self.high_watermark = self.high_watermark.max(hw);
+    }
+
+    /// Whether the offline log is damaged (a read met a corrupt batch) rather than briefly
+    /// unreadable.
+    pub fn log_corrupt(&self) -> bool {
+        self.failure.is_some() && self.corrupt_at.is_some()
     }
 
     /// Why this replica's log is offline, if it is (see [`Event::LogFailed`]).
@@ -444,6 +465,9 @@ impl<L: ReplicaLog> Replica<L> {
     /// controller has taken this replica out of the ISR.
     pub(crate) fn fail_log(&mut self, op: &'static str, error: LogFailure) {
         let reason = format!("{op}: {error}");
+        if let Some(at) = error.corrupt_at() {
+            self.corrupt_at = Some(at);
+        }
         self.log_error(op, error);
         if self.failure.is_some() {
             return;
@@ -475,11 +499,17 @@ impl<L: ReplicaLog> Replica<L> {
         match self.scan_log(|_| {}) {
             Ok(()) => {
                 self.failure = None;
+                self.corrupt_at = None;
                 self.recheck_at = None;
                 let tp = self.tp.clone();
                 self.event(Event::LogRecovered { tp });
             }
-            Err(_) => self.recheck_at = Some(now + self.config.log_recheck_interval),
+            Err(e) => {
+                if let Some(at) = e.corrupt_at() {
+                    self.corrupt_at = Some(at);
+                }
+                self.recheck_at = Some(now + self.config.log_recheck_interval);
+            }
         }
     }
 
@@ -489,9 +519,12 @@ impl<L: ReplicaLog> Replica<L> {
     /// the rest from the leader. A corrupt batch is never served or counted: the cut copy is
     /// only re-added to the ISR once it has fetched up to the HW again. Returns whether the
     /// log is usable again (false: even the cut failed; the caller drops the whole log).
-    pub fn repair_log(&mut self) -> bool {
+    pub fn repair_log(&mut self) -> Repair {
         if self.failure.is_none() {
-            return true;
+            return Repair::Cut;
+        }
+        if self.corrupt_at.is_none() {
+            return Repair::NotCorrupt;
         }
         let end = self.log.log_end_offset();
         let mut from = self.log.log_start_offset();
@@ -504,13 +537,15 @@ impl<L: ReplicaLog> Replica<L> {
                     Some(last) => from = last.next_offset().max(from + 1),
                     None => break None,
                 },
-                Err(_) => break Some(from),
+                Err(e) if e.corrupt_at().is_some() => break Some(from),
+                // Unreadable for now (an I/O error): try again later.
+                Err(_) => return Repair::NotCorrupt,
             }
         };
         if let Some(at) = cut {
             if let Err(e) = self.log.truncate_to(at) {
                 self.log_error("cut at the damaged batch", e);
-                return false;
+                return Repair::Failed;
             }
             self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
             let tp = self.tp.clone();
@@ -521,10 +556,11 @@ impl<L: ReplicaLog> Replica<L> {
             });
         }
         self.failure = None;
+        self.corrupt_at = None;
         self.recheck_at = None;
         let tp = self.tp.clone();
         self.event(Event::LogRecovered { tp });
-        true
+        Repair::Cut
     }
 
     /// Offline: read the log through now (not waiting for the recheck timer).
