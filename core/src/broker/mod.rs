@@ -463,7 +463,7 @@ impl<S: Storage + Clone> Broker<S> {
         let failed_reads = self
             .replicas
             .iter()
-            .filter(|(_, r)| r.log_failure().is_some())
+            .filter(|(_, r)| r.log_failure().is_some() || r.awaiting_new_epoch())
             .map(|(tp, _)| tp.clone());
         self.failed.keys().cloned().chain(failed_reads).collect()
     }

@@ -89,9 +89,9 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// The leader's log starts past this follower's log end (retention deleted what it
     /// still needed): nothing it holds can be continued, so it empties its log and starts
-    /// again at the leader's log start, as Kafka does on `OffsetOutOfRange`. Everything
-    /// below that start was committed (retention only deletes below the HW), so nothing
-    /// this copy held is lost to the partition.
+    /// again at the leader's log start, as Kafka does on `OffsetOutOfRange`. The leader
+    /// deleted everything below that start on purpose (retention), so this copy's older
+    /// records are not needed by anyone; it is never in the ISR while this far behind.
     fn reset_to_leader_start(&mut self, start: Offset) {
         let from = self.log.log_end_offset();
         match self.log.truncate_fully_and_start_at(start) {

@@ -243,6 +243,12 @@ pub struct Replica<L: ReplicaLog> {
     /// Offline because of damage (a CRC mismatch at this offset), not an I/O error that
     /// may go away: only such a log is cut by [`Replica::repair_log`].
     corrupt_at: Option<Offset>,
+    /// The epoch this replica was leading when its log failed. Once the log reads again it
+    /// may not lead that epoch again (its log holds batches of it, see `become_leader`),
+    /// so it stays reported offline until metadata shows a newer epoch: otherwise a
+    /// failure the controller never heard of (it was down) would leave the partition
+    /// with a leader that refuses to lead.
+    failed_as_leader: Option<LeaderEpoch>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -277,6 +283,7 @@ impl<L: ReplicaLog> Replica<L> {
             failure: None,
             recheck_at: None,
             corrupt_at: None,
+            failed_as_leader: None,
         }
     }
 
@@ -308,6 +315,14 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn restore_high_watermark(&mut self, hw: Offset) {
         let hw = hw.min(self.log.log_end_offset());
         self.high_watermark = self.high_watermark.max(hw);
+    }
+
+    /// Whether this replica must not be elected yet although its log reads: it failed
+    /// while leading, and no newer leader epoch has been seen since (see
+    /// `failed_as_leader`). Its broker keeps reporting it offline.
+    pub fn awaiting_new_epoch(&self) -> bool {
+        self.failed_as_leader
+            .is_some_and(|e| self.leader_epoch <= e)
     }
 
     /// Whether the offline log is damaged (a read met a corrupt batch) rather than briefly
@@ -477,6 +492,9 @@ impl<L: ReplicaLog> Replica<L> {
             leader: None,
             leader_epoch: self.leader_epoch,
         });
+        if matches!(self.role, RoleState::Leader(_)) {
+            self.failed_as_leader = Some(self.leader_epoch);
+        }
         self.role = RoleState::Offline;
         self.flush_due = None;
         self.failure = Some(reason.clone());
