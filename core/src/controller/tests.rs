@@ -1109,7 +1109,10 @@ fn create_min_isr_2(h: &mut Harness, name: &str) -> TopicPartition {
             assignment: Some(vec![vec![1, 2, 3]]),
         },
     );
-    assert!(matches!(r, ControllerResponse::CreateTopic { result: Ok(_), .. }));
+    assert!(matches!(
+        r,
+        ControllerResponse::CreateTopic { result: Ok(_), .. }
+    ));
     tp(name, 0)
 }
 
@@ -1138,7 +1141,10 @@ fn heartbeat_reporting(
             corrupt_partitions: corrupt,
         },
     );
-    assert!(matches!(r, ControllerResponse::BrokerHeartbeat(Ok(_))), "{r:?}");
+    assert!(
+        matches!(r, ControllerResponse::BrokerHeartbeat(Ok(_))),
+        "{r:?}"
+    );
 }
 
 /// KIP-966: a replica leaving an ISR already at min.insync.replicas joins the ELR (one
@@ -1160,7 +1166,11 @@ fn elr_member_is_elected_when_the_last_isr_member_dies() {
     let s = h.part(&t);
     assert_eq!(s.leader, Some(2), "the ELR member leads");
     assert_eq!(s.isr, vec![2]);
-    assert_eq!(s.elr, vec![1], "the fenced old leader still holds every committed record");
+    assert_eq!(
+        s.elr,
+        vec![1],
+        "the fenced old leader still holds every committed record"
+    );
     assert!(events.iter().any(|e| matches!(
         e,
         ControllerEvent::ElrChanged { tp: x, elr } if *x == t && *elr == vec![1]
@@ -1173,7 +1183,10 @@ fn elr_member_is_elected_when_the_last_isr_member_dies() {
     let s = h
         .alter(&t, 2, s.leader_epoch, s.partition_epoch, vec![2, 3])
         .expect("expand");
-    assert_eq!((s.isr, s.elr, s.last_known_elr), (vec![2, 3], vec![], vec![]));
+    assert_eq!(
+        (s.isr, s.elr, s.last_known_elr),
+        (vec![2, 3], vec![], vec![])
+    );
     h.assert_replays();
 }
 
@@ -1210,7 +1223,11 @@ fn corrupt_copies_leave_the_elr_transient_ones_stay() {
     shrink(&mut h, &t, vec![1]);
     assert_eq!(h.part(&t).elr, vec![2]);
     heartbeat_reporting(&mut h, 2, vec![t.clone()], vec![]);
-    assert_eq!(h.part(&t).elr, vec![2], "a transient read error keeps it eligible");
+    assert_eq!(
+        h.part(&t).elr,
+        vec![2],
+        "a transient read error keeps it eligible"
+    );
     heartbeat_reporting(&mut h, 2, vec![], vec![]);
     // The leader's own log turns out corrupt: ELR member 2 takes over, 1 is out of both.
     heartbeat_reporting(&mut h, 1, vec![t.clone()], vec![t.clone()]);
@@ -1238,6 +1255,9 @@ fn a_corrupt_elr_member_leaves_while_the_partition_is_led() {
     shrink(&mut h, &t, vec![1]);
     heartbeat_reporting(&mut h, 2, vec![t.clone()], vec![t.clone()]);
     let s = h.part(&t);
-    assert_eq!((s.leader, s.elr, s.last_known_elr), (Some(1), vec![], vec![2]));
+    assert_eq!(
+        (s.leader, s.elr, s.last_known_elr),
+        (Some(1), vec![], vec![2])
+    );
     h.assert_replays();
 }

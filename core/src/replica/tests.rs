@@ -680,7 +680,11 @@ macro_rules! replica_suite {
             assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
             assert_eq!(net.confirm_proposal(), vec![1, 2]);
             net.run(10 * MS);
-            assert!(matches!(net.response(c), Some(Ok(_))), "{:?}", net.response(c));
+            assert!(
+                matches!(net.response(c), Some(Ok(_))),
+                "{:?}",
+                net.response(c)
+            );
             let c = net.produce(1, Acks::All, &["c"]);
             net.run(10 * MS);
             assert!(matches!(net.response(c), Some(Ok(_))));
