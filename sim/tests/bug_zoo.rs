@@ -136,9 +136,9 @@ const ZOO: &[Row] = &[
         // standing" loss KIP-966 closes in Kafka cannot happen here (kip966-last-replica-
         // unflushed passes with the bug on). What the bug costs is the partition whose
         // last ISR copy is corrupt staying leaderless: liveness, which the zoo's sweep
-        // (safety beyond the clean baseline) does not count. The default sweep shows it:
-        // `skein sim sweep --seeds 0..500 --bug no-elr` fails liveness on the seeds the
-        // correct core passes (docs/scenarios.md).
+        // (safety beyond the clean baseline) does not count. The default run shows it too:
+        // `skein sim run --seed 178 --bug no-elr` fails liveness (partition 2 leaderless),
+        // which the correct core passes (docs/scenarios.md).
         bound: None,
         sweep: default_sweep,
     },
