@@ -370,6 +370,10 @@ pub struct PartitionMetadata {
     pub partition_epoch: PartitionEpoch,
     pub replicas: Vec<NodeId>,
     pub isr: Vec<NodeId>,
+    /// Eligible leader replicas (KIP-966): out of the ISR, but holding every committed
+    /// record, so electable when no ISR member can lead.
+    #[serde(default)]
+    pub elr: Vec<NodeId>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -67,6 +67,9 @@ probes! {
     ProducerEpochBump = "producer.epoch-bump",
     /// The controller elected a leader from the ISR.
     ElectionClean = "controller.election-clean",
+    /// The ISR had no live member: the controller elected an eligible leader replica
+    /// (KIP-966).
+    ElectionEligible = "controller.election-elr",
     /// The controller elected a leader from outside the ISR (unclean election enabled).
     ElectionUnclean = "controller.election-unclean",
     /// The controller found no eligible leader for a partition.

@@ -66,6 +66,7 @@ pub const BUG_NAMES: &[&str] = &[
     "fsync-after-ack",
     "no-generation-fencing",
     "elect-out-of-isr",
+    "no-elr",
 ];
 
 fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
@@ -79,6 +80,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
             "fsync-after-ack" => b.fsync_after_ack = true,
             "no-generation-fencing" => b.no_generation_fencing = true,
             "elect-out-of-isr" => b.elect_out_of_isr = true,
+            "no-elr" => b.no_elr = true,
             other => {
                 return Err(SimError::UnknownBug {
                     name: other.to_string(),

@@ -17,10 +17,10 @@ fn short(seed: u64) -> SimConfig {
         ..SimConfig::default().with_fault_rate(2.0)
     };
     // Bit flips are off here: since the offline-partition fix they cost no safety and a
-    // flipped leader or follower recovers (see `bit_flip_findings_stay_fixed`), but a flip
-    // in the log of a partition's *last* ISR member leaves it leaderless by design (no
-    // complete copy is left to elect; docs/simulation.md, known findings), which fails
-    // liveness in 2 of these 400 seeds (10, 45). Bit-flip safety is tested on its own below.
+    // flipped leader or follower recovers (see `bit_flip_findings_stay_fixed`). A flip in
+    // the log of a partition's *last* ISR member used to leave it leaderless (seeds 10, 45
+    // of these 400); with eligible leader replicas (KIP-966) both pass and are pinned below.
+    // Turning flips on for all 400 seeds is left for a run that re-measures them.
     c.rates.bit_flip = 0;
     c
 }
@@ -38,7 +38,8 @@ fn bit_flip_findings_stay_fixed() {
     // Seeds where a bit flip in a leader's log used to cost the partition its leader
     // for good (it answered every fetch with a CRC error); now the leader goes offline,
     // the controller moves the leadership and the copy is repaired: every invariant holds.
-    for seed in [12, 128, 217, 355] {
+    // 10 and 45: the last ISR copy corrupt; an eligible leader replica takes over (ELR).
+    for seed in [12, 128, 217, 355, 10, 45] {
         let r = run(&short_with_bit_flips(seed));
         assert!(
             r.passed(),

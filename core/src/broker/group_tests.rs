@@ -550,8 +550,19 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
         w.wait_group(c, 10 * MS),
         GroupResponse::OffsetFetch(Err(GroupError::CoordinatorLoadInProgress))
     );
-    // Once the lagging follower leaves the ISR the HW reaches the marker and it loads.
-    assert!(w.run_until(1000 * MS, |w| {
+    // Once the lagging follower leaves the ISR, the ISR (the new leader alone) is below
+    // min.insync.replicas, so the HW stays put (KIP-966's strict min ISR): no load yet.
+    assert!(!w.run_until(1000 * MS, |w| {
+        let v = w.brokers[&new].replica_view(&tp).unwrap();
+        v.high_watermark >= v.log_end_offset
+    }));
+    // The link heals: the follower catches up and rejoins, the HW reaches the marker and
+    // the coordinator loads.
+    w.cut
+        .remove(&(Address::Node(others[0]), Address::Node(others[1])));
+    w.cut
+        .remove(&(Address::Node(others[1]), Address::Node(others[0])));
+    assert!(w.run_until(3000 * MS, |w| {
         let v = w.brokers[&new].replica_view(&tp).unwrap();
         v.high_watermark >= v.log_end_offset
     }));

@@ -20,7 +20,7 @@ use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use crate::log::{LogConfig, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
 use crate::replica::{
-    AlterOutcome, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
+    AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
 };
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -149,8 +149,9 @@ pub enum BrokerEvent {
     PartitionRemoved {
         tp: TopicPartition,
     },
-    /// An offline partition's log was dropped, to be fetched again from the leader (it
-    /// was out of the ISR, so it held nothing the partition needs).
+    /// An offline partition's log was cut at its first unreadable batch (or, if that
+    /// failed, dropped), to be fetched again from the leader (it was out of the ISR and
+    /// the ELR, so it held nothing the partition needs).
     PartitionRepaired {
         tp: TopicPartition,
     },
@@ -462,7 +463,7 @@ impl<S: Storage + Clone> Broker<S> {
         let failed_reads = self
             .replicas
             .iter()
-            .filter(|(_, r)| r.log_failure().is_some())
+            .filter(|(_, r)| r.log_failure().is_some() || r.awaiting_new_epoch())
             .map(|(tp, _)| tp.clone());
         self.failed.keys().cloned().chain(failed_reads).collect()
     }
@@ -474,7 +475,10 @@ impl<S: Storage + Clone> Broker<S> {
         let failed_reads = self
             .replicas
             .iter()
-            .filter(|(tp, r)| r.log_failure().is_some() && !self.failed.contains_key(*tp))
+            .filter(|(tp, r)| {
+                (r.log_failure().is_some() || r.awaiting_new_epoch())
+                    && !self.failed.contains_key(*tp)
+            })
             .map(|(tp, _)| tp);
         let mut n = 0;
         for tp in self.failed.keys().chain(failed_reads) {
@@ -484,6 +488,18 @@ impl<S: Storage + Clone> Broker<S> {
             n += 1;
         }
         n != self.reported_offline.len()
+    }
+
+    /// The offline partitions whose log is damaged (it failed to open, or a read met a
+    /// corrupt batch), not just briefly unreadable: reported so the controller stops
+    /// counting on them as eligible leaders (KIP-966), and only these are repaired.
+    pub fn corrupt_partitions(&self) -> BTreeSet<TopicPartition> {
+        let corrupt = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.log_corrupt())
+            .map(|(tp, _)| tp.clone());
+        self.failed.keys().cloned().chain(corrupt).collect()
     }
 
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
@@ -582,6 +598,7 @@ impl<S: Storage + Clone> Broker<S> {
                         broker: self.id,
                         incarnation: self.incarnation,
                         offline_partitions: self.offline_partitions().into_iter().collect(),
+                        corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
                     };
                     self.send_controller(req);
                 }
@@ -653,6 +670,7 @@ impl<S: Storage + Clone> Broker<S> {
             broker_epoch,
             metadata_offset: self.image.next_offset,
             offline_partitions: self.reported_offline.iter().cloned().collect(),
+            corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
         };
         self.send_controller(req);
     }
@@ -960,19 +978,32 @@ impl<S: Storage + Clone> Broker<S> {
             }
             if self.repairable(&tp, &state) {
                 // Offline here, and the controller has taken this copy out of the ISR and
-                // another replica leads: every committed record is on the ISR, which no
-                // longer counts on this log, so it can be dropped and fetched again from
-                // the leader (KIP-112 waits for a restart; this repairs in place).
+                // the ELR and another replica leads: every committed record is on the new
+                // leader, and nobody counts on this log any more, so its damaged part can
+                // be cut (the first unreadable batch and everything after it) and fetched
+                // again from the leader (KIP-112 waits for a restart; this repairs in
+                // place). Only if even the cut fails is the whole log dropped.
                 tracing::warn!(%tp, "repairing offline partition: refetching from the leader");
-                self.replicas.remove(&tp);
-                self.failed.remove(&tp);
-                self.remove_partition_files(&tp, topic_id);
-                self.outputs
-                    .push(Output::Event(BrokerEvent::PartitionRepaired {
-                        tp: tp.clone(),
-                    }));
-                if self.open_replica(&tp, topic_id, min_insync).is_some() {
-                    hosted_changed = true;
+                let repair = match self.replicas.get_mut(&tp) {
+                    Some(r) => r.repair_log(),
+                    None => Repair::Failed, // the log did not open
+                };
+                if repair == Repair::Cut {
+                    self.outputs
+                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                            tp: tp.clone(),
+                        }));
+                } else if repair == Repair::Failed {
+                    self.replicas.remove(&tp);
+                    self.failed.remove(&tp);
+                    self.remove_partition_files(&tp, topic_id);
+                    self.outputs
+                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                            tp: tp.clone(),
+                        }));
+                    if self.open_replica(&tp, topic_id, min_insync).is_some() {
+                        hosted_changed = true;
+                    }
                 }
             }
             let Some(r) = self.replicas.get_mut(&tp) else {
@@ -1002,12 +1033,12 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Whether an offline partition may be dropped and refetched (see `reconcile`).
     fn repairable(&self, tp: &TopicPartition, state: &PartitionState) -> bool {
-        let offline = self.failed.contains_key(tp)
-            || self
-                .replicas
-                .get(tp)
-                .is_some_and(|r| r.log_failure().is_some());
-        offline && state.leader.is_some_and(|l| l != self.id) && !state.isr.contains(&self.id)
+        // Only a damaged log: one that is briefly unreadable comes back by itself (its
+        // recheck), whole.
+        self.corrupt_partitions().contains(tp)
+            && state.leader.is_some_and(|l| l != self.id)
+            && !state.isr.contains(&self.id)
+            && !state.elr.contains(&self.id)
     }
 
     fn remove_partition_files(&mut self, tp: &TopicPartition, topic_id: u64) {
@@ -1045,6 +1076,7 @@ impl<S: Storage + Clone> Broker<S> {
                 partition_epoch: s.partition_epoch,
                 replicas: s.replicas.clone(),
                 isr: s.isr.clone(),
+                elr: s.elr.clone(),
             })
             .collect();
         let unknown_topics = req

@@ -834,7 +834,7 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
 }
 
 #[test]
-fn last_isr_member_whose_log_fails_to_open_is_never_elected() {
+fn last_isr_member_whose_log_fails_to_open_gives_way_to_an_eligible_replica() {
     let mut w = three();
     let ack = w.produce_wait(Acks::All, "a").expect("acked");
     let leader = w.leader().unwrap();
@@ -866,18 +866,18 @@ fn last_isr_member_whose_log_fails_to_open_is_never_elected() {
     let c = w.controller.as_ref().unwrap();
     assert!(c.offline_partitions(leader).contains(&tp()));
     assert!(c.image().is_unfenced(leader));
-    // The other replicas come back, but they are not in the ISR: no clean leader exists,
-    // so the partition stays leaderless rather than lose the acknowledged write.
+    // The other replicas come back. They left an ISR already below min.insync.replicas,
+    // so they are eligible leader replicas (KIP-966): the HW has not moved since, they hold
+    // every acknowledged write, and one is elected cleanly.
+    assert!(!c.image().partition(&tp()).unwrap().elr.is_empty());
     for &n in &others {
         w.start(n);
     }
-    w.run(500 * MS);
-    assert_eq!(controller_leader(&w), None);
-    // Still on the offline copy: nothing was dropped on the way.
-    assert!(w.disks[&leader]
-        .contents(&segment_path(&w, leader))
-        .is_some());
-    let _ = ack;
+    assert!(w.run_until(1000 * MS, |w| controller_leader(w)
+        .is_some_and(|l| others.contains(&l))));
+    let new = controller_leader(&w).unwrap();
+    let v = w.brokers[&new].replica_view(&tp()).unwrap();
+    assert!(v.log_end_offset > ack.base_offset, "{v:?} lacks {ack:?}");
 }
 
 #[test]

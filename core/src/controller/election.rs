@@ -9,29 +9,48 @@ use std::collections::BTreeSet;
 pub enum Election {
     /// The first live ISR member in assignment order; the ISR stays as it is.
     Clean(NodeId),
-    /// No ISR member is alive and unclean election is enabled: the first live replica
-    /// outside the ISR leads, and the ISR becomes just that replica (possible data loss).
+    /// No ISR member can lead: the first live eligible leader replica (KIP-966) in
+    /// assignment order leads, and the ISR becomes just that replica. Safe: the high
+    /// watermark has not moved since it left the ISR, so it holds every committed record.
+    Eligible(NodeId),
+    /// No ISR or ELR member is alive and unclean election is enabled: a live replica outside
+    /// both leads (a last known ELR member first), and the ISR becomes just that replica
+    /// (possible data loss).
     Unclean(NodeId),
     /// No eligible replica is alive: the partition stays leaderless.
     Leaderless,
 }
 
-/// Elects a leader for a partition whose ISR is `isr` (assignment order is taken from
-/// `state.replicas`). `offline`: replicas whose broker reported this partition offline
-/// (its log failed); they are never elected, clean or not.
+/// Elects a leader for a partition whose ISR is `isr` and ELR `elr` (assignment order is
+/// taken from `state.replicas`). `offline`: replicas whose broker reported this partition
+/// offline (its log failed) or that are shutting down; they are never elected, clean or
+/// not.
 pub fn elect_leader(
     image: &MetadataImage,
     state: &PartitionState,
     isr: &[NodeId],
+    elr: &[NodeId],
     offline: &BTreeSet<NodeId>,
     allow_unclean: bool,
 ) -> Election {
     let live = |b: &&NodeId| image.is_unfenced(**b) && !offline.contains(*b);
-    if let Some(&leader) = state.replicas.iter().filter(|b| isr.contains(b)).find(live) {
+    let first_of = |set: &[NodeId]| {
+        state
+            .replicas
+            .iter()
+            .filter(|b| set.contains(b))
+            .find(live)
+            .copied()
+    };
+    if let Some(leader) = first_of(isr) {
         return Election::Clean(leader);
     }
+    if let Some(leader) = first_of(elr) {
+        return Election::Eligible(leader);
+    }
     if allow_unclean {
-        if let Some(&leader) = state.replicas.iter().find(live) {
+        if let Some(leader) = first_of(&state.last_known_elr).or_else(|| first_of(&state.replicas))
+        {
             return Election::Unclean(leader);
         }
     }

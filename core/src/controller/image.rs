@@ -96,8 +96,21 @@ impl TopicConfig {
 pub struct PartitionState {
     /// Assignment order; `replicas[0]` is the preferred leader.
     pub replicas: Vec<NodeId>,
-    /// In-sync replicas, kept in assignment order. Never empty.
+    /// In-sync replicas, kept in assignment order. Never empty: the last member stays even
+    /// when fenced or offline (it may hold the only copy of committed records).
     pub isr: Vec<NodeId>,
+    /// Eligible leader replicas (KIP-966), in assignment order: replicas that left the ISR
+    /// while it was below `min.insync.replicas`. The high watermark cannot advance while
+    /// the ISR is that small, so each of them still holds every committed record and may be
+    /// elected when no ISR member can lead. Disjoint from the ISR; cleared once the ISR is
+    /// back at `min.insync.replicas`.
+    #[serde(default)]
+    pub elr: Vec<NodeId>,
+    /// ELR members removed because their copy stopped being trustworthy (the log failed a
+    /// read): the last known eligible replicas, preferred by an unclean election. Cleared
+    /// with the ELR.
+    #[serde(default)]
+    pub last_known_elr: Vec<NodeId>,
     /// None while no eligible replica is alive.
     pub leader: Option<NodeId>,
     /// Bumped on every leader change (including to/from no leader).
@@ -131,6 +144,19 @@ impl PartitionState {
             if !isr.contains(&leader) {
                 return Err(format!("leader {leader} is not in the ISR {:?}", self.isr));
             }
+        }
+        let elr: BTreeSet<NodeId> = self.elr.iter().copied().collect();
+        if elr.len() != self.elr.len() {
+            return Err(format!("duplicate ELR members in {:?}", self.elr));
+        }
+        if let Some(extra) = elr.difference(&replicas).next() {
+            return Err(format!("ELR member {extra} is not a replica"));
+        }
+        if let Some(both) = elr.intersection(&isr).next() {
+            return Err(format!("{both} is in both the ISR and the ELR"));
+        }
+        if let Some(extra) = self.last_known_elr.iter().find(|b| !replicas.contains(b)) {
+            return Err(format!("last known ELR member {extra} is not a replica"));
         }
         Ok(())
     }
@@ -386,6 +412,8 @@ impl MetadataImage {
                 tp,
                 replicas,
                 isr,
+                elr,
+                last_known_elr,
                 leader,
                 leader_epoch,
                 partition_epoch,
@@ -393,6 +421,8 @@ impl MetadataImage {
                 let new = PartitionState {
                     replicas: replicas.clone(),
                     isr: isr.clone(),
+                    elr: elr.clone(),
+                    last_known_elr: last_known_elr.clone(),
                     leader: *leader,
                     leader_epoch: *leader_epoch,
                     partition_epoch: *partition_epoch,

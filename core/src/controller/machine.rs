@@ -12,6 +12,7 @@ use super::metadata_log::{metadata_log_config, ControllerOpenError, MetadataLog}
 use super::record::MetadataRecord;
 use super::request::*;
 use crate::log::Storage;
+use crate::replica::Bugs;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,8 +33,8 @@ pub struct ControllerConfig {
     pub dir: String,
     /// Segment size of the metadata log.
     pub segment_bytes: u64,
-    /// Bug zoo flags; the controller honours `elect_out_of_isr`.
-    pub bugs: crate::replica::Bugs,
+    /// Bug zoo: `no_elr` switches eligible leader replicas (KIP-966) off.
+    pub bugs: Bugs,
 }
 
 impl Default for ControllerConfig {
@@ -45,7 +46,7 @@ impl Default for ControllerConfig {
             producer_id_block: 1000,
             dir: "__cluster_metadata-0".to_string(),
             segment_bytes: 64 << 20,
-            bugs: crate::replica::Bugs::default(),
+            bugs: Bugs::default(),
         }
     }
 }
@@ -55,10 +56,16 @@ struct Txn {
     image: MetadataImage,
     records: Vec<MetadataRecord>,
     events: Vec<ControllerEvent>,
-    /// Replicas whose broker reported the partition offline: never elected.
+    /// Replicas whose broker reported the partition offline, or that are shutting down:
+    /// never elected.
     offline: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
     /// The bug zoo's elect-out-of-isr (from the config).
     bug_elect_out_of_isr: bool,
+    /// Replicas whose log is damaged (reported corrupt): their copy cannot be vouched for,
+    /// so once the partition is led they leave the ELR (into the last known ELR).
+    failed_logs: BTreeMap<TopicPartition, BTreeSet<NodeId>>,
+    /// Track eligible leader replicas (KIP-966); off only with the `no-elr` bug.
+    elr_enabled: bool,
 }
 
 impl Txn {
@@ -68,7 +75,8 @@ impl Txn {
         Ok(())
     }
 
-    /// Sets a partition's ISR and leader, bumping the epochs as needed. No-op if unchanged.
+    /// Sets a partition's ISR and leader, bumping the epochs as needed, and maintains its
+    /// ELR (see [`Txn::next_elr`]). No-op if nothing changed.
     fn set_partition(
         &mut self,
         tp: &TopicPartition,
@@ -82,15 +90,33 @@ impl Txn {
             .ok_or_else(|| ControllerError::UnknownPartition { tp: tp.clone() })?
             .clone();
         let isr = in_assignment_order(&old.replicas, &isr);
-        if isr == old.isr && leader == old.leader {
+        let (elr, last_known_elr) = if unclean {
+            // Nothing is known about who holds what after an unclean election.
+            (Vec::new(), Vec::new())
+        } else {
+            self.next_elr(tp, &old, &isr, leader.is_some())
+        };
+        if isr == old.isr
+            && leader == old.leader
+            && elr == old.elr
+            && last_known_elr == old.last_known_elr
+        {
             return Ok(());
         }
         let leader_changed = leader != old.leader;
         let leader_epoch = old.leader_epoch + u32::from(leader_changed);
+        if elr != old.elr {
+            self.events.push(ControllerEvent::ElrChanged {
+                tp: tp.clone(),
+                elr: elr.clone(),
+            });
+        }
         self.push(MetadataRecord::PartitionChanged {
             tp: tp.clone(),
             replicas: old.replicas.clone(),
             isr,
+            elr,
+            last_known_elr,
             leader,
             leader_epoch,
             partition_epoch: old.partition_epoch + 1,
@@ -113,6 +139,54 @@ impl Txn {
         Ok(())
     }
 
+    /// The ELR (and last known ELR) of `tp` once its ISR becomes `isr` (KIP-966): members
+    /// leaving the ISR join the ELR while the ISR is below `min.insync.replicas` (the HW
+    /// is frozen then, so they keep every committed record); members joining the ISR leave
+    /// it; and once the ISR is back at `min.insync.replicas` the HW moves again and both
+    /// are cleared. A replica whose log failed is never elected while it is offline; it
+    /// leaves the ELR (recorded as last known ELR) once the partition has a leader again,
+    /// so its broker may repair it. While leaderless it stays: the failure may be
+    /// transient, and it may hold the only readable copy of the committed records.
+    fn next_elr(
+        &self,
+        tp: &TopicPartition,
+        old: &PartitionState,
+        isr: &[NodeId],
+        led: bool,
+    ) -> (Vec<NodeId>, Vec<NodeId>) {
+        let min_insync = self
+            .image
+            .topic(&tp.topic)
+            .map_or(1, |t| t.config.min_insync_replicas as usize);
+        if !self.elr_enabled || isr.len() >= min_insync {
+            return (Vec::new(), Vec::new());
+        }
+        let failed = self.failed_logs.get(tp);
+        let is_failed = |b: &NodeId| led && failed.is_some_and(|f| f.contains(b));
+        let candidates: Vec<NodeId> = old
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| !isr.contains(b) && (old.elr.contains(b) || old.isr.contains(b)))
+            .collect();
+        let elr: Vec<NodeId> = candidates
+            .iter()
+            .copied()
+            .filter(|b| !is_failed(b))
+            .collect();
+        let last_known: Vec<NodeId> = old
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| {
+                !isr.contains(b)
+                    && !elr.contains(b)
+                    && (old.last_known_elr.contains(b) || candidates.contains(b))
+            })
+            .collect();
+        (elr, last_known)
+    }
+
     /// Elects a leader for `tp` given its new ISR and applies the result.
     fn elect(&mut self, tp: &TopicPartition, isr: Vec<NodeId>) -> Result<(), ControllerError> {
         let state = self
@@ -127,10 +201,25 @@ impl Txn {
         // and not reported as one.
         let bug = !unclean_ok && self.bug_elect_out_of_isr;
         let offline = self.offline.get(tp).cloned().unwrap_or_default();
-        match elect_leader(&self.image, state, &isr, &offline, unclean_ok || bug) {
-            Election::Clean(leader) => self.set_partition(tp, isr, Some(leader), false),
-            Election::Unclean(leader) => self.set_partition(tp, vec![leader], Some(leader), !bug),
-            Election::Leaderless => self.set_partition(tp, isr, None, false),
+        let elr = state.elr.clone();
+        match elect_leader(&self.image, state, &isr, &elr, &offline, unclean_ok || bug) {
+            Election::Clean(leader) => {
+                crate::probe!(ElectionClean);
+                self.set_partition(tp, isr, Some(leader), false)
+            }
+            // The old ISR members that could not lead join the ELR (next_elr).
+            Election::Eligible(leader) => {
+                crate::probe!(ElectionEligible);
+                self.set_partition(tp, vec![leader], Some(leader), false)
+            }
+            Election::Unclean(leader) => {
+                crate::probe!(ElectionUnclean);
+                self.set_partition(tp, vec![leader], Some(leader), !bug)
+            }
+            Election::Leaderless => {
+                crate::probe!(ElectionNoneEligible);
+                self.set_partition(tp, isr, None, false)
+            }
         }
     }
 
@@ -141,6 +230,7 @@ impl Txn {
             Some(b) if !b.is_fenced() => b.broker_epoch,
             _ => return Ok(()),
         };
+        crate::probe!(BrokerFenced);
         self.push(MetadataRecord::BrokerFenced {
             broker,
             broker_epoch,
@@ -172,12 +262,17 @@ impl Txn {
 
     /// `broker` reported `tp` offline (its log failed to open or to read): like fencing,
     /// for that one partition. It leaves the ISR (unless it is the last member: it may be
-    /// the only copy of committed records, so the partition stays leaderless instead) and
-    /// loses the leadership to the next eligible replica.
+    /// the only copy of committed records, so the partition stays leaderless instead, until
+    /// it reads again or an ELR member is elected) and the ELR, and loses the leadership to
+    /// the next eligible replica.
     fn take_offline(&mut self, broker: NodeId, tp: &TopicPartition) -> Result<(), ControllerError> {
         let Some(state) = self.image.partition(tp).cloned() else {
             return Ok(());
         };
+        if state.elr.contains(&broker) {
+            // next_elr drops a replica whose log failed (once the partition is led).
+            self.set_partition(tp, state.isr.clone(), state.leader, false)?;
+        }
         if !state.isr.contains(&broker) && state.leader != Some(broker) {
             return Ok(());
         }
@@ -268,6 +363,9 @@ pub struct Controller<S: Storage> {
     /// durable: after a controller restart every broker reports them again within a
     /// heartbeat; the ISR removals they caused are in the metadata log.
     offline: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
+    /// The subset of each broker's offline partitions it reported corrupt (not durable,
+    /// like `offline`).
+    corrupt: BTreeMap<NodeId, BTreeSet<TopicPartition>>,
     /// Brokers in controlled shutdown, with the broker epoch that asked: never elected,
     /// never added to an ISR, until they register with a new incarnation. Not durable:
     /// a broker whose shutdown outlives a controller restart is fenced by its session.
@@ -301,6 +399,7 @@ impl<S: Storage> Controller<S> {
             outputs: Vec::new(),
             failed: None,
             offline: BTreeMap::new(),
+            corrupt: BTreeMap::new(),
             shutting_down: BTreeMap::new(),
         })
     }
@@ -409,16 +508,19 @@ impl<S: Storage> Controller<S> {
                 broker,
                 incarnation,
                 offline_partitions,
-            } => ControllerResponse::RegisterBroker(
-                check_sender(from, broker)
-                    .and_then(|_| self.register(now, broker, incarnation, offline_partitions)),
-            ),
+                corrupt_partitions,
+            } => ControllerResponse::RegisterBroker(check_sender(from, broker).and_then(|_| {
+                self.note_corrupt(broker, corrupt_partitions);
+                self.register(now, broker, incarnation, offline_partitions)
+            })),
             ControllerRequest::BrokerHeartbeat {
                 broker,
                 broker_epoch,
                 metadata_offset,
                 offline_partitions,
+                corrupt_partitions,
             } => ControllerResponse::BrokerHeartbeat(check_sender(from, broker).and_then(|_| {
+                self.note_corrupt(broker, corrupt_partitions);
                 self.heartbeat(
                     now,
                     broker,
@@ -483,6 +585,12 @@ impl<S: Storage> Controller<S> {
                 offline.entry(tp.clone()).or_default().insert(broker);
             }
         }
+        let mut failed_logs: BTreeMap<TopicPartition, BTreeSet<NodeId>> = BTreeMap::new();
+        for (&broker, tps) in &self.corrupt {
+            for tp in tps {
+                failed_logs.entry(tp.clone()).or_default().insert(broker);
+            }
+        }
         // A broker in controlled shutdown is as good as offline everywhere: elections
         // (after a fencing, an offline report, ...) must not pick it.
         for &broker in self.shutting_down.keys() {
@@ -496,6 +604,17 @@ impl<S: Storage> Controller<S> {
             events: Vec::new(),
             offline,
             bug_elect_out_of_isr: self.config.bugs.elect_out_of_isr,
+            failed_logs,
+            elr_enabled: !self.config.bugs.no_elr,
+        }
+    }
+
+    /// Records which of `broker`'s offline partitions are corrupt (see `begin`).
+    fn note_corrupt(&mut self, broker: NodeId, corrupt: Vec<TopicPartition>) {
+        if corrupt.is_empty() {
+            self.corrupt.remove(&broker);
+        } else {
+            self.corrupt.insert(broker, corrupt.into_iter().collect());
         }
     }
 
@@ -780,7 +899,7 @@ impl<S: Storage> Controller<S> {
                 continue;
             }
             let offline = txn.offline.get(&tp).cloned().unwrap_or_default();
-            match elect_leader(&txn.image, &state, &isr, &offline, false) {
+            match elect_leader(&txn.image, &state, &isr, &[], &offline, false) {
                 Election::Clean(leader) => {
                     txn.set_partition(&tp, isr, Some(leader), false)?;
                     moved.push(tp);
@@ -865,6 +984,8 @@ impl<S: Storage> Controller<S> {
                 tp: TopicPartition::new(name, p as u32),
                 replicas,
                 isr,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
                 leader,
                 leader_epoch: 0,
                 partition_epoch: 0,

@@ -142,6 +142,7 @@ impl World {
                         broker: b,
                         incarnation,
                         offline_partitions: Vec::new(),
+                        corrupt_partitions: Vec::new(),
                     },
                 );
                 let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
@@ -177,6 +178,7 @@ impl World {
                         broker_epoch,
                         metadata_offset,
                         offline_partitions: Vec::new(),
+                        corrupt_partitions: Vec::new(),
                     },
                 );
                 match r {
@@ -529,6 +531,7 @@ impl World {
                         broker_epoch: epoch,
                         metadata_offset: offset,
                         offline_partitions: Vec::new(),
+                        corrupt_partitions: Vec::new(),
                     },
                 );
                 let ControllerResponse::BrokerHeartbeat(Ok(reply)) = r else {

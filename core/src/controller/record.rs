@@ -43,11 +43,14 @@ pub enum MetadataRecord {
     },
     /// A topic and all its partitions were deleted.
     TopicDeleted { name: String, topic_id: u64 },
-    /// The full new state of one partition (created, leader change or ISR change).
+    /// The full new state of one partition (created, leader change, ISR or ELR change).
     PartitionChanged {
         tp: TopicPartition,
         replicas: Vec<NodeId>,
         isr: Vec<NodeId>,
+        /// Eligible leader replicas (KIP-966); see [`super::PartitionState::elr`].
+        elr: Vec<NodeId>,
+        last_known_elr: Vec<NodeId>,
         leader: Option<NodeId>,
         leader_epoch: LeaderEpoch,
         partition_epoch: PartitionEpoch,

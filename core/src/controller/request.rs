@@ -24,16 +24,21 @@ pub enum ControllerRequest {
         broker: NodeId,
         incarnation: u64,
         offline_partitions: Vec<TopicPartition>,
+        corrupt_partitions: Vec<TopicPartition>,
     },
     /// Liveness plus metadata pull: the reply carries records from `metadata_offset` on.
     /// `offline_partitions`: every hosted partition whose log this broker cannot serve
     /// (failed to open or to read). The whole set in every heartbeat, so a lost heartbeat
     /// only delays it: the controller takes the broker out of those ISRs and leaderships.
+    /// `corrupt_partitions`: the offline ones whose log is damaged (a CRC mismatch, or it
+    /// failed to open) rather than briefly unreadable: their copy cannot be vouched for, so
+    /// they leave the ELR (KIP-966) once the partition has another leader.
     BrokerHeartbeat {
         broker: NodeId,
         broker_epoch: Offset,
         metadata_offset: Offset,
         offline_partitions: Vec<TopicPartition>,
+        corrupt_partitions: Vec<TopicPartition>,
     },
     /// A leader proposes a new ISR, naming the epochs its view is based on.
     AlterPartition {
@@ -229,6 +234,11 @@ pub enum ControllerEvent {
         tp: TopicPartition,
         leader: Option<NodeId>,
         leader_epoch: LeaderEpoch,
+    },
+    /// A partition's eligible leader replicas (KIP-966) changed.
+    ElrChanged {
+        tp: TopicPartition,
+        elr: Vec<NodeId>,
     },
     /// A leader was elected from outside the ISR: records acknowledged by the old ISR may
     /// be lost.

@@ -80,6 +80,7 @@ impl Harness {
                 broker: b,
                 incarnation,
                 offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::RegisterBroker(Ok(r)) => {
@@ -104,6 +105,7 @@ impl Harness {
                 broker_epoch,
                 metadata_offset,
                 offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
             },
         ) {
             ControllerResponse::BrokerHeartbeat(r) => r,
@@ -401,6 +403,7 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
             broker: 1,
             incarnation: 2,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     );
     let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
@@ -688,6 +691,7 @@ fn heartbeat_errors_and_reregistration() {
             broker_epoch: 0,
             metadata_offset: 0,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::UnknownBroker { broker: 7 })) => {}
@@ -715,6 +719,7 @@ fn heartbeat_errors_and_reregistration() {
             broker_epoch: e1,
             metadata_offset: 0,
             offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
         },
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {
@@ -1087,4 +1092,172 @@ fn controlled_shutdown_of_an_unknown_broker_is_refused() {
         h.controlled_shutdown(9),
         Err(ControllerError::UnknownBroker { broker: 9 })
     ));
+}
+
+/// Creates topic `name` with one partition on brokers 1, 2, 3 (in that order), rf 3 and
+/// min.insync.replicas 2, under `h`.
+fn create_min_isr_2(h: &mut Harness, name: &str) -> TopicPartition {
+    let r = h.request(
+        Requester::Client(0),
+        ControllerRequest::CreateTopic {
+            name: name.into(),
+            config: TopicConfig {
+                replication_factor: 3,
+                min_insync_replicas: 2,
+                ..TopicConfig::default()
+            },
+            assignment: Some(vec![vec![1, 2, 3]]),
+        },
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::CreateTopic { result: Ok(_), .. }
+    ));
+    tp(name, 0)
+}
+
+/// Leader 1 shrinks the ISR to `isr` (one AlterPartition).
+fn shrink(h: &mut Harness, t: &TopicPartition, isr: Vec<NodeId>) -> PartitionState {
+    let s = h.part(t);
+    h.alter(t, 1, s.leader_epoch, s.partition_epoch, isr)
+        .expect("shrink accepted")
+}
+
+fn heartbeat_reporting(
+    h: &mut Harness,
+    b: NodeId,
+    offline: Vec<TopicPartition>,
+    corrupt: Vec<TopicPartition>,
+) {
+    let broker_epoch = h.epochs[&b];
+    let metadata_offset = h.c.metadata_end_offset();
+    let r = h.request(
+        Requester::Broker(b),
+        ControllerRequest::BrokerHeartbeat {
+            broker: b,
+            broker_epoch,
+            metadata_offset,
+            offline_partitions: offline,
+            corrupt_partitions: corrupt,
+        },
+    );
+    assert!(
+        matches!(r, ControllerResponse::BrokerHeartbeat(Ok(_))),
+        "{r:?}"
+    );
+}
+
+/// KIP-966: a replica leaving an ISR already at min.insync.replicas joins the ELR (one
+/// leaving a larger ISR does not), and when the last ISR member dies the ELR member is
+/// elected cleanly; the dead leader joins the ELR in its place.
+#[test]
+fn elr_member_is_elected_when_the_last_isr_member_dies() {
+    let mut h = Harness::new();
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let t = create_min_isr_2(&mut h, "t");
+    let s = shrink(&mut h, &t, vec![1, 2]);
+    assert_eq!((s.isr.clone(), s.elr.clone()), (vec![1, 2], vec![]));
+    let s = shrink(&mut h, &t, vec![1]);
+    assert_eq!((s.isr.clone(), s.elr.clone()), (vec![1], vec![2]));
+    // Broker 1 (leader, last ISR member) dies; 2 and 3 stay alive.
+    let events = h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    let s = h.part(&t);
+    assert_eq!(s.leader, Some(2), "the ELR member leads");
+    assert_eq!(s.isr, vec![2]);
+    assert_eq!(
+        s.elr,
+        vec![1],
+        "the fenced old leader still holds every committed record"
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ControllerEvent::ElrChanged { tp: x, elr } if *x == t && *elr == vec![1]
+    )));
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::UncleanLeaderElection { .. })));
+    // Broker 3 catches up: the ISR is back at min.insync, so the HW moves again and the
+    // ELR is cleared.
+    let s = h
+        .alter(&t, 2, s.leader_epoch, s.partition_epoch, vec![2, 3])
+        .expect("expand");
+    assert_eq!(
+        (s.isr, s.elr, s.last_known_elr),
+        (vec![2, 3], vec![], vec![])
+    );
+    h.assert_replays();
+}
+
+/// The `no-elr` bug: the same history leaves the partition leaderless (pre-KIP-966).
+#[test]
+fn without_elr_the_same_history_leaves_the_partition_leaderless() {
+    let mut config = ControllerConfig::default();
+    config.bugs.no_elr = true;
+    let mut h = Harness::with_config(config);
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let t = create_min_isr_2(&mut h, "t");
+    shrink(&mut h, &t, vec![1, 2]);
+    let s = shrink(&mut h, &t, vec![1]);
+    assert!(s.elr.is_empty());
+    h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    let s = h.part(&t);
+    assert_eq!((s.leader, s.isr), (None, vec![1]));
+    h.assert_replays();
+}
+
+/// An ELR member whose log is briefly unreadable stays eligible (it is only skipped while
+/// offline); one reporting a corrupt log leaves the ELR into the last known ELR, so its
+/// broker may cut and refetch it. A corrupt last ISR member gives way to the ELR.
+#[test]
+fn corrupt_copies_leave_the_elr_transient_ones_stay() {
+    let mut h = Harness::new();
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let t = create_min_isr_2(&mut h, "t");
+    shrink(&mut h, &t, vec![1, 2]);
+    shrink(&mut h, &t, vec![1]);
+    assert_eq!(h.part(&t).elr, vec![2]);
+    heartbeat_reporting(&mut h, 2, vec![t.clone()], vec![]);
+    assert_eq!(
+        h.part(&t).elr,
+        vec![2],
+        "a transient read error keeps it eligible"
+    );
+    heartbeat_reporting(&mut h, 2, vec![], vec![]);
+    // The leader's own log turns out corrupt: ELR member 2 takes over, 1 is out of both.
+    heartbeat_reporting(&mut h, 1, vec![t.clone()], vec![t.clone()]);
+    let s = h.part(&t);
+    assert_eq!((s.leader, s.isr.clone()), (Some(2), vec![2]));
+    assert!(s.elr.is_empty(), "{s:?}");
+    assert_eq!(s.last_known_elr, vec![1]);
+    // Broker 3 (never eligible) and then 1 (repaired, caught up) rejoin the ISR.
+    let s = h
+        .alter(&t, 2, s.leader_epoch, s.partition_epoch, vec![2, 3])
+        .expect("expand");
+    assert_eq!((s.elr, s.last_known_elr), (vec![], vec![]));
+    h.assert_replays();
+}
+
+/// A corrupt ELR member while another replica leads leaves the ELR at once.
+#[test]
+fn a_corrupt_elr_member_leaves_while_the_partition_is_led() {
+    let mut h = Harness::new();
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let t = create_min_isr_2(&mut h, "t");
+    shrink(&mut h, &t, vec![1, 2]);
+    shrink(&mut h, &t, vec![1]);
+    heartbeat_reporting(&mut h, 2, vec![t.clone()], vec![t.clone()]);
+    let s = h.part(&t);
+    assert_eq!(
+        (s.leader, s.elr, s.last_known_elr),
+        (Some(1), vec![], vec![2])
+    );
+    h.assert_replays();
 }

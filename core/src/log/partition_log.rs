@@ -704,9 +704,18 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Empties the log and restarts it at `offset`, which may lie past the log end (Kafka's
+    /// `truncateFullyAndStartAt`): a follower whose log end fell below the leader's log
+    /// start (retention overtook it) can only continue from the leader's log start. The
+    /// epoch cache is cleared: none of its entries describe the new log.
+    pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.check_usable()?;
+        self.truncate_fully(offset)
+    }
+
     fn truncate_fully(&mut self, offset: Offset) -> Result<(), LogError> {
         self.lower_recovery_point(offset)?;
-        let below_start = offset < self.log_start_offset();
+        let below_start = offset < self.log_start_offset() || offset >= self.log_end_offset();
         let changed = if below_start {
             let had = !self.epochs.entries().is_empty();
             self.epochs.clear();
@@ -718,12 +727,12 @@ impl<S: Storage> PartitionLog<S> {
             self.write_epoch_checkpoint()?;
         }
         // Never leave the directory without a segment (after a crash that would look like
-        // lost files): below the start, the new empty segment is created first (recovery
-        // cuts the gap after it if we crash midway); at the start, the first segment is
-        // emptied in place. Old segments go newest first.
+        // lost files): below the start or past the end, the new empty segment is created
+        // first (recovery cuts the gap next to it if we crash midway); at the start, the
+        // first segment is emptied in place. Old segments go newest first.
         let old = std::mem::take(&mut self.segments);
         let result = (|| {
-            if offset < old[0].base {
+            if offset != old[0].base {
                 self.create_segment(offset)?;
             }
             for s in old.iter().rev().filter(|s| s.base != offset) {

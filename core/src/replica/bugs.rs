@@ -35,6 +35,10 @@ pub struct Bugs {
     /// current one (a fenced, zombie epoch) as if it were new, instead of answering
     /// `InvalidProducerEpoch`.
     pub stale_producer_epoch: bool,
+    /// Pre-KIP-966: no eligible leader replicas. The controller keeps no ELR (so when the
+    /// last ISR member cannot lead, nobody may) and the leader advances the high watermark
+    /// even while its ISR is below `min.insync.replicas`.
+    pub no_elr: bool,
 }
 
 impl Bugs {
@@ -47,5 +51,6 @@ impl Bugs {
             || self.no_generation_fencing
             || self.elect_out_of_isr
             || self.stale_producer_epoch
+            || self.no_elr
     }
 }

@@ -87,6 +87,27 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
+    /// The leader's log starts past this follower's log end (retention deleted what it
+    /// still needed): nothing it holds can be continued, so it empties its log and starts
+    /// again at the leader's log start, as Kafka does on `OffsetOutOfRange`. The leader
+    /// deleted everything below that start on purpose (retention), so this copy's older
+    /// records are not needed by anyone; it is never in the ISR while this far behind.
+    fn reset_to_leader_start(&mut self, start: Offset) {
+        let from = self.log.log_end_offset();
+        match self.log.truncate_fully_and_start_at(start) {
+            Ok(()) => {
+                self.high_watermark = start;
+                let tp = self.tp.clone();
+                self.event(Event::LogReset {
+                    tp,
+                    from,
+                    to: start,
+                });
+            }
+            Err(e) => self.log_error("reset to the leader's log start", e),
+        }
+    }
+
     /// Send a fetch if none is outstanding and no backoff is running.
     pub(crate) fn follower_tick(&mut self, now: Nanos) {
         let fetch_timeout = self.config.fetch_timeout + self.config.fetch_max_wait;
@@ -243,6 +264,11 @@ impl<L: ReplicaLog> Replica<L> {
                     // Nothing to drop but the leader still disagrees: avoid a hot loop.
                     retry_at = now + backoff;
                 }
+            }
+            FetchResult::Error(FetchError::OffsetOutOfRange {
+                log_start_offset, ..
+            }) if log_start_offset > self.log.log_end_offset() => {
+                self.reset_to_leader_start(log_start_offset);
             }
             FetchResult::Error(e) => {
                 tracing::debug!(tp = %self.tp, error = %e, "fetch refused");

@@ -550,7 +550,14 @@ impl<L: ReplicaLog> Replica<L> {
             }
         }
         debug_assert!(candidate <= leo);
-        if candidate > self.high_watermark && candidate > l.epoch_start_offset {
+        // KIP-966's strict min ISR: the HW moves only while the ISR is at least
+        // min.insync.replicas, so a replica that leaves an ISR already that small (it
+        // joins the ELR) keeps every committed record and may be elected. The size is the
+        // *confirmed* ISR's: a pending expansion may never reach the controller, and the
+        // ELR it still holds must not miss records committed on the strength of it (the
+        // controller clears the ELR in the same record that confirms the expansion).
+        let strict_min_isr = !bugs.no_elr && l.isr.len() < self.config.min_insync_replicas;
+        if candidate > self.high_watermark && candidate > l.epoch_start_offset && !strict_min_isr {
             self.high_watermark = candidate;
             let ev = Event::HighWatermark {
                 tp: self.tp.clone(),

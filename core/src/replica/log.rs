@@ -4,6 +4,7 @@
 //! that it can be exercised against a tiny in-memory log in unit tests, and so the bug zoo
 //! can wrap a log if it ever needs to. [`PartitionLog`] implements it by delegation.
 
+use crate::log::LogError;
 use crate::log::{PartitionLog, RecordBatch, Storage};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -11,7 +12,15 @@ use crate::types::{LeaderEpoch, Offset, TimestampMs};
 /// typed response variant; it never panics on a log error).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct LogFailure(pub String);
+pub struct LogFailure(pub String, pub Option<Offset>);
+
+impl LogFailure {
+    /// The offset of the damaged batch, when the failure is corruption (a CRC mismatch, a
+    /// bad header) rather than an I/O error that may go away.
+    pub fn corrupt_at(&self) -> Option<Offset> {
+        self.1
+    }
+}
 
 /// Offsets a leader append was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +52,9 @@ pub trait ReplicaLog {
     fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure>;
     /// Drop every offset >= `offset` (and the epoch-cache entries starting there).
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure>;
+    /// Drop everything and continue at `offset`, possibly past the log end (the leader's
+    /// log start, after retention overtook this follower).
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogFailure>;
     fn flush(&mut self) -> Result<(), LogFailure>;
     /// Epoch of the last batch in the log.
     fn latest_epoch(&self) -> Option<LeaderEpoch>;
@@ -92,6 +104,9 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure> {
         PartitionLog::truncate_to(self, offset).map_err(fail)
     }
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogFailure> {
+        PartitionLog::truncate_fully_and_start_at(self, offset).map_err(fail)
+    }
     fn flush(&mut self) -> Result<(), LogFailure> {
         PartitionLog::flush(self).map_err(fail)
     }
@@ -104,6 +119,10 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> LogFailure {
-    LogFailure(e.to_string())
+fn fail(e: LogError) -> LogFailure {
+    let corrupt = match &e {
+        LogError::Corrupt { offset, .. } => Some(*offset),
+        _ => None,
+    };
+    LogFailure(e.to_string(), corrupt)
 }

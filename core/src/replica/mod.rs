@@ -85,6 +85,17 @@ impl Default for ReplicaConfig {
     }
 }
 
+/// What [`Replica::repair_log`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// The log was cut before its first damaged batch (or read through): usable again.
+    Cut,
+    /// Not damaged, only unreadable for now: left offline, rechecked later.
+    NotCorrupt,
+    /// Even the cut failed: the caller should drop the whole log.
+    Failed,
+}
+
 /// The role of a replica, for views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -163,6 +174,13 @@ pub enum Event {
     LogFailed { tp: TopicPartition, reason: String },
     /// An offline replica read its whole log again without error: back online.
     LogRecovered { tp: TopicPartition },
+    /// A follower's log end was below the leader's log start (retention overtook it): it
+    /// emptied its log (ending at `from`) and continues at the leader's log start `to`.
+    LogReset {
+        tp: TopicPartition,
+        from: Offset,
+        to: Offset,
+    },
     /// A follower truncated below its high watermark because its leader (elected uncleanly)
     /// does not hold records this follower saw committed: those records are lost.
     TruncatedBelowHighWatermark {
@@ -222,6 +240,15 @@ pub struct Replica<L: ReplicaLog> {
     failure: Option<String>,
     /// When the offline log is next read through (None: armed at the next tick).
     recheck_at: Option<Nanos>,
+    /// Offline because of damage (a CRC mismatch at this offset), not an I/O error that
+    /// may go away: only such a log is cut by [`Replica::repair_log`].
+    corrupt_at: Option<Offset>,
+    /// The epoch this replica was leading when its log failed. Once the log reads again it
+    /// may not lead that epoch again (its log holds batches of it, see `become_leader`),
+    /// so it stays reported offline until metadata shows a newer epoch: otherwise a
+    /// failure the controller never heard of (it was down) would leave the partition
+    /// with a leader that refuses to lead.
+    failed_as_leader: Option<LeaderEpoch>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -255,6 +282,8 @@ impl<L: ReplicaLog> Replica<L> {
             fenced_brokers: BTreeSet::new(),
             failure: None,
             recheck_at: None,
+            corrupt_at: None,
+            failed_as_leader: None,
         }
     }
 
@@ -286,6 +315,20 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn restore_high_watermark(&mut self, hw: Offset) {
         let hw = hw.min(self.log.log_end_offset());
         self.high_watermark = self.high_watermark.max(hw);
+    }
+
+    /// Whether this replica must not be elected yet although its log reads: it failed
+    /// while leading, and no newer leader epoch has been seen since (see
+    /// `failed_as_leader`). Its broker keeps reporting it offline.
+    pub fn awaiting_new_epoch(&self) -> bool {
+        self.failed_as_leader
+            .is_some_and(|e| self.leader_epoch <= e)
+    }
+
+    /// Whether the offline log is damaged (a read met a corrupt batch) rather than briefly
+    /// unreadable.
+    pub fn log_corrupt(&self) -> bool {
+        self.failure.is_some() && self.corrupt_at.is_some()
     }
 
     /// Why this replica's log is offline, if it is (see [`Event::LogFailed`]).
@@ -437,6 +480,9 @@ impl<L: ReplicaLog> Replica<L> {
     /// controller has taken this replica out of the ISR.
     pub(crate) fn fail_log(&mut self, op: &'static str, error: LogFailure) {
         let reason = format!("{op}: {error}");
+        if let Some(at) = error.corrupt_at() {
+            self.corrupt_at = Some(at);
+        }
         self.log_error(op, error);
         if self.failure.is_some() {
             return;
@@ -446,6 +492,9 @@ impl<L: ReplicaLog> Replica<L> {
             leader: None,
             leader_epoch: self.leader_epoch,
         });
+        if matches!(self.role, RoleState::Leader(_)) {
+            self.failed_as_leader = Some(self.leader_epoch);
+        }
         self.role = RoleState::Offline;
         self.flush_due = None;
         self.failure = Some(reason.clone());
@@ -469,12 +518,68 @@ impl<L: ReplicaLog> Replica<L> {
         match self.scan_log(|_| {}) {
             Ok(()) => {
                 self.failure = None;
+                self.corrupt_at = None;
                 self.recheck_at = None;
                 let tp = self.tp.clone();
                 self.event(Event::LogRecovered { tp });
             }
-            Err(_) => self.recheck_at = Some(now + self.config.log_recheck_interval),
+            Err(e) => {
+                if let Some(at) = e.corrupt_at() {
+                    self.corrupt_at = Some(at);
+                }
+                self.recheck_at = Some(now + self.config.log_recheck_interval);
+            }
         }
+    }
+
+    /// Offline, and no longer counted on (the broker checked that the controller took this
+    /// copy out of the ISR and the ELR and another replica leads): cut the log at its first
+    /// unreadable batch, dropping everything from there, so it can follow again and fetch
+    /// the rest from the leader. A corrupt batch is never served or counted: the cut copy is
+    /// only re-added to the ISR once it has fetched up to the HW again. Returns whether the
+    /// log is usable again (false: even the cut failed; the caller drops the whole log).
+    pub fn repair_log(&mut self) -> Repair {
+        if self.failure.is_none() {
+            return Repair::Cut;
+        }
+        if self.corrupt_at.is_none() {
+            return Repair::NotCorrupt;
+        }
+        let end = self.log.log_end_offset();
+        let mut from = self.log.log_start_offset();
+        let cut = loop {
+            if from >= end {
+                break None;
+            }
+            match self.log.read(from, 1) {
+                Ok(batches) => match batches.last() {
+                    Some(last) => from = last.next_offset().max(from + 1),
+                    None => break None,
+                },
+                Err(e) if e.corrupt_at().is_some() => break Some(from),
+                // Unreadable for now (an I/O error): try again later.
+                Err(_) => return Repair::NotCorrupt,
+            }
+        };
+        if let Some(at) = cut {
+            if let Err(e) = self.log.truncate_to(at) {
+                self.log_error("cut at the damaged batch", e);
+                return Repair::Failed;
+            }
+            self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
+            let tp = self.tp.clone();
+            self.event(Event::Truncated {
+                tp,
+                from: end,
+                to: at,
+            });
+        }
+        self.failure = None;
+        self.corrupt_at = None;
+        self.recheck_at = None;
+        let tp = self.tp.clone();
+        self.event(Event::LogRecovered { tp });
+        Repair::Cut
     }
 
     /// Offline: read the log through now (not waiting for the recheck timer).

@@ -658,7 +658,52 @@ macro_rules! replica_suite {
             assert!(net.r(1).high_watermark() < 2);
             assert_eq!(net.response(c), None);
             assert_eq!(net.confirm_proposal(), vec![1]);
-            // Now committed under an ISR of one: the waiting write fails after append.
+            // KIP-966's strict min ISR: under an ISR of one the HW does not move, so the
+            // write stays uncommitted (and the followers that left keep every committed
+            // record: they are eligible leaders).
+            net.run(10 * MS);
+            assert_eq!(net.response(c), None);
+            assert!(net.r(1).high_watermark() < 2);
+            let c_b = net.produce(1, Acks::All, &["b"]);
+            assert!(matches!(
+                net.response(c_b),
+                Some(Err(ProduceError::NotEnoughReplicas {
+                    isr: 1,
+                    min_insync: 2
+                }))
+            ));
+            // A follower comes back, catches up and rejoins: the HW moves again and the
+            // write that waited is acknowledged.
+            net.restart(2);
+            net.elect(&[2], Some(1), 1, 2, &[1]);
+            net.run(10 * MS);
+            assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
+            assert_eq!(net.confirm_proposal(), vec![1, 2]);
+            net.run(10 * MS);
+            assert!(
+                matches!(net.response(c), Some(Ok(_))),
+                "{:?}",
+                net.response(c)
+            );
+            let c = net.produce(1, Acks::All, &["c"]);
+            net.run(10 * MS);
+            assert!(matches!(net.response(c), Some(Ok(_))));
+        }
+
+        #[test]
+        fn no_elr_bug_commits_under_an_isr_below_min_insync() {
+            let mut cfg = config();
+            cfg.bugs.no_elr = true;
+            let mut net = Net::<L>::new(&[1, 2, 3], cfg);
+            net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(5 * MS);
+            net.crash(2);
+            net.crash(3);
+            let c = net.produce(1, Acks::All, &["a"]);
+            net.run(150 * MS);
+            assert_eq!(net.confirm_proposal(), vec![1]);
+            // Pre-KIP-966: committed by one copy; the writer is told it is not enough.
+            assert!(net.r(1).high_watermark() >= 2);
             assert!(matches!(
                 net.response(c),
                 Some(Err(ProduceError::NotEnoughReplicasAfterAppend {
@@ -666,23 +711,84 @@ macro_rules! replica_suite {
                     min_insync: 2
                 }))
             ));
-            let c = net.produce(1, Acks::All, &["b"]);
-            assert!(matches!(
-                net.response(c),
-                Some(Err(ProduceError::NotEnoughReplicas {
-                    isr: 1,
-                    min_insync: 2
-                }))
-            ));
-            // A follower comes back, catches up and rejoins.
-            net.restart(2);
-            net.elect(&[2], Some(1), 1, 2, &[1]);
-            net.run(10 * MS);
-            assert_eq!(net.proposals.last().unwrap().new_isr, vec![1, 2]);
-            assert_eq!(net.confirm_proposal(), vec![1, 2]);
-            let c = net.produce(1, Acks::All, &["c"]);
-            net.run(10 * MS);
-            assert!(matches!(net.response(c), Some(Ok(_))));
+        }
+
+        /// Kafka's OffsetOutOfRange handling: a follower whose log ends below the leader's
+        /// log start (retention overtook it) empties its log, restarts it at the leader's
+        /// log start and fetches from there.
+        #[test]
+        fn follower_behind_the_leader_log_start_resets_and_catches_up() {
+            let mut net = three();
+            net.produce(1, Acks::All, &["a", "b"]);
+            net.run(20 * MS);
+            let mut f = Replica::new(tp(), 3, L::fresh(), config());
+            f.apply_partition_state(net.now, Some(1), 1, 1, &[1, 2], &[1, 2, 3]);
+            let fetch = |f: &mut Replica<L>| {
+                f.drain_effects()
+                    .into_iter()
+                    .find_map(|e| match e {
+                        ReplicaEffect::Send {
+                            msg: Message::Fetch(req),
+                            ..
+                        } => Some(req),
+                        _ => None,
+                    })
+                    .expect("a fetch")
+            };
+            let req = fetch(&mut f);
+            assert_eq!(req.fetch_offset, 0);
+            let resp = FetchResponse {
+                correlation: req.correlation,
+                tp: tp(),
+                leader_epoch: 1,
+                result: FetchResult::Error(FetchError::OffsetOutOfRange {
+                    fetch_offset: 0,
+                    log_start_offset: 1,
+                }),
+            };
+            let now = net.now;
+            f.handle_fetch_response(now, 1, resp);
+            assert_eq!(f.log().log_start_offset(), 1);
+            assert_eq!(f.log().log_end_offset(), 1);
+            assert_eq!(f.high_watermark(), 1);
+            let effects = f.drain_effects();
+            assert!(effects.iter().any(|e| matches!(
+                e,
+                ReplicaEffect::Event(Event::LogReset { from: 0, to: 1, .. })
+            )));
+            let req = effects
+                .into_iter()
+                .find_map(|e| match e {
+                    ReplicaEffect::Send {
+                        msg: Message::Fetch(req),
+                        ..
+                    } => Some(req),
+                    _ => None,
+                })
+                .expect("fetches again at once");
+            assert_eq!(req.fetch_offset, 1, "continues at the leader's log start");
+            // The leader's answer from there appends normally.
+            let resp = net.r(1).handle_fetch(now, req).expect("answered");
+            f.handle_fetch_response(now, 1, resp);
+            assert_eq!(f.log().log_end_offset(), net.r(1).log().log_end_offset());
+            // An OffsetOutOfRange that does not leave this follower behind changes nothing.
+            let req = fetch(&mut f);
+            let leo = f.log().log_end_offset();
+            f.handle_fetch_response(
+                now,
+                1,
+                FetchResponse {
+                    correlation: req.correlation,
+                    tp: tp(),
+                    leader_epoch: 1,
+                    result: FetchResult::Error(FetchError::OffsetOutOfRange {
+                        fetch_offset: leo,
+                        log_start_offset: 1,
+                    }),
+                },
+            );
+            assert_eq!(f.log().log_end_offset(), leo);
+            assert_eq!(f.log().log_start_offset(), 1);
         }
 
         #[test]

@@ -609,6 +609,7 @@ fn broker_event_name(e: &BrokerEvent) -> &'static str {
             R::LogError { .. } => "LogError",
             R::LogFailed { .. } => "LogFailed",
             R::LogRecovered { .. } => "LogRecovered",
+            R::LogReset { .. } => "LogReset",
             R::TruncatedBelowHighWatermark { .. } => "TruncatedBelowHW",
         },
         BrokerEvent::Registered { .. } => "Registered",
