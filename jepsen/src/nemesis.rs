@@ -38,7 +38,11 @@ impl NemesisKind {
                 "kill" => &[NemesisKind::Kill],
                 "pause" => &[NemesisKind::Pause],
                 "partition" => &[NemesisKind::Partition],
-                "all" => &[NemesisKind::Kill, NemesisKind::Pause, NemesisKind::Partition],
+                "all" => &[
+                    NemesisKind::Kill,
+                    NemesisKind::Pause,
+                    NemesisKind::Partition,
+                ],
                 "none" => &[],
                 other => {
                     return Err(format!(
@@ -108,8 +112,9 @@ impl Rng {
 
 /// Draws the fault windows of a run of `duration_ms`: one window per `interval_ms` slot
 /// (a quiet first slot lets the workload start), each lasting between a quarter and a half
-/// of the slot, so the cluster has time to recover before the next. Half the faults target
-/// the leader, the others a node drawn among `nodes`.
+/// of the slot, so the cluster has time to recover before the next. Kinds come in rounds,
+/// each a seeded shuffle of `kinds`, so a run of `kinds.len()` windows has every kind once.
+/// Half the faults target the leader, the others a node drawn among `nodes`.
 pub fn schedule(
     seed: u64,
     kinds: &[NemesisKind],
@@ -123,8 +128,15 @@ pub fn schedule(
         return out;
     }
     let mut slot = interval_ms;
+    let mut round: Vec<NemesisKind> = Vec::new();
     while slot + interval_ms <= duration_ms {
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if round.is_empty() {
+            round = kinds.to_vec();
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let kind = round.remove(0);
         let target = if rng.below(2) == 0 {
             Target::Leader
         } else {
@@ -170,10 +182,21 @@ mod tests {
         assert!(a.last().unwrap().end_ms <= 60_000);
         for k in kinds {
             assert!(
-                schedule(1, &[k], 4, 60_000, 5_000).iter().all(|w| w.kind == k),
+                schedule(1, &[k], 4, 60_000, 5_000)
+                    .iter()
+                    .all(|w| w.kind == k),
                 "only enabled kinds"
             );
         }
         assert!(schedule(1, &[], 4, 60_000, 5_000).is_empty());
+        // Every kind in the first round.
+        for seed in 0..20 {
+            let mut first: Vec<NemesisKind> = schedule(seed, &kinds, 4, 16_000, 4_000)
+                .iter()
+                .map(|w| w.kind)
+                .collect();
+            first.sort();
+            assert_eq!(first, kinds);
+        }
     }
 }

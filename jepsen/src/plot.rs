@@ -234,7 +234,9 @@ pub fn rate_svg(ops: &[Operation], shades: &[Shade]) -> String {
         y_max,
         shades,
     );
-    let palette = ["#1c7ed6", "#2b8a3e", "#e67700", "#c92a2a", "#7048e8", "#0c8599"];
+    let palette = [
+        "#1c7ed6", "#2b8a3e", "#e67700", "#c92a2a", "#7048e8", "#0c8599",
+    ];
     let mut legend = Vec::new();
     for (i, ((fname, kname), counts)) in series.iter().enumerate() {
         let c = palette[i % palette.len()];
@@ -350,7 +352,11 @@ mod tests {
         assert_eq!(lat.matches(r#"class="fault""#).count(), 1);
         assert!(lat.contains("kill &lt;b&gt;") && !lat.contains("<b>"));
         let rate = rate_svg(&ops, &shades);
-        assert_eq!(rate.matches("<polyline").count(), 2, "poll ok and poll info");
+        assert_eq!(
+            rate.matches("<polyline").count(),
+            2,
+            "poll ok and poll info"
+        );
         let html = timeline_html("t", &ops, &shades);
         assert_eq!(html.matches(r#"class="op""#).count(), 2);
         assert!(html.contains("process 2"));

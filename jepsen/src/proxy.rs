@@ -242,7 +242,10 @@ mod tests {
         p.set_cut("b", "a", true);
         assert!(p.is_cut("a", "b"));
         open.write_all(b"y").unwrap();
-        assert!(open.read_exact(&mut one).is_err(), "a cut link must drop bytes");
+        assert!(
+            open.read_exact(&mut one).is_err(),
+            "a cut link must drop bytes"
+        );
         // ...and so is a new one.
         assert!(roundtrip(addr).is_err());
         p.set_cut("a", "b", false);
