@@ -180,7 +180,7 @@ mod tests {
             assert!(w[0].start_ms < w[0].end_ms && w[0].end_ms < w[1].start_ms);
         }
         assert!(a.last().unwrap().end_ms <= 60_000);
-        for k in kinds {
+        for &k in &kinds {
             assert!(
                 schedule(1, &[k], 4, 60_000, 5_000)
                     .iter()
