@@ -6,12 +6,20 @@
 //! reads per partition and each process's position, and returns a [`Report`] naming
 //! Kafka-style anomalies as Jepsen does (lost-write, duplicate, poll-skip, ...), with counts
 //! and examples that point at history indexes. The `skein check` command wraps all three.
+//!
+//! For tests of real processes (`skein jepsen run`, see `docs/jepsen.md`) the crate also
+//! holds the generic harness parts: [`nemesis`] draws a seeded fault schedule, [`proxy`] is
+//! the fault-injecting TCP proxy put between nodes, and [`plot`] draws the history (latency,
+//! rate, timeline) with the fault windows shaded.
 
 pub mod check;
 mod fast;
 mod fxhash;
 pub mod history;
 pub mod io;
+pub mod nemesis;
+pub mod plot;
+pub mod proxy;
 pub mod report;
 
 pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};

@@ -37,6 +37,8 @@ enum Command {
     Admin(cli::admin::AdminArgs),
     /// Measure produce / consume throughput and latency against a running cluster.
     Bench(cli::bench::BenchArgs),
+    /// Test a real local cluster under real faults (kill -9, pause, partition) and check it.
+    Jepsen(cli::jepsen::JepsenArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Command::Group(args) => cli::group::run(args),
         Command::Admin(args) => cli::admin::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Jepsen(args) => cli::jepsen::run(args),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod common;
 pub mod consume;
 pub mod group;
+pub mod jepsen;
 pub mod node;
 pub mod produce;
 pub mod sim;
