@@ -275,7 +275,7 @@ impl<S: Storage> PartitionLog<S> {
     /// they are unusable (then it gets validated instead).
     fn load_trusted(&mut self, base: Offset, end: Offset) -> Result<Option<Segment>, LogError> {
         let mut seg = Segment::new(&self.dir, base);
-        let size = self.storage.len(&seg.log_path())?;
+        let size = self.storage.len(seg.log_path())?;
         let read = |s: &mut S, p: &str| -> Result<Option<Vec<u8>>, StorageError> {
             if s.exists(p) {
                 s.read_all(p).map(Some)
@@ -283,8 +283,8 @@ impl<S: Storage> PartitionLog<S> {
                 Ok(None)
             }
         };
-        let idx = read(&mut self.storage, &seg.index_path())?;
-        let tidx = read(&mut self.storage, &seg.time_index_path())?;
+        let idx = read(&mut self.storage, seg.index_path())?;
+        let tidx = read(&mut self.storage, seg.time_index_path())?;
         let (Some(idx), Some(tidx)) = (idx, tidx) else {
             return Ok(None);
         };
