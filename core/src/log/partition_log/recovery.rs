@@ -408,10 +408,10 @@ impl<S: Storage> PartitionLog<S> {
         file_len: u64,
     ) -> Result<u64, LogError> {
         let (ip, tp) = (seg.index_path(), seg.time_index_path());
-        if !self.storage.exists(&ip) || !self.storage.exists(&tp) {
+        if !self.storage.exists(ip) || !self.storage.exists(tp) {
             return Ok(0);
         }
-        let (idx, tidx) = (self.storage.read_all(&ip)?, self.storage.read_all(&tp)?);
+        let (idx, tidx) = (self.storage.read_all(ip)?, self.storage.read_all(tp)?);
         let base = seg.base;
         let mut index: Vec<IndexEntry> = Vec::new();
         for c in idx.chunks_exact(INDEX_ENTRY_LEN) {
