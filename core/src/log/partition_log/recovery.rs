@@ -276,7 +276,7 @@ impl<S: Storage> PartitionLog<S> {
     /// they are unusable (then it gets validated instead).
     fn load_trusted(&mut self, base: Offset, end: Offset) -> Result<Option<Segment>, LogError> {
         let mut seg = Segment::new(&self.dir, base);
-        let size = self.storage.len(&seg.log_path())?;
+        let size = self.storage.len(seg.log_path())?;
         let read = |s: &mut S, p: &str| -> Result<Option<Vec<u8>>, StorageError> {
             if s.exists(p) {
                 s.read_all(p).map(Some)
@@ -284,8 +284,8 @@ impl<S: Storage> PartitionLog<S> {
                 Ok(None)
             }
         };
-        let idx = read(&mut self.storage, &seg.index_path())?;
-        let tidx = read(&mut self.storage, &seg.time_index_path())?;
+        let idx = read(&mut self.storage, seg.index_path())?;
+        let tidx = read(&mut self.storage, seg.time_index_path())?;
         let (Some(idx), Some(tidx)) = (idx, tidx) else {
             return Ok(None);
         };
@@ -409,10 +409,10 @@ impl<S: Storage> PartitionLog<S> {
         file_len: u64,
     ) -> Result<u64, LogError> {
         let (ip, tp) = (seg.index_path(), seg.time_index_path());
-        if !self.storage.exists(&ip) || !self.storage.exists(&tp) {
+        if !self.storage.exists(ip) || !self.storage.exists(tp) {
             return Ok(0);
         }
-        let (idx, tidx) = (self.storage.read_all(&ip)?, self.storage.read_all(&tp)?);
+        let (idx, tidx) = (self.storage.read_all(ip)?, self.storage.read_all(tp)?);
         let base = seg.base;
         let mut index: Vec<IndexEntry> = Vec::new();
         for c in idx.chunks_exact(INDEX_ENTRY_LEN) {
