@@ -216,12 +216,20 @@ fn a_zoo_bug_page_shows_lanes_arrows_faults_and_the_violation_at_its_moment() {
     );
     // The violated invariant at its moment, selected, with its detail in the side panel.
     assert!(l.dom.contains("class=\"violation\""), "no violation mark");
+    // The first violation is strong-isr: the truncated follower is back in the ISR below the
+    // leader's HW (the TLA+ invariant sees the bug before the loss); it is selected, with
+    // its detail, and the violation bar links to the loss that follows.
     assert!(
-        l.dom.contains("violation: acked-write-lost")
-            || l.dom.contains("violation: replica-divergence")
+        l.dom.contains("violation: strong-isr"),
+        "first violation not selected as strong-isr"
     );
     assert!(
-        l.dom.contains("acknowledged record lost") || l.dom.contains("holds a different record")
+        l.dom.contains("below leader 1's HW") || l.dom.contains("below leader 2's HW"),
+        "no strong-isr detail"
+    );
+    assert!(
+        l.dom.contains(">acked-write-lost ×"),
+        "the violation bar does not link the acknowledged loss"
     );
     // The partition panel: a leader band with its epoch and ISR, and HW/LEO lines.
     assert!(l.dom.contains("class=\"band leader\""), "no leader band");
