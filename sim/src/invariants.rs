@@ -34,6 +34,12 @@ pub const LEADER_IN_ISR: &str = "leader-in-isr";
 pub const STRONG_ISR: &str = "strong-isr";
 /// No replica's high watermark is past its log end (TLA+ `HighWatermarkRangeOk`).
 pub const VALID_HW: &str = "valid-high-watermark";
+/// Along a partition's committed log, a producer id's epoch never goes back: once a batch
+/// of epoch e is committed, no later batch of that producer id carries an epoch below e.
+/// A lower one is a write by a fenced (zombie) instance that the leader should have refused
+/// with `InvalidProducerEpoch` (KIP-360, KIP-588). Not judged on a partition after an
+/// unclean election, which may legitimately lose the newer epoch's batches.
+pub const FENCED_PRODUCER_WRITE: &str = "fenced-producer-write";
 
 /// Every invariant, in report order.
 pub const NAMES: &[&str] = &[
@@ -49,6 +55,7 @@ pub const NAMES: &[&str] = &[
     LEADER_IN_ISR,
     STRONG_ISR,
     VALID_HW,
+    FENCED_PRODUCER_WRITE,
     crate::group_invariants::GROUP_SINGLE_OWNER,
     crate::group_invariants::GROUP_UNOWNED,
     crate::group_invariants::GROUP_OFFSET_REGRESSION,
@@ -56,11 +63,22 @@ pub const NAMES: &[&str] = &[
     crate::group_invariants::GROUP_UNPROCESSED,
 ];
 
-/// Whether an invariant is a safety property (everything but liveness). A correct core
-/// may fail liveness under faults it cannot recover from by design (a corrupt last ISR
-/// copy stays offline); a safety failure is always a finding.
+/// The invariants that judge progress after the heal rather than what was ever observed:
+/// a partition without a leader (`liveness`), a follower not back in its ISR
+/// (`under-replicated`), a group partition no member owns (`group-partition-unowned`). A
+/// correct core may fail them under faults it cannot recover from by design (a corrupt last
+/// ISR copy stays offline, docs/simulation.md "Liveness failures of the correct core");
+/// nothing they report was ever wrong, only late.
+pub const PROGRESS: &[&str] = &[
+    LIVENESS,
+    UNDER_REPLICATED,
+    crate::group_invariants::GROUP_UNOWNED,
+];
+
+/// Whether an invariant is a safety property (everything but the [`PROGRESS`] ones): a
+/// safety failure is always a finding, whatever the faults.
 pub fn is_safety(name: &str) -> bool {
-    name != LIVENESS
+    !PROGRESS.contains(&name)
 }
 
 /// One violation: which invariant, when, and what was seen.
@@ -185,6 +203,9 @@ pub struct Checker {
     /// from the committed log. Committed records from there on were replaced; replicas that
     /// have not yet followed that leader are compared only below that offset.
     unclean_floor: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
+    /// Per (partition, producer id) in the committed log: the highest producer epoch seen
+    /// and the lowest offset of a batch carrying it (fenced-producer-write's state).
+    producer_epochs: BTreeMap<(TopicPartition, u64), (u16, Offset)>,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,
@@ -446,6 +467,7 @@ impl Checker {
                     let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
                     self.violate(REPLICA_DIVERGENCE, now, d);
                 }
+                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
                 from = if recs.is_empty() { from } else { upto };
             }
         }
@@ -534,6 +556,56 @@ impl Checker {
         if let Some(first) = missing.first() {
             let d = format!("partition {p}: leader {broker} at epoch {}: acknowledged record lost: {first} ({} lost)", view.leader_epoch, missing.len());
             self.violate(ACKED_WRITE_LOST, now, d);
+        }
+    }
+
+    /// fenced-producer-write over the batches of `[from, below)` a broker holds below its
+    /// HW: each producer id's epoch must not go back along the log.
+    fn check_producer_epochs(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        tp: &TopicPartition,
+        batches: &[RecordBatch],
+        from: Offset,
+        below: Offset,
+    ) {
+        if self.unclean.iter().any(|(t, _)| t == tp) {
+            return;
+        }
+        for b in batches {
+            let Some(p) = &b.producer else { continue };
+            if b.last_offset() < from || b.base_offset >= below || b.records.is_empty() {
+                continue;
+            }
+            let key = (tp.clone(), p.producer_id);
+            match self.producer_epochs.get_mut(&key) {
+                None => {
+                    self.producer_epochs
+                        .insert(key, (p.producer_epoch, b.base_offset));
+                }
+                Some((epoch, at)) if p.producer_epoch > *epoch => {
+                    *epoch = p.producer_epoch;
+                    *at = b.base_offset;
+                }
+                Some((epoch, at)) if p.producer_epoch == *epoch => *at = (*at).min(b.base_offset),
+                Some((epoch, at)) => {
+                    // Only a batch after the newer epoch's first one is a zombie write; one
+                    // before it was written while its epoch was still current.
+                    if b.base_offset > *at {
+                        let d = format!(
+                            "partition {}: broker {broker} holds at offset {} a batch of producer {} at epoch {}, after epoch {} began at offset {}: a fenced producer's write was appended",
+                            part(tp),
+                            b.base_offset,
+                            p.producer_id,
+                            p.producer_epoch,
+                            epoch,
+                            at
+                        );
+                        self.violate(FENCED_PRODUCER_WRITE, now, d);
+                    }
+                }
+            }
         }
     }
 

@@ -450,13 +450,18 @@ impl fmt::Display for Summary<'_> {
         };
         writeln!(
             f,
-            "{} seeds ({}..{}{shard}), {} passed, {} failed ({} by a safety invariant), {} events",
+            "{} seeds ({}..{}{shard}), {} passed, {} failed ({} by a safety invariant, {} by progress only: {}), {} events",
             r.seeds.len(),
             h.start,
             h.end,
             r.seeds.len() - failing.len(),
             failing.len(),
             r.safety_failures(),
+            failing
+                .iter()
+                .filter(|s| s.verdict == SeedVerdict::Fail && s.first_safety.is_none())
+                .count(),
+            crate::invariants::PROGRESS.join("/"),
             events
         )?;
         if !r.missing.is_empty() {

@@ -67,6 +67,7 @@ pub const BUG_NAMES: &[&str] = &[
     "no-generation-fencing",
     "elect-out-of-isr",
     "no-elr",
+    "stale-producer-epoch",
 ];
 
 fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
@@ -81,6 +82,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
             "no-generation-fencing" => b.no_generation_fencing = true,
             "elect-out-of-isr" => b.elect_out_of_isr = true,
             "no-elr" => b.no_elr = true,
+            "stale-producer-epoch" => b.stale_producer_epoch = true,
             other => {
                 return Err(SimError::UnknownBug {
                     name: other.to_string(),

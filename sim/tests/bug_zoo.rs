@@ -21,12 +21,35 @@ struct Row {
     seed: u64,
     /// The invariant the scenario must fail with this bug on.
     invariant: &'static str,
-    /// Seeds 0..bound of the sweep; one of them must fail a safety invariant that the
-    /// correct core does not fail on the same seed. `None`: no sweep shape is known to find
-    /// the bug (the reason is at the row); the scenario still must.
+    /// Seeds 0..bound of the sweep; one of them must fail an invariant of the row's
+    /// `finding` class that the correct core does not fail on the same seed. `None`: no
+    /// sweep shape is known to find the bug (the reason is at the row); the scenario still
+    /// must.
     bound: Option<u64>,
+    /// What counts as finding the bug in the sweep: a safety invariant for every bug whose
+    /// harm Skein can show, a progress invariant only where the row says why no safety
+    /// invariant can fail (another defence contains the bug).
+    finding: Finding,
     /// The sweep's run: no scenario; default fault rates unless the row says why not.
     sweep: fn(u64) -> SimConfig,
+}
+
+/// Which invariants a zoo sweep counts as a finding.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Finding {
+    /// A safety invariant (`is_safety`).
+    Safety,
+    /// A progress invariant (`liveness`, `under-replicated`, `group-partition-unowned`).
+    Progress,
+}
+
+impl Finding {
+    fn counts(self, invariant: &str) -> bool {
+        match self {
+            Finding::Safety => is_safety(invariant),
+            Finding::Progress => !is_safety(invariant),
+        }
+    }
 }
 
 /// `skein sim zoo`'s run for one seed: `--duration 20s`, everything else default.
@@ -87,6 +110,32 @@ fn isolate_and_crash(seed: u64) -> SimConfig {
     c
 }
 
+/// Producer pauses only, twice the default rate (`--fault-rate 2 --fault-weights
+/// client-pause=3,<everything else>=0`): a zombie producer needs a pause with a replacement
+/// that takes over its producer id (a third of random producer pauses), which the default
+/// mix draws about once in a hundred 20 s runs.
+fn zombie_producers(seed: u64) -> SimConfig {
+    let mut c = default_sweep(seed).with_fault_rate(2.0);
+    c.seed = seed;
+    c.rates
+        .set_weights("crash=0,power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-isolate=0,client-pause=3")
+        .expect("valid weights");
+    c
+}
+
+/// Bit flips, pauses and partitions only, twice the default rate (`--fault-rate 2
+/// --fault-weights bit-flip=3,pause=3,partition=3,<everything else>=0`): pauses and
+/// partitions fence brokers out of the ISR while it is at min.insync.replicas (so they enter
+/// the ELR), and a bit flip then finds the last ISR copy.
+fn flips_and_fencing(seed: u64) -> SimConfig {
+    let mut c = default_sweep(seed).with_fault_rate(2.0);
+    c.seed = seed;
+    c.rates
+        .set_weights("crash=0,power-loss=0,controller-crash=0,clock=0,clog=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-pause=0,client-isolate=0,bit-flip=3,pause=3,partition=3")
+        .expect("valid weights");
+    c
+}
+
 /// Seeds of `isolate_and_crash` within which `elect-out-of-isr` must be found (measured:
 /// docs/scenarios.md, "The bug zoo").
 const BOUND_ELECT_OUT_OF_ISR: Option<u64> = Some(20);
@@ -98,6 +147,7 @@ const ZOO: &[Row] = &[
         seed: 3,
         invariant: "acked-write-lost",
         bound: Some(60),
+        finding: Finding::Safety,
         sweep: default_sweep,
     },
     Row {
@@ -105,11 +155,13 @@ const ZOO: &[Row] = &[
         scenario: "kip279-double-failover.toml",
         seed: 1,
         invariant: "under-replicated",
-        // After the group-coordinator fixes of issue 21 (seeds 124, 382, 488) moved every
-        // trace, and judged against the clean baseline, this sweep finds nothing in seeds
-        // 0..100 (docs/scenarios.md). A sweep shape that does is an open item of issue 21;
-        // until then only the scenario proves it.
-        bound: None,
+        // Progress only: in Skein the follower the bug leaves on a divergent suffix can
+        // never rejoin the ISR (its fetches keep diverging), so it is never elected and never
+        // serves what it holds; the harm is a partition that stays under-replicated.
+        // `skein sim sweep --seeds 0..150` with this shape, bug against clean: the first
+        // finding beyond the clean baseline is seed 114 (the clean core fails none).
+        bound: Some(150),
+        finding: Finding::Progress,
         sweep: crash_and_clog,
     },
     Row {
@@ -118,6 +170,7 @@ const ZOO: &[Row] = &[
         seed: 1,
         invariant: "replica-divergence",
         bound: Some(10),
+        finding: Finding::Safety,
         sweep: default_sweep,
     },
     Row {
@@ -126,6 +179,7 @@ const ZOO: &[Row] = &[
         seed: 1,
         invariant: "acked-write-lost",
         bound: Some(10),
+        finding: Finding::Safety,
         sweep: default_sweep,
     },
     Row {
@@ -134,6 +188,7 @@ const ZOO: &[Row] = &[
         seed: 1,
         invariant: "acked-write-lost",
         bound: Some(50),
+        finding: Finding::Safety,
         sweep: single_copy,
     },
     Row {
@@ -142,6 +197,7 @@ const ZOO: &[Row] = &[
         seed: 1,
         invariant: "acked-write-lost",
         bound: BOUND_ELECT_OUT_OF_ISR,
+        finding: Finding::Safety,
         sweep: isolate_and_crash,
     },
     Row {
@@ -150,6 +206,7 @@ const ZOO: &[Row] = &[
         seed: 1,
         invariant: "group-offset-regression",
         bound: Some(10),
+        finding: Finding::Safety,
         sweep: full_length,
     },
     Row {
@@ -157,16 +214,28 @@ const ZOO: &[Row] = &[
         scenario: "kip966-elr-elected-after-last-isr-corrupt.toml",
         seed: 1,
         invariant: "liveness",
-        // Without ELR, Skein loses availability, not data: its leaders count only fsynced
-        // data towards the HW and followers fsync before reporting, so the "last replica
-        // standing" loss KIP-966 closes in Kafka cannot happen here (kip966-last-replica-
-        // unflushed passes with the bug on). What the bug costs is the partition whose
-        // last ISR copy is corrupt staying leaderless: liveness, which the zoo's sweep
-        // (safety beyond the clean baseline) does not count. The default run shows it too:
-        // `skein sim run --seed 178 --bug no-elr` fails liveness (partition 2 leaderless),
-        // which the correct core passes (docs/scenarios.md).
-        bound: None,
-        sweep: default_sweep,
+        // Progress only: without ELR, Skein loses availability, not data. Its leaders count
+        // only fsynced data towards the HW and followers fsync before reporting, so the "last
+        // replica standing" loss KIP-966 closes in Kafka cannot happen here
+        // (kip966-last-replica-unflushed passes with the bug on); what the bug costs is a
+        // partition whose last ISR copy is corrupt staying leaderless. `skein sim sweep
+        // --seeds 0..100` with this shape: 32 seeds fail a progress invariant the clean core
+        // passes, the first at seed 0 (the clean core fails `liveness` on 5 of the 100: two
+        // of three copies corrupt, docs/simulation.md "Liveness failures by cause").
+        bound: Some(10),
+        finding: Finding::Progress,
+        sweep: flips_and_fencing,
+    },
+    Row {
+        bug: "stale-producer-epoch",
+        scenario: "zombie-producer-fenced.toml",
+        seed: 1,
+        invariant: "fenced-producer-write",
+        // `skein sim sweep --seeds 0..60 --duration 20s` with this shape: 36 of 60 seeds
+        // find it (first at seed 3); the correct core passes all 60.
+        bound: Some(15),
+        finding: Finding::Safety,
+        sweep: zombie_producers,
     },
 ];
 
@@ -209,8 +278,8 @@ fn random_sweeps_find_every_bug_within_their_bound() {
             eprintln!("{bug}: no random sweep known to find it (see its row); scenario only");
             continue;
         };
-        // A finding is a safety invariant the bug fails and the correct core, on the same
-        // seed, does not: a clean-core failure proves nothing about the bug.
+        // A finding is an invariant of the row's class that the bug fails and the correct
+        // core, on the same seed, does not: a clean-core failure proves nothing about it.
         let found = (0..bound).find(|&seed| {
             let mut c = (r.sweep)(seed);
             c.bugs = vec![bug.to_string()];
@@ -218,7 +287,7 @@ fn random_sweeps_find_every_bug_within_their_bound() {
             let failed: Vec<&str> = report
                 .failed_invariants()
                 .into_iter()
-                .filter(|i| is_safety(i))
+                .filter(|i| r.finding.counts(i))
                 .collect();
             if failed.is_empty() {
                 return false;
@@ -229,7 +298,8 @@ fn random_sweeps_find_every_bug_within_their_bound() {
         });
         if found.is_none() {
             missed.push(format!(
-                "{bug}: no safety failure beyond the clean baseline in seeds 0..{bound}"
+                "{bug}: no {:?} failure beyond the clean baseline in seeds 0..{bound}",
+                r.finding
             ));
         }
     }
@@ -246,6 +316,8 @@ fn the_correct_core_is_not_a_finding_on_the_same_seeds() {
         crash_and_clog,
         full_length,
         isolate_and_crash,
+        zombie_producers,
+        flips_and_fencing,
     ] {
         for seed in 0..3 {
             let report = skein_sim::run(&sweep(seed), None, None).expect("the run starts");

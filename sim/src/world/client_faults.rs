@@ -160,13 +160,7 @@ impl World {
             Client::Consumer(_) => Client::Consumer(Consumer::new(id, self.cfg.partitions)),
             Client::Member(_) => unreachable!("client faults name producers and consumers"),
         };
-        // Point every name of the old slot at the new one.
-        let original = self
-            .moved_clients
-            .iter()
-            .find(|&(_, &now_at)| now_at == idx)
-            .map_or(idx, |(&o, _)| o);
-        self.moved_clients.insert(original, new_idx);
+        self.move_names(idx, new_idx);
         self.clients.push(ClientSlot::new(fresh));
         let seq = self.q.len() as u64;
         self.tracer
@@ -207,8 +201,23 @@ impl World {
                 )
             },
         );
+        // Later faults naming this producer strike the instance that now holds its
+        // identity: a second takeover must start from the newest epoch, never again from
+        // the zombie's (two live instances at one epoch would share sequence numbers, and
+        // the leader would answer the second with the first's offsets).
+        self.move_names(idx, new_idx);
         self.clients.push(ClientSlot::new(Client::Producer(p)));
         self.reschedule_client(new_idx, now);
+    }
+
+    /// Points every fault name of the client slot `idx` at `new_idx`.
+    fn move_names(&mut self, idx: usize, new_idx: usize) {
+        let original = self
+            .moved_clients
+            .iter()
+            .find(|&(_, &now_at)| now_at == idx)
+            .map_or(idx, |(&o, _)| o);
+        self.moved_clients.insert(original, new_idx);
     }
 
     /// Traces a producer's fencing the first time it is seen.
