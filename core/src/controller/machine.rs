@@ -344,14 +344,73 @@ fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
     Ok(())
 }
 
+/// What happened to a decision handed to a [`Journal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Durable and final: the single controller's fsynced metadata log.
+    Committed,
+    /// Proposed, not yet committed: the quorum's Raft log. The records count as decided for
+    /// later decisions (they are in the pending image), but nothing depending on them may
+    /// be answered before they commit.
+    Pending,
+}
+
+/// Why a [`Journal`] refused a decision (nothing of it was written).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JournalError {
+    /// The storage failed: the controller stops serving until reopened.
+    #[error("{0}")]
+    Storage(String),
+    /// This node is no longer the quorum's leader.
+    #[error("not the active controller (leader {leader:?})")]
+    NotController { leader: Option<NodeId> },
+}
+
+/// Where a controller's decisions go: the one mechanism both the single controller (its
+/// metadata log) and the quorum controller (Raft proposals) share. Each call is one
+/// decision, one batch, all or nothing.
+pub trait Journal {
+    /// Writes `records`, which start at metadata offset `first_offset`.
+    fn write(
+        &mut self,
+        first_offset: Offset,
+        records: &[MetadataRecord],
+        now: Nanos,
+    ) -> Result<Written, JournalError>;
+}
+
+impl<S: Storage> Journal for MetadataLog<S> {
+    fn write(
+        &mut self,
+        first_offset: Offset,
+        records: &[MetadataRecord],
+        now: Nanos,
+    ) -> Result<Written, JournalError> {
+        debug_assert_eq!(self.end_offset(), first_offset);
+        self.append(records, now).map_err(JournalError::Storage)?;
+        Ok(Written::Committed)
+    }
+}
+
 /// The single metadata controller. `S` is the storage its metadata log lives on.
-pub struct Controller<S: Storage> {
+pub type Controller<S> = ControllerState<MetadataLog<S>>;
+
+/// The controller logic over a [`Journal`]: [`Controller`] (the single controller, its
+/// metadata log) and the quorum controller (`QuorumController`, Raft) are this with
+/// different journals. Every state change is a [`Txn`] computed against `image`, written to
+/// the journal, then applied to `image` and `records`.
+pub struct ControllerState<J> {
     config: ControllerConfig,
-    log: MetadataLog<S>,
-    /// Every record of the log, in order: served to pulling brokers.
+    journal: J,
+    /// Every record decided, in order: committed ones first (served to pulling brokers),
+    /// then, on a quorum leader only, the proposed but uncommitted ones.
     records: Vec<MetadataRecord>,
+    /// How many of `records` are committed (all of them for the single controller).
+    committed_end: usize,
+    /// The image after every record in `records`, so including uncommitted ones on a
+    /// quorum leader (KRaft's pending image): decisions build on decisions in flight.
     image: MetadataImage,
-    /// Session deadline of each registered broker.
+    /// Session deadline of each registered broker (the active controller's only).
     sessions: BTreeMap<NodeId, Nanos>,
     /// Unused part of the producer-id block reserved in the log.
     producer_ids: std::ops::Range<u64>,
@@ -383,50 +442,142 @@ impl<S: Storage> Controller<S> {
         let log_config = metadata_log_config(config.segment_bytes);
         let (log, records) = MetadataLog::open(storage, &config.dir, log_config)?;
         let image = MetadataImage::from_records(&records)?;
-        let sessions = image
-            .brokers
-            .keys()
-            .map(|&b| (b, now.saturating_add(config.restart_grace)))
-            .collect();
         debug_assert_eq!(log.end_offset(), records.len() as Offset);
-        Ok(Self {
+        let mut c = ControllerState::new(log, config, records, image);
+        c.start_sessions(now);
+        Ok(c)
+    }
+
+    /// The storage the metadata log lives on.
+    pub fn storage(&self) -> &S {
+        self.journal.storage()
+    }
+
+    /// Stops the controller, returning its storage (every decision is already fsynced).
+    pub fn into_storage(self) -> S {
+        self.journal.into_storage()
+    }
+}
+
+impl<J: Journal> ControllerState<J> {
+    /// A controller over `journal` whose committed records are `records` (and `image`
+    /// their image). No broker sessions yet: see [`ControllerState::start_sessions`].
+    pub(crate) fn new(
+        journal: J,
+        config: ControllerConfig,
+        records: Vec<MetadataRecord>,
+        image: MetadataImage,
+    ) -> Self {
+        debug_assert_eq!(image.next_offset, records.len() as Offset);
+        Self {
             config,
-            log,
+            journal,
+            committed_end: records.len(),
             records,
             image,
-            sessions,
+            sessions: BTreeMap::new(),
             producer_ids: 0..0,
             outputs: Vec::new(),
             failed: None,
             offline: BTreeMap::new(),
             corrupt: BTreeMap::new(),
             shutting_down: BTreeMap::new(),
-        })
+        }
     }
 
-    /// The current metadata image (everything durable and applied).
+    /// Becoming the active controller (opening, or winning a quorum election): nobody
+    /// could heartbeat to this node before, so every registered broker gets `restart_grace`
+    /// from `now` before it can be fenced.
+    pub(crate) fn start_sessions(&mut self, now: Nanos) {
+        let grace = now.saturating_add(self.config.restart_grace);
+        self.sessions = self.image.brokers.keys().map(|&b| (b, grace)).collect();
+    }
+
+    /// No longer the active controller: everything not committed is dropped (the image
+    /// goes back to `committed` — the image of the committed records — and the pending
+    /// records are cut), and so is the soft state only an active controller keeps
+    /// (sessions, offline reports, shutdowns, the producer-id block), since the next
+    /// active controller rebuilds it from heartbeats.
+    pub(crate) fn deactivate(&mut self, committed: MetadataImage) {
+        debug_assert_eq!(committed.next_offset, self.committed_end as Offset);
+        self.records.truncate(self.committed_end);
+        self.image = committed;
+        self.sessions.clear();
+        self.offline.clear();
+        self.corrupt.clear();
+        self.shutting_down.clear();
+        self.producer_ids = 0..0;
+    }
+
+    /// Records `batch` as committed. If it is the oldest pending batch (this node proposed
+    /// it) it is already in `records` and `image`; otherwise (a follower, or a leader before
+    /// it activates) nothing is pending and it is appended and applied here.
+    pub(crate) fn apply_committed(&mut self, batch: Vec<MetadataRecord>) -> Result<(), ImageError> {
+        let end = self.committed_end + batch.len();
+        if self.records.len() > self.committed_end {
+            debug_assert!(
+                self.records.len() >= end && self.records[self.committed_end..end] == batch[..],
+                "a committed batch differs from the batch this node proposed there"
+            );
+        } else {
+            for r in &batch {
+                self.image.apply(r)?;
+            }
+            self.records.extend(batch);
+        }
+        self.committed_end = end;
+        Ok(())
+    }
+
+    /// Replaces every record (a Raft snapshot was restored). Only while nothing is pending.
+    pub(crate) fn restore(&mut self, records: Vec<MetadataRecord>, image: MetadataImage) {
+        debug_assert_eq!(
+            self.records.len(),
+            self.committed_end,
+            "restore while pending"
+        );
+        debug_assert_eq!(image.next_offset, records.len() as Offset);
+        self.committed_end = records.len();
+        self.records = records;
+        self.image = image;
+    }
+
+    /// Stops serving (like a storage failure) for `reason`.
+    pub(crate) fn fail(&mut self, reason: String) {
+        self.failed = Some(reason);
+    }
+
+    pub(crate) fn journal(&self) -> &J {
+        &self.journal
+    }
+
+    pub(crate) fn journal_mut(&mut self) -> &mut J {
+        &mut self.journal
+    }
+
+    pub(crate) fn into_journal(self) -> J {
+        self.journal
+    }
+
+    /// Offset the next committed metadata record will get.
+    pub fn committed_end_offset(&self) -> Offset {
+        self.committed_end as Offset
+    }
+
+    /// The current metadata image: everything decided (for the single controller,
+    /// everything durable; on a quorum's active controller, proposed batches included).
     pub fn image(&self) -> &MetadataImage {
         &self.image
     }
 
-    /// Every record of the metadata log, in order.
+    /// Every committed record, in order.
     pub fn records(&self) -> &[MetadataRecord] {
-        &self.records
+        &self.records[..self.committed_end]
     }
 
-    /// Offset the next metadata record will get.
+    /// Offset the next decided metadata record will get.
     pub fn metadata_end_offset(&self) -> Offset {
         self.records.len() as Offset
-    }
-
-    /// The storage the metadata log lives on.
-    pub fn storage(&self) -> &S {
-        self.log.storage()
-    }
-
-    /// Stops the controller, returning its storage (every decision is already fsynced).
-    pub fn into_storage(self) -> S {
-        self.log.into_storage()
     }
 
     pub fn config(&self) -> &ControllerConfig {
@@ -623,25 +774,36 @@ impl<S: Storage> Controller<S> {
         self.offline.get(&broker).cloned().unwrap_or_default()
     }
 
-    /// Makes `txn` durable, then applies it. On a log failure nothing is applied and the
-    /// controller stops serving.
+    /// Writes `txn` to the journal, then applies it. If the journal refuses, nothing is
+    /// applied; a storage failure stops the controller.
     fn commit(&mut self, txn: Txn, now: Nanos) -> Result<(), ControllerError> {
         if txn.records.is_empty() {
             self.outputs
                 .extend(txn.events.into_iter().map(ControllerOutput::Event));
             return Ok(());
         }
-        debug_assert_eq!(self.log.end_offset(), self.metadata_end_offset());
-        if let Err(reason) = self.log.append(&txn.records, now) {
-            tracing::error!(%reason, "controller metadata log append failed");
-            self.failed = Some(reason.clone());
-            self.outputs
-                .push(ControllerOutput::Event(ControllerEvent::StorageFailed {
-                    reason: reason.clone(),
-                }));
-            return Err(ControllerError::StorageFailed { reason });
+        let first = self.metadata_end_offset();
+        match self.journal.write(first, &txn.records, now) {
+            Ok(written) => {
+                self.records.extend(txn.records);
+                if written == Written::Committed {
+                    debug_assert_eq!(self.committed_end as Offset, first, "commit behind pending");
+                    self.committed_end = self.records.len();
+                }
+            }
+            Err(JournalError::Storage(reason)) => {
+                tracing::error!(%reason, "controller metadata log append failed");
+                self.failed = Some(reason.clone());
+                self.outputs
+                    .push(ControllerOutput::Event(ControllerEvent::StorageFailed {
+                        reason: reason.clone(),
+                    }));
+                return Err(ControllerError::StorageFailed { reason });
+            }
+            Err(JournalError::NotController { leader }) => {
+                return Err(ControllerError::NotController { leader })
+            }
         }
-        self.records.extend(txn.records);
         self.image = txn.image;
         debug_assert_eq!(self.image.next_offset, self.metadata_end_offset());
         self.outputs
@@ -649,8 +811,9 @@ impl<S: Storage> Controller<S> {
         Ok(())
     }
 
-    fn delta_from(&self, from: Offset) -> MetadataDelta {
-        let end = self.metadata_end_offset();
+    /// Committed records from `from` on (bounded by `max_records_per_pull`).
+    pub(crate) fn delta_from(&self, from: Offset) -> MetadataDelta {
+        let end = self.committed_end_offset();
         let records = if from >= end {
             Vec::new()
         } else {
@@ -1157,7 +1320,10 @@ fn check_sender(from: Requester, broker: NodeId) -> Result<(), ControllerError> 
 
 /// The error reply to `request` when the controller cannot serve at all (never used for
 /// `FetchMetadata`, which is always served).
-fn failed_response(request: &ControllerRequest, e: ControllerError) -> ControllerResponse {
+pub(crate) fn failed_response(
+    request: &ControllerRequest,
+    e: ControllerError,
+) -> ControllerResponse {
     match request {
         ControllerRequest::RegisterBroker { .. } => ControllerResponse::RegisterBroker(Err(e)),
         ControllerRequest::BrokerHeartbeat { .. } => ControllerResponse::BrokerHeartbeat(Err(e)),

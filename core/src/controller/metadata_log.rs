@@ -29,7 +29,8 @@ const CONTROLLER_EPOCH: u32 = 0;
 /// Bytes read per step while replaying.
 const REPLAY_CHUNK: usize = 1 << 20;
 
-pub(crate) struct MetadataLog<S: Storage> {
+/// Public only because `Controller` names it; not constructible outside the crate.
+pub struct MetadataLog<S: Storage> {
     log: PartitionLog<S>,
 }
 

@@ -14,6 +14,7 @@ pub mod election;
 pub mod image;
 mod machine;
 mod metadata_log;
+mod quorum;
 pub mod record;
 pub mod request;
 
@@ -22,8 +23,12 @@ pub use image::{
     BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig,
     TopicInfo,
 };
-pub use machine::{Controller, ControllerConfig};
+pub use machine::{Controller, ControllerConfig, ControllerState, Journal, JournalError, Written};
 pub use metadata_log::ControllerOpenError;
+pub use metadata_log::MetadataLog;
+pub use quorum::{
+    QuorumConfig, QuorumController, QuorumInput, QuorumOpenError, QuorumOutput, RaftJournal,
+};
 pub use record::MetadataRecord;
 pub use request::{
     BrokerRegistration, ControlledShutdownReply, ControllerError, ControllerEvent,
@@ -33,5 +38,7 @@ pub use request::{
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod quorum_tests;
 #[cfg(test)]
 mod tests;

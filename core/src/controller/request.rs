@@ -214,6 +214,18 @@ pub enum ControllerError {
     ProducerIdsExhausted,
     #[error("controller metadata log failed: {reason}; restart the controller")]
     StorageFailed { reason: String },
+    /// Retriable: this controller node is not the active controller of the quorum (or
+    /// lost that role before the request's records committed, so their fate is unknown).
+    /// `leader` is the node it believes active, if any: send there (or retry later).
+    #[error("not the active controller (the active one is {leader:?}); retry there")]
+    NotController { leader: Option<NodeId> },
+}
+
+impl ControllerError {
+    /// Whether retrying the same request (possibly at another controller) may succeed.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, ControllerError::NotController { .. })
+    }
 }
 
 /// Something worth tracing (and asserting on in tests) that the controller decided.

@@ -1,0 +1,1114 @@
+//! The quorum controller under a seeded, faulty world: 3 or 5 controller nodes, scripted
+//! brokers and an admin client, a network that loses, duplicates and delays (so reorders)
+//! messages, partitions, and crashes with power loss (torn unsynced tails). The network and
+//! fault model follow `raft::cluster`; here the nodes are whole [`QuorumController`]s and the
+//! traffic includes brokers. Checked after every step:
+//! - at most one active controller per term;
+//! - committed metadata is never lost or reordered: every node's committed records are a
+//!   prefix of one history;
+//! - no request is answered with success before its records are committed (registration,
+//!   topic creation, ISR change: the record the answer names is in that history);
+//! - every broker sees metadata in order (each pulled delta is the history's slice and
+//!   applies without a gap);
+//! - at the end (faults off, network healed): an active controller exists, every node holds
+//!   the whole history, and every broker is registered, unfenced and caught up.
+//!
+//! `SKEIN_QUORUM_SEEDS=N` soaks N seeds per size; a failure prints the replay command.
+
+use super::*;
+use crate::log::MemStorage;
+use crate::raft::{Message, RaftConfig, Term};
+use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+
+const MS: Nanos = 1_000_000;
+/// Brokers of the scripted cluster.
+const BROKERS: [NodeId; 3] = [101, 102, 103];
+const CLIENT: u64 = 1;
+/// How long a broker or the client waits for a reply before trying another controller.
+const REQUEST_TIMEOUT: Nanos = 150 * MS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Addr {
+    Ctl(NodeId),
+    Broker(NodeId),
+    Client,
+}
+
+#[derive(Clone, Debug)]
+enum Packet {
+    Raft(Message),
+    Request(ControllerRequest),
+    Response(ControllerResponse),
+}
+
+#[derive(Clone, Debug)]
+struct Options {
+    nodes: u32,
+    faults: bool,
+    faulty_for: Nanos,
+    settle_for: Nanos,
+    loss: Option<f64>,
+}
+
+impl Options {
+    fn new(nodes: u32) -> Self {
+        Self {
+            nodes,
+            faults: true,
+            faulty_for: 5_000 * MS,
+            settle_for: 3_000 * MS,
+            loss: None,
+        }
+    }
+
+    /// No faults at all (the unit tests script their own).
+    fn calm(nodes: u32) -> Self {
+        Self {
+            faults: false,
+            loss: Some(0.0),
+            ..Self::new(nodes)
+        }
+    }
+}
+
+struct Node {
+    ctl: Option<QuorumController<MemStorage>>,
+    disk: MemStorage,
+    restart_at: Option<Nanos>,
+}
+
+/// A scripted broker: registers, heartbeats (pulling metadata), and, while it leads a
+/// partition, now and then shrinks or expands its ISR.
+struct Broker {
+    id: NodeId,
+    incarnation: u64,
+    epoch: Option<Offset>,
+    image: MetadataImage,
+    target: NodeId,
+    in_flight: Option<Nanos>,
+    next_at: Nanos,
+}
+
+struct Client {
+    target: NodeId,
+    in_flight: Option<(Nanos, ControllerRequest)>,
+    next_at: Nanos,
+    topics: u32,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    actives: usize,
+    crashes: u64,
+    history: usize,
+    topics_created: u32,
+    isr_changes: u32,
+    not_controller: u32,
+}
+
+struct World {
+    seed: u64,
+    opts: Options,
+    now: Nanos,
+    rng: ChaCha8Rng,
+    nodes: BTreeMap<NodeId, Node>,
+    brokers: BTreeMap<NodeId, Broker>,
+    client: Client,
+    loss: f64,
+    dup: f64,
+    net: BTreeMap<(Nanos, u64), (Addr, Addr, Packet)>,
+    seq: u64,
+    /// Cut links between controller nodes (a cut node is also cut from brokers).
+    blocked: BTreeSet<(NodeId, NodeId)>,
+    isolated: BTreeSet<NodeId>,
+    heal_at: Option<Nanos>,
+    next_fault: Nanos,
+    // checker state
+    active_in: BTreeMap<Term, NodeId>,
+    /// The one history every node's committed records must be a prefix of.
+    history: Vec<MetadataRecord>,
+    /// Replies a test wants to see (unit tests), by recipient.
+    replies: Vec<(Addr, ControllerResponse)>,
+    stats: Stats,
+}
+
+impl World {
+    fn new(seed: u64, opts: Options) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let loss = opts.loss.unwrap_or_else(|| rng.gen_range(0.0..0.1));
+        let dup = if opts.faults {
+            rng.gen_range(0.0..0.05)
+        } else {
+            0.0
+        };
+        let next_fault = rng.gen_range(300 * MS..800 * MS);
+        let mut w = Self {
+            seed,
+            now: 0,
+            rng,
+            nodes: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            client: Client {
+                target: 1,
+                in_flight: None,
+                next_at: 200 * MS,
+                topics: 0,
+            },
+            loss,
+            dup,
+            net: BTreeMap::new(),
+            seq: 0,
+            blocked: BTreeSet::new(),
+            isolated: BTreeSet::new(),
+            heal_at: None,
+            next_fault,
+            active_in: BTreeMap::new(),
+            history: Vec::new(),
+            replies: Vec::new(),
+            stats: Stats::default(),
+            opts,
+        };
+        for id in 1..=w.opts.nodes {
+            let disk = MemStorage::new();
+            let ctl = QuorumController::open(disk.clone(), w.config(id), 0).expect("opens");
+            w.nodes.insert(
+                id,
+                Node {
+                    ctl: Some(ctl),
+                    disk,
+                    restart_at: None,
+                },
+            );
+        }
+        for (i, &b) in BROKERS.iter().enumerate() {
+            w.brokers.insert(
+                b,
+                Broker {
+                    id: b,
+                    incarnation: 1,
+                    epoch: None,
+                    image: MetadataImage::new(),
+                    target: 1 + i as NodeId % w.opts.nodes,
+                    in_flight: None,
+                    next_at: 50 * MS,
+                },
+            );
+        }
+        w
+    }
+
+    fn config(&self, id: NodeId) -> QuorumConfig {
+        QuorumConfig {
+            controller: ControllerConfig {
+                session_timeout: 400 * MS,
+                restart_grace: 400 * MS,
+                ..ControllerConfig::default()
+            },
+            raft: RaftConfig {
+                election_timeout: 100 * MS,
+                heartbeat_interval: 20 * MS,
+                seed: self.seed.wrapping_mul(31).wrapping_add(u64::from(id)),
+                ..RaftConfig::new(id, (1..=self.opts.nodes).collect())
+            },
+            snapshot_every: 16,
+        }
+    }
+
+    fn fail(&self, what: String) -> String {
+        format!(
+            "seed {} at {} ms: {what} (replay: SKEIN_QUORUM_SEED={} SKEIN_QUORUM_NODES={} cargo test -p skein-core controller::quorum_tests::replay -- --nocapture)",
+            self.seed,
+            self.now / MS,
+            self.seed,
+            self.opts.nodes
+        )
+    }
+
+    fn ctl(&self, id: NodeId) -> Option<&QuorumController<MemStorage>> {
+        self.nodes[&id].ctl.as_ref()
+    }
+
+    fn ctl_mut(&mut self, id: NodeId) -> &mut QuorumController<MemStorage> {
+        self.nodes
+            .get_mut(&id)
+            .and_then(|n| n.ctl.as_mut())
+            .expect("live node")
+    }
+
+    fn active(&self) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.ctl.as_ref().is_some_and(|c| c.is_active()))
+            .map(|(&id, _)| id)
+            .max_by_key(|&id| self.ctl(id).map(|c| c.raft().term()))
+    }
+
+    fn run(mut self) -> Result<Stats, String> {
+        let faulty_end = self.opts.faulty_for;
+        let end = faulty_end + self.opts.settle_for;
+        while self.now < end {
+            let faulty = self.opts.faults && self.now < faulty_end;
+            if !faulty && self.heal_at.is_some() {
+                self.heal();
+            }
+            self.step(faulty, end)?;
+        }
+        self.final_checks()?;
+        self.stats.history = self.history.len();
+        Ok(self.stats)
+    }
+
+    fn heal(&mut self) {
+        self.blocked.clear();
+        self.isolated.clear();
+        self.heal_at = None;
+    }
+
+    /// Runs until `until` without faults (unit tests).
+    fn run_until(&mut self, until: Nanos) -> Result<(), String> {
+        while self.now < until {
+            self.step(false, until)?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, faulty: bool, end: Nanos) -> Result<(), String> {
+        #[derive(Debug)]
+        enum Ev {
+            Deliver,
+            Tick(NodeId),
+            Restart(NodeId),
+            Broker(NodeId),
+            Client,
+            Fault,
+            Heal,
+            End,
+        }
+        let mut best: (Nanos, Ev) = (end, Ev::End);
+        let mut consider = |t: Nanos, ev: Ev| {
+            if t < best.0 {
+                best = (t, ev);
+            }
+        };
+        if let Some((&(t, _), _)) = self.net.first_key_value() {
+            consider(t, Ev::Deliver);
+        }
+        for (&id, n) in &self.nodes {
+            match (&n.ctl, n.restart_at) {
+                (Some(c), _) => {
+                    if let Some(t) = c.next_timeout() {
+                        consider(t, Ev::Tick(id));
+                    }
+                }
+                (None, Some(t)) => consider(t, Ev::Restart(id)),
+                (None, None) => {}
+            }
+        }
+        for (&id, b) in &self.brokers {
+            consider(b.next_at, Ev::Broker(id));
+        }
+        if self.opts.faults {
+            consider(self.client.next_at, Ev::Client);
+        }
+        if faulty {
+            consider(self.next_fault, Ev::Fault);
+            if let Some(t) = self.heal_at {
+                consider(t, Ev::Heal);
+            }
+        }
+        let (t, ev) = best;
+        self.now = self.now.max(t);
+        if self.now >= end {
+            return Ok(());
+        }
+        let touched = match ev {
+            Ev::Deliver => self.deliver(faulty)?,
+            Ev::Tick(id) => {
+                let now = self.now;
+                self.ctl_mut(id).tick(now);
+                self.after(id)?;
+                Some(id)
+            }
+            Ev::Restart(id) => {
+                self.restart(id)?;
+                Some(id)
+            }
+            Ev::Broker(id) => {
+                self.broker_step(id);
+                None
+            }
+            Ev::Client => {
+                self.client_step();
+                None
+            }
+            Ev::Fault => {
+                self.fault();
+                self.next_fault = self.now + self.rng.gen_range(100 * MS..600 * MS);
+                None
+            }
+            Ev::Heal => {
+                self.heal();
+                None
+            }
+            Ev::End => None,
+        };
+        self.check(touched)
+    }
+
+    fn deliver(&mut self, faulty: bool) -> Result<Option<NodeId>, String> {
+        let (_, (from, to, packet)) = self.net.pop_first().expect("due packet");
+        let cut = |a: Addr| match a {
+            Addr::Ctl(id) => self.isolated.contains(&id),
+            _ => false,
+        };
+        let blocked = match (from, to) {
+            (Addr::Ctl(a), Addr::Ctl(b)) => self.blocked.contains(&(a, b)),
+            _ => cut(from) || cut(to),
+        };
+        if blocked {
+            return Ok(None);
+        }
+        match (to, packet) {
+            (Addr::Ctl(id), packet) => {
+                if self.nodes[&id].ctl.is_none() {
+                    return Ok(None);
+                }
+                let torn = faulty && self.rng.gen_bool(0.002);
+                let disk = self.nodes[&id].disk.clone();
+                disk.set_fail_syncs(torn);
+                let now = self.now;
+                match (from, packet) {
+                    (Addr::Ctl(f), Packet::Raft(m)) => self.ctl_mut(id).handle_peer(now, f, m),
+                    (Addr::Broker(b), Packet::Request(r)) => {
+                        self.ctl_mut(id).handle(now, Requester::Broker(b), r)
+                    }
+                    (Addr::Client, Packet::Request(r)) => {
+                        self.ctl_mut(id).handle(now, Requester::Client(CLIENT), r)
+                    }
+                    (f, p) => return Err(self.fail(format!("misrouted {p:?} from {f:?}"))),
+                }
+                disk.set_fail_syncs(false);
+                self.after(id)?;
+                Ok(Some(id))
+            }
+            (Addr::Broker(b), Packet::Response(r)) => {
+                self.broker_reply(b, from, r)?;
+                Ok(None)
+            }
+            (Addr::Client, Packet::Response(r)) => {
+                self.client_reply(from, r);
+                Ok(None)
+            }
+            (to, p) => Err(self.fail(format!("misrouted {p:?} to {to:?}"))),
+        }
+    }
+
+    /// Drains node `id`'s outputs: peer messages and replies go to the network, replies
+    /// are checked against the committed history first.
+    fn after(&mut self, id: NodeId) -> Result<(), String> {
+        let Some(ctl) = self.nodes.get_mut(&id).and_then(|n| n.ctl.as_mut()) else {
+            return Ok(());
+        };
+        let outs = ctl.drain_outputs();
+        let failed = ctl.failed().is_some();
+        self.observe(id)?;
+        for out in outs {
+            match out {
+                QuorumOutput::Peer { to, message } => {
+                    self.enqueue(Addr::Ctl(id), Addr::Ctl(to), Packet::Raft(message))
+                }
+                QuorumOutput::Controller(ControllerOutput::Send { to, response }) => {
+                    self.check_reply(id, &response)?;
+                    let to = match to {
+                        Requester::Broker(b) => Addr::Broker(b),
+                        Requester::Client(_) => Addr::Client,
+                    };
+                    self.replies.push((to, response.clone()));
+                    self.enqueue(Addr::Ctl(id), to, Packet::Response(response));
+                }
+                QuorumOutput::Controller(ControllerOutput::Event(_)) => {}
+                QuorumOutput::RoleChanged {
+                    active: true, term, ..
+                } => {
+                    if let Some(&other) = self.active_in.get(&term) {
+                        if other != id {
+                            return Err(self.fail(format!(
+                                "two active controllers in term {term}: {other} and {id}"
+                            )));
+                        }
+                    }
+                    self.active_in.insert(term, id);
+                    self.stats.actives = self.active_in.len();
+                }
+                QuorumOutput::RoleChanged { .. } => {}
+            }
+        }
+        if failed {
+            self.crash(id);
+        }
+        Ok(())
+    }
+
+    /// Folds node `id`'s committed records into the history, checking they extend it.
+    fn observe(&mut self, id: NodeId) -> Result<(), String> {
+        let Some(ctl) = self.ctl(id) else {
+            return Ok(());
+        };
+        let records = ctl.records();
+        let common = records.len().min(self.history.len());
+        if let Some(i) = (0..common).find(|&i| records[i] != self.history[i]) {
+            return Err(self.fail(format!(
+                "node {id} committed {:?} at offset {i}, the history has {:?}",
+                records[i], self.history[i]
+            )));
+        }
+        if records.len() > self.history.len() {
+            let more = records[self.history.len()..].to_vec();
+            self.history.extend(more);
+        }
+        Ok(())
+    }
+
+    /// A success reply must name only committed records.
+    fn check_reply(&self, id: NodeId, response: &ControllerResponse) -> Result<(), String> {
+        let committed = |pred: &dyn Fn(&MetadataRecord) -> bool| self.history.iter().any(pred);
+        let bad = match response {
+            ControllerResponse::RegisterBroker(Ok(r)) => !matches!(
+                self.history.get(r.broker_epoch as usize),
+                Some(MetadataRecord::BrokerRegistered { broker, .. }) if *broker == r.broker
+            ),
+            ControllerResponse::CreateTopic {
+                name,
+                result: Ok(topic_id),
+            } => !committed(&|r| {
+                matches!(r, MetadataRecord::TopicCreated { name: n, topic_id: t, .. }
+                    if n == name && t == topic_id)
+            }),
+            ControllerResponse::AlterPartition { tp, result: Ok(s) } => !committed(&|r| {
+                matches!(r, MetadataRecord::PartitionChanged { tp: t, isr, partition_epoch, .. }
+                    if t == tp && *isr == s.isr && *partition_epoch == s.partition_epoch)
+            }),
+            ControllerResponse::BrokerHeartbeat(Ok(h)) => {
+                h.metadata.end_offset as usize > self.history.len()
+            }
+            ControllerResponse::Metadata(d) => d.end_offset as usize > self.history.len(),
+            _ => false,
+        };
+        if bad {
+            return Err(self.fail(format!(
+                "node {id} answered {response:?} before its records committed"
+            )));
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, from: Addr, to: Addr, packet: Packet) {
+        let faulty = self.opts.faults && self.now < self.opts.faulty_for;
+        if self.loss > 0.0 && faulty && self.rng.gen_bool(self.loss) {
+            return;
+        }
+        let copies = if faulty && self.dup > 0.0 && self.rng.gen_bool(self.dup) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let delay = self.rng.gen_range(MS..10 * MS);
+            self.seq += 1;
+            self.net
+                .insert((self.now + delay, self.seq), (from, to, packet.clone()));
+        }
+    }
+
+    fn send_request(&mut self, from: Addr, to: NodeId, request: ControllerRequest) {
+        self.enqueue(from, Addr::Ctl(to), Packet::Request(request));
+    }
+
+    fn other_controller(&mut self, not: NodeId) -> NodeId {
+        let n = self.opts.nodes;
+        let skip = self.rng.gen_range(1..n);
+        (not - 1 + skip) % n + 1
+    }
+
+    // ---- brokers ----
+
+    fn broker_step(&mut self, id: NodeId) {
+        let now = self.now;
+        let b = self.brokers.get_mut(&id).expect("broker");
+        b.next_at = now + 40 * MS;
+        if let Some(sent) = b.in_flight {
+            if now < sent + REQUEST_TIMEOUT {
+                return;
+            }
+            // No answer: try another controller.
+            let t = b.target;
+            let other = self.other_controller(t);
+            self.brokers.get_mut(&id).expect("broker").target = other;
+        }
+        let b = self.brokers.get_mut(&id).expect("broker");
+        b.in_flight = Some(now);
+        let request = match b.epoch {
+            None => ControllerRequest::RegisterBroker {
+                broker: id,
+                incarnation: b.incarnation,
+                offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
+            },
+            Some(epoch) => {
+                // Now and then, as a partition leader, change the ISR instead.
+                let led: Vec<(TopicPartition, PartitionState)> = b
+                    .image
+                    .partitions()
+                    .filter(|(_, s)| s.leader == Some(id))
+                    .map(|(tp, s)| (tp, s.clone()))
+                    .collect();
+                let pick = self.rng.gen_range(0..4 * led.len().max(1));
+                let b = self.brokers.get(&id).expect("broker");
+                match led.get(pick) {
+                    Some((tp, s)) if self.opts.faults => {
+                        let new_isr = if s.isr.len() > 1 {
+                            vec![id]
+                        } else {
+                            s.replicas
+                                .iter()
+                                .copied()
+                                .filter(|&r| b.image.is_unfenced(r))
+                                .collect()
+                        };
+                        ControllerRequest::AlterPartition {
+                            tp: tp.clone(),
+                            leader: id,
+                            leader_epoch: s.leader_epoch,
+                            partition_epoch: s.partition_epoch,
+                            new_isr,
+                        }
+                    }
+                    _ => ControllerRequest::BrokerHeartbeat {
+                        broker: id,
+                        broker_epoch: epoch,
+                        metadata_offset: b.image.next_offset,
+                        offline_partitions: Vec::new(),
+                        corrupt_partitions: Vec::new(),
+                    },
+                }
+            }
+        };
+        let target = self.brokers[&id].target;
+        self.send_request(Addr::Broker(id), target, request);
+    }
+
+    fn broker_reply(
+        &mut self,
+        id: NodeId,
+        from: Addr,
+        response: ControllerResponse,
+    ) -> Result<(), String> {
+        let Addr::Ctl(from) = from else {
+            return Err(self.fail(format!("broker {id} got a reply from {from:?}")));
+        };
+        let redirect = |e: &ControllerError| match e {
+            ControllerError::NotController { leader } => Some(*leader),
+            _ => None,
+        };
+        let mut target = None;
+        let b = self.brokers.get_mut(&id).expect("broker");
+        b.in_flight = None;
+        match response {
+            ControllerResponse::RegisterBroker(Ok(r)) => b.epoch = Some(r.broker_epoch),
+            ControllerResponse::BrokerHeartbeat(Ok(h)) => {
+                let from_offset = h.metadata.from as usize;
+                let end = from_offset + h.metadata.records.len();
+                if self.history.get(from_offset..end) != Some(&h.metadata.records[..]) {
+                    return Err(self.fail(format!(
+                        "broker {id} pulled records {from_offset}..{end} that are not the history's"
+                    )));
+                }
+                if let Err(e) = b.image.apply_delta(&h.metadata) {
+                    return Err(self.fail(format!("broker {id}: metadata out of order: {e}")));
+                }
+            }
+            ControllerResponse::BrokerHeartbeat(Err(
+                ControllerError::StaleBrokerEpoch { .. } | ControllerError::UnknownBroker { .. },
+            )) => b.epoch = None,
+            ControllerResponse::AlterPartition { result: Ok(_), .. } => {
+                self.stats.isr_changes += 1;
+            }
+            ControllerResponse::RegisterBroker(Err(e))
+            | ControllerResponse::BrokerHeartbeat(Err(e))
+            | ControllerResponse::AlterPartition { result: Err(e), .. } => {
+                if let Some(leader) = redirect(&e) {
+                    self.stats.not_controller += 1;
+                    target = Some(leader);
+                }
+            }
+            other => return Err(self.fail(format!("broker {id} got {other:?}"))),
+        }
+        if let Some(leader) = target {
+            let next = leader.unwrap_or_else(|| self.other_controller(from));
+            self.brokers.get_mut(&id).expect("broker").target = next;
+        }
+        Ok(())
+    }
+
+    // ---- the admin client ----
+
+    fn client_step(&mut self) {
+        let now = self.now;
+        self.client.next_at = now + 100 * MS;
+        let request = match &self.client.in_flight {
+            Some((sent, r)) if now >= sent + REQUEST_TIMEOUT => {
+                let r = r.clone();
+                self.client.target = self.other_controller(self.client.target);
+                r
+            }
+            Some(_) => return,
+            None if self.client.topics < 12 => ControllerRequest::CreateTopic {
+                name: format!("t{}", self.client.topics),
+                config: TopicConfig {
+                    partitions: 1,
+                    replication_factor: 2,
+                    min_insync_replicas: 1,
+                    ..TopicConfig::default()
+                },
+                assignment: None,
+            },
+            None => return,
+        };
+        self.client.in_flight = Some((now, request.clone()));
+        let target = self.client.target;
+        self.send_request(Addr::Client, target, request);
+    }
+
+    fn client_reply(&mut self, from: Addr, response: ControllerResponse) {
+        let Addr::Ctl(from) = from else { return };
+        let ControllerResponse::CreateTopic { name, result } = response else {
+            return;
+        };
+        let current = matches!(&self.client.in_flight,
+            Some((_, ControllerRequest::CreateTopic { name: n, .. })) if *n == name);
+        if !current {
+            return; // a duplicate's reply
+        }
+        match result {
+            // A retry of a creation that did commit is answered "already exists".
+            Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
+                self.stats.topics_created += 1;
+                self.client.topics += 1;
+                self.client.in_flight = None;
+            }
+            Err(ControllerError::NotController { leader }) => {
+                self.stats.not_controller += 1;
+                self.client.target = leader.unwrap_or_else(|| self.other_controller(from));
+                self.client.in_flight = None;
+            }
+            // Not enough live brokers yet: try again later.
+            Err(_) => self.client.in_flight = None,
+        }
+    }
+
+    // ---- faults ----
+
+    fn crash(&mut self, id: NodeId) {
+        self.stats.crashes += 1;
+        let down_for = self.rng.gen_range(10 * MS..600 * MS);
+        let seed: u64 = self.rng.gen();
+        let node = self.nodes.get_mut(&id).expect("node");
+        if let Some(ctl) = node.ctl.take() {
+            drop(ctl.into_storage());
+        }
+        // Power loss: each file keeps a random amount of its unsynced tail.
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        node.disk.crash(|f| r.gen_range(f.synced_len..=f.len));
+        node.restart_at = Some(self.now + down_for);
+    }
+
+    fn restart(&mut self, id: NodeId) -> Result<(), String> {
+        let config = self.config(id);
+        let now = self.now;
+        let node = self.nodes.get_mut(&id).expect("node");
+        node.restart_at = None;
+        match QuorumController::open(node.disk.clone(), config, now) {
+            Ok(c) => node.ctl = Some(c),
+            Err(e) => return Err(self.fail(format!("node {id} does not reopen: {e}"))),
+        }
+        self.observe(id)
+    }
+
+    fn fault(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let active = self.active();
+        let pick = |rng: &mut ChaCha8Rng| ids[rng.gen_range(0..ids.len())];
+        match self.rng.gen_range(0..10) {
+            // Isolate the active controller (or a random node), from brokers too.
+            0..=2 => {
+                let victim = match active {
+                    Some(l) if self.rng.gen_bool(0.7) => l,
+                    _ => pick(&mut self.rng),
+                };
+                self.blocked.clear();
+                self.isolated = BTreeSet::from([victim]);
+                for &o in &ids {
+                    if o != victim {
+                        self.blocked.insert((victim, o));
+                        self.blocked.insert((o, victim));
+                    }
+                }
+                self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
+            }
+            // Split the controllers into two random groups.
+            3 => {
+                self.blocked.clear();
+                self.isolated.clear();
+                let side: BTreeMap<NodeId, bool> =
+                    ids.iter().map(|&i| (i, self.rng.gen_bool(0.5))).collect();
+                for &a in &ids {
+                    for &b in &ids {
+                        if side[&a] != side[&b] {
+                            self.blocked.insert((a, b));
+                        }
+                    }
+                }
+                self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
+            }
+            // Crash a controller (often the active one).
+            4..=6 => {
+                let victim = match active {
+                    Some(l) if self.rng.gen_bool(0.6) => l,
+                    _ => pick(&mut self.rng),
+                };
+                if self.nodes[&victim].ctl.is_some() {
+                    self.crash(victim);
+                }
+            }
+            // Restart a broker process (a new incarnation re-registers).
+            7 => {
+                let b = BROKERS[self.rng.gen_range(0..BROKERS.len())];
+                let broker = self.brokers.get_mut(&b).expect("broker");
+                broker.incarnation += 1;
+                broker.epoch = None;
+            }
+            _ => self.heal(),
+        }
+    }
+
+    // ---- checks ----
+
+    fn check(&mut self, touched: Option<NodeId>) -> Result<(), String> {
+        if let Some(id) = touched {
+            self.observe(id)?;
+        }
+        // At most one active controller per term, also among nodes that did not just act.
+        let mut by_term: BTreeMap<Term, NodeId> = BTreeMap::new();
+        for (&id, n) in &self.nodes {
+            let Some(c) = &n.ctl else { continue };
+            if c.is_active() {
+                if let Some(other) = by_term.insert(c.raft().term(), id) {
+                    return Err(self.fail(format!(
+                        "nodes {other} and {id} both active in term {}",
+                        c.raft().term()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn final_checks(&mut self) -> Result<(), String> {
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            if self.nodes[&id].ctl.is_none() {
+                self.restart(id)?;
+            }
+        }
+        self.heal();
+        // Settle: an active controller, every broker registered, unfenced and caught up,
+        // every node holding the whole history.
+        let deadline = self.now + 3_000 * MS;
+        loop {
+            let settled = self.active().is_some_and(|a| {
+                let image = self.ctl(a).expect("live").committed_image();
+                let end = self.history.len() as Offset;
+                BROKERS
+                    .iter()
+                    .all(|&b| image.is_unfenced(b) && self.brokers[&b].image.next_offset == end)
+                    && self.nodes.values().all(|n| {
+                        n.ctl
+                            .as_ref()
+                            .is_some_and(|c| c.records().len() as Offset == end)
+                    })
+            });
+            if settled {
+                return Ok(());
+            }
+            if self.now > deadline {
+                let nodes: Vec<(NodeId, bool, usize)> = self
+                    .nodes
+                    .iter()
+                    .filter_map(|(&id, n)| {
+                        n.ctl
+                            .as_ref()
+                            .map(|c| (id, c.is_active(), c.records().len()))
+                    })
+                    .collect();
+                let brokers: Vec<(NodeId, Offset)> = self
+                    .brokers
+                    .values()
+                    .map(|b| (b.id, b.image.next_offset))
+                    .collect();
+                return Err(self.fail(format!(
+                    "liveness: not settled 3 s after healing (history {}, nodes (id, active, records) {nodes:?}, brokers {brokers:?})",
+                    self.history.len()
+                )));
+            }
+            let until = self.now + 10 * MS;
+            self.run_until(until)?;
+        }
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn random_quorums_of_3_and_5_keep_metadata_safe() {
+    let seeds = env_u64("SKEIN_QUORUM_SEEDS").unwrap_or(8);
+    let mut progress = Stats::default();
+    for nodes in [3, 5] {
+        for seed in 0..seeds {
+            let stats = World::new(seed, Options::new(nodes))
+                .run()
+                .unwrap_or_else(|e| panic!("{e}"));
+            progress.actives += stats.actives;
+            progress.crashes += stats.crashes;
+            progress.history += stats.history;
+            progress.topics_created += stats.topics_created;
+            progress.isr_changes += stats.isr_changes;
+            progress.not_controller += stats.not_controller;
+        }
+    }
+    // The sweep must exercise what it claims to: failovers, crashes, redirects, writes.
+    assert!(progress.actives as u64 > 2 * seeds, "{progress:?}");
+    assert!(progress.crashes > seeds, "{progress:?}");
+    assert!(progress.not_controller > 0, "{progress:?}");
+    assert!(progress.topics_created as u64 >= 10 * seeds, "{progress:?}");
+    assert!(progress.isr_changes > 0, "{progress:?}");
+}
+
+#[test]
+fn replay() {
+    let Some(seed) = env_u64("SKEIN_QUORUM_SEED") else {
+        return;
+    };
+    let nodes = env_u64("SKEIN_QUORUM_NODES").unwrap_or(3) as u32;
+    let stats = World::new(seed, Options::new(nodes))
+        .run()
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("seed {seed}: {stats:?}");
+}
+
+// ---- scripted unit tests ----
+
+/// A calm 3-node quorum with an active controller; brokers are left alone (their timers
+/// are pushed out) unless a test drives them.
+fn calm_quorum() -> (World, NodeId) {
+    let mut w = World::new(7, Options::calm(3));
+    for b in w.brokers.values_mut() {
+        b.next_at = Nanos::MAX;
+    }
+    w.run_until(600 * MS).unwrap();
+    let active = w.active().expect("an active controller after 600 ms");
+    (w, active)
+}
+
+/// Sends `request` from the client to node `to` and runs for `for_`; the client's replies.
+fn ask(
+    w: &mut World,
+    to: NodeId,
+    request: ControllerRequest,
+    for_: Nanos,
+) -> Vec<ControllerResponse> {
+    w.replies.clear();
+    w.send_request(Addr::Client, to, request);
+    let until = w.now + for_;
+    w.run_until(until).unwrap();
+    w.replies
+        .drain(..)
+        .filter(|(to, _)| *to == Addr::Client)
+        .map(|(_, r)| r)
+        .collect()
+}
+
+fn create(name: &str) -> ControllerRequest {
+    ControllerRequest::CreateTopic {
+        name: name.into(),
+        config: TopicConfig {
+            partitions: 1,
+            replication_factor: 1,
+            ..TopicConfig::default()
+        },
+        assignment: None,
+    }
+}
+
+fn register(w: &mut World, to: NodeId, b: NodeId) {
+    w.replies.clear();
+    w.send_request(
+        Addr::Broker(b),
+        to,
+        ControllerRequest::RegisterBroker {
+            broker: b,
+            incarnation: 1,
+            offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
+        },
+    );
+    let until = w.now + 50 * MS;
+    w.run_until(until).unwrap();
+    assert!(
+        w.replies.iter().any(|(to, r)| *to == Addr::Broker(b)
+            && matches!(r, ControllerResponse::RegisterBroker(Ok(_)))),
+        "{:?}",
+        w.replies
+    );
+}
+
+#[test]
+fn a_follower_answers_not_controller_with_the_leader_hint() {
+    let (mut w, active) = calm_quorum();
+    let follower = (1..=3).find(|&n| n != active).unwrap();
+    let replies = ask(&mut w, follower, create("t"), 50 * MS);
+    assert_eq!(
+        replies,
+        vec![ControllerResponse::CreateTopic {
+            name: "t".into(),
+            result: Err(ControllerError::NotController {
+                leader: Some(active)
+            }),
+        }]
+    );
+    assert!(ControllerError::NotController { leader: None }.is_retriable());
+    // Reads are served by every node, from committed records.
+    let replies = ask(
+        &mut w,
+        follower,
+        ControllerRequest::FetchMetadata { from_offset: 0 },
+        50 * MS,
+    );
+    assert!(matches!(replies[..], [ControllerResponse::Metadata(_)]));
+    // The active controller does the write, and answers once it is committed everywhere
+    // it needs to be: then a follower's read returns it.
+    register(&mut w, active, 101);
+    let replies = ask(&mut w, active, create("t"), 50 * MS);
+    assert!(
+        matches!(
+            &replies[..],
+            [ControllerResponse::CreateTopic { result: Ok(_), .. }]
+        ),
+        "{replies:?}"
+    );
+    let replies = ask(
+        &mut w,
+        follower,
+        ControllerRequest::FetchMetadata { from_offset: 0 },
+        50 * MS,
+    );
+    let [ControllerResponse::Metadata(d)] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert!(d
+        .records
+        .iter()
+        .any(|r| matches!(r, MetadataRecord::TopicCreated { name, .. } if name == "t")));
+}
+
+#[test]
+fn a_leader_that_loses_its_quorum_fails_its_pending_requests() {
+    let (mut w, active) = calm_quorum();
+    register(&mut w, active, 101);
+    // Cut the active controller from its peers (not from the client): its proposal can
+    // never commit.
+    for o in (1..=3).filter(|&o| o != active) {
+        w.blocked.insert((active, o));
+        w.blocked.insert((o, active));
+    }
+    w.replies.clear();
+    w.send_request(Addr::Client, active, create("t"));
+    let until = w.now + 50 * MS;
+    w.run_until(until).unwrap();
+    assert!(
+        w.replies.iter().all(|(to, _)| *to != Addr::Client),
+        "answered before commit: {:?}",
+        w.replies
+    );
+    assert!(w.ctl(active).unwrap().is_active());
+    // Check-quorum (one election timeout) makes it step down: the waiting request fails
+    // with the retriable NotController, and the uncommitted topic is gone from its image.
+    let until = w.now + 300 * MS;
+    w.run_until(until).unwrap();
+    let client: Vec<&ControllerResponse> = w
+        .replies
+        .iter()
+        .filter(|(to, _)| *to == Addr::Client)
+        .map(|(_, r)| r)
+        .collect();
+    assert!(
+        matches!(
+            client[..],
+            [ControllerResponse::CreateTopic {
+                result: Err(ControllerError::NotController { .. }),
+                ..
+            }]
+        ),
+        "{client:?}"
+    );
+    let old = w.ctl(active).unwrap();
+    assert!(!old.is_active());
+    assert!(old.controller().image().topic("t").is_none());
+    assert!(!w
+        .history
+        .iter()
+        .any(|r| matches!(r, MetadataRecord::TopicCreated { .. })));
+    // The majority elected a new active controller meanwhile.
+    let new = w
+        .active()
+        .expect("the majority elects a new active controller");
+    assert_ne!(new, active);
+}
+
+#[test]
+fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() {
+    let (mut w, active) = calm_quorum();
+    register(&mut w, active, 101);
+    // The broker goes silent, and so does the active controller: a new one takes over.
+    let silent_from = w.now;
+    w.crash(active);
+    w.nodes.get_mut(&active).unwrap().restart_at = Some(Nanos::MAX);
+    let mut took_over = None;
+    while took_over.is_none() {
+        let until = w.now + MS;
+        w.run_until(until).unwrap();
+        took_over = w.active().map(|a| (a, w.now));
+        assert!(w.now < silent_from + 2_000 * MS, "no new active controller");
+    }
+    let (new, at) = took_over.unwrap();
+    assert_ne!(new, active);
+    let grace = 400 * MS;
+    let fenced = |w: &World| {
+        w.history
+            .iter()
+            .any(|r| matches!(r, MetadataRecord::BrokerFenced { broker: 101, .. }))
+    };
+    // The session timeout (400 ms from the last contact) passes during the grace period:
+    // the broker is still unfenced, since the new controller never heard from it.
+    w.run_until(at + grace - 5 * MS).unwrap();
+    assert!(silent_from + 400 * MS < w.now);
+    assert!(!fenced(&w), "fenced before the grace period ended");
+    w.run_until(at + grace + 100 * MS).unwrap();
+    assert!(
+        fenced(&w),
+        "a silent broker must be fenced after the grace period"
+    );
+}
