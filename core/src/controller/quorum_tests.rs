@@ -107,6 +107,10 @@ struct Stats {
     topics_created: u32,
     isr_changes: u32,
     not_controller: u32,
+    /// Restarts that restored the image from a Raft snapshot.
+    restored_from_snapshot: u64,
+    /// `InstallSnapshot`s sent to laggards.
+    snapshots_sent: u64,
 }
 
 struct World {
@@ -418,6 +422,9 @@ impl World {
         for out in outs {
             match out {
                 QuorumOutput::Peer { to, message } => {
+                    if matches!(message, Message::InstallSnapshot { .. }) {
+                        self.stats.snapshots_sent += 1;
+                    }
                     self.enqueue(Addr::Ctl(id), Addr::Ctl(to), Packet::Raft(message))
                 }
                 QuorumOutput::Controller(ControllerOutput::Send { to, response }) => {
@@ -731,7 +738,12 @@ impl World {
         let node = self.nodes.get_mut(&id).expect("node");
         node.restart_at = None;
         match QuorumController::open(node.disk.clone(), config, now) {
-            Ok(c) => node.ctl = Some(c),
+            Ok(c) => {
+                if c.raft().snapshot().last_index > 0 {
+                    self.stats.restored_from_snapshot += 1;
+                }
+                node.ctl = Some(c)
+            }
             Err(e) => return Err(self.fail(format!("node {id} does not reopen: {e}"))),
         }
         self.observe(id)
@@ -840,6 +852,18 @@ impl World {
                     })
             });
             if settled {
+                // Every node's committed image (restored from snapshots, then applied) is
+                // the image of its records.
+                for (&id, n) in &self.nodes {
+                    let c = n.ctl.as_ref().expect("live");
+                    let replayed = MetadataImage::from_records(c.records())
+                        .map_err(|e| self.fail(format!("node {id}: records replay: {e}")))?;
+                    if &replayed != c.committed_image() {
+                        return Err(self.fail(format!(
+                            "node {id}: committed image differs from its records' image"
+                        )));
+                    }
+                }
                 return Ok(());
             }
             if self.now > deadline {
@@ -887,14 +911,19 @@ fn random_quorums_of_3_and_5_keep_metadata_safe() {
             progress.topics_created += stats.topics_created;
             progress.isr_changes += stats.isr_changes;
             progress.not_controller += stats.not_controller;
+            progress.restored_from_snapshot += stats.restored_from_snapshot;
+            progress.snapshots_sent += stats.snapshots_sent;
         }
     }
+    println!("quorum sweep, {seeds} seeds per size: {progress:?}");
     // The sweep must exercise what it claims to: failovers, crashes, redirects, writes.
     assert!(progress.actives as u64 > 2 * seeds, "{progress:?}");
     assert!(progress.crashes > seeds, "{progress:?}");
     assert!(progress.not_controller > 0, "{progress:?}");
     assert!(progress.topics_created as u64 >= 10 * seeds, "{progress:?}");
     assert!(progress.isr_changes > 0, "{progress:?}");
+    assert!(progress.restored_from_snapshot > 0, "{progress:?}");
+    assert!(progress.snapshots_sent > 0, "{progress:?}");
 }
 
 #[test]
