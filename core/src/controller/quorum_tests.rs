@@ -1141,3 +1141,72 @@ fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() 
         "a silent broker must be fenced after the grace period"
     );
 }
+
+/// One mechanism: a 1-node quorum decides exactly what the single controller decides,
+/// request for request (same replies, same records), since both run `ControllerState`.
+#[test]
+fn a_one_node_quorum_decides_what_the_single_controller_decides() {
+    let mut single = Controller::open(MemStorage::new(), ControllerConfig::default(), 0).unwrap();
+    let mut quorum =
+        QuorumController::open(MemStorage::new(), QuorumConfig::new(1, vec![1]), 0).unwrap();
+    let mut now = 0;
+    while !quorum.is_active() {
+        now = quorum.next_timeout().expect("a timer");
+        quorum.tick(now);
+        assert!(now < 10_000 * MS, "a 1-node quorum activates on its own");
+    }
+    quorum.drain_outputs();
+    let replies = |outs: Vec<ControllerOutput>| -> Vec<ControllerResponse> {
+        outs.into_iter()
+            .filter_map(|o| match o {
+                ControllerOutput::Send { response, .. } => Some(response),
+                ControllerOutput::Event(_) => None,
+            })
+            .collect()
+    };
+    let mut requests: Vec<(Requester, ControllerRequest)> = Vec::new();
+    for &b in &BROKERS {
+        requests.push((
+            Requester::Broker(b),
+            ControllerRequest::RegisterBroker {
+                broker: b,
+                incarnation: 1,
+                offline_partitions: Vec::new(),
+                corrupt_partitions: Vec::new(),
+            },
+        ));
+    }
+    requests.push((Requester::Client(CLIENT), create("a")));
+    requests.push((Requester::Client(CLIENT), create("a")));
+    requests.push((
+        Requester::Broker(101),
+        ControllerRequest::BrokerHeartbeat {
+            broker: 101,
+            broker_epoch: 0,
+            metadata_offset: 0,
+            offline_partitions: Vec::new(),
+            corrupt_partitions: Vec::new(),
+        },
+    ));
+    requests.push((Requester::Client(CLIENT), ControllerRequest::InitProducerId));
+    requests.push((
+        Requester::Client(CLIENT),
+        ControllerRequest::ElectPreferredLeaders { partitions: None },
+    ));
+    for (from, request) in requests {
+        now += 10 * MS;
+        single.handle(now, from, request.clone());
+        quorum.handle(now, from, request);
+        let q: Vec<ControllerOutput> = quorum
+            .drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                QuorumOutput::Controller(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(replies(single.drain_outputs()), replies(q));
+    }
+    assert_eq!(single.records(), quorum.records());
+    assert!(quorum.records().len() > 5);
+}
