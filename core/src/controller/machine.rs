@@ -1,10 +1,12 @@
 //! The controller state machine.
 //!
 //! Inputs: requests (`handle`) and the passage of time (`tick`). Every state change is a
-//! list of [`MetadataRecord`]s computed against a scratch copy of the image, appended to the
-//! durable metadata log as one batch, and only then applied to the live image and answered.
-//! Brokers pull the same records with their heartbeats. Session deadlines are the only state
-//! not in the log: they are soft, and restart with a grace period on open.
+//! list of [`MetadataRecord`]s computed against a scratch copy of the image, written as one
+//! batch to a [`Journal`] (the single controller's durable metadata log, or the quorum's
+//! Raft log), and only then applied to the live image; it is answered once committed.
+//! Brokers pull the same (committed) records with their heartbeats. Session deadlines are
+//! the only state not in the log: they are soft, and restart with a grace period on open
+//! (or when a quorum node becomes the active controller).
 
 use super::election::{assign_replicas, elect_leader, Election};
 use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig};
