@@ -16,11 +16,11 @@ mod machine;
 mod metadata_log;
 pub mod record;
 pub mod request;
+pub mod topic_config;
 
 pub use election::{assign_replicas, elect_leader, Election};
 pub use image::{
-    BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig,
-    TopicInfo,
+    BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicInfo,
 };
 pub use machine::{Controller, ControllerConfig};
 pub use metadata_log::ControllerOpenError;
@@ -30,6 +30,7 @@ pub use request::{
     ControllerOutput, ControllerRequest, ControllerResponse, FenceReason, HeartbeatReply,
     ProducerIdAndEpoch, Requester,
 };
+pub use topic_config::TopicConfig;
 
 #[cfg(test)]
 mod proptests;
