@@ -207,6 +207,7 @@ impl World {
     }
 }
 
+#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
     let mem = MemStorage::new();
     let (log, _) = PartitionLog::open(mem.clone(), DIR, cfg.clone()).unwrap();

@@ -637,6 +637,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn finish(mut self) -> Report {
         let max = self.options.max_examples;
         let final_reads = self.options.final_reads;

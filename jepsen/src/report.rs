@@ -455,6 +455,7 @@ impl Report {
 
 /// The human summary: verdict, counts per anomaly, and examples with history indexes.
 impl fmt::Display for Report {
+    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.stats;
         let found = self.found();

@@ -103,6 +103,7 @@ impl Model {
         m
     }
 
+    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn apply(&mut self, op: &Op) {
         match *op {
             Op::Send {

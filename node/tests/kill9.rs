@@ -179,6 +179,7 @@ fn await_acks(acks: &mpsc::Receiver<String>, acked: &mut Vec<u64>, n: usize, lim
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");

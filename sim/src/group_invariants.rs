@@ -6,7 +6,8 @@
 //! resets), what the coordinator hosting the group holds after each broker step (its leader
 //! epoch and the group's committed offsets), and which offsets are known to hold records
 //! (acknowledged to a producer or read by a consumer). Violations are reported through the
-//! run's [`Checker`] under the names below, so reports and `[expect]` can name them.
+//! run's [`Checker`] under the names below (defined in [`crate::invariants`] with the
+//! others), so reports and `[expect]` can name them.
 
 use crate::group_client::GroupObs;
 use crate::invariants::Checker;
@@ -15,29 +16,12 @@ use skein_core::group::GenerationId;
 use skein_core::{LeaderEpoch, NodeId, Offset};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// At most one member of the group owns a partition in any generation.
-pub const GROUP_SINGLE_OWNER: &str = "group-single-owner";
-/// After the last fault heals, no partition stays without an owner for longer than the
-/// rebalance bound.
-pub const GROUP_UNOWNED: &str = "group-partition-unowned";
-/// The group's committed offset of a partition never goes backwards (except after an
-/// explicit reset), as seen at the coordinator currently in charge.
-pub const GROUP_OFFSET_REGRESSION: &str = "group-offset-regression";
-/// A commit acknowledged to a member survives coordinator failover: a coordinator that
-/// loads the group, and every later OffsetFetch answer, holds at least that offset.
-pub const GROUP_ACKED_COMMIT_LOST: &str = "group-acked-commit-lost";
-/// With commit-after-process, every record below an acknowledged committed offset was
-/// processed by some member.
-pub const GROUP_UNPROCESSED: &str = "group-unprocessed-commit";
-
-/// The group invariants, in report order.
-pub const NAMES: &[&str] = &[
-    GROUP_SINGLE_OWNER,
-    GROUP_UNOWNED,
-    GROUP_OFFSET_REGRESSION,
-    GROUP_ACKED_COMMIT_LOST,
-    GROUP_UNPROCESSED,
-];
+// The names live with the other invariants' (so `invariants` needs nothing from here);
+// re-exported under their usual paths.
+pub use crate::invariants::{
+    GROUP_ACKED_COMMIT_LOST, GROUP_NAMES as NAMES, GROUP_OFFSET_REGRESSION, GROUP_SINGLE_OWNER,
+    GROUP_UNOWNED, GROUP_UNPROCESSED,
+};
 
 /// The running group checks of one simulation (one group).
 #[derive(Default)]

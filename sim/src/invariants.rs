@@ -41,6 +41,33 @@ pub const VALID_HW: &str = "valid-high-watermark";
 /// unclean election, which may legitimately lose the newer epoch's batches.
 pub const FENCED_PRODUCER_WRITE: &str = "fenced-producer-write";
 
+// The consumer-group invariants, checked by `group_invariants` (which depends on this module,
+// not the other way round).
+
+/// At most one member of the group owns a partition in any generation.
+pub const GROUP_SINGLE_OWNER: &str = "group-single-owner";
+/// After the last fault heals, no partition stays without an owner for longer than the
+/// rebalance bound.
+pub const GROUP_UNOWNED: &str = "group-partition-unowned";
+/// The group's committed offset of a partition never goes backwards (except after an
+/// explicit reset), as seen at the coordinator currently in charge.
+pub const GROUP_OFFSET_REGRESSION: &str = "group-offset-regression";
+/// A commit acknowledged to a member survives coordinator failover: a coordinator that
+/// loads the group, and every later OffsetFetch answer, holds at least that offset.
+pub const GROUP_ACKED_COMMIT_LOST: &str = "group-acked-commit-lost";
+/// With commit-after-process, every record below an acknowledged committed offset was
+/// processed by some member.
+pub const GROUP_UNPROCESSED: &str = "group-unprocessed-commit";
+
+/// The group invariants, in report order.
+pub const GROUP_NAMES: &[&str] = &[
+    GROUP_SINGLE_OWNER,
+    GROUP_UNOWNED,
+    GROUP_OFFSET_REGRESSION,
+    GROUP_ACKED_COMMIT_LOST,
+    GROUP_UNPROCESSED,
+];
+
 /// Every invariant, in report order.
 pub const NAMES: &[&str] = &[
     ACKED_WRITE_LOST,
@@ -56,24 +83,20 @@ pub const NAMES: &[&str] = &[
     STRONG_ISR,
     VALID_HW,
     FENCED_PRODUCER_WRITE,
-    crate::group_invariants::GROUP_SINGLE_OWNER,
-    crate::group_invariants::GROUP_UNOWNED,
-    crate::group_invariants::GROUP_OFFSET_REGRESSION,
-    crate::group_invariants::GROUP_ACKED_COMMIT_LOST,
-    crate::group_invariants::GROUP_UNPROCESSED,
+    GROUP_SINGLE_OWNER,
+    GROUP_UNOWNED,
+    GROUP_OFFSET_REGRESSION,
+    GROUP_ACKED_COMMIT_LOST,
+    GROUP_UNPROCESSED,
 ];
 
 /// The invariants that judge progress after the heal rather than what was ever observed:
 /// a partition without a leader (`liveness`), a follower not back in its ISR
 /// (`under-replicated`), a group partition no member owns (`group-partition-unowned`). A
 /// correct core may fail them under faults it cannot recover from by design (a corrupt last
-/// ISR copy stays offline, docs/simulation.md "Liveness failures of the correct core");
+/// ISR copy stays offline, docs/simulation.md "Liveness failures by cause");
 /// nothing they report was ever wrong, only late.
-pub const PROGRESS: &[&str] = &[
-    LIVENESS,
-    UNDER_REPLICATED,
-    crate::group_invariants::GROUP_UNOWNED,
-];
+pub const PROGRESS: &[&str] = &[LIVENESS, UNDER_REPLICATED, GROUP_UNOWNED];
 
 /// Whether an invariant is a safety property (everything but the [`PROGRESS`] ones): a
 /// safety failure is always a finding, whatever the faults.
@@ -665,294 +688,4 @@ impl Checker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use skein_core::log::Record;
-    use skein_core::TopicPartition;
-
-    fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
-        RecordBatch {
-            base_offset: base,
-            partition_leader_epoch: epoch,
-            attributes: 0,
-            producer: None,
-            first_timestamp: 0,
-            max_timestamp: 0,
-            records: values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Record {
-                    offset_delta: i as u32,
-                    timestamp_delta: 0,
-                    key: None,
-                    value: Some(v.as_bytes().to_vec()),
-                    headers: Vec::new(),
-                })
-                .collect(),
-        }
-    }
-
-    fn view(role: Role, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> ReplicaView {
-        ReplicaView {
-            tp: TopicPartition::new("sim", 0),
-            role,
-            leader_epoch: epoch,
-            partition_epoch: epoch,
-            high_watermark: hw,
-            log_start_offset: 0,
-            log_end_offset: leo,
-            flushed_offset: leo,
-            latest_log_epoch: Some(epoch),
-            isr: vec![1, 2, 3],
-            maximal_isr: vec![1, 2, 3],
-            replicas: vec![1, 2, 3],
-        }
-    }
-
-    fn reader(
-        log: Vec<RecordBatch>,
-    ) -> impl FnMut(Offset, Offset) -> Result<Vec<RecordBatch>, String> {
-        move |from, below| {
-            Ok(log
-                .iter()
-                .filter(|b| b.next_offset() > from && b.base_offset < below)
-                .cloned()
-                .collect())
-        }
-    }
-
-    #[test]
-    fn divergence_below_hw_is_caught() {
-        let mut c = Checker::new();
-        let mut r1 = reader(vec![batch(0, 1, &["a", "b", "c"])]);
-        c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut r1);
-        let mut r2 = reader(vec![batch(0, 1, &["a", "x", "c"])]);
-        c.audit(2, 2, &view(Role::Follower { leader: 1 }, 1, 3, 3), &mut r2);
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 1);
-        // Above the HW, difference is allowed.
-        let mut c = Checker::new();
-        c.audit(
-            1,
-            1,
-            &view(Role::Leader, 1, 1, 3),
-            &mut reader(vec![batch(0, 1, &["a", "b", "c"])]),
-        );
-        c.audit(
-            2,
-            2,
-            &view(Role::Follower { leader: 1 }, 1, 1, 3),
-            &mut reader(vec![batch(0, 1, &["a", "x", "c"])]),
-        );
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 0);
-    }
-
-    #[test]
-    fn new_leader_missing_acked_record_is_a_loss() {
-        let mut c = Checker::new();
-        c.on_client_ack(5, 0, 1, "b".into(), 1);
-        c.audit(
-            6,
-            2,
-            &view(Role::Leader, 2, 1, 1),
-            &mut reader(vec![batch(0, 1, &["a"])]),
-        );
-        assert_eq!(c.count(ACKED_WRITE_LOST), 1);
-        // A deposed leader (older epoch) is not required to have it.
-        let mut c = Checker::new();
-        c.on_client_ack(5, 0, 1, "b".into(), 3);
-        c.audit(
-            6,
-            2,
-            &view(Role::Leader, 2, 1, 1),
-            &mut reader(vec![batch(0, 1, &["a"])]),
-        );
-        assert_eq!(c.count(ACKED_WRITE_LOST), 0);
-        // Holding it at the right offset passes.
-        c.audit(
-            7,
-            1,
-            &view(Role::Leader, 3, 2, 2),
-            &mut reader(vec![batch(0, 1, &["a", "b"])]),
-        );
-        assert_eq!(c.count(ACKED_WRITE_LOST), 0);
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 0);
-    }
-
-    #[test]
-    fn reads_acks_and_hw_rules() {
-        let mut c = Checker::new();
-        c.on_client_ack(1, 0, 4, "v".into(), 1);
-        c.on_read(2, 0, 4, "v", 1);
-        assert_eq!(c.read_acked_count(), 1);
-        c.on_read(3, 0, 4, "w", 2);
-        assert_eq!(c.count(RECORD_CHANGED), 1);
-        assert_eq!(c.count(ACKED_WRITE_LOST), 1);
-        c.on_served(4, 1, 0, &[batch(3, 1, &["x", "y"])], 4);
-        assert_eq!(c.count(DIRTY_READ), 1);
-        let tp = TopicPartition::new("sim", 0);
-        c.on_leader_hw(5, 1, &tp, 1, 10);
-        c.on_leader_hw(6, 1, &tp, 1, 9);
-        assert_eq!(c.count(HW_REGRESSION), 1);
-        c.on_leader_hw(7, 1, &tp, 2, 3);
-        assert_eq!(c.count(HW_REGRESSION), 1, "a new epoch may start lower");
-        c.on_broker_ack(8, 1, 0, 2, 5);
-        c.on_broker_ack(9, 2, 0, 2, 6);
-        assert_eq!(c.count(SPLIT_BRAIN), 1, "two brokers at one epoch");
-        c.on_became_leader(&TopicPartition::new("sim", 0), 3, 10);
-        c.on_broker_ack(10, 1, 0, 2, 9);
-        assert_eq!(
-            c.count(SPLIT_BRAIN),
-            1,
-            "a late answer for records the successor holds"
-        );
-        c.on_broker_ack(10, 1, 0, 2, 10);
-        assert_eq!(c.count(SPLIT_BRAIN), 2, "an offset of the newer epoch");
-        c.finish_liveness(11, &[], 0);
-        assert_eq!(c.count(LIVENESS), 0);
-        c.on_client_ack(12, 1, 0, "z".into(), 1);
-        c.finish_liveness(13, &[2], 0);
-        assert_eq!(c.count(LIVENESS), 2);
-    }
-
-    #[test]
-    fn a_late_first_violation_is_never_hidden() {
-        use crate::report::{SimReport, Verdict};
-        let mut c = Checker::new();
-        // 100 record-changed violations (more than any cap) ...
-        for o in 0..100 {
-            c.on_read(o, 0, o, "a", 1);
-            c.on_read(o, 0, o, "b", 2);
-        }
-        // ... and only then the first of another invariant.
-        let tp = TopicPartition::new("sim", 0);
-        c.on_leader_hw(200, 1, &tp, 1, 10);
-        c.on_leader_hw(201, 1, &tp, 1, 9);
-        let kept = c.violations();
-        assert!(kept.len() <= 2 * MAX_KEPT, "examples stay bounded");
-        assert_eq!(c.count(RECORD_CHANGED), 100);
-        let verdicts = SimReport::verdicts_from(c.counts(), &kept, &BTreeMap::new());
-        let get = |n: &str| {
-            verdicts
-                .iter()
-                .find(|(m, _)| *m == n)
-                .map(|(_, v)| v.clone())
-        };
-        match get(HW_REGRESSION) {
-            Some(Verdict::Fail { count, at, .. }) => assert_eq!((count, at), (1, 201)),
-            other => panic!("hw-regression must fail, got {other:?}"),
-        }
-        match get(RECORD_CHANGED) {
-            Some(Verdict::Fail { count, at, .. }) => assert_eq!((count, at), (100, 0)),
-            other => panic!("record-changed must fail x100, got {other:?}"),
-        }
-        assert_eq!(get(DIRTY_READ), Some(Verdict::Pass));
-        // A violation under a name the report does not list still fails the run.
-        c.violation("made-up", 300, "x".into());
-        let kept = c.violations();
-        let verdicts = SimReport::verdicts_from(c.counts(), &kept, &BTreeMap::new());
-        assert!(matches!(
-            verdicts.last(),
-            Some(("made-up", Verdict::Fail { count: 1, .. }))
-        ));
-    }
-
-    #[test]
-    fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
-        let tp = TopicPartition::new("sim", 0);
-        let mut c = Checker::new();
-        // Epoch 1's leader (broker 2) committed "m" at offset 2.
-        let epoch1 = vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])];
-        c.audit(1, 2, &view(Role::Leader, 1, 3, 3), &mut reader(epoch1));
-        // Broker 1, deposed at epoch 0 with an unacknowledged tail x, y at 2..4, is
-        // elected uncleanly at epoch 2: its marker lands at 4.
-        c.on_unclean_election(&tp, 2);
-        c.on_became_leader(&tp, 2, 5);
-        let unclean = vec![
-            batch(0, 0, &["a", "b"]),
-            batch(2, 0, &["x", "y"]),
-            batch(4, 2, &["marker"]),
-        ];
-        // Not yet truncated, broker 2 is compared only below the departure point.
-        c.audit(
-            2,
-            2,
-            &view(Role::Follower { leader: 1 }, 1, 3, 3),
-            &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
-        );
-        c.audit(
-            3,
-            1,
-            &view(Role::Leader, 2, 5, 5),
-            &mut reader(unclean.clone()),
-        );
-        c.audit(
-            4,
-            2,
-            &view(Role::Follower { leader: 1 }, 1, 3, 3),
-            &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
-        );
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
-        // Converged on the unclean leader's log: still no divergence.
-        c.audit(
-            5,
-            2,
-            &view(Role::Follower { leader: 1 }, 2, 5, 5),
-            &mut reader(unclean),
-        );
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
-        // But a replica following the new leader with a different record is divergence.
-        let bad = vec![
-            batch(0, 0, &["a", "b"]),
-            batch(2, 0, &["x", "z"]),
-            batch(4, 2, &["marker"]),
-        ];
-        c.audit(
-            6,
-            3,
-            &view(Role::Follower { leader: 1 }, 2, 5, 5),
-            &mut reader(bad),
-        );
-        assert_eq!(c.count(REPLICA_DIVERGENCE), 1);
-    }
-
-    #[test]
-    fn strong_isr_and_hw_range() {
-        let tp = TopicPartition::new("sim", 0);
-        let mut c = Checker::new();
-        c.begin_audit();
-        let log = vec![batch(0, 1, &["a", "b", "c"])];
-        c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut reader(log.clone()));
-        // An ISR member with the records (its own HW lagging) passes.
-        let f = view(Role::Follower { leader: 1 }, 1, 1, 3);
-        c.audit(1, 2, &f, &mut reader(log.clone()));
-        c.strong_isr(1, 2, &f, &mut reader(log));
-        assert_eq!(c.count(STRONG_ISR), 0);
-        // One that lacks a record below the leader's HW fails; one that ends short too.
-        let g = view(Role::Follower { leader: 1 }, 1, 1, 3);
-        c.strong_isr(1, 3, &g, &mut reader(vec![batch(0, 1, &["a", "x", "c"])]));
-        assert_eq!(c.count(STRONG_ISR), 1);
-        let short = view(Role::Follower { leader: 1 }, 1, 1, 2);
-        c.strong_isr(1, 3, &short, &mut reader(vec![batch(0, 1, &["a", "b"])]));
-        assert_eq!(c.count(STRONG_ISR), 2);
-        // valid-high-watermark and leader-in-isr.
-        c.audit(
-            2,
-            3,
-            &view(Role::Follower { leader: 1 }, 1, 4, 3),
-            &mut reader(vec![]),
-        );
-        assert_eq!(c.count(VALID_HW), 1);
-        let mut lonely = view(Role::Leader, 1, 3, 3);
-        lonely.isr = vec![2, 3];
-        c.audit(
-            3,
-            1,
-            &lonely,
-            &mut reader(vec![batch(0, 1, &["a", "b", "c"])]),
-        );
-        c.leader_in_isr(3, &tp, Some(1), &[2, 3]);
-        c.leader_in_isr(3, &tp, Some(2), &[2, 3]);
-        c.leader_in_isr(3, &tp, None, &[2]);
-        assert_eq!(c.count(LEADER_IN_ISR), 2);
-    }
-}
+mod tests;

@@ -5,18 +5,20 @@
 //! feeds them events in simulated time, checks invariants as it goes, records the client
 //! history for `skein-jepsen`, and hashes its trace so a seed can be replayed exactly.
 //!
-//! Data flow: [`config::SimConfig`] (from flags or a [`scenario`] file) and a seed go into
-//! the world, which splits the seed into per-subsystem PRNG streams ([`rng`]), draws a fault
-//! schedule ([`faults`]), and runs a discrete-event loop ([`queue`]) in which every message
-//! between brokers, the controller and clients passes through the network model ([`net`]),
-//! every disk access through a fault-injecting in-memory disk, and every node sees time
-//! through its own clock ([`clock`]). After each event the [`invariants`] are checked
-//! against read-only views of the brokers; every event is folded into the [`trace`] hash.
+//! Data flow: [`config::SimConfig`] (from flags, mapped by [`cli`], or a [`scenario`]
+//! file) and a seed go into the [`world`], which splits the seed into per-subsystem PRNG
+//! streams ([`rng`]), draws a fault schedule ([`faults`]), and runs a discrete-event loop
+//! ([`queue`]) in which every message between brokers, the controller and clients passes
+//! through the network model ([`net`]), every disk access through a fault-injecting
+//! in-memory disk, and every node sees time through its own clock ([`clock`]). After each
+//! event the [`invariants`] are checked against read-only views of the brokers; every
+//! event is folded into the [`trace`] hash.
 //! Consumer-group members ([`group_client`]) drive the real `GroupConsumer` against the
 //! brokers' coordinators, and [`group_invariants`] checks ownership and committed offsets.
 //! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
 
 pub mod atlas;
+pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;

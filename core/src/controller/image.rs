@@ -7,6 +7,8 @@
 //! diverging.
 
 use super::record::MetadataRecord;
+// Re-exported so the older path `controller::image::TopicConfig` keeps working.
+pub use super::topic_config::TopicConfig;
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,60 +36,6 @@ pub struct BrokerInfo {
 impl BrokerInfo {
     pub fn is_fenced(&self) -> bool {
         matches!(self.state, BrokerState::Fenced { .. })
-    }
-}
-
-/// Per-topic configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicConfig {
-    pub partitions: u32,
-    pub replication_factor: u16,
-    /// acks=all produce is refused when the ISR is smaller than this.
-    pub min_insync_replicas: u16,
-    /// Allow electing a leader from outside the ISR when no ISR member is alive (possible
-    /// data loss; always reported).
-    pub unclean_leader_election: bool,
-    /// Delete segments older than this (None: keep forever).
-    pub retention_ms: Option<i64>,
-    /// Delete old segments beyond this many bytes per partition (None: no limit).
-    pub retention_bytes: Option<u64>,
-}
-
-impl Default for TopicConfig {
-    fn default() -> Self {
-        Self {
-            partitions: 1,
-            replication_factor: 1,
-            min_insync_replicas: 1,
-            unclean_leader_election: false,
-            retention_ms: None,
-            retention_bytes: None,
-        }
-    }
-}
-
-impl TopicConfig {
-    /// Checks the config on its own; returns the reason it is invalid.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.partitions == 0 {
-            return Err("partitions must be at least 1".into());
-        }
-        if self.replication_factor == 0 {
-            return Err("replication factor must be at least 1".into());
-        }
-        if self.min_insync_replicas == 0 {
-            return Err("min.insync.replicas must be at least 1".into());
-        }
-        if self.min_insync_replicas > self.replication_factor {
-            return Err(format!(
-                "min.insync.replicas {} exceeds replication factor {}",
-                self.min_insync_replicas, self.replication_factor
-            ));
-        }
-        if matches!(self.retention_ms, Some(ms) if ms <= 0) {
-            return Err("retention.ms must be positive".into());
-        }
-        Ok(())
     }
 }
 
@@ -358,52 +306,12 @@ impl MetadataImage {
                 name,
                 topic_id,
                 config,
-            } => {
-                if self.topics.contains_key(name) {
-                    return Err(ImageError::TopicExists {
-                        offset,
-                        topic: name.clone(),
-                    });
-                }
-                config
-                    .validate()
-                    .map_err(|reason| ImageError::InvalidTopicConfig {
-                        offset,
-                        topic: name.clone(),
-                        reason,
-                    })?;
-                self.topics.insert(
-                    name.clone(),
-                    TopicInfo {
-                        name: name.clone(),
-                        topic_id: *topic_id,
-                        config: config.clone(),
-                        partitions: BTreeMap::new(),
-                    },
-                );
-                self.next_topic_id = self.next_topic_id.max(topic_id + 1);
-            }
+            } => self.create_topic(offset, name, *topic_id, config)?,
             MetadataRecord::TopicConfigChanged {
                 name,
                 topic_id,
                 config,
-            } => {
-                let topic = self.topic_mut(offset, name, *topic_id)?;
-                let invalid = |reason: String| ImageError::InvalidTopicConfig {
-                    offset,
-                    topic: name.clone(),
-                    reason,
-                };
-                config.validate().map_err(invalid)?;
-                if config.partitions != topic.config.partitions
-                    || config.replication_factor != topic.config.replication_factor
-                {
-                    return Err(invalid(
-                        "partition count and replication factor cannot change".into(),
-                    ));
-                }
-                topic.config = config.clone();
-            }
+            } => self.change_topic_config(offset, name, *topic_id, config)?,
             MetadataRecord::TopicDeleted { name, topic_id } => {
                 self.topic_mut(offset, name, *topic_id)?;
                 self.topics.remove(name);
@@ -446,6 +354,67 @@ impl MetadataImage {
             }
         }
         self.next_offset += 1;
+        Ok(())
+    }
+
+    /// Applies `TopicCreated`: a new topic without partitions (they follow as
+    /// `PartitionChanged` records).
+    fn create_topic(
+        &mut self,
+        offset: Offset,
+        name: &str,
+        topic_id: u64,
+        config: &TopicConfig,
+    ) -> Result<(), ImageError> {
+        if self.topics.contains_key(name) {
+            return Err(ImageError::TopicExists {
+                offset,
+                topic: name.to_string(),
+            });
+        }
+        config
+            .validate()
+            .map_err(|reason| ImageError::InvalidTopicConfig {
+                offset,
+                topic: name.to_string(),
+                reason,
+            })?;
+        self.topics.insert(
+            name.to_string(),
+            TopicInfo {
+                name: name.to_string(),
+                topic_id,
+                config: config.clone(),
+                partitions: BTreeMap::new(),
+            },
+        );
+        self.next_topic_id = self.next_topic_id.max(topic_id + 1);
+        Ok(())
+    }
+
+    /// Applies `TopicConfigChanged`: partition count and replication factor never change.
+    fn change_topic_config(
+        &mut self,
+        offset: Offset,
+        name: &str,
+        topic_id: u64,
+        config: &TopicConfig,
+    ) -> Result<(), ImageError> {
+        let topic = self.topic_mut(offset, name, topic_id)?;
+        let invalid = |reason: String| ImageError::InvalidTopicConfig {
+            offset,
+            topic: name.to_string(),
+            reason,
+        };
+        config.validate().map_err(invalid)?;
+        if config.partitions != topic.config.partitions
+            || config.replication_factor != topic.config.replication_factor
+        {
+            return Err(invalid(
+                "partition count and replication factor cannot change".into(),
+            ));
+        }
+        topic.config = config.clone();
         Ok(())
     }
 

@@ -9,10 +9,11 @@
 //! (or when a quorum node becomes the active controller).
 
 use super::election::{assign_replicas, elect_leader, Election};
-use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig};
+use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState};
 use super::metadata_log::{metadata_log_config, ControllerOpenError, MetadataLog};
 use super::record::MetadataRecord;
 use super::request::*;
+use super::topic_config::TopicConfig;
 use crate::log::Storage;
 use crate::replica::Bugs;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};

@@ -17,11 +17,11 @@ mod metadata_log;
 mod quorum;
 pub mod record;
 pub mod request;
+pub mod topic_config;
 
 pub use election::{assign_replicas, elect_leader, Election};
 pub use image::{
-    BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicConfig,
-    TopicInfo,
+    BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicInfo,
 };
 pub use machine::{Controller, ControllerConfig, ControllerState, Journal, JournalError, Written};
 pub use metadata_log::ControllerOpenError;
@@ -35,6 +35,7 @@ pub use request::{
     ControllerOutput, ControllerRequest, ControllerResponse, FenceReason, HeartbeatReply,
     ProducerIdAndEpoch, Requester,
 };
+pub use topic_config::TopicConfig;
 
 #[cfg(test)]
 mod proptests;

@@ -6,7 +6,7 @@
 //! same image. That is also what lets a replicated controller quorum replace the single
 //! controller later: only the log's replication changes, not the state machine.
 
-use super::image::TopicConfig;
+use super::topic_config::TopicConfig;
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TopicPartition};
 use serde::{Deserialize, Serialize};
 

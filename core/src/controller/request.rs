@@ -1,6 +1,7 @@
 //! What the controller accepts and what it sends back.
 
-use super::image::{MetadataDelta, PartitionState, TopicConfig};
+use super::image::{MetadataDelta, PartitionState};
+use super::topic_config::TopicConfig;
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TopicPartition};
 use serde::{Deserialize, Serialize};
 

@@ -222,6 +222,7 @@ fn client_options() -> ClientOptions {
     }
 }
 
+#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
     let kinds = NemesisKind::parse_list(&args.nemesis).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(

@@ -1,17 +1,21 @@
 //! `skein sim run|sweep|replay|bench`: seeded, deterministic fault simulations.
 //!
-//! Everything simulated lives in `skein-sim` and is single-threaded; this module adds what a
-//! command line needs around it: flags, files, a progress bar, worker threads for sweeps
-//! (each thread runs whole, independent seeds, so results do not depend on `--jobs`), and
-//! wall-clock timing for `bench`.
+//! Everything simulated lives in `skein-sim` and is single-threaded, and so do the
+//! subcommands' arguments, the mapping from flags to a run configuration and the reports'
+//! text (`skein_sim::cli`). This module dispatches and adds what needs the machine: files,
+//! progress bars, worker threads for sweeps (each thread runs whole, independent seeds, so
+//! results do not depend on `--jobs`), and wall-clock timing for `bench`.
 
-use anyhow::{bail, Context};
-use clap::{Args, Subcommand};
+use anyhow::Context;
+pub use skein_sim::cli::SimArgs;
+use skein_sim::cli::{
+    BenchArgs, MergeArgs, RunArgs, ShrinkArgs, SimCommand, SimOpts, SweepArgs, ZooArgs, ZooRow,
+};
 use skein_sim::config::SimConfig;
 use skein_sim::report::SimReport;
 use skein_sim::scenario::{Expect, Scenario};
 use skein_sim::sweep::{SeedResult, SweepHeader, SweepResults};
-use skein_sim::time::{format_duration, parse_duration, SimTime};
+use skein_sim::time::format_duration;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -19,355 +23,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
-
-#[derive(Args, Debug)]
-pub struct SimArgs {
-    #[command(subcommand)]
-    command: Box<SimCommand>,
-}
-
-#[derive(Subcommand, Debug)]
-enum SimCommand {
-    /// Run one seeded simulation and judge it.
-    Run(RunArgs),
-    /// Run many seeds in parallel and list the failing ones with their replay commands.
-    Sweep(SweepArgs),
-    /// Run one seed again, exactly (the same as `run`; use --trace to see every event).
-    Replay(RunArgs),
-    /// Measure simulated events per wall second and simulated seconds per wall second.
-    Bench(BenchArgs),
-    /// Shrink a failing seed to a small scenario file that fails the same invariant.
-    Shrink(ShrinkArgs),
-    /// Bug zoo: for each `--bug`, how many seeds a random sweep needs to find it.
-    Zoo(ZooArgs),
-    /// Merge the `--json` results of a sweep's shards into one report (exit 0 all pass,
-    /// 1 a seed failed, 2 seeds missing).
-    Merge(MergeArgs),
-}
-
-fn duration_arg(s: &str) -> Result<SimTime, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// Cluster, workload and fault flags shared by every subcommand. Unset flags take the
-/// scenario's value, then the default.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SimOpts {
-    /// A scenario file (TOML): cluster shape, workload, faults, expected verdict.
-    #[arg(long, value_name = "FILE")]
-    scenario: Option<PathBuf>,
-    /// Simulated duration of the run [default: 60s].
-    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
-    duration: Option<SimTime>,
-    /// Liveness bound: after the last fault heals, everything must recover within this [default: 20s].
-    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
-    liveness: Option<SimTime>,
-    /// Number of brokers [default: 3].
-    #[arg(long)]
-    brokers: Option<u32>,
-    /// Partitions of the test topic [default: 6].
-    #[arg(long)]
-    partitions: Option<u32>,
-    /// Replication factor [default: 3].
-    #[arg(long)]
-    replication_factor: Option<u32>,
-    /// min.insync.replicas [default: 2].
-    #[arg(long)]
-    min_insync_replicas: Option<u32>,
-    /// Simulated producers [default: 2].
-    #[arg(long)]
-    producers: Option<u32>,
-    /// Simulated consumers [default: 2].
-    #[arg(long)]
-    consumers: Option<u32>,
-    /// Members of a consumer group reading the topic, commit-after-process [default: 2;
-    /// scenarios: none unless they set `group_members`].
-    #[arg(long)]
-    group_members: Option<u32>,
-    /// Produce requests per simulated second, all producers together [default: 200].
-    #[arg(long)]
-    produce_rate: Option<f64>,
-    /// Fault intensity: 0 = no faults and a perfect network, 1 = default, 2 = twice as many.
-    #[arg(long)]
-    fault_rate: Option<f64>,
-    /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
-    /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
-    /// read-errors disk-full slow-disk member-crash member-pause client-crash client-pause
-    /// client-isolate).
-    #[arg(long, value_name = "KIND=N,...")]
-    fault_weights: Option<String>,
-    /// At most this many brokers crashed or paused at once in random schedules [default: 1].
-    #[arg(long)]
-    max_down: Option<u32>,
-    /// Do not run the history checker at the end.
-    #[arg(long)]
-    no_history_check: bool,
-    /// Leave bit flips out of random fault schedules (see "known findings" in
-    /// docs/simulation.md: a flipped bit in the last in-sync copy of a partition leaves it leaderless).
-    #[arg(long)]
-    no_bit_flips: bool,
-    /// Switch a historical bug back on in the core (bug zoo; see docs/simulation.md).
-    #[arg(long, value_name = "NAME")]
-    bug: Vec<String>,
-}
-
-impl SimOpts {
-    /// The run configuration: defaults, then the scenario, then flags.
-    fn config(&self, seed: u64) -> anyhow::Result<SimConfig> {
-        let mut c = SimConfig::default();
-        if let Some(rate) = self.fault_rate {
-            if !(rate.is_finite() && rate >= 0.0) {
-                bail!("--fault-rate must be a number >= 0");
-            }
-            c = c.with_fault_rate(rate);
-        }
-        if let Some(path) = &self.scenario {
-            let sc = Scenario::load(path)?;
-            c.apply_scenario(&sc);
-        }
-        c.seed = seed;
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
-        }
-        set!(
-            duration,
-            liveness,
-            brokers,
-            partitions,
-            replication_factor,
-            min_insync_replicas,
-            producers,
-            consumers,
-            group_members,
-            produce_rate
-        );
-        if self.duration.is_some() && self.liveness.is_none() {
-            // Keep the default liveness window proportionate for short runs.
-            c.liveness = c.liveness.min(c.duration / 3);
-        }
-        if self.no_history_check {
-            c.check_history = false;
-        }
-        if self.no_bit_flips {
-            c.rates.bit_flip = 0;
-        }
-        if let Some(w) = &self.fault_weights {
-            c.rates
-                .set_weights(w)
-                .map_err(|e| anyhow::anyhow!("--fault-weights: {e}"))?;
-        }
-        if let Some(m) = self.max_down {
-            c.rates.max_down = m;
-        }
-        c.bugs = self.bug.clone();
-        c.validate().map_err(anyhow::Error::msg)?;
-        Ok(c)
-    }
-
-    /// The flags as they would be typed, for replay commands.
-    fn flags(&self) -> String {
-        let mut s = String::new();
-        if let Some(p) = &self.scenario {
-            s += &format!(" --scenario {}", p.display());
-        }
-        if let Some(d) = self.duration {
-            s += &format!(" --duration {}", format_duration(d));
-        }
-        if let Some(d) = self.liveness {
-            s += &format!(" --liveness {}", format_duration(d));
-        }
-        macro_rules! flag {
-            ($($f:ident => $name:literal),*) => { $( if let Some(v) = self.$f { s += &format!(concat!(" --", $name, " {}"), v); } )* };
-        }
-        flag!(
-            brokers => "brokers",
-            partitions => "partitions",
-            replication_factor => "replication-factor",
-            min_insync_replicas => "min-insync-replicas",
-            producers => "producers",
-            consumers => "consumers",
-            group_members => "group-members",
-            produce_rate => "produce-rate",
-            fault_rate => "fault-rate"
-        );
-        if self.no_history_check {
-            s += " --no-history-check";
-        }
-        if self.no_bit_flips {
-            s += " --no-bit-flips";
-        }
-        if let Some(w) = &self.fault_weights {
-            s += &format!(" --fault-weights {w}");
-        }
-        if let Some(m) = self.max_down {
-            s += &format!(" --max-down {m}");
-        }
-        for b in &self.bug {
-            s += &format!(" --bug {b}");
-        }
-        s
-    }
-
-    fn replay_command(&self, seed: u64) -> String {
-        format!("skein sim replay --seed {seed}{}", self.flags())
-    }
-}
-
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// The seed: it decides every random choice of the run.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    #[command(flatten)]
-    opts: SimOpts,
-    /// Write every event of the run as JSON lines to FILE.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Write the client history (JSON lines, docs/history.md) to FILE.
-    #[arg(long, value_name = "FILE")]
-    history: Option<PathBuf>,
-    /// Write the run's viewer to FILE: one self-contained HTML page (a space-time diagram
-    /// of nodes, clients, messages, faults, replica states and violations; docs/teaching.md).
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// Print the report as JSON instead of text.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct SweepArgs {
-    /// Seeds to run, as START..END (END excluded).
-    #[arg(long, default_value = "0..100", value_parser = parse_seeds)]
-    seeds: SeedRange,
-    /// Worker threads [default: the number of cores].
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Run only shard K of M (1-based): seeds whose position in the range is K-1 modulo M.
-    #[arg(long, value_parser = parse_shard, value_name = "K/M")]
-    shard: Option<(u64, u64)>,
-    #[command(flatten)]
-    opts: SimOpts,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-    /// Also print every seed's trace hash.
-    #[arg(long)]
-    hashes: bool,
-    /// Write every seed's result to FILE (JSON Lines: a header, then one line per seed:
-    /// verdict, failed invariants, trace hash, events, sim and wall time), for `sim merge`.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct MergeArgs {
-    /// Results files written by `sim sweep --json` (the shards of one sweep, any order).
-    #[arg(required = true, value_name = "FILES")]
-    files: Vec<PathBuf>,
-    /// Also write the merged results to FILE (the same format).
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct ShrinkArgs {
-    /// The failing seed.
-    #[arg(long)]
-    seed: u64,
-    #[command(flatten)]
-    opts: SimOpts,
-    /// The invariant that must keep failing [default: the first to fail].
-    #[arg(long)]
-    invariant: Option<String>,
-    /// At most this many simulations while searching.
-    #[arg(long, default_value_t = 300)]
-    max_runs: usize,
-    /// Where to write the scenario [default: shrunk-seed-N.toml].
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
-    /// Also write the viewer of the shrunk run to FILE (see `sim run --html`).
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// No progress output.
-    #[arg(long)]
-    quiet: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct ZooArgs {
-    /// Seeds to sweep, as START..END, split into `--windows` disjoint windows.
-    #[arg(long, default_value = "0..200", value_parser = parse_seeds)]
-    seeds: SeedRange,
-    /// Disjoint seed windows to measure seeds-to-first-finding in.
-    #[arg(long, default_value_t = 5)]
-    windows: u64,
-    /// Worker threads [default: the number of cores].
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Cluster, workload and fault flags (`--duration` defaults to 20s here); `--bug`
-    /// picks the bugs to measure [default: every bug in the zoo].
-    #[command(flatten)]
-    opts: SimOpts,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Seeds to run (each one whole simulation).
-    #[arg(long, default_value_t = 3)]
-    seeds: u64,
-    /// Simulated duration of each run.
-    #[arg(long, default_value = "60s", value_parser = duration_arg)]
-    duration: SimTime,
-    /// Produce requests per simulated second.
-    #[arg(long, default_value_t = 1000.0)]
-    produce_rate: f64,
-    /// Fault intensity (0 = steady state, the figure in docs/PERFORMANCE.md).
-    #[arg(long, default_value_t = 0.0)]
-    fault_rate: f64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SeedRange {
-    start: u64,
-    end: u64,
-}
-
-fn parse_seeds(s: &str) -> Result<SeedRange, String> {
-    let (a, b) = s
-        .split_once("..")
-        .ok_or_else(|| format!("expected START..END, found {s:?}"))?;
-    let start = a
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad start seed {a:?}"))?;
-    let end = b
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad end seed {b:?}"))?;
-    if end <= start {
-        return Err(format!("empty seed range {s:?}"));
-    }
-    Ok(SeedRange { start, end })
-}
-
-fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let (k, m) = s
-        .split_once('/')
-        .ok_or_else(|| format!("expected K/M, found {s:?}"))?;
-    let k: u64 = k.trim().parse().map_err(|_| format!("bad shard {k:?}"))?;
-    let m: u64 = m
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad shard count {m:?}"))?;
-    if m == 0 || k == 0 || k > m {
-        return Err(format!("shard {s:?}: need 1 <= K <= M"));
-    }
-    Ok((k, m))
-}
 
 pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     match *args.command {
@@ -624,19 +279,7 @@ fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("shrunk-seed-{}.toml", a.seed)));
     let name = format!("shrunk-seed-{}", a.seed);
-    let description = format!(
-        "Shrunk by `skein sim shrink` from `{}` ({} faults over {}) to {} faults over {}, {} producers, {} consumers, {} requests/s; fails {} ({} runs).",
-        a.opts.replay_command(a.seed),
-        shrunk.original_faults,
-        format_duration(shrunk.original_duration),
-        shrunk.config.schedule.len(),
-        format_duration(shrunk.config.duration),
-        shrunk.config.producers,
-        shrunk.config.consumers,
-        shrunk.config.produce_rate,
-        shrunk.invariant,
-        shrunk.runs
-    );
+    let description = skein_sim::cli::shrink_description(&a.opts, a.seed, &shrunk);
     let text =
         skein_sim::shrink::scenario_toml(&shrunk.config, &name, &description, shrunk.invariant);
     // Prove the file reproduces the run: parse it back, run it, compare trace hashes.
@@ -670,17 +313,7 @@ fn shrink(a: ShrinkArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     std::fs::write(&out, &text).with_context(|| format!("cannot write {}", out.display()))?;
-    let mut cmd = format!(
-        "skein sim run --scenario {} --seed {}",
-        out.display(),
-        a.seed
-    );
-    for b in &config.bugs {
-        cmd += &format!(" --bug {b}");
-    }
-    if !config.check_history {
-        cmd += " --no-history-check";
-    }
+    let cmd = skein_sim::cli::shrunk_replay_command(&out, a.seed, &config);
     println!(
         "wrote {} (re-run: same trace hash {:016x})",
         out.display(),
@@ -738,28 +371,9 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
             ..base.clone()
         };
         let results = run_seeds(&opts, &seeds, jobs, &mut |_| bar.inc(1))?;
-        let mut to_find: Vec<Option<usize>> = Vec::new();
-        let mut times: Vec<SimTime> = Vec::new();
-        let mut caught: BTreeMap<String, usize> = BTreeMap::new();
-        for w in 0..windows {
-            let window = &results[w * per..(w + 1) * per];
-            let first = window.iter().position(|o| o.first_safety.is_some());
-            to_find.push(first.map(|i| i + 1));
-            if let Some(i) = first {
-                let s = window[i].first_safety.as_ref().expect("found");
-                times.push(s.at);
-                *caught.entry(s.invariant.clone()).or_default() += 1;
-            }
-        }
-        let found_seeds = results.iter().filter(|o| o.first_safety.is_some()).count();
-        rows.push((bug.clone(), to_find, times, caught, found_seeds));
+        rows.push(ZooRow::new(bug.clone(), &results, windows, per));
     }
     bar.finish_and_clear();
-    let per_label = format!("> {per}");
-    let median = |v: &mut Vec<usize>| -> Option<usize> {
-        v.sort_unstable();
-        v.get(v.len() / 2).copied()
-    };
     println!(
         "`skein sim zoo --seeds {}..{} --windows {windows}{}`: {} seeds per bug in {windows} windows of {per}, no scenario; {:.0}s wall on {jobs} jobs.\n",
         a.seeds.start,
@@ -768,52 +382,8 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
         seeds.len(),
         started.elapsed().as_secs_f64()
     );
-    println!("| bug | caught by (first safety violation) | seeds to find: median | worst | sim time to first violation: median (range) | seeds failing safety |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    let mut missing = false;
-    for (bug, to_find, mut times, caught, found_seeds) in rows {
-        let mut found: Vec<usize> = to_find.iter().flatten().copied().collect();
-        let all_found = found.len() == to_find.len();
-        let med = if found.len() * 2 > to_find.len() {
-            median(&mut found).map_or(per_label.clone(), |m| m.to_string())
-        } else {
-            per_label.clone()
-        };
-        let worst = if all_found {
-            found
-                .iter()
-                .max()
-                .map_or(per_label.clone(), |m| m.to_string())
-        } else {
-            per_label.clone()
-        };
-        times.sort_unstable();
-        let time = match (times.first(), times.last()) {
-            (Some(lo), Some(hi)) => format!(
-                "{} ({}-{})",
-                skein_sim::time::Human(times[times.len() / 2]),
-                skein_sim::time::Human(*lo),
-                skein_sim::time::Human(*hi)
-            ),
-            _ => "-".into(),
-        };
-        let by: Vec<String> = caught.iter().map(|(k, n)| format!("{k} ({n})")).collect();
-        let label = bug
-            .clone()
-            .unwrap_or_else(|| "(none: the correct core)".into());
-        if bug.is_some() && !all_found {
-            missing = true;
-        }
-        println!(
-            "| {label} | {} | {med} | {worst} | {time} | {found_seeds}/{} |",
-            if by.is_empty() {
-                "-".into()
-            } else {
-                by.join(", ")
-            },
-            seeds.len()
-        );
-    }
+    let (table, missing) = skein_sim::cli::zoo_table(rows, per, seeds.len());
+    print!("{table}");
     Ok(if missing {
         ExitCode::from(1)
     } else {
@@ -831,29 +401,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         let report = skein_sim::run(&config, None, None)?;
         let wall = started.elapsed().as_secs_f64();
-        println!(
-            "seed {seed}: {} events in {:.3}s wall for {:.1}s simulated: {:.0} events/s, {:.1} sim-s per wall-s ({})",
-            report.events,
-            wall,
-            report.sim_time as f64 / 1e9,
-            report.events as f64 / wall,
-            report.sim_time as f64 / 1e9 / wall,
-            if report.passed() { "pass" } else { "FAIL" }
-        );
-        // Deterministic work counters (same seed and binary, same numbers, whatever the
-        // machine's load): what docs/PERFORMANCE.md records per commit to catch a
-        // regression that wall time on a shared machine would hide.
-        let sim_s = report.sim_time as f64 / 1e9;
-        let per_event = |n: u64| n as f64 / report.events.max(1) as f64;
-        println!(
-            "  work: {:.0} events per sim-s, {:.3} messages/event, {:.3} disk reads/event, {:.0} bytes read/event, {:.3} disk appends/event (trace hash {:016x})",
-            report.events as f64 / sim_s.max(1e-9),
-            per_event(report.net.sent),
-            per_event(report.work.disk_reads),
-            per_event(report.work.disk_read_bytes),
-            per_event(report.work.disk_appends),
-            report.trace_hash
-        );
+        print!("{}", skein_sim::cli::bench_lines(seed, &report, wall));
         total_events += report.events;
         total_sim += report.sim_time;
         total_wall += wall;
@@ -872,37 +420,6 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_seed_ranges_and_shards() {
-        assert_eq!(
-            parse_seeds("0..1000"),
-            Ok(SeedRange {
-                start: 0,
-                end: 1000
-            })
-        );
-        assert!(parse_seeds("5..5").is_err());
-        assert!(parse_seeds("x..5").is_err());
-        assert_eq!(parse_shard("2/4"), Ok((2, 4)));
-        assert!(parse_shard("0/4").is_err());
-        assert!(parse_shard("5/4").is_err());
-    }
-
-    #[test]
-    fn replay_command_repeats_the_flags() {
-        let opts = SimOpts {
-            duration: Some(10_000_000_000),
-            brokers: Some(5),
-            fault_rate: Some(2.0),
-            bug: vec!["truncate-to-hw".into()],
-            ..SimOpts::default()
-        };
-        assert_eq!(
-            opts.replay_command(7),
-            "skein sim replay --seed 7 --duration 10s --brokers 5 --fault-rate 2 --bug truncate-to-hw"
-        );
-    }
 
     #[test]
     fn sweep_results_do_not_depend_on_jobs() {

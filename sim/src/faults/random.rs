@@ -1,0 +1,294 @@
+//! Random fault schedules drawn from the seed's fault streams: broker, controller, network
+//! and disk faults; group member faults; producer and consumer faults. Each keeps its faults
+//! inside `[start, end)` and respects the rates' limits on how much is down at once.
+
+use super::{ClientRef, Fault, FaultRates, NodeRef, Scheduled, Unsynced};
+use crate::net::Partition;
+use crate::rng::{between, chance, exponential};
+use crate::time::{SimTime, MILLIS, SECS};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// Draws a random schedule for brokers `1..=brokers` within `[start, end)`.
+pub fn random_schedule(
+    rates: &FaultRates,
+    brokers: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    if rates.per_second <= 0.0 || end <= start || brokers == 0 {
+        return out;
+    }
+    let mean_gap = (SECS as f64 / rates.per_second) as u64;
+    let kinds: [(u32, u8); 12] = [
+        (rates.crash, 0),
+        (rates.power_loss, 1),
+        (rates.controller_crash, 2),
+        (rates.pause, 3),
+        (rates.clock, 4),
+        (rates.partition, 5),
+        (rates.clog, 6),
+        (rates.bit_flip, 7),
+        (rates.read_errors, 8),
+        (rates.disk_full, 9),
+        (rates.slow_disk, 10),
+        (0, 11),
+    ];
+    let total: u32 = kinds.iter().map(|k| k.0).sum();
+    if total == 0 {
+        return out;
+    }
+    // Sim time until which each broker is down (crashed or paused), to respect max_down.
+    let mut down_until: Vec<SimTime> = vec![0; brokers as usize + 1];
+    let mut controller_down_until: SimTime = 0;
+    let mut t = start;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let mut pick = rng.gen_range(0..total);
+        let mut kind = 0;
+        for &(w, k) in &kinds {
+            if pick < w {
+                kind = k;
+                break;
+            }
+            pick -= w;
+        }
+        let node_id = rng.gen_range(1..=brokers);
+        let node = NodeRef::Broker(node_id);
+        let remaining = end - t;
+        let short =
+            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| between(rng, lo, hi.min(remaining.max(lo)));
+        let down_now = down_until.iter().filter(|&&u| u > t).count() as u32;
+        let fault = match kind {
+            0 | 1 | 3 => {
+                if down_until[node_id as usize] > t || down_now >= rates.max_down.max(1) {
+                    continue;
+                }
+                if kind == 3 {
+                    let d = short(rng, 50 * MILLIS, 3 * SECS);
+                    down_until[node_id as usize] = t + d;
+                    Fault::Pause { node, duration: d }
+                } else {
+                    let d = short(rng, 100 * MILLIS, 5 * SECS);
+                    down_until[node_id as usize] = t + d;
+                    Fault::Crash {
+                        node,
+                        power_loss: kind == 1,
+                        unsynced: Unsynced::Random,
+                        restart_after: Some(d),
+                    }
+                }
+            }
+            2 => {
+                if controller_down_until > t {
+                    continue;
+                }
+                let d = short(rng, 100 * MILLIS, 4 * SECS);
+                controller_down_until = t + d;
+                Fault::Crash {
+                    node: NodeRef::CONTROLLER,
+                    power_loss: chance(rng, 0.5),
+                    unsynced: Unsynced::Random,
+                    restart_after: Some(d),
+                }
+            }
+            _ => draw_stateless(kind, node, brokers, remaining, rng),
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
+/// A broker fault of `kind` 4..=10 of [`random_schedule`] (clock, partition, clog, disk)
+/// at `node`: the kinds that need no bookkeeping of who is down. Durations stay within
+/// `remaining`, the time left in the fault window.
+fn draw_stateless(
+    kind: u8,
+    node: NodeRef,
+    brokers: u32,
+    remaining: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Fault {
+    let short =
+        |rng: &mut ChaCha8Rng, lo: u64, hi: u64| between(rng, lo, hi.min(remaining.max(lo)));
+    match kind {
+        4 => match rng.gen_range(0..3) {
+            0 => Fault::ClockJump {
+                node,
+                forward: between(rng, 10 * MILLIS, 10 * SECS),
+            },
+            1 => Fault::ClockStall {
+                node,
+                duration: short(rng, 10 * MILLIS, 2 * SECS),
+            },
+            _ => Fault::ClockSkew {
+                node,
+                ppm: rng.gen_range(-200_000..=200_000),
+            },
+        },
+        5 => {
+            let mut with_ctl: Vec<NodeRef> = (1..=brokers).map(NodeRef::Broker).collect();
+            with_ctl.push(NodeRef::CONTROLLER);
+            let shape = match rng.gen_range(0..4) {
+                0 => Partition::RandomHalves,
+                1 => Partition::Isolate {
+                    node: *with_ctl.choose(rng).expect("nodes"),
+                },
+                2 => Partition::Bridge { node },
+                _ => Partition::OneWay { from: node },
+            };
+            Fault::Partition {
+                shape,
+                duration: Some(short(rng, 100 * MILLIS, 5 * SECS)),
+            }
+        }
+        6 => {
+            let mut other = NodeRef::Broker(rng.gen_range(1..=brokers));
+            if other == node {
+                other = NodeRef::CONTROLLER;
+            }
+            Fault::Clog {
+                from: node,
+                to: other,
+                duration: short(rng, 10 * MILLIS, 3 * SECS),
+            }
+        }
+        7 => Fault::BitFlip { node },
+        8 => Fault::ReadErrors {
+            node,
+            duration: short(rng, 10 * MILLIS, 2 * SECS),
+        },
+        9 => Fault::DiskFull {
+            node,
+            duration: short(rng, 10 * MILLIS, 2 * SECS),
+        },
+        _ => Fault::SlowDisk {
+            node,
+            latency: between(rng, MILLIS, 50 * MILLIS),
+            duration: short(rng, 100 * MILLIS, 3 * SECS),
+        },
+    }
+}
+
+/// Draws group member faults (crashes and pauses) for members `1..=members` within
+/// `[start, end)`, from a stream of their own, so adding members never changes a seed's
+/// broker fault schedule. They come at the share of `per_second` their weights have among
+/// all the weights, at most one member down at a time.
+pub fn random_member_schedule(
+    rates: &FaultRates,
+    members: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    let member_weight = rates.member_crash + rates.member_pause;
+    let broker_weight = rates.broker_weight();
+    if rates.per_second <= 0.0 || end <= start || members == 0 || member_weight == 0 {
+        return out;
+    }
+    let per_second =
+        rates.per_second * member_weight as f64 / (member_weight + broker_weight) as f64;
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut t = start;
+    let mut down_until: SimTime = 0;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let member = rng.gen_range(1..=members);
+        let crash = rng.gen_range(0..member_weight) < rates.member_crash;
+        let remaining = end - t;
+        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
+        if down_until > t {
+            continue;
+        }
+        down_until = t + d;
+        let fault = if crash {
+            Fault::MemberCrash {
+                member,
+                restart_after: Some(d),
+            }
+        } else {
+            Fault::MemberPause {
+                member,
+                duration: d,
+            }
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
+/// Draws producer and consumer faults (crash, pause, isolation) for `producers` producers
+/// and `consumers` consumers within `[start, end)`, from a stream of their own (like
+/// [`random_member_schedule`]), so a seed's broker and member faults are unchanged by it.
+/// They come at the share of `per_second` their weights have against the broker weights,
+/// at most one client faulted at a time. A third of producer pauses are replaced (the
+/// paused producer wakes a zombie that the brokers must fence).
+pub fn random_client_schedule(
+    rates: &FaultRates,
+    producers: u32,
+    consumers: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    let weight = rates.client_crash + rates.client_pause + rates.client_isolate;
+    let clients = producers + consumers;
+    if rates.per_second <= 0.0 || end <= start || clients == 0 || weight == 0 {
+        return out;
+    }
+    let per_second = rates.per_second * weight as f64 / (weight + rates.broker_weight()) as f64;
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut t = start;
+    let mut busy_until: SimTime = 0;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let n = rng.gen_range(0..clients);
+        let client = if n < producers {
+            ClientRef::Producer(n + 1)
+        } else {
+            ClientRef::Consumer(n - producers + 1)
+        };
+        let pick = rng.gen_range(0..weight);
+        let remaining = end - t;
+        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
+        let replace = chance(rng, 1.0 / 3.0);
+        if busy_until > t {
+            continue;
+        }
+        busy_until = t + d;
+        let fault = if pick < rates.client_crash {
+            Fault::ClientCrash {
+                client,
+                restart_after: Some(d),
+            }
+        } else if pick < rates.client_crash + rates.client_pause {
+            Fault::ClientPause {
+                client,
+                duration: d,
+                replaced_after: (replace && matches!(client, ClientRef::Producer(_)))
+                    .then_some(d / 2),
+            }
+        } else {
+            Fault::ClientIsolate {
+                client,
+                duration: d,
+            }
+        };
+        out.push(Scheduled { at: t, fault });
+    }
+    out
+}

@@ -1,0 +1,155 @@
+//! The weights of each fault kind in random schedules, and how often faults come.
+
+use serde::{Deserialize, Serialize};
+
+/// Relative weights of each fault kind in random schedules, and how often faults come.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultRates {
+    /// Mean faults per simulated second; 0 turns random faults off.
+    pub per_second: f64,
+    /// Probability of network loss/duplication/reordering per message scales with this too.
+    pub network_noise: f64,
+    pub crash: u32,
+    pub power_loss: u32,
+    pub controller_crash: u32,
+    pub pause: u32,
+    pub clock: u32,
+    pub partition: u32,
+    pub clog: u32,
+    pub bit_flip: u32,
+    pub read_errors: u32,
+    pub disk_full: u32,
+    pub slow_disk: u32,
+    /// At most this many brokers down at once (crashed or paused).
+    pub max_down: u32,
+    /// Group member faults, drawn from their own stream (see [`random_member_schedule`]).
+    pub member_crash: u32,
+    pub member_pause: u32,
+    /// Producer and consumer faults, drawn from their own stream (see
+    /// [`random_client_schedule`]).
+    pub client_crash: u32,
+    pub client_pause: u32,
+    pub client_isolate: u32,
+}
+
+impl Default for FaultRates {
+    fn default() -> Self {
+        Self {
+            per_second: 0.5,
+            network_noise: 1.0,
+            crash: 3,
+            power_loss: 2,
+            controller_crash: 1,
+            pause: 2,
+            clock: 2,
+            partition: 3,
+            clog: 2,
+            bit_flip: 1,
+            read_errors: 1,
+            disk_full: 1,
+            slow_disk: 1,
+            max_down: 1,
+            member_crash: 2,
+            member_pause: 2,
+            client_crash: 1,
+            client_pause: 1,
+            client_isolate: 1,
+        }
+    }
+}
+
+impl FaultRates {
+    /// Scales the frequency of faults (the `--fault-rate` flag: 0 = none, 1 = default).
+    pub fn scaled(factor: f64) -> Self {
+        let d = Self::default();
+        Self {
+            per_second: d.per_second * factor,
+            network_noise: d.network_noise * factor,
+            ..d
+        }
+    }
+}
+
+impl FaultRates {
+    /// The summed weights of the broker fault kinds (the share of `per_second` that the
+    /// broker schedule gets, against which member and client shares are reckoned).
+    pub fn broker_weight(&self) -> u32 {
+        self.crash
+            + self.power_loss
+            + self.controller_crash
+            + self.pause
+            + self.clock
+            + self.partition
+            + self.clog
+            + self.bit_flip
+            + self.read_errors
+            + self.disk_full
+            + self.slow_disk
+    }
+
+    /// Names of the weights, as `--fault-weights` and scenario files spell them.
+    pub const KINDS: &'static [&'static str] = &[
+        "crash",
+        "power-loss",
+        "controller-crash",
+        "pause",
+        "clock",
+        "partition",
+        "clog",
+        "bit-flip",
+        "read-errors",
+        "disk-full",
+        "slow-disk",
+        "member-crash",
+        "member-pause",
+        "client-crash",
+        "client-pause",
+        "client-isolate",
+    ];
+
+    /// Sets the weight of one fault kind; the error names the unknown kind.
+    pub fn set_weight(&mut self, kind: &str, weight: u32) -> Result<(), String> {
+        let w = match kind {
+            "crash" => &mut self.crash,
+            "power-loss" => &mut self.power_loss,
+            "controller-crash" => &mut self.controller_crash,
+            "pause" => &mut self.pause,
+            "clock" => &mut self.clock,
+            "partition" => &mut self.partition,
+            "clog" => &mut self.clog,
+            "bit-flip" => &mut self.bit_flip,
+            "read-errors" => &mut self.read_errors,
+            "disk-full" => &mut self.disk_full,
+            "slow-disk" => &mut self.slow_disk,
+            "member-crash" => &mut self.member_crash,
+            "member-pause" => &mut self.member_pause,
+            "client-crash" => &mut self.client_crash,
+            "client-pause" => &mut self.client_pause,
+            "client-isolate" => &mut self.client_isolate,
+            other => {
+                return Err(format!(
+                    "unknown fault kind {other:?}; known: {}",
+                    Self::KINDS.join(", ")
+                ))
+            }
+        };
+        *w = weight;
+        Ok(())
+    }
+
+    /// Applies `kind=weight,kind=weight...` (the `--fault-weights` flag).
+    pub fn set_weights(&mut self, spec: &str) -> Result<(), String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, w) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected KIND=WEIGHT, found {part:?}"))?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad weight {w:?} for {k}"))?;
+            self.set_weight(k.trim(), w)?;
+        }
+        Ok(())
+    }
+}

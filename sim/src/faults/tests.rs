@@ -1,0 +1,219 @@
+//! Tests of the random schedules and the rates' weights.
+
+use super::*;
+use crate::rng::{stream, Subsystem};
+use crate::time::SECS;
+
+#[test]
+fn client_schedules_are_seeded_bounded_one_at_a_time_and_varied() {
+    let rates = FaultRates {
+        per_second: 4.0,
+        ..FaultRates::default()
+    };
+    let draw = |seed| {
+        random_client_schedule(
+            &rates,
+            2,
+            1,
+            SECS,
+            30 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        )
+    };
+    let a = draw(1);
+    assert_eq!(a, draw(1));
+    assert_ne!(a, draw(2));
+    assert!(a.len() >= 5, "{a:?}");
+    let mut busy_until = 0;
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut replaced = 0;
+    for seed in 0..10 {
+        busy_until = 0;
+        for s in draw(seed) {
+            assert!((SECS..30 * SECS).contains(&s.at));
+            let (client, d) = match &s.fault {
+                Fault::ClientCrash {
+                    client,
+                    restart_after: Some(d),
+                } => (*client, *d),
+                Fault::ClientPause {
+                    client,
+                    duration,
+                    replaced_after,
+                } => {
+                    if let Some(r) = replaced_after {
+                        assert!(matches!(client, ClientRef::Producer(_)));
+                        assert!(*r < *duration);
+                        replaced += 1;
+                    }
+                    (*client, *duration)
+                }
+                Fault::ClientIsolate { client, duration } => (*client, *duration),
+                other => panic!("{other:?}"),
+            };
+            assert!(matches!(
+                client,
+                ClientRef::Producer(1 | 2) | ClientRef::Consumer(1)
+            ));
+            assert!(s.at >= busy_until, "two clients faulted at once");
+            busy_until = s.at + d;
+            kinds.insert(s.fault.name());
+        }
+    }
+    let _ = busy_until;
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert!(replaced > 0);
+    let mut off = rates.clone();
+    off.set_weights("client-crash=0,client-pause=0,client-isolate=0")
+        .unwrap();
+    assert!(
+        random_client_schedule(&off, 2, 1, 0, 30 * SECS, &mut stream(1, Subsystem::Faults))
+            .is_empty()
+    );
+}
+
+#[test]
+fn random_schedules_are_seeded_bounded_and_varied() {
+    let rates = FaultRates::default();
+    let a = random_schedule(
+        &rates,
+        3,
+        SECS,
+        30 * SECS,
+        &mut stream(9, Subsystem::Faults),
+    );
+    let b = random_schedule(
+        &rates,
+        3,
+        SECS,
+        30 * SECS,
+        &mut stream(9, Subsystem::Faults),
+    );
+    let c = random_schedule(
+        &rates,
+        3,
+        SECS,
+        30 * SECS,
+        &mut stream(10, Subsystem::Faults),
+    );
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert!(a.len() >= 4, "{}", a.len());
+    assert!(a.iter().all(|s| (SECS..30 * SECS).contains(&s.at)));
+    assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+    let none = random_schedule(
+        &FaultRates::scaled(0.0),
+        3,
+        0,
+        30 * SECS,
+        &mut stream(9, Subsystem::Faults),
+    );
+    assert!(none.is_empty());
+    let mut names = std::collections::BTreeSet::new();
+    for seed in 0..30 {
+        for s in random_schedule(
+            &rates,
+            3,
+            0,
+            30 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        ) {
+            names.insert(s.fault.name());
+        }
+    }
+    assert!(names.len() >= 12, "{names:?}");
+}
+
+#[test]
+fn weights_parse_and_steer_the_schedule() {
+    let mut r = FaultRates::default();
+    r.set_weights("crash=0, power-loss=0,pause=0,controller-crash=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0").unwrap();
+    assert!(r.set_weights("meteor=3").unwrap_err().contains("meteor"));
+    assert!(r.set_weights("crash").is_err());
+    let s = random_schedule(&r, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults));
+    assert!(!s.is_empty());
+    assert!(s.iter().all(|f| f.fault.name() == "partition"), "{s:?}");
+}
+
+#[test]
+fn member_schedules_are_seeded_bounded_and_one_member_at_a_time() {
+    let rates = FaultRates {
+        per_second: 4.0,
+        ..FaultRates::default()
+    };
+    let draw = |seed| {
+        random_member_schedule(
+            &rates,
+            3,
+            SECS,
+            30 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        )
+    };
+    let a = draw(1);
+    assert_eq!(a, draw(1));
+    assert_ne!(a, draw(2));
+    assert!(a.len() >= 5, "{a:?}");
+    let mut busy_until = 0;
+    let mut kinds = std::collections::BTreeSet::new();
+    for s in &a {
+        assert!((SECS..30 * SECS).contains(&s.at));
+        let (member, d) = match &s.fault {
+            Fault::MemberCrash {
+                member,
+                restart_after: Some(d),
+            } => (*member, *d),
+            Fault::MemberPause { member, duration } => (*member, *duration),
+            other => panic!("{other:?}"),
+        };
+        assert!((1..=3).contains(&member));
+        assert!(s.at >= busy_until, "two members down at once");
+        busy_until = s.at + d;
+        kinds.insert(s.fault.name());
+    }
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    // No members, or member weights 0: nothing.
+    assert!(
+        random_member_schedule(&rates, 0, 0, 30 * SECS, &mut stream(1, Subsystem::Faults))
+            .is_empty()
+    );
+    let mut off = rates.clone();
+    off.set_weights("member-crash=0,member-pause=0").unwrap();
+    assert!(
+        random_member_schedule(&off, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults)).is_empty()
+    );
+}
+
+#[test]
+fn max_down_is_respected() {
+    let rates = FaultRates {
+        per_second: 5.0,
+        ..FaultRates::default()
+    };
+    for seed in 0..20 {
+        let s = random_schedule(
+            &rates,
+            3,
+            0,
+            20 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        );
+        let mut intervals: Vec<(SimTime, SimTime)> = Vec::new();
+        for f in &s {
+            let d = match &f.fault {
+                Fault::Crash {
+                    node: NodeRef::Broker(_),
+                    restart_after: Some(d),
+                    ..
+                } => *d,
+                Fault::Pause { duration, .. } => *duration,
+                _ => continue,
+            };
+            assert!(
+                intervals.iter().all(|&(a, b)| !(a <= f.at && f.at < b)),
+                "seed {seed}"
+            );
+            intervals.push((f.at, f.at + d));
+        }
+    }
+}

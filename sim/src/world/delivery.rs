@@ -1,0 +1,438 @@
+//! Message delivery and node timers: sending through the network model (which may drop,
+//! delay or duplicate), delivering to a node when it is free (busy with disk I/O or
+//! paused: the message waits), dropping messages to a dead incarnation, ticking nodes, and
+//! routing what a broker or the controller produced after each step.
+
+use super::{Ev, TimerDue, World, ADMIN};
+use crate::client::TOPIC;
+use crate::net::Fate;
+use crate::time::{SimTime, MICROS};
+use crate::trace::{Arrival, Fields};
+use skein_core::broker::{BrokerEvent, Output};
+use skein_core::controller::{ControllerEvent, ControllerOutput, Requester};
+use skein_core::message::{Address, Message};
+use skein_core::replica::Event as ReplicaEvent;
+use skein_core::{NodeId, Offset};
+
+pub(super) fn addr_code(a: Address) -> u64 {
+    match a {
+        Address::Node(n) => 1 << 32 | n as u64,
+        Address::Controller => 2 << 32,
+        Address::Client(c) => 3 << 32 | c,
+    }
+}
+
+pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
+    // The numbers feed the trace hash: never renumber a variant, only add new ones.
+    let code = match m {
+        Message::Fetch(_) => 1,
+        Message::FetchResponse(_) => 2,
+        Message::Produce(_) => 3,
+        Message::ProduceResponse(_) => 4,
+        Message::ConsumerFetch(_) => 5,
+        Message::ConsumerFetchResponse(_) => 6,
+        Message::Metadata(_) => 7,
+        Message::MetadataResponse(_) => 8,
+        Message::ListOffsets(_) => 9,
+        Message::ListOffsetsResponse(_) => 10,
+        Message::ControllerRequest(_) => 11,
+        Message::ControllerResponse(_) => 12,
+        Message::Group { .. } => 13,
+        Message::GroupResponse { .. } => 14,
+    };
+    (code, m.name())
+}
+
+impl World {
+    pub(super) fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
+        let incarnation = match to {
+            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.incarnation),
+            Address::Controller => self.controller.incarnation,
+            Address::Client(_) => 0,
+        };
+        match self.net.send(at, from, to, &mut self.net_rng) {
+            Fate::Dropped(why) => self.tracer.fields(
+                at,
+                Fields::Dropped {
+                    from,
+                    to,
+                    partitioned: why == crate::net::DropReason::Partitioned,
+                    msg: &msg,
+                },
+            ),
+            Fate::Deliver { at: t, duplicate } => {
+                if let Some(d) = duplicate {
+                    self.q.push(
+                        d,
+                        Ev::Deliver {
+                            from,
+                            to,
+                            incarnation,
+                            msg: msg.clone(),
+                            sent: at,
+                            duplicate: true,
+                        },
+                    );
+                }
+                self.q.push(
+                    t,
+                    Ev::Deliver {
+                        from,
+                        to,
+                        incarnation,
+                        msg,
+                        sent: at,
+                        duplicate: false,
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn deliver(
+        &mut self,
+        now: SimTime,
+        seq: u64,
+        (from, to, incarnation): (Address, Address, u64),
+        msg: Message,
+        (sent, duplicate): (SimTime, bool),
+    ) {
+        // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
+        // in arrival order).
+        let free_at = match to {
+            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.free_at()),
+            Address::Controller => self.controller.free_at(),
+            Address::Client(c) => c
+                .checked_sub(1)
+                .and_then(|i| self.clients.get(i as usize))
+                .map_or(0, |s| s.paused_until),
+        };
+        if free_at > now {
+            self.q.push(
+                free_at,
+                Ev::Deliver {
+                    from,
+                    to,
+                    incarnation,
+                    msg,
+                    sent,
+                    duplicate,
+                },
+            );
+            return;
+        }
+        let (code, name) = msg_code(&msg);
+        let verbose = self.tracer.verbose();
+        self.tracer.event(
+            now,
+            seq,
+            "deliver",
+            name,
+            &[addr_code(from), addr_code(to), code],
+            || {
+                if verbose {
+                    let mut s = format!("{from} -> {to}: {msg:?}");
+                    s.truncate(600);
+                    s
+                } else {
+                    String::new()
+                }
+            },
+        );
+        if self.tracer.recording() {
+            self.record_delivery(now, (from, to, incarnation), &msg, (sent, duplicate));
+        }
+        if !self.net.can_deliver(from, to) {
+            return; // cut by a partition while in flight
+        }
+        self.hand_over(now, (from, to, incarnation), msg);
+    }
+
+    /// Tells the viewer's recorder about a delivery and how it arrives: cut by a
+    /// partition, to a dead process, or handled.
+    fn record_delivery(
+        &mut self,
+        now: SimTime,
+        (from, to, incarnation): (Address, Address, u64),
+        msg: &Message,
+        (sent, duplicate): (SimTime, bool),
+    ) {
+        let arrival = if !self.net.can_deliver(from, to) {
+            Arrival::Partitioned
+        } else {
+            let alive = match to {
+                Address::Node(n) => self
+                    .brokers
+                    .get(&n)
+                    .is_some_and(|s| s.incarnation == incarnation && s.machine.is_some()),
+                Address::Controller => {
+                    self.controller.incarnation == incarnation && self.controller.machine.is_some()
+                }
+                Address::Client(_) => true,
+            };
+            if alive {
+                Arrival::Handled
+            } else {
+                Arrival::Dead
+            }
+        };
+        self.tracer.fields(
+            now,
+            Fields::Deliver {
+                from,
+                to,
+                sent,
+                duplicate,
+                arrival,
+                msg,
+            },
+        );
+    }
+
+    /// Hands a delivered message to its addressee, if the process it was sent to (the same
+    /// incarnation) is still up.
+    fn hand_over(
+        &mut self,
+        now: SimTime,
+        (from, to, incarnation): (Address, Address, u64),
+        msg: Message,
+    ) {
+        match to {
+            Address::Node(n) => {
+                let Some(slot) = self.brokers.get_mut(&n) else {
+                    return;
+                };
+                if slot.incarnation != incarnation {
+                    return;
+                }
+                let local = slot.clock.local(now);
+                let Some(b) = slot.machine.as_mut() else {
+                    return;
+                };
+                b.handle(local, from, msg);
+                self.after_broker_step(n, now);
+            }
+            Address::Controller => {
+                if self.controller.incarnation != incarnation {
+                    return;
+                }
+                let local = self.controller.clock.local(now);
+                let Some(c) = self.controller.machine.as_mut() else {
+                    return;
+                };
+                let requester = match from {
+                    Address::Node(n) => Requester::Broker(n),
+                    Address::Client(c) => Requester::Client(c),
+                    Address::Controller => return,
+                };
+                if let Message::ControllerRequest(req) = msg {
+                    c.handle(local, requester, req);
+                    self.after_controller_step(now);
+                }
+            }
+            Address::Client(c) => {
+                if c == ADMIN {
+                    self.admin(now, Some(msg));
+                    return;
+                }
+                let idx = (c - 1) as usize;
+                if self.clients.get(idx).is_some_and(|s| !s.down) {
+                    self.client_step(idx, now, Some((from, msg)));
+                }
+            }
+        }
+    }
+
+    pub(super) fn node_timer(&mut self, now: SimTime, seq: u64, node: Address, gen: u64) {
+        let due = match node {
+            Address::Node(n) => match self.brokers.get_mut(&n) {
+                Some(slot) => slot.timer_due(now, gen),
+                None => return,
+            },
+            Address::Controller => self.controller.timer_due(now, gen),
+            Address::Client(_) => return,
+        };
+        match due {
+            TimerDue::Stale => return,
+            TimerDue::Deferred(t) => {
+                self.q.push(t, Ev::NodeTimer { node, gen });
+                return;
+            }
+            TimerDue::Now => {}
+        }
+        self.tracer
+            .event(now, seq, "tick", "", &[addr_code(node)], String::new);
+        match node {
+            Address::Node(n) => {
+                let Some(slot) = self.brokers.get_mut(&n) else {
+                    return;
+                };
+                let local = slot.clock.local(now);
+                let Some(b) = slot.machine.as_mut() else {
+                    return;
+                };
+                b.tick(local);
+                self.after_broker_step(n, now);
+            }
+            Address::Controller => {
+                let slot = &mut self.controller;
+                let local = slot.clock.local(now);
+                let Some(c) = slot.machine.as_mut() else {
+                    return;
+                };
+                c.tick(local);
+                self.after_controller_step(now);
+            }
+            Address::Client(_) => {}
+        }
+    }
+
+    /// After a broker handled something: charge its disk time, route its outputs, feed
+    /// the invariant checks, and set its timer.
+    pub(super) fn after_broker_step(&mut self, id: NodeId, now: SimTime) {
+        let slot = self.brokers.get_mut(&id).expect("slot");
+        let latency = slot.disk.take_latency();
+        let send_at = now + latency;
+        slot.busy_until = slot.busy_until.max(send_at);
+        let Some(b) = slot.machine.as_mut() else {
+            return;
+        };
+        let outputs = b.drain_outputs();
+        let next = b.next_timeout();
+        if self.tracer.recording() {
+            let views = b.views();
+            self.tracer.fields(
+                now,
+                Fields::Replicas {
+                    node: id,
+                    views: &views,
+                },
+            );
+        }
+        let from = Address::Node(id);
+        for o in outputs {
+            if let Output::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "broker-event", "", &[id as u64], || {
+                        format!("node-{id}: {e:?}")
+                    });
+                self.tracer
+                    .fields(now, Fields::BrokerEvent { node: id, event: e });
+            }
+            match o {
+                Output::Send { to, msg } => {
+                    if let Address::Client(c) = to {
+                        self.check_client_response(id, c, now, &msg);
+                    }
+                    self.send(send_at, from, to, msg);
+                }
+                // The replication invariants watch every topic (the simulator's and
+                // __consumer_offsets); the client-facing ones only the simulator's.
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
+                    tp,
+                    leader_epoch,
+                    high_watermark,
+                })) => {
+                    self.checker
+                        .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
+                }
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
+                    tp,
+                    epoch,
+                    log_end_offset,
+                })) => {
+                    self.checker.on_became_leader(&tp, epoch, log_end_offset);
+                }
+                Output::Event(BrokerEvent::OffsetsCommitted {
+                    group,
+                    coordinator_epoch,
+                    offsets,
+                }) if group == self.cfg.group_id => {
+                    if let Some(gc) = self.group.as_mut() {
+                        let offsets: Vec<(u32, Offset)> = offsets
+                            .into_iter()
+                            .filter(|(tp, _)| tp.topic == TOPIC)
+                            .map(|(tp, o)| (tp.partition, o))
+                            .collect();
+                        gc.on_committed(&mut self.checker, now, id, coordinator_epoch, &offsets);
+                    }
+                }
+                Output::Event(_) => {}
+            }
+        }
+        self.set_node_timer(Address::Node(id), now, next);
+        self.observe_coordinator(id, now);
+    }
+
+    pub(super) fn after_controller_step(&mut self, now: SimTime) {
+        let slot = &mut self.controller;
+        let latency = slot.disk.take_latency();
+        let send_at = now + latency;
+        slot.busy_until = slot.busy_until.max(send_at);
+        let Some(c) = slot.machine.as_mut() else {
+            return;
+        };
+        let outputs = c.drain_outputs();
+        let next = c.next_timeout();
+        for o in outputs {
+            if let ControllerOutput::Event(e) = &o {
+                let seq = self.q.len() as u64;
+                self.tracer
+                    .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                self.tracer.fields(now, Fields::ControllerEvent(e));
+                if let ControllerEvent::UncleanLeaderElection {
+                    tp, leader_epoch, ..
+                } = e
+                {
+                    self.checker.on_unclean_election(tp, *leader_epoch);
+                }
+            }
+            if let ControllerOutput::Send { to, response } = o {
+                let to = match to {
+                    Requester::Broker(n) => Address::Node(n),
+                    Requester::Client(c) => Address::Client(c),
+                };
+                self.send(
+                    send_at,
+                    Address::Controller,
+                    to,
+                    Message::ControllerResponse(response),
+                );
+            }
+        }
+        self.set_node_timer(Address::Controller, now, next);
+    }
+
+    pub(super) fn set_node_timer(&mut self, node: Address, now: SimTime, next_local: Option<u64>) {
+        let slot_clock;
+        let (gen, at) = {
+            let (clock, timer_gen, timer_at) = match node {
+                Address::Node(n) => {
+                    let s = self.brokers.get_mut(&n).expect("slot");
+                    (&s.clock, &mut s.timer_gen, &mut s.timer_at)
+                }
+                Address::Controller => {
+                    let s = &mut self.controller;
+                    (&s.clock, &mut s.timer_gen, &mut s.timer_at)
+                }
+                Address::Client(_) => return,
+            };
+            slot_clock = clock.clone();
+            let Some(local) = next_local else {
+                *timer_gen += 1;
+                *timer_at = None;
+                return;
+            };
+            // At least 1us ahead: a timer that keeps asking for "now" must not spin.
+            let at = slot_clock.sim_time_of(now, local).max(now + MICROS);
+            if *timer_at == Some(at) {
+                return;
+            }
+            *timer_gen += 1;
+            *timer_at = Some(at);
+            (*timer_gen, at)
+        };
+        self.q.push(at, Ev::NodeTimer { node, gen });
+    }
+}

@@ -1,0 +1,256 @@
+//! Observing the cluster for the checks and the viewer, without changing it: the group
+//! coordinator's state, brokers' answers to clients, the periodic audit of every replica
+//! and the controller's ISRs, who leads what, and the fault atlas's view of a fault.
+
+use super::World;
+use crate::client::TOPIC;
+use crate::faults::{Fault, NodeRef};
+use crate::invariants;
+use crate::time::SimTime;
+use crate::trace::Fields;
+use skein_core::group::{coordinator_partition, CoordinatorPhase};
+use skein_core::message::Message;
+use skein_core::replica::{ReplicaView, Role};
+use skein_core::{NodeId, TopicPartition};
+
+impl World {
+    /// Feeds the group checks with what the group's coordinator on broker `id` holds.
+    pub(super) fn observe_coordinator(&mut self, id: NodeId, now: SimTime) {
+        let Some(gc) = self.group.as_mut() else {
+            return;
+        };
+        let gid = &self.cfg.group_id;
+        let state = self
+            .brokers
+            .get(&id)
+            .and_then(|s| s.machine.as_ref())
+            .and_then(|b| b.group_coordinators())
+            .and_then(|cs| cs.coordinator(coordinator_partition(gid, cs.num_partitions())))
+            .and_then(|c| match c.phase() {
+                CoordinatorPhase::Active { epoch } => {
+                    let offsets = c
+                        .committed_offsets(gid)
+                        .map(|it| {
+                            it.filter(|(tp, _)| tp.topic == TOPIC)
+                                .map(|(tp, o)| (tp.partition, o))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some((*epoch, offsets))
+                }
+                _ => None,
+            });
+        gc.on_coordinator(&mut self.checker, now, id, state);
+    }
+
+    /// Checks a broker's answer to a client as it leaves the broker.
+    pub(super) fn check_client_response(
+        &mut self,
+        id: NodeId,
+        client: u64,
+        now: SimTime,
+        msg: &Message,
+    ) {
+        match msg {
+            Message::ProduceResponse(r) => {
+                if let (Ok(ack), true) = (&r.result, r.tp.topic == TOPIC) {
+                    let records = self
+                        .produce_sizes
+                        .get(&(client, r.correlation))
+                        .copied()
+                        .unwrap_or(1);
+                    let last = ack.base_offset + records.saturating_sub(1) as u64;
+                    self.checker
+                        .on_broker_ack(now, id, r.tp.partition, ack.leader_epoch, last);
+                }
+            }
+            Message::ConsumerFetchResponse(r) => {
+                if let Ok(recs) = &r.result {
+                    let hw = self
+                        .brokers
+                        .get(&id)
+                        .and_then(|s| s.machine.as_ref())
+                        .and_then(|b| b.replica_view(&r.tp))
+                        .map_or(0, |v| v.high_watermark);
+                    self.checker
+                        .on_served(now, id, r.tp.partition, &recs.batches, hw);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Passes the history events recorded since the last call to the tracer's recorder.
+    pub(super) fn history_to_tracer(&mut self) {
+        if self.tracer.recording() {
+            for e in &self.history.events()[self.history_seen..] {
+                self.tracer.fields(e.time, Fields::History(e));
+            }
+        }
+        self.history_seen = self.history.len();
+    }
+
+    /// Audits every replica of every topic on every live broker (replicas presuming
+    /// leadership first: their HWs bound strong-isr), checks the controller's partition
+    /// states (leader-in-isr), then the members of the controller's ISRs (strong-isr). A
+    /// crashed controller or broker is skipped: nothing of it can be observed.
+    pub(super) fn audit(&mut self, now: SimTime) {
+        self.checker.begin_audit();
+        let quorum: Vec<(TopicPartition, Vec<NodeId>)> = match self.controller.machine.as_ref() {
+            Some(c) => c
+                .image()
+                .partitions()
+                .map(|(tp, st)| {
+                    self.checker.leader_in_isr(now, &tp, st.leader, &st.isr);
+                    (tp, st.isr.clone())
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut views: Vec<(NodeId, ReplicaView)> = Vec::new();
+        for (&id, slot) in &self.brokers {
+            if let Some(b) = slot.machine.as_ref() {
+                views.extend(b.views().into_iter().map(|v| (id, v)));
+            }
+        }
+        views.sort_by_key(|(_, v)| v.role != Role::Leader); // stable: leaders first
+        for (id, view) in &views {
+            self.with_reader(*id, &view.tp, |checker, read| {
+                checker.audit(now, *id, view, read)
+            });
+        }
+        for (tp, isr) in &quorum {
+            for id in isr {
+                let Some((_, view)) = views.iter().find(|(b, v)| b == id && v.tp == *tp) else {
+                    continue;
+                };
+                self.with_reader(*id, tp, |checker, read| {
+                    checker.strong_isr(now, *id, view, read)
+                });
+            }
+        }
+    }
+
+    /// Runs `f` with the checker and a reader of `tp`'s log on broker `id` (if it is up).
+    pub(super) fn with_reader(
+        &mut self,
+        id: NodeId,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut invariants::Checker, invariants::LogReader<'_>),
+    ) {
+        let Some(slot) = self.brokers.get_mut(&id) else {
+            return;
+        };
+        let Some(b) = slot.machine.as_mut() else {
+            return;
+        };
+        let mut read = |from, below| b.read_records(tp, from, below).map_err(|e| e.to_string());
+        f(&mut self.checker, &mut read);
+        // Reads for audits are not the node's I/O: charge nothing.
+        let _ = slot.disk.take_latency();
+    }
+
+    /// The broker leading partition `p` now: the one acting as leader at the highest epoch.
+    pub(super) fn leader_of(&self, p: u32) -> Option<NodeId> {
+        let tp = TopicPartition::new(TOPIC, p);
+        self.brokers
+            .iter()
+            .filter_map(|(id, s)| {
+                let v = s.machine.as_ref()?.replica_view(&tp)?;
+                (v.role == Role::Leader).then_some((v.leader_epoch, *id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    /// The fault atlas's view of a striking fault: its target's role, the cluster's moment.
+    pub(super) fn atlas_moment(&self, f: &Fault) -> (crate::atlas::Role, crate::atlas::Moment) {
+        use crate::atlas::{Moment, Role};
+        let role = match (f, crate::atlas::target(f)) {
+            (Fault::CoordinatorCrash { .. }, _) => Role::Coordinator,
+            (Fault::MemberCrash { .. } | Fault::MemberPause { .. }, _) => Role::Member,
+            (_, Some(NodeRef::Controller(_))) => Role::Controller,
+            (_, Some(NodeRef::Broker(b))) => {
+                if (0..self.cfg.partitions).any(|p| self.leader_of(p) == Some(b)) {
+                    Role::Leader
+                } else {
+                    Role::Follower
+                }
+            }
+            _ => Role::Network,
+        };
+        let moment = if !self.leaderless().is_empty() {
+            Moment::Electing
+        } else {
+            let shrunk = self.controller.machine.as_ref().is_some_and(|c| {
+                let image = c.image();
+                (0..self.cfg.partitions).any(|p| {
+                    image
+                        .partition(&TopicPartition::new(TOPIC, p))
+                        .is_some_and(|s| s.isr.len() < s.replicas.len())
+                })
+            });
+            if shrunk {
+                Moment::UnderReplicated
+            } else {
+                Moment::Steady
+            }
+        };
+        (role, moment)
+    }
+
+    /// Partitions without a leader that serves (the controller's leader, which agrees).
+    pub(super) fn leaderless(&self) -> Vec<u32> {
+        let Some(c) = self.controller.machine.as_ref() else {
+            return (0..self.cfg.partitions).collect();
+        };
+        let image = c.image();
+        (0..self.cfg.partitions)
+            .filter(|&p| {
+                let tp = TopicPartition::new(TOPIC, p);
+                let Some(state) = image.partition(&tp) else {
+                    return true;
+                };
+                let Some(l) = state.leader else { return true };
+                let serving = self
+                    .brokers
+                    .get(&l)
+                    .and_then(|s| s.machine.as_ref())
+                    .and_then(|b| b.replica_view(&tp))
+                    .is_some_and(|v| {
+                        v.role == Role::Leader && v.leader_epoch == state.leader_epoch
+                    });
+                !serving
+            })
+            .collect()
+    }
+
+    /// (partition, follower, leader): followers that are up, online and following the
+    /// serving leader of a partition, but not in that leader's ISR.
+    pub(super) fn stuck_followers(&self) -> Vec<(u32, NodeId, NodeId)> {
+        let mut out = Vec::new();
+        for p in 0..self.cfg.partitions {
+            let Some(l) = self.leader_of(p) else { continue };
+            let tp = TopicPartition::new(TOPIC, p);
+            let Some(lv) = self.brokers[&l]
+                .machine
+                .as_ref()
+                .and_then(|b| b.replica_view(&tp))
+            else {
+                continue;
+            };
+            for (&id, slot) in &self.brokers {
+                let Some(v) = slot.machine.as_ref().and_then(|b| b.replica_view(&tp)) else {
+                    continue;
+                };
+                if v.role == (Role::Follower { leader: l })
+                    && v.leader_epoch == lv.leader_epoch
+                    && !lv.isr.contains(&id)
+                {
+                    out.push((p, id, l));
+                }
+            }
+        }
+        out
+    }
+}

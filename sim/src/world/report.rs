@@ -1,0 +1,235 @@
+//! The end of a run: the final audit, the liveness and group verdicts (or why they were
+//! skipped), the history check, and the report.
+
+use super::{Client, SimError, World};
+use crate::client::Ctx;
+use crate::group_client::SETTLE_BOUND;
+use crate::group_invariants;
+use crate::invariants;
+use crate::report::SimReport;
+use crate::time::SimTime;
+use crate::trace::Fields;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// What the clients did, summed at the end of a run.
+#[derive(Default)]
+struct ClientTotals {
+    sends: u64,
+    polled: u64,
+    processed: u64,
+    member_crashes: u64,
+}
+
+impl World {
+    pub(super) fn finish(
+        mut self,
+        history_out: Option<Box<dyn Write>>,
+    ) -> Result<SimReport, SimError> {
+        self.finish_ref(history_out)
+    }
+
+    /// Disk work summed over the controller and every broker (their disks outlive restarts).
+    pub(super) fn work_stats(&self) -> crate::report::WorkStats {
+        let mut w = crate::report::WorkStats::default();
+        let disks = self.brokers.values().map(|s| &s.disk);
+        for d in disks.chain(std::iter::once(&self.controller.disk)) {
+            let ((appends, syncs), (reads, bytes)) = (d.op_counts(), d.read_counts());
+            w.disk_appends += appends;
+            w.disk_syncs += syncs;
+            w.disk_reads += reads;
+            w.disk_read_bytes += bytes;
+        }
+        w
+    }
+
+    pub(super) fn finish_ref(
+        &mut self,
+        history_out: Option<Box<dyn Write>>,
+    ) -> Result<SimReport, SimError> {
+        let now = self.q.now();
+        self.audit(now);
+        let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
+        let liveness_window = now.saturating_sub(self.healed_at);
+        let judge_liveness = self.judge_liveness(now, liveness_window, &mut skipped);
+        let totals = self.finish_clients(now);
+        self.finish_group(now, judge_liveness, liveness_window, &mut skipped);
+        let history_summary = self.check_history(now, judge_liveness, &mut skipped);
+        if let Some(h) = history_out {
+            self.history.write_to(h)?;
+        }
+        self.history_to_tracer();
+        self.tracer.finish()?;
+        let violations = self.checker.violations();
+        for v in &violations {
+            self.tracer.fields(v.at, Fields::Violation(v));
+        }
+        let verdicts = SimReport::verdicts_from(self.checker.counts(), &violations, &skipped);
+        let acked = self.checker.acked_count();
+        let read = self.checker.read_acked_count();
+        let lost = self.checker.count(invariants::ACKED_WRITE_LOST);
+        let (failed, indeterminate) = self.send_outcomes();
+        Ok(SimReport {
+            seed: self.cfg.seed,
+            scenario: self.cfg.scenario_name.clone(),
+            sim_time: now,
+            events: self.tracer.events(),
+            trace_hash: self.tracer.hash(),
+            sends: totals.sends,
+            acked,
+            read,
+            lost,
+            failed,
+            indeterminate,
+            records_polled: totals.polled,
+            group: self.group.as_ref().map(|g| crate::report::GroupStats {
+                members: self.cfg.group_members,
+                processed: totals.processed,
+                commits: g.commits_acked,
+                coordinator_loads: g.loads,
+                member_crashes: totals.member_crashes,
+            }),
+            faults: self.fault_counts.clone(),
+            atlas: self.atlas.entries(),
+            net: self.net.stats.clone(),
+            work: self.work_stats(),
+            leader_changes: self.checker.leader_changes,
+            unclean_elections: self.checker.unclean_elections,
+            verdicts,
+            violations,
+            history_summary,
+            probes: Vec::new(),
+        })
+    }
+
+    /// Judges liveness and replication if the run ends with a quiet window long enough
+    /// (no faults after the final heal); otherwise marks both skipped. Whether it judged.
+    fn judge_liveness(
+        &mut self,
+        now: SimTime,
+        liveness_window: SimTime,
+        skipped: &mut BTreeMap<&'static str, String>,
+    ) -> bool {
+        let judge_liveness = !self.faults_after_heal
+            && liveness_window >= self.cfg.liveness.min(self.cfg.duration / 4);
+        if judge_liveness {
+            let leaderless = self.leaderless();
+            self.checker
+                .finish_liveness(now, &leaderless, liveness_window);
+            let stuck = self.stuck_followers();
+            self.checker
+                .finish_replication(now, &stuck, liveness_window);
+        } else {
+            for inv in [invariants::LIVENESS, invariants::UNDER_REPLICATED] {
+                skipped.insert(inv, "faults continue until the end of the run".into());
+            }
+        }
+        judge_liveness
+    }
+
+    /// Lets every client finish (closing its open operations in the history) and sums
+    /// what they did.
+    fn finish_clients(&mut self, now: SimTime) -> ClientTotals {
+        let mut t = ClientTotals::default();
+        let mut out = std::mem::take(&mut self.out);
+        for cs in self.clients.iter_mut() {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            match &mut cs.client {
+                Client::Producer(p) => {
+                    t.sends += p.sends;
+                    p.finish(&mut ctx);
+                }
+                Client::Consumer(c) => {
+                    t.polled += c.records;
+                    c.finish(&mut ctx);
+                }
+                Client::Member(m) => {
+                    t.processed += m.records;
+                    t.member_crashes += m.crashes;
+                    m.finish(&mut ctx);
+                }
+            }
+        }
+        t
+    }
+
+    /// The group checks' end of run (ownership liveness judged like the cluster's: only
+    /// when the run ends with a quiet window longer than the rebalance bound).
+    fn finish_group(
+        &mut self,
+        now: SimTime,
+        judge_liveness: bool,
+        liveness_window: SimTime,
+        skipped: &mut BTreeMap<&'static str, String>,
+    ) {
+        match self.group.as_mut() {
+            Some(g) => {
+                let bound = SETTLE_BOUND;
+                let settled = (judge_liveness && liveness_window > bound).then_some(self.healed_at);
+                if settled.is_none() {
+                    skipped.insert(
+                        group_invariants::GROUP_UNOWNED,
+                        "no quiet window longer than the rebalance bound at the end".into(),
+                    );
+                }
+                g.finish(&mut self.checker, now, settled, bound);
+            }
+            None => {
+                for name in group_invariants::NAMES {
+                    skipped.insert(name, "no group members".into());
+                }
+            }
+        }
+    }
+
+    /// Checks the client history with `skein-jepsen` (final reads only if liveness was
+    /// judged and held); its summary if it found anything.
+    fn check_history(
+        &mut self,
+        now: SimTime,
+        judge_liveness: bool,
+        skipped: &mut BTreeMap<&'static str, String>,
+    ) -> Option<String> {
+        if !self.cfg.check_history {
+            skipped.insert(invariants::HISTORY, "--no-history-check".into());
+            return None;
+        }
+        let final_reads = judge_liveness && self.checker.count(invariants::LIVENESS) == 0;
+        let report = skein_jepsen::check(
+            self.history.events(),
+            &skein_jepsen::CheckOptions::default().final_reads(final_reads),
+        );
+        if report.valid {
+            return None;
+        }
+        let found: Vec<String> = report
+            .found()
+            .iter()
+            .map(|k| format!("{k} x{}", report.count(*k)))
+            .collect();
+        self.checker
+            .history_failed(now, format!("skein-jepsen found {}", found.join(", ")));
+        Some(report.to_string())
+    }
+
+    /// Sends that failed and sends whose outcome is unknown, from the history.
+    fn send_outcomes(&self) -> (u64, u64) {
+        let (mut failed, mut indeterminate) = (0, 0);
+        for e in self.history.events() {
+            if e.f == skein_jepsen::Function::Send {
+                match e.kind {
+                    skein_jepsen::EventType::Fail => failed += 1,
+                    skein_jepsen::EventType::Info => indeterminate += 1,
+                    _ => {}
+                }
+            }
+        }
+        (failed, indeterminate)
+    }
+}

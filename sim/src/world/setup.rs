@@ -1,0 +1,317 @@
+//! Building the world: the nodes' configurations (timeouts scaled down, `--bug`s), their
+//! slots (disks and clocks drawn from the seed), the workload's clients, the realised
+//! fault schedule, and starting every node at time 0. Also starting a node again after a
+//! crash (`start_broker`, `start_controller`).
+
+use super::workload::producer;
+use super::{
+    BrokerSlots, Client, ClientSlot, Ev, SimError, Slot, World, AUDIT_INTERVAL, BUG_NAMES,
+};
+use crate::client::{ClientOut, Consumer};
+use crate::clock::NodeClock;
+use crate::config::SimConfig;
+use crate::disk::SimDisk;
+use crate::faults::{random_client_schedule, random_member_schedule, random_schedule, Scheduled};
+use crate::group_client::GroupMember;
+use crate::group_invariants::GroupChecker;
+use crate::history::History;
+use crate::invariants::Checker;
+use crate::net::Network;
+use crate::queue::EventQueue;
+use crate::rng::{between, stream, substream, Subsystem};
+use crate::time::{SimTime, MILLIS, SECS};
+use crate::trace::{Fields, Tracer};
+use skein_core::broker::{Broker, BrokerConfig, Bugs};
+use skein_core::controller::{Controller, ControllerConfig};
+use skein_core::group::GroupConfig;
+use skein_core::message::Address;
+use skein_core::NodeId;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+pub(super) fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
+    let mut b = Bugs::default();
+    for n in names {
+        match n.as_str() {
+            "truncate-to-hw" => b.truncate_to_hw = true,
+            "next-epoch-start" => b.next_epoch_start = true,
+            "unfenced-fetch" => b.unfenced_fetch = true,
+            "ack-before-isr" => b.ack_before_isr = true,
+            "fsync-after-ack" => b.fsync_after_ack = true,
+            "no-generation-fencing" => b.no_generation_fencing = true,
+            "elect-out-of-isr" => b.elect_out_of_isr = true,
+            "no-elr" => b.no_elr = true,
+            "stale-producer-epoch" => b.stale_producer_epoch = true,
+            other => {
+                return Err(SimError::UnknownBug {
+                    name: other.to_string(),
+                    known: BUG_NAMES.join(", "),
+                })
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// The faults a run injects: random ones drawn from the seed's fault stream, plus the
+/// config's exact schedule, in time order. A pure function of the config, so a failing
+/// run's schedule can be written out as explicit faults (see `shrink`).
+pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
+    let mut schedule: Vec<Scheduled> = Vec::new();
+    if cfg.random_faults {
+        let mut frng = stream(cfg.seed, Subsystem::Faults);
+        schedule = random_schedule(
+            &cfg.rates,
+            cfg.brokers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut frng,
+        );
+        // Member faults from their own stream: the broker schedule above is unchanged.
+        let mut mrng = substream(cfg.seed, Subsystem::Faults, 1);
+        schedule.extend(random_member_schedule(
+            &cfg.rates,
+            cfg.group_members,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut mrng,
+        ));
+        // Producer and consumer faults from a third stream, likewise.
+        let mut crng = substream(cfg.seed, Subsystem::Faults, 2);
+        schedule.extend(random_client_schedule(
+            &cfg.rates,
+            cfg.producers,
+            cfg.consumers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut crng,
+        ));
+    }
+    schedule.extend(cfg.schedule.iter().cloned());
+    schedule.sort_by_key(|s| s.at);
+    schedule
+}
+
+/// The brokers' and the controller's configurations: timeouts scaled down from Kafka's
+/// defaults so that short runs see failovers, and the `--bug`s switched back on.
+fn node_configs(bugs: Bugs) -> (BrokerConfig, ControllerConfig) {
+    let broker_config = BrokerConfig {
+        replica_lag_time_max: 2 * SECS,
+        fetch_timeout: 300 * MILLIS,
+        alter_partition_retry: 300 * MILLIS,
+        heartbeat_interval: 150 * MILLIS,
+        controller_timeout: 400 * MILLIS,
+        // Leaders fsync a little after appending (the HW counts only flushed data), so a
+        // power loss can find unsynced data to lose or tear.
+        flush_interval: 5 * MILLIS,
+        bugs,
+        // Groups: a small __consumer_offsets (created on the first FindCoordinator, so
+        // runs without group members never have it), session timeouts scaled down.
+        offsets_topic_partitions: 2,
+        group_append_timeout: 400 * MILLIS,
+        group: GroupConfig {
+            min_session_timeout: 100 * MILLIS,
+            initial_rebalance_delay: 300 * MILLIS,
+            ..GroupConfig::default()
+        },
+        ..BrokerConfig::default()
+    };
+    let controller_config = ControllerConfig {
+        session_timeout: 1_200 * MILLIS,
+        restart_grace: 1_200 * MILLIS,
+        bugs,
+        ..ControllerConfig::default()
+    };
+    (broker_config, controller_config)
+}
+
+/// The brokers' and the controller's slots, not started yet: each with its disk (its own
+/// disk stream) and a clock starting at an arbitrary local time.
+fn node_slots(cfg: &SimConfig) -> (BrokerSlots, Slot<Controller<SimDisk>>) {
+    let seed = cfg.seed;
+    let mut clock_rng = stream(seed, Subsystem::Clock);
+    let mut brokers = BTreeMap::new();
+    for id in 1..=cfg.brokers {
+        let mut slot = Slot::new(SimDisk::new(
+            cfg.disk.clone(),
+            substream(seed, Subsystem::Disk, id as u64),
+        ));
+        // Clocks start at different, arbitrary local times.
+        slot.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
+        brokers.insert(id, slot);
+    }
+    let mut controller = Slot::new(SimDisk::new(
+        cfg.disk.clone(),
+        substream(seed, Subsystem::Disk, 0),
+    ));
+    controller.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
+    (brokers, controller)
+}
+
+/// The workload's clients in slot order (producers, consumers, group members; client id
+/// = slot index + 1), and the slot index of each group member.
+fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
+    let mut clients = Vec::new();
+    let mut id = 1u64;
+    for i in 0..cfg.producers {
+        clients.push(ClientSlot::new(Client::Producer(producer(
+            cfg,
+            id,
+            i + 1,
+            500 * MILLIS,
+        ))));
+        id += 1;
+    }
+    for _ in 0..cfg.consumers {
+        clients.push(ClientSlot::new(Client::Consumer(Consumer::new(
+            id,
+            cfg.partitions,
+        ))));
+        id += 1;
+    }
+    let mut members = Vec::new();
+    for i in 0..cfg.group_members {
+        members.push(clients.len());
+        clients.push(ClientSlot::new(Client::Member(Box::new(GroupMember::new(
+            id,
+            i + 1,
+            cfg.group_id.clone(),
+            cfg.partitions,
+            cfg.group_commit,
+            cfg.group_assignor,
+            cfg.group_static,
+            substream(cfg.seed, Subsystem::Workload, 1000 + i as u64),
+        )))));
+        id += 1;
+    }
+    (clients, members)
+}
+
+impl World {
+    pub(super) fn new(
+        cfg: &SimConfig,
+        trace: Option<Box<dyn Write>>,
+        recorder: Option<crate::viewer::Recorder>,
+    ) -> Result<Self, SimError> {
+        let seed = cfg.seed;
+        let bugs = bugs_from(&cfg.bugs)?;
+        let (broker_config, controller_config) = node_configs(bugs);
+        let (brokers, controller) = node_slots(cfg);
+        let (clients, members) = workload_clients(cfg);
+        let mut w = Self {
+            cfg: cfg.clone(),
+            broker_config,
+            controller_config,
+            q: EventQueue::new(),
+            net: Network::new(cfg.network.clone()),
+            net_rng: stream(seed, Subsystem::Network),
+            disk_rng: stream(seed, Subsystem::Disk),
+            work_rng: stream(seed, Subsystem::Workload),
+            tracer: Tracer::new(trace).with_recorder(recorder),
+            history_seen: 0,
+            brokers,
+            controller,
+            clients,
+            checker: Checker::new(),
+            history: History::default(),
+            topic_created: false,
+            admin_sent: None,
+            fault_counts: BTreeMap::new(),
+            atlas: crate::atlas::Atlas::default(),
+            healed_at: 0,
+            faults_after_heal: false,
+            out: ClientOut::default(),
+            produce_sizes: BTreeMap::new(),
+            group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
+            members,
+            next_producer_index: cfg.producers + 1,
+            moved_clients: BTreeMap::new(),
+        };
+        w.boot()?;
+        Ok(w)
+    }
+
+    /// Starts every node at time 0 and queues the fault schedule, the final heal, the
+    /// admin client, the first audit, the end of the run and every client's first wake.
+    fn boot(&mut self) -> Result<(), SimError> {
+        self.start_controller(0)
+            .map_err(SimError::ControllerStart)?;
+        for id in 1..=self.cfg.brokers {
+            self.start_broker(id, 0);
+        }
+        let schedule = realised_schedule(&self.cfg);
+        let mut heal_at = self.cfg.final_heal_at();
+        for s in &schedule {
+            if s.at >= heal_at {
+                self.faults_after_heal = true;
+                heal_at = heal_at.max(s.at);
+            }
+            self.q.push(s.at, Ev::Fault(s.fault.clone()));
+        }
+        self.q.push(heal_at, Ev::FinalHeal);
+        self.healed_at = heal_at;
+        self.q.push(100 * MILLIS, Ev::Admin);
+        self.q.push(AUDIT_INTERVAL, Ev::Audit);
+        self.q.push(self.cfg.duration, Ev::End);
+        for i in 0..self.clients.len() {
+            self.reschedule_client(i, 0);
+        }
+        Ok(())
+    }
+
+    pub(super) fn start_controller(&mut self, now: SimTime) -> Result<(), String> {
+        let local = self.controller.clock.local(now);
+        match Controller::open(
+            self.controller.disk.clone(),
+            self.controller_config.clone(),
+            local,
+        ) {
+            Ok(c) => {
+                self.controller.machine = Some(c);
+                self.tracer.fields(
+                    now,
+                    Fields::Process {
+                        node: Address::Controller,
+                        up: true,
+                    },
+                );
+                self.after_controller_step(now);
+                Ok(())
+            }
+            Err(e) => {
+                self.controller.start_failures += 1;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    pub(super) fn start_broker(&mut self, id: NodeId, now: SimTime) {
+        let slot = self.brokers.get_mut(&id).expect("broker slot");
+        let local = slot.clock.local(now);
+        match Broker::open(id, self.broker_config.clone(), slot.disk.clone(), local) {
+            Ok((b, _reports)) => {
+                slot.machine = Some(b);
+                self.tracer.fields(
+                    now,
+                    Fields::Process {
+                        node: Address::Node(id),
+                        up: true,
+                    },
+                );
+                self.after_broker_step(id, now);
+            }
+            Err(e) => {
+                slot.start_failures += 1;
+                let seq = self.q.len() as u64;
+                self.tracer.event(
+                    now,
+                    seq,
+                    "start-failed",
+                    &format!("node-{id}"),
+                    &[id as u64],
+                    || e.to_string(),
+                );
+            }
+        }
+    }
+}

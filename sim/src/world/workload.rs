@@ -1,0 +1,258 @@
+//! The workload: producers, consumers and group members stepped with a client context,
+//! their outputs routed (acknowledgements and reads to the checks, messages to the
+//! network), their timers, and the admin client that creates the topic.
+
+use super::{Client, Ev, World, ADMIN};
+use crate::client::{ClientOut, Ctx, Producer, TOPIC};
+use crate::config::SimConfig;
+use crate::group_client::GroupMember;
+use crate::time::{SimTime, MICROS, MILLIS};
+use crate::trace::Fields;
+use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
+use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
+use skein_core::message::{Acks as CoreAcks, Address, Message};
+use skein_core::{NodeId, TopicPartition};
+
+/// A producer of the workload: client `client`, writing values "p{index}-N" from `start_at`
+/// at its share of the produce rate, until the run's quiet tail.
+pub(super) fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTime) -> Producer {
+    // After the final heal: new values for a third of the window, new batches for half
+    // of it; the rest lets retries finish and consumers catch up for the liveness check.
+    let heal = cfg.faults_end();
+    let stop_producing = heal + (cfg.duration - heal) / 3;
+    let stop_dispatch = heal + (cfg.duration - heal) / 2;
+    let acks = match cfg.acks {
+        crate::scenario::Acks::None => CoreAcks::None,
+        crate::scenario::Acks::Leader => CoreAcks::Leader,
+        crate::scenario::Acks::All => CoreAcks::All,
+    };
+    Producer::new(
+        client,
+        index,
+        cfg.partitions,
+        acks,
+        cfg.idempotent,
+        cfg.produce_rate / cfg.producers.max(1) as f64,
+        start_at,
+        stop_producing,
+        stop_dispatch,
+    )
+}
+
+impl World {
+    /// A client's timer fired: nothing if a newer timer replaced it or the client is down,
+    /// re-queued while the client is paused, else the client ticks.
+    pub(super) fn client_timer(&mut self, now: SimTime, seq: u64, client: usize, gen: u64) {
+        let cs = &mut self.clients[client];
+        if cs.timer_gen != gen || cs.down {
+            return;
+        }
+        if cs.paused_until > now {
+            let t = cs.paused_until;
+            cs.timer_at = Some(t);
+            self.q.push(t, Ev::ClientTimer { client, gen });
+            return;
+        }
+        self.tracer
+            .event(now, seq, "client-timer", "", &[client as u64], String::new);
+        self.clients[client].timer_at = None;
+        self.client_step(client, now, None);
+    }
+
+    pub(super) fn client_step(
+        &mut self,
+        idx: usize,
+        now: SimTime,
+        msg: Option<(Address, Message)>,
+    ) {
+        let mut out = std::mem::take(&mut self.out);
+        {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            match (&mut self.clients[idx].client, msg) {
+                (Client::Producer(p), Some((_, m))) => p.handle(m, &mut ctx),
+                (Client::Producer(p), None) => p.tick(&mut ctx),
+                (Client::Consumer(c), Some((from, m))) => c.handle(from, m, &mut ctx),
+                (Client::Consumer(c), None) => c.tick(&mut ctx),
+                (Client::Member(m), Some((from, msg))) => m.handle(from, msg, &mut ctx),
+                (Client::Member(m), None) => m.tick(&mut ctx),
+            }
+        }
+        self.absorb_client_out(idx, now, &mut out);
+        self.out = out;
+        self.note_fenced(idx, now);
+        self.reschedule_client(idx, now);
+    }
+
+    /// A new producer instance at client `client` (a restart or a takeover), starting now.
+    pub(super) fn new_producer(&mut self, client: u64, now: SimTime) -> Producer {
+        let index = self.next_producer_index;
+        self.next_producer_index += 1;
+        producer(&self.cfg, client, index, now)
+    }
+
+    /// Routes what a client step produced: acknowledgements and reads to the checks, group
+    /// observations to the group checks, a pause to the client's slot, messages out.
+    pub(super) fn absorb_client_out(&mut self, idx: usize, now: SimTime, out: &mut ClientOut) {
+        let from = Address::Client(idx as u64 + 1);
+        self.history_to_tracer();
+        for (p, o, v, e) in out.acked.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_known(p, o);
+            }
+            self.checker.on_client_ack(now, p, o, v, e);
+        }
+        for (p, o, v, b) in out.read.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_known(p, o);
+            }
+            self.checker.on_read(now, p, o, &v, b);
+        }
+        for obs in out.group.drain(..) {
+            if let Some(g) = self.group.as_mut() {
+                g.on_obs(&mut self.checker, now, obs);
+            }
+        }
+        if let Some(d) = out.pause.take() {
+            self.pause_client(idx, now, d);
+        }
+        for (to, m) in out.sends.drain(..) {
+            if let Message::Produce(r) = &m {
+                self.produce_sizes
+                    .insert((idx as u64 + 1, r.correlation), r.batch.record_count());
+            }
+            self.send(now, from, to, m);
+        }
+    }
+
+    pub(super) fn pause_client(&mut self, idx: usize, now: SimTime, d: SimTime) {
+        let seq = self.q.len() as u64;
+        self.tracer
+            .event(now, seq, "member-paused", "", &[idx as u64, d], || {
+                format!("client {}: paused for {}", idx + 1, crate::time::Human(d))
+            });
+        self.tracer.fields(
+            now,
+            Fields::ClientPaused {
+                client: idx as u64 + 1,
+                duration: d,
+            },
+        );
+        let cs = &mut self.clients[idx];
+        cs.paused_until = cs.paused_until.max(now + d);
+    }
+
+    /// Runs `f` on group member `member` (1-based) with a client context, then routes what
+    /// it produced and re-arms its timer.
+    pub(super) fn with_member(
+        &mut self,
+        member: u32,
+        now: SimTime,
+        f: impl FnOnce(&mut GroupMember, &mut Ctx<'_>),
+    ) {
+        let Some(&idx) = member
+            .checked_sub(1)
+            .and_then(|i| self.members.get(i as usize))
+        else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.out);
+        {
+            let mut ctx = Ctx {
+                now,
+                history: &mut self.history,
+                rng: &mut self.work_rng,
+                out: &mut out,
+                brokers: self.cfg.brokers,
+            };
+            if let Client::Member(m) = &mut self.clients[idx].client {
+                f(m, &mut ctx);
+            }
+        }
+        self.absorb_client_out(idx, now, &mut out);
+        self.out = out;
+        self.reschedule_client(idx, now);
+    }
+
+    /// The broker currently leading the group's `__consumer_offsets` partition, as the
+    /// controller knows it.
+    pub(super) fn group_coordinator_broker(&self) -> Option<NodeId> {
+        let image = self.controller.machine.as_ref()?.image();
+        let n = image.topic(CONSUMER_OFFSETS_TOPIC)?.config.partitions;
+        let tp = TopicPartition::new(
+            CONSUMER_OFFSETS_TOPIC,
+            coordinator_partition(&self.cfg.group_id, n),
+        );
+        image.partition(&tp)?.leader
+    }
+
+    pub(super) fn reschedule_client(&mut self, idx: usize, now: SimTime) {
+        let cs = &mut self.clients[idx];
+        let Some(t) = cs.client.next_wake().filter(|_| !cs.down) else {
+            cs.timer_gen += 1;
+            cs.timer_at = None;
+            return;
+        };
+        let at = t.max(now + MICROS);
+        if cs.timer_at == Some(at) {
+            return;
+        }
+        cs.timer_gen += 1;
+        cs.timer_at = Some(at);
+        let gen = cs.timer_gen;
+        self.q.push(at, Ev::ClientTimer { client: idx, gen });
+    }
+
+    /// The admin client: creates the topic (retrying until the controller says it exists).
+    pub(super) fn admin(&mut self, now: SimTime, msg: Option<Message>) {
+        if self.topic_created {
+            return;
+        }
+        if let Some(Message::ControllerResponse(ControllerResponse::CreateTopic {
+            result, ..
+        })) = msg
+        {
+            match result {
+                Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
+                    self.topic_created = true;
+                    return;
+                }
+                Err(_) => {
+                    self.admin_sent = None;
+                    self.q.push(now + 200 * MILLIS, Ev::Admin);
+                    return;
+                }
+            }
+        }
+        if msg.is_some() {
+            return;
+        }
+        if self.admin_sent.is_some_and(|t| now < t + 500 * MILLIS) {
+            return;
+        }
+        self.admin_sent = Some(now);
+        let config = TopicConfig {
+            partitions: self.cfg.partitions,
+            replication_factor: self.cfg.replication_factor as u16,
+            min_insync_replicas: self.cfg.min_insync_replicas as u16,
+            unclean_leader_election: self.cfg.unclean_leader_election,
+            ..TopicConfig::default()
+        };
+        self.send(
+            now,
+            Address::Client(ADMIN),
+            Address::Controller,
+            Message::ControllerRequest(ControllerRequest::CreateTopic {
+                name: TOPIC.to_string(),
+                config,
+                assignment: None,
+            }),
+        );
+        self.q.push(now + 500 * MILLIS, Ev::Admin);
+    }
+}
