@@ -100,6 +100,11 @@ pub struct NodeConfig {
     pub max_frame_bytes: u32,
     #[serde(default)]
     pub tuning: Tuning,
+    /// Bug zoo only: historical bugs switched back on in this node's core (names as
+    /// `skein sim run --bug`, e.g. `bugs = ["ack-before-isr"]`), so `skein jepsen run --bug`
+    /// can show the harness catching them on real processes. Empty in every real config.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bugs: Vec<String>,
     pub cluster: ClusterConfig,
 }
 
@@ -129,6 +134,8 @@ pub struct ValidNodeConfig {
     pub fsync_interval_ms: u64,
     pub max_frame_bytes: u32,
     pub tuning: Tuning,
+    /// The bug-zoo flags from `bugs` (all off unless the file names some).
+    pub bugs: skein_core::replica::Bugs,
     pub cluster: Cluster,
 }
 
@@ -169,6 +176,8 @@ pub enum ConfigError {
     HeartbeatNotBelowSession { heartbeat: u64, session: u64 },
     #[error("max_frame_bytes {got} must be between 4096 and {max}")]
     BadMaxFrame { got: u32, max: u32 },
+    #[error("bugs: {0}")]
+    UnknownBug(#[from] skein_core::replica::UnknownBug),
 }
 
 /// Parses `HOST:PORT` with a clear reason when it is not one.
@@ -314,6 +323,7 @@ impl NodeConfig {
         if heartbeat >= session {
             return Err(ConfigError::HeartbeatNotBelowSession { heartbeat, session });
         }
+        let bugs = skein_core::replica::Bugs::from_names(&self.bugs)?;
         check_data_dir(&self.data_dir)?;
         Ok(ValidNodeConfig {
             role: self.role,
@@ -324,6 +334,7 @@ impl NodeConfig {
             fsync_interval_ms: self.fsync_interval_ms,
             max_frame_bytes: self.max_frame_bytes,
             tuning: self.tuning.clone(),
+            bugs,
             cluster,
         })
     }
@@ -354,6 +365,7 @@ mod tests {
             fsync_interval_ms: 50,
             max_frame_bytes: DEFAULT_MAX_FRAME,
             tuning: Tuning::default(),
+            bugs: Vec::new(),
             cluster: cluster(),
         }
     }

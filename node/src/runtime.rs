@@ -120,13 +120,17 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         },
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
+        bugs: cfg.bugs,
         ..d
     }
 }
 
 /// Controller tunables derived from the node config.
 pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
-    let d = ControllerConfig::default();
+    let d = ControllerConfig {
+        bugs: cfg.bugs,
+        ..ControllerConfig::default()
+    };
     match cfg.tuning.session_timeout_ms {
         Some(ms) => ControllerConfig {
             session_timeout: ms * 1_000_000,
@@ -849,6 +853,7 @@ mod tests {
             fsync_interval_ms: 40,
             max_frame_bytes: crate::frame::DEFAULT_MAX_FRAME,
             tuning,
+            bugs: Vec::new(),
             cluster: ClusterConfig {
                 controller: "127.0.0.1:9000".into(),
                 brokers: vec![BrokerEntry {

@@ -60,18 +60,8 @@ pub enum SimError {
     Io(#[from] std::io::Error),
 }
 
-/// The historical bugs `--bug` can switch back on.
-pub const BUG_NAMES: &[&str] = &[
-    "truncate-to-hw",
-    "next-epoch-start",
-    "unfenced-fetch",
-    "ack-before-isr",
-    "fsync-after-ack",
-    "no-generation-fencing",
-    "elect-out-of-isr",
-    "no-elr",
-    "stale-producer-epoch",
-];
+/// The historical bugs `--bug` can switch back on (core owns the names).
+pub use skein_core::replica::BUG_NAMES;
 
 enum Ev {
     Deliver {

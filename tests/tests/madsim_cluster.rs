@@ -139,6 +139,7 @@ fn server_node(
             heartbeat_interval_ms: Some(250),
             replica_lag_time_max_ms: Some(2000),
         },
+        bugs: Vec::new(),
         cluster: cluster_config(),
     }
     .validate()

@@ -3,6 +3,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Every bug's name, as `--bug NAME` (simulator, node configuration, jepsen harness) spells
+/// it, in the bug zoo's order.
+pub const BUG_NAMES: &[&str] = &[
+    "truncate-to-hw",
+    "next-epoch-start",
+    "unfenced-fetch",
+    "ack-before-isr",
+    "fsync-after-ack",
+    "no-generation-fencing",
+    "elect-out-of-isr",
+    "no-elr",
+    "stale-producer-epoch",
+];
+
+/// A `--bug` name that is not in [`BUG_NAMES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown bug {name:?} (known: {})", BUG_NAMES.join(", "))]
+pub struct UnknownBug {
+    pub name: String,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bugs {
     /// Pre-KIP-101: a replica that becomes a follower truncates its log to its high
@@ -42,6 +63,33 @@ pub struct Bugs {
 }
 
 impl Bugs {
+    /// The flags named by `names` (each in [`BUG_NAMES`]) switched on.
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Bugs, UnknownBug> {
+        let mut b = Bugs::default();
+        for n in names {
+            *b.flag(n.as_ref()).ok_or_else(|| UnknownBug {
+                name: n.as_ref().to_string(),
+            })? = true;
+        }
+        Ok(b)
+    }
+
+    /// The flag behind a bug's name.
+    fn flag(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "truncate-to-hw" => &mut self.truncate_to_hw,
+            "next-epoch-start" => &mut self.next_epoch_start,
+            "unfenced-fetch" => &mut self.unfenced_fetch,
+            "ack-before-isr" => &mut self.ack_before_isr,
+            "fsync-after-ack" => &mut self.fsync_after_ack,
+            "no-generation-fencing" => &mut self.no_generation_fencing,
+            "elect-out-of-isr" => &mut self.elect_out_of_isr,
+            "no-elr" => &mut self.no_elr,
+            "stale-producer-epoch" => &mut self.stale_producer_epoch,
+            _ => return None,
+        })
+    }
+
     pub fn any(&self) -> bool {
         self.truncate_to_hw
             || self.next_epoch_start
@@ -52,5 +100,27 @@ impl Bugs {
             || self.elect_out_of_isr
             || self.stale_producer_epoch
             || self.no_elr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_switches_exactly_its_own_flag() {
+        for name in BUG_NAMES {
+            let b = Bugs::from_names(&[name]).expect("a known name");
+            assert!(b.any(), "{name} switched nothing on");
+            let mut off = b;
+            *off.flag(name).expect("known") = false;
+            assert_eq!(
+                off,
+                Bugs::default(),
+                "{name} switched on more than its flag"
+            );
+        }
+        let e = Bugs::from_names(&["no-such-bug"]).unwrap_err();
+        assert!(e.to_string().contains("no-such-bug") && e.to_string().contains("ack-before-isr"));
     }
 }

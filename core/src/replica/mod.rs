@@ -17,7 +17,7 @@ mod log;
 #[cfg(test)]
 mod tests;
 
-pub use bugs::Bugs;
+pub use bugs::{Bugs, UnknownBug, BUG_NAMES};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
 pub use log::{Appended, LogFailure, ReplicaLog};

@@ -159,6 +159,7 @@ fn up(
             fsync_interval_ms: 50,
             max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
             tuning: Default::default(),
+            bugs: Vec::new(),
             cluster: cluster.clone(),
         };
         cfg.validate()?;

@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// Number of producer processes.
     #[arg(long, default_value_t = 2)]
     pub producers: u64,
+    /// Bug zoo: switch a historical bug back on in every node (repeatable; names as
+    /// `skein sim run --bug`), to see the harness catch it on real processes.
+    #[arg(long = "bug", value_name = "NAME")]
+    pub bugs: Vec<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -233,6 +237,9 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
         (1..=16).contains(&args.producers),
         "--producers must be 1..16"
     );
+    // Checked before anything starts: a misspelt bug must not cost a whole run.
+    skein_core::replica::Bugs::from_names(&args.bugs)?;
+    let bugs = &args.bugs;
     let dir = &args.dir;
     if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
         bail!(
@@ -288,6 +295,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
                 heartbeat_interval_ms: Some(300),
                 replica_lag_time_max_ms: Some(3000),
             },
+            bugs: bugs.to_vec(),
             cluster,
         };
         cfg.validate()?;
@@ -370,8 +378,9 @@ fn real_cluster(real: &[std::net::SocketAddr]) -> ClusterConfig {
 }
 
 fn replay(args: &RunArgs) -> String {
+    let bugs: String = args.bugs.iter().map(|b| format!(" --bug {b}")).collect();
     format!(
-        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {} --dir NEW_DIR",
+        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {}{bugs} --dir NEW_DIR",
         args.time.as_secs_f64(),
         args.nemesis,
         args.rate,

@@ -69,6 +69,7 @@ impl TestCluster {
                 fsync_interval_ms: 50,
                 max_frame_bytes: skein_node::frame::DEFAULT_MAX_FRAME,
                 tuning: tuning.clone(),
+                bugs: Vec::new(),
                 cluster: cluster_cfg.clone(),
             }
             .validate()

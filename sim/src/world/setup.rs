@@ -30,27 +30,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 pub(super) fn bugs_from(names: &[String]) -> Result<Bugs, SimError> {
-    let mut b = Bugs::default();
-    for n in names {
-        match n.as_str() {
-            "truncate-to-hw" => b.truncate_to_hw = true,
-            "next-epoch-start" => b.next_epoch_start = true,
-            "unfenced-fetch" => b.unfenced_fetch = true,
-            "ack-before-isr" => b.ack_before_isr = true,
-            "fsync-after-ack" => b.fsync_after_ack = true,
-            "no-generation-fencing" => b.no_generation_fencing = true,
-            "elect-out-of-isr" => b.elect_out_of_isr = true,
-            "no-elr" => b.no_elr = true,
-            "stale-producer-epoch" => b.stale_producer_epoch = true,
-            other => {
-                return Err(SimError::UnknownBug {
-                    name: other.to_string(),
-                    known: BUG_NAMES.join(", "),
-                })
-            }
-        }
-    }
-    Ok(b)
+    Bugs::from_names(names).map_err(|e| SimError::UnknownBug {
+        name: e.name,
+        known: BUG_NAMES.join(", "),
+    })
 }
 
 /// The faults a run injects: random ones drawn from the seed's fault stream, plus the
