@@ -11,7 +11,7 @@ use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
 use skein_core::types::{NodeId, Offset, TopicPartition};
@@ -614,25 +614,10 @@ impl Client {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let batch = RecordBatch {
-            base_offset: 0,
-            partition_leader_epoch: 0,
-            attributes: 0,
-            producer: None,
-            first_timestamp: now_ms,
-            max_timestamp: now_ms,
-            records: values
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| Record {
-                    offset_delta: i as u32,
-                    timestamp_delta: 0,
-                    key: key.map(<[u8]>::to_vec),
-                    value: Some(v),
-                    headers: vec![],
-                })
-                .collect(),
-        };
+        let keyed = values
+            .into_iter()
+            .map(|v| (key.map(<[u8]>::to_vec), Some(v)));
+        let batch = RecordBatch::new(now_ms, keyed);
         let mut batch = match self.idempotence.as_mut() {
             Some(p) => p.stamp(tp, batch)?,
             None => batch,
@@ -885,10 +870,9 @@ impl Client {
                                     .batches
                                     .into_iter()
                                     .flat_map(|b| {
-                                        let base = b.base_offset;
-                                        b.records.into_iter().map(move |r| {
-                                            (base + u64::from(r.offset_delta), r.value)
-                                        })
+                                        b.iter_offsets()
+                                            .map(|(o, r)| (o, r.value.clone()))
+                                            .collect::<Vec<_>>()
                                     })
                                     .filter(|(o, _)| *o >= offset && *o < recs.high_watermark)
                                     .collect::<Vec<_>>();

@@ -16,10 +16,9 @@ use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::controller::{ControllerRequest, ControllerResponse};
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome};
-use skein_core::replica::CONTROL_BATCH_BIT;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Value};
 use std::collections::BTreeMap;
@@ -316,25 +315,8 @@ impl Producer {
                     _ => continue,
                 };
                 let now_ms = EPOCH_MS + (ctx.now / MILLIS) as i64;
-                let mut batch = RecordBatch {
-                    base_offset: 0,
-                    partition_leader_epoch: 0,
-                    attributes: 0,
-                    producer: None,
-                    first_timestamp: now_ms,
-                    max_timestamp: now_ms,
-                    records: values
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| Record {
-                            offset_delta: i as u32,
-                            timestamp_delta: 0,
-                            key: None,
-                            value: Some(v.clone().into_bytes()),
-                            headers: Vec::new(),
-                        })
-                        .collect(),
-                };
+                let bytes = values.iter().map(|v| v.clone().into_bytes());
+                let mut batch = RecordBatch::from_values(now_ms, bytes);
                 let process = process_id(self.client, p);
                 for v in &values {
                     ctx.history.push(
@@ -723,12 +705,11 @@ impl Consumer {
                 let mut out = Vec::new();
                 let mut next = pos;
                 for b in &recs.batches {
-                    if b.attributes & CONTROL_BATCH_BIT != 0 {
+                    if b.is_control() {
                         next = next.max(b.next_offset());
                         continue;
                     }
-                    for rec in &b.records {
-                        let offset = b.base_offset + rec.offset_delta as u64;
+                    for (offset, rec) in b.data_records() {
                         if offset < pos {
                             continue;
                         }

@@ -30,7 +30,6 @@ use skein_core::message::{
     Address, ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message,
     MetadataRequest, OffsetSpec as WireOffsetSpec,
 };
-use skein_core::replica::CONTROL_BATCH_BIT;
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
@@ -355,7 +354,7 @@ impl GroupMember {
                             batches: recs
                                 .batches
                                 .into_iter()
-                                .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
+                                .filter(|b| !b.is_control())
                                 .collect(),
                             next_offset: recs.next_offset,
                         }),

@@ -124,8 +124,7 @@ fn records_in(
 ) -> Vec<(Offset, u64, Option<&[u8]>)> {
     let mut out = Vec::new();
     for b in batches {
-        for r in &b.records {
-            let o = b.base_offset + r.offset_delta as u64;
+        for (o, r) in b.iter_offsets() {
             if o >= from && o < below {
                 out.push((o, record_digest(b, r), r.value.as_deref()));
             }
@@ -595,28 +594,13 @@ impl Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein_core::log::Record;
     use skein_core::TopicPartition;
 
     fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
         RecordBatch {
             base_offset: base,
             partition_leader_epoch: epoch,
-            attributes: 0,
-            producer: None,
-            first_timestamp: 0,
-            max_timestamp: 0,
-            records: values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Record {
-                    offset_delta: i as u32,
-                    timestamp_delta: 0,
-                    key: None,
-                    value: Some(v.as_bytes().to_vec()),
-                    headers: Vec::new(),
-                })
-                .collect(),
+            ..RecordBatch::from_values(0, values.iter().map(|v| v.as_bytes().to_vec()))
         }
     }
 
