@@ -398,6 +398,8 @@ fn append_errors_are_typed() {
     ));
     b.base_offset = 2;
     b.partition_leader_epoch = 6;
+    // A follower takes a batch verbatim: one whose offset deltas are not 0, 1, .. is refused.
+    b.records[1].offset_delta = 0;
     assert!(matches!(
         log.append_as_follower(b.clone(), 0),
         Err(LogError::InvalidBatch(_))

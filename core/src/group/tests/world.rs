@@ -306,15 +306,20 @@ impl World {
             ConsumerRequest::ListOffsets { tp, spec } => {
                 let r = match (self.hw.get(&tp), spec) {
                     (None, _) => Err(FetchError::UnknownTopicOrPartition),
-                    (Some(_), OffsetSpec::Earliest) => Ok(0),
-                    (Some(hw), OffsetSpec::Latest) => Ok(*hw),
+                    (Some(_), OffsetSpec::Earliest) => Ok(Some(0)),
+                    (Some(hw), OffsetSpec::Latest) => Ok(Some(*hw)),
+                    (Some(_), OffsetSpec::Timestamp(_)) => Ok(None),
                 };
                 reply(self, ConsumerResponse::ListOffsets(r));
             }
             ConsumerRequest::Fetch { tp, offset, .. } => {
                 let r = match self.hw.get(&tp) {
                     None => Err(FetchError::UnknownTopicOrPartition),
-                    Some(hw) if offset > *hw => Err(FetchError::OffsetOutOfRange),
+                    Some(hw) if offset > *hw => Err(FetchError::OffsetOutOfRange {
+                        offset,
+                        log_start_offset: 0,
+                        high_watermark: *hw,
+                    }),
                     Some(hw) => {
                         // Batches start a little before the fetch offset, like whole batches do,
                         // and one record past the HW is included to check the consumer's filter.
@@ -324,6 +329,7 @@ impl World {
                         Ok(FetchedData {
                             high_watermark: *hw,
                             log_start_offset: 0,
+                            leader_epoch: 1,
                             batches: vec![RecordBatch {
                                 base_offset: from,
                                 partition_leader_epoch: 1,
