@@ -458,8 +458,15 @@ impl Producer {
             .map(|(p, _)| *p)
             .collect();
         for p in waiting {
-            let f = self.in_flight.get_mut(&p).expect("listed");
-            let result = f.checking.take().expect("listed");
+            // An earlier step of this loop may have settled this batch already: an epoch
+            // bump re-stamps and resends every batch in flight (its check is moot), a fence
+            // abandons them all.
+            let Some(f) = self.in_flight.get_mut(&p) else {
+                continue;
+            };
+            let Some(result) = f.checking.take() else {
+                continue;
+            };
             let (leader, epoch) = self.view.leader(&tp(p)).unwrap_or((None, 0));
             self.meta.cache.learn_leader(&tp(p), leader, epoch);
             let by_leader = leader == Some(f.sent_to);
