@@ -18,23 +18,8 @@ const FSYNC_EVERY: u64 = 64 << 20;
 fn batch_16k() -> RecordBatch {
     let per_record = MIN_RECORD_LEN + RECORD_VALUE;
     let n = (BATCH_TARGET - BATCH_HEADER_LEN) / per_record;
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 1_700_000_000_000,
-        max_timestamp: 1_700_000_000_000,
-        records: (0..n)
-            .map(|i| Record {
-                offset_delta: i as u32,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(vec![(i % 251) as u8; RECORD_VALUE]),
-                headers: vec![],
-            })
-            .collect(),
-    }
+    let values = (0..n).map(|i| vec![(i % 251) as u8; RECORD_VALUE]);
+    RecordBatch::from_values(1_700_000_000_000, values)
 }
 
 fn bench_config() -> LogConfig {

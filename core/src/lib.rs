@@ -8,8 +8,12 @@
 //! messages, the current time, storage through the small [`log::Storage`] trait — and
 //! collects the effects it returns (messages to send, records to make durable, replies to
 //! clients). Same inputs, same outputs, always; that is what lets one seed replay a run.
+//! The client side (`client`: leader cache, produce retry policy, fetch cursor, the group
+//! consumer's wire translation) is sans-I/O too, so the simulator drives the same client
+//! code that `skein produce` / `skein consume` run.
 
 pub mod broker;
+pub mod client;
 pub mod controller;
 pub mod group;
 pub mod log;

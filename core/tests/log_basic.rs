@@ -3,25 +3,11 @@
 use skein_core::log::*;
 
 pub fn rec(v: &[u8]) -> Record {
-    Record {
-        offset_delta: 0,
-        timestamp_delta: 0,
-        key: None,
-        value: Some(v.to_vec()),
-        headers: vec![],
-    }
+    Record::new(0, None, Some(v.to_vec()))
 }
 
 pub fn batch(n: usize, ts: i64, tag: u8) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: ts,
-        max_timestamp: ts,
-        records: (0..n).map(|i| rec(&[tag, i as u8, 7, 7, 7])).collect(),
-    }
+    RecordBatch::from_values(ts, (0..n).map(|i| vec![tag, i as u8, 7, 7, 7]))
 }
 
 fn small() -> LogConfig {

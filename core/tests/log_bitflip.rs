@@ -6,23 +6,13 @@ use proptest::prelude::*;
 use skein_core::log::*;
 
 fn batch(i: u32, n: usize) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: i as i64,
-        max_timestamp: i as i64,
-        records: (0..n)
-            .map(|j| Record {
-                offset_delta: 0,
-                timestamp_delta: 0,
-                key: Some(vec![j as u8]),
-                value: Some(format!("value-{i}-{j}").into_bytes()),
-                headers: vec![],
-            })
-            .collect(),
-    }
+    let records = (0..n).map(|j| {
+        (
+            Some(vec![j as u8]),
+            Some(format!("value-{i}-{j}").into_bytes()),
+        )
+    });
+    RecordBatch::new(i as i64, records)
 }
 
 fn cfg(truncate: bool) -> LogConfig {

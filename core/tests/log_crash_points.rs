@@ -131,24 +131,7 @@ impl St {
                         self.counter.to_be_bytes().repeat(6)
                     })
                     .collect();
-                let b = RecordBatch {
-                    base_offset: 0,
-                    partition_leader_epoch: 0,
-                    attributes: 0,
-                    producer: None,
-                    first_timestamp: 0,
-                    max_timestamp: 0,
-                    records: values
-                        .iter()
-                        .map(|v| Record {
-                            offset_delta: 0,
-                            timestamp_delta: 0,
-                            key: None,
-                            value: Some(v.clone()),
-                            headers: vec![],
-                        })
-                        .collect(),
-                };
+                let b = RecordBatch::from_values(0, values.iter().cloned());
                 let mb = MB {
                     base: self.leo(),
                     epoch,

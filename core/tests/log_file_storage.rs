@@ -57,24 +57,10 @@ fn random_walk(seed: u64, direct: bool) {
                                 .into_bytes()
                         })
                         .collect();
-                    let b = RecordBatch {
-                        base_offset: 0,
-                        partition_leader_epoch: 0,
-                        attributes: 0,
-                        producer: None,
-                        first_timestamp: now,
-                        max_timestamp: now,
-                        records: values
-                            .iter()
-                            .map(|v| Record {
-                                offset_delta: 0,
-                                timestamp_delta: 0,
-                                key: Some(b"k".to_vec()),
-                                value: Some(v.clone()),
-                                headers: vec![],
-                            })
-                            .collect(),
-                    };
+                    let keyed = values
+                        .iter()
+                        .map(|v| (Some(b"k".to_vec()), Some(v.clone())));
+                    let b = RecordBatch::new(now, keyed);
                     let info = log.append_as_leader(b, epoch, now).unwrap();
                     assert_eq!(info.base_offset, leo);
                     model.push((leo, values, epoch, now));

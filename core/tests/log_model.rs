@@ -102,24 +102,7 @@ impl World {
             v.extend(std::iter::repeat_n(0xab, len));
             values.push(v);
         }
-        let b = RecordBatch {
-            base_offset: 0,
-            partition_leader_epoch: 0,
-            attributes: 0,
-            producer: None,
-            first_timestamp: self.now,
-            max_timestamp: self.now,
-            records: values
-                .iter()
-                .map(|v| Record {
-                    offset_delta: 0,
-                    timestamp_delta: 0,
-                    key: None,
-                    value: Some(v.clone()),
-                    headers: vec![],
-                })
-                .collect(),
-        };
+        let b = RecordBatch::from_values(self.now, values.iter().cloned());
         (b, values)
     }
 

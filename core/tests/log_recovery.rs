@@ -8,23 +8,8 @@ use skein_core::log::*;
 const SEG0: &str = "p/00000000000000000000.log";
 
 fn batch(i: u32, n: usize) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 100 + i as i64,
-        max_timestamp: 100 + i as i64,
-        records: (0..n)
-            .map(|j| Record {
-                offset_delta: 0,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(format!("v{i}.{j}").into_bytes()),
-                headers: vec![],
-            })
-            .collect(),
-    }
+    let values = (0..n).map(|j| format!("v{i}.{j}").into_bytes());
+    RecordBatch::from_values(100 + i as i64, values)
 }
 
 fn cfg() -> LogConfig {
@@ -413,6 +398,8 @@ fn append_errors_are_typed() {
     ));
     b.base_offset = 2;
     b.partition_leader_epoch = 6;
+    // A follower takes a batch verbatim: one whose offset deltas are not 0, 1, .. is refused.
+    b.records[1].offset_delta = 0;
     assert!(matches!(
         log.append_as_follower(b.clone(), 0),
         Err(LogError::InvalidBatch(_))

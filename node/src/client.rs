@@ -2,19 +2,22 @@
 //! against partition leaders, following leader changes through broker metadata.
 //!
 //! A [`Conn`] is one TCP connection with at most one request in flight, so a reply is the
-//! next frame whose correlation id matches. [`Client`] keeps one `Conn` per node, a cache
-//! of partition metadata, and retries what is safe to retry (see [`Client::produce`]).
+//! next frame whose correlation id matches. [`Client`] keeps one `Conn` per node and
+//! drives core's sans-I/O client (`skein_core::client`: leader cache, produce retry policy,
+//! fetch cursor), the same code the simulator's clients run; this file holds the sockets,
+//! the waiting and the retry deadline (see [`Client::produce`]).
 
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
+use skein_core::client::{take_records, ControllerView, LeaderCache, ProduceClient, ProduceStep};
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
-use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
-use skein_core::types::{NodeId, Offset, TopicPartition};
+use skein_core::producer::ProducerError;
+use skein_core::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -220,11 +223,15 @@ pub struct Client {
     opts: ClientOptions,
     brokers: BTreeMap<NodeId, Conn>,
     controller: Option<Conn>,
-    leaders: BTreeMap<TopicPartition, PartitionMetadata>,
+    /// Partition leaders (core's cache, the one the simulator's clients use too).
+    leaders: LeaderCache,
+    /// The controller's metadata, pulled incrementally (admin calls, leader checks).
+    view: ControllerView,
     next_correlation: u64,
-    /// Set by `enable_idempotence`: batches carry producer id, epoch and sequence, so a
-    /// retried batch the leader already has is answered as a duplicate, not written twice.
-    idempotence: Option<IdempotentProducer>,
+    /// Stamps and judges produced batches (core's retry policy). Idempotent after
+    /// `enable_idempotence`: batches carry producer id, epoch and sequence, so a retried
+    /// batch the leader already has is answered as a duplicate, not written twice.
+    producer: ProduceClient,
 }
 
 /// Acknowledgement of one produced batch.
@@ -242,9 +249,11 @@ impl Client {
             opts,
             brokers: BTreeMap::new(),
             controller: None,
-            leaders: BTreeMap::new(),
+            // The real client refreshes on demand (`leader(tp, true)`), not on a schedule.
+            leaders: LeaderCache::new(0, 0),
+            view: ControllerView::new(),
             next_correlation: 1,
-            idempotence: None,
+            producer: ProduceClient::plain(),
         }
     }
 
@@ -284,28 +293,27 @@ impl Client {
         res
     }
 
-    /// The controller's whole metadata image (pulled in pages).
+    /// The controller's whole metadata image (pulled in pages; later calls pull only what
+    /// changed since).
     pub async fn cluster_image(&mut self) -> Result<MetadataImage, ClientError> {
-        let mut image = MetadataImage::new();
         loop {
-            let from = image.next_offset;
-            let resp = self
-                .controller_request(ControllerRequest::FetchMetadata { from_offset: from })
-                .await?;
+            let resp = self.controller_request(self.view.request()).await?;
             let ControllerResponse::Metadata(delta) = resp else {
                 return Err(ClientError::Unexpected {
                     addr: self.cluster.controller,
                     what: format!("{resp:?}"),
                 });
             };
-            image
-                .apply_delta(&delta)
-                .map_err(|e| ClientError::Unexpected {
-                    addr: self.cluster.controller,
-                    what: format!("metadata that does not apply: {e}"),
-                })?;
-            if image.next_offset >= delta.end_offset || delta.records.is_empty() {
-                return Ok(image);
+            match self.view.apply(&delta) {
+                Ok(true) => return Ok(self.view.image().clone()),
+                Ok(false) => {}
+                Err(e) => {
+                    self.view = ControllerView::new();
+                    return Err(ClientError::Unexpected {
+                        addr: self.cluster.controller,
+                        what: format!("metadata that does not apply: {e}"),
+                    });
+                }
             }
         }
     }
@@ -318,9 +326,7 @@ impl Client {
             .await?;
         match resp {
             ControllerResponse::InitProducerId(result) => {
-                let mut p = IdempotentProducer::new();
-                p.init(result?);
-                self.idempotence = Some(p);
+                self.producer.init(result?);
                 Ok(())
             }
             other => Err(self.unexpected_from_controller(&other)),
@@ -328,7 +334,7 @@ impl Client {
     }
 
     pub fn is_idempotent(&self) -> bool {
-        self.idempotence.is_some()
+        self.producer.is_idempotent()
     }
 
     pub async fn create_topic(
@@ -531,9 +537,7 @@ impl Client {
                         last = Some(ClientError::UnknownTopic(topic.to_string()));
                         continue; // this broker's image may lag
                     }
-                    for p in &m.partitions {
-                        self.leaders.insert(p.tp.clone(), p.clone());
-                    }
+                    self.leaders.learn(&m);
                     return Ok(m.partitions);
                 }
                 Ok(other) => {
@@ -572,7 +576,7 @@ impl Client {
     /// Partition metadata, retried until it names a leader.
     async fn leader(&mut self, tp: &TopicPartition, refresh: bool) -> Result<NodeId, String> {
         if !refresh {
-            if let Some(l) = self.leaders.get(tp).and_then(|p| p.leader) {
+            if let Some(l) = self.leaders.leader(tp) {
                 return Ok(l);
             }
         }
@@ -614,29 +618,11 @@ impl Client {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let batch = RecordBatch {
-            base_offset: 0,
-            partition_leader_epoch: 0,
-            attributes: 0,
-            producer: None,
-            first_timestamp: now_ms,
-            max_timestamp: now_ms,
-            records: values
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| Record {
-                    offset_delta: i as u32,
-                    timestamp_delta: 0,
-                    key: key.map(<[u8]>::to_vec),
-                    value: Some(v),
-                    headers: vec![],
-                })
-                .collect(),
-        };
-        let mut batch = match self.idempotence.as_mut() {
-            Some(p) => p.stamp(tp, batch)?,
-            None => batch,
-        };
+        let keyed = values
+            .into_iter()
+            .map(|v| (key.map(<[u8]>::to_vec), Some(v)));
+        let batch = RecordBatch::new(now_ms, keyed);
+        let mut batch = self.producer.prepare(tp, batch)?;
         let started = Instant::now();
         let mut refresh = false;
         let mut skip_refresh = false;
@@ -674,32 +660,24 @@ impl Client {
                     } else {
                         match self.broker_request(leader, req).await {
                             Ok(Message::ProduceResponse(r)) => {
-                                // A sequence error means "the leader lost this producer's
-                                // state" only if it came from the real leader: a deposed one
-                                // whose metadata lags (cut off from the controller) answers
-                                // from a stale log, and an epoch bump on its word would
-                                // write the batch twice. The controller decides.
-                                let trusted = if self.idempotence.is_some()
-                                    && matches!(
-                                        r.result,
-                                        Err(ProduceError::OutOfOrderSequence(_)
-                                            | ProduceError::UnknownProducerId(_))
-                                    ) {
-                                    match self.controller_leader(tp).await {
-                                        Ok(Some(l)) if l == leader => true,
-                                        Ok(Some(l)) => {
-                                            if let Some(p) = self.leaders.get_mut(tp) {
-                                                p.leader = Some(l);
-                                            }
+                                let mut step = self.producer.on_answer(tp, &batch, &r.result)?;
+                                if step == ProduceStep::CheckLeader {
+                                    // The controller decides whether the answering broker
+                                    // leads (a deposed one answers from a stale log).
+                                    let trusted = match self.controller_leader(tp).await {
+                                        Ok(Some((Some(l), _))) if l == leader => true,
+                                        Ok(Some((l, epoch))) => {
+                                            self.leaders.learn_leader(tp, l, epoch);
                                             skip_refresh = true;
                                             false
                                         }
                                         _ => false,
-                                    }
-                                } else {
-                                    true
-                                };
-                                match self.on_produce_result(tp, &mut batch, r.result, trusted)? {
+                                    };
+                                    step = self
+                                        .producer
+                                        .on_leader_checked(tp, &batch, &r.result, trusted)?;
+                                }
+                                match self.on_produce_step(tp, &mut batch, step, &r.result)? {
                                     Ok(base_offset) => {
                                         return Ok(Produced {
                                             base_offset: Some(base_offset),
@@ -730,116 +708,59 @@ impl Client {
         }
     }
 
-    /// Marks an idempotent batch as sent again (no-op for plain batches).
+    /// Marks a batch as sent again without an answer (same sequence when idempotent).
     fn resend(&mut self, tp: &TopicPartition, batch: &mut RecordBatch) -> Result<(), ClientError> {
-        if let (Some(p), Some(info)) = (self.idempotence.as_mut(), batch.producer) {
-            *batch = p.retry(tp, info.base_sequence)?;
-        }
+        *batch = self.producer.resend(tp, batch)?;
         Ok(())
     }
 
-    /// The partition's leader according to the controller (None: no leader now).
+    /// The partition's leader and epoch according to the controller (None: no such
+    /// partition).
     async fn controller_leader(
         &mut self,
         tp: &TopicPartition,
-    ) -> Result<Option<NodeId>, ClientError> {
-        let image = self.cluster_image().await?;
-        Ok(image
-            .topic(&tp.topic)
-            .and_then(|t| t.partitions.get(&tp.partition))
-            .and_then(|p| p.leader))
+    ) -> Result<Option<(Option<NodeId>, LeaderEpoch)>, ClientError> {
+        self.cluster_image().await?;
+        Ok(self.view.leader(tp))
     }
 
-    /// What to do with a produce answer: `Ok(Ok(offset))` done, `Ok(Err(reason))` send
-    /// `batch` again (possibly re-stamped), `Err` give up. `trusted`: the answering broker
-    /// is the controller's leader for `tp` (only then does a sequence error prove the
-    /// producer's state lost).
-    fn on_produce_result(
+    /// Carries out core's decision on a produce answer: `Ok(Ok(offset))` done,
+    /// `Ok(Err(reason))` send `batch` again (possibly re-stamped), `Err` give up.
+    fn on_produce_step(
         &mut self,
         tp: &TopicPartition,
         batch: &mut RecordBatch,
-        result: Result<ProduceAck, ProduceError>,
-        trusted: bool,
+        step: ProduceStep,
+        result: &Result<ProduceAck, ProduceError>,
     ) -> Result<Result<Offset, String>, ClientError> {
-        let Some(producer) = self.idempotence.as_mut() else {
-            return match result {
-                Ok(ack) => Ok(Ok(ack.base_offset)),
-                Err(e) if retriable_produce(&e) => Ok(Err(e.to_string())),
-                Err(error) => Err(ClientError::Produce {
-                    tp: tp.clone(),
-                    error,
-                }),
-            };
+        let fail = |error: ProduceError| ClientError::Produce {
+            tp: tp.clone(),
+            error,
         };
-        let seq = batch.producer.map_or(0, |p| p.base_sequence);
-        let (outcome, reason) = match &result {
-            Ok(ack) if ack.duplicate => (
-                ProduceOutcome::Duplicate {
-                    base_offset: ack.base_offset,
-                },
-                String::new(),
-            ),
-            Ok(ack) => (
-                ProduceOutcome::Appended {
-                    base_offset: ack.base_offset,
-                },
-                String::new(),
-            ),
-            Err(ProduceError::OutOfOrderSequence(_)) => {
-                (ProduceOutcome::OutOfOrderSequence, String::new())
-            }
-            Err(ProduceError::UnknownProducerId(_)) => {
-                (ProduceOutcome::UnknownProducerId, String::new())
-            }
-            Err(ProduceError::InvalidProducerEpoch(_)) => {
-                (ProduceOutcome::InvalidProducerEpoch, String::new())
-            }
-            Err(e) if retriable_produce(e) => (ProduceOutcome::Retriable, e.to_string()),
-            Err(error) => {
-                return Err(ClientError::Produce {
-                    tp: tp.clone(),
-                    error: error.clone(),
-                })
-            }
-        };
-        match producer.on_response(tp, seq, outcome)? {
-            Completion::Acked { base_offset, .. } => Ok(Ok(base_offset)),
-            Completion::Retry(b) => {
+        match step {
+            ProduceStep::Acked { base_offset, .. } => Ok(Ok(base_offset)),
+            ProduceStep::Resend { batch: b, .. } => {
                 *batch = b;
-                Ok(Err(if reason.is_empty() {
-                    format!("{result:?}")
-                } else {
-                    reason
+                Ok(Err(match result {
+                    Err(e) => e.to_string(),
+                    Ok(_) => format!("{result:?}"),
                 }))
             }
-            Completion::NeedsEpochBump if !trusted => {
-                // Not (or not provably) the leader: the same batch, same sequence, again.
-                *batch = producer.retry(tp, seq)?;
-                Ok(Err(format!(
-                    "{result:?} from a broker the controller does not name leader"
-                )))
-            }
-            Completion::NeedsEpochBump => {
-                // The leader lost this producer's sequence state: a new epoch, and this
-                // batch (whose fate is unknown) goes again at least once.
-                tracing::warn!(%tp, sequence = seq, answer = ?result, "leader lost this producer's sequence state: new epoch, the batch is sent again and may be written twice");
-                let mut abandoned = producer.bump_epoch()?;
-                let (_, b) = abandoned.pop().ok_or_else(|| ClientError::Produce {
-                    tp: tp.clone(),
-                    error: ProduceError::OutOfOrderSequence(
+            ProduceStep::EpochBumped { resend } => {
+                tracing::warn!(%tp, answer = ?result, "leader lost this producer's sequence state: new epoch, the batch is sent again and may be written twice");
+                // This client has one batch in flight: the one for `tp`.
+                let (_, b) = (resend.into_iter().find(|(t, _)| t == tp)).ok_or_else(|| {
+                    fail(ProduceError::OutOfOrderSequence(
                         "sequence state lost and no batch in flight".into(),
-                    ),
+                    ))
                 })?;
-                *batch = producer.stamp(tp, b)?;
+                *batch = b;
                 Ok(Err("producer epoch bumped after a lost sequence".into()))
             }
-            Completion::Fenced => Err(ClientError::Produce {
-                tp: tp.clone(),
-                error: match result {
-                    Err(e) => e,
-                    Ok(_) => ProduceError::InvalidProducerEpoch("fenced".into()),
-                },
-            }),
+            ProduceStep::CheckLeader => Err(fail(ProduceError::OutOfOrderSequence(
+                "a sequence error left unchecked".into(),
+            ))),
+            ProduceStep::Failed(e) | ProduceStep::Fenced(e) => Err(fail(e)),
         }
     }
 
@@ -881,22 +802,19 @@ impl Client {
                     match self.broker_request(leader, req).await {
                         Ok(Message::ConsumerFetchResponse(r)) => match r.result {
                             Ok(recs) => {
-                                let out = recs
-                                    .batches
-                                    .into_iter()
-                                    .flat_map(|b| {
-                                        let base = b.base_offset;
-                                        b.records.into_iter().map(move |r| {
-                                            (base + u64::from(r.offset_delta), r.value)
-                                        })
-                                    })
-                                    .filter(|(o, _)| *o >= offset && *o < recs.high_watermark)
-                                    .collect::<Vec<_>>();
-                                let after_last = out.last().map_or(offset, |(o, _)| o + 1);
+                                let taken = take_records(
+                                    offset,
+                                    &recs.batches,
+                                    recs.high_watermark,
+                                    recs.next_offset,
+                                );
+                                let out = (taken.records.into_iter())
+                                    .map(|(o, _, r)| (o, r.value.clone()))
+                                    .collect();
                                 return Ok(Fetched {
                                     records: out,
                                     high_watermark: recs.high_watermark,
-                                    next_offset: recs.next_offset.max(after_last),
+                                    next_offset: taken.next_offset,
                                 });
                             }
                             Err(
@@ -957,15 +875,4 @@ impl Client {
             tokio::time::sleep(self.opts.retry_backoff).await;
         }
     }
-}
-
-fn retriable_produce(e: &ProduceError) -> bool {
-    matches!(
-        e,
-        ProduceError::NotLeader { .. }
-            | ProduceError::UnknownTopicOrPartition
-            | ProduceError::NotEnoughReplicas { .. }
-            | ProduceError::RequestTimedOut
-            | ProduceError::NotEnoughReplicasAfterAppend { .. }
-    )
 }

@@ -7,21 +7,23 @@
 //! JoinGroup parked at the coordinator must not hold up fetches or heartbeats); every
 //! connection's reader forwards what arrives to one channel, and answers are matched to
 //! requests by correlation id (the consumer's own ids; a connection is this client's
-//! alone). `LeaderOf(tp)` destinations use a leader cache filled from metadata answers;
-//! a NotLeader answer refreshes it. A lost connection loses its requests: the consumer
-//! times them out and retries.
+//! alone). Routing (`LeaderOf(tp)` through core's leader cache), the request/answer
+//! translation and what an answer teaches the cache are core's (`skein_core::client::
+//! group_wire`), shared with the simulator. A lost connection loses its requests: the
+//! consumer times them out and retries.
 
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::WriteHalf as OwnedWriteHalf;
+use skein_core::client::group_wire::{self, Route};
+use skein_core::client::LeaderCache;
 use skein_core::group::{
-    ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest,
-    ConsumerResponse, Destination, FetchError, FetchedData, GroupConsumer,
-    OffsetSpec as GroupOffsetSpec,
+    ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest, Destination,
+    GroupConsumer,
 };
 use skein_core::message::*;
 use skein_core::types::{Nanos, NodeId, TopicPartition};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
@@ -33,6 +35,10 @@ use tokio::time::Instant;
 /// Correlation ids the host uses for its own metadata refreshes (the consumer's ids are
 /// small counters).
 const HOST_CORRELATION: u64 = 1 << 62;
+/// A leader refresh unanswered this long is sent again.
+const METADATA_TIMEOUT: Nanos = 2_000_000_000;
+/// Leader refreshes at most this often.
+const METADATA_MIN_INTERVAL: Nanos = 100_000_000;
 
 /// What went wrong hosting the consumer.
 #[derive(Debug, thiserror::Error)]
@@ -54,16 +60,7 @@ struct BrokerConn {
 /// What a request in flight was, to turn its answer into a `ConsumerResponse`.
 #[derive(Clone, Debug)]
 enum Pending {
-    Group,
-    Metadata {
-        topics: Vec<String>,
-    },
-    ListOffsets {
-        tp: TopicPartition,
-    },
-    Fetch {
-        tp: TopicPartition,
-    },
+    Consumer(group_wire::Pending),
     /// The host's own leader refresh.
     Refresh,
 }
@@ -79,7 +76,10 @@ pub struct GroupClient {
     answers_tx: mpsc::Sender<(NodeId, Message)>,
     answers: mpsc::Receiver<(NodeId, Message)>,
     pending: BTreeMap<u64, Pending>,
-    leaders: BTreeMap<TopicPartition, NodeId>,
+    /// Partition leaders (core's cache, shared with the simulator's members).
+    leaders: LeaderCache,
+    /// Topics whose leaders the consumer asked for.
+    topics: BTreeSet<String>,
     next_any: usize,
     next_refresh: u64,
     events: Vec<ConsumerEvent>,
@@ -99,7 +99,8 @@ impl GroupClient {
             answers_tx,
             answers,
             pending: BTreeMap::new(),
-            leaders: BTreeMap::new(),
+            leaders: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
+            topics: BTreeSet::new(),
             next_any: 0,
             next_refresh: HOST_CORRELATION,
             events: Vec::new(),
@@ -179,7 +180,9 @@ impl GroupClient {
         let now = self.now();
         self.consumer.close(now);
         self.flush().await;
-        let group_pending = |c: &Self| c.pending.values().any(|p| matches!(p, Pending::Group));
+        let group_pending = |c: &Self| {
+            (c.pending.values()).any(|p| matches!(p, Pending::Consumer(group_wire::Pending::Group)))
+        };
         let until = Instant::now() + Duration::from_secs(2);
         while group_pending(self) && Instant::now() < until {
             self.wait_once(until).await;
@@ -215,12 +218,13 @@ impl GroupClient {
         self.flush().await;
     }
 
-    /// Sends everything the consumer wants sent; keeps its events.
+    /// Sends everything the consumer wants sent; keeps its events; refreshes leaders when
+    /// the cache asks for it.
     async fn flush(&mut self) {
         loop {
             let outputs = self.consumer.drain_outputs();
             if outputs.is_empty() {
-                return;
+                break;
             }
             for out in outputs {
                 match out {
@@ -233,78 +237,46 @@ impl GroupClient {
                 }
             }
         }
+        self.refresh_leaders().await;
     }
 
     async fn send(&mut self, to: Destination, correlation: u64, request: ConsumerRequest) {
-        let node = match &to {
-            Destination::Node(n) => Some(*n),
-            Destination::AnyBroker => self.any_broker(),
-            Destination::LeaderOf(tp) => match self.leaders.get(tp) {
-                Some(n) => Some(*n),
-                None => {
-                    self.refresh_leaders(tp.topic.clone()).await;
-                    self.any_broker()
-                }
-            },
+        if let Destination::LeaderOf(tp) = &to {
+            self.topics.insert(tp.topic.clone());
+        }
+        let node = match group_wire::route(&to, &request, &mut self.leaders) {
+            Route::AnyBroker => self.any_broker(),
+            Route::Node(n) => Some(n),
+            Route::NoLeader(answer) => {
+                // Answered at once; the consumer retries after its backoff, by when the
+                // refresh this asked for may have found the leader.
+                let now = self.now();
+                self.consumer.handle_response(now, correlation, answer);
+                return;
+            }
         };
-        let (msg, pending) = match request {
-            ConsumerRequest::Group(request) => (
-                Message::Group {
-                    correlation,
-                    request,
-                },
-                Pending::Group,
-            ),
-            ConsumerRequest::Metadata { topics } => (
-                Message::Metadata(MetadataRequest {
-                    correlation,
-                    topics: Some(topics.clone()),
-                }),
-                Pending::Metadata { topics },
-            ),
-            ConsumerRequest::ListOffsets { tp, spec } => (
-                Message::ListOffsets(ListOffsetsRequest {
-                    correlation,
-                    tp: tp.clone(),
-                    spec: match spec {
-                        GroupOffsetSpec::Earliest => OffsetSpec::Earliest,
-                        GroupOffsetSpec::Latest => OffsetSpec::Latest,
-                    },
-                }),
-                Pending::ListOffsets { tp },
-            ),
-            ConsumerRequest::Fetch {
-                tp,
-                offset,
-                max_bytes,
-            } => (
-                Message::ConsumerFetch(ConsumerFetchRequest {
-                    correlation,
-                    tp: tp.clone(),
-                    offset,
-                    max_bytes,
-                    current_leader_epoch: None,
-                }),
-                Pending::Fetch { tp },
-            ),
-        };
+        let (msg, pending) = group_wire::to_message(correlation, request);
         let Some(node) = node else {
             return; // no broker reachable: the consumer times the request out and retries
         };
         if self.write(node, msg).await {
-            self.pending.insert(correlation, pending);
+            self.pending.insert(correlation, Pending::Consumer(pending));
         }
     }
 
-    async fn refresh_leaders(&mut self, topic: String) {
-        let correlation = self.next_refresh;
+    async fn refresh_leaders(&mut self) {
+        let now = self.now();
+        let topics: Vec<String> = self.topics.iter().cloned().collect();
+        let Some(req) = self
+            .leaders
+            .poll_refresh(now, self.next_refresh, &topics, false)
+        else {
+            return;
+        };
         self.next_refresh += 1;
+        let correlation = req.correlation;
         if let Some(node) = self.any_broker() {
-            let msg = Message::Metadata(MetadataRequest {
-                correlation,
-                topics: Some(vec![topic]),
-            });
-            if self.write(node, msg).await {
+            if self.write(node, Message::Metadata(req)).await {
                 self.pending.insert(correlation, Pending::Refresh);
             }
         }
@@ -372,85 +344,16 @@ impl GroupClient {
         let Some(pending) = self.pending.remove(&correlation) else {
             return;
         };
-        let response = match (pending, msg) {
-            (Pending::Group, Message::GroupResponse { response, .. }) => {
-                ConsumerResponse::Group(response)
-            }
-            (Pending::Refresh, Message::MetadataResponse(m)) => {
-                self.learn_leaders(&m);
-                return;
-            }
-            (Pending::Metadata { topics }, Message::MetadataResponse(m)) => {
-                self.learn_leaders(&m);
-                let mut counts: BTreeMap<String, u32> = BTreeMap::new();
-                for p in &m.partitions {
-                    if topics.contains(&p.tp.topic) {
-                        *counts.entry(p.tp.topic.clone()).or_default() += 1;
-                    }
-                }
-                ConsumerResponse::Metadata { topics: counts }
-            }
-            (Pending::ListOffsets { tp }, Message::ListOffsetsResponse(r)) => {
-                ConsumerResponse::ListOffsets(match r.result {
-                    Ok(Some(l)) => Ok(l.offset),
-                    Ok(None) => Ok(0),
-                    Err(e) => Err(self.fetch_error(from, &tp, e)),
-                })
-            }
-            (Pending::Fetch { tp }, Message::ConsumerFetchResponse(r)) => {
-                ConsumerResponse::Fetch(match r.result {
-                    Ok(recs) => Ok(FetchedData {
-                        high_watermark: recs.high_watermark,
-                        log_start_offset: recs.log_start_offset,
-                        batches: recs.batches,
-                        next_offset: recs.next_offset,
-                    }),
-                    Err(e) => Err(self.fetch_error(from, &tp, e)),
-                })
-            }
-            (_, other) => {
-                tracing::debug!(msg = other.name(), "answer of an unexpected kind dropped");
-                return;
-            }
+        let pending = match (pending, msg) {
+            (Pending::Consumer(p), msg) => (p, msg),
+            (Pending::Refresh, Message::MetadataResponse(m)) => return self.leaders.learn(&m),
+            (Pending::Refresh, _) => return,
         };
-        self.consumer.handle_response(now, correlation, response);
-    }
-
-    fn learn_leaders(&mut self, m: &MetadataResponse) {
-        for p in &m.partitions {
-            match p.leader {
-                Some(l) => self.leaders.insert(p.tp.clone(), l),
-                None => self.leaders.remove(&p.tp),
-            };
-        }
-    }
-
-    fn fetch_error(
-        &mut self,
-        from: NodeId,
-        tp: &TopicPartition,
-        e: ConsumerFetchError,
-    ) -> FetchError {
-        match e {
-            ConsumerFetchError::NotLeader { leader, .. } => {
-                // Follow the hint, else forget this broker as the leader.
-                match leader {
-                    Some(l) if l != from => self.leaders.insert(tp.clone(), l),
-                    _ => self.leaders.remove(tp),
-                };
-                FetchError::NotLeader
-            }
-            ConsumerFetchError::FencedLeaderEpoch { .. }
-            | ConsumerFetchError::UnknownLeaderEpoch { .. } => {
-                self.leaders.remove(tp);
-                FetchError::NotLeader
-            }
-            ConsumerFetchError::UnknownTopicOrPartition => {
-                self.leaders.remove(tp);
-                FetchError::UnknownTopicOrPartition
-            }
-            ConsumerFetchError::OffsetOutOfRange { .. } => FetchError::OffsetOutOfRange,
-            ConsumerFetchError::Storage(s) => FetchError::Other(s),
+        let (pending, msg) = pending;
+        let name = msg.name();
+        match group_wire::from_message(pending, Some(from), msg, &mut self.leaders) {
+            Some(response) => self.consumer.handle_response(now, correlation, response),
+            None => tracing::debug!(msg = name, "answer of an unexpected kind dropped"),
         }
     }
 }

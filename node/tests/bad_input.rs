@@ -205,21 +205,7 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
                 tp: tp.clone(),
                 acks: skein_core::message::Acks::Leader,
                 timeout: 1_000_000_000,
-                batch: skein_core::log::RecordBatch {
-                    base_offset: 0,
-                    partition_leader_epoch: 0,
-                    attributes: 0,
-                    producer: None,
-                    first_timestamp: 0,
-                    max_timestamp: 0,
-                    records: vec![skein_core::log::Record {
-                        offset_delta: 0,
-                        timestamp_delta: 0,
-                        key: None,
-                        value: Some(b"evil".to_vec()),
-                        headers: vec![],
-                    }],
-                },
+                batch: skein_core::log::RecordBatch::from_values(0, [b"evil".to_vec()]),
             })),
             DEFAULT_MAX_FRAME,
         )

@@ -114,7 +114,7 @@ async fn produce_and_consume(fsync: FsyncPolicy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
     use skein_core::controller::{ControllerRequest, ControllerResponse};
-    use skein_core::log::{ProducerInfo, Record, RecordBatch};
+    use skein_core::log::{ProducerInfo, RecordBatch};
     use skein_core::message::{Message, ProduceRequest};
     use skein_node::client::Conn;
 
@@ -151,25 +151,12 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
         .await
         .unwrap();
         let batch = RecordBatch {
-            base_offset: 0,
-            partition_leader_epoch: 0,
-            attributes: 0,
             producer: Some(ProducerInfo {
                 producer_id: pid.producer_id,
                 producer_epoch: pid.producer_epoch,
                 base_sequence: 0,
             }),
-            first_timestamp: 0,
-            max_timestamp: 0,
-            records: (0..3)
-                .map(|i| Record {
-                    offset_delta: i,
-                    timestamp_delta: 0,
-                    key: None,
-                    value: Some(vec![i as u8]),
-                    headers: vec![],
-                })
-                .collect(),
+            ..RecordBatch::from_values(0, (0..3u8).map(|i| vec![i]))
         };
         let mut acks = Vec::new();
         for correlation in [1, 2] {

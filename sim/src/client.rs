@@ -1,11 +1,15 @@
 //! Simulated clients: idempotent acks=all producers and partition-reading consumers.
 //!
 //! Clients are small state machines like the nodes: the world hands them messages and
-//! time, they return messages to send, and they record what they did in the history. A
-//! producer writes unique values ("p3-17"), follows metadata to each partition's leader,
-//! keeps one batch in flight per partition and retries it on retriable errors and timeouts
-//! with the same producer id, epoch and sequence (so a retry is never written twice). A
-//! consumer is assigned every partition and polls each one's leader by offset.
+//! time, they return messages to send, and they record what they did in the history. What
+//! to do with an answer is core's client (`skein_core::client`, the code `skein produce`
+//! runs): the leader cache, the produce retry policy, the fetch cursor. This file keeps the
+//! workload, timing and history. A producer writes unique values ("p3-17"), follows
+//! metadata to each partition's leader, keeps one batch in flight per partition and retries
+//! it on retriable errors and timeouts with the same producer id, epoch and sequence (so a
+//! retry is never written twice); after a lost sequence the leader confirmed, it re-stamps
+//! its batches under a new epoch and sends them again. A consumer is assigned every
+//! partition and polls each one's leader by offset.
 //!
 //! History processes are per (client, partition) so that each process has at most one
 //! operation in flight, as Jepsen's model of a process expects.
@@ -15,11 +19,10 @@ use crate::rng::{between, exponential};
 use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use skein_core::controller::{ControllerRequest, ControllerResponse};
-use skein_core::log::{Record, RecordBatch};
+use skein_core::client::{take_records, ControllerView, LeaderCache, ProduceClient, ProduceStep};
+use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
-use skein_core::producer::{Completion, IdempotentProducer, ProduceOutcome};
-use skein_core::replica::CONTROL_BATCH_BIT;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Value};
 use std::collections::BTreeMap;
@@ -83,81 +86,55 @@ pub struct Ctx<'a> {
     pub brokers: u32,
 }
 
-/// Leaders as the client last heard of them.
-#[derive(Default)]
+/// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
+/// client uses), its refreshes sent to a random broker.
 pub(crate) struct MetaCache {
-    leaders: BTreeMap<u32, (Option<NodeId>, LeaderEpoch)>,
-    pending: Option<(u64, SimTime)>,
-    stale: bool,
-    last_request: Option<SimTime>,
+    pub(crate) cache: LeaderCache,
+}
+
+impl Default for MetaCache {
+    fn default() -> Self {
+        Self {
+            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
+        }
+    }
 }
 
 impl MetaCache {
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        self.leaders.get(&p).and_then(|l| l.0)
+        self.cache.leader(&tp(p))
     }
 
     pub(crate) fn invalidate(&mut self) {
-        self.stale = true;
+        self.cache.invalidate();
+    }
+
+    fn missing(&self, partitions: u32) -> bool {
+        (0..partitions).any(|p| self.leader(p).is_none())
     }
 
     /// Sends a metadata request if one is due.
     pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
-        if let Some((_, sent)) = self.pending {
-            if ctx.now < sent + METADATA_TIMEOUT {
-                return;
-            }
-            self.pending = None;
+        let missing = self.missing(partitions);
+        let topics = [TOPIC.to_string()];
+        if let Some(req) = self
+            .cache
+            .poll_refresh(ctx.now, *corr + 1, &topics, missing)
+        {
+            *corr += 1;
+            let to = ctx.rng.gen_range(1..=ctx.brokers);
+            ctx.out
+                .sends
+                .push((Address::Node(to), Message::Metadata(req)));
         }
-        let missing = (0..partitions).any(|p| self.leader(p).is_none());
-        if !(self.stale || missing) {
-            return;
-        }
-        if let Some(last) = self.last_request {
-            if ctx.now < last + METADATA_MIN_INTERVAL {
-                return;
-            }
-        }
-        *corr += 1;
-        let to = ctx.rng.gen_range(1..=ctx.brokers);
-        self.pending = Some((*corr, ctx.now));
-        self.last_request = Some(ctx.now);
-        self.stale = false;
-        ctx.out.sends.push((
-            Address::Node(to),
-            Message::Metadata(MetadataRequest {
-                correlation: *corr,
-                topics: Some(vec![TOPIC.to_string()]),
-            }),
-        ));
     }
 
     pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
-        if self.pending.map(|(c, _)| c) == Some(r.correlation) {
-            self.pending = None;
-        }
-        for pm in &r.partitions {
-            if pm.tp.topic != TOPIC {
-                continue;
-            }
-            let e = self.leaders.entry(pm.tp.partition).or_insert((None, 0));
-            // Never step back to an older view from a lagging broker.
-            if pm.leader_epoch >= e.1 {
-                *e = (pm.leader, pm.leader_epoch);
-            }
-        }
+        self.cache.learn(r);
     }
 
     pub(crate) fn next_wake(&self, partitions: u32) -> Option<SimTime> {
-        if let Some((_, sent)) = self.pending {
-            return Some(sent + METADATA_TIMEOUT);
-        }
-        let missing = (0..partitions).any(|p| self.leader(p).is_none());
-        if self.stale || missing {
-            Some(self.last_request.map_or(0, |l| l + METADATA_MIN_INTERVAL))
-        } else {
-            None
-        }
+        self.cache.next_refresh(self.missing(partitions))
     }
 }
 
@@ -171,20 +148,27 @@ struct InFlight {
     /// Correlation of the latest attempt, once sent.
     corr: Option<u64>,
     sent_at: SimTime,
-    /// When to (re)send; `None` while waiting for a response.
+    /// The broker the latest attempt went to.
+    sent_to: NodeId,
+    /// When to (re)send; `None` while waiting for a response or a leader check.
     send_at: Option<SimTime>,
+    /// A sequence error waiting for the controller's word on who leads (the answer).
+    checking: Option<Result<ProduceAck, ProduceError>>,
 }
 
-/// An idempotent producer.
+/// A producer: core's [`ProduceClient`] decides, this keeps timing and history.
 pub struct Producer {
     pub client: u64,
     index: u32,
     partitions: u32,
     acks: Acks,
     idempotent: bool,
-    idem: IdempotentProducer,
+    producer: ProduceClient,
     init_sent: Option<SimTime>,
     meta: MetaCache,
+    /// The controller's view, pulled when a sequence error needs its word.
+    view: ControllerView,
+    view_sent: Option<SimTime>,
     corr: u64,
     produced: u64,
     mean_gap: SimTime,
@@ -225,9 +209,15 @@ impl Producer {
             partitions,
             acks,
             idempotent,
-            idem: IdempotentProducer::new(),
+            producer: if idempotent {
+                ProduceClient::idempotent()
+            } else {
+                ProduceClient::plain()
+            },
             init_sent: None,
             meta: MetaCache::default(),
+            view: ControllerView::new(),
+            view_sent: None,
             corr: 0,
             produced: 0,
             mean_gap,
@@ -243,12 +233,25 @@ impl Producer {
     }
 
     fn ready(&self) -> bool {
-        !self.fenced && (!self.idempotent || self.idem.producer().is_some())
+        !self.fenced && self.producer.ready()
+    }
+
+    /// Records a history event for every value of `values`.
+    fn record(&self, ctx: &mut Ctx<'_>, p: u32, values: &[String], kind: EventType) {
+        for v in values {
+            ctx.history.push(
+                ctx.now,
+                process_id(self.client, p),
+                kind,
+                Function::Send,
+                Value::Send(sent(p, v, self.acks)),
+            );
+        }
     }
 
     /// The producer id and epoch in use (idempotent producers, once initialised).
     pub fn producer_id(&self) -> Option<skein_core::controller::ProducerIdAndEpoch> {
-        self.idem.producer()
+        self.producer.producer()
     }
 
     /// Whether a broker has fenced this producer (a newer epoch of its id exists).
@@ -260,14 +263,13 @@ impl Producer {
     /// same identity does (KIP-360): adopt its id and move to the next epoch, which fences
     /// the old instance at every partition this one writes to.
     pub fn take_over(&mut self, id: skein_core::controller::ProducerIdAndEpoch) {
-        self.idem.init(id);
-        let _ = self.idem.bump_epoch();
+        let _ = self.producer.take_over(id);
     }
 
     /// Timers: new values, init, metadata, resends, timeouts.
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
         if self.idempotent
-            && self.idem.producer().is_none()
+            && self.producer.producer().is_none()
             && self
                 .init_sent
                 .is_none_or(|t| ctx.now >= t + METADATA_TIMEOUT)
@@ -285,17 +287,38 @@ impl Producer {
             self.queued.entry(p).or_default().push_back(value);
             self.next_send += exponential(ctx.rng, self.mean_gap).max(1);
         }
-        // Request timeouts: resend the same batch.
+        // Request timeouts: the same batch (same sequence) goes again.
+        let mut timed_out = false;
         for (p, f) in self.in_flight.iter_mut() {
-            if f.send_at.is_none() && ctx.now >= f.sent_at + REQUEST_TIMEOUT {
+            let waiting = f.send_at.is_none() && f.checking.is_none();
+            if waiting && ctx.now >= f.sent_at + REQUEST_TIMEOUT {
+                if let Ok(b) = self.producer.resend(&tp(*p), &f.batch) {
+                    f.batch = b;
+                }
                 f.send_at = Some(ctx.now);
                 f.corr = None;
-                let _ = p;
-                self.meta.invalidate();
+                timed_out = true;
             }
         }
+        if timed_out {
+            self.meta.invalidate();
+        }
+        self.poll_view(ctx);
         self.meta.poll(&mut self.corr, ctx, self.partitions);
         self.dispatch(ctx);
+    }
+
+    /// Asks the controller for its view while a leader check waits for it.
+    fn poll_view(&mut self, ctx: &mut Ctx<'_>) {
+        let checking = self.in_flight.values().any(|f| f.checking.is_some());
+        let due = self
+            .view_sent
+            .is_none_or(|t| ctx.now >= t + METADATA_TIMEOUT);
+        if checking && due {
+            self.view_sent = Some(ctx.now);
+            let req = Message::ControllerRequest(self.view.request());
+            ctx.out.sends.push((Address::Controller, req));
+        }
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {
@@ -316,52 +339,13 @@ impl Producer {
                     _ => continue,
                 };
                 let now_ms = EPOCH_MS + (ctx.now / MILLIS) as i64;
-                let mut batch = RecordBatch {
-                    base_offset: 0,
-                    partition_leader_epoch: 0,
-                    attributes: 0,
-                    producer: None,
-                    first_timestamp: now_ms,
-                    max_timestamp: now_ms,
-                    records: values
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| Record {
-                            offset_delta: i as u32,
-                            timestamp_delta: 0,
-                            key: None,
-                            value: Some(v.clone().into_bytes()),
-                            headers: Vec::new(),
-                        })
-                        .collect(),
+                let bytes = values.iter().map(|v| v.clone().into_bytes());
+                let batch = RecordBatch::from_values(now_ms, bytes);
+                self.record(ctx, p, &values, EventType::Invoke);
+                let Ok(batch) = self.producer.prepare(&tp(p), batch) else {
+                    self.record(ctx, p, &values, EventType::Fail);
+                    continue;
                 };
-                let process = process_id(self.client, p);
-                for v in &values {
-                    ctx.history.push(
-                        ctx.now,
-                        process,
-                        EventType::Invoke,
-                        Function::Send,
-                        Value::Send(sent(p, v, self.acks)),
-                    );
-                }
-                if self.idempotent {
-                    match self.idem.stamp(&tp(p), batch) {
-                        Ok(b) => batch = b,
-                        Err(_) => {
-                            for v in &values {
-                                ctx.history.push(
-                                    ctx.now,
-                                    process,
-                                    EventType::Fail,
-                                    Function::Send,
-                                    Value::Send(sent(p, v, self.acks)),
-                                );
-                            }
-                            continue;
-                        }
-                    }
-                }
                 self.sends += values.len() as u64;
                 self.in_flight.insert(
                     p,
@@ -370,7 +354,9 @@ impl Producer {
                         batch,
                         corr: None,
                         sent_at: ctx.now,
+                        sent_to: 0,
                         send_at: Some(ctx.now),
+                        checking: None,
                     },
                 );
             }
@@ -382,6 +368,7 @@ impl Producer {
                 self.corr += 1;
                 f.corr = Some(self.corr);
                 f.sent_at = ctx.now;
+                f.sent_to = leader;
                 f.send_at = None;
                 ctx.out.sends.push((
                     Address::Node(leader),
@@ -396,23 +383,8 @@ impl Producer {
                 if self.acks == Acks::None {
                     // Fire and forget: the outcome is unknown.
                     let f = self.in_flight.remove(&p).expect("present");
-                    if self.idempotent {
-                        let seq = f.batch.producer.map_or(0, |i| i.base_sequence);
-                        let _ = self.idem.on_response(
-                            &tp(p),
-                            seq,
-                            ProduceOutcome::Appended { base_offset: 0 },
-                        );
-                    }
-                    for v in &f.values {
-                        ctx.history.push(
-                            ctx.now,
-                            process_id(self.client, p),
-                            EventType::Info,
-                            Function::Send,
-                            Value::Send(sent(p, v, self.acks)),
-                        );
-                    }
+                    self.producer.forget(&tp(p), &f.batch);
+                    self.record(ctx, p, &f.values, EventType::Info);
                 }
             }
         }
@@ -422,30 +394,26 @@ impl Producer {
         match msg {
             Message::MetadataResponse(r) => self.meta.on_response(&r),
             Message::ControllerResponse(ControllerResponse::InitProducerId(Ok(id)))
-                if self.idem.producer().is_none() =>
+                if self.producer.producer().is_none() =>
             {
-                self.idem.init(id)
+                self.producer.init(id)
+            }
+            Message::ControllerResponse(ControllerResponse::Metadata(delta)) => {
+                self.on_view(&delta, ctx)
             }
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}
         }
+        self.poll_view(ctx);
         self.meta.poll(&mut self.corr, ctx, self.partitions);
         self.dispatch(ctx);
     }
 
-    /// Give up every in-flight batch: its outcome is unknown (it may have been written), so
-    /// each of its values goes into the history as an `info` send and is never resent.
+    /// Every in-flight batch's outcome is unknown: each of its values goes into the
+    /// history as an `info` send and is never resent.
     fn abandon_in_flight(&mut self, ctx: &mut Ctx<'_>) {
         for (p, f) in std::mem::take(&mut self.in_flight) {
-            for v in &f.values {
-                ctx.history.push(
-                    ctx.now,
-                    process_id(self.client, p),
-                    EventType::Info,
-                    Function::Send,
-                    Value::Send(sent(p, v, self.acks)),
-                );
-            }
+            self.record(ctx, p, &f.values, EventType::Info);
         }
     }
 
@@ -457,57 +425,74 @@ impl Producer {
         if f.corr != Some(r.correlation) {
             return; // an answer to an attempt we gave up on
         }
-        let seq = f.batch.producer.map_or(0, |i| i.base_sequence);
-        let outcome = match &r.result {
-            Ok(ack) if ack.duplicate => ProduceOutcome::Duplicate {
-                base_offset: ack.base_offset,
-            },
-            Ok(ack) => ProduceOutcome::Appended {
-                base_offset: ack.base_offset,
-            },
-            Err(ProduceError::OutOfOrderSequence(_)) => ProduceOutcome::OutOfOrderSequence,
-            Err(ProduceError::UnknownProducerId(_)) => ProduceOutcome::UnknownProducerId,
-            Err(ProduceError::InvalidProducerEpoch(_)) => ProduceOutcome::InvalidProducerEpoch,
-            Err(ProduceError::InvalidRecord(_)) => {
-                // Refused as malformed: certainly not written.
-                let f = self.in_flight.remove(&p).expect("present");
-                for v in &f.values {
-                    ctx.history.push(
-                        ctx.now,
-                        process_id(self.client, p),
-                        EventType::Fail,
-                        Function::Send,
-                        Value::Send(sent(p, v, self.acks)),
-                    );
-                }
+        // An answer for a batch no longer in flight (a late duplicate) changes nothing.
+        if let Ok(step) = self.producer.on_answer(&r.tp, &f.batch, &r.result) {
+            let epoch = r.result.as_ref().map_or(0, |a| a.leader_epoch);
+            self.apply(p, step, r.result, epoch, ctx);
+        }
+    }
+
+    /// One page of the controller's view; once caught up, the waiting leader checks end.
+    fn on_view(&mut self, delta: &MetadataDelta, ctx: &mut Ctx<'_>) {
+        if self.view_sent.is_none() {
+            return;
+        }
+        match self.view.apply(delta) {
+            Ok(true) => self.view_sent = None,
+            Ok(false) => {
+                // More pages: ask for the next one now.
+                self.view_sent = Some(ctx.now);
+                let req = Message::ControllerRequest(self.view.request());
+                ctx.out.sends.push((Address::Controller, req));
                 return;
             }
-            Err(ProduceError::NotLeader { .. } | ProduceError::UnknownTopicOrPartition) => {
-                self.meta.invalidate();
-                ProduceOutcome::Retriable
+            Err(_) => {
+                // Not a continuation of what we have (a duplicate page): start over.
+                self.view = ControllerView::new();
+                self.view_sent = None;
+                return;
             }
-            Err(_) => ProduceOutcome::Retriable,
-        };
-        let completion = if self.idempotent {
-            match self.idem.on_response(&r.tp, seq, outcome) {
-                Ok(c) => c,
-                Err(_) => return,
+        }
+        let waiting: Vec<u32> = (self.in_flight.iter())
+            .filter(|(_, f)| f.checking.is_some())
+            .map(|(p, _)| *p)
+            .collect();
+        for p in waiting {
+            // An earlier step of this loop may have settled this batch already: an epoch
+            // bump re-stamps and resends every batch in flight (its check is moot), a fence
+            // abandons them all.
+            let Some(f) = self.in_flight.get_mut(&p) else {
+                continue;
+            };
+            let Some(result) = f.checking.take() else {
+                continue;
+            };
+            let (leader, epoch) = self.view.leader(&tp(p)).unwrap_or((None, 0));
+            self.meta.cache.learn_leader(&tp(p), leader, epoch);
+            let by_leader = leader == Some(f.sent_to);
+            // An error: no longer in flight; the request timeout sends it again.
+            let step = self
+                .producer
+                .on_leader_checked(&tp(p), &f.batch, &result, by_leader);
+            if let Ok(step) = step {
+                self.apply(p, step, result, epoch, ctx);
             }
-        } else {
-            match outcome {
-                ProduceOutcome::Appended { base_offset }
-                | ProduceOutcome::Duplicate { base_offset } => Completion::Acked {
-                    base_offset,
-                    duplicate: false,
-                },
-                _ => Completion::Retry(f.batch.clone()),
-            }
-        };
-        match completion {
-            Completion::Acked { base_offset, .. } => {
+        }
+    }
+
+    /// Carries out core's decision for partition `p`'s batch.
+    fn apply(
+        &mut self,
+        p: u32,
+        step: ProduceStep,
+        result: Result<ProduceAck, ProduceError>,
+        epoch: LeaderEpoch,
+        ctx: &mut Ctx<'_>,
+    ) {
+        match step {
+            ProduceStep::Acked { base_offset, .. } => {
                 let f = self.in_flight.remove(&p).expect("present");
                 self.acked += f.values.len() as u64;
-                let epoch = r.result.as_ref().map(|a| a.leader_epoch).unwrap_or(0);
                 for (i, v) in f.values.into_iter().enumerate() {
                     let offset = base_offset + i as u64;
                     ctx.history.push(
@@ -522,19 +507,41 @@ impl Producer {
                     }
                 }
             }
-            Completion::Retry(batch) => {
+            ProduceStep::Resend {
+                batch,
+                refresh_metadata,
+            } => {
+                if refresh_metadata {
+                    self.meta.invalidate();
+                }
                 let f = self.in_flight.get_mut(&p).expect("present");
                 f.batch = batch;
                 f.corr = None;
                 f.send_at = Some(ctx.now + RETRY_BACKOFF + between(ctx.rng, 0, RETRY_BACKOFF));
             }
-            Completion::NeedsEpochBump => {
-                // Every in-flight batch's outcome becomes unknown; they are not resent (a
-                // resend could write a value twice), new values continue under the new epoch.
-                let _ = self.idem.bump_epoch();
-                self.abandon_in_flight(ctx);
+            ProduceStep::CheckLeader => {
+                let f = self.in_flight.get_mut(&p).expect("present");
+                f.corr = None;
+                f.send_at = None;
+                f.checking = Some(result);
             }
-            Completion::Fenced => {
+            ProduceStep::EpochBumped { resend } => {
+                // Every batch in flight goes again, re-stamped under the new epoch.
+                for (t, batch) in resend {
+                    if let Some(f) = self.in_flight.get_mut(&t.partition) {
+                        f.batch = batch;
+                        f.corr = None;
+                        f.checking = None;
+                        f.send_at = Some(ctx.now);
+                    }
+                }
+            }
+            ProduceStep::Failed(_) => {
+                // Certainly not written.
+                let f = self.in_flight.remove(&p).expect("present");
+                self.record(ctx, p, &f.values, EventType::Fail);
+            }
+            ProduceStep::Fenced(_) => {
                 self.fenced = true;
                 self.abandon_in_flight(ctx);
             }
@@ -544,7 +551,7 @@ impl Producer {
     pub fn next_wake(&self) -> Option<SimTime> {
         let mut t: Option<SimTime> = None;
         let mut at = |x: SimTime| t = Some(t.map_or(x, |t| t.min(x)));
-        if self.idempotent && self.idem.producer().is_none() {
+        if self.idempotent && self.producer.producer().is_none() {
             at(self.init_sent.map_or(0, |s| s + METADATA_TIMEOUT));
         }
         if self.next_send < self.stop_at && !self.fenced {
@@ -555,6 +562,9 @@ impl Producer {
                 // Without a known leader the metadata wake-up below covers it.
                 Some(s) if self.ready() && self.meta.leader(*p).is_some() => at(s),
                 Some(_) => {}
+                None if f.checking.is_some() => {
+                    at(self.view_sent.map_or(0, |s| s + METADATA_TIMEOUT))
+                }
                 None => at(f.sent_at + REQUEST_TIMEOUT),
             }
         }
@@ -574,17 +584,7 @@ impl Producer {
     /// Ends the run: what is still in flight has an unknown outcome; what was never sent
     /// was never invoked.
     pub fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        for (p, f) in std::mem::take(&mut self.in_flight) {
-            for v in &f.values {
-                ctx.history.push(
-                    ctx.now,
-                    process_id(self.client, p),
-                    EventType::Info,
-                    Function::Send,
-                    Value::Send(sent(p, v, self.acks)),
-                );
-            }
-        }
+        self.abandon_in_flight(ctx);
     }
 
     pub fn in_flight(&self) -> usize {
@@ -720,28 +720,18 @@ impl Consumer {
         match r.result {
             Ok(recs) => {
                 let pos = self.positions[&p];
+                let taken = take_records(pos, &recs.batches, recs.high_watermark, recs.next_offset);
                 let mut out = Vec::new();
-                let mut next = pos;
-                for b in &recs.batches {
-                    if b.attributes & CONTROL_BATCH_BIT != 0 {
-                        next = next.max(b.next_offset());
-                        continue;
-                    }
-                    for rec in &b.records {
-                        let offset = b.base_offset + rec.offset_delta as u64;
-                        if offset < pos {
-                            continue;
-                        }
-                        let value = rec
-                            .value
-                            .as_deref()
-                            .map(|v| String::from_utf8_lossy(v).into_owned())
-                            .unwrap_or_default();
-                        out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
-                        ctx.out.read.push((p, offset, value, served_by));
-                        next = next.max(offset + 1);
-                    }
+                for (offset, _, rec) in taken.records {
+                    let value = rec
+                        .value
+                        .as_deref()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
+                    out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
+                    ctx.out.read.push((p, offset, value, served_by));
                 }
+                let next = taken.next_offset;
                 self.records += out.len() as u64;
                 self.positions.insert(p, next);
                 let delay = if next > pos { 0 } else { POLL_INTERVAL };
@@ -762,19 +752,19 @@ impl Consumer {
                     Function::Poll,
                     Value::Null,
                 );
-                match e {
-                    ConsumerFetchError::OffsetOutOfRange {
-                        offset,
-                        log_start_offset,
-                        ..
-                    } if offset < log_start_offset => {
+                if let ConsumerFetchError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset,
+                    ..
+                } = e
+                {
+                    if offset < log_start_offset {
                         // Records were deleted by retention: skip to the log start.
                         self.positions.insert(p, log_start_offset);
                     }
-                    ConsumerFetchError::OffsetOutOfRange { .. }
-                    | ConsumerFetchError::Storage(_) => {}
-                    _ => self.meta.invalidate(),
                 }
+                let from = Some(served_by).filter(|n| *n != 0);
+                self.meta.cache.on_fetch_error(&r.tp, from, &e);
                 self.next_poll.insert(p, ctx.now + RETRY_BACKOFF);
             }
         }

@@ -5,8 +5,9 @@
 //! partition in the history), *process* them, which takes simulated time; when processing is
 //! done, report them processed (to the group invariants) and commit the consumer's positions — `commit_sync` (wait for the answer before polling again) or
 //! `commit_async` (poll on at once). Meanwhile every request the consumer emits is routed to
-//! a broker as a `Message` (`Group`, `Metadata`, `ListOffsets`, `ConsumerFetch`) and the
-//! answer handed back with the consumer's own correlation id.
+//! a broker and its answer handed back by core's translation (`skein_core::client::
+//! group_wire`, the one `skein consume --group` uses), under the member's own wire
+//! correlation ids.
 //!
 //! Faults: a member can crash (its consumer state is gone; it restarts as a new member) and
 //! be paused. A pause strikes while the member processes a batch — the worst moment: when
@@ -21,16 +22,13 @@ use crate::client::{process_id, tp, Ctx, MetaCache, POLL_INTERVAL, TOPIC};
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use skein_core::client::group_wire::{self, Route};
 use skein_core::group::{
     AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
-    ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, FetchError, FetchedData,
-    GenerationId, GroupConsumer, GroupRequest, GroupResponse, MemberPhase, OffsetReset, OffsetSpec,
+    ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, GenerationId, GroupConsumer,
+    GroupRequest, GroupResponse, MemberPhase, OffsetReset,
 };
-use skein_core::message::{
-    Address, ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message,
-    MetadataRequest, OffsetSpec as WireOffsetSpec,
-};
-use skein_core::replica::CONTROL_BATCH_BIT;
+use skein_core::message::{Address, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
@@ -116,17 +114,11 @@ enum App {
     Committing { id: CommitId, since: SimTime },
 }
 
-enum What {
-    /// A group request; for an OffsetFetch, the partitions it asked for.
-    Group(Option<Vec<u32>>),
-    Metadata(Vec<String>),
-    ListOffsets,
-    Fetch,
-}
-
 struct Pending {
     consumer_corr: u64,
-    what: What,
+    wire: group_wire::Pending,
+    /// For an OffsetFetch, the partitions it asked for.
+    offset_fetch: Option<Vec<u32>>,
     sent_at: SimTime,
 }
 
@@ -284,118 +276,48 @@ impl GroupMember {
         if self.consumer.is_none() {
             return; // crashed: nobody listens on this address
         }
-        let now = ctx.now;
         self.app_due(ctx);
-        match msg {
-            Message::MetadataResponse(r) => {
-                self.meta.on_response(&r);
-                if let Some(p) = self.pending.remove(&r.correlation) {
-                    if let What::Metadata(topics) = p.what {
-                        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
-                        for pm in &r.partitions {
-                            if topics.contains(&pm.tp.topic) {
-                                *counts.entry(pm.tp.topic.clone()).or_default() += 1;
-                            }
-                        }
-                        self.consumer_mut().handle_response(
-                            now,
-                            p.consumer_corr,
-                            ConsumerResponse::Metadata { topics: counts },
-                        );
-                    }
-                }
-            }
-            Message::GroupResponse {
-                correlation,
-                response,
-            } => {
-                if let Some(p) = self.pending.remove(&correlation) {
-                    if let (What::Group(Some(parts)), GroupResponse::OffsetFetch(Ok(map))) =
-                        (&p.what, &response)
-                    {
-                        let offsets = parts
-                            .iter()
-                            .map(|&q| (q, map.get(&tp(q)).map(|o| o.offset)))
-                            .collect();
-                        ctx.out.group.push(GroupObs::Fetched {
-                            sent_at: p.sent_at,
-                            offsets,
-                        });
-                    }
-                    self.consumer_mut().handle_response(
-                        now,
-                        p.consumer_corr,
-                        ConsumerResponse::Group(response),
-                    );
-                }
-            }
-            Message::ListOffsetsResponse(r) => {
-                if let Some(p) = self.pending.remove(&r.correlation) {
-                    let result = match r.result {
-                        Ok(Some(o)) => Ok(o.offset),
-                        Ok(None) => Err(FetchError::Other("no offset".into())),
-                        Err(e) => Err(self.fetch_error(e)),
-                    };
-                    self.consumer_mut().handle_response(
-                        now,
-                        p.consumer_corr,
-                        ConsumerResponse::ListOffsets(result),
-                    );
-                }
-            }
-            Message::ConsumerFetchResponse(r) => {
-                if let Some(p) = self.pending.remove(&r.correlation) {
-                    if let Address::Node(n) = from {
-                        self.served.insert(r.tp.partition, n);
-                    }
-                    let result = match r.result {
-                        Ok(recs) => Ok(FetchedData {
-                            high_watermark: recs.high_watermark,
-                            log_start_offset: recs.log_start_offset,
-                            batches: recs
-                                .batches
-                                .into_iter()
-                                .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
-                                .collect(),
-                            next_offset: recs.next_offset,
-                        }),
-                        Err(e) => Err(self.fetch_error(e)),
-                    };
-                    self.consumer_mut().handle_response(
-                        now,
-                        p.consumer_corr,
-                        ConsumerResponse::Fetch(result),
-                    );
-                }
-            }
-            _ => {}
-        }
+        self.on_answer(from, msg, ctx);
         self.after(ctx);
     }
 
-    /// A partition-read failure as the consumer understands it.
-    fn fetch_error(&mut self, e: ConsumerFetchError) -> FetchError {
-        match e {
-            ConsumerFetchError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
+    /// A broker's answer, back to the consumer through core's translation.
+    fn on_answer(&mut self, from: Address, msg: Message, ctx: &mut Ctx<'_>) {
+        let Some(p) = (msg.response_correlation()).and_then(|c| self.pending.remove(&c)) else {
+            // The member's own leader refresh (or an answer it gave up on).
+            if let Message::MetadataResponse(r) = &msg {
+                self.meta.on_response(r);
+            }
+            return;
+        };
+        if let (
+            Some(parts),
+            Message::GroupResponse {
+                response: GroupResponse::OffsetFetch(Ok(map)),
                 ..
-            } if offset < log_start_offset => FetchError::OffsetOutOfRange,
-            // Past the log end of the broker asked: a stale leader behind the group's
-            // committed offset. Find the leader again rather than reset (as a consumer
-            // validating leader epochs would, KIP-320).
-            ConsumerFetchError::OffsetOutOfRange { .. }
-            | ConsumerFetchError::NotLeader { .. }
-            | ConsumerFetchError::FencedLeaderEpoch { .. }
-            | ConsumerFetchError::UnknownLeaderEpoch { .. } => {
-                self.meta.invalidate();
-                FetchError::NotLeader
-            }
-            ConsumerFetchError::UnknownTopicOrPartition => {
-                self.meta.invalidate();
-                FetchError::UnknownTopicOrPartition
-            }
-            ConsumerFetchError::Storage(s) => FetchError::Other(s),
+            },
+        ) = (&p.offset_fetch, &msg)
+        {
+            let offsets = parts
+                .iter()
+                .map(|&q| (q, map.get(&tp(q)).map(|o| o.offset)))
+                .collect();
+            ctx.out.group.push(GroupObs::Fetched {
+                sent_at: p.sent_at,
+                offsets,
+            });
+        }
+        let from = match from {
+            Address::Node(n) => Some(n),
+            _ => None,
+        };
+        if let (Message::ConsumerFetchResponse(r), Some(n)) = (&msg, from) {
+            self.served.insert(r.tp.partition, n);
+        }
+        let cache = &mut self.meta.cache;
+        if let Some(r) = group_wire::from_message(p.wire, from, msg, cache) {
+            self.consumer_mut()
+                .handle_response(ctx.now, p.consumer_corr, r);
         }
     }
 
@@ -576,81 +498,31 @@ impl GroupMember {
         request: ConsumerRequest,
         ctx: &mut Ctx<'_>,
     ) -> Option<ConsumerResponse> {
-        let addr = match to {
-            Destination::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
-            Destination::Node(n) => Address::Node(n),
-            Destination::LeaderOf(t) => match self.meta.leader(t.partition) {
-                Some(l) if t.topic == TOPIC => Address::Node(l),
-                _ => {
-                    self.meta.invalidate();
-                    return Some(match request {
-                        ConsumerRequest::ListOffsets { .. } => {
-                            ConsumerResponse::ListOffsets(Err(FetchError::NotLeader))
-                        }
-                        _ => ConsumerResponse::Fetch(Err(FetchError::NotLeader)),
-                    });
-                }
-            },
+        let addr = match group_wire::route(&to, &request, &mut self.meta.cache) {
+            Route::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
+            Route::Node(n) => Address::Node(n),
+            Route::NoLeader(answer) => return Some(answer),
         };
         self.wire += 1;
         let w = self.wire;
-        let (msg, what) = match request {
-            ConsumerRequest::Group(req) => {
-                let parts = match &req {
-                    GroupRequest::OffsetFetch(f) => f.partitions.as_ref().map(|ps| {
-                        ps.iter()
-                            .filter(|t| t.topic == TOPIC)
-                            .map(|t| t.partition)
-                            .collect()
-                    }),
-                    _ => None,
-                };
-                (
-                    Message::Group {
-                        correlation: w,
-                        request: req,
-                    },
-                    What::Group(parts),
-                )
+        let offset_fetch = match &request {
+            ConsumerRequest::Group(GroupRequest::OffsetFetch(f)) => {
+                f.partitions.as_ref().map(|ps| {
+                    ps.iter()
+                        .filter(|t| t.topic == TOPIC)
+                        .map(|t| t.partition)
+                        .collect()
+                })
             }
-            ConsumerRequest::Metadata { topics } => (
-                Message::Metadata(MetadataRequest {
-                    correlation: w,
-                    topics: Some(topics.clone()),
-                }),
-                What::Metadata(topics),
-            ),
-            ConsumerRequest::ListOffsets { tp, spec } => (
-                Message::ListOffsets(ListOffsetsRequest {
-                    correlation: w,
-                    tp,
-                    spec: match spec {
-                        OffsetSpec::Earliest => WireOffsetSpec::Earliest,
-                        OffsetSpec::Latest => WireOffsetSpec::Latest,
-                    },
-                }),
-                What::ListOffsets,
-            ),
-            ConsumerRequest::Fetch {
-                tp,
-                offset,
-                max_bytes,
-            } => (
-                Message::ConsumerFetch(ConsumerFetchRequest {
-                    correlation: w,
-                    tp,
-                    offset,
-                    max_bytes,
-                    current_leader_epoch: None,
-                }),
-                What::Fetch,
-            ),
+            _ => None,
         };
+        let (msg, wire) = group_wire::to_message(w, request);
         self.pending.insert(
             w,
             Pending {
                 consumer_corr: correlation,
-                what,
+                wire,
+                offset_fetch,
                 sent_at: ctx.now,
             },
         );

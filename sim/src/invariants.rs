@@ -165,8 +165,7 @@ fn records_in(
 ) -> Vec<(Offset, u64, Option<&[u8]>)> {
     let mut out = Vec::new();
     for b in batches {
-        for r in &b.records {
-            let o = b.base_offset + r.offset_delta as u64;
+        for (o, r) in b.iter_offsets() {
             if o >= from && o < below {
                 out.push((o, record_digest(b, r), r.value.as_deref()));
             }

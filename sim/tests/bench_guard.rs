@@ -41,9 +41,10 @@ fn bench_seed_work_is_pinned() {
     );
 }
 
-/// Events of the 10 s bench seed 0 (11,398 per simulated second; 8,981 before the group
-/// members joined the default run, 90,629 events).
-const EVENTS: u64 = 113_976;
+/// Events of the 10 s bench seed 0 (11,394 per simulated second; 8,981 before the group
+/// members joined the default run, 90,629 events). 113,976 before the simulator ran core's
+/// client (issue 19: the fetch cursor and leader cache moved the clients' timing a little).
+const EVENTS: u64 = 113_938;
 /// Measured 0.158 and 366 (commit of this test); bounds ~10% above.
 const MAX_READS_PER_EVENT: f64 = 0.175;
 const MAX_BYTES_PER_EVENT: f64 = 400.0;

@@ -144,7 +144,10 @@ const ZOO: &[Row] = &[
     Row {
         bug: "truncate-to-hw",
         scenario: "kip101-new-follower-truncates-then-leader-dies.toml",
-        seed: 3,
+        // Seed 18 since the simulator runs core's client (issue 19): the client's timing
+        // moved every trace, and the loss needs acknowledged records in the last fetch round
+        // at the isolation (1 seed in 20, as before).
+        seed: 18,
         invariant: "acked-write-lost",
         bound: Some(60),
         finding: Finding::Safety,
@@ -167,7 +170,8 @@ const ZOO: &[Row] = &[
     Row {
         bug: "unfenced-fetch",
         scenario: "kip320-stale-epoch-rejoin.toml",
-        seed: 1,
+        // Seeds 3, 4 and 8 of 1-8 since the simulator runs core's client (issue 19).
+        seed: 3,
         invariant: "replica-divergence",
         bound: Some(10),
         finding: Finding::Safety,
@@ -185,7 +189,8 @@ const ZOO: &[Row] = &[
     Row {
         bug: "fsync-after-ack",
         scenario: "kip966-last-replica-unflushed.toml",
-        seed: 1,
+        // Seeds 3 and 7 of 1-8 since the simulator runs core's client (issue 19).
+        seed: 3,
         invariant: "acked-write-lost",
         bound: Some(50),
         finding: Finding::Safety,

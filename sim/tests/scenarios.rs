@@ -79,7 +79,7 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
     (
         "kip101-new-follower-truncates-then-leader-dies.toml",
         "truncate-to-hw",
-        3,
+        18,
         "acked-write-lost",
     ),
     (
@@ -97,7 +97,7 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
     (
         "kip966-last-replica-unflushed.toml",
         "fsync-after-ack",
-        1,
+        3,
         "acked-write-lost",
     ),
     (
@@ -109,7 +109,7 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
     (
         "kip320-stale-epoch-rejoin.toml",
         "unfenced-fetch",
-        1,
+        3,
         "replica-divergence",
     ),
     (

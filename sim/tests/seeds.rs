@@ -63,6 +63,23 @@ fn bit_flip_findings_stay_fixed() {
     }
 }
 
+#[test]
+fn a_producer_settling_several_leader_checks_at_once_stays_up() {
+    // Default seed 181: one controller answer settles the leader checks of two partitions;
+    // the first ends in an epoch bump that re-stamps and resends every batch in flight, so
+    // the second's check is moot. The simulated producer (core's client since issue 19)
+    // used to panic there; a sweep of 0..300 found it.
+    let r = run(&SimConfig {
+        seed: 181,
+        ..SimConfig::default()
+    });
+    assert!(
+        r.passed(),
+        "seed 181: {:?}\n{r}\nreplay: skein sim replay --seed 181",
+        r.failed_invariants()
+    );
+}
+
 const REPLAY_FLAGS: &str =
     "--duration 8s --liveness 3s --partitions 3 --produce-rate 40 --fault-rate 2 --no-bit-flips";
 

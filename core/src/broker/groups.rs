@@ -38,7 +38,7 @@ use crate::group::{
 };
 use crate::log::{Record, RecordBatch, Storage};
 use crate::message::*;
-use crate::replica::{Role, CONTROL_BATCH_BIT};
+use crate::replica::Role;
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::BTreeMap;
 
@@ -367,10 +367,7 @@ impl<S: Storage + Clone> Broker<S> {
     fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) -> bool {
         let tp = offsets_tp(p);
         let batches: Vec<RecordBatch> = match self.read_records(&tp, from, to) {
-            Ok(b) => b
-                .into_iter()
-                .filter(|b| b.attributes & CONTROL_BATCH_BIT == 0)
-                .collect(),
+            Ok(b) => b.into_iter().filter(|b| !b.is_control()).collect(),
             Err(e) => {
                 // Stay Loading (CoordinatorLoadInProgress) and try again on the next pump.
                 tracing::error!(%tp, error = %e, "cannot read __consumer_offsets to load");
@@ -428,15 +425,7 @@ impl<S: Storage + Clone> Broker<S> {
             tp: tp.clone(),
             acks: Acks::All,
             timeout: self.config.group_append_timeout,
-            batch: RecordBatch {
-                base_offset: 0,
-                partition_leader_epoch: 0,
-                attributes: 0,
-                producer: None,
-                first_timestamp: ts,
-                max_timestamp: ts,
-                records,
-            },
+            batch: RecordBatch::of_records(ts, records),
         };
         let me = Address::Node(self.id);
         if let Some(r) = self.replicas.get_mut(&tp) {

@@ -68,8 +68,7 @@ fn log_map(w: &mut World, id: NodeId, below: Offset) -> BTreeMap<Offset, Content
         .read_records(&tp(), v.log_start_offset, below)
         .expect("read")
     {
-        for r in &batch.records {
-            let off = batch.base_offset + r.offset_delta as u64;
+        for (off, r) in batch.iter_offsets() {
             out.insert(
                 off,
                 (

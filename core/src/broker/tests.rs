@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, ControllerOutput, Requester, TopicConfig};
-use crate::log::{MemStorage, ProducerInfo, Record};
+use crate::log::{MemStorage, ProducerInfo};
 use std::collections::VecDeque;
 
 pub(crate) const MS: Nanos = 1_000_000;
@@ -13,21 +13,7 @@ pub(crate) fn tp() -> TopicPartition {
 }
 
 pub(crate) fn batch(value: &str) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 0,
-        max_timestamp: 0,
-        records: vec![Record {
-            offset_delta: 0,
-            timestamp_delta: 0,
-            key: None,
-            value: Some(value.as_bytes().to_vec()),
-            headers: Vec::new(),
-        }],
-    }
+    RecordBatch::from_values(0, [value.as_bytes().to_vec()])
 }
 
 pub(crate) fn broker_config() -> BrokerConfig {
@@ -314,16 +300,11 @@ impl World {
         b.read_records(&tp(), v.log_start_offset, v.log_end_offset)
             .expect("read")
             .into_iter()
-            .filter(|b| b.attributes & crate::replica::CONTROL_BATCH_BIT == 0)
             .flat_map(|b| {
-                b.records
-                    .iter()
-                    .map(|r| {
-                        (
-                            b.base_offset + r.offset_delta as u64,
-                            String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())
-                                .into_owned(),
-                        )
+                b.data_records()
+                    .map(|(o, r)| {
+                        let value = r.value.as_deref().unwrap_or_default();
+                        (o, String::from_utf8_lossy(value).into_owned())
                     })
                     .collect::<Vec<_>>()
             })

@@ -80,8 +80,7 @@ impl<S: Storage> MetadataLog<S> {
                 break;
             }
             for batch in batches {
-                for r in &batch.records {
-                    let offset = batch.base_offset + u64::from(r.offset_delta);
+                for (offset, r) in batch.iter_offsets() {
                     if offset < next {
                         continue;
                     }
@@ -117,13 +116,7 @@ impl<S: Storage> MetadataLog<S> {
         let max = self.log.config().max_batch_bytes;
         let mut batch = empty_batch(now);
         for record in records {
-            let r = Record {
-                offset_delta: batch.records.len() as u32,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(record.encode()),
-                headers: Vec::new(),
-            };
+            let r = Record::new(batch.records.len() as u32, None, Some(record.encode()));
             batch.records.push(r);
             if batch.records.len() > 1 && batch.encoded_len() > max {
                 let last = batch.records.pop().expect("just pushed");
@@ -153,12 +146,7 @@ impl<S: Storage> MetadataLog<S> {
 
 fn empty_batch(now: Nanos) -> RecordBatch {
     RecordBatch {
-        base_offset: 0,
         partition_leader_epoch: CONTROLLER_EPOCH,
-        attributes: 0,
-        producer: None,
-        first_timestamp: to_ms(now),
-        max_timestamp: to_ms(now),
-        records: Vec::new(),
+        ..RecordBatch::of_records(to_ms(now), Vec::new())
     }
 }

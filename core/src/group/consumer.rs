@@ -19,7 +19,7 @@
 
 use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
 use crate::group::protocol::*;
-use crate::log::{Header, RecordBatch};
+use crate::log::Header;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TimestampMs, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -94,12 +94,14 @@ pub enum Destination {
     LeaderOf(TopicPartition),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OffsetSpec {
-    Earliest,
-    /// The high watermark: the first offset not yet readable.
-    Latest,
-}
+/// Partition-read failures, as the broker reports them on the wire.
+pub use crate::message::ConsumerFetchError as FetchError;
+/// A fetch answer, as the broker sends it (control batches included: the consumer skips
+/// them, see [`crate::client::take_records`]).
+pub use crate::message::ConsumerRecords as FetchedData;
+/// The wire's offset spec (the consumer asks for `Earliest` or `Latest`, the high
+/// watermark: the first offset not yet readable).
+pub use crate::message::OffsetSpec;
 
 /// What the consumer asks of brokers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,30 +123,6 @@ pub enum ConsumerRequest {
     },
 }
 
-/// Partition-read failures as the broker reports them.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FetchError {
-    #[error("the broker is not the partition's leader")]
-    NotLeader,
-    #[error("unknown topic or partition")]
-    UnknownTopicOrPartition,
-    #[error("offset out of range")]
-    OffsetOutOfRange,
-    #[error("request timed out")]
-    Timeout,
-    #[error("{0}")]
-    Other(String),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchedData {
-    pub high_watermark: Offset,
-    pub log_start_offset: Offset,
-    pub batches: Vec<RecordBatch>,
-    /// The broker's `next_offset` (past control batches), or the fetch offset if unknown.
-    pub next_offset: Offset,
-}
-
 /// Responses the host hands back, matched to requests by correlation id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConsumerResponse {
@@ -153,7 +131,8 @@ pub enum ConsumerResponse {
     Metadata {
         topics: BTreeMap<String, u32>,
     },
-    ListOffsets(Result<Offset, FetchError>),
+    /// `Ok(None)`: the broker has no such offset (only for a timestamp spec).
+    ListOffsets(Result<Option<Offset>, FetchError>),
     Fetch(Result<FetchedData, FetchError>),
 }
 
@@ -608,11 +587,11 @@ impl GroupConsumer {
                     if p.resolving {
                         p.resolving = false;
                         match r {
-                            Ok(o) => {
+                            Ok(Some(o)) => {
                                 p.position = Some(o);
                                 p.fetch_offset = Some(o);
                             }
-                            Err(_) => p.retry_at = now + self.config.retry_backoff,
+                            Ok(None) | Err(_) => p.retry_at = now + self.config.retry_backoff,
                         }
                     }
                 }
@@ -1532,36 +1511,37 @@ impl GroupConsumer {
         match r {
             Ok(data) => {
                 p.high_watermark = Some(data.high_watermark);
-                let mut next = offset;
-                for b in &data.batches {
-                    for r in &b.records {
-                        let o = b.base_offset + r.offset_delta as u64;
-                        // Whole batches may start before the fetch offset; nothing at or
-                        // above the HW is handed out even if a broker sent it.
-                        if o < next || o >= data.high_watermark {
-                            continue;
-                        }
-                        p.buffer.push_back(ConsumedRecord {
-                            tp: tp.clone(),
-                            offset: o,
-                            leader_epoch: b.partition_leader_epoch,
-                            timestamp: b.first_timestamp + r.timestamp_delta,
-                            key: r.key.clone(),
-                            value: r.value.clone(),
-                            headers: r.headers.clone(),
-                        });
-                        next = o + 1;
-                    }
+                let taken = crate::client::take_records(
+                    offset,
+                    &data.batches,
+                    data.high_watermark,
+                    data.next_offset,
+                );
+                for (o, b, r) in taken.records {
+                    p.buffer.push_back(ConsumedRecord {
+                        tp: tp.clone(),
+                        offset: o,
+                        leader_epoch: b.partition_leader_epoch,
+                        timestamp: b.first_timestamp + r.timestamp_delta,
+                        key: r.key.clone(),
+                        value: r.value.clone(),
+                        headers: r.headers.clone(),
+                    });
                 }
-                // Every record returned was taken, so skipping what the broker read past
-                // them (leader-epoch markers) loses nothing.
-                let next = next.max(data.next_offset.min(data.high_watermark));
+                let next = taken.next_offset;
                 if next == offset {
                     p.retry_at = now + self.config.fetch_idle_backoff;
                 }
                 p.fetch_offset = Some(next);
             }
-            Err(FetchError::OffsetOutOfRange) => {
+            // Below the log start: retention deleted the records; reset by policy. Past the
+            // end of the broker asked is a stale leader (the host refreshes its leaders):
+            // retried, like every other error, rather than reset.
+            Err(FetchError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                ..
+            }) if offset < log_start_offset => {
                 p.buffer.clear();
                 p.position = None;
                 p.fetch_offset = None;

@@ -155,8 +155,7 @@ impl GroupCoordinator {
 
     fn apply_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
         for b in batches {
-            for r in &b.records {
-                let offset = b.base_offset + r.offset_delta as u64;
+            for (offset, r) in b.iter_offsets() {
                 self.summary.records += 1;
                 let rec = records::decode_record(r).map_err(|source| LoadError {
                     partition: self.partition,

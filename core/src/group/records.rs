@@ -230,13 +230,7 @@ pub fn encode_group_value(v: &GroupMetadataValue) -> Vec<u8> {
 }
 
 fn record(key: Vec<u8>, value: Option<Vec<u8>>) -> Record {
-    Record {
-        offset_delta: 0,
-        timestamp_delta: 0,
-        key: Some(key),
-        value,
-        headers: Vec::new(),
-    }
+    Record::new(0, Some(key), value)
 }
 
 /// The record storing (or, with `None`, deleting) a committed offset.
@@ -490,9 +484,9 @@ pub fn decode_record(record: &Record) -> Result<Option<GroupRecord>, RecordError
 pub fn latest_per_key(batches: &[RecordBatch]) -> Result<Vec<(Offset, Record)>, RecordError> {
     let mut latest: BTreeMap<Vec<u8>, (Offset, &Record)> = BTreeMap::new();
     for b in batches {
-        for r in &b.records {
+        for (offset, r) in b.iter_offsets() {
             let key = r.key.clone().ok_or(RecordError::MissingKey)?;
-            latest.insert(key, (b.base_offset + r.offset_delta as u64, r));
+            latest.insert(key, (offset, r));
         }
     }
     let mut kept: Vec<(Offset, Record)> = latest
@@ -513,12 +507,7 @@ pub fn batches_from_records(records: Vec<(Offset, Record)>) -> Vec<RecordBatch> 
             r.offset_delta = 0;
             RecordBatch {
                 base_offset: offset,
-                partition_leader_epoch: 0,
-                attributes: 0,
-                producer: None,
-                first_timestamp: 0,
-                max_timestamp: 0,
-                records: vec![r],
+                ..RecordBatch::of_records(0, vec![r])
             }
         })
         .collect()
@@ -625,12 +614,7 @@ mod tests {
         number_records(&mut recs);
         let batch = RecordBatch {
             base_offset: 100,
-            partition_leader_epoch: 0,
-            attributes: 0,
-            producer: None,
-            first_timestamp: 0,
-            max_timestamp: 0,
-            records: recs,
+            ..RecordBatch::of_records(0, recs)
         };
         let kept = latest_per_key(&[batch]).unwrap();
         assert_eq!(kept.len(), 1);

@@ -46,7 +46,88 @@ pub struct RecordBatch {
     pub records: Vec<Record>,
 }
 
+/// Batch attribute bit of a control batch (as in Kafka). The only control batch Skein
+/// writes is the leader-epoch marker a new leader appends (`RecordBatch::epoch_marker`).
+pub const CONTROL_BATCH_BIT: u16 = 0x20;
+
+impl Record {
+    /// A record at `offset_delta` in its batch, with the batch's timestamp.
+    pub fn new(offset_delta: u32, key: Option<Vec<u8>>, value: Option<Vec<u8>>) -> Self {
+        Self {
+            offset_delta,
+            timestamp_delta: 0,
+            key,
+            value,
+            headers: Vec::new(),
+        }
+    }
+}
+
 impl RecordBatch {
+    /// A data batch of `(key, value)` records, all stamped `timestamp`, not yet placed in a
+    /// log (base offset 0, epoch 0, no producer): the leader assigns offset and epoch on
+    /// append, an idempotent producer stamps its id and sequence.
+    pub fn new(
+        timestamp: TimestampMs,
+        records: impl IntoIterator<Item = (Option<Vec<u8>>, Option<Vec<u8>>)>,
+    ) -> Self {
+        let records = records.into_iter().enumerate();
+        Self::of_records(
+            timestamp,
+            records
+                .map(|(i, (key, value))| Record::new(i as u32, key, value))
+                .collect(),
+        )
+    }
+
+    /// A batch of records already numbered (`offset_delta` 0, 1, ...), like
+    /// [`RecordBatch::new`] otherwise.
+    pub fn of_records(timestamp: TimestampMs, records: Vec<Record>) -> Self {
+        Self {
+            base_offset: 0,
+            partition_leader_epoch: 0,
+            attributes: 0,
+            producer: None,
+            first_timestamp: timestamp,
+            max_timestamp: timestamp,
+            records,
+        }
+    }
+
+    /// [`RecordBatch::new`] for records with values and no keys.
+    pub fn from_values(timestamp: TimestampMs, values: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        Self::new(timestamp, values.into_iter().map(|v| (None, Some(v))))
+    }
+
+    /// The control batch a new leader appends at `base_offset` when its `epoch` starts: it
+    /// gives the epoch cache its entry at once and a record of the epoch to commit.
+    pub fn epoch_marker(base_offset: Offset, epoch: LeaderEpoch, timestamp: TimestampMs) -> Self {
+        Self {
+            base_offset,
+            partition_leader_epoch: epoch,
+            attributes: CONTROL_BATCH_BIT,
+            ..Self::new(timestamp, [(None, Some(b"leader-epoch".to_vec()))])
+        }
+    }
+
+    /// Whether this is a control batch (a leader-epoch marker), not application data.
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_BATCH_BIT != 0
+    }
+
+    /// Every record with its absolute offset, control records included.
+    pub fn iter_offsets(&self) -> impl Iterator<Item = (Offset, &Record)> + '_ {
+        self.records
+            .iter()
+            .map(|r| (self.base_offset + u64::from(r.offset_delta), r))
+    }
+
+    /// The application records with their offsets: nothing for a control batch.
+    pub fn data_records(&self) -> impl Iterator<Item = (Offset, &Record)> + '_ {
+        let skip = self.is_control();
+        self.iter_offsets().filter(move |_| !skip)
+    }
+
     /// Number of records in the batch.
     pub fn record_count(&self) -> u32 {
         self.records.len() as u32

@@ -523,10 +523,9 @@ impl<S: Storage> PartitionLog<S> {
             let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             found = b
-                .records
-                .iter()
-                .find(|r| b.first_timestamp.saturating_add(r.timestamp_delta) >= ts)
-                .map(|r| b.base_offset + r.offset_delta as u64);
+                .iter_offsets()
+                .find(|(_, r)| b.first_timestamp.saturating_add(r.timestamp_delta) >= ts)
+                .map(|(o, _)| o);
             Ok(found.is_none())
         })?;
         Ok(found)

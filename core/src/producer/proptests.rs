@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::controller::ProducerIdAndEpoch;
-use crate::log::{Record, RecordBatch};
+use crate::log::RecordBatch;
 use crate::types::{Offset, TopicPartition};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -90,23 +90,8 @@ impl Model {
         match *op {
             Op::Send { records } => {
                 let id = self.next_payload;
-                let batch = RecordBatch {
-                    base_offset: 0,
-                    partition_leader_epoch: 0,
-                    attributes: 0,
-                    producer: None,
-                    first_timestamp: 0,
-                    max_timestamp: 0,
-                    records: (0..records)
-                        .map(|i| Record {
-                            offset_delta: u32::from(i),
-                            timestamp_delta: 0,
-                            key: None,
-                            value: Some(id.to_le_bytes().to_vec()),
-                            headers: vec![],
-                        })
-                        .collect(),
-                };
+                let batch =
+                    RecordBatch::from_values(0, (0..records).map(|_| id.to_le_bytes().to_vec()));
                 match self.producer.stamp(&tp(), batch) {
                     Ok(b) => {
                         self.next_payload += 1;

@@ -3,27 +3,11 @@
 
 use super::*;
 use crate::controller::ProducerIdAndEpoch;
-use crate::log::{ProducerInfo, Record, RecordBatch};
+use crate::log::{ProducerInfo, RecordBatch};
 use crate::types::{Offset, TopicPartition};
 
 fn batch(n: u32) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 0,
-        max_timestamp: 0,
-        records: (0..n)
-            .map(|i| Record {
-                offset_delta: i,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(vec![i as u8]),
-                headers: vec![],
-            })
-            .collect(),
-    }
+    RecordBatch::from_values(0, (0..n).map(|i| vec![i as u8]))
 }
 
 /// A leader's log plus its producer state table.

@@ -5,9 +5,9 @@
 use super::idempotence::ProducerCheck;
 use super::{
     is_control, now_ms, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
-    RoleState, CONTROL_BATCH_BIT,
+    RoleState,
 };
-use crate::log::{Record, RecordBatch};
+use crate::log::RecordBatch;
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::{BTreeMap, BTreeSet};
@@ -158,21 +158,7 @@ impl<L: ReplicaLog> Replica<L> {
         let epoch_start_offset = self.log.log_end_offset();
         // Epoch marker: gives the epoch cache its entry right away (KIP-279 answers for
         // this epoch) and a record of the current epoch to commit, so the HW can move.
-        let marker = RecordBatch {
-            base_offset: epoch_start_offset,
-            partition_leader_epoch: epoch,
-            attributes: CONTROL_BATCH_BIT,
-            producer: None,
-            first_timestamp: now_ms(now),
-            max_timestamp: now_ms(now),
-            records: vec![Record {
-                offset_delta: 0,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(b"leader-epoch".to_vec()),
-                headers: Vec::new(),
-            }],
-        };
+        let marker = RecordBatch::epoch_marker(epoch_start_offset, epoch, now_ms(now));
         if let Err(e) = self.log.append_as_leader(marker, epoch, now_ms(now)) {
             self.log_error("append epoch marker", e);
         }

@@ -31,9 +31,8 @@ use follower::FollowerState;
 use leader::LeaderState;
 use std::collections::BTreeSet;
 
-/// Batch attribute bit of a control batch (as in Kafka). The only control batch Skein
-/// writes is the leader-epoch marker a new leader appends (see `become_leader`).
-pub const CONTROL_BATCH_BIT: u16 = 0x20;
+/// Re-exported from the batch module, where it now lives (kept for existing paths).
+pub use crate::log::CONTROL_BATCH_BIT;
 
 /// Per-replica tunables (the broker fills them from `BrokerConfig` and topic config).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,7 +255,7 @@ pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
 }
 
 pub(crate) fn is_control(batch: &RecordBatch) -> bool {
-    batch.attributes & CONTROL_BATCH_BIT != 0
+    batch.is_control()
 }
 
 impl<L: ReplicaLog> Replica<L> {

@@ -3,7 +3,7 @@
 //! each KIP-101/279/320 sequence is reproduced step by step.
 
 use super::*;
-use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo, Record};
+use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo};
 use crate::message::*;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -17,25 +17,7 @@ fn tp() -> TopicPartition {
 }
 
 fn batch(values: &[&str]) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 0,
-        max_timestamp: 0,
-        records: values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                offset_delta: i as u32,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(v.as_bytes().to_vec()),
-                headers: Vec::new(),
-            })
-            .collect(),
-    }
+    RecordBatch::from_values(0, values.iter().map(|v| v.as_bytes().to_vec()))
 }
 
 /// What the scripted tests need of a log beyond `ReplicaLog`. Only the real
@@ -78,14 +60,10 @@ impl TestLog for PartitionLog<MemStorage> {
 fn values<L: TestLog>(log: &mut L) -> Values {
     log.all_batches()
         .iter()
-        .filter(|b| !is_control(b))
         .flat_map(|b| {
-            b.records.iter().map(move |r| {
-                (
-                    b.base_offset + r.offset_delta as u64,
-                    String::from_utf8(r.value.clone().unwrap()).unwrap(),
-                )
-            })
+            b.data_records()
+                .map(|(o, r)| (o, String::from_utf8(r.value.clone().unwrap()).unwrap()))
+                .collect::<Vec<_>>()
         })
         .collect()
 }

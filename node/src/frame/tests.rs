@@ -1,32 +1,14 @@
 use super::*;
 use proptest::prelude::*;
 use skein_core::controller::{ControllerRequest, TopicConfig};
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::types::TopicPartition;
 
 const MAX: u32 = 1 << 20;
 
 fn batch(values: Vec<Vec<u8>>) -> RecordBatch {
-    RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 1,
-        max_timestamp: 1,
-        records: values
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                offset_delta: i as u32,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(v),
-                headers: vec![],
-            })
-            .collect(),
-    }
+    RecordBatch::from_values(1, values)
 }
 
 fn arb_frame() -> impl Strategy<Value = Frame> {

@@ -1,28 +1,13 @@
 //! Unit tests of the invariant checks, on hand-made replica views and logs.
 
 use super::*;
-use skein_core::log::Record;
 use skein_core::TopicPartition;
 
 fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
     RecordBatch {
         base_offset: base,
         partition_leader_epoch: epoch,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 0,
-        max_timestamp: 0,
-        records: values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                offset_delta: i as u32,
-                timestamp_delta: 0,
-                key: None,
-                value: Some(v.as_bytes().to_vec()),
-                headers: Vec::new(),
-            })
-            .collect(),
+        ..RecordBatch::from_values(0, values.iter().map(|v| v.as_bytes().to_vec()))
     }
 }
 

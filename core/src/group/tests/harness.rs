@@ -85,11 +85,7 @@ impl Harness {
                         self.log.push(RecordBatch {
                             base_offset: base,
                             partition_leader_epoch: leader_epoch,
-                            attributes: 0,
-                            producer: None,
-                            first_timestamp: 0,
-                            max_timestamp: 0,
-                            records,
+                            ..RecordBatch::of_records(0, records)
                         });
                         self.unacked.push_back((id, base));
                     }

@@ -6,7 +6,7 @@
 use super::harness::{config, MS, S};
 use crate::group::records;
 use crate::group::*;
-use crate::log::{Record, RecordBatch};
+use crate::log::RecordBatch;
 use crate::types::{Nanos, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -225,11 +225,7 @@ impl World {
                     self.log.push(RecordBatch {
                         base_offset: base,
                         partition_leader_epoch: leader_epoch,
-                        attributes: 0,
-                        producer: None,
-                        first_timestamp: 0,
-                        max_timestamp: 0,
-                        records,
+                        ..RecordBatch::of_records(0, records)
                     });
                     self.unacked.push_back((id, self.log.len() - 1));
                 }
@@ -310,40 +306,34 @@ impl World {
             ConsumerRequest::ListOffsets { tp, spec } => {
                 let r = match (self.hw.get(&tp), spec) {
                     (None, _) => Err(FetchError::UnknownTopicOrPartition),
-                    (Some(_), OffsetSpec::Earliest) => Ok(0),
-                    (Some(hw), OffsetSpec::Latest) => Ok(*hw),
+                    (Some(_), OffsetSpec::Earliest) => Ok(Some(0)),
+                    (Some(hw), OffsetSpec::Latest) => Ok(Some(*hw)),
+                    (Some(_), OffsetSpec::Timestamp(_)) => Ok(None),
                 };
                 reply(self, ConsumerResponse::ListOffsets(r));
             }
             ConsumerRequest::Fetch { tp, offset, .. } => {
                 let r = match self.hw.get(&tp) {
                     None => Err(FetchError::UnknownTopicOrPartition),
-                    Some(hw) if offset > *hw => Err(FetchError::OffsetOutOfRange),
+                    Some(hw) if offset > *hw => Err(FetchError::OffsetOutOfRange {
+                        offset,
+                        log_start_offset: 0,
+                        high_watermark: *hw,
+                    }),
                     Some(hw) => {
                         // Batches start a little before the fetch offset, like whole batches do,
                         // and one record past the HW is included to check the consumer's filter.
                         let from = offset.saturating_sub(1);
                         let to = (offset + 5).min(*hw + 1);
-                        let records = (from..to)
-                            .map(|o| Record {
-                                offset_delta: (o - from) as u32,
-                                timestamp_delta: 0,
-                                key: None,
-                                value: Some(format!("{tp}@{o}").into_bytes()),
-                                headers: Vec::new(),
-                            })
-                            .collect();
+                        let values = (from..to).map(|o| format!("{tp}@{o}").into_bytes());
                         Ok(FetchedData {
                             high_watermark: *hw,
                             log_start_offset: 0,
+                            leader_epoch: 1,
                             batches: vec![RecordBatch {
                                 base_offset: from,
                                 partition_leader_epoch: 1,
-                                attributes: 0,
-                                producer: None,
-                                first_timestamp: 0,
-                                max_timestamp: 0,
-                                records,
+                                ..RecordBatch::from_values(0, values)
                             }],
                             next_offset: to,
                         })
