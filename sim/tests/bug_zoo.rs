@@ -83,17 +83,21 @@ fn single_copy(seed: u64) -> SimConfig {
     }
 }
 
+/// `default_sweep` at twice the default fault rate with only the fault kinds `weights`
+/// (`--fault-rate 2 --fault-weights ...`) leaves on: the targeted shapes below.
+fn doubled(seed: u64, weights: &str) -> SimConfig {
+    let mut c = default_sweep(seed).with_fault_rate(2.0);
+    c.seed = seed;
+    c.rates.set_weights(weights).expect("valid weights");
+    c
+}
+
 /// Crashes and clogs only, twice the default rate (`--fault-rate 2 --fault-weights
 /// crash=3,clog=3,<everything else>=0`): a follower must end up holding an epoch its new
 /// leader never had, which takes two failovers with the survivor's fetches held back, and
 /// the default mix of faults makes that too rare to measure.
 fn crash_and_clog(seed: u64) -> SimConfig {
-    let mut c = default_sweep(seed).with_fault_rate(2.0);
-    c.seed = seed;
-    c.rates
-        .set_weights("power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,clog=3,crash=3")
-        .expect("valid weights");
-    c
+    doubled(seed, "power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,clog=3,crash=3")
 }
 
 /// Partitions and crashes only, twice the default rate, up to two brokers down at once
@@ -101,12 +105,8 @@ fn crash_and_clog(seed: u64) -> SimConfig {
 /// an out-of-ISR election needs every ISR member down while a replica that fell out of the
 /// ISR (partitioned or just restarted) is alive, which one broker down at a time never gives.
 fn isolate_and_crash(seed: u64) -> SimConfig {
-    let mut c = default_sweep(seed).with_fault_rate(2.0);
-    c.seed = seed;
+    let mut c = doubled(seed, "power-loss=0,controller-crash=0,pause=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,partition=3,crash=3");
     c.rates.max_down = 2;
-    c.rates
-        .set_weights("power-loss=0,controller-crash=0,pause=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,partition=3,crash=3")
-        .expect("valid weights");
     c
 }
 
@@ -115,12 +115,7 @@ fn isolate_and_crash(seed: u64) -> SimConfig {
 /// that takes over its producer id (a third of random producer pauses), which the default
 /// mix draws about once in a hundred 20 s runs.
 fn zombie_producers(seed: u64) -> SimConfig {
-    let mut c = default_sweep(seed).with_fault_rate(2.0);
-    c.seed = seed;
-    c.rates
-        .set_weights("crash=0,power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-isolate=0,client-pause=3")
-        .expect("valid weights");
-    c
+    doubled(seed, "crash=0,power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-isolate=0,client-pause=3")
 }
 
 /// Bit flips, pauses and partitions only, twice the default rate (`--fault-rate 2
@@ -128,12 +123,7 @@ fn zombie_producers(seed: u64) -> SimConfig {
 /// partitions fence brokers out of the ISR while it is at min.insync.replicas (so they enter
 /// the ELR), and a bit flip then finds the last ISR copy.
 fn flips_and_fencing(seed: u64) -> SimConfig {
-    let mut c = default_sweep(seed).with_fault_rate(2.0);
-    c.seed = seed;
-    c.rates
-        .set_weights("crash=0,power-loss=0,controller-crash=0,clock=0,clog=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-pause=0,client-isolate=0,bit-flip=3,pause=3,partition=3")
-        .expect("valid weights");
-    c
+    doubled(seed, "crash=0,power-loss=0,controller-crash=0,clock=0,clog=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-pause=0,client-isolate=0,bit-flip=3,pause=3,partition=3")
 }
 
 /// Seeds of `isolate_and_crash` within which `elect-out-of-isr` must be found (measured:

@@ -623,6 +623,7 @@ impl<S: Storage + Clone> Broker<S> {
         for r in self.replicas.values_mut() {
             r.tick(now);
         }
+        self.close_unusable_logs();
         // An offline log read through again, or one that failed to open is due another
         // try: apply the partition states again (on a caught-up image only).
         let retry_open = !self.failed.is_empty() && now >= self.next_open_retry;
@@ -649,6 +650,29 @@ impl<S: Storage + Clone> Broker<S> {
             }
         }
         self.collect_replica_effects();
+    }
+
+    /// A log that a storage failure left unusable (a torn index write on a full disk, a
+    /// truncation that failed midway: `PartitionLog::is_failed`) refuses every call until
+    /// reopened. Close it and treat it as a log that failed to open: reported offline in
+    /// heartbeats (the controller moves leadership and the ISR away) and reopened from disk
+    /// every `log_recheck_interval`, whose recovery cuts what was never synced. Before,
+    /// nothing reopened it: the follower retried its flush forever (seed 229).
+    fn close_unusable_logs(&mut self) {
+        let unusable: Vec<TopicPartition> = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.log().is_failed())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in unusable {
+            self.replicas.remove(&tp);
+            let error = "log unusable after a storage failure: closed, to be reopened".to_string();
+            tracing::warn!(%tp, "{error}");
+            self.failed.insert(tp.clone(), error.clone());
+            self.outputs
+                .push(Output::Event(BrokerEvent::LogOpenFailed { tp, error }));
+        }
     }
 
     fn send_controller(&mut self, req: ControllerRequest) {
