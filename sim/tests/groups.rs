@@ -189,3 +189,25 @@ fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
         );
     }
 }
+
+/// Seed 361 of the default sweep (60 s, every fault kind): a bit flip corrupted broker 2's
+/// copy of `__consumer_offsets` just before broker 2 became its leader. The coordinator's
+/// load read failed and was retried on every pump, so it answered
+/// `CoordinatorLoadInProgress` for the rest of the run and the group owned nothing
+/// (`group-partition-unowned`). A failed load read now takes the log offline like any failed
+/// read, and another ISR member's coordinator loads instead.
+#[test]
+fn a_corrupt_coordinator_log_moves_the_coordinator() {
+    let c = SimConfig {
+        seed: 361,
+        ..SimConfig::default()
+    };
+    let r = run(&c);
+    assert!(r.passed(), "{r}");
+    let g = r.group.as_ref().expect("the default run has a group");
+    assert!(
+        g.coordinator_loads >= 3,
+        "seed 361 no longer moves its coordinator ({} loads): {r}",
+        g.coordinator_loads
+    );
+}

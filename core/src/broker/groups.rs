@@ -363,16 +363,23 @@ impl<S: Storage + Clone> Broker<S> {
         changed
     }
 
-    /// Whether the load happened (a read error leaves it Loading, retried on a later pump).
+    /// Whether the load happened. A read error takes the replica's log offline, as any
+    /// failed read does (KIP-112): the replica stops leading, the next heartbeat reports the
+    /// partition offline and the controller elects another ISR member, whose coordinator
+    /// loads instead. Retrying the read here instead left a coordinator Loading for the
+    /// rest of a run when a bit flip had corrupted its log (seed 361).
     fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) -> bool {
         let tp = offsets_tp(p);
-        let batches: Vec<RecordBatch> = match self.read_records(&tp, from, to) {
-            Ok(b) => b.into_iter().filter(|b| !b.is_control()).collect(),
-            Err(e) => {
-                // Stay Loading (CoordinatorLoadInProgress) and try again on the next pump.
-                tracing::error!(%tp, error = %e, "cannot read __consumer_offsets to load");
-                return false;
+        let batches: Vec<RecordBatch> = match self.read_log(&tp, from, to) {
+            Some(Ok(b)) => b.into_iter().filter(|b| !b.is_control()).collect(),
+            Some(Err(e)) => {
+                tracing::error!(%tp, error = %e.0, "cannot read __consumer_offsets to load");
+                if let Some(r) = self.replicas.get_mut(&tp) {
+                    r.fail_log("load the group coordinator", e);
+                }
+                return true;
             }
+            None => return false,
         };
         let coord = self.groups.coordinators.as_mut().expect("hosted");
         if let Err(e) = coord.load_batches(p, &batches) {

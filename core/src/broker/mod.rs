@@ -504,26 +504,39 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
     /// cut off), control batches included. For invariant checks: it reads the log as it
-    /// is, whatever the HW.
+    /// is, whatever the HW, and changes nothing (a failed read is only reported).
     pub fn read_records(
         &mut self,
         tp: &TopicPartition,
         from: Offset,
         below: Offset,
     ) -> Result<Vec<RecordBatch>, BrokerError> {
-        let replica = self
-            .replicas
-            .get_mut(tp)
-            .ok_or_else(|| BrokerError::UnknownPartition { tp: tp.clone() })?;
+        match self.read_log(tp, from, below) {
+            None => Err(BrokerError::UnknownPartition { tp: tp.clone() }),
+            Some(Err(e)) => Err(BrokerError::Log {
+                tp: tp.clone(),
+                reason: e.0,
+            }),
+            Some(Ok(batches)) => Ok(batches),
+        }
+    }
+
+    /// [`Self::read_records`] with the log's own failure (which tells corruption from an
+    /// I/O error); `None` if the partition is not hosted here.
+    pub(crate) fn read_log(
+        &mut self,
+        tp: &TopicPartition,
+        from: Offset,
+        below: Offset,
+    ) -> Option<Result<Vec<RecordBatch>, crate::replica::LogFailure>> {
+        let replica = self.replicas.get_mut(tp)?;
         let mut out: Vec<RecordBatch> = Vec::new();
         let mut at = from;
         while at < below {
-            let batches = replica
-                .read_below(at, below, 1 << 20)
-                .map_err(|e| BrokerError::Log {
-                    tp: tp.clone(),
-                    reason: e.0,
-                })?;
+            let batches = match replica.read_below(at, below, 1 << 20) {
+                Ok(b) => b,
+                Err(e) => return Some(Err(e)),
+            };
             let Some(last) = batches.last() else { break };
             let next = last.next_offset();
             if next <= at {
@@ -532,7 +545,7 @@ impl<S: Storage + Clone> Broker<S> {
             at = next;
             out.extend(batches);
         }
-        Ok(out)
+        Some(Ok(out))
     }
 
     /// Effects since the last call, in order.
