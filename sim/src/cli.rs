@@ -89,6 +89,10 @@ pub struct SimOpts {
     /// scenarios: none unless they set `group_members`].
     #[arg(long)]
     pub group_members: Option<u32>,
+    /// How group members commit: `sync` (commit_sync after processing, the default),
+    /// `async` (commit_async) or `auto` (the consumer's auto-commit from poll).
+    #[arg(long, value_name = "MODE", value_parser = parse_commit_mode)]
+    pub group_commit: Option<crate::group_client::CommitMode>,
     /// Produce requests per simulated second, all producers together [default: 200].
     #[arg(long)]
     pub produce_rate: Option<f64>,
@@ -150,6 +154,9 @@ impl SimOpts {
             // Keep the default liveness window proportionate for short runs.
             c.liveness = c.liveness.min(c.duration / 3);
         }
+        if let Some(m) = self.group_commit {
+            c.group_commit = m;
+        }
         if self.no_history_check {
             c.check_history = false;
         }
@@ -195,6 +202,9 @@ impl SimOpts {
             produce_rate => "produce-rate",
             fault_rate => "fault-rate"
         );
+        if let Some(m) = self.group_commit {
+            s += &format!(" --group-commit {}", m.name());
+        }
         if self.no_history_check {
             s += " --no-history-check";
         }
@@ -543,6 +553,11 @@ pub fn shrunk_replay_command(out: &Path, seed: u64, config: &SimConfig) -> Strin
         cmd += " --no-history-check";
     }
     cmd
+}
+
+fn parse_commit_mode(s: &str) -> Result<crate::group_client::CommitMode, String> {
+    crate::group_client::CommitMode::from_name(s)
+        .ok_or_else(|| format!("expected sync, async or auto, found {s:?}"))
 }
 
 #[cfg(test)]

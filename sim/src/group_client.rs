@@ -63,14 +63,32 @@ pub enum CommitMode {
     Sync,
     /// `commit_async`: one attempt, and poll on without waiting.
     Async,
+    /// No commit by the application: the consumer auto-commits from `poll` every
+    /// [`AUTO_COMMIT_INTERVAL`] what earlier polls returned, and before giving partitions
+    /// up (Kafka's `enable.auto.commit`).
+    Auto,
 }
+
+/// `auto.commit.interval.ms` of [`CommitMode::Auto`] members: short, so a 60 s run
+/// commits often enough for the group checks to bite.
+pub const AUTO_COMMIT_INTERVAL: SimTime = 500 * MILLIS;
 
 impl CommitMode {
     pub fn from_name(s: &str) -> Option<Self> {
         match s {
             "sync" => Some(CommitMode::Sync),
             "async" => Some(CommitMode::Async),
+            "auto" => Some(CommitMode::Auto),
             _ => None,
+        }
+    }
+
+    /// The name [`Self::from_name`] reads (scenario files, `--group-commit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CommitMode::Sync => "sync",
+            CommitMode::Async => "async",
+            CommitMode::Auto => "auto",
         }
     }
 }
@@ -208,7 +226,7 @@ impl GroupMember {
         if self.static_membership {
             c.instance_id = Some(format!("member-{}", self.index));
         }
-        c.auto_commit_interval = None;
+        c.auto_commit_interval = (self.mode == CommitMode::Auto).then_some(AUTO_COMMIT_INTERVAL);
         c.reset = OffsetReset::Earliest;
         c.retry_backoff = 50 * MILLIS;
         c.request_timeout = REQUEST_TIMEOUT;
@@ -356,6 +374,8 @@ impl GroupMember {
         let id = match self.mode {
             CommitMode::Sync => c.commit_sync(now),
             CommitMode::Async => c.commit_async(now),
+            // The next poll commits (the consumer's auto-commit).
+            CommitMode::Auto => return,
         };
         self.open_commits.insert(id, generation);
         ctx.history.push(
@@ -622,10 +642,25 @@ impl GroupMember {
                     value,
                 );
             }
+            ConsumerEvent::CommitStarted { id, .. } => self.on_commit_started(id, ctx),
             ConsumerEvent::NoOffset { .. } | ConsumerEvent::Fatal(_) => {
                 tracing::warn!(member = self.index, ?e, "group member stopped or idle");
             }
         }
+    }
+
+    /// A commit the consumer began itself (auto-commit, or before revoking): recorded like
+    /// a user commit, invoked now and completed by its `CommitCompleted`.
+    fn on_commit_started(&mut self, id: CommitId, ctx: &mut Ctx<'_>) {
+        let generation = self.consumer.as_ref().and_then(|c| c.generation());
+        self.open_commits.insert(id, generation);
+        ctx.history.push(
+            ctx.now,
+            commit_process(self.client),
+            EventType::Invoke,
+            Function::Commit,
+            Value::Null,
+        );
     }
 
     /// The member's process dies: everything it had in memory is gone.

@@ -177,6 +177,13 @@ pub enum ConsumerEvent {
         id: CommitId,
         result: Result<BTreeMap<TopicPartition, Offset>, CommitError>,
     },
+    /// The consumer began a commit of its own: an auto-commit from `poll`, or one before
+    /// revoking partitions. It ends with `CommitCompleted` under the same id, as a user
+    /// commit does, so observers (histories, the simulator's group checks) see both alike.
+    CommitStarted {
+        id: CommitId,
+        offsets: BTreeMap<TopicPartition, Offset>,
+    },
     /// No committed offset and reset policy `None`: the partition stays idle until `seek`.
     NoOffset { tp: TopicPartition },
     /// An error the consumer cannot recover from (fenced static instance, incompatible
@@ -209,6 +216,15 @@ pub enum MemberPhase {
     Failed(GroupError),
 }
 
+/// How far a commit of "the positions" goes: a user commit (after the application
+/// processed what it polled) commits the positions; auto-commit only what earlier polls
+/// returned ([`PartitionState::consumed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upto {
+    Position,
+    Consumed,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum CommitPurpose {
     User {
@@ -216,9 +232,12 @@ enum CommitPurpose {
         retry: bool,
         deadline: Nanos,
     },
-    Auto,
+    Auto {
+        id: CommitId,
+    },
     /// Before revoking: when done (or given up at `deadline`), finish the revocation.
     Revoke {
+        id: CommitId,
         deadline: Nanos,
     },
 }
@@ -241,6 +260,12 @@ enum Inflight {
 struct PartitionState {
     /// Next offset `poll` returns.
     position: Option<Offset>,
+    /// The position when `poll` was last called (or set by a seek, reset or committed-offset
+    /// lookup): the records before it were returned by an earlier poll and, the application
+    /// having come back to poll, are processed. What auto-commit commits, also when a
+    /// rebalance revokes the partition between polls, as Kafka's consumer does: it commits
+    /// only from inside `poll`, so records still being processed are never committed.
+    consumed: Option<Offset>,
     /// Next offset to fetch (position + buffered).
     fetch_offset: Option<Offset>,
     /// Last offset this consumer saw committed for the partition.
@@ -255,6 +280,15 @@ struct PartitionState {
     resolving: bool,
     no_offset: bool,
     retry_at: Nanos,
+}
+
+impl PartitionState {
+    /// A position not reached by `poll` (seek, reset, committed offset): nothing between the
+    /// old and the new position is in the application's hands.
+    fn set_position(&mut self, to: Option<Offset>) {
+        self.position = to;
+        self.consumed = to;
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -417,12 +451,17 @@ impl GroupConsumer {
     /// With auto-commit, first commits the positions reached by previous polls (records
     /// returned earlier are taken as processed).
     pub fn poll(&mut self, now: Nanos) -> Vec<ConsumedRecord> {
+        for p in self.owned.values_mut() {
+            p.consumed = p.position;
+        }
         if let Some(interval) = self.config.auto_commit_interval {
             if self.phase == MemberPhase::Stable && now >= self.next_auto_commit {
                 self.next_auto_commit = now + interval;
-                let offsets = self.positions_to_commit(None);
+                let offsets = self.positions_to_commit(None, Upto::Consumed);
                 if !offsets.is_empty() {
-                    self.send_commit(now, offsets, CommitPurpose::Auto, self.generation, None);
+                    let id = self.start_own_commit(&offsets);
+                    let purpose = CommitPurpose::Auto { id };
+                    self.send_commit(now, offsets, purpose, self.generation, None);
                 }
             }
         }
@@ -450,13 +489,13 @@ impl GroupConsumer {
     /// Commit every owned partition's position; retried on retriable errors until the
     /// request timeout. The outcome arrives as [`ConsumerEvent::CommitCompleted`].
     pub fn commit_sync(&mut self, now: Nanos) -> CommitId {
-        let offsets = self.positions_to_commit(None);
+        let offsets = self.positions_to_commit(None, Upto::Position);
         self.commit(now, offsets, true)
     }
 
     /// Commit every owned partition's position once, without retries.
     pub fn commit_async(&mut self, now: Nanos) -> CommitId {
-        let offsets = self.positions_to_commit(None);
+        let offsets = self.positions_to_commit(None, Upto::Position);
         self.commit(now, offsets, false)
     }
 
@@ -480,7 +519,7 @@ impl GroupConsumer {
         let Some(p) = self.owned.get_mut(tp) else {
             return false;
         };
-        p.position = Some(offset);
+        p.set_position(Some(offset));
         p.fetch_offset = Some(offset);
         p.buffer.clear();
         p.fetching = false; // an in-flight fetch is now stale (checked by offset)
@@ -497,7 +536,7 @@ impl GroupConsumer {
             return false;
         };
         p.buffer.clear();
-        p.position = None;
+        p.set_position(None);
         p.fetch_offset = None;
         p.fetching = false;
         p.resolving = true;
@@ -521,6 +560,11 @@ impl GroupConsumer {
     pub fn close(&mut self, now: Nanos) {
         if matches!(self.phase, MemberPhase::Closed | MemberPhase::Failed(_)) {
             return;
+        }
+        // Closing, the application is done with everything it polled (Kafka's close commits
+        // the positions).
+        for p in self.owned.values_mut() {
+            p.consumed = p.position;
         }
         let all: Vec<TopicPartition> = self.owned.keys().cloned().collect();
         self.start_revoke(now, all, AfterRevoke::Leave);
@@ -588,7 +632,7 @@ impl GroupConsumer {
                         p.resolving = false;
                         match r {
                             Ok(Some(o)) => {
-                                p.position = Some(o);
+                                p.set_position(Some(o));
                                 p.fetch_offset = Some(o);
                             }
                             Ok(None) | Err(_) => p.retry_at = now + self.config.retry_backoff,
@@ -634,10 +678,10 @@ impl GroupConsumer {
                 .map(|p| p.retry_at),
         );
         t.extend(self.retry_commits.iter().filter_map(|c| match &c.purpose {
-            CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
+            CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline, .. } => {
                 Some(*deadline)
             }
-            CommitPurpose::Auto => None,
+            CommitPurpose::Auto { .. } => None,
         }));
         t.into_iter().filter(|t| *t > self.last_now).min()
     }
@@ -722,21 +766,14 @@ impl GroupConsumer {
         let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retry_commits)
             .into_iter()
             .partition(|c| match c.purpose {
-                CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline } => {
+                CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline, .. } => {
                     now >= deadline
                 }
-                CommitPurpose::Auto => false,
+                CommitPurpose::Auto { .. } => false,
             });
         self.retry_commits = live;
         for c in dead {
-            match c.purpose {
-                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
-                    id,
-                    result: Err(CommitError::Timeout),
-                }),
-                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
-                CommitPurpose::Auto => {}
-            }
+            self.commit_done(now, &c.purpose, Err(CommitError::Timeout));
         }
         // Client-side liveness: the coordinator evicts a member a session timeout after the
         // last request it saw, or at the end of a rebalance it did not rejoin, or a rebalance
@@ -933,21 +970,20 @@ impl GroupConsumer {
         self.revoking = Some((partitions.clone(), then));
         let set: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         let offsets = if self.config.auto_commit_interval.is_some() && self.generation.is_some() {
-            self.positions_to_commit(Some(&set))
+            self.positions_to_commit(Some(&set), Upto::Consumed)
         } else {
             BTreeMap::new()
         };
-        if offsets.is_empty()
-            || !self.send_commit(
-                now,
-                offsets,
-                CommitPurpose::Revoke {
-                    deadline: now + self.config.request_timeout,
-                },
-                self.generation,
-                None,
-            )
-        {
+        if offsets.is_empty() {
+            self.finish_revoke(now);
+            return;
+        }
+        let id = self.start_own_commit(&offsets);
+        let purpose = CommitPurpose::Revoke {
+            id,
+            deadline: now + self.config.request_timeout,
+        };
+        if !self.send_commit(now, offsets, purpose, self.generation, None) {
             self.finish_revoke(now);
         }
     }
@@ -1230,12 +1266,16 @@ impl GroupConsumer {
     fn positions_to_commit(
         &self,
         only: Option<&BTreeSet<TopicPartition>>,
+        upto: Upto,
     ) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
         self.owned
             .iter()
             .filter(|(tp, _)| only.is_none_or(|s| s.contains(*tp)))
             .filter_map(|(tp, p)| {
-                let pos = p.position?;
+                let pos = match upto {
+                    Upto::Position => p.position?,
+                    Upto::Consumed => p.consumed?,
+                };
                 (p.committed != Some(pos)).then(|| (tp.clone(), OffsetAndMetadata::new(pos)))
             })
             .collect()
@@ -1288,14 +1328,7 @@ impl GroupConsumer {
         sequence: Option<u64>,
     ) -> bool {
         let Some(generation) = generation else {
-            match purpose {
-                CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
-                    id,
-                    result: Err(CommitError::RebalanceInProgress),
-                }),
-                CommitPurpose::Revoke { .. } => self.finish_revoke(now),
-                CommitPurpose::Auto => {}
-            }
+            self.commit_done(now, &purpose, Err(CommitError::RebalanceInProgress));
             return false;
         };
         let sequence = sequence.unwrap_or_else(|| {
@@ -1336,13 +1369,42 @@ impl GroupConsumer {
             });
             true
         } else {
-            if let CommitPurpose::User { id, .. } = purpose {
-                self.event(ConsumerEvent::CommitCompleted {
-                    id,
-                    result: Err(CommitError::Group(GroupError::CoordinatorNotAvailable)),
-                });
-            }
+            let e = CommitError::Group(GroupError::CoordinatorNotAvailable);
+            self.commit_done(now, &purpose, Err(e));
             false
+        }
+    }
+
+    /// A commit of the consumer's own (auto, or before a revocation) begins: observers are
+    /// told its id and offsets.
+    fn start_own_commit(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> CommitId {
+        let id = self.next_commit;
+        self.next_commit += 1;
+        let offsets = offsets
+            .iter()
+            .map(|(tp, o)| (tp.clone(), o.offset))
+            .collect();
+        self.event(ConsumerEvent::CommitStarted { id, offsets });
+        id
+    }
+
+    /// The one way a commit ends: its result reported under its id, and a revocation that
+    /// waited for it finished.
+    fn commit_done(
+        &mut self,
+        now: Nanos,
+        purpose: &CommitPurpose,
+        result: Result<BTreeMap<TopicPartition, Offset>, CommitError>,
+    ) {
+        let (CommitPurpose::User { id, .. }
+        | CommitPurpose::Auto { id }
+        | CommitPurpose::Revoke { id, .. }) = *purpose;
+        self.event(ConsumerEvent::CommitCompleted { id, result });
+        if matches!(purpose, CommitPurpose::Revoke { .. }) {
+            self.finish_revoke(now);
         }
     }
 
@@ -1369,17 +1431,8 @@ impl GroupConsumer {
                         p.reset = false;
                     }
                 }
-                match purpose {
-                    CommitPurpose::User { id, .. } => {
-                        let done = offsets.into_iter().map(|(tp, o)| (tp, o.offset)).collect();
-                        self.event(ConsumerEvent::CommitCompleted {
-                            id,
-                            result: Ok(done),
-                        });
-                    }
-                    CommitPurpose::Revoke { .. } => self.finish_revoke(now),
-                    CommitPurpose::Auto => {}
-                }
+                let done = offsets.into_iter().map(|(tp, o)| (tp, o.offset)).collect();
+                self.commit_done(now, &purpose, Ok(done));
             }
             Err(e) => {
                 let retry = e.is_retriable()
@@ -1387,8 +1440,8 @@ impl GroupConsumer {
                         CommitPurpose::User {
                             retry, deadline, ..
                         } => *retry && now < *deadline,
-                        CommitPurpose::Revoke { deadline } => now < *deadline,
-                        CommitPurpose::Auto => false,
+                        CommitPurpose::Revoke { deadline, .. } => now < *deadline,
+                        CommitPurpose::Auto { .. } => false,
                     };
                 if e.needs_coordinator_lookup() {
                     self.coordinator_lost(now);
@@ -1404,14 +1457,7 @@ impl GroupConsumer {
                     });
                     return;
                 }
-                match purpose {
-                    CommitPurpose::User { id, .. } => self.event(ConsumerEvent::CommitCompleted {
-                        id,
-                        result: Err(CommitError::Group(e.clone())),
-                    }),
-                    CommitPurpose::Revoke { .. } => self.finish_revoke(now),
-                    CommitPurpose::Auto => {}
-                }
+                self.commit_done(now, &purpose, Err(CommitError::Group(e.clone())));
                 if !e.is_retriable() && self.generation == Some(generation) {
                     // Fenced (IllegalGeneration, UnknownMemberId...): our generation is gone.
                     // A refusal of an older generation's commit says nothing about this one.
@@ -1440,7 +1486,7 @@ impl GroupConsumer {
                     match committed.get(&tp) {
                         Some(o) => {
                             p.resolving = false;
-                            p.position = Some(o.offset);
+                            p.set_position(Some(o.offset));
                             p.fetch_offset = Some(o.offset);
                             p.committed = Some(o.offset);
                             // Answers to commits sent before now are older than this
@@ -1543,7 +1589,7 @@ impl GroupConsumer {
                 ..
             }) if offset < log_start_offset => {
                 p.buffer.clear();
-                p.position = None;
+                p.set_position(None);
                 p.fetch_offset = None;
                 self.apply_reset_policy(now, tp);
             }

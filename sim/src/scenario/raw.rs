@@ -284,7 +284,10 @@ impl RawWorkload {
                     cx.err(
                         Some(m.span()),
                         "workload.group_commit",
-                        format!("expected \"sync\" or \"async\", found {:?}", m.get_ref()),
+                        format!(
+                            "expected \"sync\", \"async\" or \"auto\", found {:?}",
+                            m.get_ref()
+                        ),
                     )
                 })?,
             );

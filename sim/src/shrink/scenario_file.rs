@@ -255,10 +255,7 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
         cfg.producers, cfg.consumers, cfg.produce_rate, cfg.idempotent
     );
     if cfg.group_members > 0 {
-        let commit = match cfg.group_commit {
-            crate::group_client::CommitMode::Sync => "sync",
-            crate::group_client::CommitMode::Async => "async",
-        };
+        let commit = cfg.group_commit.name();
         let _ = writeln!(
             o,
             "group_members = {}\ngroup_id = {}\ngroup_commit = \"{commit}\"\ngroup_assignor = \"{}\"\ngroup_static = {}",
