@@ -307,6 +307,7 @@ impl SimConfig {
                 | Fault::DiskFull { duration, .. }
                 | Fault::SlowDisk { duration, .. }
                 | Fault::MemberPause { duration, .. }
+                | Fault::MemberIsolate { duration, .. }
                 | Fault::ClientPause { duration, .. }
                 | Fault::ClientIsolate { duration, .. } => ("duration", *duration),
                 _ => return Ok(()),
@@ -358,7 +359,8 @@ impl SimConfig {
             use crate::faults::Fault;
             if let Fault::MemberCrash { member, .. }
             | Fault::MemberRestart { member }
-            | Fault::MemberPause { member, .. } = &f.fault
+            | Fault::MemberPause { member, .. }
+            | Fault::MemberIsolate { member, .. } = &f.fault
             {
                 if *member == 0 || *member > self.group_members {
                     return Err(format!(

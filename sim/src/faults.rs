@@ -142,6 +142,10 @@ pub enum Fault {
     /// batch (now if it is processing one, else when it starts the next): when it wakes it
     /// finishes the batch and commits it before its consumer notices the session is gone.
     MemberPause { member: u32, duration: SimTime },
+    /// Cuts group member `member` off from every broker and the controller for `duration`:
+    /// its requests and heartbeats are lost, so its session lapses at the coordinator while
+    /// it goes on processing what it polled, and it must stop before its partitions move.
+    MemberIsolate { member: u32, duration: SimTime },
     /// Crashes the broker that leads the group's `__consumer_offsets` partition at that
     /// moment (the group coordinator); nothing happens if there is none.
     CoordinatorCrash {
@@ -210,6 +214,7 @@ impl Fault {
             Fault::MemberCrash { .. } => "member-crash",
             Fault::MemberRestart { .. } => "member-restart",
             Fault::MemberPause { .. } => "member-pause",
+            Fault::MemberIsolate { .. } => "member-isolate",
             Fault::CoordinatorCrash { .. } => "coordinator-crash",
             Fault::ClientPause { .. } => "client-pause",
             Fault::ClientCrash { .. } => "client-crash",
@@ -300,6 +305,7 @@ impl Fault {
             f @ (Fault::MemberCrash { .. }
             | Fault::MemberRestart { .. }
             | Fault::MemberPause { .. }
+            | Fault::MemberIsolate { .. }
             | Fault::CoordinatorCrash { .. }
             | Fault::ClientPause { .. }
             | Fault::ClientCrash { .. }

@@ -228,7 +228,8 @@ impl Search<'_> {
             cfg.schedule.retain(|s| match &s.fault {
                 Fault::MemberCrash { member, .. }
                 | Fault::MemberRestart { member }
-                | Fault::MemberPause { member, .. } => *member <= members,
+                | Fault::MemberPause { member, .. }
+                | Fault::MemberIsolate { member, .. } => *member <= members,
                 Fault::CoordinatorCrash { .. } => members > 0,
                 _ => true,
             });

@@ -134,6 +134,34 @@ fn auto_commit_group_seeds_pass() {
     );
 }
 
+/// Group members cut off from the brokers (`member-isolate`, weight 0 in the default mix):
+/// an isolated member keeps processing what it polled while its session lapses and its
+/// partitions move; it must stop in time and none of its late commits may count. Over both
+/// user commit modes and auto-commit.
+#[test]
+fn isolated_members_stop_in_time() {
+    let mut failures = Vec::new();
+    let mut isolations = 0;
+    for seed in 0..15 {
+        let mut c = SimConfig {
+            group_commit: [CommitMode::Sync, CommitMode::Async, CommitMode::Auto]
+                [(seed % 3) as usize],
+            ..short(seed)
+        };
+        c.rates.member_isolate = 24;
+        let r = run(&c);
+        isolations += r.faults.get("member-isolate").copied().unwrap_or(0);
+        if !r.passed() {
+            failures.push(format!("seed {seed}: {r}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        isolations >= 10,
+        "only {isolations} member isolations in 15 runs"
+    );
+}
+
 #[test]
 fn group_runs_replay_exactly() {
     for seed in [3, 4] {

@@ -188,7 +188,7 @@ pub fn random_member_schedule(
     rng: &mut ChaCha8Rng,
 ) -> Vec<Scheduled> {
     let mut out = Vec::new();
-    let member_weight = rates.member_crash + rates.member_pause;
+    let member_weight = rates.member_crash + rates.member_pause + rates.member_isolate;
     let broker_weight = rates.broker_weight();
     if rates.per_second <= 0.0 || end <= start || members == 0 || member_weight == 0 {
         return out;
@@ -204,20 +204,25 @@ pub fn random_member_schedule(
             break;
         }
         let member = rng.gen_range(1..=members);
-        let crash = rng.gen_range(0..member_weight) < rates.member_crash;
+        let pick = rng.gen_range(0..member_weight);
         let remaining = end - t;
         let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
         if down_until > t {
             continue;
         }
         down_until = t + d;
-        let fault = if crash {
+        let fault = if pick < rates.member_crash {
             Fault::MemberCrash {
                 member,
                 restart_after: Some(d),
             }
-        } else {
+        } else if pick < rates.member_crash + rates.member_pause {
             Fault::MemberPause {
+                member,
+                duration: d,
+            }
+        } else {
+            Fault::MemberIsolate {
                 member,
                 duration: d,
             }

@@ -26,6 +26,10 @@ pub struct FaultRates {
     /// Group member faults, drawn from their own stream (see [`random_member_schedule`]).
     pub member_crash: u32,
     pub member_pause: u32,
+    /// Weight 0 in the default mix: a non-zero default would redraw every seed's member
+    /// faults (and move every pinned seed). Group test shapes and `--fault-weights
+    /// member-isolate=N` turn it on.
+    pub member_isolate: u32,
     /// Producer and consumer faults, drawn from their own stream (see
     /// [`random_client_schedule`]).
     pub client_crash: u32,
@@ -52,6 +56,7 @@ impl Default for FaultRates {
             max_down: 1,
             member_crash: 2,
             member_pause: 2,
+            member_isolate: 0,
             client_crash: 1,
             client_pause: 1,
             client_isolate: 1,
@@ -103,6 +108,7 @@ impl FaultRates {
         "slow-disk",
         "member-crash",
         "member-pause",
+        "member-isolate",
         "client-crash",
         "client-pause",
         "client-isolate",
@@ -124,6 +130,7 @@ impl FaultRates {
             "slow-disk" => &mut self.slow_disk,
             "member-crash" => &mut self.member_crash,
             "member-pause" => &mut self.member_pause,
+            "member-isolate" => &mut self.member_isolate,
             "client-crash" => &mut self.client_crash,
             "client-pause" => &mut self.client_pause,
             "client-isolate" => &mut self.client_isolate,

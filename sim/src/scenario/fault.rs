@@ -90,6 +90,10 @@ pub(super) fn parse_fault(
             member: e.need_member()?,
             duration: e.need_dur(&f.duration, "duration")?,
         },
+        "member-isolate" => Fault::MemberIsolate {
+            member: e.need_member()?,
+            duration: e.need_dur(&f.duration, "duration")?,
+        },
         "coordinator-crash" => Fault::CoordinatorCrash {
             power_loss: f.power_loss.unwrap_or(false),
             unsynced: e.unsynced()?,

@@ -141,6 +141,7 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
         f @ (Fault::MemberCrash { .. }
         | Fault::MemberRestart { .. }
         | Fault::MemberPause { .. }
+        | Fault::MemberIsolate { .. }
         | Fault::CoordinatorCrash { .. }
         | Fault::ClientPause { .. }
         | Fault::ClientCrash { .. }
@@ -176,6 +177,10 @@ fn group_or_client_fault_toml(o: &mut String, f: &Fault) {
         }
         Fault::MemberPause { member, duration } => {
             kind(o, "member-pause");
+            let _ = writeln!(o, "member = {member}\nduration = {}", d(duration));
+        }
+        Fault::MemberIsolate { member, duration } => {
+            kind(o, "member-isolate");
             let _ = writeln!(o, "member = {member}\nduration = {}", d(duration));
         }
         Fault::CoordinatorCrash {

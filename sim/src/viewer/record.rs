@@ -457,6 +457,7 @@ impl Recorder {
             | Fault::DiskFull { duration, .. }
             | Fault::SlowDisk { duration, .. }
             | Fault::MemberPause { duration, .. }
+            | Fault::MemberIsolate { duration, .. }
             | Fault::ClientPause { duration, .. }
             | Fault::ClientIsolate { duration, .. } => end = Some(at + duration),
             Fault::Partition { duration, .. } => end = duration.map(|d| at + d),
@@ -465,7 +466,8 @@ impl Recorder {
         match f {
             Fault::MemberCrash { member, .. }
             | Fault::MemberRestart { member }
-            | Fault::MemberPause { member, .. } => lanes.extend(self.member_lane(*member)),
+            | Fault::MemberPause { member, .. }
+            | Fault::MemberIsolate { member, .. } => lanes.extend(self.member_lane(*member)),
             Fault::ClientPause { client, .. }
             | Fault::ClientCrash { client, .. }
             | Fault::ClientRestart { client }

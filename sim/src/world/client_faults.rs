@@ -75,25 +75,30 @@ impl World {
                 }
             }
             Fault::ClientIsolate { client, duration } => {
-                let Some(idx) = self.client_index(client) else {
-                    return;
-                };
-                let me = Address::Client(idx as u64 + 1);
-                let mut links = std::collections::BTreeSet::new();
-                for other in (1..=self.cfg.brokers)
-                    .map(Address::Node)
-                    .chain([Address::Controller])
-                {
-                    links.insert((me, other));
-                    links.insert((other, me));
+                if let Some(idx) = self.client_index(client) {
+                    self.isolate_client(idx, now, duration);
                 }
-                // The viewer draws it from the fault's own mark (on the client's lane).
-                let id = self.net.block(links);
-                self.q
-                    .push(now + duration, Ev::Fault(Fault::EndPartition { id }));
             }
             _ => unreachable!("only client faults are passed here"),
         }
+    }
+
+    /// Cuts client `idx` (a producer, consumer or group member) off from every broker and
+    /// the controller for `duration`.
+    pub(super) fn isolate_client(&mut self, idx: usize, now: SimTime, duration: SimTime) {
+        let me = Address::Client(idx as u64 + 1);
+        let mut links = std::collections::BTreeSet::new();
+        for other in (1..=self.cfg.brokers)
+            .map(Address::Node)
+            .chain([Address::Controller])
+        {
+            links.insert((me, other));
+            links.insert((other, me));
+        }
+        // The viewer draws it from the fault's own mark (on the client's lane).
+        let id = self.net.block(links);
+        self.q
+            .push(now + duration, Ev::Fault(Fault::EndPartition { id }));
     }
 
     /// The client dies: what it had in flight ends with an unknown outcome, and each of

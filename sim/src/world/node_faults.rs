@@ -75,6 +75,14 @@ impl World {
                 self.with_member(member, now, |m, _| m.restart());
             }
             Fault::MemberPause { member, duration } => self.member_pause(now, member, duration),
+            Fault::MemberIsolate { member, duration } => {
+                if let Some(&idx) = member
+                    .checked_sub(1)
+                    .and_then(|i| self.members.get(i as usize))
+                {
+                    self.isolate_client(idx, now, duration);
+                }
+            }
             Fault::CoordinatorCrash {
                 power_loss,
                 unsynced,

@@ -168,7 +168,10 @@ impl World {
         use crate::atlas::{Moment, Role};
         let role = match (f, crate::atlas::target(f)) {
             (Fault::CoordinatorCrash { .. }, _) => Role::Coordinator,
-            (Fault::MemberCrash { .. } | Fault::MemberPause { .. }, _) => Role::Member,
+            (
+                Fault::MemberCrash { .. } | Fault::MemberPause { .. } | Fault::MemberIsolate { .. },
+                _,
+            ) => Role::Member,
             (_, Some(NodeRef::Controller(_))) => Role::Controller,
             (_, Some(NodeRef::Broker(b))) => {
                 if (0..self.cfg.partitions).any(|p| self.leader_of(p) == Some(b)) {
