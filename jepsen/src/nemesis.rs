@@ -19,6 +19,11 @@ pub enum NemesisKind {
     Pause,
     /// Every link between a node and the others is cut (through the proxy); healed at the end.
     Partition,
+    /// Every link between a node and the others is slow: each chunk waits 150 ms.
+    Slow,
+    /// Every link between a node and the others is lossy: a tenth of the chunks wait a
+    /// retransmission timeout (200 ms), one in a hundred resets its connection.
+    Lossy,
 }
 
 impl NemesisKind {
@@ -27,6 +32,23 @@ impl NemesisKind {
             NemesisKind::Kill => "kill",
             NemesisKind::Pause => "pause",
             NemesisKind::Partition => "partition",
+            NemesisKind::Slow => "slow",
+            NemesisKind::Lossy => "lossy",
+        }
+    }
+
+    /// How the proxy degrades a node's links during a `Slow` or `Lossy` window.
+    pub fn degrade(self) -> Option<crate::proxy::Degrade> {
+        match self {
+            NemesisKind::Slow => Some(crate::proxy::Degrade {
+                delay_ms: 150,
+                loss_permille: 0,
+            }),
+            NemesisKind::Lossy => Some(crate::proxy::Degrade {
+                delay_ms: 0,
+                loss_permille: 100,
+            }),
+            _ => None,
         }
     }
 
@@ -38,15 +60,19 @@ impl NemesisKind {
                 "kill" => &[NemesisKind::Kill],
                 "pause" => &[NemesisKind::Pause],
                 "partition" => &[NemesisKind::Partition],
+                "slow" => &[NemesisKind::Slow],
+                "lossy" => &[NemesisKind::Lossy],
                 "all" => &[
                     NemesisKind::Kill,
                     NemesisKind::Pause,
                     NemesisKind::Partition,
+                    NemesisKind::Slow,
+                    NemesisKind::Lossy,
                 ],
                 "none" => &[],
                 other => {
                     return Err(format!(
-                        "unknown nemesis {other:?} (known: kill, pause, partition, all, none)"
+                        "unknown nemesis {other:?} (known: kill, pause, partition, slow, lossy, all, none)"
                     ))
                 }
             };
@@ -165,7 +191,7 @@ mod tests {
             NemesisKind::parse_list("partition,kill,kill").unwrap(),
             vec![NemesisKind::Kill, NemesisKind::Partition]
         );
-        assert_eq!(NemesisKind::parse_list("all").unwrap().len(), 3);
+        assert_eq!(NemesisKind::parse_list("all").unwrap().len(), 5);
         assert!(NemesisKind::parse_list("kill,clock").is_err());
     }
 
@@ -191,7 +217,7 @@ mod tests {
         assert!(schedule(1, &[], 4, 60_000, 5_000).is_empty());
         // Every kind in the first round.
         for seed in 0..20 {
-            let mut first: Vec<NemesisKind> = schedule(seed, &kinds, 4, 16_000, 4_000)
+            let mut first: Vec<NemesisKind> = schedule(seed, &kinds, 4, 24_000, 4_000)
                 .iter()
                 .map(|w| w.kind)
                 .collect();

@@ -8,6 +8,12 @@
 //! bytes is closed (its framing is broken) and the peers reconnect. New connections over a
 //! cut link are accepted and black-holed too.
 //!
+//! A link can also be *degraded* instead of cut: every chunk forwarded over it waits a
+//! delay (a slow link), and a lossy link makes a share of its chunks wait a retransmission
+//! timeout (what TCP does with a lost segment) and resets a smaller share of connections
+//! (what a sender that gives up on a path sees). Bytes are never silently dropped from a
+//! connection that stays open: TCP does not do that either.
+//!
 //! Plain threads, two per connection: the proxy carries a handful of node-to-node links.
 
 use std::collections::BTreeMap;
@@ -23,6 +29,21 @@ use std::time::Duration;
 struct LinkState {
     cut: AtomicBool,
     cuts: AtomicU64,
+    /// Extra delay per forwarded chunk, milliseconds (0: none).
+    delay_ms: AtomicU64,
+    /// Per forwarded chunk, per mille: the chance it waits [`RETRANSMIT`] (a lost segment)
+    /// and, a tenth as often, that the connection is reset instead (0: not lossy).
+    loss_permille: AtomicU64,
+}
+
+/// How long a "lost" chunk waits on a lossy link: TCP's minimum retransmission timeout.
+const RETRANSMIT: Duration = Duration::from_millis(200);
+
+/// Degradation of a link that is up (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Degrade {
+    pub delay_ms: u64,
+    pub loss_permille: u64,
 }
 
 /// Proxies for a set of directed links, keyed by `(from, to)` node names.
@@ -65,10 +86,24 @@ impl Proxy {
         }
     }
 
-    /// Heals every link.
+    /// Heals every link: no cut, no degradation.
     pub fn heal_all(&self) {
         for (_, s) in self.links.values() {
             s.cut.store(false, Ordering::SeqCst);
+            s.delay_ms.store(0, Ordering::SeqCst);
+            s.loss_permille.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Degrades (or, with `Degrade::default()`, restores) both directions between `a` and
+    /// `b`; open connections are affected at once.
+    pub fn set_degrade(&self, a: &str, b: &str, d: Degrade) {
+        for key in [(a, b), (b, a)] {
+            if let Some((_, s)) = self.links.get(&(key.0.to_string(), key.1.to_string())) {
+                s.delay_ms.store(d.delay_ms, Ordering::SeqCst);
+                s.loss_permille
+                    .store(d.loss_permille.min(1000), Ordering::SeqCst);
+            }
         }
     }
 
@@ -146,22 +181,31 @@ fn splice(client: TcpStream, server: TcpStream, state: Arc<LinkState>, stop: Arc
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let born = state.cuts.load(Ordering::SeqCst);
+    let seed = born ^ client.local_addr().map_or(0, |a| u64::from(a.port()));
     let pairs = [
         (client.try_clone(), server.try_clone()),
         (server.try_clone(), client.try_clone()),
     ];
-    for (from, to) in pairs {
+    for (dir, (from, to)) in pairs.into_iter().enumerate() {
         let (Ok(from), Ok(to)) = (from, to) else {
             return;
         };
         let (state, stop) = (state.clone(), stop.clone());
-        std::thread::spawn(move || pump(from, to, &state, &stop, born));
+        let mut rng = XorShift(seed.wrapping_mul(2).wrapping_add(dir as u64) | 1);
+        std::thread::spawn(move || pump(from, to, &state, &stop, born, &mut rng));
     }
 }
 
 /// Copies `from` to `to` while the link is up; drops bytes while it is cut; closes both
 /// ends once a cut that happened during this connection's life has healed.
-fn pump(mut from: TcpStream, mut to: TcpStream, state: &LinkState, stop: &AtomicBool, born: u64) {
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    state: &LinkState,
+    stop: &AtomicBool,
+    born: u64,
+    rng: &mut XorShift,
+) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -175,6 +219,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, state: &LinkState, stop: &Atomic
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                match degraded(state, rng) {
+                    Some(wait) => std::thread::sleep(wait),
+                    None => break, // a reset on a lossy link
+                }
                 if !state.cut.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
                     break;
                 }
@@ -185,6 +233,35 @@ fn pump(mut from: TcpStream, mut to: TcpStream, state: &LinkState, stop: &Atomic
     }
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
+}
+
+/// How long a chunk waits on this link before it is forwarded; `None`: reset the connection.
+fn degraded(state: &LinkState, rng: &mut XorShift) -> Option<Duration> {
+    let mut wait = Duration::from_millis(state.delay_ms.load(Ordering::SeqCst));
+    let loss = state.loss_permille.load(Ordering::SeqCst);
+    if loss > 0 {
+        let roll = rng.next() % 10_000;
+        if roll < loss {
+            return None; // a tenth of the lossy share: loss * 10 / 10_000
+        }
+        if roll < loss * 10 {
+            wait += RETRANSMIT;
+        }
+    }
+    Some(wait)
+}
+
+/// A tiny per-connection random stream for lossy links (real-process tests are not
+/// replayable anyway: the OS schedules them).
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -224,6 +301,65 @@ mod tests {
         let mut buf = [0u8; 4];
         c.read_exact(&mut buf)?;
         Ok(buf.to_vec())
+    }
+
+    #[test]
+    fn slow_and_lossy_links_delay_and_reset_but_never_drop() {
+        let target = echo_server();
+        let mut p = Proxy::new();
+        let addr = p.add_link("a", "b", target).unwrap();
+        p.set_degrade(
+            "a",
+            "b",
+            Degrade {
+                delay_ms: 150,
+                loss_permille: 0,
+            },
+        );
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let t = std::time::Instant::now();
+        c.write_all(b"ping").unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        // One chunk each way, each held 150 ms.
+        assert!(
+            t.elapsed() >= Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+        // Fully lossy: every chunk waits a retransmission timeout or resets the connection;
+        // what arrives is never corrupted.
+        p.set_degrade(
+            "a",
+            "b",
+            Degrade {
+                delay_ms: 0,
+                loss_permille: 1000,
+            },
+        );
+        let (mut ok, mut reset) = (0, 0);
+        for _ in 0..12 {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            c.write_all(b"pong").unwrap();
+            let mut buf = [0u8; 4];
+            match c.read_exact(&mut buf) {
+                Ok(()) => {
+                    assert_eq!(&buf, b"pong");
+                    ok += 1;
+                }
+                Err(_) => reset += 1,
+            }
+        }
+        assert!(ok > 0, "a lossy link still carries data");
+        assert_eq!(ok + reset, 12);
+        // Healed: no delay.
+        p.heal_all();
+        let t = std::time::Instant::now();
+        assert_eq!(roundtrip(addr).unwrap(), b"ping");
+        assert!(t.elapsed() < Duration::from_millis(150));
     }
 
     #[test]

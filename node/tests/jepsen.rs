@@ -14,9 +14,9 @@ fn short_run_with_every_nemesis_passes() {
     let dir = tmp.path().join("run");
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .args(["jepsen", "run", "--time", "16s", "--interval", "4s"])
-        .args(["--nemesis", "kill,pause,partition", "--rate", "20"])
-        // 16 s in 4 s slots: three faults, one of each kind (a round of the schedule).
+        .args(["jepsen", "run", "--time", "24s", "--interval", "4s"])
+        .args(["--nemesis", "all", "--rate", "20"])
+        // 24 s in 4 s slots: five faults, one of each kind (a round of the schedule).
         .args(["--seed", "3", "--dir"])
         .arg(&dir)
         .env("RUST_LOG", "warn")
@@ -81,7 +81,7 @@ fn short_run_with_every_nemesis_passes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    for kind in ["kill", "pause", "partition"] {
+    for kind in ["kill", "pause", "partition", "slow", "lossy"] {
         assert!(
             faults.iter().any(|f| f["kind"] == kind),
             "no {kind} fault in {nemesis}"

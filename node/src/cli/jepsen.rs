@@ -719,6 +719,12 @@ async fn nemesis(
                         proxy.set_cut(&name, other, true);
                     }
                 }
+                NemesisKind::Slow | NemesisKind::Lossy => {
+                    let d = w.kind.degrade().expect("a link nemesis");
+                    for other in n.names.iter().filter(|o| **o != name) {
+                        proxy.set_degrade(&name, other, d);
+                    }
+                }
             }
         }
         let label = format!("{} {name}", w.kind.name());
@@ -729,7 +735,7 @@ async fn nemesis(
             match w.kind {
                 NemesisKind::Kill => n.spawn(i)?,
                 NemesisKind::Pause => n.signal(i, "CONT"),
-                NemesisKind::Partition => proxy.heal_all(),
+                NemesisKind::Partition | NemesisKind::Slow | NemesisKind::Lossy => proxy.heal_all(),
             }
             if let Some(e) = n.exited() {
                 bail!("{e} (not by the nemesis)");
