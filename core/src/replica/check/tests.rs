@@ -261,7 +261,8 @@ fn high_watermark_regression_within_an_epoch_is_caught() {
 }
 
 #[test]
-fn a_follower_may_lower_its_high_watermark_only_under_unclean_election() {
+fn a_followers_high_watermark_is_not_held_to_monotonicity() {
+    // It may go back: unclean elections, and truncations cut at a damaged batch.
     let mut r = fresh(2, ReplicaConfig::default());
     r.log
         .append_as_leader(RecordBatch::epoch_marker(0, 1, 0), 1, 0)
@@ -272,11 +273,6 @@ fn a_follower_may_lower_its_high_watermark_only_under_unclean_election() {
     r.high_watermark = 3;
     let cp = r.checkpoint();
     r.high_watermark = 1;
-    assert!(matches!(
-        r.check_since(&cp),
-        Err(CheckError::HighWatermarkRegressed { from: 3, to: 1, .. })
-    ));
-    r.config.unclean_leader_election = true;
     assert_eq!(r.check_since(&cp), Ok(()));
 }
 
