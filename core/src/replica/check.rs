@@ -272,8 +272,8 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// The invariants between `before` and now: within one leadership the HW never goes
-    /// back, a leader that moved its HW had it acknowledged by its maximal ISR, and
+    /// The invariants between `before` and now: in one role and leader epoch the HW never
+    /// goes back, a leader that moved its HW had it acknowledged by its maximal ISR, and
     /// epochs never decrease along the log.
     pub fn check_since(&self, before: &Checkpoint) -> Result<(), CheckError> {
         let now = self.checkpoint();
@@ -284,13 +284,19 @@ impl<L: ReplicaLog> Replica<L> {
         if !same_leadership || now.high_watermark > before.high_watermark {
             self.check_hw_acknowledged()?;
         }
-        // Only a leader's HW: a follower's may go back, after an unclean election (reported
-        // as TruncatedBelowHighWatermark) and also when a truncation meets a damaged batch
-        // below the HW, which `PartitionLog::truncate_to` makes the cut (seed 0 of
-        // sim/tests/seeds.rs `bit_flips_are_caught_never_served`: a follower truncating
-        // to 24 cut at a bit flip at offset 0, HW 24 -> 0, still in the ISR); offline, a
-        // repair cuts the log and the HW with it.
-        if same_leadership && now.high_watermark < before.high_watermark {
+        // A follower may truncate below its HW only after an unclean election (reported as
+        // TruncatedBelowHighWatermark; a truncation cut lower by a damaged batch takes it
+        // offline); offline, a repair cuts the log and the HW with it.
+        let may_lower = match now.leading {
+            Some(true) => false,
+            Some(false) => self.config.unclean_leader_election,
+            None => true,
+        };
+        if !may_lower
+            && now.leading == before.leading
+            && now.leader_epoch == before.leader_epoch
+            && now.high_watermark < before.high_watermark
+        {
             return Err(CheckError::HighWatermarkRegressed {
                 tp: tp(),
                 epoch: now.leader_epoch,

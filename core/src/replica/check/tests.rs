@@ -261,8 +261,7 @@ fn high_watermark_regression_within_an_epoch_is_caught() {
 }
 
 #[test]
-fn a_followers_high_watermark_is_not_held_to_monotonicity() {
-    // It may go back: unclean elections, and truncations cut at a damaged batch.
+fn a_follower_may_lower_its_high_watermark_only_under_unclean_election() {
     let mut r = fresh(2, ReplicaConfig::default());
     r.log
         .append_as_leader(RecordBatch::epoch_marker(0, 1, 0), 1, 0)
@@ -273,6 +272,11 @@ fn a_followers_high_watermark_is_not_held_to_monotonicity() {
     r.high_watermark = 3;
     let cp = r.checkpoint();
     r.high_watermark = 1;
+    assert!(matches!(
+        r.check_since(&cp),
+        Err(CheckError::HighWatermarkRegressed { from: 3, to: 1, .. })
+    ));
+    r.config.unclean_leader_election = true;
     assert_eq!(r.check_since(&cp), Ok(()));
 }
 
@@ -330,4 +334,57 @@ fn debug_builds_leave_bug_zoo_replicas_to_the_simulator() {
     let effects: Vec<ReplicaEffect> = r.drain_effects(); // no panic
     assert!(effects.is_empty());
     assert!(r.check().is_err(), "the check itself still reports it");
+}
+
+/// The finding behind the follower half of the HW check: a truncation that meets a damaged
+/// batch below the HW is cut there by the log. The follower now goes offline (reported,
+/// taken out of the ISR) instead of staying in the ISR with committed records missing.
+#[test]
+fn a_truncation_cut_below_the_high_watermark_by_damage_takes_the_follower_offline() {
+    let mut r = fresh(2, ReplicaConfig::default());
+    r.log
+        .append_as_leader(RecordBatch::epoch_marker(0, 1, 0), 1, 0)
+        .expect("append");
+    append(&mut r, 3, 1); // log end 4
+    r.apply_partition_state(0, Some(1), 1, 1, &[1, 2], &[1, 2, 3]);
+    r.high_watermark = 3;
+    let correlation = r
+        .drain_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            ReplicaEffect::Send {
+                msg: crate::message::Message::Fetch(f),
+                ..
+            } => Some(f.correlation),
+            _ => None,
+        })
+        .expect("a fetch");
+    // Rot the first batch (the epoch marker at offset 0).
+    assert!(r
+        .log
+        .storage()
+        .flip_bit("t-0/00000000000000000000.log", 20, 2));
+    // The leader's log ends at 3 in epoch 1: drop offset 3, which truncate_to cuts at 0.
+    let resp = crate::message::FetchResponse {
+        correlation,
+        tp: tp(),
+        leader_epoch: 1,
+        result: crate::message::FetchResult::Diverging {
+            epoch: Some(1),
+            end_offset: 3,
+            high_watermark: 3,
+        },
+    };
+    r.handle_fetch_response(1, 1, resp);
+    assert_eq!(r.log.log_end_offset(), 0, "cut at the damage");
+    assert_eq!(r.role(), crate::replica::Role::Offline);
+    assert!(
+        r.log_corrupt(),
+        "reported as damaged, so its broker repairs it"
+    );
+    let effects = r.drain_effects(); // debug builds: the checks hold
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        ReplicaEffect::Event(crate::replica::Event::LogFailed { .. })
+    )));
 }
