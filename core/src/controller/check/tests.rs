@@ -81,7 +81,7 @@ fn an_unreported_election_from_outside_the_isr_is_caught() {
     let before = image(&[1, 2], &[]);
     let out = changed(&[3], &[], Some(3), 2, 2);
     assert_eq!(
-        check(&before, &[out.clone()], &[]),
+        check(&before, std::slice::from_ref(&out), &[]),
         Err(ControllerCheckError::UnreportedUncleanElection {
             tp: tp(),
             leader: 3,
@@ -167,7 +167,7 @@ fn a_fenced_broker_left_leading_is_caught() {
         broker_epoch: 0,
     };
     assert_eq!(
-        check(&before, &[fence.clone()], &[]),
+        check(&before, std::slice::from_ref(&fence), &[]),
         Err(ControllerCheckError::FencedLeader {
             tp: tp(),
             broker: 1
