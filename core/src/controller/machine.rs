@@ -785,6 +785,8 @@ impl<J: Journal> ControllerState<J> {
                 .extend(txn.events.into_iter().map(ControllerOutput::Event));
             return Ok(());
         }
+        #[cfg(debug_assertions)]
+        self.debug_check_decision(&txn.image, &txn.records, &txn.events);
         let first = self.metadata_end_offset();
         match self.journal.write(first, &txn.records, now) {
             Ok(written) => {

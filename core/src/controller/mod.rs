@@ -10,6 +10,7 @@
 //! so lost, duplicated or reordered messages are harmless. See
 //! `docs/replication-controller.md` for the protocol and its invariants.
 
+mod check;
 pub mod election;
 pub mod image;
 mod machine;
@@ -19,6 +20,7 @@ pub mod record;
 pub mod request;
 pub mod topic_config;
 
+pub use check::{check_decision, ControllerCheckError};
 pub use election::{assign_replicas, elect_leader, Election};
 pub use image::{
     BrokerInfo, BrokerState, ImageError, MetadataDelta, MetadataImage, PartitionState, TopicInfo,

@@ -1261,3 +1261,48 @@ fn a_corrupt_elr_member_leaves_while_the_partition_is_led() {
     );
     h.assert_replays();
 }
+
+/// The bug zoo's elect-out-of-isr, driven through the real controller: the controller's own
+/// debug check stays quiet (a bug switch is on; the simulator is to catch it), but
+/// `check_decision` names the decision that elected outside the ISR unreported.
+#[test]
+fn check_decision_names_the_elect_out_of_isr_bug() {
+    let config = ControllerConfig {
+        bugs: crate::replica::Bugs {
+            elect_out_of_isr: true,
+            ..Default::default()
+        },
+        ..ControllerConfig::default()
+    };
+    let mut h = Harness::with_config(config);
+    h.register(1);
+    h.register(2);
+    h.create("t", 1, 2, false);
+    let t = tp("t", 0);
+    let s = h.part(&t);
+    let leader = s.leader.expect("led");
+    let other = 3 - leader;
+    h.alter(&t, leader, s.leader_epoch, s.partition_epoch, vec![leader])
+        .expect("shrink to the leader");
+    for _ in 0..60 {
+        let before = h.c.image().clone();
+        let from = h.c.records().len();
+        let events = h.run(SEC, &[other]);
+        if h.part(&t).leader != Some(other) {
+            continue;
+        }
+        let records = &h.c.records()[from..];
+        assert_eq!(
+            check_decision(&before, h.c.image(), records, &events),
+            Err(ControllerCheckError::UnreportedUncleanElection {
+                tp: t.clone(),
+                leader: other,
+                leader_epoch: h.part(&t).leader_epoch,
+                isr: vec![leader],
+                elr: vec![],
+            })
+        );
+        return;
+    }
+    panic!("the dead leader was never replaced");
+}

@@ -91,6 +91,10 @@ pub struct GroupCoordinator {
     loading: BTreeMap<GroupId, Loaded>,
     summary: LoadSummary,
     fx: Effects,
+    /// Debug builds: each group's state at the previous call that touched it, for the
+    /// monotonic checks of `check.rs` (cleared with every unload).
+    #[cfg(debug_assertions)]
+    pub(crate) debug_checkpoints: BTreeMap<GroupId, super::check::GroupCheckpoint>,
 }
 
 impl GroupCoordinator {
@@ -111,6 +115,8 @@ impl GroupCoordinator {
                 partition,
                 ..Effects::default()
             },
+            #[cfg(debug_assertions)]
+            debug_checkpoints: BTreeMap::new(),
         }
     }
 
@@ -290,6 +296,8 @@ impl GroupCoordinator {
         self.loading.clear();
         self.summary = LoadSummary::default();
         self.phase = CoordinatorPhase::Unloaded;
+        #[cfg(debug_assertions)]
+        self.debug_checkpoints.clear();
     }
 
     /// A request from client `from`; the response (now or later) carries `correlation`.
@@ -531,16 +539,20 @@ impl GroupCoordinator {
         if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
             return;
         }
-        for g in self.groups.values_mut() {
+        let mut ticked = Vec::new();
+        for (id, g) in self.groups.iter_mut() {
             if g.next_timeout().is_some_and(|t| t <= now) {
                 g.tick(now, &self.config, &mut self.fx);
                 if cfg!(debug_assertions) {
-                    g.check_invariants();
+                    ticked.push(id.clone());
                 }
             }
         }
         // Pending ids that expired may leave groups nobody ever joined.
         self.groups.retain(|_, g| !g.is_pristine());
+        for id in ticked {
+            self.check_invariants(&id);
+        }
     }
 
     /// Earliest time at which `tick` has something to do.
@@ -590,12 +602,17 @@ impl GroupCoordinator {
         Some(g.offsets.iter().map(|(tp, c)| (tp, c.value.offset)))
     }
 
-    /// Debug check of the invariants of the group a call touched.
-    fn check_invariants(&self, group: &str) {
-        if cfg!(debug_assertions) {
-            if let Some(g) = self.groups.get(group) {
-                g.check_invariants();
-            }
-        }
+    /// Debug builds: check the invariants of the group a call touched (`check.rs`).
+    fn check_invariants(&mut self, _group: &str) {
+        #[cfg(debug_assertions)]
+        self.debug_check_group(_group);
+    }
+
+    pub(crate) fn group_state(&self, group: &str) -> Option<&Group> {
+        self.groups.get(group)
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
     }
 }

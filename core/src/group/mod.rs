@@ -12,6 +12,7 @@
 //! See `docs/groups.md` for the protocol, fencing and persistence format.
 
 pub mod assignor;
+mod check;
 pub mod consumer;
 pub mod coordinator;
 pub mod host;
@@ -20,6 +21,7 @@ pub mod records;
 pub mod state;
 
 pub use assignor::*;
+pub use check::{GroupCheckError, GroupCheckpoint};
 pub use consumer::*;
 pub use coordinator::*;
 pub use host::GroupCoordinators;

@@ -1274,29 +1274,4 @@ impl Group {
             }
         }
     }
-
-    /// Debug check of the group's invariants.
-    pub fn check_invariants(&self) {
-        let mut seen = BTreeSet::new();
-        for m in self.members.values() {
-            for tp in &m.assignment {
-                debug_assert!(seen.insert(tp), "{tp} owned twice in group {}", self.id);
-            }
-            if self.state != GroupState::PreparingRebalance {
-                debug_assert!(m.join_waiter.is_none());
-            }
-        }
-        if matches!(
-            self.state,
-            GroupState::CompletingRebalance | GroupState::Stable
-        ) {
-            debug_assert!(self
-                .leader
-                .as_ref()
-                .is_some_and(|l| self.members.contains_key(l)));
-        }
-        if self.state == GroupState::Empty {
-            debug_assert!(self.members.is_empty());
-        }
-    }
 }

@@ -2,7 +2,9 @@
 //! truncating exactly the divergent suffix when the leader says the logs diverge
 //! (KIP-101/279/320), and tracking the leader's high watermark.
 
-use super::{now_ms, Event, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState};
+use super::{
+    now_ms, Event, LogFailure, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState,
+};
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 
@@ -79,9 +81,20 @@ impl<L: ReplicaLog> Replica<L> {
     fn truncate(&mut self, to: Offset, from: Offset) {
         match self.log.truncate_to(to) {
             Ok(()) => {
-                self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
+                let (hw, end) = (self.high_watermark, self.log.log_end_offset());
+                self.high_watermark = hw.min(end);
                 let tp = self.tp.clone();
                 self.event(Event::Truncated { tp, from, to });
+                if end < to && end < hw {
+                    // `truncate_to` met a damaged batch below the HW and cut there: this
+                    // copy lost committed records. Offline, as after a failed read, so the
+                    // broker reports the damage and the controller takes the copy out of
+                    // the ISR (it could be elected without them otherwise); it refetches
+                    // once repaired. Before, it stayed in the ISR with a shorter log (seed
+                    // 0 of sim/tests/seeds.rs `bit_flips_are_caught_never_served`).
+                    let reason = format!("a damaged batch at {end} cut the log below HW {hw}");
+                    self.fail_log("truncate", LogFailure(reason, Some(end)));
+                }
             }
             Err(e) => self.log_error("truncate", e),
         }

@@ -8,6 +8,7 @@
 //! protocol and its invariants are written up in `docs/replication.md`.
 
 mod bugs;
+mod check;
 mod follower;
 mod idempotence;
 mod leader;
@@ -18,6 +19,7 @@ mod log;
 mod tests;
 
 pub use bugs::{Bugs, UnknownBug, BUG_NAMES};
+pub use check::{CheckError, Checkpoint};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
 pub use log::{Appended, LogFailure, ReplicaLog};
@@ -248,6 +250,10 @@ pub struct Replica<L: ReplicaLog> {
     /// failure the controller never heard of (it was down) would leave the partition
     /// with a leader that refuses to lead.
     failed_as_leader: Option<LeaderEpoch>,
+    /// Debug builds: the state at the previous `drain_effects`, for the monotonic checks
+    /// (see `check.rs`).
+    #[cfg(debug_assertions)]
+    debug_checkpoint: Option<Checkpoint>,
 }
 
 pub(crate) fn now_ms(now: Nanos) -> TimestampMs {
@@ -283,6 +289,8 @@ impl<L: ReplicaLog> Replica<L> {
             recheck_at: None,
             corrupt_at: None,
             failed_as_leader: None,
+            #[cfg(debug_assertions)]
+            debug_checkpoint: None,
         }
     }
 
@@ -381,8 +389,11 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// Take the effects produced so far.
+    /// Take the effects produced so far. Drivers call it after every call into the
+    /// replica, so debug builds check the replica's invariants here (`check.rs`).
     pub fn drain_effects(&mut self) -> Vec<ReplicaEffect> {
+        #[cfg(debug_assertions)]
+        self.debug_check();
         std::mem::take(&mut self.effects)
     }
 
