@@ -1,0 +1,67 @@
+//! The ApiVersions table: exactly the APIs and versions this listener implements.
+//!
+//! Lower bounds are what the translation needs (Produce v3 / Fetch v4: record batch v2;
+//! ListOffsets v1: one offset per partition, no v0 offset arrays). Upper bounds stop before
+//! versions that change meaning Skein cannot honour: Fetch v13+ names topics by id only,
+//! Produce v13+ likewise, ListOffsets v8+ adds max-timestamp and tiered-storage specs,
+//! Metadata v13+ adds a top-level error and rebootstrap semantics. librdkafka 2.x asks for
+//! ApiVersions v3 first and then uses the highest version both sides support (docs/kafka.md).
+
+use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::messages::ApiKey;
+
+/// (api, min version, max version), in api-key order.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+];
+
+/// The supported version range of `api`, if it is implemented at all.
+pub fn range(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(a, _, _)| *a == api)
+        .map(|(_, lo, hi)| (*lo, *hi))
+}
+
+pub fn supported(api: ApiKey, version: i16) -> bool {
+    range(api).is_some_and(|(lo, hi)| (lo..=hi).contains(&version))
+}
+
+/// The ApiVersions answer: `error_code` 0, or UNSUPPORTED_VERSION when the client asked
+/// for an ApiVersions version above ours (it then retries with one from the list).
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED
+        .iter()
+        .map(|(api, lo, hi)| {
+            ApiVersion::default()
+                .with_api_key(*api as i16)
+                .with_min_version(*lo)
+                .with_max_version(*hi)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_within_what_the_crate_can_encode() {
+        for (api, lo, hi) in SUPPORTED {
+            let crate_range = api.valid_versions();
+            assert!(crate_range.min <= *lo && *hi <= crate_range.max, "{api:?}");
+            assert!(lo <= hi);
+        }
+        assert!(supported(ApiKey::Fetch, 11));
+        assert!(!supported(ApiKey::Fetch, 13));
+        assert!(!supported(ApiKey::JoinGroup, 0));
+    }
+}
