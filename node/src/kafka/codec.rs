@@ -106,6 +106,11 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
     }
     let header =
         RequestHeader::decode(&mut frame, api.request_header_version(version)).map_err(body_err)?;
+    super::guard::check_body(api, version, &frame).map_err(|e| CodecError::Body {
+        api,
+        version,
+        reason: e.to_string(),
+    })?;
     let buf = &mut frame;
     let body = match api {
         ApiKey::ApiVersions => {
@@ -150,3 +155,7 @@ pub fn encode_response<M: Encodable>(
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
 }
+
+#[cfg(test)]
+#[path = "codec_tests.rs"]
+mod tests;

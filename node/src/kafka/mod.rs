@@ -16,6 +16,7 @@ mod admin;
 pub mod codec;
 mod errors;
 mod fetch;
+mod guard;
 mod metadata;
 mod offsets;
 mod produce;

@@ -1,23 +1,23 @@
 //! The ApiVersions table: exactly the APIs and versions this listener implements.
 //!
 //! Lower bounds are what the translation needs (Produce v3 / Fetch v4: record batch v2;
-//! ListOffsets v1: one offset per partition, no v0 offset arrays). Upper bounds stop before
-//! versions that change meaning Skein cannot honour: Fetch v13+ names topics by id only,
-//! Produce v13+ likewise, ListOffsets v8+ adds max-timestamp and tiered-storage specs,
-//! Metadata v13+ adds a top-level error and rebootstrap semantics. librdkafka 2.x asks for
-//! ApiVersions v3 first and then uses the highest version both sides support (docs/kafka.md).
+//! ListOffsets v1: one offset per partition, no v0 offset arrays). Upper bounds are the
+//! last non-flexible version of each API (ApiVersions aside): every frame is walked by
+//! `guard` before it is decoded, and those layouts are the ones it knows. librdkafka 2.x
+//! asks for ApiVersions v3 first and then uses the highest version both sides support, so
+//! it works with these as with any Kafka broker from 2.0 to 2.3 (docs/kafka.md).
 
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::messages::ApiKey;
 
 /// (api, min version, max version), in api-key order.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Produce, 3, 8),
+    (ApiKey::Fetch, 4, 11),
+    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::Metadata, 0, 8),
     (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::CreateTopics, 2, 4),
 ];
 
 /// The supported version range of `api`, if it is implemented at all.
@@ -59,9 +59,13 @@ mod tests {
             let crate_range = api.valid_versions();
             assert!(crate_range.min <= *lo && *hi <= crate_range.max, "{api:?}");
             assert!(lo <= hi);
+            // Non-flexible (the guard's layouts), ApiVersions aside.
+            if *api != ApiKey::ApiVersions {
+                assert_eq!(api.request_header_version(*hi), 1, "{api:?}");
+            }
         }
         assert!(supported(ApiKey::Fetch, 11));
-        assert!(!supported(ApiKey::Fetch, 13));
+        assert!(!supported(ApiKey::Fetch, 12));
         assert!(!supported(ApiKey::JoinGroup, 0));
     }
 }
