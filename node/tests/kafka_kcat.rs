@@ -239,7 +239,7 @@ fn bad_frames_close_only_their_connection() {
     );
     let v3 = request(ApiKey::ApiVersions, 3, 4, &ApiVersionsRequest::default());
     let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 3, &v3);
-    assert_eq!(v.api_keys.len(), 6);
+    assert_eq!(v.api_keys.len(), 7);
 
     let topic = TopicName(StrBytes::from_static_str("made-by-kafka"));
     let create = CreateTopicsRequest::default()
@@ -425,5 +425,94 @@ fn kcat_lists_produces_and_consumes_10k_records() {
     assert_eq!(per_key.values().map(Vec::len).sum::<usize>(), 3000);
     for (k, vs) in &per_key {
         assert!(vs.windows(2).all(|w| w[0] < w[1]), "{k} out of order");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// confluent-kafka (Python, librdkafka)
+// ---------------------------------------------------------------------------------------
+
+/// True when `python3 -c "import confluent_kafka"` works.
+fn confluent_kafka() -> bool {
+    Command::new("python3")
+        .args(["-c", "import confluent_kafka"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
+    if !confluent_kafka() {
+        assert!(
+            std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
+            "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka (pip install confluent-kafka)"
+        );
+        eprintln!(
+            "confluent-kafka test skipped: no confluent_kafka module (pip install confluent-kafka)"
+        );
+        return;
+    }
+    let c = Cluster::up();
+    c.skein(&[
+        "topic",
+        "create",
+        "idem",
+        "--partitions",
+        "2",
+        "-r",
+        "3",
+        "--min-insync-replicas",
+        "2",
+    ]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/kafka/confluent_idempotent.py"
+    );
+    let n = 3000;
+    let mut cmd = Command::new("python3");
+    cmd.args([script, &c.bootstrap, "idem", &n.to_string()]);
+    let out = run(cmd, b"", Duration::from_secs(180));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let rows = |k: &str| -> Vec<(u64, u64, String)> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r[0].as_u64().unwrap(),
+                    r[1].as_u64().unwrap(),
+                    r[2].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (mut acked, read) = (rows("acked"), rows("read"));
+    assert_eq!(acked.len(), n, "acknowledged");
+    // Read back: exactly what was acknowledged (no loss, no duplicate), offsets in order.
+    acked.sort();
+    let mut sorted = read.clone();
+    sorted.sort();
+    assert_eq!(sorted, acked);
+    for p in 0..2 {
+        let offs: Vec<u64> = read.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
+        assert!(
+            offs.windows(2).all(|w| w[0] < w[1]),
+            "partition {p} out of order"
+        );
+    }
+    // Same key, same partition, in produce order.
+    let mut per_key: BTreeMap<u64, (u64, Vec<u64>)> = BTreeMap::new();
+    for (p, _, val) in &read {
+        let i: u64 = val[1..].parse().unwrap();
+        let e = per_key.entry(i % 10).or_insert((*p, Vec::new()));
+        assert_eq!(e.0, *p, "key k{} on two partitions", i % 10);
+        e.1.push(i);
+    }
+    for (k, (_, is)) in per_key {
+        assert!(is.windows(2).all(|w| w[0] < w[1]), "key k{k} out of order");
     }
 }

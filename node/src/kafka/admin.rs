@@ -1,4 +1,4 @@
-//! CreateTopics, forwarded to Skein's controller through the ordinary Skein client (the
+//! CreateTopics and InitProducerId, forwarded to Skein's controller through the ordinary Skein client (the
 //! controller speaks no Kafka; any broker accepts the request, see `metadata`'s
 //! controller id). Understood configs: min.insync.replicas, retention.ms,
 //! retention.bytes, unclean.leader.election.enable; others are refused (INVALID_CONFIG).
@@ -8,21 +8,71 @@ use super::session::Session;
 use crate::client::{Client, ClientOptions};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use skein_core::controller::{ControllerRequest, ControllerResponse, TopicConfig};
 use std::time::Duration;
 
-pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsResponse {
-    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
-    let mut client = Client::new(
+/// A Skein client for one admin request to the controller.
+fn admin_client(s: &Session, timeout: Duration) -> Client {
+    Client::new(
         (*s.ctx.cluster).clone(),
         ClientOptions {
             request_timeout: timeout,
             ..ClientOptions::default()
         },
-    );
+    )
+}
+
+/// An idempotent producer's id: a fresh one from the controller (epoch 0), as Skein's own
+/// producer gets. Transactional ids are refused (no transactions); a re-initialisation
+/// with the old id and epoch (v3+, not offered) would bump the epoch in Kafka.
+pub async fn init_producer_id(
+    s: &mut Session,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if req.transactional_id.is_some() {
+        return resp.with_error_code(errors::invalid_request());
+    }
+    let mut client = admin_client(s, Duration::from_secs(5));
+    let result = match client
+        .controller_request(ControllerRequest::InitProducerId)
+        .await
+    {
+        Ok(ControllerResponse::InitProducerId(r)) => r.map_err(crate::client::ClientError::from),
+        Ok(other) => Err(crate::client::ClientError::Unexpected {
+            addr: s.ctx.cluster.controller,
+            what: format!("{other:?}"),
+        }),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(id) => match (
+            i64::try_from(id.producer_id),
+            i16::try_from(id.producer_epoch),
+        ) {
+            (Ok(pid), Ok(epoch)) => resp
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch),
+            _ => resp.with_error_code(ResponseError::UnknownServerError.code()),
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "kafka: InitProducerId failed");
+            resp.with_error_code(errors::admin(&e))
+        }
+    }
+}
+
+pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
+    let mut client = admin_client(s, timeout);
     let live = s.ctx.cluster.brokers.len();
     let mut resp = CreateTopicsResponse::default();
     for topic in &req.topics {

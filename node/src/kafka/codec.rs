@@ -7,8 +7,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -54,6 +54,7 @@ pub enum Body {
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
     CreateTopics(CreateTopicsRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 /// Reads one frame's bytes. Ok(None): the peer closed cleanly between frames.
@@ -124,6 +125,9 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         }
         ApiKey::CreateTopics => {
             Body::CreateTopics(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::InitProducerId => {
+            Body::InitProducerId(Decodable::decode(buf, version).map_err(body_err)?)
         }
         _ => return Err(CodecError::UnknownApiKey(key)),
     };

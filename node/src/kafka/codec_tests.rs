@@ -93,6 +93,12 @@ fn sample(api: ApiKey, version: i16) -> Bytes {
                 &CreateTopicsRequest::default().with_topics(vec![t]),
             )
         }
+        ApiKey::InitProducerId => frame(
+            api,
+            version,
+            &kafka_protocol::messages::InitProducerIdRequest::default()
+                .with_transaction_timeout_ms(60_000),
+        ),
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -112,6 +118,7 @@ fn every_advertised_version_decodes() {
                     | (ApiKey::Fetch, Body::Fetch(_))
                     | (ApiKey::ListOffsets, Body::ListOffsets(_))
                     | (ApiKey::CreateTopics, Body::CreateTopics(_))
+                    | (ApiKey::InitProducerId, Body::InitProducerId(_))
             );
             assert!(ok, "{api:?} v{v}: {:?}", req.body);
         }

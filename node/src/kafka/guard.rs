@@ -117,8 +117,9 @@ impl<'a> Walk<'a> {
 pub fn check_body(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
     let w = &mut Walk { buf: body, pos: 0 };
     match api {
-        // v0-2: empty; v3: compact strings and tagged fields, no arrays.
-        ApiKey::ApiVersions => return Ok(()),
+        // ApiVersions v0-2: empty; v3: compact strings and tagged fields, no arrays.
+        // InitProducerId v0-1: a nullable string and an i32.
+        ApiKey::ApiVersions | ApiKey::InitProducerId => return Ok(()),
         ApiKey::Metadata => w.array(|w| w.string())?,
         ApiKey::Produce => {
             w.string()?; // transactional id

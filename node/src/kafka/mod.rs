@@ -169,6 +169,10 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
             let resp = admin::handle(s, r).await;
             encode_response(ApiKey::CreateTopics, version, corr, &resp)?
         }
+        Body::InitProducerId(r) => {
+            let resp = admin::init_producer_id(s, r).await;
+            encode_response(ApiKey::InitProducerId, version, corr, &resp)?
+        }
     };
     Ok(Some(bytes))
 }

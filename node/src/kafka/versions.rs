@@ -18,6 +18,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 0, 8),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::InitProducerId, 0, 1),
 ];
 
 /// The supported version range of `api`, if it is implemented at all.
