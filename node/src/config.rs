@@ -476,6 +476,34 @@ mod tests {
     }
 
     #[test]
+    fn kafka_listeners_are_parsed_and_kept_distinct() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = broker(dir.path(), 2);
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:9202".into());
+        let path = dir.path().join("k.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("kafka_listener = \"127.0.0.1:9202\""));
+        let v = NodeConfig::load(&path).unwrap().validate().unwrap();
+        assert_eq!(v.kafka_listen, Some("127.0.0.1:9202".parse().unwrap()));
+        assert_eq!(v.cluster.kafka_listener(1), None);
+        // Another broker's validated config has no listener of its own.
+        let mut other = cfg.clone();
+        other.node_id = Some(1);
+        assert_eq!(other.validate().unwrap().kafka_listen, None);
+        // A Kafka port clashing with a node's port, or unparsable, is refused.
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:9101".into());
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:x".into());
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("broker 2 kafka_listener"), "{e}");
+    }
+
+    #[test]
     fn duplicates_and_empty_peer_lists() {
         let mut c = cluster();
         c.brokers[1].id = 1;

@@ -442,18 +442,29 @@ fn confluent_kafka() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-#[test]
-fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
-    if !confluent_kafka() {
-        assert!(
-            std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
-            "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka (pip install confluent-kafka)"
-        );
-        eprintln!(
-            "confluent-kafka test skipped: no confluent_kafka module (pip install confluent-kafka)"
-        );
-        return;
+/// Whether to run a confluent-kafka test: false (skip, with a message) when the module is
+/// missing, unless SKEIN_REQUIRE_CONFLUENT=1, which turns that into a failure.
+fn require_confluent() -> bool {
+    if confluent_kafka() {
+        return true;
     }
+    assert!(
+        std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
+        "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka (pip install confluent-kafka)"
+    );
+    eprintln!(
+        "confluent-kafka test skipped: no confluent_kafka module (pip install confluent-kafka)"
+    );
+    false
+}
+
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/kafka/confluent_idempotent.py"
+);
+
+/// A cluster with topic `idem`: 2 partitions, RF 3, min.insync.replicas 2.
+fn idem_cluster() -> Cluster {
     let c = Cluster::up();
     c.skein(&[
         "topic",
@@ -466,20 +477,18 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
         "--min-insync-replicas",
         "2",
     ]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/kafka/confluent_idempotent.py"
-    );
-    let n = 3000;
-    let mut cmd = Command::new("python3");
-    cmd.args([script, &c.bootstrap, "idem", &n.to_string()]);
-    let out = run(cmd, b"", Duration::from_secs(180));
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    c
+}
+
+/// Checks the script's JSON: `n` records acknowledged, and read back exactly the
+/// acknowledged (partition, offset, value) set (no loss, no duplicate), offsets increasing
+/// per partition, each key on one partition in produce order.
+fn check_idempotent_run(stdout: &str, n: usize) {
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     let rows = |k: &str| -> Vec<(u64, u64, String)> {
         v[k].as_array()
-            .unwrap()
+            .unwrap_or_else(|| panic!("no {k} in {v}"))
             .iter()
             .map(|r| {
                 (
@@ -492,11 +501,11 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
     };
     let (mut acked, read) = (rows("acked"), rows("read"));
     assert_eq!(acked.len(), n, "acknowledged");
-    // Read back: exactly what was acknowledged (no loss, no duplicate), offsets in order.
     acked.sort();
     let mut sorted = read.clone();
     sorted.sort();
-    assert_eq!(sorted, acked);
+    assert_eq!(sorted.len(), read.len());
+    assert_eq!(sorted, acked, "read back != acknowledged");
     for p in 0..2 {
         let offs: Vec<u64> = read.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
         assert!(
@@ -504,7 +513,6 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
             "partition {p} out of order"
         );
     }
-    // Same key, same partition, in produce order.
     let mut per_key: BTreeMap<u64, (u64, Vec<u64>)> = BTreeMap::new();
     for (p, _, val) in &read {
         let i: u64 = val[1..].parse().unwrap();
@@ -515,4 +523,86 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
     for (k, (_, is)) in per_key {
         assert!(is.windows(2).all(|w| w[0] < w[1]), "key k{k} out of order");
     }
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
+    if !require_confluent() {
+        return;
+    }
+    let c = idem_cluster();
+    let n = 3000;
+    let mut cmd = Command::new("python3");
+    cmd.args([SCRIPT, &c.bootstrap, "idem", &n.to_string()]);
+    let out = run(cmd, b"", Duration::from_secs(180));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    check_idempotent_run(&stdout, n);
+}
+
+/// The leader of idem-0 per `skein topic describe`.
+fn leader_of_idem_0(c: &Cluster) -> u32 {
+    let out = c.skein(&["topic", "describe", "idem"]);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("idem-0\t"))
+        .unwrap_or_else(|| panic!("no idem-0 in {out}"));
+    let leader = line.split('\t').find_map(|f| f.strip_prefix("leader="));
+    leader
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_survives_leader_kill9() {
+    use std::io::{BufRead, BufReader};
+    if !require_confluent() {
+        return;
+    }
+    let c = idem_cluster();
+    let n = 6000;
+    let mut child = Command::new("python3")
+        .args([SCRIPT, &c.bootstrap, "idem", &n.to_string(), "pause"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let half = rx.recv_timeout(Duration::from_secs(120));
+    assert_eq!(half.as_deref(), Ok("HALF"), "first half not delivered");
+    // kill -9 the leader of idem-0 between the halves; the second half must find the new
+    // leader (NOT_LEADER_OR_FOLLOWER / lost connection -> metadata -> retry).
+    let leader = leader_of_idem_0(&c);
+    let pids = std::fs::read_to_string(c.dir.join("cluster.pid")).unwrap();
+    let pid = pids
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("broker-{leader} ")))
+        .unwrap_or_else(|| panic!("no broker-{leader} in {pids}"))
+        .trim()
+        .to_string();
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+    let result = rx.recv_timeout(Duration::from_secs(240));
+    let _ = child.kill();
+    let _ = child.wait();
+    let result = result.expect("no result from the producer/consumer");
+    check_idempotent_run(&result, n);
+    assert_ne!(
+        leader_of_idem_0(&c),
+        leader,
+        "leadership moved off the killed broker"
+    );
 }

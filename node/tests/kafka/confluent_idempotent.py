@@ -3,7 +3,10 @@ producer (enable.idempotence, acks=all) writes N keyed records to TOPIC, then a 
 with explicit assignment (no consumer group: Skein's Kafka listener has none) reads every
 partition from the beginning. Prints one JSON line: what was acknowledged and what was read.
 
-usage: confluent_idempotent.py BOOTSTRAP TOPIC N
+With PAUSE, the producer stops after the first half (all delivered), prints "HALF" and
+waits for a line on stdin before the second half: the test kills a leader meanwhile.
+
+usage: confluent_idempotent.py BOOTSTRAP TOPIC N [PAUSE]
 """
 import json
 import sys
@@ -11,6 +14,7 @@ import sys
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+pause = len(sys.argv) > 4
 
 acked, errors = [], []
 
@@ -29,9 +33,13 @@ p = Producer({
     "linger.ms": 5,
 })
 for i in range(n):
+    if pause and i == n // 2:
+        p.flush(60)
+        print("HALF", flush=True)
+        sys.stdin.readline()
     p.produce(topic, key=f"k{i % 10}", value=f"v{i}", on_delivery=delivered)
     p.poll(0)
-left = p.flush(60)
+left = p.flush(120)
 if left or errors:
     print(json.dumps({"error": f"{left} undelivered, errors {errors[:5]}"}))
     sys.exit(1)
