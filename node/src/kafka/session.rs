@@ -60,7 +60,9 @@ impl Session {
         let mut answers = BTreeMap::new();
         let deadline = tokio::time::Instant::now() + timeout;
         while answers.len() < waiting.len() {
-            let msg = match tokio::time::timeout_at(deadline, self.local.recv()).await {
+            // (madsim's time module has `timeout` but no `timeout_at`.)
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let msg = match tokio::time::timeout(left, self.local.recv()).await {
                 Ok(Some(msg)) => msg,
                 Ok(None) | Err(_) => break,
             };
