@@ -14,6 +14,7 @@
 //! [[cluster.brokers]]
 //! id = 1
 //! address = "127.0.0.1:9101"
+//! kafka_listener = "127.0.0.1:9201"   # optional: Kafka wire protocol (docs/kafka.md)
 //! ```
 
 use crate::frame::DEFAULT_MAX_FRAME;
@@ -51,6 +52,11 @@ pub enum FsyncPolicy {
 pub struct BrokerEntry {
     pub id: NodeId,
     pub address: String,
+    /// Where this broker serves the Kafka wire protocol (docs/kafka.md), if it does. In the
+    /// shared peer list, not in the node's own table, because every broker advertises every
+    /// other broker's Kafka address in its Metadata answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_listener: Option<String>,
 }
 
 /// Where everybody listens. Shared by nodes and clients.
@@ -114,11 +120,18 @@ pub struct Cluster {
     pub controller: SocketAddr,
     /// Sorted by id.
     pub brokers: Vec<(NodeId, SocketAddr)>,
+    /// Kafka listeners of the brokers that have one, sorted by id.
+    pub kafka: Vec<(NodeId, SocketAddr)>,
 }
 
 impl Cluster {
     pub fn broker(&self, id: NodeId) -> Option<SocketAddr> {
         self.brokers.iter().find(|(b, _)| *b == id).map(|(_, a)| *a)
+    }
+
+    /// Broker `id`'s Kafka listener, if it has one.
+    pub fn kafka_listener(&self, id: NodeId) -> Option<SocketAddr> {
+        self.kafka.iter().find(|(b, _)| *b == id).map(|(_, a)| *a)
     }
 }
 
@@ -129,6 +142,9 @@ pub struct ValidNodeConfig {
     /// The broker id (None for the controller).
     pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
+    /// Where this broker serves the Kafka wire protocol (its peer-list entry's
+    /// `kafka_listener`); None: it does not.
+    pub kafka_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub fsync: FsyncPolicy,
     pub fsync_interval_ms: u64,
@@ -213,6 +229,7 @@ impl ClusterConfig {
         let mut ids = BTreeSet::new();
         let mut addrs = BTreeSet::from([controller]);
         let mut brokers = Vec::new();
+        let mut kafka = Vec::new();
         for b in &self.brokers {
             let addr = parse_address(&format!("broker {}", b.id), &b.address)?;
             if !ids.insert(b.id) {
@@ -222,11 +239,21 @@ impl ClusterConfig {
                 return Err(ConfigError::DuplicateAddress { address: addr });
             }
             brokers.push((b.id, addr));
+            if let Some(k) = &b.kafka_listener {
+                let what = format!("broker {} kafka_listener", b.id);
+                let k = parse_address(&what, k)?;
+                if !addrs.insert(k) {
+                    return Err(ConfigError::DuplicateAddress { address: k });
+                }
+                kafka.push((b.id, k));
+            }
         }
         brokers.sort();
+        kafka.sort();
         Ok(Cluster {
             controller,
             brokers,
+            kafka,
         })
     }
 
@@ -325,10 +352,12 @@ impl NodeConfig {
         }
         let bugs = skein_core::replica::Bugs::from_names(&self.bugs)?;
         check_data_dir(&self.data_dir)?;
+        let kafka_listen = self.node_id.and_then(|id| cluster.kafka_listener(id));
         Ok(ValidNodeConfig {
             role: self.role,
             node_id: self.node_id,
             listen,
+            kafka_listen,
             data_dir: self.data_dir.clone(),
             fsync: self.fsync,
             fsync_interval_ms: self.fsync_interval_ms,
@@ -351,6 +380,7 @@ mod tests {
                 .map(|id| BrokerEntry {
                     id,
                     address: format!("127.0.0.1:{}", 9100 + id),
+                    kafka_listener: None,
                 })
                 .collect(),
         }
@@ -443,6 +473,34 @@ mod tests {
         ));
         cfg.role = Role::Controller;
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn kafka_listeners_are_parsed_and_kept_distinct() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = broker(dir.path(), 2);
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:9202".into());
+        let path = dir.path().join("k.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("kafka_listener = \"127.0.0.1:9202\""));
+        let v = NodeConfig::load(&path).unwrap().validate().unwrap();
+        assert_eq!(v.kafka_listen, Some("127.0.0.1:9202".parse().unwrap()));
+        assert_eq!(v.cluster.kafka_listener(1), None);
+        // Another broker's validated config has no listener of its own.
+        let mut other = cfg.clone();
+        other.node_id = Some(1);
+        assert_eq!(other.validate().unwrap().kafka_listen, None);
+        // A Kafka port clashing with a node's port, or unparsable, is refused.
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:9101".into());
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        cfg.cluster.brokers[1].kafka_listener = Some("127.0.0.1:x".into());
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("broker 2 kafka_listener"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod client;
 pub mod config;
 pub mod frame;
 pub mod group_client;
+pub mod kafka;
 pub mod net;
 pub mod runtime;
 pub mod stats;

@@ -190,9 +190,75 @@ impl Router {
     }
 }
 
+/// The local broker as the Kafka listener (crate::kafka) sees it: each Kafka connection
+/// becomes a client of the state machine, as if it had dialled in and said Hello, but
+/// without a socket in between.
+#[derive(Clone)]
+pub(crate) struct LocalBroker {
+    router: Arc<Router>,
+    inbox: mpsc::Sender<Inbound>,
+}
+
+impl LocalBroker {
+    /// A new client address whose replies arrive on the returned connection.
+    pub(crate) fn connect(&self) -> LocalConn {
+        let n = self.router.next_conn.fetch_add(1, Ordering::Relaxed);
+        let addr = Address::Client(n);
+        let (tx, rx) = mpsc::channel(QUEUE);
+        self.router
+            .inbound
+            .lock()
+            .expect("router lock")
+            .insert(addr, (n, tx));
+        LocalConn {
+            addr,
+            rx,
+            broker: self.clone(),
+        }
+    }
+}
+
+/// One Kafka connection's line to the state machine; unregisters itself when dropped.
+pub(crate) struct LocalConn {
+    addr: Address,
+    rx: mpsc::Receiver<Frame>,
+    broker: LocalBroker,
+}
+
+impl LocalConn {
+    /// Hands `msg` to the state machine; false when the node is stopping.
+    pub(crate) async fn send(&self, msg: Message) -> bool {
+        let input = Input::Msg(msg);
+        let (from, at) = (self.addr, Instant::now());
+        self.broker
+            .inbox
+            .send(Inbound { from, input, at })
+            .await
+            .is_ok()
+    }
+
+    /// The next message the state machine sent to this client (None: node stopping).
+    pub(crate) async fn recv(&mut self) -> Option<Message> {
+        loop {
+            match self.rx.recv().await? {
+                Frame::Msg(m) => return Some(m),
+                other => tracing::debug!(frame = %describe(&other), "kafka: frame ignored"),
+            }
+        }
+    }
+}
+
+impl Drop for LocalConn {
+    fn drop(&mut self) {
+        let mut inbound = self.broker.router.inbound.lock().expect("router lock");
+        inbound.remove(&self.addr);
+    }
+}
+
 /// A running node.
 pub struct NodeHandle {
     pub local_addr: SocketAddr,
+    kafka_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     machine: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
@@ -211,6 +277,11 @@ impl NodeHandle {
     /// Resolves when the state machine task has ended (it only ends on shutdown).
     pub fn is_finished(&self) -> bool {
         self.machine.is_finished()
+    }
+
+    /// Where this broker serves the Kafka protocol (None: it does not).
+    pub fn kafka_addr(&self) -> Option<SocketAddr> {
+        self.kafka_addr
     }
 }
 
@@ -290,6 +361,19 @@ pub async fn start(
         inbound: Mutex::new(BTreeMap::new()),
         next_conn: AtomicU64::new(1),
     });
+    let kafka_addr = match (me, cfg.kafka_listen) {
+        (Peer::Node(id), Some(addr)) => {
+            let local = LocalBroker {
+                router: router.clone(),
+                inbox: inbox_tx.clone(),
+            };
+            let (task, bound) =
+                crate::kafka::start(addr, id, &cfg, local, shutdown_rx.clone()).await?;
+            tasks.push(task);
+            Some(bound)
+        }
+        _ => None,
+    };
     tasks.push(tokio::spawn(accept_loop(
         listener,
         router.clone(),
@@ -301,6 +385,7 @@ pub async fn start(
     let machine = tokio::spawn(run_machine(machine, clock, inbox_rx, router, shutdown_rx));
     Ok(NodeHandle {
         local_addr,
+        kafka_addr,
         shutdown,
         machine,
         tasks,
@@ -859,6 +944,7 @@ mod tests {
                 brokers: vec![BrokerEntry {
                     id: 1,
                     address: "127.0.0.1:9001".into(),
+                    kafka_listener: None,
                 }],
             },
         }

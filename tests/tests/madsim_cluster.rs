@@ -98,6 +98,7 @@ fn cluster_config() -> ClusterConfig {
             .map(|id| BrokerEntry {
                 id,
                 address: broker_addr(id).to_string(),
+                kafka_listener: None,
             })
             .collect(),
     }

@@ -30,7 +30,8 @@ pub enum ClusterCommand {
         brokers: u32,
         #[arg(long, default_value = "./data")]
         dir: PathBuf,
-        /// First port (controller; brokers follow). Default: free ports picked by the OS.
+        /// First port (controller; brokers follow, then the brokers' Kafka listeners).
+        /// Default: free ports picked by the OS.
         #[arg(long)]
         base_port: Option<u16>,
         #[arg(long, value_enum, default_value = "always")]
@@ -121,11 +122,12 @@ fn up(
             dir.display(), live.0, live.1, dir.display()
         );
     }
-    let n = brokers as usize + 1;
+    // The controller, the brokers, then each broker's Kafka listener.
+    let n = 2 * brokers as usize + 1;
     let ports: Vec<u16> = match base_port {
         Some(p) => {
             anyhow::ensure!(
-                p != 0 && u32::from(p) + brokers <= u32::from(u16::MAX),
+                p != 0 && u32::from(p) + 2 * brokers <= u32::from(u16::MAX),
                 "--base-port {p} leaves no room for {brokers} brokers"
             );
             (0..n as u16).map(|i| p + i).collect()
@@ -138,6 +140,7 @@ fn up(
             .map(|id| BrokerEntry {
                 id,
                 address: format!("127.0.0.1:{}", ports[id as usize]),
+                kafka_listener: Some(format!("127.0.0.1:{}", ports[(brokers + id) as usize])),
             })
             .collect(),
     };
@@ -207,11 +210,25 @@ fn up(
         let _ = down(&dir);
         return Err(e);
     }
+    print_up(&dir, &cluster, &pids, &cluster_file);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `up` prints: where every node listens, the Kafka bootstrap servers, and what to try.
+fn print_up(dir: &Path, cluster: &ClusterConfig, pids: &[(String, u32)], cluster_file: &Path) {
+    let brokers = cluster.brokers.len();
     println!("cluster up in {} ({} broker(s))", dir.display(), brokers);
     println!("  controller  {}  (pid {})", cluster.controller, pids[0].1);
     for (b, (_, pid)) in cluster.brokers.iter().zip(&pids[1..]) {
         println!("  broker {}    {}  (pid {})", b.id, b.address, pid);
     }
+    let bootstrap: Vec<&str> = cluster
+        .brokers
+        .iter()
+        .filter_map(|b| b.kafka_listener.as_deref())
+        .collect();
+    // One line, easy to grep for: the Kafka clients' bootstrap.servers (docs/kafka.md).
+    println!("kafka bootstrap servers: {}", bootstrap.join(","));
     let cf = cluster_file.display();
     println!("try:");
     println!(
@@ -220,8 +237,8 @@ fn up(
     );
     println!("  seq 10 | skein produce --topic t --cluster {cf}");
     println!("  skein consume --topic t --from-beginning --max 10 --cluster {cf}");
+    println!("  kcat -b {} -L", bootstrap.join(","));
     println!("  skein cluster down --dir {}", dir.display());
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Starts `skein node --config DIR/NAME.toml` in its own process group, logging

@@ -271,6 +271,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
                 brokers.push(BrokerEntry {
                     id: id as u32,
                     address: address.to_string(),
+                    kafka_listener: None,
                 });
             }
             ClusterConfig {
@@ -372,6 +373,7 @@ fn real_cluster(real: &[std::net::SocketAddr]) -> ClusterConfig {
             .map(|id| BrokerEntry {
                 id: id as u32,
                 address: real[id].to_string(),
+                kafka_listener: None,
             })
             .collect(),
     }

@@ -50,6 +50,7 @@ impl TestCluster {
                 .map(|id| BrokerEntry {
                     id,
                     address: addr(id as usize),
+                    kafka_listener: None,
                 })
                 .collect(),
         };

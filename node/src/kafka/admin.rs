@@ -1,0 +1,168 @@
+//! CreateTopics and InitProducerId, forwarded to Skein's controller through the ordinary Skein client (the
+//! controller speaks no Kafka; any broker accepts the request, see `metadata`'s
+//! controller id). Understood configs: min.insync.replicas, retention.ms,
+//! retention.bytes, unclean.leader.election.enable; others are refused (INVALID_CONFIG).
+
+use super::errors;
+use super::session::Session;
+use crate::client::{Client, ClientOptions};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use skein_core::controller::{ControllerRequest, ControllerResponse, TopicConfig};
+use std::time::Duration;
+
+/// A Skein client for one admin request to the controller.
+fn admin_client(s: &Session, timeout: Duration) -> Client {
+    Client::new(
+        (*s.ctx.cluster).clone(),
+        ClientOptions {
+            request_timeout: timeout,
+            ..ClientOptions::default()
+        },
+    )
+}
+
+/// An idempotent producer's id: a fresh one from the controller (epoch 0), as Skein's own
+/// producer gets. Transactional ids are refused (no transactions); a re-initialisation
+/// with the old id and epoch (v3+, not offered) would bump the epoch in Kafka.
+pub async fn init_producer_id(
+    s: &mut Session,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if req.transactional_id.is_some() {
+        return resp.with_error_code(errors::invalid_request());
+    }
+    let mut client = admin_client(s, Duration::from_secs(5));
+    let result = match client
+        .controller_request(ControllerRequest::InitProducerId)
+        .await
+    {
+        Ok(ControllerResponse::InitProducerId(r)) => r.map_err(crate::client::ClientError::from),
+        Ok(other) => Err(crate::client::ClientError::Unexpected {
+            addr: s.ctx.cluster.controller,
+            what: format!("{other:?}"),
+        }),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(id) => match (
+            i64::try_from(id.producer_id),
+            i16::try_from(id.producer_epoch),
+        ) {
+            (Ok(pid), Ok(epoch)) => resp
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch),
+            _ => resp.with_error_code(ResponseError::UnknownServerError.code()),
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "kafka: InitProducerId failed");
+            resp.with_error_code(errors::admin(&e))
+        }
+    }
+}
+
+pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
+    let mut client = admin_client(s, timeout);
+    let live = s.ctx.cluster.brokers.len();
+    let mut resp = CreateTopicsResponse::default();
+    for topic in &req.topics {
+        let mut out = CreatableTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        match plan(topic, live) {
+            Err(reason) => {
+                out.error_code = ResponseError::InvalidConfig.code();
+                out.error_message = Some(StrBytes::from_string(reason));
+            }
+            Ok((config, assignment)) => {
+                out.num_partitions = config.partitions as i32;
+                out.replication_factor = config.replication_factor as i16;
+                if !req.validate_only {
+                    let name = topic.name.0.to_string();
+                    let request = ControllerRequest::CreateTopic {
+                        name,
+                        config,
+                        assignment,
+                    };
+                    let result = match client.controller_request(request).await {
+                        Ok(ControllerResponse::CreateTopic { result, .. }) => {
+                            result.map(|_| ()).map_err(crate::client::ClientError::from)
+                        }
+                        Ok(other) => Err(crate::client::ClientError::Unexpected {
+                            addr: s.ctx.cluster.controller,
+                            what: format!("{other:?}"),
+                        }),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = result {
+                        out.error_code = errors::admin(&e);
+                        out.error_message = Some(StrBytes::from_string(e.to_string()));
+                    }
+                }
+            }
+        }
+        resp.topics.push(out);
+    }
+    resp
+}
+
+type Assignment = Option<Vec<Vec<u32>>>;
+
+/// The Skein topic config and replica assignment a CreatableTopic asks for.
+fn plan(topic: &CreatableTopic, brokers: usize) -> Result<(TopicConfig, Assignment), String> {
+    let mut config = TopicConfig::default();
+    let assignment = if topic.assignments.is_empty() {
+        config.partitions = if topic.num_partitions > 0 {
+            topic.num_partitions as u32
+        } else {
+            1
+        };
+        config.replication_factor = if topic.replication_factor > 0 {
+            topic.replication_factor as u16
+        } else {
+            brokers.min(3) as u16
+        };
+        None
+    } else {
+        let mut parts: Vec<_> = topic.assignments.iter().collect();
+        parts.sort_by_key(|a| a.partition_index);
+        let lists: Vec<Vec<u32>> = parts
+            .iter()
+            .map(|a| a.broker_ids.iter().map(|b| b.0.max(0) as u32).collect())
+            .collect();
+        config.partitions = lists.len() as u32;
+        config.replication_factor = lists.first().map_or(1, |l| l.len() as u16);
+        Some(lists)
+    };
+    for c in &topic.configs {
+        let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+        let bad = |_| format!("{} = {value:?} is not a number", c.name);
+        match c.name.as_str() {
+            "min.insync.replicas" => config.min_insync_replicas = value.parse().map_err(bad)?,
+            "retention.ms" => {
+                let ms: i64 = value.parse().map_err(bad)?;
+                config.retention_ms = (ms >= 0).then_some(ms);
+            }
+            "retention.bytes" => {
+                let b: i64 = value.parse().map_err(bad)?;
+                config.retention_bytes = u64::try_from(b).ok();
+            }
+            "unclean.leader.election.enable" => {
+                config.unclean_leader_election = value == "true";
+            }
+            other => return Err(format!("config {other} is not supported by Skein")),
+        }
+    }
+    Ok((config, assignment))
+}

@@ -1,0 +1,238 @@
+use super::*;
+use crate::kafka::records::encode_batches;
+use crate::kafka::versions::SUPPORTED;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use proptest::prelude::*;
+use skein_core::log::{Record, RecordBatch};
+
+fn topic() -> TopicName {
+    TopicName(StrBytes::from_static_str("t"))
+}
+
+fn records() -> Bytes {
+    let batch = RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer: None,
+        first_timestamp: 1,
+        max_timestamp: 1,
+        records: vec![Record::new(0, None, Some(b"v".to_vec()))],
+    };
+    encode_batches(&[batch]).unwrap()
+}
+
+/// A frame (without size prefix) as a client would send it.
+fn frame<M: Encodable>(api: ApiKey, version: i16, body: &M) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.freeze()
+}
+
+/// A request of `api` at `version` with one topic and one partition wherever it has lists.
+fn sample(api: ApiKey, version: i16) -> Bytes {
+    match api {
+        ApiKey::ApiVersions => frame(api, version, &ApiVersionsRequest::default()),
+        ApiKey::Metadata => {
+            let t = MetadataRequestTopic::default().with_name(Some(topic()));
+            frame(
+                api,
+                version,
+                &MetadataRequest::default().with_topics(Some(vec![t])),
+            )
+        }
+        ApiKey::Produce => {
+            let p = PartitionProduceData::default().with_records(Some(records()));
+            let t = TopicProduceData::default()
+                .with_name(topic())
+                .with_partition_data(vec![p]);
+            let req = ProduceRequest::default()
+                .with_acks(-1)
+                .with_topic_data(vec![t]);
+            frame(api, version, &req)
+        }
+        ApiKey::Fetch => {
+            let p = FetchPartition::default().with_fetch_offset(5);
+            let t = FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(vec![p]);
+            frame(api, version, &FetchRequest::default().with_topics(vec![t]))
+        }
+        ApiKey::ListOffsets => {
+            let p = ListOffsetsPartition::default().with_timestamp(-2);
+            let t = ListOffsetsTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![p]);
+            frame(
+                api,
+                version,
+                &ListOffsetsRequest::default().with_topics(vec![t]),
+            )
+        }
+        ApiKey::CreateTopics => {
+            let t = CreatableTopic::default()
+                .with_name(topic())
+                .with_num_partitions(3);
+            frame(
+                api,
+                version,
+                &CreateTopicsRequest::default().with_topics(vec![t]),
+            )
+        }
+        ApiKey::InitProducerId => frame(
+            api,
+            version,
+            &kafka_protocol::messages::InitProducerIdRequest::default()
+                .with_transaction_timeout_ms(60_000),
+        ),
+        other => panic!("no sample for {other:?}"),
+    }
+}
+
+#[test]
+fn every_advertised_version_decodes() {
+    for (api, lo, hi) in SUPPORTED {
+        for v in *lo..=*hi {
+            let req =
+                decode_request(sample(*api, v)).unwrap_or_else(|e| panic!("{api:?} v{v}: {e}"));
+            assert_eq!(req.header.correlation_id, 7);
+            let ok = matches!(
+                (api, &req.body),
+                (ApiKey::ApiVersions, Body::ApiVersions(_))
+                    | (ApiKey::Metadata, Body::Metadata(_))
+                    | (ApiKey::Produce, Body::Produce(_))
+                    | (ApiKey::Fetch, Body::Fetch(_))
+                    | (ApiKey::ListOffsets, Body::ListOffsets(_))
+                    | (ApiKey::CreateTopics, Body::CreateTopics(_))
+                    | (ApiKey::InitProducerId, Body::InitProducerId(_))
+            );
+            assert!(ok, "{api:?} v{v}: {:?}", req.body);
+        }
+    }
+}
+
+#[test]
+fn unknown_keys_and_versions_are_refused() {
+    let mut f = sample(ApiKey::Metadata, 1).to_vec();
+    f[..2].copy_from_slice(&999i16.to_be_bytes());
+    assert!(matches!(
+        decode_request(Bytes::from(f)),
+        Err(CodecError::UnknownApiKey(999))
+    ));
+    let f = frame(ApiKey::Fetch, 12, &FetchRequest::default());
+    assert!(matches!(
+        decode_request(f),
+        Err(CodecError::UnsupportedVersion { .. })
+    ));
+    // JoinGroup exists in Kafka but not here.
+    let mut f = sample(ApiKey::Metadata, 1).to_vec();
+    f[..2].copy_from_slice(&(ApiKey::JoinGroup as i16).to_be_bytes());
+    assert!(matches!(
+        decode_request(Bytes::from(f)),
+        Err(CodecError::UnknownApiKey(_))
+    ));
+    // A newer ApiVersions is answered (in v0), not refused.
+    let f = frame(ApiKey::ApiVersions, 4, &ApiVersionsRequest::default());
+    assert!(matches!(
+        decode_request(f).unwrap().body,
+        Body::ApiVersionsTooNew
+    ));
+}
+
+#[test]
+fn truncated_and_trailing_bodies_are_refused() {
+    let f = sample(ApiKey::Produce, 8);
+    for cut in [f.len() - 1, f.len() - 20, 12] {
+        let e = decode_request(f.slice(..cut)).unwrap_err();
+        assert!(matches!(e, CodecError::Body { .. }), "cut {cut}: {e}");
+    }
+    let mut long = f.to_vec();
+    long.push(0);
+    assert!(decode_request(Bytes::from(long)).is_err());
+}
+
+/// The decoder would size a Vec from these counts before reading an element (and abort
+/// the process when the allocation fails): the guard refuses them first.
+#[test]
+fn impossible_counts_are_refused_before_decoding() {
+    // Metadata v1 whose topic count is i32::MAX.
+    let mut f = frame(ApiKey::Metadata, 1, &MetadataRequest::default()).to_vec();
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
+    let e = decode_request(Bytes::from(f)).unwrap_err().to_string();
+    assert!(e.contains("array count 2147483647"), "{e}");
+    // A record batch whose record count is i32::MAX (CRC left wrong: the guard runs first).
+    let mut recs = records().to_vec();
+    recs[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+    let e = super::super::guard::check_records(&recs)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record count"), "{e}");
+    // A record claiming i32::MAX headers.
+    let mut recs = records().to_vec();
+    let last = recs.len() - 1;
+    recs[last] = 0xfe; // zigzag varint: large positive, continuation bit set...
+    recs.extend_from_slice(&[0xff, 0xff, 0xff, 0x0f]);
+    assert!(super::super::guard::check_records(&recs).is_err());
+}
+
+#[test]
+fn responses_carry_size_and_correlation() {
+    let resp = crate::kafka::versions::api_versions_response(0);
+    let bytes = encode_response(ApiKey::ApiVersions, 3, 42, &resp).unwrap();
+    let size = i32::from_be_bytes(bytes[..4].try_into().unwrap());
+    assert_eq!(size as usize, bytes.len() - 4);
+    assert_eq!(i32::from_be_bytes(bytes[4..8].try_into().unwrap()), 42);
+    let mut body = bytes.slice(8..);
+    let back = kafka_protocol::messages::ApiVersionsResponse::decode(&mut body, 3).unwrap();
+    assert_eq!(back.api_keys.len(), SUPPORTED.len());
+}
+
+fn samples() -> Vec<Bytes> {
+    SUPPORTED
+        .iter()
+        .flat_map(|(api, lo, hi)| (*lo..=*hi).map(move |v| sample(*api, v)))
+        .collect()
+}
+
+proptest! {
+    /// Random bytes: an error or a request, never a panic (or an abort).
+    #[test]
+    fn random_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_request(Bytes::from(bytes));
+    }
+
+    /// Valid frames with bytes overwritten, cut or extended: likewise.
+    #[test]
+    fn mutated_frames_never_panic(
+        which in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+        tail in proptest::collection::vec(any::<u8>(), 0..16),
+    ) {
+        let all = samples();
+        let mut f = all[which.index(all.len())].to_vec();
+        for (at, b) in edits {
+            let i = at.index(f.len());
+            f[i] = b;
+        }
+        let _ = decode_request(Bytes::from(f.clone()));
+        f.truncate(cut.index(f.len() + 1));
+        f.extend_from_slice(&tail);
+        let _ = decode_request(Bytes::from(f));
+    }
+}

@@ -1,0 +1,113 @@
+//! Skein errors as Kafka error codes (the `error_code` fields of responses). One place, so
+//! every API maps the same Skein condition to the same code, and clients retry exactly
+//! what Kafka brokers would have them retry (NOT_LEADER_OR_FOLLOWER: refresh metadata and
+//! retry; NOT_ENOUGH_REPLICAS: retry; UNKNOWN_TOPIC_OR_PARTITION: refresh, maybe retry).
+
+use crate::client::ClientError;
+use kafka_protocol::ResponseError as E;
+use skein_core::controller::ControllerError;
+use skein_core::message::{ConsumerFetchError, ProduceError};
+
+pub const NONE: i16 = 0;
+
+pub fn produce(e: &ProduceError) -> i16 {
+    match e {
+        ProduceError::NotLeader { .. } => E::NotLeaderOrFollower,
+        ProduceError::UnknownTopicOrPartition => E::UnknownTopicOrPartition,
+        ProduceError::NotEnoughReplicas { .. } => E::NotEnoughReplicas,
+        ProduceError::NotEnoughReplicasAfterAppend { .. } => E::NotEnoughReplicasAfterAppend,
+        ProduceError::RequestTimedOut => E::RequestTimedOut,
+        ProduceError::OutOfOrderSequence(_) => E::OutOfOrderSequenceNumber,
+        ProduceError::InvalidProducerEpoch(_) => E::InvalidProducerEpoch,
+        ProduceError::UnknownProducerId(_) => E::UnknownProducerId,
+        ProduceError::InvalidRecord(_) => E::InvalidRecord,
+        ProduceError::Storage(_) => E::KafkaStorageError,
+    }
+    .code()
+}
+
+pub fn fetch(e: &ConsumerFetchError) -> i16 {
+    match e {
+        ConsumerFetchError::NotLeader { .. } => E::NotLeaderOrFollower,
+        ConsumerFetchError::FencedLeaderEpoch { .. } => E::FencedLeaderEpoch,
+        ConsumerFetchError::UnknownLeaderEpoch { .. } => E::UnknownLeaderEpoch,
+        ConsumerFetchError::UnknownTopicOrPartition => E::UnknownTopicOrPartition,
+        ConsumerFetchError::OffsetOutOfRange { .. } => E::OffsetOutOfRange,
+        ConsumerFetchError::Storage(_) => E::KafkaStorageError,
+    }
+    .code()
+}
+
+/// A topic-admin failure (CreateTopics) from the controller or on the way there.
+pub fn admin(e: &ClientError) -> i16 {
+    match e {
+        ClientError::Controller(c) => match c {
+            ControllerError::TopicAlreadyExists { .. } => E::TopicAlreadyExists,
+            ControllerError::InvalidTopicName { .. } => E::InvalidTopicException,
+            ControllerError::InvalidConfig { .. } => E::InvalidConfig,
+            ControllerError::InvalidAssignment { .. } => E::InvalidReplicaAssignment,
+            ControllerError::InsufficientBrokers { .. } => E::InvalidReplicationFactor,
+            ControllerError::UnknownTopic { .. } => E::UnknownTopicOrPartition,
+            ControllerError::InvalidRequest { .. } => E::InvalidRequest,
+            _ => E::UnknownServerError,
+        },
+        ClientError::Timeout { .. } => E::RequestTimedOut,
+        ClientError::Connect { .. } | ClientError::Io { .. } => E::NotController,
+        _ => E::UnknownServerError,
+    }
+    .code()
+}
+
+pub fn timed_out() -> i16 {
+    E::RequestTimedOut.code()
+}
+
+pub fn unknown_topic() -> i16 {
+    E::UnknownTopicOrPartition.code()
+}
+
+pub fn leader_not_available() -> i16 {
+    E::LeaderNotAvailable.code()
+}
+
+pub fn corrupt_message() -> i16 {
+    E::CorruptMessage.code()
+}
+
+pub fn unsupported_version() -> i16 {
+    E::UnsupportedVersion.code()
+}
+
+pub fn invalid_request() -> i16 {
+    E::InvalidRequest.code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_kafkas() {
+        let not_leader = ProduceError::NotLeader {
+            leader: Some(2),
+            leader_epoch: 3,
+        };
+        assert_eq!(produce(&not_leader), 6);
+        assert_eq!(produce(&ProduceError::UnknownTopicOrPartition), 3);
+        let few = ProduceError::NotEnoughReplicas {
+            isr: 1,
+            min_insync: 2,
+        };
+        assert_eq!(produce(&few), 19);
+        assert_eq!(produce(&ProduceError::RequestTimedOut), 7);
+        let range = ConsumerFetchError::OffsetOutOfRange {
+            offset: 9,
+            log_start_offset: 0,
+            high_watermark: 5,
+        };
+        assert_eq!(fetch(&range), 1);
+        let exists =
+            ClientError::Controller(ControllerError::TopicAlreadyExists { topic: "t".into() });
+        assert_eq!(admin(&exists), 36);
+    }
+}

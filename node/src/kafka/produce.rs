@@ -1,0 +1,137 @@
+//! Produce: each partition's record batches (decoded, CRC-32C checked) become Skein
+//! produce requests to the local broker, one per batch, with the same acks. acks = 0 gets
+//! no response at all, as in Kafka.
+
+use super::errors;
+use super::records::decode_batches;
+use super::session::Session;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+use skein_core::message::{self, Acks, Message};
+use skein_core::types::TopicPartition;
+use std::time::Duration;
+
+/// Added to the client's timeout before this connection stops waiting for the broker's
+/// own RequestTimedOut.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// One partition's answer being assembled: its Skein requests' correlations, or an error
+/// found before anything was sent.
+struct Pending {
+    topic: usize,
+    index: i32,
+    correlations: Vec<u64>,
+    error: Option<i16>,
+}
+
+/// None: acks = 0, nothing to answer.
+pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = match req.acks {
+        0 => Acks::None,
+        1 => Acks::Leader,
+        -1 => Acks::All,
+        _ => return Some(refuse_all(&req, ResponseError::InvalidRequiredAcks.code())),
+    };
+    let timeout_ms = u64::try_from(req.timeout_ms).unwrap_or(0);
+    let mut requests = Vec::new();
+    let mut pending = Vec::new();
+    for (ti, topic) in req.topic_data.iter().enumerate() {
+        for part in &topic.partition_data {
+            let mut p = Pending {
+                topic: ti,
+                index: part.index,
+                correlations: Vec::new(),
+                error: None,
+            };
+            let batches = match (&part.records, u32::try_from(part.index)) {
+                (_, Err(_)) => Err(errors::unknown_topic()),
+                (None, _) => Ok(Vec::new()),
+                (Some(r), _) => decode_batches(r.clone()).map_err(|e| {
+                    tracing::debug!(error = %e, "kafka: produce refused");
+                    errors::corrupt_message()
+                }),
+            };
+            match batches {
+                Err(code) => p.error = Some(code),
+                Ok(batches) => {
+                    let tp = TopicPartition::new(topic.name.0.to_string(), part.index as u32);
+                    for batch in batches {
+                        let correlation = s.correlation();
+                        p.correlations.push(correlation);
+                        requests.push(Message::Produce(message::ProduceRequest {
+                            correlation,
+                            tp: tp.clone(),
+                            acks,
+                            timeout: timeout_ms * 1_000_000,
+                            batch,
+                        }));
+                    }
+                }
+            }
+            pending.push(p);
+        }
+    }
+    if acks == Acks::None {
+        s.send_all(requests).await;
+        return None;
+    }
+    let wait = Duration::from_millis(timeout_ms) + GRACE;
+    let answers = s.call_all(requests, wait).await;
+    let mut resp = ProduceResponse::default();
+    resp.responses = req
+        .topic_data
+        .iter()
+        .map(|t| TopicProduceResponse::default().with_name(t.name.clone()))
+        .collect();
+    for p in pending {
+        let mut out = PartitionProduceResponse::default()
+            .with_index(p.index)
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1);
+        let mut error = p.error;
+        for c in &p.correlations {
+            match answers.get(c) {
+                Some(Message::ProduceResponse(r)) => match &r.result {
+                    Ok(ack) if out.base_offset < 0 => out.base_offset = ack.base_offset as i64,
+                    Ok(_) => {}
+                    Err(e) => {
+                        error.get_or_insert(errors::produce(e));
+                    }
+                },
+                _ => {
+                    error.get_or_insert(errors::timed_out());
+                }
+            }
+        }
+        if let Some(code) = error {
+            out.error_code = code;
+            out.base_offset = -1;
+        }
+        resp.responses[p.topic].partition_responses.push(out);
+    }
+    Some(resp)
+}
+
+fn refuse_all(req: &ProduceRequest, code: i16) -> ProduceResponse {
+    let mut resp = ProduceResponse::default();
+    for t in &req.topic_data {
+        let parts = t
+            .partition_data
+            .iter()
+            .map(|p| {
+                PartitionProduceResponse::default()
+                    .with_index(p.index)
+                    .with_error_code(code)
+                    .with_base_offset(-1)
+            })
+            .collect();
+        resp.responses.push(
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_partition_responses(parts),
+        );
+    }
+    resp
+}

@@ -1,0 +1,211 @@
+//! Kafka record batch v2 (CRC-32C, decoded and encoded by `kafka_protocol::records`) to
+//! Skein's [`RecordBatch`] and back. One Kafka batch is one Skein batch: the leader
+//! assigns offsets and the epoch to the whole batch, and an idempotent producer's sequence
+//! numbers are per batch, as in Kafka.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record as KRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+};
+use skein_core::log::{Header, ProducerInfo, Record, RecordBatch};
+
+/// Why a produced record set was refused (answered CORRUPT_MESSAGE / INVALID_RECORD).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    #[error("cannot decode the record batches: {0}")]
+    Decode(String),
+    #[error("compressed batches ({0:?}) are not supported; produce uncompressed")]
+    Compressed(Compression),
+    #[error("transactional and control batches are not supported")]
+    Transactional,
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+/// Decodes a produce request's `records` into Skein batches (CRC-32C checked by the
+/// decoder; empty batches dropped).
+pub fn decode_batches(mut records: Bytes) -> Result<Vec<RecordBatch>, RecordsError> {
+    let sets = RecordBatchDecoder::decode_all(&mut records)
+        .map_err(|e| RecordsError::Decode(format!("{e:#}")))?;
+    let mut out = Vec::new();
+    for set in sets {
+        if set.compression != Compression::None {
+            return Err(RecordsError::Compressed(set.compression));
+        }
+        if let Some(batch) = to_skein(&set.records)? {
+            out.push(batch);
+        }
+    }
+    Ok(out)
+}
+
+fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
+    let Some(first) = records.first() else {
+        return Ok(None);
+    };
+    if records.iter().any(|r| r.transactional || r.control) {
+        return Err(RecordsError::Transactional);
+    }
+    let base = records.iter().map(|r| r.offset).min().unwrap_or(0);
+    let first_ts = records.iter().map(|r| r.timestamp).min().unwrap_or(0);
+    let max_ts = records.iter().map(|r| r.timestamp).max().unwrap_or(0);
+    let producer = if first.producer_id >= 0 {
+        let delta = first.offset - base;
+        let base_sequence = i64::from(first.sequence) - delta;
+        Some(ProducerInfo {
+            producer_id: first.producer_id as u64,
+            producer_epoch: u16::try_from(first.producer_epoch)
+                .map_err(|_| RecordsError::Invalid("negative producer epoch"))?,
+            base_sequence: u32::try_from(base_sequence)
+                .map_err(|_| RecordsError::Invalid("negative base sequence"))?,
+        })
+    } else {
+        None
+    };
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let offset_delta = u32::try_from(r.offset - base)
+            .map_err(|_| RecordsError::Invalid("offset delta out of range"))?;
+        out.push(Record {
+            offset_delta,
+            timestamp_delta: r.timestamp - first_ts,
+            key: r.key.as_ref().map(|k| k.to_vec()),
+            value: r.value.as_ref().map(|v| v.to_vec()),
+            headers: r
+                .headers
+                .iter()
+                .map(|(k, v)| Header {
+                    key: k.to_string(),
+                    value: v.as_ref().map(|v| v.to_vec()).unwrap_or_default(),
+                })
+                .collect(),
+        });
+    }
+    Ok(Some(RecordBatch {
+        base_offset: 0,
+        partition_leader_epoch: 0,
+        attributes: 0,
+        producer,
+        first_timestamp: first_ts,
+        max_timestamp: max_ts,
+        records: out,
+    }))
+}
+
+/// Encodes Skein batches as concatenated Kafka record batches v2, one per Skein batch.
+pub fn encode_batches(batches: &[RecordBatch]) -> anyhow::Result<Bytes> {
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    for batch in batches {
+        let records = to_kafka(batch);
+        RecordBatchEncoder::encode(&mut buf, records.iter(), &options)?;
+    }
+    Ok(buf.freeze())
+}
+
+fn to_kafka(batch: &RecordBatch) -> Vec<KRecord> {
+    let (producer_id, producer_epoch, base_sequence) = match batch.producer {
+        Some(p) => (
+            p.producer_id as i64,
+            p.producer_epoch as i16,
+            p.base_sequence as i32,
+        ),
+        // The encoder keeps records in one batch only while offset - sequence stays
+        // constant, and writes base sequence = first sequence - first delta. Sequences
+        // -1, 0, 1, ... keep the batch whole and give base sequence -1 (= none).
+        None => (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, -1),
+    };
+    batch
+        .records
+        .iter()
+        .map(|r| KRecord {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: batch.partition_leader_epoch as i32,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: (batch.base_offset + u64::from(r.offset_delta)) as i64,
+            sequence: base_sequence.wrapping_add(r.offset_delta as i32),
+            timestamp: batch.first_timestamp + r.timestamp_delta,
+            key: r.key.clone().map(Bytes::from),
+            value: r.value.clone().map(Bytes::from),
+            headers: r
+                .headers
+                .iter()
+                .map(|h| {
+                    let key = StrBytes::from_string(h.key.clone());
+                    (key, Some(Bytes::from(h.value.clone())))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: u64, producer: Option<ProducerInfo>, n: u32) -> RecordBatch {
+        RecordBatch {
+            base_offset: base,
+            partition_leader_epoch: 4,
+            attributes: 0,
+            producer,
+            first_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_000_000 + i64::from(n) - 1,
+            records: (0..n)
+                .map(|i| Record {
+                    offset_delta: i,
+                    timestamp_delta: i64::from(i),
+                    key: (i % 2 == 0).then(|| format!("k{i}").into_bytes()),
+                    value: Some(format!("v{i}").into_bytes()),
+                    headers: vec![Header {
+                        key: "h".into(),
+                        value: vec![i as u8],
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn batches_round_trip_one_kafka_batch_per_skein_batch() {
+        let idem = ProducerInfo {
+            producer_id: 7,
+            producer_epoch: 1,
+            base_sequence: 40,
+        };
+        let batches = vec![batch(10, None, 5), batch(15, Some(idem), 3)];
+        let bytes = encode_batches(&batches).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert_eq!(infos.len(), 2);
+        assert_eq!((infos[0].min_offset, infos[0].base_sequence), (10, -1));
+        assert_eq!((infos[1].producer_id, infos[1].base_sequence), (7, 40));
+        assert_eq!(infos[0].partition_leader_epoch, 4);
+        let back = decode_batches(bytes).unwrap();
+        // Offsets and epochs are the leader's to assign; the rest survives.
+        let mut want = batches.clone();
+        for b in &mut want {
+            b.base_offset = 0;
+            b.partition_leader_epoch = 0;
+        }
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn a_flipped_bit_fails_the_crc() {
+        let bytes = encode_batches(&[batch(0, None, 3)]).unwrap();
+        let mut bad = bytes.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let e = decode_batches(Bytes::from(bad)).unwrap_err();
+        assert!(e.to_string().contains("Cyclic redundancy"), "{e}");
+    }
+}

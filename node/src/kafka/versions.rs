@@ -1,0 +1,72 @@
+//! The ApiVersions table: exactly the APIs and versions this listener implements.
+//!
+//! Lower bounds are what the translation needs (Produce v3 / Fetch v4: record batch v2;
+//! ListOffsets v1: one offset per partition, no v0 offset arrays). Upper bounds are the
+//! last non-flexible version of each API (ApiVersions aside): every frame is walked by
+//! `guard` before it is decoded, and those layouts are the ones it knows. librdkafka 2.x
+//! asks for ApiVersions v3 first and then uses the highest version both sides support, so
+//! it works with these as with any Kafka broker from 2.0 to 2.3 (docs/kafka.md).
+
+use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::messages::ApiKey;
+
+/// (api, min version, max version), in api-key order.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 8),
+    (ApiKey::Fetch, 4, 11),
+    (ApiKey::ListOffsets, 1, 5),
+    (ApiKey::Metadata, 0, 8),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::InitProducerId, 0, 1),
+];
+
+/// The supported version range of `api`, if it is implemented at all.
+pub fn range(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(a, _, _)| *a == api)
+        .map(|(_, lo, hi)| (*lo, *hi))
+}
+
+pub fn supported(api: ApiKey, version: i16) -> bool {
+    range(api).is_some_and(|(lo, hi)| (lo..=hi).contains(&version))
+}
+
+/// The ApiVersions answer: `error_code` 0, or UNSUPPORTED_VERSION when the client asked
+/// for an ApiVersions version above ours (it then retries with one from the list).
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED
+        .iter()
+        .map(|(api, lo, hi)| {
+            ApiVersion::default()
+                .with_api_key(*api as i16)
+                .with_min_version(*lo)
+                .with_max_version(*hi)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_within_what_the_crate_can_encode() {
+        for (api, lo, hi) in SUPPORTED {
+            let crate_range = api.valid_versions();
+            assert!(crate_range.min <= *lo && *hi <= crate_range.max, "{api:?}");
+            assert!(lo <= hi);
+            // Non-flexible (the guard's layouts), ApiVersions aside.
+            if *api != ApiKey::ApiVersions {
+                assert_eq!(api.request_header_version(*hi), 1, "{api:?}");
+            }
+        }
+        assert!(supported(ApiKey::Fetch, 11));
+        assert!(!supported(ApiKey::Fetch, 12));
+        assert!(!supported(ApiKey::JoinGroup, 0));
+    }
+}

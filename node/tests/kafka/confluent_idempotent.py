@@ -1,0 +1,69 @@
+"""confluent-kafka (librdkafka) against a Skein cluster's Kafka listeners: an idempotent
+producer (enable.idempotence, acks=all) writes N keyed records to TOPIC, then a consumer
+with explicit assignment (no consumer group: Skein's Kafka listener has none) reads every
+partition from the beginning. Prints one JSON line: what was acknowledged and what was read.
+
+With PAUSE, the producer stops after the first half (all delivered), prints "HALF" and
+waits for a line on stdin before the second half: the test kills a leader meanwhile.
+
+usage: confluent_idempotent.py BOOTSTRAP TOPIC N [PAUSE]
+"""
+import json
+import sys
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+pause = len(sys.argv) > 4
+
+acked, errors = [], []
+
+
+def delivered(err, msg):
+    if err is not None:
+        errors.append(str(err))
+    else:
+        acked.append([msg.partition(), msg.offset(), msg.value().decode()])
+
+
+p = Producer({
+    "bootstrap.servers": bootstrap,
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 5,
+})
+for i in range(n):
+    if pause and i == n // 2:
+        p.flush(60)
+        print("HALF", flush=True)
+        sys.stdin.readline()
+    p.produce(topic, key=f"k{i % 10}", value=f"v{i}", on_delivery=delivered)
+    p.poll(0)
+left = p.flush(120)
+if left or errors:
+    print(json.dumps({"error": f"{left} undelivered, errors {errors[:5]}"}))
+    sys.exit(1)
+
+md = p.list_topics(topic, timeout=10)
+parts = sorted(md.topics[topic].partitions)
+c = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": "unused",  # required by the client; no group API is called with assign()
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+})
+c.assign([TopicPartition(topic, pt, 0) for pt in parts])
+read, eof = [], set()
+while len(eof) < len(parts):
+    m = c.poll(10)
+    if m is None:
+        print(json.dumps({"error": f"timed out after {len(read)} records"}))
+        sys.exit(1)
+    if m.error():
+        if m.error().code() == -191:  # _PARTITION_EOF
+            eof.add(m.partition())
+            continue
+        raise KafkaException(m.error())
+    read.append([m.partition(), m.offset(), m.value().decode()])
+c.close()
+print(json.dumps({"acked": acked, "read": read, "partitions": len(parts)}))

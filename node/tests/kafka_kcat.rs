@@ -1,0 +1,608 @@
+#![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
+//! The Kafka listener (node/src/kafka, docs/kafka.md) with real processes on loopback:
+//! `skein cluster up` (controller + 3 brokers, each with a Kafka port), then
+//! - raw frames: a bad size, an unknown api key, a truncated and a garbled body each close
+//!   only their own connection (with the reason in the broker's log) while ApiVersions,
+//!   CreateTopics and Metadata keep working on fresh connections;
+//! - kcat (librdkafka): `-L` lists the 3 brokers and the topic, `-P` writes 10,000 records
+//!   (acks=all) and `-C -e` reads all of them back in order; Skein's own consumer reads the
+//!   same records; a keyed produce over 3 partitions comes back per key in order.
+//!
+//! kcat comes from Debian (`apt-get install kcat`; `.ci/run` installs it and sets
+//! `SKEIN_REQUIRE_KCAT=1`, which turns a missing kcat into a failure instead of a skip).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const RECORDS: usize = 10_000;
+
+fn skein() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
+    c.env("RUST_LOG", "info");
+    c
+}
+
+/// Runs `cmd` with `stdin` to completion, killed after `limit`.
+fn run(mut cmd: Command, stdin: &[u8], limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A `skein cluster up` cluster, taken down on drop (even when an assertion fails).
+struct Cluster {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    bootstrap: String,
+}
+
+impl Cluster {
+    fn up() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut cmd = skein();
+        cmd.args(["cluster", "up", "--brokers", "3", "--dir"])
+            .arg(&dir);
+        let out = run(cmd, b"", Duration::from_secs(60));
+        let mut c = Cluster {
+            _tmp: tmp,
+            dir,
+            bootstrap: String::new(),
+        };
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "cluster up: {}", text(&out.stderr));
+        c.bootstrap = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("kafka bootstrap servers: "))
+            .unwrap_or_else(|| panic!("no bootstrap servers in {stdout}"))
+            .to_string();
+        c
+    }
+
+    fn cluster_file(&self) -> String {
+        self.dir.join("cluster.toml").to_str().unwrap().to_string()
+    }
+
+    fn kafka_addrs(&self) -> Vec<String> {
+        self.bootstrap.split(',').map(str::to_string).collect()
+    }
+
+    fn skein(&self, args: &[&str]) -> String {
+        let mut cmd = skein();
+        cmd.args(args).args(["--cluster", &self.cluster_file()]);
+        let out = run(cmd, b"", Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "skein {args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    fn logs(&self) -> String {
+        (1..=3)
+            .map(|i| std::fs::read_to_string(self.dir.join(format!("broker-{i}.log"))))
+            .filter_map(Result::ok)
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = skein()
+            .args(["cluster", "down", "--dir"])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Raw frames
+// ---------------------------------------------------------------------------------------
+
+fn connect(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+fn request<M: Encodable>(api: ApiKey, version: i16, corr: i32, body: &M) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(corr)
+        .with_client_id(Some(StrBytes::from_static_str("raw")));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let n = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&n.to_be_bytes());
+    buf.to_vec()
+}
+
+/// Sends `frame` and reads one response body (after checking its correlation id).
+fn exchange<R: Decodable>(s: &mut TcpStream, api: ApiKey, version: i16, frame: &[u8]) -> R {
+    s.write_all(frame).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, api.response_header_version(version)).unwrap();
+    let corr = i32::from_be_bytes(frame[8..12].try_into().unwrap());
+    assert_eq!(header.correlation_id, corr);
+    let resp = R::decode(&mut body, version).unwrap();
+    assert!(!body.has_remaining(), "{api:?} v{version}: trailing bytes");
+    resp
+}
+
+/// True when the broker closed the connection (EOF) after `bytes`.
+fn closed_after(addr: &str, bytes: &[u8], half_close: bool) -> bool {
+    let mut s = connect(addr);
+    s.write_all(bytes).unwrap();
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(0))
+}
+
+#[test]
+fn bad_frames_close_only_their_connection() {
+    let c = Cluster::up();
+    let addr = c.kafka_addrs()[0].clone();
+    let versions = request(ApiKey::ApiVersions, 0, 1, &ApiVersionsRequest::default());
+
+    // A negative size, an oversized one, an unknown api key, a truncated body (the client
+    // half-closes mid-frame), a garbled body (Metadata v1 whose topic count is i32::MAX).
+    let mut unknown = versions.clone();
+    unknown[4..6].copy_from_slice(&999i16.to_be_bytes());
+    let mut garbled = request(ApiKey::Metadata, 1, 2, &MetadataRequest::default());
+    let n = garbled.len();
+    garbled[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
+    let mut truncated = request(ApiKey::Metadata, 1, 3, &MetadataRequest::default());
+    truncated[..4].copy_from_slice(&100i32.to_be_bytes());
+    for (what, frame, half) in [
+        ("negative size", (-5i32).to_be_bytes().to_vec(), false),
+        ("oversized", (i32::MAX).to_be_bytes().to_vec(), false),
+        ("unknown api key", unknown, false),
+        ("truncated body", truncated, true),
+        ("garbled body", garbled, false),
+    ] {
+        assert!(closed_after(&addr, &frame, half), "{what}: still open");
+    }
+    let logs = c.logs();
+    for reason in [
+        "frame size -5 is negative",
+        "exceeds the limit",
+        "unknown api key 999",
+        "connection closed in the middle of a frame",
+        "array count 2147483647",
+    ] {
+        assert!(logs.contains(reason), "no {reason:?} in the broker logs");
+    }
+
+    // The broker still serves: ApiVersions (v0 and v3), CreateTopics, Metadata.
+    let mut s = connect(&addr);
+    let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 0, &versions);
+    assert_eq!(v.error_code, 0);
+    let produce = v
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::Produce as i16);
+    assert_eq!(
+        produce.map(|k| (k.min_version, k.max_version)),
+        Some((3, 8))
+    );
+    let v3 = request(ApiKey::ApiVersions, 3, 4, &ApiVersionsRequest::default());
+    let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 3, &v3);
+    assert_eq!(v.api_keys.len(), 7);
+
+    let topic = TopicName(StrBytes::from_static_str("made-by-kafka"));
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic.clone())
+            .with_num_partitions(3)
+            .with_replication_factor(2)]);
+    let frame = request(ApiKey::CreateTopics, 4, 5, &create);
+    let r: CreateTopicsResponse = exchange(&mut s, ApiKey::CreateTopics, 4, &frame);
+    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
+    let r: CreateTopicsResponse = exchange(&mut s, ApiKey::CreateTopics, 4, &frame);
+    assert_eq!(
+        r.topics[0].error_code, 36,
+        "second create: TOPIC_ALREADY_EXISTS"
+    );
+
+    let meta = MetadataRequest::default().with_topics(Some(vec![
+        MetadataRequestTopic::default().with_name(Some(topic)),
+        MetadataRequestTopic::default().with_name(Some(TopicName("nope".into()))),
+    ]));
+    let frame = request(ApiKey::Metadata, 8, 6, &meta);
+    let mut waited = 0;
+    let m: MetadataResponse = loop {
+        let m: MetadataResponse = exchange(&mut s, ApiKey::Metadata, 8, &frame);
+        let led = m
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.leader_id.0 > 0);
+        if led.count() == 3 || waited > 100 {
+            break m;
+        }
+        waited += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(m.brokers.len(), 3);
+    let made = m
+        .topics
+        .iter()
+        .find(|t| t.error_code == 0)
+        .expect("created topic");
+    assert_eq!(made.partitions.len(), 3);
+    assert!(made.partitions.iter().all(|p| p.replica_nodes.len() == 2));
+    let nope = m
+        .topics
+        .iter()
+        .find(|t| t.error_code != 0)
+        .expect("unknown topic");
+    assert_eq!(nope.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+}
+
+// ---------------------------------------------------------------------------------------
+// kcat
+// ---------------------------------------------------------------------------------------
+
+/// kcat on the PATH, or None (then the test skips, unless SKEIN_REQUIRE_KCAT=1).
+fn kcat() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("kcat"))
+        .find(|p| p.is_file())
+}
+
+fn kcat_run(bin: &Path, bootstrap: &str, args: &[&str], stdin: &[u8]) -> String {
+    let mut cmd = Command::new(bin);
+    cmd.args(["-b", bootstrap]).args(args);
+    let out = run(cmd, stdin, Duration::from_secs(120));
+    assert!(out.status.success(), "kcat {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn kcat_lists_produces_and_consumes_10k_records() {
+    let Some(kcat) = kcat() else {
+        assert!(
+            std::env::var("SKEIN_REQUIRE_KCAT").as_deref() != Ok("1"),
+            "SKEIN_REQUIRE_KCAT=1 but no kcat on the PATH (install Debian's `kcat`)"
+        );
+        eprintln!("kcat test skipped: no kcat on the PATH (apt-get install kcat)");
+        return;
+    };
+    let c = Cluster::up();
+    let b = c.bootstrap.clone();
+    c.skein(&[
+        "topic",
+        "create",
+        "t",
+        "--partitions",
+        "1",
+        "-r",
+        "3",
+        "--min-insync-replicas",
+        "2",
+    ]);
+    c.skein(&["topic", "create", "keyed", "--partitions", "3", "-r", "3"]);
+
+    // The brokers learn of new topics from the controller within a heartbeat or so.
+    let mut list = String::new();
+    for _ in 0..100 {
+        list = kcat_run(&kcat, &b, &["-L", "-m", "30"], b"");
+        if list.contains("with 3 partitions")
+            && list.contains("with 1 partitions")
+            && !list.contains("leader -1")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(list.contains(" 3 brokers:"), "{list}");
+    for addr in c.kafka_addrs() {
+        assert!(list.contains(&format!("at {addr}")), "{addr} not in {list}");
+    }
+    assert!(list.contains("topic \"t\" with 1 partitions"), "{list}");
+    assert!(list.contains("topic \"keyed\" with 3 partitions"), "{list}");
+    assert!(
+        list.contains("replicas: ") && list.contains("isrs: "),
+        "{list}"
+    );
+
+    let lines: Vec<String> = (0..RECORDS).map(|i| format!("record-{i}")).collect();
+    let input = lines.join("\n") + "\n";
+    let produce = ["-P", "-t", "t", "-p", "0", "-X", "acks=all"];
+    kcat_run(&kcat, &b, &produce, input.as_bytes());
+    let consume = ["-C", "-t", "t", "-p", "0", "-o", "beginning", "-e", "-q"];
+    let got = kcat_run(&kcat, &b, &consume, b"");
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(got.len(), RECORDS, "kcat read {} records", got.len());
+    assert!(got.iter().zip(&lines).all(|(g, l)| g == l), "out of order");
+
+    // What kcat wrote is what Skein's own consumer reads.
+    let n = RECORDS.to_string();
+    let skein_read = c.skein(&["consume", "--topic", "t", "--from-beginning", "--max", &n]);
+    assert_eq!(skein_read.lines().collect::<Vec<_>>(), got);
+
+    // The last 5 by offset (ListOffsets latest), with key/offset formatting.
+    let tail = kcat_run(
+        &kcat,
+        &b,
+        &["-C", "-t", "t", "-o", "-5", "-e", "-q", "-f", "%o %s\n"],
+        b"",
+    );
+    let tail: Vec<&str> = tail.lines().collect();
+    assert_eq!(tail.len(), 5, "{tail:?}");
+    assert!(
+        tail[4].ends_with(&format!("record-{}", RECORDS - 1)),
+        "{tail:?}"
+    );
+
+    // Keyed records over 3 partitions (three leaders): per key, in order.
+    let keyed: String = (0..3000).map(|i| format!("k{}:{i}\n", i % 7)).collect();
+    kcat_run(
+        &kcat,
+        &b,
+        &["-P", "-t", "keyed", "-K", ":", "-X", "acks=all"],
+        keyed.as_bytes(),
+    );
+    let out = kcat_run(
+        &kcat,
+        &b,
+        &[
+            "-C",
+            "-t",
+            "keyed",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%k %s\n",
+        ],
+        b"",
+    );
+    let mut per_key: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for line in out.lines() {
+        let (k, v) = line.split_once(' ').unwrap();
+        per_key
+            .entry(k.to_string())
+            .or_default()
+            .push(v.parse().unwrap());
+    }
+    assert_eq!(per_key.len(), 7);
+    assert_eq!(per_key.values().map(Vec::len).sum::<usize>(), 3000);
+    for (k, vs) in &per_key {
+        assert!(vs.windows(2).all(|w| w[0] < w[1]), "{k} out of order");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// confluent-kafka (Python, librdkafka)
+// ---------------------------------------------------------------------------------------
+
+/// True when `python3 -c "import confluent_kafka"` works.
+fn confluent_kafka() -> bool {
+    Command::new("python3")
+        .args(["-c", "import confluent_kafka"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether to run a confluent-kafka test: false (skip, with a message) when the module is
+/// missing, unless SKEIN_REQUIRE_CONFLUENT=1, which turns that into a failure.
+fn require_confluent() -> bool {
+    if confluent_kafka() {
+        return true;
+    }
+    assert!(
+        std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
+        "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka (pip install confluent-kafka)"
+    );
+    eprintln!(
+        "confluent-kafka test skipped: no confluent_kafka module (pip install confluent-kafka)"
+    );
+    false
+}
+
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/kafka/confluent_idempotent.py"
+);
+
+/// A cluster with topic `idem`: 2 partitions, RF 3, min.insync.replicas 2.
+fn idem_cluster() -> Cluster {
+    let c = Cluster::up();
+    c.skein(&[
+        "topic",
+        "create",
+        "idem",
+        "--partitions",
+        "2",
+        "-r",
+        "3",
+        "--min-insync-replicas",
+        "2",
+    ]);
+    c
+}
+
+/// Checks the script's JSON: `n` records acknowledged, and read back exactly the
+/// acknowledged (partition, offset, value) set (no loss, no duplicate), offsets increasing
+/// per partition, each key on one partition in produce order.
+fn check_idempotent_run(stdout: &str, n: usize) {
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let rows = |k: &str| -> Vec<(u64, u64, String)> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("no {k} in {v}"))
+            .iter()
+            .map(|r| {
+                (
+                    r[0].as_u64().unwrap(),
+                    r[1].as_u64().unwrap(),
+                    r[2].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (mut acked, read) = (rows("acked"), rows("read"));
+    assert_eq!(acked.len(), n, "acknowledged");
+    acked.sort();
+    let mut sorted = read.clone();
+    sorted.sort();
+    assert_eq!(sorted.len(), read.len());
+    assert_eq!(sorted, acked, "read back != acknowledged");
+    for p in 0..2 {
+        let offs: Vec<u64> = read.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
+        assert!(
+            offs.windows(2).all(|w| w[0] < w[1]),
+            "partition {p} out of order"
+        );
+    }
+    let mut per_key: BTreeMap<u64, (u64, Vec<u64>)> = BTreeMap::new();
+    for (p, _, val) in &read {
+        let i: u64 = val[1..].parse().unwrap();
+        let e = per_key.entry(i % 10).or_insert((*p, Vec::new()));
+        assert_eq!(e.0, *p, "key k{} on two partitions", i % 10);
+        e.1.push(i);
+    }
+    for (k, (_, is)) in per_key {
+        assert!(is.windows(2).all(|w| w[0] < w[1]), "key k{k} out of order");
+    }
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
+    if !require_confluent() {
+        return;
+    }
+    let c = idem_cluster();
+    let n = 3000;
+    let mut cmd = Command::new("python3");
+    cmd.args([SCRIPT, &c.bootstrap, "idem", &n.to_string()]);
+    let out = run(cmd, b"", Duration::from_secs(180));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    check_idempotent_run(&stdout, n);
+}
+
+/// The leader of idem-0 per `skein topic describe`.
+fn leader_of_idem_0(c: &Cluster) -> u32 {
+    let out = c.skein(&["topic", "describe", "idem"]);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("idem-0\t"))
+        .unwrap_or_else(|| panic!("no idem-0 in {out}"));
+    let leader = line.split('\t').find_map(|f| f.strip_prefix("leader="));
+    leader
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_survives_leader_kill9() {
+    use std::io::{BufRead, BufReader};
+    if !require_confluent() {
+        return;
+    }
+    let c = idem_cluster();
+    let n = 6000;
+    let mut child = Command::new("python3")
+        .args([SCRIPT, &c.bootstrap, "idem", &n.to_string(), "pause"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let half = rx.recv_timeout(Duration::from_secs(120));
+    assert_eq!(half.as_deref(), Ok("HALF"), "first half not delivered");
+    // kill -9 the leader of idem-0 between the halves; the second half must find the new
+    // leader (NOT_LEADER_OR_FOLLOWER / lost connection -> metadata -> retry).
+    let leader = leader_of_idem_0(&c);
+    let pids = std::fs::read_to_string(c.dir.join("cluster.pid")).unwrap();
+    let pid = pids
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("broker-{leader} ")))
+        .unwrap_or_else(|| panic!("no broker-{leader} in {pids}"))
+        .trim()
+        .to_string();
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+    let result = rx.recv_timeout(Duration::from_secs(240));
+    let _ = child.kill();
+    let _ = child.wait();
+    let result = result.expect("no result from the producer/consumer");
+    check_idempotent_run(&result, n);
+    assert_ne!(
+        leader_of_idem_0(&c),
+        leader,
+        "leadership moved off the killed broker"
+    );
+}
