@@ -118,6 +118,12 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
         1,
         "group-offset-regression",
     ),
+    (
+        "kip320-consumer-detects-truncation.toml",
+        "consumer-ignores-truncation",
+        1,
+        "consumer-skipped-records",
+    ),
 ];
 
 #[test]
