@@ -20,6 +20,7 @@
 use crate::log::{Record, RecordBatch};
 use crate::message::{ConsumerFetchError, ConsumerFetchRequest, ConsumerRecords};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Records taken from one fetch answer.
@@ -87,12 +88,21 @@ impl fmt::Display for Truncation {
     }
 }
 
-/// A reader's place in one partition: the position its next fetch starts at and the epoch
-/// of the last batch it moved past (markers included), which every fetch carries.
+/// Most epoch starts a cursor remembers; older ones are forgotten, which only makes it
+/// move back further (and read again) if the leader names an epoch that old.
+const MAX_EPOCHS: usize = 64;
+
+/// A reader's place in one partition: the position its next fetch starts at, the epoch of
+/// the last batch it moved past (markers included), which every fetch carries, and where
+/// each epoch it read began (its own small epoch cache, like a follower's log has).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchCursor {
     position: Offset,
     last_fetched_epoch: Option<LeaderEpoch>,
+    /// Epoch -> an offset at or below the first one the reader read in it (the offset after
+    /// the last record of the epoch before, as far as the reader saw): where, in the
+    /// reader's view, the previous epoch ended.
+    epoch_starts: BTreeMap<LeaderEpoch, Offset>,
     /// The bug zoo's `consumer-ignores-truncation`: a diverging answer is dropped.
     ignore_truncation: bool,
 }
@@ -103,6 +113,7 @@ impl FetchCursor {
         Self {
             position,
             last_fetched_epoch: None,
+            epoch_starts: BTreeMap::new(),
             ignore_truncation: false,
         }
     }
@@ -143,8 +154,19 @@ impl FetchCursor {
         }
     }
 
+    /// The reader moves into `epoch` no later than `from`.
+    fn enter_epoch(&mut self, epoch: LeaderEpoch, from: Offset) {
+        if self.last_fetched_epoch != Some(epoch) {
+            self.last_fetched_epoch = Some(epoch);
+            self.epoch_starts.insert(epoch, from);
+            while self.epoch_starts.len() > MAX_EPOCHS {
+                self.epoch_starts.pop_first();
+            }
+        }
+    }
+
     /// Takes the unread records of a fetch answer and moves past them (and past the
-    /// markers the broker read), remembering the epoch of the last batch moved past.
+    /// markers the broker read), remembering the epoch of each batch moved past.
     pub fn take<'a>(&mut self, recs: &'a ConsumerRecords) -> Taken<'a> {
         let taken = take_records(
             self.position,
@@ -152,48 +174,70 @@ impl FetchCursor {
             recs.high_watermark,
             recs.next_offset,
         );
-        if taken.next_offset > self.position {
-            let last_record = taken.records.last();
-            self.last_fetched_epoch = match (recs.last_epoch, last_record) {
-                // The broker read up to next_offset: its last batch (a marker, perhaps).
-                (Some(e), _) if taken.next_offset == recs.next_offset => Some(e),
-                (_, Some((o, b, _))) if o + 1 == taken.next_offset => {
-                    Some(b.partition_leader_epoch)
-                }
-                _ => self.last_fetched_epoch,
-            };
-            self.position = taken.next_offset;
+        // Where the reader's view of the current epoch ends so far.
+        let mut seen_end = self.position;
+        for (o, b, _) in &taken.records {
+            self.enter_epoch(b.partition_leader_epoch, seen_end);
+            seen_end = o + 1;
         }
+        if let Some(e) = recs.last_epoch {
+            // The broker read up to next_offset: its last batch (a marker, perhaps).
+            if taken.next_offset == recs.next_offset && taken.next_offset > self.position {
+                self.enter_epoch(e, seen_end);
+            }
+        }
+        self.position = self.position.max(taken.next_offset);
         taken
     }
 
-    /// A failed fetch: a diverging answer below the position is a truncation, which the
-    /// cursor follows (position to the divergence point) and returns for the host to report.
-    /// Below the log start (retention deleted the records) it moves to the log start. Every
-    /// other error leaves it where it is (the host retries, refreshing the leader).
+    /// Where the reader's view of `epoch` ends: the start of the first later epoch it read
+    /// (its position if none). `None` (the leader knows no epoch that old): nothing is
+    /// known to match.
+    fn end_of(&self, epoch: Option<LeaderEpoch>) -> Offset {
+        let later = match epoch {
+            Some(e) => self.epoch_starts.range(e + 1..).next(),
+            None => self.epoch_starts.iter().next(),
+        };
+        later
+            .map_or(self.position, |(_, start)| *start)
+            .min(self.position)
+    }
+
+    /// A failed fetch. On a diverging answer the reader's log and the leader's agree up to
+    /// the smaller of the leader's end of `epoch` and the reader's own (as a follower
+    /// truncates, KIP-279): below the position, that is a truncation, which the cursor
+    /// follows (position to the divergence point) and returns for the host to report. Below
+    /// the log start (retention deleted the records) it moves to the log start. Every other
+    /// error leaves it where it is (the host retries, refreshing the leader).
     pub fn on_error(&mut self, e: &ConsumerFetchError) -> Option<Truncation> {
         match *e {
             ConsumerFetchError::DivergingEpoch { .. } if self.ignore_truncation => {
                 self.last_fetched_epoch = None;
                 None
             }
-            ConsumerFetchError::DivergingEpoch { epoch, end_offset }
-                if end_offset < self.position =>
-            {
+            ConsumerFetchError::DivergingEpoch { epoch, end_offset } => {
+                let to = end_offset.min(self.end_of(epoch));
+                // The reader's epochs past the leader's are gone. The next fetch names the
+                // reader's own latest epoch left (KIP-279's next round, as a follower asks
+                // again with its own older epoch), or the leader's if it remembers none.
+                match epoch {
+                    Some(e) => drop(self.epoch_starts.split_off(&(e + 1))),
+                    None => self.epoch_starts.clear(),
+                }
+                self.last_fetched_epoch = match self.epoch_starts.last_key_value() {
+                    Some((e, _)) => Some(*e),
+                    None => epoch,
+                };
+                if to >= self.position {
+                    return None;
+                }
                 let t = Truncation {
                     from: self.position,
-                    to: end_offset,
+                    to,
                     epoch,
                 };
-                self.position = end_offset;
-                self.last_fetched_epoch = epoch;
+                self.position = to;
                 Some(t)
-            }
-            // The reader's last epoch is unknown to the leader but its log still reaches the
-            // position: nothing below it was cut. Check against the leader's epoch from now.
-            ConsumerFetchError::DivergingEpoch { epoch, .. } => {
-                self.last_fetched_epoch = epoch;
-                None
             }
             ConsumerFetchError::OffsetOutOfRange {
                 offset,
@@ -202,6 +246,7 @@ impl FetchCursor {
             } if offset == self.position && offset < log_start_offset => {
                 self.position = log_start_offset;
                 self.last_fetched_epoch = None;
+                self.epoch_starts.clear();
                 None
             }
             _ => None,

@@ -85,11 +85,17 @@ fn the_cursor_tracks_the_epoch_of_the_last_batch_it_moves_past() {
 #[test]
 fn the_cursor_resets_to_a_divergence_below_it_and_reports_it() {
     let mut c = FetchCursor::new(0);
-    let data = RecordBatch {
-        partition_leader_epoch: 4,
-        ..values(20)
+    let old = RecordBatch {
+        partition_leader_epoch: 2,
+        ..values(10)
     };
-    c.take(&answer(vec![data], 20, 20, Some(4)));
+    let new = RecordBatch {
+        base_offset: 10,
+        partition_leader_epoch: 4,
+        ..values(10)
+    };
+    c.take(&answer(vec![old, new], 20, 20, Some(4)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (20, Some(4)));
     // The leader's epoch 4 ends at 12: the log was truncated under the reader.
     let e = ConsumerFetchError::DivergingEpoch {
         epoch: Some(4),
@@ -98,21 +104,33 @@ fn the_cursor_resets_to_a_divergence_below_it_and_reports_it() {
     let t = c.on_error(&e).expect("a truncation");
     assert_eq!((t.from, t.to, t.epoch), (20, 12, Some(4)));
     assert_eq!((c.position(), c.last_fetched_epoch()), (12, Some(4)));
-    // Diverging at or past the position: nothing the reader read is gone; it takes the
-    // leader's epoch and keeps its place.
+    // The leader never had epoch 4 (its largest below is 3, to 15): the reader's epoch-4
+    // records from 10 on are not the leader's, although its log reaches the position. The
+    // reader goes back to where its own epoch 4 began and asks next with its own older
+    // epoch (KIP-279's next round).
     let e = ConsumerFetchError::DivergingEpoch {
         epoch: Some(3),
         end_offset: 15,
     };
+    let t = c.on_error(&e).expect("a truncation");
+    assert_eq!((t.from, t.to), (12, 10));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (10, Some(2)));
+    // Diverging at or past the position: nothing read is gone; the epoch is kept.
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: Some(2),
+        end_offset: 10,
+    };
     assert_eq!(c.on_error(&e), None);
-    assert_eq!((c.position(), c.last_fetched_epoch()), (12, Some(3)));
-    // The leader knows no epoch that old: back to its log start.
+    assert_eq!((c.position(), c.last_fetched_epoch()), (10, Some(2)));
+    // The leader knows no epoch that old: back to its log start, unchecked.
     let e = ConsumerFetchError::DivergingEpoch {
         epoch: None,
         end_offset: 5,
     };
-    assert_eq!(c.on_error(&e).map(|t| (t.from, t.to)), Some((12, 5)));
-    assert_eq!((c.position(), c.last_fetched_epoch()), (5, None));
+    assert_eq!(c.on_error(&e).map(|t| (t.from, t.to)), Some((10, 0)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (0, None));
+    c.take(&answer(Vec::new(), 5, 5, Some(1)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (5, Some(1)));
     // Retention deleted the records below the log start: move there, silently.
     let e = ConsumerFetchError::OffsetOutOfRange {
         offset: 5,
