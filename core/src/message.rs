@@ -293,6 +293,13 @@ pub struct ConsumerFetchRequest {
     pub max_bytes: usize,
     /// If set, the leader refuses the read when its epoch differs (KIP-320 for consumers).
     pub current_leader_epoch: Option<LeaderEpoch>,
+    /// The epoch of the last batch the reader moved past (leader-epoch markers included),
+    /// if it knows one: the leader checks it against its epoch cache exactly as it checks a
+    /// follower's (KIP-320) and answers [`ConsumerFetchError::DivergingEpoch`] when its log
+    /// no longer holds what the reader read below `offset` (an unclean election truncated
+    /// it). None: no check (a reader at its first fetch, or an older client).
+    #[serde(default)]
+    pub last_fetched_epoch: Option<LeaderEpoch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -314,6 +321,11 @@ pub struct ConsumerRecords {
     /// (never past the HW). A consumer that took every record returned moves its position
     /// here, so a leader-epoch marker at the end of the committed log does not hold it.
     pub next_offset: Offset,
+    /// The leader epoch of the last batch read (the one ending at `next_offset`), control
+    /// batches included: the reader's next `last_fetched_epoch`. Markers are left out of
+    /// `batches`, so without this a reader moving past one would not know its epoch.
+    #[serde(default)]
+    pub last_epoch: Option<LeaderEpoch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -335,6 +347,15 @@ pub enum ConsumerFetchError {
     },
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
+    /// The reader's log diverges from the leader's (Kafka's FetchResponse `DivergingEpoch`):
+    /// the leader's largest epoch not above the reader's `last_fetched_epoch` is `epoch`
+    /// and ends at `end_offset` (`epoch` None: the leader knows no such epoch; `end_offset`
+    /// is its log start). Below the reader's position means the log was truncated under it.
+    #[error("diverging epoch: the leader's epoch {epoch:?} ends at offset {end_offset}")]
+    DivergingEpoch {
+        epoch: Option<LeaderEpoch>,
+        end_offset: Offset,
+    },
     #[error("offset {offset} out of range [{log_start_offset}, {high_watermark}]")]
     OffsetOutOfRange {
         offset: Offset,

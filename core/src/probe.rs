@@ -47,6 +47,9 @@ probes! {
     FetchFencedLeaderEpoch = "replica.fetch-fenced-epoch",
     /// A fetch named an epoch newer than the leader's (the leader has not heard yet).
     FetchUnknownLeaderEpoch = "replica.fetch-unknown-epoch",
+    /// A consumer's fetch failed KIP-320's divergence check (the leader answered
+    /// DivergingEpoch): an unclean election rewrote the log under the consumer.
+    ConsumerFetchDiverging = "replica.consumer-fetch-diverging",
     /// The leader proposed removing a lagging follower from the ISR.
     IsrShrinkProposed = "replica.isr-shrink",
     /// The leader proposed adding a caught-up follower back to the ISR.

@@ -10,7 +10,9 @@
 use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
-use skein_core::client::{take_records, ControllerView, LeaderCache, ProduceClient, ProduceStep};
+use skein_core::client::{
+    ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Truncation,
+};
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
@@ -193,6 +195,9 @@ pub struct Fetched {
     pub high_watermark: Offset,
     /// Where the next fetch starts (past the records and any leader-epoch markers).
     pub next_offset: Offset,
+    /// The log was truncated under the reader (an unclean election) and it moved back to
+    /// the divergence point before reading `records` (KIP-320; core's fetch cursor).
+    pub truncation: Option<Truncation>,
 }
 
 /// Client tunables.
@@ -232,6 +237,9 @@ pub struct Client {
     /// `enable_idempotence`: batches carry producer id, epoch and sequence, so a retried
     /// batch the leader already has is answered as a duplicate, not written twice.
     producer: ProduceClient,
+    /// Per partition, the reader's place and the epoch of the last batch it read (core's
+    /// cursor), so each fetch lets the leader detect a log truncated under the reader.
+    cursors: BTreeMap<TopicPartition, FetchCursor>,
 }
 
 /// Acknowledgement of one produced batch.
@@ -254,6 +262,7 @@ impl Client {
             view: ControllerView::new(),
             next_correlation: 1,
             producer: ProduceClient::plain(),
+            cursors: BTreeMap::new(),
         }
     }
 
@@ -779,6 +788,9 @@ impl Client {
 
     /// Like [`Client::fetch`], with the offset the next fetch should start at: past every
     /// batch read, leader-epoch markers included, so a reader is never held at a marker.
+    /// A reader that keeps fetching at the `next_offset` it was given carries the epoch of
+    /// what it read (KIP-320): if an unclean election truncated the log under it, it moves
+    /// back to the divergence point, reads from there and says so in `truncation`.
     pub async fn fetch_next(
         &mut self,
         tp: &TopicPartition,
@@ -787,35 +799,41 @@ impl Client {
     ) -> Result<Fetched, ClientError> {
         let started = Instant::now();
         let mut refresh = false;
+        let mut cursor = match self.cursors.remove(tp) {
+            Some(c) if c.position() == offset => c,
+            _ => FetchCursor::new(offset),
+        };
+        let mut truncation = None;
         loop {
             let last = match self.leader(tp, refresh).await {
                 Err(e) => e,
                 Ok(leader) => {
-                    let correlation = self.correlation();
-                    let req = Message::ConsumerFetch(ConsumerFetchRequest {
-                        correlation,
-                        tp: tp.clone(),
-                        offset,
-                        max_bytes,
-                        current_leader_epoch: None,
-                    });
-                    match self.broker_request(leader, req).await {
+                    let req = cursor.request(self.correlation(), tp.clone(), max_bytes);
+                    match self
+                        .broker_request(leader, Message::ConsumerFetch(req))
+                        .await
+                    {
                         Ok(Message::ConsumerFetchResponse(r)) => match r.result {
                             Ok(recs) => {
-                                let taken = take_records(
-                                    offset,
-                                    &recs.batches,
-                                    recs.high_watermark,
-                                    recs.next_offset,
-                                );
+                                let taken = cursor.take(&recs);
                                 let out = (taken.records.into_iter())
                                     .map(|(o, _, r)| (o, r.value.clone()))
                                     .collect();
+                                let next_offset = cursor.position();
+                                self.cursors.insert(tp.clone(), cursor);
                                 return Ok(Fetched {
                                     records: out,
                                     high_watermark: recs.high_watermark,
-                                    next_offset: taken.next_offset,
+                                    next_offset,
+                                    truncation,
                                 });
+                            }
+                            Err(e @ ConsumerFetchError::DivergingEpoch { .. }) => {
+                                if let Some(t) = cursor.on_error(&e) {
+                                    tracing::warn!(%tp, "{t}");
+                                    truncation = Some(t);
+                                }
+                                continue; // the cursor moved: fetch again at once
                             }
                             Err(
                                 e @ (ConsumerFetchError::NotLeader { .. }

@@ -19,7 +19,9 @@ use crate::rng::{between, exponential};
 use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use skein_core::client::{take_records, ControllerView, LeaderCache, ProduceClient, ProduceStep};
+use skein_core::client::{
+    ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Truncation,
+};
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::log::RecordBatch;
 use skein_core::message::*;
@@ -75,6 +77,24 @@ pub struct ClientOut {
     pub group: Vec<crate::group_client::GroupObs>,
     /// A group member asks to be paused for this long from now (a pause fault striking).
     pub pause: Option<SimTime>,
+    /// What partition consumers' cursors did, for consumer-skipped-records.
+    pub cursor: Vec<CursorObs>,
+}
+
+/// One step of a partition consumer's fetch cursor (core's [`FetchCursor`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CursorObs {
+    /// A fetch answered by a leader at `epoch` moved the consumer from `from` to `to`,
+    /// reading `records` (offset, value) on the way.
+    Polled {
+        p: u32,
+        from: Offset,
+        to: Offset,
+        records: Vec<(Offset, String)>,
+        epoch: LeaderEpoch,
+    },
+    /// The cursor detected that the log was truncated under it and moved back.
+    Truncated { p: u32, truncation: Truncation },
 }
 
 /// Shared context of one client step.
@@ -604,21 +624,23 @@ pub struct Consumer {
     meta: MetaCache,
     corr: u64,
     assigned: bool,
-    positions: BTreeMap<u32, Offset>,
+    cursors: BTreeMap<u32, FetchCursor>,
     next_poll: BTreeMap<u32, SimTime>,
     polls: BTreeMap<u32, Poll>,
     pub records: u64,
 }
 
 impl Consumer {
-    pub fn new(client: u64, partitions: u32) -> Self {
+    /// `ignore_truncation`: the bug zoo's `consumer-ignores-truncation`.
+    pub fn new(client: u64, partitions: u32, ignore_truncation: bool) -> Self {
+        let cursor = FetchCursor::new(0).ignoring_truncation(ignore_truncation);
         Self {
             client,
             partitions,
             meta: MetaCache::default(),
             corr: 0,
             assigned: false,
-            positions: (0..partitions).map(|p| (p, 0)).collect(),
+            cursors: (0..partitions).map(|p| (p, cursor.clone())).collect(),
             next_poll: (0..partitions).map(|p| (p, 0)).collect(),
             polls: BTreeMap::new(),
             records: 0,
@@ -685,13 +707,7 @@ impl Consumer {
             );
             ctx.out.sends.push((
                 Address::Node(leader),
-                Message::ConsumerFetch(ConsumerFetchRequest {
-                    correlation: self.corr,
-                    tp: tp(p),
-                    offset: self.positions[&p],
-                    max_bytes: 64 * 1024,
-                    current_leader_epoch: None,
-                }),
+                Message::ConsumerFetch(self.cursors[&p].request(self.corr, tp(p), 64 * 1024)),
             ));
         }
     }
@@ -719,9 +735,11 @@ impl Consumer {
         };
         match r.result {
             Ok(recs) => {
-                let pos = self.positions[&p];
-                let taken = take_records(pos, &recs.batches, recs.high_watermark, recs.next_offset);
+                let cursor = self.cursors.entry(p).or_insert_with(|| FetchCursor::new(0));
+                let pos = cursor.position();
+                let taken = cursor.take(&recs);
                 let mut out = Vec::new();
+                let mut read = Vec::new();
                 for (offset, _, rec) in taken.records {
                     let value = rec
                         .value
@@ -729,11 +747,18 @@ impl Consumer {
                         .map(|v| String::from_utf8_lossy(v).into_owned())
                         .unwrap_or_default();
                     out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
+                    read.push((offset, value.clone()));
                     ctx.out.read.push((p, offset, value, served_by));
                 }
-                let next = taken.next_offset;
+                let next = cursor.position();
                 self.records += out.len() as u64;
-                self.positions.insert(p, next);
+                ctx.out.cursor.push(CursorObs::Polled {
+                    p,
+                    from: pos,
+                    to: next,
+                    records: read,
+                    epoch: recs.leader_epoch,
+                });
                 let delay = if next > pos { 0 } else { POLL_INTERVAL };
                 self.next_poll.insert(p, ctx.now + delay);
                 ctx.history.push(
@@ -752,15 +777,11 @@ impl Consumer {
                     Function::Poll,
                     Value::Null,
                 );
-                if let ConsumerFetchError::OffsetOutOfRange {
-                    offset,
-                    log_start_offset,
-                    ..
-                } = e
-                {
-                    if offset < log_start_offset {
-                        // Records were deleted by retention: skip to the log start.
-                        self.positions.insert(p, log_start_offset);
+                // A truncation (the cursor moved back to the divergence point) or records
+                // deleted by retention (it moved to the log start): core's cursor decides.
+                if let Some(cursor) = self.cursors.get_mut(&p) {
+                    if let Some(truncation) = cursor.on_error(&e) {
+                        ctx.out.cursor.push(CursorObs::Truncated { p, truncation });
                     }
                 }
                 let from = Some(served_by).filter(|n| *n != 0);
@@ -800,6 +821,6 @@ impl Consumer {
 
     /// Next offset this consumer will read in partition `p`.
     pub fn position(&self, p: u32) -> Offset {
-        self.positions.get(&p).copied().unwrap_or(0)
+        self.cursors.get(&p).map_or(0, FetchCursor::position)
     }
 }

@@ -40,6 +40,10 @@ pub const VALID_HW: &str = "valid-high-watermark";
 /// with `InvalidProducerEpoch` (KIP-360, KIP-588). Not judged on a partition after an
 /// unclean election, which may legitimately lose the newer epoch's batches.
 pub const FENCED_PRODUCER_WRITE: &str = "fenced-producer-write";
+/// A partition consumer never skips a record silently: every record of the final
+/// committed log at an offset its position passed was read by it there, unless a
+/// truncation it reported (KIP-320's `DivergingEpoch`) covers that offset.
+pub const SKIPPED_RECORDS: &str = "consumer-skipped-records";
 
 // The consumer-group invariants, checked by `group_invariants` (which depends on this module,
 // not the other way round).
@@ -83,6 +87,7 @@ pub const NAMES: &[&str] = &[
     STRONG_ISR,
     VALID_HW,
     FENCED_PRODUCER_WRITE,
+    SKIPPED_RECORDS,
     GROUP_SINGLE_OWNER,
     GROUP_UNOWNED,
     GROUP_OFFSET_REGRESSION,
@@ -118,7 +123,10 @@ use skein_core::replica::{ReplicaView, Role};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod skipped;
 mod spec;
+
+pub use skipped::FinalLog;
 
 /// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
 /// (`__consumer_offsets-1`).
@@ -228,6 +236,9 @@ pub struct Checker {
     /// Per (partition, producer id) in the committed log: the highest producer epoch seen
     /// and the lowest offset of a batch carrying it (fenced-producer-write's state).
     producer_epochs: BTreeMap<(TopicPartition, u64), (u16, Offset)>,
+    /// Per (client, partition): what a partition consumer's cursor did
+    /// (consumer-skipped-records' state).
+    consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,

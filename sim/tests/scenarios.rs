@@ -118,6 +118,12 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
         1,
         "group-offset-regression",
     ),
+    (
+        "kip320-consumer-detects-truncation.toml",
+        "consumer-ignores-truncation",
+        1,
+        "consumer-skipped-records",
+    ),
 ];
 
 #[test]
@@ -175,4 +181,49 @@ fn isr_of_one_refuses_acks_all_writes() {
         "no acks=all write was refused with an ISR of one"
     );
     assert_eq!(r.lost, 0, "{r}");
+}
+
+#[test]
+fn consumers_detect_and_report_an_unclean_truncation() {
+    // kip320-consumer-detects-truncation, seed 1: broker 3 is elected uncleanly with its log
+    // ending at offset 93, below both consumers' positions. Each consumer's next fetch
+    // carries its last epoch; broker 3 answers DivergingEpoch and the consumer moves back to
+    // 93 and reports it. With the bug the answer is ignored: nothing is reported and the
+    // records written at 93.. are skipped.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let sc = Scenario::load(&dir.join("kip320-consumer-detects-truncation.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    c.seed = 1;
+    let sink = Shared::default();
+    let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
+    assert!(met(&r, &sc.expect), "{r}");
+    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    let reported: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"truncation-detected\""))
+        .collect();
+    assert_eq!(reported.len(), 2, "{reported:#?}");
+    assert!(reported[0]
+        .contains("client 4 partition 0: truncation detected: position 187 -> 93, epoch 0"));
+    assert!(reported[1]
+        .contains("client 3 partition 0: truncation detected: position 242 -> 93, epoch 0"));
+    let failed = r.failed_invariants();
+    for inv in ["consumer-skipped-records", "record-changed"] {
+        assert!(!failed.contains(&inv), "{inv} failed: {r}");
+    }
+
+    c.bugs = vec!["consumer-ignores-truncation".into()];
+    let sink = Shared::default();
+    let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
+    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    assert!(
+        !trace.contains("truncation-detected"),
+        "the bug reports nothing"
+    );
+    assert!(
+        r.failed_invariants().contains(&"consumer-skipped-records"),
+        "{r}"
+    );
 }

@@ -319,6 +319,7 @@ impl World {
             offset: 0,
             max_bytes: 1 << 20,
             current_leader_epoch: None,
+            last_fetched_epoch: None,
         };
         let c = self.correlation;
         self.queue.push_back((

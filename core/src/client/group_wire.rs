@@ -93,6 +93,7 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
                 offset,
                 max_bytes,
                 current_leader_epoch: None,
+                last_fetched_epoch: None,
             }),
             Pending::Fetch { tp },
         ),

@@ -96,6 +96,8 @@ impl LeaderCache {
         match e {
             ConsumerFetchError::NotLeader { leader, .. } => self.not_leader(tp, from, *leader),
             ConsumerFetchError::Storage(_) => {}
+            // The leader answered for its log: the cursor handles it, no refresh.
+            ConsumerFetchError::DivergingEpoch { .. } => {}
             ConsumerFetchError::OffsetOutOfRange {
                 offset,
                 log_start_offset,

@@ -8,7 +8,9 @@
 //! [`MetadataRequest`](crate::message::MetadataRequest) it asks for when a leader is
 //! missing or stale); a producer stamps each batch through [`ProduceClient`], sends it,
 //! and hands every answer back to it, which says what to do next ([`ProduceStep`]); a reader
-//! turns each fetch answer into records and its next position with [`take_records`]; a
+//! keeps a [`FetchCursor`] per partition, which builds each fetch, turns each answer into
+//! records and its next position ([`take_records`]) and detects a log truncated under it
+//! (KIP-320, reported as a [`Truncation`]); a
 //! [`GroupConsumer`](crate::group::GroupConsumer) host translates the consumer's requests to
 //! wire messages and their answers back with [`group_wire`].
 //!
@@ -39,7 +41,7 @@ pub mod group_wire;
 mod metadata;
 mod produce;
 
-pub use fetch::{take_records, Taken};
+pub use fetch::{take_records, FetchCursor, Taken, Truncation};
 pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 

@@ -1,8 +1,11 @@
 use super::*;
 use crate::controller::ProducerIdAndEpoch;
 use crate::log::{RecordBatch, CONTROL_BATCH_BIT};
-use crate::message::{MetadataResponse, PartitionMetadata, ProduceAck, ProduceError};
-use crate::types::TopicPartition;
+use crate::message::{
+    ConsumerFetchError, ConsumerRecords, MetadataResponse, PartitionMetadata, ProduceAck,
+    ProduceError,
+};
+use crate::types::{Offset, TopicPartition};
 
 fn tp() -> TopicPartition {
     TopicPartition::new("t", 0)
@@ -33,6 +36,129 @@ fn take_records_skips_markers_old_records_and_the_uncommitted_tail() {
     let taken = take_records(13, &batches[1..2], 14, 14);
     assert!(taken.records.is_empty());
     assert_eq!(taken.next_offset, 14);
+}
+
+fn answer(
+    batches: Vec<RecordBatch>,
+    hw: Offset,
+    next: Offset,
+    last: Option<u32>,
+) -> ConsumerRecords {
+    ConsumerRecords {
+        batches,
+        high_watermark: hw,
+        log_start_offset: 0,
+        leader_epoch: 3,
+        next_offset: next,
+        last_epoch: last,
+    }
+}
+
+#[test]
+fn the_cursor_tracks_the_epoch_of_the_last_batch_it_moves_past() {
+    let mut c = FetchCursor::new(10);
+    assert_eq!(
+        c.request(7, tp(), 100).last_fetched_epoch,
+        None,
+        "first fetch unchecked"
+    );
+    let data = RecordBatch {
+        base_offset: 10,
+        partition_leader_epoch: 1,
+        ..values(3)
+    };
+    // The broker read a marker of epoch 2 after the data (left out of the answer).
+    let recs = answer(vec![data.clone()], 14, 14, Some(2));
+    assert_eq!(c.take(&recs).records.len(), 3);
+    assert_eq!((c.position(), c.last_fetched_epoch()), (14, Some(2)));
+    let req = c.request(8, tp(), 100);
+    assert_eq!((req.offset, req.last_fetched_epoch), (14, Some(2)));
+    // Nothing new: the epoch stays.
+    c.take(&answer(Vec::new(), 14, 14, None));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (14, Some(2)));
+    // An answer without `last_epoch` (older broker): the last record's batch epoch.
+    let mut c = FetchCursor::new(10);
+    c.take(&answer(vec![data], 13, 13, None));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (13, Some(1)));
+}
+
+#[test]
+fn the_cursor_resets_to_a_divergence_below_it_and_reports_it() {
+    let mut c = FetchCursor::new(0);
+    let old = RecordBatch {
+        partition_leader_epoch: 2,
+        ..values(10)
+    };
+    let new = RecordBatch {
+        base_offset: 10,
+        partition_leader_epoch: 4,
+        ..values(10)
+    };
+    c.take(&answer(vec![old, new], 20, 20, Some(4)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (20, Some(4)));
+    // The leader's epoch 4 ends at 12: the log was truncated under the reader.
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: Some(4),
+        end_offset: 12,
+    };
+    let t = c.on_error(&e).expect("a truncation");
+    assert_eq!((t.from, t.to, t.epoch), (20, 12, Some(4)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (12, Some(4)));
+    // The leader never had epoch 4 (its largest below is 3, to 15): the reader's epoch-4
+    // records from 10 on are not the leader's, although its log reaches the position. The
+    // reader goes back to where its own epoch 4 began and asks next with its own older
+    // epoch (KIP-279's next round).
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: Some(3),
+        end_offset: 15,
+    };
+    let t = c.on_error(&e).expect("a truncation");
+    assert_eq!((t.from, t.to), (12, 10));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (10, Some(2)));
+    // Diverging at or past the position: nothing read is gone; the epoch is kept.
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: Some(2),
+        end_offset: 10,
+    };
+    assert_eq!(c.on_error(&e), None);
+    assert_eq!((c.position(), c.last_fetched_epoch()), (10, Some(2)));
+    // The leader knows no epoch that old: back to its log start, unchecked.
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: None,
+        end_offset: 5,
+    };
+    assert_eq!(c.on_error(&e).map(|t| (t.from, t.to)), Some((10, 0)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (0, None));
+    c.take(&answer(Vec::new(), 5, 5, Some(1)));
+    assert_eq!((c.position(), c.last_fetched_epoch()), (5, Some(1)));
+    // Retention deleted the records below the log start: move there, silently.
+    let e = ConsumerFetchError::OffsetOutOfRange {
+        offset: 5,
+        log_start_offset: 8,
+        high_watermark: 30,
+    };
+    assert_eq!(c.on_error(&e), None);
+    assert_eq!(c.position(), 8);
+    // Past the end of a stale leader's log: stay (the host refreshes the leader).
+    let e = ConsumerFetchError::OffsetOutOfRange {
+        offset: 8,
+        log_start_offset: 0,
+        high_watermark: 4,
+    };
+    assert_eq!(c.on_error(&e), None);
+    assert_eq!(c.position(), 8);
+}
+
+#[test]
+fn a_cursor_ignoring_truncation_keeps_its_position_and_drops_its_epoch() {
+    let mut c = FetchCursor::new(0).ignoring_truncation(true);
+    c.take(&answer(vec![values(20)], 20, 20, Some(4)));
+    let e = ConsumerFetchError::DivergingEpoch {
+        epoch: Some(4),
+        end_offset: 12,
+    };
+    assert_eq!(c.on_error(&e), None, "nothing reported");
+    assert_eq!((c.position(), c.last_fetched_epoch()), (20, None));
 }
 
 fn metadata(correlation: u64, leader: Option<u32>, epoch: u32) -> MetadataResponse {

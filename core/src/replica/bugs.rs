@@ -15,6 +15,7 @@ pub const BUG_NAMES: &[&str] = &[
     "elect-out-of-isr",
     "no-elr",
     "stale-producer-epoch",
+    "consumer-ignores-truncation",
 ];
 
 /// A `--bug` name that is not in [`BUG_NAMES`].
@@ -60,6 +61,12 @@ pub struct Bugs {
     /// last ISR member cannot lead, nobody may) and the leader advances the high watermark
     /// even while its ISR is below `min.insync.replicas`.
     pub no_elr: bool,
+    /// Pre-KIP-320 consumers: the reader's fetch cursor (`client::FetchCursor`) ignores the
+    /// leader's `DivergingEpoch` answer, forgets its epoch and fetches the same position
+    /// again unchecked, so after an unclean election truncated the log under it, it waits
+    /// until the log grows past its position and silently skips what was written at the
+    /// truncated offsets. A client-side bug: the simulator's consumers read the flag.
+    pub consumer_ignores_truncation: bool,
 }
 
 impl Bugs {
@@ -86,6 +93,7 @@ impl Bugs {
             "elect-out-of-isr" => &mut self.elect_out_of_isr,
             "no-elr" => &mut self.no_elr,
             "stale-producer-epoch" => &mut self.stale_producer_epoch,
+            "consumer-ignores-truncation" => &mut self.consumer_ignores_truncation,
             _ => return None,
         })
     }
@@ -100,6 +108,7 @@ impl Bugs {
             || self.elect_out_of_isr
             || self.stale_producer_epoch
             || self.no_elr
+            || self.consumer_ignores_truncation
     }
 }
 

@@ -369,18 +369,7 @@ impl<L: ReplicaLog> Replica<L> {
             req.last_fetched_epoch
         };
         let diverging = match last_fetched_epoch {
-            Some(last) => match self.log.end_offset_for_epoch(last) {
-                None => Some((None, log_start)),
-                Some((epoch, end)) if epoch < last || end < req.fetch_offset => {
-                    if self.config.bugs.next_epoch_start && epoch < last {
-                        // Bug: claim the follower's epoch ends where our next one starts.
-                        Some((Some(last), end))
-                    } else {
-                        Some((Some(epoch), end))
-                    }
-                }
-                Some(_) => None,
-            },
+            Some(last) => self.diverging(last, req.fetch_offset),
             None if req.fetch_offset > leo => Some((None, leo)),
             None => None,
         };
@@ -420,6 +409,30 @@ impl<L: ReplicaLog> Replica<L> {
             self.records_from(req.fetch_offset, req.max_bytes)
                 .unwrap_or_else(FetchResult::Error),
         )
+    }
+
+    /// KIP-320's divergence check, for a follower's fetch and a consumer's alike: does a
+    /// reader whose last batch had epoch `last` and who stands at `offset` hold a prefix of
+    /// this log? If not, the leader's largest epoch not above `last` and where it ends
+    /// (`None` epoch: no such epoch here, the end is the log start): the reader's log
+    /// diverges from there.
+    fn diverging(
+        &self,
+        last: LeaderEpoch,
+        offset: Offset,
+    ) -> Option<(Option<LeaderEpoch>, Offset)> {
+        match self.log.end_offset_for_epoch(last) {
+            None => Some((None, self.log.log_start_offset())),
+            Some((epoch, end)) if epoch < last || end < offset => {
+                if self.config.bugs.next_epoch_start && epoch < last {
+                    // Bug: claim the reader's epoch ends where our next one starts.
+                    Some((Some(last), end))
+                } else {
+                    Some((Some(epoch), end))
+                }
+            }
+            Some(_) => None,
+        }
     }
 
     fn record_follower_fetch(&mut self, now: Nanos, replica: NodeId, offset: Offset, leo: Offset) {
@@ -772,6 +785,20 @@ impl<L: ReplicaLog> Replica<L> {
         let hw = self.high_watermark;
         let log_start = self.log.log_start_offset();
         let leo = self.log.log_end_offset();
+        if let Some(last) = req.last_fetched_epoch.filter(|_| req.offset >= log_start) {
+            // Read from a newer epoch than this leader's: a deposed leader (its cache would
+            // call the reader's log divergent); the reader must find the current one.
+            if last > self.leader_epoch {
+                return Err(ConsumerFetchError::UnknownLeaderEpoch {
+                    request: last,
+                    current: self.leader_epoch,
+                });
+            }
+            if let Some((epoch, end_offset)) = self.diverging(last, req.offset) {
+                crate::probe!(ConsumerFetchDiverging);
+                return Err(ConsumerFetchError::DivergingEpoch { epoch, end_offset });
+            }
+        }
         if req.offset < log_start || req.offset > leo {
             return Err(ConsumerFetchError::OffsetOutOfRange {
                 offset: req.offset,
@@ -790,6 +817,7 @@ impl<L: ReplicaLog> Replica<L> {
         let next_offset = batches
             .last()
             .map_or(req.offset, |b| b.next_offset().min(hw).max(req.offset));
+        let last_epoch = batches.last().map(|b| b.partition_leader_epoch);
         let batches = batches.into_iter().filter(|b| !is_control(b)).collect();
         Ok(ConsumerRecords {
             batches,
@@ -797,6 +825,7 @@ impl<L: ReplicaLog> Replica<L> {
             log_start_offset: log_start,
             leader_epoch: self.leader_epoch,
             next_offset,
+            last_epoch,
         })
     }
 

@@ -308,6 +308,7 @@ macro_rules! replica_suite {
                 offset: 0,
                 max_bytes: 1 << 20,
                 current_leader_epoch: None,
+                last_fetched_epoch: None,
             };
             let resp = net.r(1).handle_consumer_fetch(&req);
             let recs = resp.result.unwrap();
@@ -345,6 +346,7 @@ macro_rules! replica_suite {
                 offset: 1,
                 max_bytes: 1 << 20,
                 current_leader_epoch: None,
+                last_fetched_epoch: None,
             };
             let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
             assert_eq!(recs.batches.len(), 1, "the data batch, marker left out");
@@ -356,6 +358,19 @@ macro_rules! replica_suite {
             req.offset = 3;
             let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
             assert_eq!(recs.next_offset, 3, "never past the HW");
+            assert_eq!(recs.last_epoch, None, "nothing read");
+            // A reader that read epoch 1 up to offset 2 passes the divergence check after a
+            // clean failover; moving past the marker, it takes the marker's epoch.
+            let mut cursor = crate::client::FetchCursor::new(0);
+            let recs = net.r(2).handle_consumer_fetch(&cursor.request(1, tp(), 1 << 20));
+            let recs = recs.result.unwrap();
+            assert_eq!(recs.last_epoch, Some(2), "the marker is the last batch read");
+            assert_eq!(cursor.take(&recs).records.len(), 1);
+            assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(2)));
+            req.offset = 2;
+            req.last_fetched_epoch = Some(1);
+            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            assert_eq!(recs.next_offset, 3);
         }
 
         #[test]
@@ -603,6 +618,89 @@ macro_rules! replica_suite {
                     to: 1
                 }]
             );
+        }
+
+        #[test]
+        fn a_consumer_fetch_below_an_unclean_truncation_diverges_and_the_cursor_resets() {
+            use crate::client::{FetchCursor, Truncation};
+            let mut net = Net::<L>::new(
+                &[1, 2, 3],
+                ReplicaConfig {
+                    unclean_leader_election: true,
+                    ..config()
+                },
+            );
+            net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
+            net.run(5 * MS);
+            net.cut = vec![(1, 3), (3, 1), (2, 3), (3, 2)];
+            net.elect(&[1, 2], Some(1), 1, 2, &[1, 2]);
+            net.produce(1, Acks::All, &["a", "b"]);
+            net.run(50 * MS);
+            // The consumer reads both records from leader 1: position 3, epoch 1.
+            let mut cursor = FetchCursor::new(0);
+            let recs = net.r(1).handle_consumer_fetch(&cursor.request(1, tp(), 1 << 20));
+            let recs = recs.result.unwrap();
+            assert_eq!(cursor.take(&recs).records.len(), 2);
+            assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(1)));
+            // The same check a clean successor applies passes: 2 holds epoch 1 up to 3.
+            // 1 dies; 3 is elected uncleanly: its epoch 1 ends at offset 1.
+            net.crash(1);
+            net.elect(&[3], Some(3), 2, 3, &[3]);
+            net.produce(3, Acks::Leader, &["x"]);
+            net.cut.clear();
+            net.elect(&[2, 3], Some(3), 2, 4, &[2, 3]);
+            net.run(50 * MS);
+            assert_eq!(net.r(3).high_watermark(), 3);
+            let r = net.r(3).handle_consumer_fetch(&cursor.request(2, tp(), 1 << 20));
+            let e = r.result.unwrap_err();
+            assert_eq!(
+                e,
+                ConsumerFetchError::DivergingEpoch {
+                    epoch: Some(1),
+                    end_offset: 1
+                }
+            );
+            // The cursor detects the truncation, resets to the divergence point and reads x.
+            let t = cursor.clone().on_error(&e);
+            assert_eq!(
+                t,
+                Some(Truncation {
+                    from: 3,
+                    to: 1,
+                    epoch: Some(1)
+                })
+            );
+            assert_eq!(
+                t.unwrap().to_string(),
+                "truncation detected: position 3 -> 1, epoch 1"
+            );
+            // Bugged: the answer is ignored and the position kept; without an epoch the
+            // leader no longer checks, so the reader waits past offset 2 and skips x.
+            let mut bugged = cursor.clone().ignoring_truncation(true);
+            assert_eq!(bugged.on_error(&e), None);
+            assert_eq!((bugged.position(), bugged.last_fetched_epoch()), (3, None));
+            let r = net.r(3).handle_consumer_fetch(&bugged.request(3, tp(), 1 << 20));
+            assert!(matches!(r.result, Ok(ref recs) if recs.batches.is_empty()));
+            cursor.on_error(&e);
+            let r = net.r(3).handle_consumer_fetch(&cursor.request(4, tp(), 1 << 20));
+            let recs = r.result.unwrap();
+            let taken = cursor.take(&recs);
+            let read: Vec<_> = taken.records.iter().map(|(o, _, _)| *o).collect();
+            assert_eq!(read, vec![2]);
+            assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(2)));
+            // Caught up at the new epoch: no divergence any more.
+            let r = net.r(3).handle_consumer_fetch(&cursor.request(5, tp(), 1 << 20));
+            assert!(r.result.is_ok());
+            // An epoch newer than the answering leader's: a deposed leader, refused.
+            let mut req = cursor.request(6, tp(), 1 << 20);
+            req.last_fetched_epoch = Some(3);
+            assert!(matches!(
+                net.r(3).handle_consumer_fetch(&req).result,
+                Err(ConsumerFetchError::UnknownLeaderEpoch {
+                    request: 3,
+                    current: 2
+                })
+            ));
         }
 
         #[test]
@@ -1003,6 +1101,7 @@ macro_rules! replica_suite {
                 offset: 1,
                 max_bytes: 1 << 20,
                 current_leader_epoch: Some(0),
+                last_fetched_epoch: None,
             };
             assert!(matches!(
                 net.r(1).handle_consumer_fetch(&req).result,

@@ -105,6 +105,11 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
                 let fetched = c.fetch_next(tp, *at, 1 << 20).await?;
                 let mut out = stdout.lock();
                 let mut took_all = true;
+                if let Some(t) = &fetched.truncation {
+                    // An unclean election cut the log under us: read on from where it diverged.
+                    eprintln!("{tp}: {t}");
+                    *at = t.to;
+                }
                 for (offset, value) in fetched.records {
                     if args.max.is_some_and(|m| printed >= m) {
                         took_all = false;

@@ -272,3 +272,57 @@ fn strong_isr_and_hw_range() {
     c.leader_in_isr(3, &tp, None, &[2]);
     assert_eq!(c.count(LEADER_IN_ISR), 2);
 }
+
+#[test]
+fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is_not() {
+    use skein_core::client::Truncation;
+    let s = |v: &str| v.to_string();
+    // Both consumers read a, b, c at 0..3 from the epoch-1 leader.
+    let mut c = Checker::new();
+    let old = [(0, s("a")), (1, s("b")), (2, s("c"))];
+    for client in [1, 2] {
+        c.on_consumer_poll(client, 0, 3, &old, 1);
+        for (o, v) in &old {
+            c.on_read(1, 0, *o, v, 1);
+        }
+    }
+    // An unclean leader at epoch 2 kept only offset 0 and wrote x, y, z at 1..4.
+    let final_log = [batch(0, 1, &["a"]), batch(1, 2, &["x", "y", "z"])];
+    // Consumer 1 detects the truncation and reads x, y, z: its re-reads are not changes.
+    let t = Truncation {
+        from: 3,
+        to: 1,
+        epoch: Some(1),
+    };
+    c.on_consumer_truncation(1, 0, &t);
+    let new = [(1, s("x")), (2, s("y")), (3, s("z"))];
+    c.on_consumer_poll(1, 0, 4, &new, 2);
+    for (o, v) in &new {
+        c.on_read(2, 0, *o, v, 3);
+    }
+    assert_eq!(c.count(RECORD_CHANGED), 0);
+    // Consumer 2 ignores it, waits past 3 and reads only z.
+    c.on_consumer_poll(2, 0, 4, &[(3, s("z"))], 2);
+    let log = FinalLog {
+        partition: 0,
+        leader_epoch: 2,
+        high_watermark: 4,
+        batches: &final_log,
+    };
+    let live = [1, 2].into_iter().collect();
+    c.finish_skipped(5, &live, &log);
+    assert_eq!(c.count(SKIPPED_RECORDS), 1);
+    let v = c.violations();
+    assert!(
+        v[0].detail
+            .contains("consumer client-2 passed offset 1 (\"x\")"),
+        "{v:?}"
+    );
+    assert!(v[0].detail.contains("2 records skipped"), "{v:?}");
+    // Not judged: a consumer that is gone, or was last answered by another epoch's leader.
+    let mut c2 = Checker::new();
+    c2.on_consumer_poll(2, 0, 4, &[(3, s("z"))], 1);
+    c2.finish_skipped(5, &live, &log);
+    c2.finish_skipped(5, &BTreeSet::new(), &log);
+    assert_eq!(c2.count(SKIPPED_RECORDS), 0);
+}

@@ -10,7 +10,7 @@
 //! follow it to its new slot.
 
 use super::{Client, ClientSlot, Ev, World};
-use crate::client::{process_id, Consumer, Ctx};
+use crate::client::{process_id, Ctx};
 use crate::faults::{ClientRef, Fault};
 use crate::time::SimTime;
 use skein_core::message::Address;
@@ -162,7 +162,7 @@ impl World {
         let id = new_idx as u64 + 1;
         let fresh = match &self.clients[idx].client {
             Client::Producer(_) => Client::Producer(self.new_producer(id, now)),
-            Client::Consumer(_) => Client::Consumer(Consumer::new(id, self.cfg.partitions)),
+            Client::Consumer(_) => Client::Consumer(super::setup::consumer(&self.cfg, id)),
             Client::Member(_) => unreachable!("client faults name producers and consumers"),
         };
         self.move_names(idx, new_idx);

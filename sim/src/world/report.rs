@@ -3,13 +3,15 @@
 
 use super::{Client, SimError, World};
 use crate::client::Ctx;
+use crate::client::TOPIC;
 use crate::group_client::SETTLE_BOUND;
 use crate::group_invariants;
 use crate::invariants;
 use crate::report::SimReport;
 use crate::time::SimTime;
 use crate::trace::Fields;
-use std::collections::BTreeMap;
+use skein_core::TopicPartition;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 /// What the clients did, summed at the end of a run.
@@ -49,6 +51,7 @@ impl World {
     ) -> Result<SimReport, SimError> {
         let now = self.q.now();
         self.audit(now);
+        self.judge_skipped(now);
         let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
         let liveness_window = now.saturating_sub(self.healed_at);
         let judge_liveness = self.judge_liveness(now, liveness_window, &mut skipped);
@@ -100,6 +103,38 @@ impl World {
             history_summary,
             probes: Vec::new(),
         })
+    }
+
+    /// consumer-skipped-records: each partition's final committed log, as its leader holds
+    /// it, against the partition consumers still running.
+    fn judge_skipped(&mut self, now: SimTime) {
+        let live: BTreeSet<u64> = (self.clients.iter().enumerate())
+            .filter(|(_, cs)| !cs.down && !cs.retired && matches!(cs.client, Client::Consumer(_)))
+            .map(|(i, _)| i as u64 + 1)
+            .collect();
+        for p in 0..self.cfg.partitions {
+            let Some(leader) = self.leader_of(p) else {
+                continue;
+            };
+            let tp = TopicPartition::new(TOPIC, p);
+            let Some(view) = (self.brokers.get(&leader))
+                .and_then(|s| s.machine.as_ref())
+                .and_then(|b| b.replica_view(&tp))
+            else {
+                continue;
+            };
+            self.with_reader(leader, &tp, |checker, read| {
+                if let Ok(batches) = read(view.log_start_offset, view.high_watermark) {
+                    let log = invariants::FinalLog {
+                        partition: p,
+                        leader_epoch: view.leader_epoch,
+                        high_watermark: view.high_watermark,
+                        batches: &batches,
+                    };
+                    checker.finish_skipped(now, &live, &log);
+                }
+            });
+        }
     }
 
     /// Judges liveness and replication if the run ends with a quiet window long enough

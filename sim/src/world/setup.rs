@@ -131,6 +131,13 @@ fn node_slots(cfg: &SimConfig) -> (BrokerSlots, Slot<Controller<SimDisk>>) {
     (brokers, controller)
 }
 
+/// A partition consumer at client `id` (the bug zoo's `consumer-ignores-truncation` is
+/// read here: it lives in core's client, not in a broker).
+pub(super) fn consumer(cfg: &SimConfig, id: u64) -> Consumer {
+    let ignore = bugs_from(&cfg.bugs).is_ok_and(|b| b.consumer_ignores_truncation);
+    Consumer::new(id, cfg.partitions, ignore)
+}
+
 /// The workload's clients in slot order (producers, consumers, group members; client id
 /// = slot index + 1), and the slot index of each group member.
 fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
@@ -146,10 +153,7 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
         id += 1;
     }
     for _ in 0..cfg.consumers {
-        clients.push(ClientSlot::new(Client::Consumer(Consumer::new(
-            id,
-            cfg.partitions,
-        ))));
+        clients.push(ClientSlot::new(Client::Consumer(consumer(cfg, id))));
         id += 1;
     }
     let mut members = Vec::new();

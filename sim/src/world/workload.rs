@@ -3,7 +3,7 @@
 //! network), their timers, and the admin client that creates the topic.
 
 use super::{Client, Ev, World, ADMIN};
-use crate::client::{ClientOut, Ctx, Producer, TOPIC};
+use crate::client::{ClientOut, Ctx, CursorObs, Producer, TOPIC};
 use crate::config::SimConfig;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
@@ -112,6 +112,33 @@ impl World {
                 g.on_known(p, o);
             }
             self.checker.on_read(now, p, o, &v, b);
+        }
+        let client = idx as u64 + 1;
+        for obs in out.cursor.drain(..) {
+            match obs {
+                CursorObs::Polled {
+                    p,
+                    to,
+                    records,
+                    epoch,
+                    ..
+                } => self
+                    .checker
+                    .on_consumer_poll(client, p, to, &records, epoch),
+                CursorObs::Truncated { p, truncation: t } => {
+                    tracing::info!(client, partition = p, "{t}");
+                    let seq = self.q.len() as u64;
+                    self.tracer.event(
+                        now,
+                        seq,
+                        "truncation-detected",
+                        "",
+                        &[client, p as u64, t.from, t.to],
+                        || format!("client {client} partition {p}: {t}"),
+                    );
+                    self.checker.on_consumer_truncation(client, p, &t);
+                }
+            }
         }
         for obs in out.group.drain(..) {
             if let Some(g) = self.group.as_mut() {

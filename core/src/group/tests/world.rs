@@ -336,6 +336,7 @@ impl World {
                                 ..RecordBatch::from_values(0, values)
                             }],
                             next_offset: to,
+                            last_epoch: Some(1),
                         })
                     }
                 };

@@ -1,0 +1,115 @@
+//! consumer-skipped-records: a partition consumer never passes over a record silently.
+//!
+//! A consumer's position only moves forward past what it read, or back when its cursor
+//! reports a truncation (KIP-320 for consumers: the leader answered `DivergingEpoch`). At the
+//! end of the run every record of the final committed log that a consumer's position passed
+//! must have been read by it there (the same value at the same offset), or lie in a range a
+//! truncation it reported gave up. A consumer that never detects the truncation an unclean
+//! election made (the bug zoo's `consumer-ignores-truncation`) waits until the log grows past
+//! its old position and skips what was written at the truncated offsets: those records are in
+//! the final log, at offsets it passed, and it read other values there or nothing.
+//!
+//! Judged only for consumers alive at the end whose last answered fetch came from the final
+//! leader at its epoch: that leader checked their position against its log (a consumer cut
+//! off, paused or crashed has not been told yet, which is not a skip).
+
+use super::{Checker, SKIPPED_RECORDS};
+use crate::time::SimTime;
+use skein_core::client::Truncation;
+use skein_core::log::RecordBatch;
+use skein_core::{LeaderEpoch, Offset};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What one consumer did in one partition.
+#[derive(Default)]
+pub(super) struct ConsumerTrack {
+    position: Offset,
+    /// The leader epoch of the last fetch answer.
+    served_epoch: Option<LeaderEpoch>,
+    /// The last value read at each offset.
+    read: BTreeMap<Offset, String>,
+    /// `[to, from)` of every truncation the consumer reported.
+    truncated: Vec<(Offset, Offset)>,
+}
+
+/// The final leader's committed log of one partition, as the end-of-run judgement needs it.
+pub struct FinalLog<'a> {
+    pub partition: u32,
+    pub leader_epoch: LeaderEpoch,
+    pub high_watermark: Offset,
+    /// Its batches below the high watermark.
+    pub batches: &'a [RecordBatch],
+}
+
+impl Checker {
+    /// A fetch answered by a leader at `epoch` moved consumer `client` in partition `p` to
+    /// `to`, reading `records` on the way.
+    pub fn on_consumer_poll(
+        &mut self,
+        client: u64,
+        p: u32,
+        to: Offset,
+        records: &[(Offset, String)],
+        epoch: LeaderEpoch,
+    ) {
+        let t = self.consumers.entry((client, p)).or_default();
+        t.position = to;
+        t.served_epoch = Some(epoch);
+        for (o, v) in records {
+            t.read.insert(*o, v.clone());
+        }
+    }
+
+    /// Consumer `client` reported a truncation in partition `p`. Its reads at the offsets
+    /// given up are no longer the first reads there: what it reads next at them is the
+    /// new log's record, which record-changed must not call a change.
+    pub fn on_consumer_truncation(&mut self, client: u64, p: u32, t: &Truncation) {
+        let track = self.consumers.entry((client, p)).or_default();
+        track.position = t.to;
+        track.truncated.push((t.to, t.from));
+        let gone: Vec<(u32, Offset)> = self
+            .reads
+            .range((p, t.to)..(p, t.from))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in gone {
+            self.reads.remove(&k);
+        }
+    }
+
+    /// End of run, for one partition: every consumer in `live` judged against `log`.
+    pub fn finish_skipped(&mut self, now: SimTime, live: &BTreeSet<u64>, log: &FinalLog<'_>) {
+        let p = log.partition;
+        let mut found = Vec::new();
+        for ((client, _), t) in self.consumers.iter().filter(|((_, q), _)| *q == p) {
+            if !live.contains(client) || t.served_epoch != Some(log.leader_epoch) {
+                continue;
+            }
+            let below = t.position.min(log.high_watermark);
+            let mut skipped: Vec<(Offset, String)> = Vec::new();
+            for b in log.batches {
+                for (o, r) in b.data_records().filter(|(o, _)| *o < below) {
+                    let value = r
+                        .value
+                        .as_deref()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
+                    let covered = t.truncated.iter().any(|(lo, hi)| (*lo..*hi).contains(&o));
+                    if t.read.get(&o) != Some(&value) && !covered {
+                        skipped.push((o, value));
+                    }
+                }
+            }
+            if let Some((o, v)) = skipped.first() {
+                let seen = match t.read.get(o) {
+                    Some(x) => format!("it read {x:?} there"),
+                    None => "it read nothing there".into(),
+                };
+                found.push(format!("partition {p}: consumer client-{client} passed offset {o} ({v:?}) of the final log without reading it ({seen}) and reported no truncation covering it ({} records skipped, position {})", skipped.len(), t.position));
+            }
+        }
+        for d in found {
+            self.violate(SKIPPED_RECORDS, now, d);
+        }
+    }
+}
