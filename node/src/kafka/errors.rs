@@ -33,6 +33,9 @@ pub fn fetch(e: &ConsumerFetchError) -> i16 {
         ConsumerFetchError::UnknownLeaderEpoch { .. } => E::UnknownLeaderEpoch,
         ConsumerFetchError::UnknownTopicOrPartition => E::UnknownTopicOrPartition,
         ConsumerFetchError::OffsetOutOfRange { .. } => E::OffsetOutOfRange,
+        // Only answered to a fetch that names its last fetched epoch, which no version served
+        // here carries; were it answered, a pre-v12 client's nearest meaning is this.
+        ConsumerFetchError::DivergingEpoch { .. } => E::OffsetOutOfRange,
         ConsumerFetchError::Storage(_) => E::KafkaStorageError,
     }
     .code()

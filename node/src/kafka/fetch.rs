@@ -46,6 +46,9 @@ async fn fetch_once(s: &mut Session, req: &FetchRequest) -> (FetchResponse, usiz
                 offset: p.fetch_offset.max(0) as u64,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: u32::try_from(p.current_leader_epoch).ok(),
+                // Kafka's LastFetchedEpoch is a v12+ (flexible) field, not served here, so
+                // the leader does no divergence check for Kafka clients (docs/kafka.md).
+                last_fetched_epoch: None,
             }));
         }
     }
