@@ -2,10 +2,10 @@
 //! The `skein` binary end to end: `cluster up` (separate processes), topic admin, produce
 //! and consume through stdin/stdout, config errors, `cluster down`.
 
-use std::io::Write;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 fn skein() -> Command {
@@ -21,30 +21,8 @@ fn run(args: &[&str], stdin: &str, limit: Duration) -> Output {
         // The nodes `cluster up` starts inherit this: their logs (files) at info.
         cmd.env("RUST_LOG", "info");
     }
-    let mut child = cmd
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_string();
-    std::thread::spawn(move || {
-        let _ = input.write_all(stdin.as_bytes());
-    });
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("skein {args:?} did not finish within {limit:?}");
-        }
-    }
+    cmd.args(args);
+    common::run_with_stdin(cmd, stdin.as_bytes(), limit)
 }
 
 fn text(b: &[u8]) -> String {

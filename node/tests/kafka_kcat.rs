@@ -11,6 +11,8 @@
 //! kcat comes from Debian (`apt-get install kcat`; `.ci/run` installs it and sets
 //! `SKEIN_REQUIRE_KCAT=1`, which turns a missing kcat into a failure instead of a skip).
 
+mod common;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -36,30 +38,8 @@ fn skein() -> Command {
 }
 
 /// Runs `cmd` with `stdin` to completion, killed after `limit`.
-fn run(mut cmd: Command, stdin: &[u8], limit: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-    }
+fn run(cmd: Command, stdin: &[u8], limit: Duration) -> Output {
+    common::run_with_stdin(cmd, stdin, limit)
 }
 
 fn text(b: &[u8]) -> String {

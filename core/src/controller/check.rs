@@ -80,25 +80,8 @@ pub fn check_decision(
     let mut fenced_any = false;
     for record in records {
         match record {
-            MetadataRecord::PartitionChanged {
-                tp,
-                replicas,
-                isr,
-                elr,
-                last_known_elr,
-                leader,
-                leader_epoch,
-                partition_epoch,
-            } => {
-                let new = PartitionState {
-                    replicas: replicas.clone(),
-                    isr: isr.clone(),
-                    elr: elr.clone(),
-                    last_known_elr: last_known_elr.clone(),
-                    leader: *leader,
-                    leader_epoch: *leader_epoch,
-                    partition_epoch: *partition_epoch,
-                };
+            r @ MetadataRecord::PartitionChanged { .. } => {
+                let (tp, new) = PartitionState::changed_by(r).expect("a partition change");
                 let old = latest
                     .get(tp)
                     .cloned()

@@ -68,6 +68,37 @@ pub struct PartitionState {
 }
 
 impl PartitionState {
+    /// The partition and its new state, if `r` is a `PartitionChanged` record.
+    pub fn changed_by(r: &MetadataRecord) -> Option<(&TopicPartition, PartitionState)> {
+        let MetadataRecord::PartitionChanged {
+            tp,
+            replicas,
+            isr,
+            elr,
+            last_known_elr,
+            leader,
+            leader_epoch,
+            partition_epoch,
+        } = r
+        else {
+            return None;
+        };
+        Some((
+            tp,
+            PartitionState {
+                replicas: replicas.clone(),
+                isr: isr.clone(),
+                elr: elr.clone(),
+                last_known_elr: last_known_elr.clone(),
+                leader: *leader,
+                leader_epoch: *leader_epoch,
+                partition_epoch: *partition_epoch,
+            },
+        ))
+    }
+}
+
+impl PartitionState {
     /// Checks the structural invariants: replicas non-empty and distinct; ISR non-empty,
     /// distinct and a subset of the replicas; the leader (if any) is in the ISR.
     pub fn validate(&self) -> Result<(), String> {
@@ -316,25 +347,8 @@ impl MetadataImage {
                 self.topic_mut(offset, name, *topic_id)?;
                 self.topics.remove(name);
             }
-            MetadataRecord::PartitionChanged {
-                tp,
-                replicas,
-                isr,
-                elr,
-                last_known_elr,
-                leader,
-                leader_epoch,
-                partition_epoch,
-            } => {
-                let new = PartitionState {
-                    replicas: replicas.clone(),
-                    isr: isr.clone(),
-                    elr: elr.clone(),
-                    last_known_elr: last_known_elr.clone(),
-                    leader: *leader,
-                    leader_epoch: *leader_epoch,
-                    partition_epoch: *partition_epoch,
-                };
+            r @ MetadataRecord::PartitionChanged { .. } => {
+                let (tp, new) = PartitionState::changed_by(r).expect("a partition change");
                 self.check_partition_change(offset, tp, &new)?;
                 let topic = self
                     .topics

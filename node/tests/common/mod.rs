@@ -151,3 +151,40 @@ impl TestCluster {
         }
     }
 }
+
+/// Runs `cmd` with `stdin` to completion; killed (`kill -9`) and a panic after `limit`.
+/// For tests that drive the `skein` binary or real Kafka tools as processes.
+pub fn run_with_stdin(
+    mut cmd: std::process::Command,
+    stdin: &[u8],
+    limit: Duration,
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut input = child.stdin.take().expect("piped");
+    let data = stdin.to_vec();
+    std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("the child ran"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    }
+}
