@@ -90,19 +90,28 @@ pub struct Ctx<'a> {
 /// client uses), its refreshes sent to a random broker.
 pub(crate) struct MetaCache {
     pub(crate) cache: LeaderCache,
-}
-
-impl Default for MetaCache {
-    fn default() -> Self {
-        Self {
-            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
-        }
-    }
+    /// The topic's partitions as keys, built once: a client asks for leaders several
+    /// times per step, and building a `TopicPartition` (a `String`) per question was a
+    /// tenth of a simulation's instructions.
+    tps: Vec<TopicPartition>,
+    /// What a metadata request asks for (built once, like `tps`).
+    topics: [String; 1],
 }
 
 impl MetaCache {
+    pub(crate) fn new(partitions: u32) -> Self {
+        Self {
+            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
+            tps: (0..partitions).map(tp).collect(),
+            topics: [TOPIC.to_string()],
+        }
+    }
+
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        self.cache.leader(&tp(p))
+        match self.tps.get(p as usize) {
+            Some(key) => self.cache.leader(key),
+            None => self.cache.leader(&tp(p)),
+        }
     }
 
     pub(crate) fn invalidate(&mut self) {
@@ -116,10 +125,9 @@ impl MetaCache {
     /// Sends a metadata request if one is due.
     pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
         let missing = self.missing(partitions);
-        let topics = [TOPIC.to_string()];
         if let Some(req) = self
             .cache
-            .poll_refresh(ctx.now, *corr + 1, &topics, missing)
+            .poll_refresh(ctx.now, *corr + 1, &self.topics, missing)
         {
             *corr += 1;
             let to = ctx.rng.gen_range(1..=ctx.brokers);
@@ -215,7 +223,7 @@ impl Producer {
                 ProduceClient::plain()
             },
             init_sent: None,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             view: ControllerView::new(),
             view_sent: None,
             corr: 0,
@@ -615,7 +623,7 @@ impl Consumer {
         Self {
             client,
             partitions,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             corr: 0,
             assigned: false,
             positions: (0..partitions).map(|p| (p, 0)).collect(),

@@ -183,7 +183,7 @@ impl GroupMember {
             consumer: None,
             subscribed: false,
             rng,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             wire: 0,
             pending: BTreeMap::new(),
             app: App::Idle { next_poll: 0 },
