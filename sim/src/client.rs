@@ -89,11 +89,14 @@ pub struct Ctx<'a> {
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.
 pub(crate) struct MetaCache {
-    pub(crate) cache: LeaderCache,
-    /// The topic's partitions as keys, built once: a client asks for leaders several
-    /// times per step, and building a `TopicPartition` (a `String`) per question was a
-    /// tenth of a simulation's instructions.
+    cache: LeaderCache,
+    /// The topic's partitions as keys, built once.
     tps: Vec<TopicPartition>,
+    /// The leader of each of `tps` as `cache` knows it, refreshed after every change to
+    /// `cache`: clients ask for leaders many times per step (`missing`, `next_wake`,
+    /// dispatch), and a map lookup per question (with a `String` key built for it) was a
+    /// tenth of a simulation's instructions.
+    leaders: Vec<Option<NodeId>>,
     /// What a metadata request asks for (built once, like `tps`).
     topics: [String; 1],
 }
@@ -103,15 +106,25 @@ impl MetaCache {
         Self {
             cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
             tps: (0..partitions).map(tp).collect(),
+            leaders: vec![None; partitions as usize],
             topics: [TOPIC.to_string()],
         }
     }
 
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        match self.tps.get(p as usize) {
-            Some(key) => self.cache.leader(key),
+        match self.leaders.get(p as usize) {
+            Some(l) => *l,
             None => self.cache.leader(&tp(p)),
         }
+    }
+
+    /// Changes the cache with `f` and refreshes the leaders mirrored from it.
+    pub(crate) fn with_cache<R>(&mut self, f: impl FnOnce(&mut LeaderCache) -> R) -> R {
+        let r = f(&mut self.cache);
+        for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
+            *l = self.cache.leader(key);
+        }
+        r
     }
 
     pub(crate) fn invalidate(&mut self) {
@@ -138,7 +151,7 @@ impl MetaCache {
     }
 
     pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
-        self.cache.learn(r);
+        self.with_cache(|c| c.learn(r));
     }
 
     pub(crate) fn next_wake(&self, partitions: u32) -> Option<SimTime> {
@@ -476,7 +489,8 @@ impl Producer {
                 continue;
             };
             let (leader, epoch) = self.view.leader(&tp(p)).unwrap_or((None, 0));
-            self.meta.cache.learn_leader(&tp(p), leader, epoch);
+            self.meta
+                .with_cache(|c| c.learn_leader(&tp(p), leader, epoch));
             let by_leader = leader == Some(f.sent_to);
             // An error: no longer in flight; the request timeout sends it again.
             let step = self
@@ -772,7 +786,7 @@ impl Consumer {
                     }
                 }
                 let from = Some(served_by).filter(|n| *n != 0);
-                self.meta.cache.on_fetch_error(&r.tp, from, &e);
+                self.meta.with_cache(|c| c.on_fetch_error(&r.tp, from, &e));
                 self.next_poll.insert(p, ctx.now + RETRY_BACKOFF);
             }
         }
