@@ -192,6 +192,8 @@ pub struct PartitionLog<S: Storage> {
     persisted_recovery_point: Option<Offset>,
     /// Set after a storage failure that leaves memory and disk possibly out of step.
     failed: Option<String>,
+    /// The recovery-point checkpoint's path, joined once: it is written on every flush.
+    recovery_path: String,
 }
 
 /// Appends an index entry; a failure marks the log failed (a free function so the caller
@@ -962,9 +964,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     fn write_recovery_point(&mut self, rp: Offset) -> Result<(), LogError> {
-        let data = checkpoint::encode(RECOVERY_KIND, &[rp.to_string()]);
-        self.storage
-            .write_atomic(&join(&self.dir, RECOVERY_CHECKPOINT), &data)?;
+        let data = checkpoint::encode_number(RECOVERY_KIND, rp);
+        self.storage.write_atomic(&self.recovery_path, &data)?;
         self.persisted_recovery_point = Some(rp);
         Ok(())
     }
