@@ -109,20 +109,42 @@ pub struct Ctx<'a> {
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.
 pub(crate) struct MetaCache {
-    pub(crate) cache: LeaderCache,
-}
-
-impl Default for MetaCache {
-    fn default() -> Self {
-        Self {
-            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
-        }
-    }
+    cache: LeaderCache,
+    /// The topic's partitions as keys, built once.
+    tps: Vec<TopicPartition>,
+    /// The leader of each of `tps` as `cache` knows it, refreshed after every change to
+    /// `cache`: clients ask for leaders many times per step (`missing`, `next_wake`,
+    /// dispatch), and a map lookup per question (with a `String` key built for it) was a
+    /// tenth of a simulation's instructions.
+    leaders: Vec<Option<NodeId>>,
+    /// What a metadata request asks for (built once, like `tps`).
+    topics: [String; 1],
 }
 
 impl MetaCache {
+    pub(crate) fn new(partitions: u32) -> Self {
+        Self {
+            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
+            tps: (0..partitions).map(tp).collect(),
+            leaders: vec![None; partitions as usize],
+            topics: [TOPIC.to_string()],
+        }
+    }
+
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        self.cache.leader(&tp(p))
+        match self.leaders.get(p as usize) {
+            Some(l) => *l,
+            None => self.cache.leader(&tp(p)),
+        }
+    }
+
+    /// Changes the cache with `f` and refreshes the leaders mirrored from it.
+    pub(crate) fn with_cache<R>(&mut self, f: impl FnOnce(&mut LeaderCache) -> R) -> R {
+        let r = f(&mut self.cache);
+        for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
+            *l = self.cache.leader(key);
+        }
+        r
     }
 
     pub(crate) fn invalidate(&mut self) {
@@ -136,10 +158,9 @@ impl MetaCache {
     /// Sends a metadata request if one is due.
     pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
         let missing = self.missing(partitions);
-        let topics = [TOPIC.to_string()];
         if let Some(req) = self
             .cache
-            .poll_refresh(ctx.now, *corr + 1, &topics, missing)
+            .poll_refresh(ctx.now, *corr + 1, &self.topics, missing)
         {
             *corr += 1;
             let to = ctx.rng.gen_range(1..=ctx.brokers);
@@ -150,7 +171,7 @@ impl MetaCache {
     }
 
     pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
-        self.cache.learn(r);
+        self.with_cache(|c| c.learn(r));
     }
 
     pub(crate) fn next_wake(&self, partitions: u32) -> Option<SimTime> {
@@ -235,7 +256,7 @@ impl Producer {
                 ProduceClient::plain()
             },
             init_sent: None,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             view: ControllerView::new(),
             view_sent: None,
             corr: 0,
@@ -488,7 +509,8 @@ impl Producer {
                 continue;
             };
             let (leader, epoch) = self.view.leader(&tp(p)).unwrap_or((None, 0));
-            self.meta.cache.learn_leader(&tp(p), leader, epoch);
+            self.meta
+                .with_cache(|c| c.learn_leader(&tp(p), leader, epoch));
             let by_leader = leader == Some(f.sent_to);
             // An error: no longer in flight; the request timeout sends it again.
             let step = self
@@ -637,7 +659,7 @@ impl Consumer {
         Self {
             client,
             partitions,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             corr: 0,
             assigned: false,
             cursors: (0..partitions).map(|p| (p, cursor.clone())).collect(),
@@ -785,7 +807,7 @@ impl Consumer {
                     }
                 }
                 let from = Some(served_by).filter(|n| *n != 0);
-                self.meta.cache.on_fetch_error(&r.tp, from, &e);
+                self.meta.with_cache(|c| c.on_fetch_error(&r.tp, from, &e));
                 self.next_poll.insert(p, ctx.now + RETRY_BACKOFF);
             }
         }

@@ -97,6 +97,10 @@ impl Storage for SimDisk {
         self.mem.len(path)
     }
 
+    fn generation(&self, path: &str) -> Option<u64> {
+        self.mem.generation(path)
+    }
+
     fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         // Reads are served from the page cache: no latency charged.
         let n = self.mem.read_at(path, pos, buf)?;

@@ -201,7 +201,7 @@ impl GroupMember {
             consumer: None,
             subscribed: false,
             rng,
-            meta: MetaCache::default(),
+            meta: MetaCache::new(partitions),
             wire: 0,
             pending: BTreeMap::new(),
             app: App::Idle { next_poll: 0 },
@@ -332,8 +332,10 @@ impl GroupMember {
         if let (Message::ConsumerFetchResponse(r), Some(n)) = (&msg, from) {
             self.served.insert(r.tp.partition, n);
         }
-        let cache = &mut self.meta.cache;
-        if let Some(r) = group_wire::from_message(p.wire, from, msg, cache) {
+        let r = self
+            .meta
+            .with_cache(|cache| group_wire::from_message(p.wire, from, msg, cache));
+        if let Some(r) = r {
             self.consumer_mut()
                 .handle_response(ctx.now, p.consumer_corr, r);
         }
@@ -518,7 +520,10 @@ impl GroupMember {
         request: ConsumerRequest,
         ctx: &mut Ctx<'_>,
     ) -> Option<ConsumerResponse> {
-        let addr = match group_wire::route(&to, &request, &mut self.meta.cache) {
+        let route = self
+            .meta
+            .with_cache(|cache| group_wire::route(&to, &request, cache));
+        let addr = match route {
             Route::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
             Route::Node(n) => Address::Node(n),
             Route::NoLeader(answer) => return Some(answer),

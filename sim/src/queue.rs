@@ -2,39 +2,22 @@
 //!
 //! Two events at the same instant run in the order they were scheduled, so the order never
 //! depends on anything but the run's own history. BinaryHeap's internal layout is irrelevant
-//! to the result because (time, seq) is a total order with no ties.
+//! to the result because (time, seq) is a total order with no ties (the slot number after
+//! them never decides).
 
 use crate::time::SimTime;
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-struct Entry<E> {
-    at: SimTime,
-    seq: u64,
-    event: E,
-}
-
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at && self.seq == other.seq
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    // Reversed: BinaryHeap is a max-heap and we pop the earliest event first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 /// A priority queue of future events.
+///
+/// The heap orders small keys (time, sequence, slot); the events themselves wait in a slab
+/// of slots reused through a free list. Sifting whole events (a `Message` is a few hundred
+/// bytes) through the heap on every push and pop cost more than the rest of the queue.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Reverse<(SimTime, u64, u32)>>,
+    slots: Vec<Option<E>>,
+    free: Vec<u32>,
     next_seq: u64,
     now: SimTime,
 }
@@ -49,6 +32,8 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             next_seq: 0,
             now: 0,
         }
@@ -63,25 +48,33 @@ impl<E> EventQueue<E> {
     pub fn push(&mut self, at: SimTime, event: E) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry {
-            at: at.max(self.now),
-            seq,
-            event,
-        });
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(event);
+                i
+            }
+            None => {
+                self.slots.push(Some(event));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.heap.push(Reverse((at.max(self.now), seq, slot)));
         seq
     }
 
     /// Pops the earliest event, advancing the clock to its time.
     pub fn pop(&mut self) -> Option<(SimTime, u64, E)> {
-        let e = self.heap.pop()?;
-        debug_assert!(e.at >= self.now, "the event queue went back in time");
-        self.now = e.at;
-        Some((e.at, e.seq, e.event))
+        let Reverse((at, seq, slot)) = self.heap.pop()?;
+        debug_assert!(at >= self.now, "the event queue went back in time");
+        self.now = at;
+        let event = self.slots[slot as usize].take().expect("a queued slot");
+        self.free.push(slot);
+        Some((at, seq, event))
     }
 
     /// Time of the next event, if any.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.at)
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
 
     pub fn len(&self) -> usize {

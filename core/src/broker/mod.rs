@@ -714,7 +714,8 @@ impl<S: Storage + Clone> Broker<S> {
 
     fn collect_replica_effects(&mut self) {
         let me = Address::Node(self.id);
-        for r in self.replicas.values_mut() {
+        // Called after every step and every group pump round; most replicas have nothing.
+        for r in self.replicas.values_mut().filter(|r| r.has_effects()) {
             for effect in r.drain_effects() {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.

@@ -11,6 +11,8 @@ struct MemFile {
     data: Vec<u8>,
     /// Bytes `[0, synced_len)` survive any crash.
     synced_len: u64,
+    /// [`Storage::generation`]: changed by anything but an append.
+    gen: u64,
 }
 
 #[derive(Debug, Default)]
@@ -20,9 +22,15 @@ struct Disk {
     read_error_all: bool,
     read_error_paths: BTreeSet<String>,
     fail_syncs: bool,
+    /// The last generation handed out (generations are never reused on this disk).
+    last_gen: u64,
 }
 
 impl Disk {
+    fn fresh_gen(&mut self) -> u64 {
+        self.last_gen += 1;
+        self.last_gen
+    }
     fn used(&self) -> u64 {
         self.files.values().map(|f| f.data.len() as u64).sum()
     }
@@ -62,7 +70,10 @@ impl MemStorage {
     /// every surviving byte counts as synced.
     pub fn crash(&self, mut keep: impl FnMut(&CrashFile) -> u64) {
         let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
         for (path, f) in disk.files.iter_mut() {
+            disk.last_gen += 1;
+            f.gen = disk.last_gen;
             let cf = CrashFile {
                 path: path.clone(),
                 len: f.data.len() as u64,
@@ -82,9 +93,11 @@ impl MemStorage {
     /// Flips one bit (`bit` 0..8) of byte `pos` of `path`. Returns false if out of range.
     pub fn flip_bit(&self, path: &str, pos: u64, bit: u8) -> bool {
         let mut disk = self.disk.borrow_mut();
+        let gen = disk.fresh_gen();
         match disk.files.get_mut(path) {
             Some(f) if (pos as usize) < f.data.len() && bit < 8 => {
                 f.data[pos as usize] ^= 1 << bit;
+                f.gen = gen;
                 true
             }
             _ => false,
@@ -142,11 +155,14 @@ impl MemStorage {
 
     /// Overwrites a file's bytes directly, as synced (for tests that plant bad files).
     pub fn put_raw(&self, path: &str, data: &[u8]) {
-        self.disk.borrow_mut().files.insert(
+        let mut disk = self.disk.borrow_mut();
+        let gen = disk.fresh_gen();
+        disk.files.insert(
             path.to_string(),
             MemFile {
                 data: data.to_vec(),
                 synced_len: data.len() as u64,
+                gen,
             },
         );
     }
@@ -192,6 +208,10 @@ impl Storage for MemStorage {
             .ok_or_else(|| not_found(path))
     }
 
+    fn generation(&self, path: &str) -> Option<u64> {
+        self.disk.borrow().files.get(path).map(|f| f.gen)
+    }
+
     fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         let disk = self.disk.borrow();
         if disk.read_error_all || disk.read_error_paths.contains(path) {
@@ -220,11 +240,18 @@ impl Storage for MemStorage {
         };
         let fits = (data.len() as u64).min(room) as usize;
         if fits > 0 || data.len() as u64 <= room {
-            disk.files
-                .entry(path.to_string())
-                .or_default()
-                .data
-                .extend_from_slice(&data[..fits]);
+            let f = match disk.files.get_mut(path) {
+                Some(f) => f,
+                None => {
+                    let gen = disk.fresh_gen();
+                    let f = MemFile {
+                        gen,
+                        ..MemFile::default()
+                    };
+                    disk.files.entry(path.to_string()).or_insert(f)
+                }
+            };
+            f.data.extend_from_slice(&data[..fits]);
         }
         if fits < data.len() {
             return Err(StorageError::DiskFull {
@@ -249,7 +276,9 @@ impl Storage for MemStorage {
 
     fn truncate(&mut self, path: &str, len: u64) -> Result<(), StorageError> {
         let mut disk = self.disk.borrow_mut();
+        let gen = disk.fresh_gen();
         let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
+        f.gen = gen;
         if (f.data.len() as u64) > len {
             f.data.truncate(len as usize);
         }
@@ -267,11 +296,13 @@ impl Storage for MemStorage {
         let mut disk = self.disk.borrow_mut();
         let old = disk.files.get(path).map_or(0, |f| f.data.len() as u64);
         disk.check_space(path, (data.len() as u64).saturating_sub(old))?;
+        let gen = disk.fresh_gen();
         disk.files.insert(
             path.to_string(),
             MemFile {
                 data: data.to_vec(),
                 synced_len: data.len() as u64,
+                gen,
             },
         );
         Ok(())

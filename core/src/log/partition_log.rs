@@ -6,7 +6,7 @@
 use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch};
 use super::checkpoint;
 use super::epoch_cache::EpochCache;
-use super::segment::{check_crc, SegReader, Segment, Step, MAX_BATCH_LEN_ON_DISK};
+use super::segment::{check_crc, SegReader, Segment, Step, Verified, MAX_BATCH_LEN_ON_DISK};
 use super::storage::{join, Storage, StorageError};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use thiserror::Error;
@@ -192,6 +192,8 @@ pub struct PartitionLog<S: Storage> {
     persisted_recovery_point: Option<Offset>,
     /// Set after a storage failure that leaves memory and disk possibly out of step.
     failed: Option<String>,
+    /// The recovery-point checkpoint's path, joined once: it is written on every flush.
+    recovery_path: String,
 }
 
 /// Appends an index entry; a failure marks the log failed (a free function so the caller
@@ -439,7 +441,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     fn create_segment(&mut self, base: Offset) -> Result<(), LogError> {
-        let seg = Segment::new(&self.dir, base);
+        let mut seg = Segment::new(&self.dir, base);
         let path = seg.log_path();
         if self.storage.exists(path) {
             self.storage.truncate(path, 0)?;
@@ -451,6 +453,11 @@ impl<S: Storage> PartitionLog<S> {
         for p in [seg.index_path(), seg.time_index_path()] {
             self.storage.write_atomic(p, &[])?;
         }
+        // Empty, and only this log appends to it from now on.
+        seg.verified = self.storage.generation(seg.log_path()).map(|gen| Verified {
+            gen,
+            starts: Vec::new(),
+        });
         self.segments.push(seg);
         Ok(())
     }
@@ -459,10 +466,39 @@ impl<S: Storage> PartitionLog<S> {
     /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::read`] cut at `below`: its batches holding offsets below `below`, the last
+    /// one's records at or past `below` dropped (an observer's or a consumer's view up to
+    /// the high watermark). Fails exactly when `read` would: the batches past `below` that
+    /// `read` returns are still checked and decoded, unless they are known intact
+    /// ([`Segment::verified`]), when the scan stops at the first of them.
+    pub fn read_below(
+        &mut self,
+        from: Offset,
+        below: Offset,
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, LogError> {
+        let mut out = Vec::new();
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, intact| {
+            if h.base_offset >= below && intact {
+                return Ok(false);
+            }
+            let (mut b, _) = RecordBatch::decode_verified(bytes, h)
+                .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
+            if b.base_offset < below {
+                if b.next_offset() > below {
+                    b.records.truncate((below - b.base_offset) as usize);
+                }
+                out.push(b);
+            }
             Ok(true)
         })?;
         Ok(out)
@@ -482,7 +518,7 @@ impl<S: Storage> PartitionLog<S> {
             self.check_range(from)?;
             return Ok(out);
         }
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h| {
+        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             if h.next_offset() > end {
                 return Ok(false);
             }
@@ -498,7 +534,7 @@ impl<S: Storage> PartitionLog<S> {
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
         let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |_, _, _, bytes, _| {
+        self.scan_batches(from, max_bytes, |_, _, _, bytes, _, _| {
             out.extend_from_slice(bytes);
             Ok(true)
         })?;
@@ -516,7 +552,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         let (from, _) = self.segments[i].time_lookup(ts);
         let mut found = None;
-        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes, h| {
+        self.scan_batches(from, usize::MAX, |path, pos, offset, bytes, h, _| {
             if h.max_timestamp < ts {
                 return Ok(true);
             }
@@ -531,13 +567,20 @@ impl<S: Storage> PartitionLog<S> {
         Ok(found)
     }
 
-    /// Walks CRC-checked batches from the one holding `from`; `f(path, pos, base, bytes)`
-    /// returns false to stop.
+    /// Walks CRC-checked batches from the one holding `from`; `f(path, pos, base, bytes,
+    /// header, intact)` returns false to stop. `intact`: this batch and every later one
+    /// are known intact ([`Segment::verified`]), so a caller that has what it needs may
+    /// stop without changing which errors the scan could report.
+    ///
+    /// A segment known intact is entered at the batch holding `from` (else at the sparse
+    /// index entry before it, every batch from there checked), and its batches' CRCs are
+    /// not computed again: both give the same batches and the same errors (none) as the
+    /// full checks.
     fn scan_batches(
         &mut self,
         from: Offset,
         max_bytes: usize,
-        mut f: impl FnMut(&str, u64, Offset, &[u8], &BatchHeader) -> Result<bool, LogError>,
+        mut f: impl FnMut(&str, u64, Offset, &[u8], &BatchHeader, bool) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
         self.check_usable()?;
         self.check_range(from)?;
@@ -545,6 +588,15 @@ impl<S: Storage> PartitionLog<S> {
             .segments
             .partition_point(|s| s.base <= from)
             .saturating_sub(1);
+        // Segments from `intact_from` on are all known intact.
+        let intact_from = (idx..self.segments.len())
+            .rev()
+            .find(|&i| {
+                let s = &self.segments[i];
+                s.verified_at(self.storage.generation(s.log_path()))
+                    .is_none()
+            })
+            .map_or(idx, |i| i + 1);
         let mut total = 0usize;
         let mut first = true;
         let chunk = max_bytes.clamp(SCAN_CHUNK, 16 << 20);
@@ -554,10 +606,12 @@ impl<S: Storage> PartitionLog<S> {
                 idx += 1;
                 continue;
             }
-            let (mut expected, pos) = if first {
-                seg.lookup(from)
-            } else {
-                (seg.base, 0)
+            let seg_intact = idx >= intact_from;
+            let verified = seg.verified.as_ref().filter(|_| seg_intact);
+            let (mut expected, pos) = match (first, verified.and_then(|v| v.lookup(from))) {
+                (true, Some(start)) => start,
+                (true, None) => seg.lookup(from),
+                (false, _) => (seg.base, 0),
             };
             let seg_end = seg.next_offset;
             let mut r = SegReader::new(seg.log_path(), pos, seg.size, chunk);
@@ -580,8 +634,10 @@ impl<S: Storage> PartitionLog<S> {
                             ));
                         }
                         let bytes = r.bytes(pos, len);
-                        check_crc(bytes, &header)
-                            .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
+                        if !seg_intact {
+                            check_crc(bytes, &header)
+                                .map_err(|e| corrupt(r.path(), pos, expected, e.to_string()))?;
+                        }
                         if header.record_count == 0 {
                             return Err(corrupt(r.path(), pos, expected, "batch has no records"));
                         }
@@ -596,7 +652,7 @@ impl<S: Storage> PartitionLog<S> {
                             return Ok(());
                         }
                         total += len;
-                        if !f(r.path(), pos, base, bytes, &header)? {
+                        if !f(r.path(), pos, base, bytes, &header, seg_intact)? {
                             return Ok(());
                         }
                     }
@@ -676,7 +732,19 @@ impl<S: Storage> PartitionLog<S> {
             self.remove_segment_files(&s)?;
         }
         let seg = &mut self.segments[idx];
+        let was_intact = seg
+            .verified_at(self.storage.generation(seg.log_path()))
+            .is_some();
         self.storage.truncate(seg.log_path(), cut_pos)?;
+        // The cut left the bytes below it as they were: still intact, at the new generation.
+        match (was_intact, self.storage.generation(seg.log_path())) {
+            (true, Some(gen)) => {
+                let v = seg.verified.as_mut().expect("was intact");
+                v.gen = gen;
+                v.starts.retain(|(_, p)| *p < cut_pos);
+            }
+            _ => seg.verified = None,
+        }
         let rel_end = cut_off - seg.base;
         seg.index.retain(|e| (e.rel as u64) < rel_end);
         seg.time_index.retain(|t| (t.rel as u64) < rel_end);
@@ -896,9 +964,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     fn write_recovery_point(&mut self, rp: Offset) -> Result<(), LogError> {
-        let data = checkpoint::encode(RECOVERY_KIND, &[rp.to_string()]);
-        self.storage
-            .write_atomic(&join(&self.dir, RECOVERY_CHECKPOINT), &data)?;
+        let data = checkpoint::encode_number(RECOVERY_KIND, rp);
+        self.storage.write_atomic(&self.recovery_path, &data)?;
         self.persisted_recovery_point = Some(rp);
         Ok(())
     }

@@ -97,6 +97,30 @@ pub(crate) struct Segment {
     /// The segment's three file paths, formatted once: every append, read and flush
     /// names them, and formatting them per call was an eighth of a simulation's time.
     paths: SegPaths,
+    /// Every batch of the file, when this process wrote all of them itself (the segment
+    /// was created empty here): valid while the file's [`Storage::generation`] is the one
+    /// recorded, i.e. while no byte of it can have changed since it was written.
+    pub verified: Option<Verified>,
+}
+
+/// The batches of a segment known intact: nothing but this log's appends touched the file
+/// since generation `gen` began, so each batch would pass every check a read makes (its
+/// header, offsets, CRC) exactly as when it was encoded. A read uses it to start at the
+/// batch holding the offset asked for instead of checking each batch from the sparse index
+/// entry before it: the same answer and the same errors (none), fewer instructions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Verified {
+    pub gen: u64,
+    /// (base offset, byte position) of each batch, in file order.
+    pub starts: Vec<(Offset, u64)>,
+}
+
+impl Verified {
+    /// The batch holding `offset` (or the first batch, if it is below them all).
+    pub fn lookup(&self, offset: Offset) -> Option<(Offset, u64)> {
+        let i = self.starts.partition_point(|(o, _)| *o <= offset);
+        self.starts.get(i.saturating_sub(1)).copied()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -127,7 +151,13 @@ impl Segment {
             first_append_ms: None,
             dirty: false,
             index_dirty: false,
+            verified: None,
         }
+    }
+
+    /// Whether [`Self::verified`] still holds, given the file's current generation.
+    pub fn verified_at(&self, gen: Option<u64>) -> Option<&Verified> {
+        self.verified.as_ref().filter(|v| Some(v.gen) == gen)
     }
 
     pub fn log_path(&self) -> &str {
@@ -178,6 +208,9 @@ impl Segment {
         self.size = pos + len;
         self.next_offset = h.next_offset();
         self.last_batch_base = Some(h.base_offset);
+        if let Some(v) = self.verified.as_mut() {
+            v.starts.push((h.base_offset, pos));
+        }
         out
     }
 

@@ -56,6 +56,16 @@ pub trait Storage {
     /// never a mix) and durably on return.
     fn write_atomic(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError>;
 
+    /// A number that stays the same for as long as the bytes already in `path` stay as they
+    /// were (appends do not change it; anything that may alter or cut existing bytes does:
+    /// a bit flip, a crash, a truncation, replacing or re-creating the file), and is never
+    /// reused for the same path. `None`: not tracked (the default), so a caller must not
+    /// assume bytes it checked earlier are unchanged. The log uses it to skip re-checking
+    /// batches it wrote or checked itself (see `Segment::verified`).
+    fn generation(&self, _path: &str) -> Option<u64> {
+        None
+    }
+
     /// Reads exactly `buf.len()` bytes at `pos`, or fails with `Truncated`-like `Io` error.
     fn read_exact_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         let mut done = 0;

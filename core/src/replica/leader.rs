@@ -837,22 +837,10 @@ impl<L: ReplicaLog> Replica<L> {
         below: Offset,
         max_bytes: usize,
     ) -> Result<Vec<RecordBatch>, super::LogFailure> {
-        let mut out = Vec::new();
         if from >= below {
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        let batches = self.log.read(from, max_bytes)?;
-        for mut b in batches {
-            if b.base_offset >= below {
-                break;
-            }
-            if b.next_offset() > below {
-                let keep = (below - b.base_offset) as usize;
-                b.records.truncate(keep);
-            }
-            out.push(b);
-        }
-        Ok(out)
+        self.log.read_below(from, below, max_bytes)
     }
 
     pub fn handle_list_offsets(&mut self, req: &ListOffsetsRequest) -> ListOffsetsResponse {

@@ -49,6 +49,21 @@ pub trait ReplicaLog {
     ) -> Result<(), LogFailure>;
     /// Whole batches covering offsets >= `from`, at least one if any.
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure>;
+    /// [`Self::read`]'s batches holding offsets below `below`, the last one's records at
+    /// or past `below` dropped; fails when `read` would.
+    fn read_below(
+        &mut self,
+        from: Offset,
+        below: Offset,
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, LogFailure> {
+        let mut out = self.read(from, max_bytes)?;
+        out.retain(|b| b.base_offset < below);
+        if let Some(b) = out.last_mut().filter(|b| b.next_offset() > below) {
+            b.records.truncate((below - b.base_offset) as usize);
+        }
+        Ok(out)
+    }
     fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure>;
     /// Drop every offset >= `offset` (and the epoch-cache entries starting there).
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogFailure>;
@@ -97,6 +112,14 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure> {
         PartitionLog::read(self, from, max_bytes).map_err(fail)
+    }
+    fn read_below(
+        &mut self,
+        from: Offset,
+        below: Offset,
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, LogFailure> {
+        PartitionLog::read_below(self, from, below, max_bytes).map_err(fail)
     }
     fn offset_for_timestamp(&mut self, ts: TimestampMs) -> Result<Option<Offset>, LogFailure> {
         PartitionLog::offset_for_timestamp(self, ts).map_err(fail)

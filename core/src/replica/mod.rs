@@ -397,6 +397,11 @@ impl<L: ReplicaLog> Replica<L> {
         std::mem::take(&mut self.effects)
     }
 
+    /// Whether `drain_effects` would return anything.
+    pub fn has_effects(&self) -> bool {
+        !self.effects.is_empty()
+    }
+
     /// Earliest time at which `tick` has something to do.
     pub fn next_timeout(&self) -> Option<Nanos> {
         if self.failure.is_some() {

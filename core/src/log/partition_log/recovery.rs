@@ -88,6 +88,7 @@ impl<S: Storage> PartitionLog<S> {
             recovery_point: 0,
             persisted_recovery_point: ck_rp,
             failed: None,
+            recovery_path: rp_path.clone(),
         };
 
         if bases.is_empty() {
