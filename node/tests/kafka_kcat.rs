@@ -7,6 +7,9 @@
 //! - kcat (librdkafka): `-L` lists the 3 brokers and the topic, `-P` writes 10,000 records
 //!   (acks=all) and `-C -e` reads all of them back in order; Skein's own consumer reads the
 //!   same records; a keyed produce over 3 partitions comes back per key in order.
+//! - consumer groups: `kcat -G` reads everything and commits the ends; a confluent-kafka
+//!   group of two (eager and cooperative-sticky) shares the partitions, rebalances when
+//!   one closes, and commits every record exactly once between them.
 //!
 //! kcat comes from Debian (`apt-get install kcat`; `.ci/run` installs it and sets
 //! `SKEIN_REQUIRE_KCAT=1`, which turns a missing kcat into a failure instead of a skip).
@@ -715,12 +718,25 @@ const GROUP_SCRIPT: &str = concat!(
 
 /// A confluent-kafka consumer group of two (subscribe) over 4 partitions: both hold
 /// partitions while both are in, B takes all of them after A closes, and every record is
-/// committed by exactly one of them (node/tests/kafka/confluent_group.py).
+/// committed by exactly one of them (node/tests/kafka/confluent_group.py). Eager
+/// rebalancing (librdkafka's default range,roundrobin).
 #[test]
 fn confluent_kafka_group_of_two_shares_and_rebalances() {
-    if !require_confluent() {
-        return;
+    if require_confluent() {
+        group_of_two("range,roundrobin");
     }
+}
+
+/// The same with cooperative-sticky (incremental rebalancing, KIP-429): the owned
+/// partitions in each member's subscription survive the translation to Skein's and back.
+#[test]
+fn confluent_kafka_cooperative_sticky_group_of_two() {
+    if require_confluent() {
+        group_of_two("cooperative-sticky");
+    }
+}
+
+fn group_of_two(strategy: &str) {
     let c = Cluster::up();
     c.skein(&["topic", "create", "shared", "--partitions", "4", "-r", "3"]);
     let n = 1200;
@@ -732,6 +748,7 @@ fn confluent_kafka_group_of_two_shares_and_rebalances() {
         "4",
         &n.to_string(),
         "g2",
+        strategy,
     ]);
     let out = run(cmd, b"", Duration::from_secs(200));
     let stdout = text(&out.stdout);

@@ -4,20 +4,26 @@ consumer A subscribes alone and reads a third; B subscribes, both poll (one thre
 alternately) until both hold partitions and B has read something; A closes (LeaveGroup),
 and B, after the rebalance, reads the rest. Each consumer commits every record it reads,
 synchronously, before reading on. A record counts as read by a consumer when the commit
-after it succeeded; a record whose commit failed may be read again by the next owner.
+after it succeeded; a record whose commit failed is read again (seek back), by the same
+consumer or by the next owner.
 
 Prints one JSON line: per consumer the records it read (and committed) and the partitions
 it held; the test checks that every record was committed by exactly one of them.
 
-usage: confluent_group.py BOOTSTRAP TOPIC PARTITIONS N GROUP
+STRATEGY is librdkafka's partition.assignment.strategy (default "range,roundrobin";
+"cooperative-sticky" rebalances incrementally, from the owned partitions each member's
+subscription carries).
+
+usage: confluent_group.py BOOTSTRAP TOPIC PARTITIONS N GROUP [STRATEGY]
 """
 import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 bootstrap, topic, parts, n, group = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+strategy = sys.argv[6] if len(sys.argv) > 6 else "range,roundrobin"
 
 p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
 for i in range(n):
@@ -34,6 +40,7 @@ def consumer(name):
         "enable.auto.commit": False,
         "session.timeout.ms": 10000,
         "heartbeat.interval.ms": 500,
+        "partition.assignment.strategy": strategy,
     })
     c.subscribe([topic])
     return c
@@ -56,6 +63,12 @@ def poll_one(name, c):
         c.commit(message=msg, asynchronous=False)
     except KafkaException as e:
         failed_commits.append([name, msg.partition(), msg.offset(), str(e)])
+        # Read it again (if the partition stays ours): the position moved past it, and a
+        # cooperative rebalance keeps the partition without resetting the position.
+        try:
+            c.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
+        except KafkaException:
+            pass
         return
     read[name].append(int(msg.value()))
 
