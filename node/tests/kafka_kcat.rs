@@ -7,6 +7,9 @@
 //! - kcat (librdkafka): `-L` lists the 3 brokers and the topic, `-P` writes 10,000 records
 //!   (acks=all) and `-C -e` reads all of them back in order; Skein's own consumer reads the
 //!   same records; a keyed produce over 3 partitions comes back per key in order.
+//! - consumer groups: `kcat -G` reads everything and commits the ends; a confluent-kafka
+//!   group of two (eager and cooperative-sticky) shares the partitions, rebalances when
+//!   one closes, and commits every record exactly once between them.
 //!
 //! kcat comes from Debian (`apt-get install kcat`; `.ci/run` installs it and sets
 //! `SKEIN_REQUIRE_KCAT=1`, which turns a missing kcat into a failure instead of a skip).
@@ -219,7 +222,7 @@ fn bad_frames_close_only_their_connection() {
     );
     let v3 = request(ApiKey::ApiVersions, 3, 4, &ApiVersionsRequest::default());
     let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 3, &v3);
-    assert_eq!(v.api_keys.len(), 7);
+    assert_eq!(v.api_keys.len(), 14);
 
     let topic = TopicName(StrBytes::from_static_str("made-by-kafka"));
     let create = CreateTopicsRequest::default()
@@ -292,14 +295,22 @@ fn kcat_run(bin: &Path, bootstrap: &str, args: &[&str], stdin: &[u8]) -> String 
     text(&out.stdout)
 }
 
-#[test]
-fn kcat_lists_produces_and_consumes_10k_records() {
-    let Some(kcat) = kcat() else {
+/// kcat, or None when the test should skip (a failure with SKEIN_REQUIRE_KCAT=1).
+fn kcat_or_skip() -> Option<PathBuf> {
+    let found = kcat();
+    if found.is_none() {
         assert!(
             std::env::var("SKEIN_REQUIRE_KCAT").as_deref() != Ok("1"),
             "SKEIN_REQUIRE_KCAT=1 but no kcat on the PATH (install Debian's `kcat`)"
         );
         eprintln!("kcat test skipped: no kcat on the PATH (apt-get install kcat)");
+    }
+    found
+}
+
+#[test]
+fn kcat_lists_produces_and_consumes_10k_records() {
+    let Some(kcat) = kcat_or_skip() else {
         return;
     };
     let c = Cluster::up();
@@ -406,6 +417,99 @@ fn kcat_lists_produces_and_consumes_10k_records() {
     for (k, vs) in &per_key {
         assert!(vs.windows(2).all(|w| w[0] < w[1]), "{k} out of order");
     }
+}
+
+/// Waits until every partition of `topic` has a leader in kcat's view.
+fn wait_for_leaders(kcat: &Path, b: &str, topic: &str, partitions: usize) {
+    for _ in 0..100 {
+        let list = kcat_run(kcat, b, &["-L", "-t", topic, "-m", "30"], b"");
+        if list.contains(&format!("with {partitions} partitions")) && !list.contains("leader -1") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{topic} has no leaders");
+}
+
+/// The committed offset of every partition of `group` per `skein group describe`.
+fn committed(c: &Cluster, group: &str, topic: &str) -> BTreeMap<String, (u64, u64)> {
+    let out = c.skein(&["group", "describe", group]);
+    out.lines()
+        .filter(|l| l.starts_with(&format!("{topic}-")))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let num = |s: &str| {
+                s.trim_end_matches('*')
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{l}"))
+            };
+            (f[0].to_string(), (num(f[1]), num(f[2])))
+        })
+        .collect()
+}
+
+/// `kcat -G` (librdkafka's balanced consumer: FindCoordinator, JoinGroup, SyncGroup,
+/// Heartbeat, OffsetFetch, OffsetCommit, LeaveGroup) reads every record of a 3-partition
+/// topic and commits the end of each partition; a second run of the same group reads only
+/// what was written after.
+#[test]
+fn kcat_balanced_consumer_group_reads_everything_and_commits() {
+    let Some(kcat) = kcat_or_skip() else {
+        return;
+    };
+    let c = Cluster::up();
+    let b = c.bootstrap.clone();
+    c.skein(&["topic", "create", "grp", "--partitions", "3", "-r", "3"]);
+    wait_for_leaders(&kcat, &b, "grp", 3);
+    let first: String = (0..3000).map(|i| format!("k{}:{i}\n", i % 7)).collect();
+    let produce = ["-P", "-t", "grp", "-K", ":", "-X", "acks=all"];
+    kcat_run(&kcat, &b, &produce, first.as_bytes());
+
+    // No `-o`: with -G, kcat would seek every assigned partition there, committed or not.
+    let group = [
+        "-G",
+        "kg",
+        "grp",
+        "-X",
+        "auto.offset.reset=earliest",
+        "-e",
+        "-q",
+        "-f",
+        "%s\n",
+    ];
+    let read = |kcat: &Path| -> Vec<u32> {
+        let out = kcat_run(kcat, &b, &group, b"");
+        let mut v: Vec<u32> = out.lines().map(|l| l.parse().unwrap()).collect();
+        v.sort_unstable();
+        v
+    };
+    let got = read(&kcat);
+    assert!(
+        got == (0..3000).collect::<Vec<_>>(),
+        "first run read {} records",
+        got.len()
+    );
+    let offsets = committed(&c, "kg", "grp");
+    assert_eq!(offsets.len(), 3, "{offsets:?}");
+    assert!(
+        offsets.values().all(|(done, end)| done == end && *end > 0),
+        "committed != end: {offsets:?}"
+    );
+
+    let second: String = (3000..3500).map(|i| format!("k{}:{i}\n", i % 7)).collect();
+    kcat_run(&kcat, &b, &produce, second.as_bytes());
+    let got = read(&kcat);
+    let (lo, hi) = (got.first(), got.last());
+    assert!(
+        got == (3000..3500).collect::<Vec<_>>(),
+        "second run read {} records, {lo:?}..{hi:?}",
+        got.len()
+    );
+    let offsets = committed(&c, "kg", "grp");
+    assert!(
+        offsets.values().all(|(done, end)| done == end),
+        "{offsets:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -584,5 +688,87 @@ fn confluent_kafka_idempotent_producer_survives_leader_kill9() {
         leader_of_idem_0(&c),
         leader,
         "leadership moved off the killed broker"
+    );
+}
+
+const GROUP_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/kafka/confluent_group.py"
+);
+
+/// A confluent-kafka consumer group of two (subscribe) over 4 partitions: both hold
+/// partitions while both are in, B takes all of them after A closes, and every record is
+/// committed by exactly one of them (node/tests/kafka/confluent_group.py). Eager
+/// rebalancing (librdkafka's default range,roundrobin).
+#[test]
+fn confluent_kafka_group_of_two_shares_and_rebalances() {
+    if require_confluent() {
+        group_of_two("range,roundrobin");
+    }
+}
+
+/// The same with cooperative-sticky (incremental rebalancing, KIP-429): the owned
+/// partitions in each member's subscription survive the translation to Skein's and back.
+#[test]
+fn confluent_kafka_cooperative_sticky_group_of_two() {
+    if require_confluent() {
+        group_of_two("cooperative-sticky");
+    }
+}
+
+fn group_of_two(strategy: &str) {
+    let c = Cluster::up();
+    c.skein(&["topic", "create", "shared", "--partitions", "4", "-r", "3"]);
+    let n = 1200;
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        GROUP_SCRIPT,
+        &c.bootstrap,
+        "shared",
+        "4",
+        &n.to_string(),
+        "g2",
+        strategy,
+    ]);
+    let out = run(cmd, b"", Duration::from_secs(200));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let ids = |who: &str| -> Vec<u64> {
+        v["read"][who]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    let (a, b) = (ids("A"), ids("B"));
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "A {} B {}",
+        a.len(),
+        b.len()
+    );
+    assert_eq!(v["shared"], true, "never both held partitions: {stdout}");
+    assert_eq!(
+        v["held"]["B"].as_array().unwrap().len(),
+        4,
+        "B after A left: {stdout}"
+    );
+    let mut all: Vec<u64> = a.iter().chain(&b).copied().collect();
+    all.sort_unstable();
+    let dups = all.windows(2).filter(|w| w[0] == w[1]).count();
+    assert_eq!(dups, 0, "records committed by both consumers");
+    assert!(
+        all == (0..n as u64).collect::<Vec<_>>(),
+        "{} records of {n}",
+        all.len()
+    );
+    // After both closed, the group's committed offsets are the ends of the partitions.
+    let offsets = committed(&c, "g2", "shared");
+    assert_eq!(offsets.len(), 4, "{offsets:?}");
+    assert!(
+        offsets.values().all(|(done, end)| done == end),
+        "{offsets:?}"
     );
 }

@@ -7,8 +7,10 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -55,6 +57,13 @@ pub enum Body {
     ListOffsets(ListOffsetsRequest),
     CreateTopics(CreateTopicsRequest),
     InitProducerId(InitProducerIdRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
 }
 
 /// Reads one frame's bytes. Ok(None): the peer closed cleanly between frames.
@@ -128,6 +137,19 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         }
         ApiKey::InitProducerId => {
             Body::InitProducerId(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::FindCoordinator => {
+            Body::FindCoordinator(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::JoinGroup => Body::JoinGroup(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::SyncGroup => Body::SyncGroup(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::Heartbeat => Body::Heartbeat(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::LeaveGroup => Body::LeaveGroup(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::OffsetCommit => {
+            Body::OffsetCommit(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::OffsetFetch => {
+            Body::OffsetFetch(Decodable::decode(buf, version).map_err(body_err)?)
         }
         _ => return Err(CodecError::UnknownApiKey(key)),
     };

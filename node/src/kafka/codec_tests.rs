@@ -3,10 +3,17 @@ use crate::kafka::records::encode_batches;
 use crate::kafka::versions::SUPPORTED;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
 use skein_core::log::{Record, RecordBatch};
@@ -99,6 +106,70 @@ fn sample(api: ApiKey, version: i16) -> Bytes {
             &kafka_protocol::messages::InitProducerIdRequest::default()
                 .with_transaction_timeout_ms(60_000),
         ),
+        ApiKey::FindCoordinator => frame(
+            api,
+            version,
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+        ),
+        ApiKey::JoinGroup => {
+            let p = JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(Bytes::from_static(&[
+                    0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255,
+                ]));
+            let req = JoinGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_session_timeout_ms(10_000)
+                .with_protocol_type(StrBytes::from_static_str("consumer"))
+                .with_protocols(vec![p]);
+            frame(api, version, &req)
+        }
+        ApiKey::SyncGroup => {
+            let a = SyncGroupRequestAssignment::default()
+                .with_member_id(StrBytes::from_static_str("m"))
+                .with_assignment(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 255, 255, 255, 255]));
+            let req = SyncGroupRequest::default()
+                .with_generation_id(1)
+                .with_assignments(vec![a]);
+            frame(api, version, &req)
+        }
+        ApiKey::Heartbeat => frame(api, version, &HeartbeatRequest::default()),
+        ApiKey::LeaveGroup if version >= 3 => {
+            let m = MemberIdentity::default().with_member_id(StrBytes::from_static_str("m"));
+            frame(
+                api,
+                version,
+                &LeaveGroupRequest::default().with_members(vec![m]),
+            )
+        }
+        ApiKey::LeaveGroup => frame(
+            api,
+            version,
+            &LeaveGroupRequest::default().with_member_id(StrBytes::from_static_str("m")),
+        ),
+        ApiKey::OffsetCommit => {
+            let p = OffsetCommitRequestPartition::default()
+                .with_committed_offset(5)
+                .with_committed_metadata(Some(StrBytes::from_static_str("x")));
+            let t = OffsetCommitRequestTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![p]);
+            frame(
+                api,
+                version,
+                &OffsetCommitRequest::default().with_topics(vec![t]),
+            )
+        }
+        ApiKey::OffsetFetch => {
+            let t = OffsetFetchRequestTopic::default()
+                .with_name(topic())
+                .with_partition_indexes(vec![0, 1]);
+            frame(
+                api,
+                version,
+                &OffsetFetchRequest::default().with_topics(Some(vec![t])),
+            )
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -119,6 +190,13 @@ fn every_advertised_version_decodes() {
                     | (ApiKey::ListOffsets, Body::ListOffsets(_))
                     | (ApiKey::CreateTopics, Body::CreateTopics(_))
                     | (ApiKey::InitProducerId, Body::InitProducerId(_))
+                    | (ApiKey::FindCoordinator, Body::FindCoordinator(_))
+                    | (ApiKey::JoinGroup, Body::JoinGroup(_))
+                    | (ApiKey::SyncGroup, Body::SyncGroup(_))
+                    | (ApiKey::Heartbeat, Body::Heartbeat(_))
+                    | (ApiKey::LeaveGroup, Body::LeaveGroup(_))
+                    | (ApiKey::OffsetCommit, Body::OffsetCommit(_))
+                    | (ApiKey::OffsetFetch, Body::OffsetFetch(_))
             );
             assert!(ok, "{api:?} v{v}: {:?}", req.body);
         }
@@ -140,7 +218,7 @@ fn unknown_keys_and_versions_are_refused() {
     ));
     // JoinGroup exists in Kafka but not here.
     let mut f = sample(ApiKey::Metadata, 1).to_vec();
-    f[..2].copy_from_slice(&(ApiKey::JoinGroup as i16).to_be_bytes());
+    f[..2].copy_from_slice(&(ApiKey::DeleteTopics as i16).to_be_bytes());
     assert!(matches!(
         decode_request(Bytes::from(f)),
         Err(CodecError::UnknownApiKey(_))

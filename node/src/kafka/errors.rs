@@ -6,6 +6,7 @@
 use crate::client::ClientError;
 use kafka_protocol::ResponseError as E;
 use skein_core::controller::ControllerError;
+use skein_core::group::GroupError;
 use skein_core::message::{ConsumerFetchError, ProduceError};
 
 pub const NONE: i16 = 0;
@@ -61,6 +62,33 @@ pub fn admin(e: &ClientError) -> i16 {
     .code()
 }
 
+/// A group coordinator's refusal.
+pub fn group(e: &GroupError) -> i16 {
+    match e {
+        GroupError::NotCoordinator => E::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => E::CoordinatorLoadInProgress,
+        GroupError::CoordinatorNotAvailable => E::CoordinatorNotAvailable,
+        GroupError::IllegalGeneration => E::IllegalGeneration,
+        GroupError::UnknownMemberId => E::UnknownMemberId,
+        GroupError::RebalanceInProgress => E::RebalanceInProgress,
+        GroupError::FencedInstanceId => E::FencedInstanceId,
+        GroupError::MemberIdRequired(_) => E::MemberIdRequired,
+        GroupError::InconsistentGroupProtocol => E::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => E::InvalidSessionTimeout,
+        GroupError::InvalidGroupId => E::InvalidGroupId,
+        GroupError::GroupMaxSizeReached => E::GroupMaxSizeReached,
+        GroupError::UnstableOffsetCommit => E::UnstableOffsetCommit,
+        // Kafka does not check the leader's assignment; the nearest is a bad request.
+        GroupError::InvalidAssignment(_) => E::InvalidRequest,
+        GroupError::OffsetMetadataTooLarge => E::OffsetMetadataTooLarge,
+        // A generation-less commit to a group with members: Kafka answers UNKNOWN_MEMBER_ID.
+        GroupError::NonEmptyGroup => E::UnknownMemberId,
+        // A newer commit of the member already stands; Kafka has no such code.
+        GroupError::StaleCommit => E::UnknownServerError,
+    }
+    .code()
+}
+
 pub fn timed_out() -> i16 {
     E::RequestTimedOut.code()
 }
@@ -112,5 +140,8 @@ mod tests {
         let exists =
             ClientError::Controller(ControllerError::TopicAlreadyExists { topic: "t".into() });
         assert_eq!(admin(&exists), 36);
+        assert_eq!(group(&GroupError::NotCoordinator), 16);
+        assert_eq!(group(&GroupError::RebalanceInProgress), 27);
+        assert_eq!(group(&GroupError::MemberIdRequired("m".into())), 79);
     }
 }

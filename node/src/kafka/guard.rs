@@ -153,9 +153,115 @@ pub fn check_body(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardErr
                 w.string()
             })
         })?,
+        _ => return groups(w, api, version),
+    }
+    Ok(())
+}
+
+/// The consumer-group APIs (non-flexible versions). Subscription and assignment bytes
+/// inside JoinGroup and SyncGroup are checked when they are translated
+/// ([`check_subscription`], [`check_assignment`]).
+fn groups(w: &mut Walk, api: ApiKey, version: i16) -> Result<(), GuardError> {
+    match api {
+        // key; key type (v1+): no arrays.
+        ApiKey::FindCoordinator => return Ok(()),
+        ApiKey::JoinGroup => {
+            w.string()?; // group id
+            w.skip(4 + if version >= 1 { 4 } else { 0 })?; // session, rebalance timeouts
+            w.string()?; // member id
+            if version >= 5 {
+                w.string()?; // group instance id
+            }
+            w.string()?; // protocol type
+            w.array(|w| {
+                w.string()?;
+                w.bytes().map(|_| ())
+            })?;
+        }
+        ApiKey::SyncGroup => {
+            w.string()?;
+            w.skip(4)?; // generation
+            w.string()?;
+            if version >= 3 {
+                w.string()?;
+            }
+            w.array(|w| {
+                w.string()?;
+                w.bytes().map(|_| ())
+            })?;
+        }
+        // group id, generation, member id (, instance id): no arrays.
+        ApiKey::Heartbeat => return Ok(()),
+        ApiKey::LeaveGroup if version >= 3 => {
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                w.string()
+            })?;
+        }
+        ApiKey::LeaveGroup => return Ok(()),
+        ApiKey::OffsetCommit => {
+            w.string()?;
+            w.skip(4)?; // generation
+            w.string()?; // member id
+            if version >= 7 {
+                w.string()?;
+            }
+            if version <= 4 {
+                w.skip(8)?; // retention time
+            }
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    w.skip(4 + 8 + if version >= 6 { 4 } else { 0 })?;
+                    w.string() // metadata
+                })
+            })?;
+        }
+        ApiKey::OffsetFetch => {
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| w.skip(4))
+            })?;
+        }
         _ => return Err(GuardError(format!("{api:?} has no layout here"))),
     }
     Ok(())
+}
+
+/// Kafka's ConsumerProtocol subscription (JoinGroup metadata): i16 version, topics,
+/// user data, owned partitions (v1+), generation (v2+), rack (v3+). Returns the version.
+pub fn check_subscription(bytes: &[u8]) -> Result<i16, GuardError> {
+    let w = &mut Walk { buf: bytes, pos: 0 };
+    let version = w.i16()?;
+    if version < 0 {
+        return Err(GuardError(format!("subscription version {version}")));
+    }
+    w.array(|w| w.string())?;
+    w.bytes()?;
+    if version >= 1 {
+        topic_partitions(w)?;
+    }
+    Ok(version)
+}
+
+/// Kafka's ConsumerProtocol assignment (SyncGroup): i16 version, partitions, user data.
+pub fn check_assignment(bytes: &[u8]) -> Result<i16, GuardError> {
+    let w = &mut Walk { buf: bytes, pos: 0 };
+    let version = w.i16()?;
+    if version < 0 {
+        return Err(GuardError(format!("assignment version {version}")));
+    }
+    topic_partitions(w)?;
+    Ok(version)
+}
+
+fn topic_partitions(w: &mut Walk) -> Result<(), GuardError> {
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| w.skip(4))
+    })
 }
 
 fn fetch(w: &mut Walk, version: i16) -> Result<(), GuardError> {

@@ -16,6 +16,7 @@ mod admin;
 pub mod codec;
 mod errors;
 mod fetch;
+mod groups;
 mod guard;
 mod metadata;
 mod offsets;
@@ -172,6 +173,34 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
         Body::InitProducerId(r) => {
             let resp = admin::init_producer_id(s, r).await;
             encode_response(ApiKey::InitProducerId, version, corr, &resp)?
+        }
+        Body::FindCoordinator(r) => {
+            let resp = groups::find_coordinator(s, r).await;
+            encode_response(ApiKey::FindCoordinator, version, corr, &resp)?
+        }
+        Body::JoinGroup(r) => {
+            let resp = groups::join_group(s, r, version).await;
+            encode_response(ApiKey::JoinGroup, version, corr, &resp)?
+        }
+        Body::SyncGroup(r) => {
+            let resp = groups::sync_group(s, r).await;
+            encode_response(ApiKey::SyncGroup, version, corr, &resp)?
+        }
+        Body::Heartbeat(r) => {
+            let resp = groups::heartbeat(s, r).await;
+            encode_response(ApiKey::Heartbeat, version, corr, &resp)?
+        }
+        Body::LeaveGroup(r) => {
+            let resp = groups::leave_group(s, r, version).await;
+            encode_response(ApiKey::LeaveGroup, version, corr, &resp)?
+        }
+        Body::OffsetCommit(r) => {
+            let resp = groups::offset_commit(s, r).await;
+            encode_response(ApiKey::OffsetCommit, version, corr, &resp)?
+        }
+        Body::OffsetFetch(r) => {
+            let resp = groups::offset_fetch(s, r, version).await;
+            encode_response(ApiKey::OffsetFetch, version, corr, &resp)?
         }
     };
     Ok(Some(bytes))

@@ -16,6 +16,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 5),
     (ApiKey::Metadata, 0, 8),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 5),
+    (ApiKey::FindCoordinator, 0, 2),
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 3),
+    (ApiKey::SyncGroup, 0, 3),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::InitProducerId, 0, 1),
@@ -67,6 +74,8 @@ mod tests {
         }
         assert!(supported(ApiKey::Fetch, 11));
         assert!(!supported(ApiKey::Fetch, 12));
-        assert!(!supported(ApiKey::JoinGroup, 0));
+        assert!(supported(ApiKey::JoinGroup, 5));
+        assert!(!supported(ApiKey::JoinGroup, 6));
+        assert!(!supported(ApiKey::DeleteTopics, 0));
     }
 }

@@ -1,6 +1,6 @@
 """confluent-kafka (librdkafka) against a Skein cluster's Kafka listeners: an idempotent
 producer (enable.idempotence, acks=all) writes N keyed records to TOPIC, then a consumer
-with explicit assignment (no consumer group: Skein's Kafka listener has none) reads every
+with explicit assignment (no consumer group; confluent_group.py has one) reads every
 partition from the beginning. Prints one JSON line: what was acknowledged and what was read.
 
 With PAUSE, the producer stops after the first half (all delivered), prints "HALF" and
