@@ -629,23 +629,42 @@ async fn accept_loop(
     router: Arc<Router>,
     inbox: mpsc::Sender<Inbound>,
     max: u32,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    accept_connections(
+        listener,
+        "skein",
+        shutdown,
+        move |stream, peer, shutdown| {
+            let (router, inbox) = (router.clone(), inbox.clone());
+            async move { inbound_conn(stream, peer, router, inbox, max, shutdown).await }
+        },
+    )
+    .await
+}
+
+/// Accepts connections until shutdown, each served by its own task from `serve`; an
+/// accept error (e.g. out of file descriptors) is logged and retried after a pause. The
+/// one accept loop of the node's listeners (`protocol` names which, in logs).
+pub(crate) async fn accept_connections<F, Fut>(
+    listener: TcpListener,
+    protocol: &'static str,
+    mut shutdown: watch::Receiver<bool>,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
             res = listener.accept() => match res {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let router = router.clone();
-                    let inbox = inbox.clone();
-                    let shutdown = shutdown.clone();
-                    tokio::spawn(async move {
-                        inbound_conn(stream, peer, router, inbox, max, shutdown).await
-                    });
+                    tokio::spawn(serve(stream, peer, shutdown.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    tracing::warn!(error = %e, protocol, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -34,7 +34,6 @@ use session::Session;
 use skein_core::types::NodeId;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -73,24 +72,11 @@ pub(crate) async fn start(
     Ok((tokio::spawn(accept_loop(listener, ctx, shutdown)), bound))
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            res = listener.accept() => match res {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let ctx = ctx.clone();
-                    let shutdown = shutdown.clone();
-                    tokio::spawn(async move { serve(stream, peer, ctx, shutdown).await });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "kafka: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-        }
-    }
+async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, shutdown: watch::Receiver<bool>) {
+    crate::runtime::accept_connections(listener, "kafka", shutdown, move |stream, peer, sd| {
+        serve(stream, peer, ctx.clone(), sd)
+    })
+    .await
 }
 
 /// One Kafka connection: frames in, answers out, until the client leaves, sends
