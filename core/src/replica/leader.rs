@@ -53,6 +53,9 @@ pub(crate) struct Parked {
     pub deadline: Nanos,
 }
 
+/// How soon a leader tries its epoch marker again after the log refused it.
+const MARKER_RETRY: Nanos = 100_000_000;
+
 pub(crate) struct LeaderState {
     /// Log end when this epoch began: the HW only advances past it (a record of the
     /// current epoch — at least the epoch marker — must be committed first).
@@ -71,6 +74,11 @@ pub(crate) struct LeaderState {
     pub waiting: Vec<WaitingProduce>,
     /// Held fetches, one per follower (a newer fetch replaces an older one).
     pub parked: BTreeMap<NodeId, Parked>,
+    /// The epoch marker could not be written (a full disk): when to try again. Until a
+    /// batch of this epoch is in the log the HW cannot pass the epoch start, and a partition
+    /// nobody produces to (`__consumer_offsets` before its coordinator has loaded) would
+    /// never get one (seed 3836 of the 10,000-seed sweep: the coordinator stayed Loading).
+    pub marker_retry_at: Option<Nanos>,
 }
 
 impl LeaderState {
@@ -98,7 +106,10 @@ impl LeaderState {
             Some(p) => Some(p.sent_at + cfg.alter_partition_retry),
             None => self.lag_due(cfg).map(|d| d.max(self.propose_not_before)),
         };
-        [produce, parked, isr].into_iter().flatten().min()
+        [produce, parked, isr, self.marker_retry_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -158,11 +169,7 @@ impl<L: ReplicaLog> Replica<L> {
         let epoch_start_offset = self.log.log_end_offset();
         // Epoch marker: gives the epoch cache its entry right away (KIP-279 answers for
         // this epoch) and a record of the current epoch to commit, so the HW can move.
-        let marker = RecordBatch::epoch_marker(epoch_start_offset, epoch, now_ms(now));
-        if let Err(e) = self.log.append_as_leader(marker, epoch, now_ms(now)) {
-            self.log_error("append epoch marker", e);
-        }
-        self.after_leader_append(now);
+        let marker_retry_at = (!self.append_epoch_marker(now)).then(|| now + MARKER_RETRY);
         let followers = self
             .replicas
             .iter()
@@ -188,6 +195,7 @@ impl<L: ReplicaLog> Replica<L> {
             followers,
             waiting: Vec::new(),
             parked: BTreeMap::new(),
+            marker_retry_at,
         });
         let ev = Event::BecameLeader {
             tp: self.tp.clone(),
@@ -196,6 +204,44 @@ impl<L: ReplicaLog> Replica<L> {
         };
         self.event(ev);
         self.leader_maybe_advance_hw(now);
+    }
+
+    /// Appends this epoch's marker at the log end: it gives the epoch cache its entry at
+    /// once (KIP-279 answers for this epoch) and a record of the current epoch to commit, so
+    /// the HW can move. False if the log refused it (logged; the caller retries).
+    fn append_epoch_marker(&mut self, now: Nanos) -> bool {
+        let epoch = self.leader_epoch;
+        let marker = RecordBatch::epoch_marker(self.log.log_end_offset(), epoch, now_ms(now));
+        match self.log.append_as_leader(marker, epoch, now_ms(now)) {
+            Ok(_) => {
+                self.after_leader_append(now);
+                true
+            }
+            Err(e) => {
+                self.log_error("append epoch marker", e);
+                false
+            }
+        }
+    }
+
+    /// A leader whose epoch marker failed: try again, unless a produce has since put a
+    /// batch of this epoch in the log (which does the marker's job).
+    fn retry_epoch_marker(&mut self, now: Nanos) {
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let Some(at) = l.marker_retry_at else { return };
+        if now < at {
+            return;
+        }
+        let has_epoch = self.log.latest_epoch() == Some(self.leader_epoch);
+        let done = has_epoch || self.append_epoch_marker(now);
+        if let RoleState::Leader(l) = &mut self.role {
+            l.marker_retry_at = (!done).then(|| now + MARKER_RETRY);
+        }
+        if done {
+            self.leader_maybe_advance_hw(now);
+        }
     }
 
     fn after_leader_append(&mut self, now: Nanos) {
@@ -703,6 +749,7 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     pub(crate) fn leader_tick(&mut self, now: Nanos) {
+        self.retry_epoch_marker(now);
         let me = self.me;
         let lag_max = self.config.replica_lag_time_max;
         let retry = self.config.alter_partition_retry;
