@@ -175,12 +175,8 @@ fn group_or_client_fault_toml(o: &mut String, f: &Fault) {
             kind(o, "member-restart");
             let _ = writeln!(o, "member = {member}");
         }
-        Fault::MemberPause { member, duration } => {
-            kind(o, "member-pause");
-            let _ = writeln!(o, "member = {member}\nduration = {}", d(duration));
-        }
-        Fault::MemberIsolate { member, duration } => {
-            kind(o, "member-isolate");
+        Fault::MemberPause { member, duration } | Fault::MemberIsolate { member, duration } => {
+            kind(o, f.name());
             let _ = writeln!(o, "member = {member}\nduration = {}", d(duration));
         }
         Fault::CoordinatorCrash {
