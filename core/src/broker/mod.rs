@@ -216,7 +216,7 @@ pub struct Broker<S: Storage + Clone> {
     next_retention: Nanos,
     next_hw_checkpoint: Nanos,
     last_hw_checkpoint: HwCheckpoint,
-    replicas: BTreeMap<TopicPartition, Replica<PartitionLog<S>>>,
+    replicas: ReplicaSet<S>,
     /// Topic id of each hosted partition: part of its directory name, so data of a
     /// deleted topic is never mistaken for a re-created one of the same name.
     topic_ids: BTreeMap<TopicPartition, u64>,
@@ -280,7 +280,7 @@ impl<S: Storage + Clone> Broker<S> {
             next_retention: now,
             next_hw_checkpoint: now,
             last_hw_checkpoint: Vec::new(),
-            replicas: BTreeMap::new(),
+            replicas: ReplicaSet::new(),
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
             groups: groups::GroupHost::default(),
@@ -568,11 +568,7 @@ impl<S: Storage + Clone> Broker<S> {
                 Some(t) => t + self.config.heartbeat_interval,
             }),
         };
-        let replicas = self
-            .replicas
-            .values()
-            .filter_map(|r| r.next_timeout())
-            .min();
+        let replicas = self.replicas.next_timeout();
         let open_retry = (!self.failed.is_empty()).then_some(self.next_open_retry);
         [
             controller,
@@ -633,9 +629,7 @@ impl<S: Storage + Clone> Broker<S> {
             }
         }
         let offline_before = self.offline_partitions();
-        for r in self.replicas.values_mut() {
-            r.tick(now);
-        }
+        self.replicas.tick_due(now);
         self.close_unusable_logs();
         // An offline log read through again, or one that failed to open is due another
         // try: apply the partition states again (on a caught-up image only).
@@ -715,7 +709,7 @@ impl<S: Storage + Clone> Broker<S> {
     fn collect_replica_effects(&mut self) {
         let me = Address::Node(self.id);
         // Called after every step and every group pump round; most replicas have nothing.
-        for r in self.replicas.values_mut().filter(|r| r.has_effects()) {
+        for r in self.replicas.with_effects_mut() {
             for effect in r.drain_effects() {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.
@@ -1146,7 +1140,9 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
 #[cfg(test)]
 mod group_tests;
 mod groups;
+mod replica_set;
 mod shutdown;
+use replica_set::ReplicaSet;
 pub use shutdown::ShutdownPhase;
 #[cfg(test)]
 mod proptests;
