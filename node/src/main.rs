@@ -4,6 +4,11 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// mimalloc instead of the system allocator: allocation and freeing were ~20% of a
+/// simulation's instructions (docs/PERFORMANCE.md), and the broker allocates per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "skein",
