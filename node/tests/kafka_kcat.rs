@@ -222,7 +222,7 @@ fn bad_frames_close_only_their_connection() {
     );
     let v3 = request(ApiKey::ApiVersions, 3, 4, &ApiVersionsRequest::default());
     let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 3, &v3);
-    assert_eq!(v.api_keys.len(), 14);
+    assert_eq!(v.api_keys.len(), 16);
 
     let topic = TopicName(StrBytes::from_static_str("made-by-kafka"));
     let create = CreateTopicsRequest::default()
@@ -609,6 +609,21 @@ fn check_idempotent_run(stdout: &str, n: usize) {
     }
 }
 
+/// Runs `skein check` on the history the script wrote (SKEIN_HISTORY): the clients' own
+/// record of what was acknowledged and read must pass the same checker as a simulated run.
+fn check_history(path: &Path) {
+    let out = skein().arg("check").arg(path).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "skein check {}: {stdout}\n{}",
+        path.display(),
+        text(&out.stderr)
+    );
+    assert!(stdout.starts_with("VALID"), "{stdout}");
+}
+
 #[test]
 fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
     if !require_confluent() {
@@ -616,12 +631,15 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
     }
     let c = idem_cluster();
     let n = 3000;
+    let history = c.dir.join("history.jsonl");
     let mut cmd = Command::new("python3");
-    cmd.args([SCRIPT, &c.bootstrap, "idem", &n.to_string()]);
+    cmd.args([SCRIPT, &c.bootstrap, "idem", &n.to_string()])
+        .env("SKEIN_HISTORY", &history);
     let out = run(cmd, b"", Duration::from_secs(180));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     check_idempotent_run(&stdout, n);
+    check_history(&history);
 }
 
 /// The leader of idem-0 per `skein topic describe`.
@@ -645,8 +663,10 @@ fn confluent_kafka_idempotent_producer_survives_leader_kill9() {
     }
     let c = idem_cluster();
     let n = 6000;
+    let history = c.dir.join("history.jsonl");
     let mut child = Command::new("python3")
         .args([SCRIPT, &c.bootstrap, "idem", &n.to_string(), "pause"])
+        .env("SKEIN_HISTORY", &history)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -684,10 +704,54 @@ fn confluent_kafka_idempotent_producer_survives_leader_kill9() {
     let _ = child.wait();
     let result = result.expect("no result from the producer/consumer");
     check_idempotent_run(&result, n);
+    check_history(&history);
     assert_ne!(
         leader_of_idem_0(&c),
         leader,
         "leadership moved off the killed broker"
+    );
+}
+
+const ADMIN_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/kafka/confluent_admin.py"
+);
+
+/// confluent-kafka's AdminClient: CreateTopics with two configs, DescribeConfigs shows them
+/// (and the untouched ones as defaults), an unknown topic is UNKNOWN_TOPIC_OR_PART, and
+/// DeleteTopics removes the topic from the metadata.
+#[test]
+fn confluent_kafka_admin_describes_configs_and_deletes_a_topic() {
+    if !require_confluent() {
+        return;
+    }
+    let c = Cluster::up();
+    let mut cmd = Command::new("python3");
+    cmd.args([ADMIN_SCRIPT, &c.bootstrap, "adm"]);
+    let out = run(cmd, b"", Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let configs = &v["configs"];
+    assert_eq!(configs["retention.ms"][0], "3600000", "{v}");
+    assert_eq!(configs["retention.ms"][1], false, "set, not a default: {v}");
+    assert_eq!(configs["min.insync.replicas"][0], "2", "{v}");
+    assert_eq!(configs["unclean.leader.election.enable"][0], "false", "{v}");
+    assert_eq!(
+        configs["unclean.leader.election.enable"][1], true,
+        "a default: {v}"
+    );
+    assert_eq!(configs["retention.bytes"][0], "-1", "{v}");
+    assert_eq!(v["missing"], "UNKNOWN_TOPIC_OR_PART", "{v}");
+    assert_eq!(v["deleted"], true);
+    assert_eq!(v["listed_after_delete"], false, "{v}");
+    let described = c.skein(&["topic", "list"]);
+    assert!(
+        !described
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("adm")),
+        "{described}"
     );
 }
 

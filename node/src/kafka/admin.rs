@@ -1,15 +1,21 @@
-//! CreateTopics and InitProducerId, forwarded to Skein's controller through the ordinary Skein client (the
-//! controller speaks no Kafka; any broker accepts the request, see `metadata`'s
-//! controller id). Understood configs: min.insync.replicas, retention.ms,
-//! retention.bytes, unclean.leader.election.enable; others are refused (INVALID_CONFIG).
+//! CreateTopics, DeleteTopics, DescribeConfigs and InitProducerId, forwarded to Skein's
+//! controller through the ordinary Skein client (the controller speaks no Kafka; any broker
+//! accepts the request, see `metadata`'s controller id). Understood configs:
+//! min.insync.replicas, retention.ms, retention.bytes, unclean.leader.election.enable;
+//! others are refused (INVALID_CONFIG) and not described.
 
 use super::errors;
 use super::session::Session;
 use crate::client::{Client, ClientOptions};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, InitProducerIdRequest, InitProducerIdResponse,
     ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -165,4 +171,145 @@ fn plan(topic: &CreatableTopic, brokers: usize) -> Result<(TopicConfig, Assignme
         }
     }
     Ok((config, assignment))
+}
+
+/// DeleteTopics v1-3: each named topic deleted through the controller, one result each.
+pub async fn delete_topics(s: &mut Session, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
+    let mut client = admin_client(s, timeout);
+    let mut resp = DeleteTopicsResponse::default();
+    for name in &req.topic_names {
+        let mut out = DeletableTopicResult::default().with_name(Some(name.clone()));
+        if let Err(e) = client.delete_topic(name.0.as_str()).await {
+            out.error_code = errors::admin(&e);
+            out.error_message = Some(StrBytes::from_string(e.to_string()));
+        }
+        resp.responses.push(out);
+    }
+    resp
+}
+
+/// Kafka's ConfigResource types.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// Kafka's ConfigSource values.
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's ConfigType values (DescribeConfigs v3).
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+
+/// One described config: (name, value, Kafka type, whether it differs from the default).
+type Described = (&'static str, String, i8, bool);
+
+/// The Kafka names and values of the topic configs Skein has (the same four CreateTopics
+/// accepts), and whether each one was set rather than left at Skein's default.
+fn topic_configs(c: &TopicConfig) -> Vec<Described> {
+    let d = TopicConfig::default();
+    vec![
+        (
+            "min.insync.replicas",
+            c.min_insync_replicas.to_string(),
+            TYPE_INT,
+            c.min_insync_replicas != d.min_insync_replicas,
+        ),
+        (
+            "retention.ms",
+            c.retention_ms.unwrap_or(-1).to_string(),
+            TYPE_LONG,
+            c.retention_ms != d.retention_ms,
+        ),
+        (
+            "retention.bytes",
+            c.retention_bytes
+                .map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX))
+                .to_string(),
+            TYPE_LONG,
+            c.retention_bytes != d.retention_bytes,
+        ),
+        (
+            "unclean.leader.election.enable",
+            c.unclean_leader_election.to_string(),
+            TYPE_BOOLEAN,
+            c.unclean_leader_election != d.unclean_leader_election,
+        ),
+    ]
+}
+
+/// DescribeConfigs v1-3, minimal: a topic's four Skein configs from the controller's image
+/// (read-only here: there is no AlterConfigs); a broker has no described configs (an empty
+/// list, no error), any other resource type is refused with INVALID_REQUEST.
+pub async fn describe_configs(
+    s: &mut Session,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let needs_image = req
+        .resources
+        .iter()
+        .any(|r| r.resource_type == RESOURCE_TOPIC);
+    let image = if needs_image {
+        Some(
+            admin_client(s, Duration::from_secs(5))
+                .cluster_image()
+                .await,
+        )
+    } else {
+        None
+    };
+    let mut resp = DescribeConfigsResponse::default();
+    for r in &req.resources {
+        let mut out = DescribeConfigsResult::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        let wanted = |name: &str| {
+            r.configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+        };
+        match (r.resource_type, &image) {
+            (RESOURCE_BROKER, _) => {}
+            (RESOURCE_TOPIC, Some(Err(e))) => {
+                out.error_code = errors::admin(e);
+                out.error_message = Some(StrBytes::from_string(e.to_string()));
+            }
+            (RESOURCE_TOPIC, Some(Ok(image))) => match image.topic(r.resource_name.as_str()) {
+                None => {
+                    out.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    out.error_message = Some(StrBytes::from_string(format!(
+                        "unknown topic {}",
+                        r.resource_name.as_str()
+                    )));
+                }
+                Some(topic) => {
+                    for (name, value, config_type, set) in topic_configs(&topic.config) {
+                        if !wanted(name) {
+                            continue;
+                        }
+                        out.configs.push(
+                            DescribeConfigsResourceResult::default()
+                                .with_name(StrBytes::from_static_str(name))
+                                .with_value(Some(StrBytes::from_string(value)))
+                                .with_read_only(true)
+                                .with_config_source(if set {
+                                    SOURCE_DYNAMIC_TOPIC
+                                } else {
+                                    SOURCE_DEFAULT
+                                })
+                                .with_config_type(config_type),
+                        );
+                    }
+                }
+            },
+            _ => {
+                out.error_code = errors::invalid_request();
+                out.error_message = Some(StrBytes::from_string(format!(
+                    "resource type {} is not described by Skein (topics: 2, brokers: 4)",
+                    r.resource_type
+                )));
+            }
+        }
+        resp.results.push(out);
+    }
+    resp
 }

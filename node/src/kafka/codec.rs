@@ -7,10 +7,10 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -56,6 +56,8 @@ pub enum Body {
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
     CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    DescribeConfigs(DescribeConfigsRequest),
     InitProducerId(InitProducerIdRequest),
     FindCoordinator(FindCoordinatorRequest),
     JoinGroup(JoinGroupRequest),
@@ -134,6 +136,12 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         }
         ApiKey::CreateTopics => {
             Body::CreateTopics(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::DeleteTopics => {
+            Body::DeleteTopics(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::DescribeConfigs => {
+            Body::DescribeConfigs(Decodable::decode(buf, version).map_err(body_err)?)
         }
         ApiKey::InitProducerId => {
             Body::InitProducerId(Decodable::decode(buf, version).map_err(body_err)?)

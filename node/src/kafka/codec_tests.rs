@@ -50,6 +50,49 @@ fn frame<M: Encodable>(api: ApiKey, version: i16, body: &M) -> Bytes {
     buf.freeze()
 }
 
+/// The topic-admin requests: CreateTopics and DeleteTopics of one topic, DescribeConfigs
+/// of a topic with a key filter and a broker with none.
+fn admin_sample(api: ApiKey, version: i16) -> Bytes {
+    match api {
+        ApiKey::CreateTopics => {
+            let t = CreatableTopic::default()
+                .with_name(topic())
+                .with_num_partitions(3);
+            frame(
+                api,
+                version,
+                &CreateTopicsRequest::default().with_topics(vec![t]),
+            )
+        }
+        ApiKey::DeleteTopics => frame(
+            api,
+            version,
+            &kafka_protocol::messages::DeleteTopicsRequest::default()
+                .with_topic_names(vec![topic()])
+                .with_timeout_ms(5_000),
+        ),
+        _ => describe_configs_sample(version),
+    }
+}
+
+fn describe_configs_sample(version: i16) -> Bytes {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let named = DescribeConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("t"))
+        .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")]));
+    let all = DescribeConfigsResource::default()
+        .with_resource_type(4)
+        .with_resource_name(StrBytes::from_static_str("1"));
+    frame(
+        ApiKey::DescribeConfigs,
+        version,
+        &kafka_protocol::messages::DescribeConfigsRequest::default()
+            .with_resources(vec![named, all])
+            .with_include_synonyms(true),
+    )
+}
+
 /// A request of `api` at `version` with one topic and one partition wherever it has lists.
 fn sample(api: ApiKey, version: i16) -> Bytes {
     match api {
@@ -90,15 +133,8 @@ fn sample(api: ApiKey, version: i16) -> Bytes {
                 &ListOffsetsRequest::default().with_topics(vec![t]),
             )
         }
-        ApiKey::CreateTopics => {
-            let t = CreatableTopic::default()
-                .with_name(topic())
-                .with_num_partitions(3);
-            frame(
-                api,
-                version,
-                &CreateTopicsRequest::default().with_topics(vec![t]),
-            )
+        ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::DescribeConfigs => {
+            admin_sample(api, version)
         }
         ApiKey::InitProducerId => frame(
             api,
@@ -189,6 +225,8 @@ fn every_advertised_version_decodes() {
                     | (ApiKey::Fetch, Body::Fetch(_))
                     | (ApiKey::ListOffsets, Body::ListOffsets(_))
                     | (ApiKey::CreateTopics, Body::CreateTopics(_))
+                    | (ApiKey::DeleteTopics, Body::DeleteTopics(_))
+                    | (ApiKey::DescribeConfigs, Body::DescribeConfigs(_))
                     | (ApiKey::InitProducerId, Body::InitProducerId(_))
                     | (ApiKey::FindCoordinator, Body::FindCoordinator(_))
                     | (ApiKey::JoinGroup, Body::JoinGroup(_))
@@ -216,9 +254,9 @@ fn unknown_keys_and_versions_are_refused() {
         decode_request(f),
         Err(CodecError::UnsupportedVersion { .. })
     ));
-    // JoinGroup exists in Kafka but not here.
+    // AlterConfigs exists in Kafka but not here.
     let mut f = sample(ApiKey::Metadata, 1).to_vec();
-    f[..2].copy_from_slice(&(ApiKey::DeleteTopics as i16).to_be_bytes());
+    f[..2].copy_from_slice(&(ApiKey::AlterConfigs as i16).to_be_bytes());
     assert!(matches!(
         decode_request(Bytes::from(f)),
         Err(CodecError::UnknownApiKey(_))

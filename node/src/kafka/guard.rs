@@ -153,6 +153,19 @@ pub fn check_body(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardErr
                 w.string()
             })
         })?,
+        ApiKey::DeleteTopics => {
+            w.array(|w| w.string())?;
+            w.skip(4)?; // timeout
+        }
+        ApiKey::DescribeConfigs => {
+            w.array(|w| {
+                w.skip(1)?; // resource type
+                w.string()?;
+                w.array(|w| w.string()) // configuration keys (nullable)
+            })?;
+            // include_synonyms (v1+), include_documentation (v3+)
+            w.skip(usize::from(version >= 1) + usize::from(version >= 3))?;
+        }
         _ => return groups(w, api, version),
     }
     Ok(())

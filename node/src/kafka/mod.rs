@@ -156,6 +156,14 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
             let resp = admin::handle(s, r).await;
             encode_response(ApiKey::CreateTopics, version, corr, &resp)?
         }
+        Body::DeleteTopics(r) => {
+            let resp = admin::delete_topics(s, r).await;
+            encode_response(ApiKey::DeleteTopics, version, corr, &resp)?
+        }
+        Body::DescribeConfigs(r) => {
+            let resp = admin::describe_configs(s, r).await;
+            encode_response(ApiKey::DescribeConfigs, version, corr, &resp)?
+        }
         Body::InitProducerId(r) => {
             let resp = admin::init_producer_id(s, r).await;
             encode_response(ApiKey::InitProducerId, version, corr, &resp)?

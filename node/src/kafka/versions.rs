@@ -25,6 +25,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 3),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::DeleteTopics, 1, 3),
+    (ApiKey::DescribeConfigs, 1, 3),
     (ApiKey::InitProducerId, 0, 1),
 ];
 
@@ -76,6 +78,10 @@ mod tests {
         assert!(!supported(ApiKey::Fetch, 12));
         assert!(supported(ApiKey::JoinGroup, 5));
         assert!(!supported(ApiKey::JoinGroup, 6));
+        assert!(supported(ApiKey::DeleteTopics, 3));
         assert!(!supported(ApiKey::DeleteTopics, 0));
+        assert!(!supported(ApiKey::DeleteTopics, 4));
+        assert!(!supported(ApiKey::DescribeConfigs, 0));
+        assert!(!supported(ApiKey::AlterConfigs, 0));
     }
 }
