@@ -755,6 +755,69 @@ fn confluent_kafka_admin_describes_configs_and_deletes_a_topic() {
     );
 }
 
+const KAFKA_PYTHON_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/kafka/kafka_python_offsets.py"
+);
+
+/// kafka-python (pure Python, independent of librdkafka) reads offsets: beginning and end
+/// offsets (ListOffsets) agree with what its acks=all producer wrote, it reads every record
+/// back from the beginning in order per partition, and a committed offset reads back.
+/// Skipped with a message without the module, unless SKEIN_REQUIRE_KAFKA_PYTHON=1.
+#[test]
+fn kafka_python_reads_offsets() {
+    let have = Command::new("python3")
+        .args(["-c", "import kafka"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        assert!(
+            std::env::var("SKEIN_REQUIRE_KAFKA_PYTHON").as_deref() != Ok("1"),
+            "SKEIN_REQUIRE_KAFKA_PYTHON=1 but python3 cannot import kafka (pip install kafka-python)"
+        );
+        eprintln!("kafka-python test skipped: no kafka module (pip install kafka-python)");
+        return;
+    }
+    let c = Cluster::up();
+    let n: u64 = 400;
+    let mut cmd = Command::new("python3");
+    cmd.args([KAFKA_PYTHON_SCRIPT, &c.bootstrap, "kp", &n.to_string()]);
+    let out = run(cmd, b"", Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let read = v["read"].as_array().unwrap();
+    assert_eq!(read.len() as u64, n, "{v}");
+    for p in 0..2u64 {
+        let rows: Vec<(u64, String)> = read
+            .iter()
+            .filter(|r| r[0] == p)
+            .map(|r| (r[1].as_u64().unwrap(), r[2].as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(rows.len() as u64, n / 2, "partition {p}");
+        assert!(
+            rows.windows(2).all(|w| w[0].0 < w[1].0),
+            "partition {p} offsets"
+        );
+        let values: Vec<String> = (0..n)
+            .filter(|i| i % 2 == p)
+            .map(|i| format!("v{i}"))
+            .collect();
+        let got: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
+        assert_eq!(got, values, "partition {p} values in produce order");
+        // The end offset is one past the last record (the log also holds the leader's
+        // epoch marker, so offsets are not 0..n/2).
+        assert_eq!(v["end"][p as usize], rows.last().unwrap().0 + 1, "{v}");
+        assert_eq!(v["beginning"][p as usize], 0, "{v}");
+    }
+    assert_eq!(
+        v["committed"][0], v["committed"][1],
+        "committed offset read back: {v}"
+    );
+}
+
 const GROUP_SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/kafka/confluent_group.py"
