@@ -131,7 +131,7 @@ const BOUND_ELECT_OUT_OF_ISR: Option<u64> = Some(20);
 
 /// Seeds of `crash_and_clog` within which `next-epoch-start` must fail log-matching
 /// (measured: docs/scenarios.md, "The bug zoo").
-const BOUND_NEXT_EPOCH_START: Option<u64> = Some(60);
+const BOUND_NEXT_EPOCH_START: Option<u64> = Some(15);
 
 /// Seeds of `unclean_isolate_and_crash` within which `no-elr` must lose acknowledged
 /// records the correct core keeps (measured: docs/scenarios.md, "The bug zoo").
