@@ -44,6 +44,10 @@ pub const FENCED_PRODUCER_WRITE: &str = "fenced-producer-write";
 /// committed log at an offset its position passed was read by it there, unless a
 /// truncation it reported (KIP-320's `DivergingEpoch`) covers that offset.
 pub const SKIPPED_RECORDS: &str = "consumer-skipped-records";
+/// A follower that truncates on its leader's diverging-epoch answer (KIP-279/320) and
+/// concludes that its log matches the leader's below the truncation point really holds the
+/// leader's records there (Raft's Log Matching; docs/simulation.md).
+pub const LOG_MATCHING: &str = "log-matching";
 
 // The consumer-group invariants, checked by `group_invariants` (which depends on this module,
 // not the other way round).
@@ -88,6 +92,7 @@ pub const NAMES: &[&str] = &[
     VALID_HW,
     FENCED_PRODUCER_WRITE,
     SKIPPED_RECORDS,
+    LOG_MATCHING,
     GROUP_SINGLE_OWNER,
     GROUP_UNOWNED,
     GROUP_OFFSET_REGRESSION,
@@ -123,9 +128,11 @@ use skein_core::replica::{ReplicaView, Role};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod matching;
 mod skipped;
 mod spec;
 
+pub use matching::LogSlice;
 pub use skipped::FinalLog;
 
 /// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
@@ -229,10 +236,11 @@ pub struct Checker {
     /// its `BecameLeader` until a replica holding its log is audited (see
     /// `reconcile_unclean`). Meanwhile replicas that hold its log are not compared.
     unclean_pending: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
-    /// Per partition: the last unclean leader's epoch and the offset where its log departs
-    /// from the committed log. Committed records from there on were replaced; replicas that
-    /// have not yet followed that leader are compared only below that offset.
-    unclean_floor: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
+    /// Per partition: each unclean leader's epoch and the offset where its log departs
+    /// from the committed log. Committed records from there on were replaced; a replica that
+    /// has not yet followed such a leader (holds no epoch of it or later) is compared only
+    /// below that offset, the lowest one if it has followed none of several.
+    unclean_floor: BTreeMap<TopicPartition, Vec<(LeaderEpoch, Offset)>>,
     /// Per (partition, producer id) in the committed log: the highest producer epoch seen
     /// and the lowest offset of a batch carrying it (fenced-producer-write's state).
     producer_epochs: BTreeMap<(TopicPartition, u64), (u16, Offset)>,
@@ -333,7 +341,20 @@ impl Checker {
             self.note_epoch(p, epoch);
             self.epoch_start.entry((p, epoch)).or_insert(start);
         }
-        if self.unclean.remove(&(tp.clone(), epoch)) {
+        // The first leader to take office at or after an unclean election's epoch holds the
+        // log that election chose: the uncleanly elected broker itself, or, if it failed
+        // before taking office, the one a later election picked from the ISR that unclean
+        // election left (elected cleanly from it, but no better off).
+        let forfeited: Vec<(TopicPartition, LeaderEpoch)> = self
+            .unclean
+            .iter()
+            .filter(|(t, e)| t == tp && *e <= epoch)
+            .cloned()
+            .collect();
+        if !forfeited.is_empty() {
+            for k in &forfeited {
+                self.unclean.remove(k);
+            }
             // The unclean leader's log is the truth from here on. Where it departs from
             // the committed log is known only once its log is read (the next audit of a
             // replica holding it): until then such replicas are not compared. `start` is
@@ -349,6 +370,13 @@ impl Checker {
     pub fn on_unclean_election(&mut self, tp: &TopicPartition, epoch: LeaderEpoch) {
         self.unclean.insert((tp.clone(), epoch));
         self.unclean_elections += 1;
+    }
+
+    /// Whether the controller ever elected `tp`'s leader uncleanly in this run.
+    fn had_unclean_election(&self, tp: &TopicPartition) -> bool {
+        self.unclean.iter().any(|(t, _)| t == tp)
+            || self.unclean_pending.contains_key(tp)
+            || self.unclean_floor.contains_key(tp)
     }
 
     /// A broker sent a successful produce response for offsets `base..=last` at `epoch`.
@@ -603,7 +631,7 @@ impl Checker {
         from: Offset,
         below: Offset,
     ) {
-        if self.unclean.iter().any(|(t, _)| t == tp) {
+        if self.had_unclean_election(tp) {
             return;
         }
         for b in batches {

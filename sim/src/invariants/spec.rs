@@ -50,22 +50,17 @@ impl Checker {
 
     /// The offset below which `view`'s log is compared with the committed log: its HW
     /// (within its log), but nothing while an unclean leader's log it holds has not been
-    /// reconciled yet, and only below the departure point while it still holds the log
-    /// from before the last unclean election.
+    /// reconciled yet, and only below the lowest departure point of the unclean elections
+    /// whose leader's log it has not followed yet.
     pub(super) fn comparable_below(&self, view: &ReplicaView) -> Offset {
-        let mut hw = view.high_watermark.min(view.log_end_offset);
+        let hw = view.high_watermark.min(view.log_end_offset);
         let holds = |e| view.latest_log_epoch.is_some_and(|l| l >= e);
         if let Some(&(e, _)) = self.unclean_pending.get(&view.tp) {
             if holds(e) {
                 return 0;
             }
         }
-        if let Some(&(e, floor)) = self.unclean_floor.get(&view.tp) {
-            if !holds(e) {
-                hw = hw.min(floor);
-            }
-        }
-        hw
+        hw.min(self.unfollowed_floor(view))
     }
 
     /// After an unclean election, the first audited replica that holds the new leader's
@@ -114,7 +109,10 @@ impl Checker {
                 *v = (*v).min(departs);
             }
         }
-        self.unclean_floor.insert(tp.clone(), (e, departs));
+        self.unclean_floor
+            .entry(tp.clone())
+            .or_default()
+            .push((e, departs));
         self.unclean_pending.remove(tp);
     }
 
@@ -136,6 +134,16 @@ impl Checker {
                 view.isr
             );
             self.violate(LEADER_IN_ISR, now, d);
+        }
+        // Deposed by an unclean election whose leader has not taken office yet: the
+        // controller's ISR is that election's, which need not hold what this epoch
+        // committed (from the leader's first audit on, `comparable_below` says how much).
+        if self
+            .unclean
+            .iter()
+            .any(|(t, e)| t == tp && view.leader_epoch < *e)
+        {
+            return;
         }
         let hw = self.comparable_below(view);
         let best = self.presumed_hw.entry(tp.clone()).or_insert((broker, hw));
@@ -208,8 +216,8 @@ impl Checker {
         }
     }
 
-    /// For a replica that has not yet followed the last unclean leader (or while that
-    /// leader's log is not reconciled): only below the departure point is it comparable.
+    /// For a replica that has not yet followed an unclean leader (or while the last one's
+    /// log is not reconciled): only below the departure point is it comparable.
     fn stale_bound(&self, view: &ReplicaView) -> Offset {
         let holds = |e| view.latest_log_epoch.is_some_and(|l| l >= e);
         if let Some(&(e, _)) = self.unclean_pending.get(&view.tp) {
@@ -217,9 +225,20 @@ impl Checker {
                 return 0;
             }
         }
-        match self.unclean_floor.get(&view.tp) {
-            Some(&(e, floor)) if !holds(e) => floor,
-            _ => Offset::MAX,
-        }
+        self.unfollowed_floor(view)
+    }
+
+    /// The lowest departure point of the unclean leaders `view` has not followed yet (whose
+    /// epoch its log does not reach): below it, its log is still comparable.
+    fn unfollowed_floor(&self, view: &ReplicaView) -> Offset {
+        let holds = |e| view.latest_log_epoch.is_some_and(|l| l >= e);
+        self.unclean_floor
+            .get(&view.tp)
+            .into_iter()
+            .flatten()
+            .filter(|(e, _)| !holds(*e))
+            .map(|(_, floor)| *floor)
+            .min()
+            .unwrap_or(Offset::MAX)
     }
 }

@@ -326,3 +326,116 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     c2.finish_skipped(5, &BTreeSet::new(), &log);
     assert_eq!(c2.count(SKIPPED_RECORDS), 0);
 }
+
+#[test]
+fn an_unclean_leader_that_never_took_office_hands_its_exemption_to_the_next() {
+    // Seed 7 of the unclean zoo shape: broker 1 is elected uncleanly at epoch 3 while it
+    // is down, and cleanly at epoch 5 from the ISR that election left ([1]). Meanwhile
+    // broker 2, deposed at epoch 2 but cut off, still presumes leadership with its HW.
+    let tp = TopicPartition::new("sim", 0);
+    let mut c = Checker::new();
+    let committed = vec![batch(0, 1, &["a", "b"]), batch(2, 2, &["m", "n"])];
+    c.audit(
+        1,
+        2,
+        &view(Role::Leader, 2, 4, 4),
+        &mut reader(committed.clone()),
+    );
+    c.on_unclean_election(&tp, 3);
+    let lagging = vec![batch(0, 1, &["a", "b"])];
+    // Before the unclean side takes office, the zombie's HW does not bound strong-isr.
+    c.begin_audit();
+    c.audit(
+        2,
+        2,
+        &view(Role::Leader, 2, 4, 4),
+        &mut reader(committed.clone()),
+    );
+    let isr_member = view(Role::Follower { leader: 2 }, 1, 2, 2);
+    c.audit(2, 1, &isr_member, &mut reader(lagging.clone()));
+    c.strong_isr(2, 1, &isr_member, &mut reader(lagging.clone()));
+    assert_eq!(c.count(STRONG_ISR), 0, "{:?}", c.violations());
+    // Broker 1 takes office at epoch 5 (marker at 2): its log is the truth from there.
+    c.on_became_leader(&tp, 5, 3);
+    let unclean = vec![batch(0, 1, &["a", "b"]), batch(2, 5, &["marker"])];
+    c.begin_audit();
+    c.audit(
+        3,
+        1,
+        &view(Role::Leader, 5, 3, 3),
+        &mut reader(unclean.clone()),
+    );
+    c.audit(
+        3,
+        2,
+        &view(Role::Follower { leader: 1 }, 5, 3, 3),
+        &mut reader(unclean),
+    );
+    assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
+    assert_eq!(c.count(STRONG_ISR), 0, "{:?}", c.violations());
+    // Without the unclean election the same leader is divergence.
+    let mut clean = Checker::new();
+    clean.audit(1, 2, &view(Role::Leader, 2, 4, 4), &mut reader(committed));
+    clean.on_became_leader(&tp, 5, 3);
+    clean.audit(
+        3,
+        1,
+        &view(Role::Leader, 5, 3, 3),
+        &mut reader(vec![batch(0, 1, &["a", "b"]), batch(2, 5, &["marker"])]),
+    );
+    assert_eq!(clean.count(REPLICA_DIVERGENCE), 1);
+}
+
+#[test]
+fn log_matching_flags_a_kept_suffix_the_leader_does_not_hold() {
+    let tp = TopicPartition::new("sim", 0);
+    let leader = vec![batch(0, 1, &["a", "b"]), batch(2, 3, &["c", "d"])];
+    // The follower kept epoch-2 records at 2..4 (KIP-279's bug told it epoch 2 ends at 4).
+    let kept = vec![batch(0, 1, &["a", "b"]), batch(2, 2, &["x", "y"])];
+    let mut c = Checker::new();
+    let from = c.matching_from(&tp, 2, 1, 4);
+    assert_eq!(from, 0, "nothing verified yet: read from the start");
+    let slice = |broker, batches| LogSlice { broker, batches };
+    c.log_matching(1, &tp, (from, 4), slice(2, &kept), slice(1, &leader));
+    assert_eq!(c.count(LOG_MATCHING), 1);
+    assert!(c.violations()[0]
+        .detail
+        .contains("offset 2 differs (2 offsets"));
+    // A prefix of the leader's log passes; so does an empty range.
+    c.log_matching(2, &tp, (0, 2), slice(2, &kept), slice(1, &leader));
+    c.log_matching(2, &tp, (0, 3), slice(2, &leader), slice(1, &leader));
+    assert_eq!(c.count(LOG_MATCHING), 1);
+    // Offsets past the leader's log end differ too.
+    c.log_matching(3, &tp, (0, 4), slice(2, &leader), slice(1, &leader[..1]));
+    assert_eq!(c.count(LOG_MATCHING), 2);
+}
+
+#[test]
+fn a_replica_behind_two_unclean_elections_is_compared_below_the_first_departure() {
+    // Seed 98 of the unclean zoo shape with --bug no-elr: two unclean elections in a row,
+    // and a replica that followed neither.
+    let tp = TopicPartition::new("sim", 0);
+    let mut c = Checker::new();
+    let old = vec![batch(0, 1, &["a", "b", "c"])];
+    c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut reader(old.clone()));
+    // Broker 2, elected uncleanly at epoch 2, departs at 1 (it lacks b).
+    c.on_unclean_election(&tp, 2);
+    c.on_became_leader(&tp, 2, 2);
+    let two = vec![batch(0, 1, &["a"]), batch(1, 2, &["m2"])];
+    c.audit(2, 2, &view(Role::Leader, 2, 2, 2), &mut reader(two));
+    // Broker 3 follows it, then is elected uncleanly at epoch 3: departs at 2.
+    c.on_unclean_election(&tp, 3);
+    c.on_became_leader(&tp, 3, 3);
+    let three = vec![
+        batch(0, 1, &["a"]),
+        batch(1, 2, &["m2"]),
+        batch(2, 3, &["m3"]),
+    ];
+    c.audit(3, 3, &view(Role::Leader, 3, 3, 3), &mut reader(three));
+    // Broker 1 still holds a, b, c: b at 1 is not divergence (the first election forfeited
+    // it), though the second election's departure point alone would put it in range.
+    let mut behind = view(Role::Follower { leader: 3 }, 3, 3, 3);
+    behind.latest_log_epoch = Some(1);
+    c.audit(4, 1, &behind, &mut reader(old));
+    assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
+}

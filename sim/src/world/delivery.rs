@@ -10,9 +10,9 @@ use crate::time::{SimTime, MICROS};
 use crate::trace::{Arrival, Fields};
 use skein_core::broker::{BrokerEvent, Output};
 use skein_core::controller::{ControllerEvent, ControllerOutput, Requester};
-use skein_core::message::{Address, Message};
+use skein_core::message::{Address, FetchResult, Message};
 use skein_core::replica::Event as ReplicaEvent;
-use skein_core::{NodeId, Offset};
+use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 
 pub(super) fn addr_code(a: Address) -> u64 {
     match a {
@@ -20,6 +20,37 @@ pub(super) fn addr_code(a: Address) -> u64 {
         Address::Controller => 2 << 32,
         Address::Client(c) => 3 << 32 | c,
     }
+}
+
+/// A leader's `DivergingEpoch` answer naming an epoch, as log-matching checks it: (leader,
+/// partition, the leader's epoch, the epoch it named and where it said that epoch ends).
+pub(super) struct DivergingAnswer {
+    pub leader: NodeId,
+    pub tp: TopicPartition,
+    pub leader_epoch: LeaderEpoch,
+    pub named: LeaderEpoch,
+    pub end_offset: Offset,
+}
+
+fn diverging_answer(from: Address, msg: &Message) -> Option<DivergingAnswer> {
+    let (Address::Node(leader), Message::FetchResponse(r)) = (from, msg) else {
+        return None;
+    };
+    let FetchResult::Diverging {
+        epoch: Some(named),
+        end_offset,
+        ..
+    } = r.result
+    else {
+        return None;
+    };
+    Some(DivergingAnswer {
+        leader,
+        tp: r.tp.clone(),
+        leader_epoch: r.leader_epoch,
+        named,
+        end_offset,
+    })
 }
 
 pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
@@ -209,8 +240,12 @@ impl World {
                 let Some(b) = slot.machine.as_mut() else {
                     return;
                 };
+                let diverging = diverging_answer(from, &msg);
                 b.handle(local, from, msg);
                 self.after_broker_step(n, now);
+                if let Some(answer) = diverging {
+                    self.check_log_matching(now, n, answer);
+                }
             }
             Address::Controller => {
                 if self.controller.incarnation != incarnation {

@@ -2,6 +2,7 @@
 //! coordinator's state, brokers' answers to clients, the periodic audit of every replica
 //! and the controller's ISRs, who leads what, and the fault atlas's view of a fault.
 
+use super::delivery::DivergingAnswer;
 use super::World;
 use crate::client::TOPIC;
 use crate::faults::{Fault, NodeRef};
@@ -11,7 +12,7 @@ use crate::trace::Fields;
 use skein_core::group::{coordinator_partition, CoordinatorPhase};
 use skein_core::message::Message;
 use skein_core::replica::{ReplicaView, Role};
-use skein_core::{NodeId, TopicPartition};
+use skein_core::{NodeId, Offset, TopicPartition};
 
 impl World {
     /// Feeds the group checks with what the group's coordinator on broker `id` holds.
@@ -129,6 +130,74 @@ impl World {
                 });
             }
         }
+    }
+
+    /// log-matching, after follower `id` handled `answer`: if it still follows that leader
+    /// at that epoch, its log still holds the epoch the leader named (it concluded the logs
+    /// agree below its new end; an older epoch means it truncated further and asks again)
+    /// and ends at or below where the leader said that epoch ends (a follower that dropped
+    /// the answer as stale, a retried fetch's, may still be above it), its log below its end
+    /// must be the leader's. Answers from a leader that has since moved on are not judged:
+    /// its log may no longer be the one it answered from.
+    pub(super) fn check_log_matching(&mut self, now: SimTime, id: NodeId, answer: DivergingAnswer) {
+        let DivergingAnswer {
+            leader,
+            tp,
+            leader_epoch,
+            named,
+            end_offset,
+        } = answer;
+        let view = |b: NodeId| {
+            self.brokers
+                .get(&b)
+                .and_then(|s| s.machine.as_ref())
+                .and_then(|m| m.replica_view(&tp))
+        };
+        let (Some(f), Some(l)) = (view(id), view(leader)) else {
+            return;
+        };
+        if f.role != (Role::Follower { leader })
+            || f.leader_epoch != leader_epoch
+            || f.latest_log_epoch != Some(named)
+            || f.log_end_offset > end_offset
+            || l.role != Role::Leader
+            || l.leader_epoch != leader_epoch
+        {
+            return;
+        }
+        let below = f.log_end_offset;
+        let from = self
+            .checker
+            .matching_from(&tp, id, leader, below)
+            .max(f.log_start_offset)
+            .max(l.log_start_offset);
+        if from >= below {
+            return;
+        }
+        // The follower's offsets past the leader's log end differ by definition.
+        let leader_below = below.min(l.log_end_offset).max(from);
+        let mut read = |b: NodeId, below: Offset| {
+            let mut out = None;
+            self.with_reader(b, &tp, |_, read| out = read(from, below).ok());
+            out
+        };
+        // Unreadable (an injected read error, a corrupt segment): nothing to judge.
+        let (Some(fb), Some(lb)) = (read(id, below), read(leader, leader_below)) else {
+            return;
+        };
+        self.checker.log_matching(
+            now,
+            &tp,
+            (from, below),
+            invariants::LogSlice {
+                broker: id,
+                batches: &fb,
+            },
+            invariants::LogSlice {
+                broker: leader,
+                batches: &lb,
+            },
+        );
     }
 
     /// Runs `f` with the checker and a reader of `tp`'s log on broker `id` (if it is up).
