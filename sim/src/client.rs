@@ -95,6 +95,11 @@ pub enum CursorObs {
     },
     /// The cursor detected that the log was truncated under it and moved back.
     Truncated { p: u32, truncation: Truncation },
+    /// A group member's cursor starts a stint in `p` at `at` (assigned, reset or sought):
+    /// what came before it was another reader's.
+    Start { p: u32, at: Offset },
+    /// A group member gave `p` up (revoked, lost, crashed): it is judged no more there.
+    Stop { p: u32 },
 }
 
 /// Shared context of one client step.

@@ -18,11 +18,12 @@
 //! What the member saw goes to the world as [`GroupObs`] for the group invariants
 //! (`crate::group_invariants`).
 
-use crate::client::{process_id, tp, Ctx, MetaCache, POLL_INTERVAL, TOPIC};
+use crate::client::{process_id, tp, Ctx, CursorObs, MetaCache, POLL_INTERVAL, TOPIC};
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::group_wire::{self, Route};
+use skein_core::client::take_records;
 use skein_core::group::{
     AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
     ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, GenerationId, GroupConsumer,
@@ -137,6 +138,8 @@ struct Pending {
     wire: group_wire::Pending,
     /// For an OffsetFetch, the partitions it asked for.
     offset_fetch: Option<Vec<u32>>,
+    /// For a partition fetch, the offset it starts at.
+    fetch_from: Option<Offset>,
     sent_at: SimTime,
 }
 
@@ -168,6 +171,11 @@ pub struct GroupMember {
     open_commits: BTreeMap<CommitId, Option<GenerationId>>,
     /// Last position seen below the known committed offset, per partition (reset detection).
     reset_seen: BTreeMap<u32, Offset>,
+    /// The bug zoo's `consumer-ignores-truncation`, for its consumer's cursors.
+    ignore_truncation: bool,
+    /// Where this member's fetch cursor was after its last fetch or truncation, per
+    /// partition (a fetch from elsewhere starts a new stint for consumer-skipped-records).
+    cursor_at: BTreeMap<u32, Offset>,
     pub records: u64,
     pub commits_ok: u64,
     pub crashes: u64,
@@ -209,12 +217,21 @@ impl GroupMember {
             served: BTreeMap::new(),
             open_commits: BTreeMap::new(),
             reset_seen: BTreeMap::new(),
+            cursor_at: BTreeMap::new(),
+            ignore_truncation: false,
             records: 0,
             commits_ok: 0,
             crashes: 0,
         };
         m.consumer = Some(m.new_consumer());
         m
+    }
+
+    /// The bug zoo's `consumer-ignores-truncation` (this and every restarted consumer).
+    pub fn ignoring_truncation(mut self, ignore: bool) -> Self {
+        self.ignore_truncation = ignore;
+        self.consumer = Some(self.new_consumer());
+        self
     }
 
     fn new_consumer(&self) -> GroupConsumer {
@@ -235,7 +252,9 @@ impl GroupMember {
         c.fetch_max_bytes = 64 * 1024;
         c.max_buffered_records = 256;
         c.metadata_max_age = SECS;
-        GroupConsumer::new(c).expect("the simulator's consumer configuration is valid")
+        GroupConsumer::new(c)
+            .expect("the simulator's consumer configuration is valid")
+            .ignoring_truncation(self.ignore_truncation)
     }
 
     pub fn is_up(&self) -> bool {
@@ -332,12 +351,53 @@ impl GroupMember {
         if let (Message::ConsumerFetchResponse(r), Some(n)) = (&msg, from) {
             self.served.insert(r.tp.partition, n);
         }
+        // A fetch answer the consumer's cursor will take (it starts where the cursor is):
+        // what it reads, for consumer-skipped-records.
+        let polled = match (&msg, p.fetch_from) {
+            (Message::ConsumerFetchResponse(r), Some(at)) if r.tp.topic == TOPIC => {
+                match &r.result {
+                    Ok(recs)
+                        if self.consumer.as_ref().and_then(|c| c.fetch_position(&r.tp))
+                            == Some(at) =>
+                    {
+                        let read: Vec<(Offset, String)> =
+                            take_records(at, &recs.batches, recs.high_watermark, recs.next_offset)
+                                .records
+                                .into_iter()
+                                .map(|(o, _, rec)| {
+                                    let v = rec.value.as_deref().unwrap_or_default();
+                                    (o, String::from_utf8_lossy(v).into_owned())
+                                })
+                                .collect();
+                        Some((r.tp.clone(), at, read, recs.leader_epoch))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let r = self
             .meta
             .with_cache(|cache| group_wire::from_message(p.wire, from, msg, cache));
         if let Some(r) = r {
             self.consumer_mut()
                 .handle_response(ctx.now, p.consumer_corr, r);
+        }
+        if let Some((t, at, records, epoch)) = polled {
+            let part = t.partition;
+            if self.cursor_at.get(&part) != Some(&at) {
+                // A new stint: assigned, reset or sought since this member last read here.
+                ctx.out.cursor.push(CursorObs::Start { p: part, at });
+            }
+            let to = self.consumer_mut().fetch_position(&t).unwrap_or(at);
+            self.cursor_at.insert(part, to);
+            ctx.out.cursor.push(CursorObs::Polled {
+                p: part,
+                from: at,
+                to,
+                records,
+                epoch,
+            });
         }
     }
 
@@ -541,6 +601,10 @@ impl GroupMember {
             }
             _ => None,
         };
+        let fetch_from = match &request {
+            ConsumerRequest::Fetch { offset, .. } => Some(*offset),
+            _ => None,
+        };
         let (msg, wire) = group_wire::to_message(w, request);
         self.pending.insert(
             w,
@@ -548,6 +612,7 @@ impl GroupMember {
                 consumer_corr: correlation,
                 wire,
                 offset_fetch,
+                fetch_from,
                 sent_at: ctx.now,
             },
         );
@@ -590,6 +655,8 @@ impl GroupMember {
                 for p in sim_parts(&partitions) {
                     self.assign_event(ctx, p, false);
                     self.reset_seen.remove(&p);
+                    self.cursor_at.remove(&p);
+                    ctx.out.cursor.push(CursorObs::Stop { p });
                 }
             }
             ConsumerEvent::CommitCompleted { id, result } => {
@@ -648,6 +715,15 @@ impl GroupMember {
                 );
             }
             ConsumerEvent::CommitStarted { id, .. } => self.on_commit_started(id, ctx),
+            ConsumerEvent::Truncated { tp: t, truncation } => {
+                if t.topic == TOPIC {
+                    self.cursor_at.insert(t.partition, truncation.to);
+                    ctx.out.cursor.push(CursorObs::Truncated {
+                        p: t.partition,
+                        truncation,
+                    });
+                }
+            }
             ConsumerEvent::NoOffset { .. } | ConsumerEvent::Fatal(_) => {
                 tracing::warn!(member = self.index, ?e, "group member stopped or idle");
             }
@@ -678,6 +754,9 @@ impl GroupMember {
         self.pending.clear();
         self.pause_armed = None;
         self.reset_seen.clear();
+        for p in std::mem::take(&mut self.cursor_at).into_keys() {
+            ctx.out.cursor.push(CursorObs::Stop { p });
+        }
         self.app = App::Idle { next_poll: 0 };
         self.crashes += 1;
         for p in 0..self.partitions {

@@ -86,6 +86,7 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
             tp,
             offset,
             max_bytes,
+            last_fetched_epoch,
         } => (
             Message::ConsumerFetch(ConsumerFetchRequest {
                 correlation,
@@ -93,7 +94,7 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
                 offset,
                 max_bytes,
                 current_leader_epoch: None,
-                last_fetched_epoch: None,
+                last_fetched_epoch,
             }),
             Pending::Fetch { tp },
         ),

@@ -17,6 +17,7 @@
 //! session timeout — drops its partitions at once (`PartitionsLost`, no commit) before
 //! rejoining. Records are only returned below the high watermark the broker reported.
 
+use crate::client::{FetchCursor, Truncation};
 use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
 use crate::group::protocol::*;
 use crate::log::Header;
@@ -115,11 +116,14 @@ pub enum ConsumerRequest {
         tp: TopicPartition,
         spec: OffsetSpec,
     },
-    /// Read committed records (below the HW) of `tp` from `offset`.
+    /// Read committed records (below the HW) of `tp` from `offset`. `last_fetched_epoch`
+    /// (the partition's [`FetchCursor`]'s) lets the leader tell whether its log still holds
+    /// what this consumer read (KIP-320).
     Fetch {
         tp: TopicPartition,
         offset: Offset,
         max_bytes: usize,
+        last_fetched_epoch: Option<LeaderEpoch>,
     },
 }
 
@@ -186,6 +190,15 @@ pub enum ConsumerEvent {
     },
     /// No committed offset and reset policy `None`: the partition stays idle until `seek`.
     NoOffset { tp: TopicPartition },
+    /// The partition's log was truncated below this consumer's fetch position (an unclean
+    /// election; the leader answered `DivergingEpoch`): the fetch position, and the position
+    /// if it was past it, moved back to `truncation.to`, and buffered records from there on
+    /// were dropped. Records the application already had in `[to, from)` are gone from the
+    /// log; what is written there now is read next (Kafka's reset-and-report on truncation).
+    Truncated {
+        tp: TopicPartition,
+        truncation: Truncation,
+    },
     /// An error the consumer cannot recover from (fenced static instance, incompatible
     /// assignors); it stops.
     Fatal(GroupError),
@@ -266,8 +279,9 @@ struct PartitionState {
     /// rebalance revokes the partition between polls, as Kafka's consumer does: it commits
     /// only from inside `poll`, so records still being processed are never committed.
     consumed: Option<Offset>,
-    /// Next offset to fetch (position + buffered).
-    fetch_offset: Option<Offset>,
+    /// Where the next fetch starts (position + buffered) and the epoch it carries: core's
+    /// one fetch cursor, as every reader has (KIP-320 truncation detection).
+    cursor: Option<FetchCursor>,
     /// Last offset this consumer saw committed for the partition.
     committed: Option<Offset>,
     /// Sequence of the commit that set `committed` (answers may arrive out of order).
@@ -327,6 +341,8 @@ pub struct GroupConsumer {
     revoking: Option<(Vec<TopicPartition>, AfterRevoke)>,
     /// Request, when it was sent, when it times out.
     inflight: BTreeMap<CorrelationId, (Inflight, Nanos, Nanos)>,
+    /// The bug zoo's `consumer-ignores-truncation` for the partition cursors.
+    ignore_truncation: bool,
     /// Send time of the request whose response is being handled.
     answered_sent_at: Nanos,
     next_correlation: CorrelationId,
@@ -407,10 +423,18 @@ impl GroupConsumer {
             next_auto_commit: 0,
             outputs: Vec::new(),
             last_now: 0,
+            ignore_truncation: false,
         })
     }
 
     // ---- views --------------------------------------------------------------------------
+
+    /// The bug zoo's `consumer-ignores-truncation`: every partition cursor drops diverging
+    /// answers (see [`FetchCursor::ignoring_truncation`]).
+    pub fn ignoring_truncation(mut self, ignore: bool) -> Self {
+        self.ignore_truncation = ignore;
+        self
+    }
 
     pub fn phase(&self) -> &MemberPhase {
         &self.phase
@@ -430,6 +454,14 @@ impl GroupConsumer {
     }
     pub fn position(&self, tp: &TopicPartition) -> Option<Offset> {
         self.owned.get(tp).and_then(|p| p.position)
+    }
+    /// Where the partition's next fetch starts (its [`FetchCursor`]'s position: the
+    /// position plus what is buffered), if known.
+    pub fn fetch_position(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.owned
+            .get(tp)
+            .and_then(|p| p.cursor.as_ref())
+            .map(FetchCursor::position)
     }
     pub fn committed(&self, tp: &TopicPartition) -> Option<Offset> {
         self.owned.get(tp).and_then(|p| p.committed)
@@ -516,11 +548,12 @@ impl GroupConsumer {
     /// Move the position of an owned partition. Commits may then go below what was
     /// committed before: this is the explicit reset.
     pub fn seek(&mut self, now: Nanos, tp: &TopicPartition, offset: Offset) -> bool {
+        let ignore = self.ignore_truncation;
         let Some(p) = self.owned.get_mut(tp) else {
             return false;
         };
         p.set_position(Some(offset));
-        p.fetch_offset = Some(offset);
+        p.cursor = Some(FetchCursor::new(offset).ignoring_truncation(ignore));
         p.buffer.clear();
         p.fetching = false; // an in-flight fetch is now stale (checked by offset)
         p.resolving = false;
@@ -537,7 +570,7 @@ impl GroupConsumer {
         };
         p.buffer.clear();
         p.set_position(None);
-        p.fetch_offset = None;
+        p.cursor = None;
         p.fetching = false;
         p.resolving = true;
         p.no_offset = false;
@@ -627,13 +660,14 @@ impl GroupConsumer {
                 }
             }
             (Inflight::ListOffsets { tp }, ConsumerResponse::ListOffsets(r)) => {
+                let ignore = self.ignore_truncation;
                 if let Some(p) = self.owned.get_mut(&tp) {
                     if p.resolving {
                         p.resolving = false;
                         match r {
                             Ok(Some(o)) => {
                                 p.set_position(Some(o));
-                                p.fetch_offset = Some(o);
+                                p.cursor = Some(FetchCursor::new(o).ignoring_truncation(ignore));
                             }
                             Ok(None) | Err(_) => p.retry_at = now + self.config.retry_backoff,
                         }
@@ -886,18 +920,19 @@ impl GroupConsumer {
     fn step_partitions(&mut self, now: Nanos) {
         let mut fetches = Vec::new();
         for (tp, p) in self.owned.iter_mut() {
-            if let (Some(off), false) = (p.fetch_offset, p.fetching) {
+            if let (Some(c), false) = (&p.cursor, p.fetching) {
                 if p.buffer.len() < self.config.max_buffered_records && now >= p.retry_at {
                     p.fetching = true;
-                    fetches.push((tp.clone(), off));
+                    fetches.push((tp.clone(), c.position(), c.last_fetched_epoch()));
                 }
             }
         }
-        for (tp, offset) in fetches {
+        for (tp, offset, last_fetched_epoch) in fetches {
             let req = ConsumerRequest::Fetch {
                 tp: tp.clone(),
                 offset,
                 max_bytes: self.config.fetch_max_bytes,
+                last_fetched_epoch,
             };
             self.send(
                 now,
@@ -1129,12 +1164,19 @@ impl GroupConsumer {
             .iter()
             .flat_map(|m| m.subscription.topics.iter().cloned())
             .collect();
-        // Always assign from fresh partition counts.
+        // Always assign from fresh partition counts, asked of the coordinator: it has just
+        // answered the join, so it is up and reachable, while a broker picked at random may
+        // be stalled (alive but not answering, e.g. working off a slow disk's backlog), and
+        // each such pick cost a request timeout and a new generation (seed 7177 lost three
+        // in a row, 2.4 s, to one stalled broker after the final heal).
         if self.phase != MemberPhase::AwaitingMetadata {
             self.phase = MemberPhase::AwaitingMetadata;
+            let to = self
+                .coordinator
+                .map_or(Destination::AnyBroker, Destination::Node);
             self.send(
                 now,
-                Destination::AnyBroker,
+                to,
                 ConsumerRequest::Metadata {
                     topics: wanted.iter().cloned().collect(),
                 },
@@ -1476,6 +1518,7 @@ impl GroupConsumer {
         match r {
             Ok(committed) => {
                 let mut resets = Vec::new();
+                let ignore = self.ignore_truncation;
                 for tp in partitions {
                     let Some(p) = self.owned.get_mut(&tp) else {
                         continue;
@@ -1487,7 +1530,7 @@ impl GroupConsumer {
                         Some(o) => {
                             p.resolving = false;
                             p.set_position(Some(o.offset));
-                            p.fetch_offset = Some(o.offset);
+                            p.cursor = Some(FetchCursor::new(o.offset).ignoring_truncation(ignore));
                             p.committed = Some(o.offset);
                             // Answers to commits sent before now are older than this
                             // (the next commit will carry `commit_sequence + 1`).
@@ -1550,19 +1593,14 @@ impl GroupConsumer {
         let Some(p) = self.owned.get_mut(&tp) else {
             return;
         };
-        if p.fetch_offset != Some(offset) {
+        let Some(cursor) = p.cursor.as_mut().filter(|c| c.position() == offset) else {
             return; // stale: seeked or reset since (a newer fetch may be in flight)
-        }
+        };
         p.fetching = false;
         match r {
             Ok(data) => {
                 p.high_watermark = Some(data.high_watermark);
-                let taken = crate::client::take_records(
-                    offset,
-                    &data.batches,
-                    data.high_watermark,
-                    data.next_offset,
-                );
+                let taken = cursor.take(&data);
                 for (o, b, r) in taken.records {
                     p.buffer.push_back(ConsumedRecord {
                         tp: tp.clone(),
@@ -1574,11 +1612,9 @@ impl GroupConsumer {
                         headers: r.headers.clone(),
                     });
                 }
-                let next = taken.next_offset;
-                if next == offset {
+                if taken.next_offset == offset {
                     p.retry_at = now + self.config.fetch_idle_backoff;
                 }
-                p.fetch_offset = Some(next);
             }
             // Below the log start: retention deleted the records; reset by policy. Past the
             // end of the broker asked is a stale leader (the host refreshes its leaders):
@@ -1590,10 +1626,24 @@ impl GroupConsumer {
             }) if offset < log_start_offset => {
                 p.buffer.clear();
                 p.set_position(None);
-                p.fetch_offset = None;
+                p.cursor = None;
                 self.apply_reset_policy(now, tp);
             }
-            Err(_) => p.retry_at = now + self.config.retry_backoff,
+            Err(e) => match cursor.on_error(&e) {
+                Some(truncation) => {
+                    // What lay at or past the divergence point is gone: drop it from the
+                    // buffer, and move the position back if the application was past it
+                    // (a commit may then go below the committed offset, as after a seek).
+                    let to = truncation.to;
+                    p.buffer.retain(|r| r.offset < to);
+                    if p.position.is_some_and(|pos| pos > to) {
+                        p.set_position(Some(to));
+                        p.reset = true;
+                    }
+                    self.event(ConsumerEvent::Truncated { tp, truncation });
+                }
+                None => p.retry_at = now + self.config.retry_backoff,
+            },
         }
     }
 
@@ -1627,7 +1677,7 @@ impl GroupConsumer {
             }
             Inflight::Fetch { tp, offset } => {
                 if let Some(p) = self.owned.get_mut(&tp) {
-                    if p.fetch_offset == Some(offset) {
+                    if p.cursor.as_ref().map(FetchCursor::position) == Some(offset) {
                         p.fetching = false;
                         p.retry_at = now + self.config.retry_backoff;
                     }

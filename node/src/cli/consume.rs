@@ -210,6 +210,9 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
                     ConsumerEvent::PartitionsLost { partitions } => {
                         eprintln!("group {group}: lost {} (generation gone; rejoining)", list(&partitions));
                     }
+                    ConsumerEvent::Truncated { tp, truncation } => {
+                        eprintln!("group {group}: {tp}: {truncation}");
+                    }
                     ConsumerEvent::CommitCompleted { result: Err(e), .. } => {
                         last_error = Some(e.to_string());
                         tracing::warn!(error = %e, "commit failed; the next commit carries the positions again");

@@ -23,6 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// What one consumer did in one partition.
 #[derive(Default)]
 pub(super) struct ConsumerTrack {
+    /// Where its current stint began (0 for a partition consumer; a group member's
+    /// assigned, reset or sought position): offsets below were another reader's to read.
+    start: Offset,
     position: Offset,
     /// The leader epoch of the last fetch answer.
     served_epoch: Option<LeaderEpoch>,
@@ -60,12 +63,31 @@ impl Checker {
         }
     }
 
+    /// Group member `client` starts reading `p` at `at` (a new assignment, a reset or a
+    /// seek): only what it passes from there on is its own.
+    pub fn on_consumer_start(&mut self, client: u64, p: u32, at: Offset) {
+        self.consumers.insert(
+            (client, p),
+            ConsumerTrack {
+                start: at,
+                position: at,
+                ..ConsumerTrack::default()
+            },
+        );
+    }
+
+    /// Group member `client` gave `p` up: it is judged there no more.
+    pub fn on_consumer_stop(&mut self, client: u64, p: u32) {
+        self.consumers.remove(&(client, p));
+    }
+
     /// Consumer `client` reported a truncation in partition `p`. Its reads at the offsets
     /// given up are no longer the first reads there: what it reads next at them is the
     /// new log's record, which record-changed must not call a change.
     pub fn on_consumer_truncation(&mut self, client: u64, p: u32, t: &Truncation) {
         let track = self.consumers.entry((client, p)).or_default();
         track.position = t.to;
+        track.start = track.start.min(t.to);
         track.truncated.push((t.to, t.from));
         let gone: Vec<(u32, Offset)> = self
             .reads
@@ -88,7 +110,10 @@ impl Checker {
             let below = t.position.min(log.high_watermark);
             let mut skipped: Vec<(Offset, String)> = Vec::new();
             for b in log.batches {
-                for (o, r) in b.data_records().filter(|(o, _)| *o < below) {
+                for (o, r) in b
+                    .data_records()
+                    .filter(|(o, _)| (t.start..below).contains(o))
+                {
                     let value = r
                         .value
                         .as_deref()

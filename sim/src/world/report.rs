@@ -106,10 +106,14 @@ impl World {
     }
 
     /// consumer-skipped-records: each partition's final committed log, as its leader holds
-    /// it, against the partition consumers still running.
+    /// it, against the partition consumers and group members still running.
     fn judge_skipped(&mut self, now: SimTime) {
         let live: BTreeSet<u64> = (self.clients.iter().enumerate())
-            .filter(|(_, cs)| !cs.down && !cs.retired && matches!(cs.client, Client::Consumer(_)))
+            .filter(|(_, cs)| {
+                !cs.down
+                    && !cs.retired
+                    && matches!(cs.client, Client::Consumer(_) | Client::Member(_))
+            })
             .map(|(i, _)| i as u64 + 1)
             .collect();
         for p in 0..self.cfg.partitions {

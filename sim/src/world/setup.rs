@@ -157,18 +157,22 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
         id += 1;
     }
     let mut members = Vec::new();
+    let ignore = bugs_from(&cfg.bugs).is_ok_and(|b| b.consumer_ignores_truncation);
     for i in 0..cfg.group_members {
         members.push(clients.len());
-        clients.push(ClientSlot::new(Client::Member(Box::new(GroupMember::new(
-            id,
-            i + 1,
-            cfg.group_id.clone(),
-            cfg.partitions,
-            cfg.group_commit,
-            cfg.group_assignor,
-            cfg.group_static,
-            substream(cfg.seed, Subsystem::Workload, 1000 + i as u64),
-        )))));
+        clients.push(ClientSlot::new(Client::Member(Box::new(
+            GroupMember::new(
+                id,
+                i + 1,
+                cfg.group_id.clone(),
+                cfg.partitions,
+                cfg.group_commit,
+                cfg.group_assignor,
+                cfg.group_static,
+                substream(cfg.seed, Subsystem::Workload, 1000 + i as u64),
+            )
+            .ignoring_truncation(ignore),
+        ))));
         id += 1;
     }
     (clients, members)

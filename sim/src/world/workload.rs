@@ -138,6 +138,8 @@ impl World {
                     );
                     self.checker.on_consumer_truncation(client, p, &t);
                 }
+                CursorObs::Start { p, at } => self.checker.on_consumer_start(client, p, at),
+                CursorObs::Stop { p } => self.checker.on_consumer_stop(client, p),
             }
         }
         for obs in out.group.drain(..) {

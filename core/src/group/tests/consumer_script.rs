@@ -325,3 +325,193 @@ fn added_partitions_are_picked_up_by_a_rebalance() {
     assert_covering(&w, &[0, 1]);
     assert!(w.all_processed());
 }
+
+/// One consumer driven by hand: every request it sends, answered by the test.
+struct Driven {
+    c: GroupConsumer,
+    now: crate::types::Nanos,
+}
+
+impl Driven {
+    fn sends(&mut self) -> Vec<(Destination, CorrelationId, ConsumerRequest)> {
+        self.c
+            .drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                ConsumerOutput::Send {
+                    to,
+                    correlation,
+                    request,
+                } => Some((to, correlation, request)),
+                ConsumerOutput::Event(_) => None,
+            })
+            .collect()
+    }
+
+    /// Answers the one request `pick` selects among those sent, and returns it.
+    fn answer(
+        &mut self,
+        pick: impl Fn(&ConsumerRequest) -> bool,
+        resp: ConsumerResponse,
+    ) -> (Destination, ConsumerRequest) {
+        let (to, corr, req) = self
+            .sends()
+            .into_iter()
+            .find(|(_, _, r)| pick(r))
+            .expect("the consumer sent the request");
+        self.now += 1_000;
+        self.c.handle_response(self.now, corr, resp);
+        (to, req)
+    }
+}
+
+/// A leader alone in its group, joined through coordinator node 2 and assigned partition 0
+/// of topic "t" (committed offset 5); returns it with its first fetch not yet answered, and
+/// where its metadata lookup went.
+fn lone_leader() -> (Driven, Destination) {
+    let cfg = ConsumerConfig::new("g");
+    let mut d = Driven {
+        c: GroupConsumer::new(cfg).unwrap(),
+        now: 0,
+    };
+    d.c.subscribe(0, &["t"]);
+    d.answer(
+        |r| {
+            matches!(
+                r,
+                ConsumerRequest::Group(GroupRequest::FindCoordinator { .. })
+            )
+        },
+        ConsumerResponse::Group(GroupResponse::FindCoordinator(Ok(CoordinatorInfo {
+            node: 2,
+            partition: 0,
+        }))),
+    );
+    let sub = Subscription {
+        topics: vec!["t".into()],
+        owned: vec![],
+        generation: None,
+    };
+    d.answer(
+        |r| matches!(r, ConsumerRequest::Group(GroupRequest::JoinGroup(_))),
+        ConsumerResponse::Group(GroupResponse::JoinGroup(Ok(JoinGroupResponse {
+            generation: 1,
+            protocol: "range".into(),
+            leader: "m".into(),
+            member_id: "m".into(),
+            members: vec![JoinedMember {
+                member_id: "m".into(),
+                group_instance_id: None,
+                subscription: sub,
+            }],
+            skip_assignment: false,
+        }))),
+    );
+    let (meta_to, _) = d.answer(
+        |r| matches!(r, ConsumerRequest::Metadata { .. }),
+        ConsumerResponse::Metadata {
+            topics: [("t".to_string(), 1)].into(),
+        },
+    );
+    let t0 = TopicPartition::new("t", 0);
+    d.answer(
+        |r| matches!(r, ConsumerRequest::Group(GroupRequest::SyncGroup(_))),
+        ConsumerResponse::Group(GroupResponse::SyncGroup(Ok(MemberAssignment {
+            partitions: vec![t0.clone()],
+        }))),
+    );
+    d.answer(
+        |r| matches!(r, ConsumerRequest::Group(GroupRequest::OffsetFetch(_))),
+        ConsumerResponse::Group(GroupResponse::OffsetFetch(Ok([(
+            t0,
+            OffsetAndMetadata::new(5),
+        )]
+        .into()))),
+    );
+    (d, meta_to)
+}
+
+/// Seed 7177 of the default sweep: the leader asked a random broker for partition counts and
+/// hit one that was alive but stalled three times in a row, each a request timeout and a new
+/// generation, leaving the group without owners 3.42 s after the heal. It asks the
+/// coordinator, which has just answered its join.
+#[test]
+fn the_leader_asks_its_coordinator_for_partition_counts() {
+    let (d, meta_to) = lone_leader();
+    assert_eq!(meta_to, Destination::Node(2));
+    assert_eq!(d.c.phase(), &MemberPhase::Stable);
+}
+
+/// KIP-320 for group members: partition fetches go through core's `FetchCursor`, so they
+/// carry the epoch last read and a truncation below the position is detected and reported,
+/// with the position and buffer moved back, instead of skipped silently.
+#[test]
+fn a_group_member_detects_a_truncation_below_its_position() {
+    use crate::client::Truncation;
+    use crate::log::RecordBatch;
+    use crate::message::{ConsumerFetchError, ConsumerRecords};
+    let (mut d, _) = lone_leader();
+    let t0 = TopicPartition::new("t", 0);
+    let is_fetch = |r: &ConsumerRequest| matches!(r, ConsumerRequest::Fetch { .. });
+    let batch = RecordBatch {
+        base_offset: 5,
+        partition_leader_epoch: 1,
+        ..RecordBatch::from_values(0, (0..3u8).map(|i| vec![i]))
+    };
+    let (_, first) = d.answer(
+        is_fetch,
+        ConsumerResponse::Fetch(Ok(ConsumerRecords {
+            batches: vec![batch],
+            high_watermark: 8,
+            log_start_offset: 0,
+            leader_epoch: 1,
+            next_offset: 8,
+            last_epoch: Some(1),
+        })),
+    );
+    assert!(matches!(
+        first,
+        ConsumerRequest::Fetch {
+            offset: 5,
+            last_fetched_epoch: None,
+            ..
+        }
+    ));
+    let now = d.now;
+    assert_eq!(d.c.poll(now).len(), 3);
+    assert_eq!(d.c.position(&t0), Some(8));
+    // An unclean election cut the log at 6: the leader's epoch 1 ends there.
+    let (_, second) = d.answer(
+        is_fetch,
+        ConsumerResponse::Fetch(Err(ConsumerFetchError::DivergingEpoch {
+            epoch: Some(1),
+            end_offset: 6,
+        })),
+    );
+    assert!(matches!(
+        second,
+        ConsumerRequest::Fetch {
+            offset: 8,
+            last_fetched_epoch: Some(1),
+            ..
+        }
+    ));
+    let events: Vec<ConsumerEvent> =
+        d.c.drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                ConsumerOutput::Event(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+    assert!(events.contains(&ConsumerEvent::Truncated {
+        tp: t0.clone(),
+        truncation: Truncation {
+            from: 8,
+            to: 6,
+            epoch: Some(1)
+        }
+    }));
+    assert_eq!(d.c.position(&t0), Some(6));
+    assert_eq!(d.c.fetch_position(&t0), Some(6));
+}
