@@ -221,6 +221,14 @@ redis_up() {
 }
 
 # ---------------------------------------------------------------- one run
+# bench DIR OUT CMD...: runs a bench client, its output to OUT, its stderr to DIR/bench.err
+# and its wall/user/sys seconds to DIR/time (to show whether the client was the bottleneck).
+bench() {
+  local d=$1 out=$2 TIMEFORMAT="%R %U %S"
+  shift 2
+  { time "$@" >"$out" 2>"$d/bench.err"; } 2>"$d/time"
+}
+
 # run_case SYSTEM CASE: starts SYSTEM fresh, runs the case, stops it; the result (the two
 # lines of `skein bench produce`) goes to $WORK/CASE-SYSTEM.out.
 run_case() {
@@ -234,19 +242,18 @@ run_case() {
       SKEIN_DIRS+=("$d")
       "$SKEIN" cluster up --brokers 3 --dir "$d" --fsync always >"$d/up.log" 2>&1 \
         || { cat "$d/up.log" >&2; die "skein cluster did not come up (logs in $d)"; }
-      "$SKEIN" bench produce --acks all "${args[@]}" --cluster "$d/cluster.toml" \
-        >"$out" 2>"$d/bench.err" || { cat "$d/bench.err" >&2; die "skein bench produce failed"; }
+      bench "$d" "$out" "$SKEIN" bench produce --acks all "${args[@]}" --cluster "$d/cluster.toml" \
+        || { cat "$d/bench.err" >&2; die "skein bench produce failed"; }
       ;;
     nats)
       nats_up "$d"
-      "$PEER" nats --servers "nats://127.0.0.1:$NATS_PORT,nats://127.0.0.1:$((NATS_PORT + 1)),nats://127.0.0.1:$((NATS_PORT + 2))" \
-        --replicas 3 "${args[@]}" >"$out" 2>"$d/bench.err" \
+      bench "$d" "$out" "$PEER" nats --servers "nats://127.0.0.1:$NATS_PORT,nats://127.0.0.1:$((NATS_PORT + 1)),nats://127.0.0.1:$((NATS_PORT + 2))" \
+        --replicas 3 "${args[@]}" \
         || { cat "$d/bench.err" >&2; die "peer-bench nats failed (server logs in $d)"; }
       ;;
     redis)
       redis_up "$d"
-      "$PEER" redis --url "redis://127.0.0.1:$REDIS_PORT" --replicas 2 "${args[@]}" \
-        >"$out" 2>"$d/bench.err" \
+      bench "$d" "$out" "$PEER" redis --url "redis://127.0.0.1:$REDIS_PORT" --replicas 2 "${args[@]}" \
         || { cat "$d/bench.err" >&2; die "peer-bench redis failed (server logs in $d)"; }
       ;;
   esac
@@ -258,15 +265,16 @@ run_case() {
 field() {
   case "$2" in
     rps) sed -n 's/^produce: .*: \([0-9.]*\) records\/s.*/\1/p' "$1" ;;
+    cpu) awk '$1 > 0 { printf "%.0f%%", ($2 + $3) / $1 * 100 }' "${1%.out}/time" ;;
     *) sed -n "s/^produce latency.* $2 \([0-9.]*\) ms.*/\1/p" "$1" ;;
   esac
 }
 
 durability() {
   case "$1" in
-    skein) echo "fsync per ack on leader + ISR (fsync=always, acks=all, min.insync 2)" ;;
-    nats) echo "fsync per ack on a quorum (sync_interval always, R3)" ;;
-    redis) echo "fsync per ack on primary only (appendfsync always); WAIT 2 = in replicas' memory" ;;
+    skein) echo "fsync per ack: leader + ISR, >= 2 (fsync always, acks all)" ;;
+    nats) echo "fsync per ack: a quorum, 2 of 3 (sync_interval always)" ;;
+    redis) echo "fsync per ack: primary only; WAIT 2 = replicas' memory" ;;
   esac
 }
 label() {
@@ -281,11 +289,11 @@ table() {
   local c=$1 s f
   echo
   echo "== $c: ${N[$c]} records of 100 B, ${P[$c]} producers, ${B[$c]}-record batches, rate ${R[$c]:-unpaced} =="
-  printf '%-42s %-80s %10s %9s %9s %9s %9s\n' system durability records/s "p50 ms" "p99 ms" "p99.9 ms" "max ms"
+  printf '%-42s %-58s %10s %9s %9s %9s %9s %11s\n' system durability records/s "p50 ms" "p99 ms" "p99.9 ms" "max ms" "client cpu"
   for s in $SYSTEMS; do
     f="$WORK/$c-$s.out"
-    printf '%-42s %-80s %10s %9s %9s %9s %9s\n' "$(label "$s")" "$(durability "$s")" \
-      "$(field "$f" rps)" "$(field "$f" p50)" "$(field "$f" p99)" "$(field "$f" p99.9)" "$(field "$f" max)"
+    printf '%-42s %-58s %10s %9s %9s %9s %9s %11s\n' "$(label "$s")" "$(durability "$s")" \
+      "$(field "$f" rps)" "$(field "$f" p50)" "$(field "$f" p99)" "$(field "$f" p99.9)" "$(field "$f" max)" "$(field "$f" cpu)"
   done
   case " $SYSTEMS " in *" skein "*) ;; *) return 0 ;; esac
   for s in $SYSTEMS; do

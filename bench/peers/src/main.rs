@@ -214,7 +214,11 @@ async fn nats_setup(
     use async_nats::jetstream::{self, stream::Config, stream::StorageType};
     let addrs: Vec<async_nats::ServerAddr> = servers
         .split(',')
-        .map(|s| s.trim().parse().with_context(|| format!("bad server URL {s:?}")))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .with_context(|| format!("bad server URL {s:?}"))
+        })
         .collect::<anyhow::Result<_>>()?;
     ensure!(!addrs.is_empty(), "--servers is empty");
     let timeout = Duration::from_secs(w.timeout_secs);
@@ -286,7 +290,8 @@ async fn redis_setup(
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(5)))
         .set_response_timeout(Some(Duration::from_secs(w.timeout_secs)));
-    let keys: Arc<Vec<String>> = Arc::new((0..w.partitions).map(|k| format!("{key}-{k}")).collect());
+    let keys: Arc<Vec<String>> =
+        Arc::new((0..w.partitions).map(|k| format!("{key}-{k}")).collect());
     let wait_ms = w.timeout_secs * 1000;
     let mut producers = Vec::new();
     for p in 0..w.producers {
