@@ -314,11 +314,11 @@ if [ "$QUICK" = 1 ]; then N[peak]=100000; N[rate]=40000; else N[peak]=1000000; N
 P[peak]=4; B[peak]=1000; R[peak]=""
 P[rate]=8; B[rate]=100; R[rate]=20000
 
-echo "compare.sh on $(hostname), $(nproc) cores; load at start:$(uptime | sed 's/.*load average//')"
+echo "compare.sh on $(hostname), $(nproc) cores; load average at start: $(uptime | sed "s/.*load average: //")"
 echo "skein $SKEIN_VERSION, nats-server $NATS_VERSION, redis-server $REDIS_VERSION; work dir $WORK"
 for c in $CASES; do
   for s in $SYSTEMS; do run_case "$s" "$c"; done
 done
 for c in $CASES; do table "$c"; done
 echo
-echo "load at end:$(uptime | sed 's/.*load average//')"
+echo "load average at end: $(uptime | sed "s/.*load average: //")"
