@@ -222,11 +222,28 @@ redis_up() {
 
 # ---------------------------------------------------------------- one run
 # bench DIR OUT CMD...: runs a bench client, its output to OUT, its stderr to DIR/bench.err
-# and its wall/user/sys seconds to DIR/time (to show whether the client was the bottleneck).
+# and "wall user sys" seconds to DIR/time (to show whether the client was the bottleneck).
+# In the background with `wait`, so a signal to this script stops it at once (the trap
+# kills it by pid); `times` in this shell gives the reaped client's CPU.
 bench() {
-  local d=$1 out=$2 TIMEFORMAT="%R %U %S"
+  local d=$1 out=$2 t0 t1 rc=0 pid
   shift 2
-  { time "$@" >"$out" 2>"$d/bench.err"; } 2>"$d/time"
+  t0=$(date +%s.%N)
+  times >"$d/times0"
+  "$@" >"$out" 2>"$d/bench.err" &
+  pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || rc=$?
+  unset 'PIDS[-1]'
+  times >"$d/times1"
+  t1=$(date +%s.%N)
+  # `times`' second line: the children's user and sys time, as 0m1.234s.
+  awk -v t0="$t0" -v t1="$t1" '
+    function s(x) { split(x, a, /[ms]/); return a[1] * 60 + a[2] }
+    FNR == 2 { u[FILENAME == ARGV[1]] = s($1); y[FILENAME == ARGV[1]] = s($2) }
+    END { printf "%.3f %.3f %.3f\n", t1 - t0, u[0] - u[1], y[0] - y[1] }' \
+    "$d/times0" "$d/times1" >"$d/time"
+  return "$rc"
 }
 
 # run_case SYSTEM CASE: starts SYSTEM fresh, runs the case, stops it; the result (the two
