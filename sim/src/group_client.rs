@@ -439,6 +439,7 @@ impl GroupMember {
                 rng: &mut self.rng,
                 out: ctx.out,
                 brokers: ctx.brokers,
+                controllers: ctx.controllers,
             },
             self.partitions,
         );

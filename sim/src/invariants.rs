@@ -45,6 +45,23 @@ pub const FENCED_PRODUCER_WRITE: &str = "fenced-producer-write";
 /// truncation it reported (KIP-320's `DivergingEpoch`) covers that offset.
 pub const SKIPPED_RECORDS: &str = "consumer-skipped-records";
 
+// The controller quorum's invariants (`invariants/quorum.rs`), judged in runs with
+// `--controllers 3` or 5 (Raft; `fenced-broker-ack` where brokers hold a session lease).
+
+/// At most one controller leads a Raft term (election safety).
+pub const RAFT_TWO_LEADERS: &str = "raft-two-leaders";
+/// No controller goes on leading an old Raft term for long after a newer term's leader was
+/// seen (check-quorum: a leader without a majority steps down).
+pub const RAFT_STALE_LEADER: &str = "raft-stale-leader";
+/// Log matching: two controllers' logs holding an entry of the same index and term hold
+/// the same entries up to it.
+pub const RAFT_LOG_MATCHING: &str = "raft-log-matching";
+/// Committed metadata is never lost or reordered: once an index is committed anywhere,
+/// every controller that commits that index commits the same entry.
+pub const METADATA_COMMIT_LOST: &str = "metadata-commit-lost";
+/// No broker acknowledges a produce request after the committed metadata fenced it.
+pub const FENCED_BROKER_ACK: &str = "fenced-broker-ack";
+
 // The consumer-group invariants, checked by `group_invariants` (which depends on this module,
 // not the other way round).
 
@@ -88,6 +105,11 @@ pub const NAMES: &[&str] = &[
     VALID_HW,
     FENCED_PRODUCER_WRITE,
     SKIPPED_RECORDS,
+    RAFT_TWO_LEADERS,
+    RAFT_STALE_LEADER,
+    RAFT_LOG_MATCHING,
+    METADATA_COMMIT_LOST,
+    FENCED_BROKER_ACK,
     GROUP_SINGLE_OWNER,
     GROUP_UNOWNED,
     GROUP_OFFSET_REGRESSION,
@@ -123,9 +145,11 @@ use skein_core::replica::{ReplicaView, Role};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod quorum;
 mod skipped;
 mod spec;
 
+pub use quorum::{RaftView, STALE_LEADER_BOUND};
 pub use skipped::FinalLog;
 
 /// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
@@ -239,6 +263,8 @@ pub struct Checker {
     /// Per (client, partition): what a partition consumer's cursor did
     /// (consumer-skipped-records' state).
     consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,
+    /// The controller quorum's invariants' state.
+    quorum: quorum::QuorumState,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,
