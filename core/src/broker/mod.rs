@@ -478,7 +478,7 @@ impl<S: Storage + Clone> Broker<S> {
     /// Re-evaluates the session lease at `now` (start of every step).
     fn check_lease(&mut self, now: Nanos) {
         if self.config.session_timeout.is_some() {
-            self.lapsed = !self.lease_until.is_some_and(|u| now < u);
+            self.lapsed = self.lease_until.is_none_or(|u| now >= u);
         }
     }
 
