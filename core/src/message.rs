@@ -19,8 +19,10 @@ use std::fmt;
 pub enum Address {
     /// A broker.
     Node(NodeId),
-    /// The (single, for now) controller.
-    Controller,
+    /// A controller node, by its controller id (1..=N for a quorum of N; a single
+    /// controller is controller 1). Controller ids are their own namespace: controller 1
+    /// and broker 1 are different processes.
+    Controller(NodeId),
     /// A client connection (producer, consumer, admin), numbered by the driver.
     Client(u64),
 }
@@ -29,7 +31,7 @@ impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Address::Node(n) => write!(f, "node-{n}"),
-            Address::Controller => write!(f, "controller"),
+            Address::Controller(n) => write!(f, "controller-{n}"),
             Address::Client(c) => write!(f, "client-{c}"),
         }
     }
@@ -71,6 +73,9 @@ pub enum Message {
     ControllerRequest(ControllerRequest),
     /// Controller -> broker or client.
     ControllerResponse(ControllerResponse),
+    /// Controller -> controller: the quorum's Raft traffic (sender and receiver are
+    /// `Address::Controller`s).
+    Raft(crate::raft::Message),
 }
 
 impl Message {
@@ -119,6 +124,7 @@ impl Message {
             Message::GroupResponse { .. } => "GroupResponse",
             Message::ControllerRequest(_) => "ControllerRequest",
             Message::ControllerResponse(_) => "ControllerResponse",
+            Message::Raft(_) => "Raft",
         }
     }
 }

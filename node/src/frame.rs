@@ -79,6 +79,8 @@ pub mod kind {
     // Added in place: kinds are never renumbered, so these follow the ones above.
     pub const GROUP: u8 = 28;
     pub const GROUP_RESPONSE: u8 = 29;
+    /// Controller <-> controller Raft traffic (a quorum; the node runs one controller yet).
+    pub const RAFT: u8 = 30;
 }
 
 /// Why bytes could not be read as a frame.
@@ -169,6 +171,7 @@ fn body(frame: &Frame, max: u32) -> Result<(u8, Vec<u8>), EncodeError> {
                 correlation,
                 response,
             } => (GROUP_RESPONSE, ser(&(correlation, response), max)?),
+            Message::Raft(x) => (RAFT, ser(x, max)?),
         },
     })
 }
@@ -210,6 +213,7 @@ fn parse_body(kind: u8, p: &[u8], max: u32) -> Result<Frame, FrameError> {
                 response,
             })
         }
+        RAFT => m(Message::Raft(de(kind, p, max)?)),
         other => Err(FrameError::UnknownKind { kind: other }),
     }
 }

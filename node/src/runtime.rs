@@ -335,7 +335,7 @@ pub async fn start(
     // Brokers dial the controller and every other broker; the controller dials nobody.
     let mut outbound = BTreeMap::new();
     if let Peer::Node(id) = me {
-        let mut peers = vec![(Address::Controller, cfg.cluster.controller)];
+        let mut peers = vec![(Address::Controller(1), cfg.cluster.controller)];
         peers.extend(
             cfg.cluster
                 .brokers
@@ -431,7 +431,7 @@ impl Machine {
                 let requester = match from {
                     Address::Node(n) => Requester::Broker(n),
                     Address::Client(c) => Requester::Client(c),
-                    Address::Controller => return,
+                    Address::Controller(_) => return,
                 };
                 match msg {
                     Message::ControllerRequest(req) => c.handle(now, requester, req),
@@ -690,7 +690,7 @@ async fn inbound_conn(
     let addr = match first {
         Ok(Ok(Some(Frame::Hello(Hello { from })))) => match from {
             Peer::Node(n) => Address::Node(n),
-            Peer::Controller => Address::Controller,
+            Peer::Controller => Address::Controller(1),
             Peer::Client => Address::Client(router.next_conn.fetch_add(1, Ordering::Relaxed)),
         },
         Ok(Ok(None)) => return,

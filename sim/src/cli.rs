@@ -70,6 +70,9 @@ pub struct SimOpts {
     /// Number of brokers [default: 3].
     #[arg(long)]
     pub brokers: Option<u32>,
+    /// Controller nodes: 1, or a Raft quorum of 3 or 5 [default: 1].
+    #[arg(long)]
+    pub controllers: Option<u32>,
     /// Partitions of the test topic [default: 6].
     #[arg(long)]
     pub partitions: Option<u32>,
@@ -142,6 +145,7 @@ impl SimOpts {
             duration,
             liveness,
             brokers,
+            controllers,
             partitions,
             replication_factor,
             min_insync_replicas,
@@ -193,6 +197,7 @@ impl SimOpts {
         }
         flag!(
             brokers => "brokers",
+            controllers => "controllers",
             partitions => "partitions",
             replication_factor => "replication-factor",
             min_insync_replicas => "min-insync-replicas",

@@ -109,6 +109,15 @@ pub struct Ctx<'a> {
     pub rng: &'a mut ChaCha8Rng,
     pub out: &'a mut ClientOut,
     pub brokers: u32,
+    /// Controller nodes (1, or a quorum of 3 or 5).
+    pub controllers: u32,
+}
+
+/// Where a client's `attempt`-th controller request goes: the controllers in turn, so a
+/// retry after no answer (a controller down, or not the active one and saying so) tries the
+/// next. With a single controller, always controller 1.
+pub fn controller_for(attempt: u64, controllers: u32) -> Address {
+    Address::Controller(1 + (attempt % controllers.max(1) as u64) as u32)
 }
 
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
@@ -211,6 +220,8 @@ pub struct Producer {
     idempotent: bool,
     producer: ProduceClient,
     init_sent: Option<SimTime>,
+    /// Controller requests sent (each retry tries the next controller).
+    controller_attempts: u64,
     meta: MetaCache,
     /// The controller's view, pulled when a sequence error needs its word.
     view: ControllerView,
@@ -261,6 +272,7 @@ impl Producer {
                 ProduceClient::plain()
             },
             init_sent: None,
+            controller_attempts: 0,
             meta: MetaCache::new(partitions),
             view: ControllerView::new(),
             view_sent: None,
@@ -321,8 +333,9 @@ impl Producer {
                 .is_none_or(|t| ctx.now >= t + METADATA_TIMEOUT)
         {
             self.init_sent = Some(ctx.now);
+            let to = self.next_controller(ctx);
             ctx.out.sends.push((
-                Address::Controller,
+                to,
                 Message::ControllerRequest(ControllerRequest::InitProducerId),
             ));
         }
@@ -363,8 +376,14 @@ impl Producer {
         if checking && due {
             self.view_sent = Some(ctx.now);
             let req = Message::ControllerRequest(self.view.request());
-            ctx.out.sends.push((Address::Controller, req));
+            let to = self.next_controller(ctx);
+            ctx.out.sends.push((to, req));
         }
+    }
+
+    fn next_controller(&mut self, ctx: &Ctx<'_>) -> Address {
+        self.controller_attempts += 1;
+        controller_for(self.controller_attempts - 1, ctx.controllers)
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {
@@ -489,7 +508,8 @@ impl Producer {
                 // More pages: ask for the next one now.
                 self.view_sent = Some(ctx.now);
                 let req = Message::ControllerRequest(self.view.request());
-                ctx.out.sends.push((Address::Controller, req));
+                let to = self.next_controller(ctx);
+                ctx.out.sends.push((to, req));
                 return;
             }
             Err(_) => {

@@ -45,6 +45,9 @@ pub struct SimConfig {
     /// this long (plus a margin) before the end of the run.
     pub liveness: SimTime,
     pub brokers: u32,
+    /// Controller nodes: 1 (a single controller, the default) or a Raft quorum of 3 or 5
+    /// (controller ids 1..=N).
+    pub controllers: u32,
     pub partitions: u32,
     pub replication_factor: u32,
     pub min_insync_replicas: u32,
@@ -85,6 +88,7 @@ impl Default for SimConfig {
             duration: 60 * SECS,
             liveness: 20 * SECS,
             brokers: 3,
+            controllers: 1,
             partitions: 6,
             replication_factor: 3,
             min_insync_replicas: 2,
@@ -157,6 +161,7 @@ impl SimConfig {
         }
         set!(
             brokers,
+            controllers,
             partitions,
             replication_factor,
             min_insync_replicas,
@@ -332,6 +337,12 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.brokers == 0 {
             return Err("--brokers must be at least 1".into());
+        }
+        if ![1, 3, 5].contains(&self.controllers) {
+            return Err(format!(
+                "--controllers must be 1, 3 or 5 (a Raft quorum of an odd size), not {}",
+                self.controllers
+            ));
         }
         if self.replication_factor == 0 || self.replication_factor > self.brokers {
             return Err(format!(

@@ -499,6 +499,7 @@ impl GroupMember {
                 rng: &mut self.rng,
                 out: ctx.out,
                 brokers: ctx.brokers,
+                controllers: ctx.controllers,
             },
             self.partitions,
         );

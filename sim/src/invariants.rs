@@ -49,6 +49,23 @@ pub const SKIPPED_RECORDS: &str = "consumer-skipped-records";
 /// leader's records there (Raft's Log Matching; docs/simulation.md).
 pub const LOG_MATCHING: &str = "log-matching";
 
+// The controller quorum's invariants (`invariants/quorum.rs`), judged in runs with
+// `--controllers 3` or 5 (Raft; `fenced-broker-ack` where brokers hold a session lease).
+
+/// At most one controller leads a Raft term (election safety).
+pub const RAFT_TWO_LEADERS: &str = "raft-two-leaders";
+/// No controller goes on leading an old Raft term for long after a newer term's leader was
+/// seen (check-quorum: a leader without a majority steps down).
+pub const RAFT_STALE_LEADER: &str = "raft-stale-leader";
+/// Log matching: two controllers' logs holding an entry of the same index and term hold
+/// the same entries up to it.
+pub const RAFT_LOG_MATCHING: &str = "raft-log-matching";
+/// Committed metadata is never lost or reordered: once an index is committed anywhere,
+/// every controller that commits that index commits the same entry.
+pub const METADATA_COMMIT_LOST: &str = "metadata-commit-lost";
+/// No broker acknowledges a produce request after the committed metadata fenced it.
+pub const FENCED_BROKER_ACK: &str = "fenced-broker-ack";
+
 // The consumer-group invariants, checked by `group_invariants` (which depends on this module,
 // not the other way round).
 
@@ -93,6 +110,11 @@ pub const NAMES: &[&str] = &[
     FENCED_PRODUCER_WRITE,
     SKIPPED_RECORDS,
     LOG_MATCHING,
+    RAFT_TWO_LEADERS,
+    RAFT_STALE_LEADER,
+    RAFT_LOG_MATCHING,
+    METADATA_COMMIT_LOST,
+    FENCED_BROKER_ACK,
     GROUP_SINGLE_OWNER,
     GROUP_UNOWNED,
     GROUP_OFFSET_REGRESSION,
@@ -129,10 +151,12 @@ use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod matching;
+mod quorum;
 mod skipped;
 mod spec;
 
 pub use matching::LogSlice;
+pub use quorum::{RaftView, STALE_LEADER_BOUND};
 pub use skipped::FinalLog;
 
 /// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
@@ -247,6 +271,8 @@ pub struct Checker {
     /// Per (client, partition): what a partition consumer's cursor did
     /// (consumer-skipped-records' state).
     consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,
+    /// The controller quorum's invariants' state.
+    quorum: quorum::QuorumState,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,

@@ -5,8 +5,8 @@
 //! version = 1          # the format version (optional; 1 is the only one so far)
 //! name = "zombie-leader"
 //! description = "The leader of every partition is isolated; a new one is elected."
-//! [cluster]            # all optional: brokers, partitions, replication_factor,
-//! brokers = 3          # min_insync_replicas, unclean_leader_election
+//! [cluster]            # all optional: brokers, controllers (1, 3 or 5), partitions,
+//! brokers = 3          # replication_factor, min_insync_replicas, unclean_leader_election
 //! [workload]           # producers, consumers, produce_rate (requests per sim second),
 //! producers = 2        # acks (0, 1 or "all"), idempotent; group_members, group_id,
 //!                      # group_commit ("sync" or "async"), group_assignor, group_static
@@ -98,6 +98,8 @@ pub struct Scenario {
     pub description: Option<String>,
     pub seed: Option<u64>,
     pub brokers: Option<u32>,
+    /// `[cluster] controllers`: 1, 3 or 5.
+    pub controllers: Option<u32>,
     pub partitions: Option<u32>,
     pub replication_factor: Option<u32>,
     pub min_insync_replicas: Option<u32>,

@@ -30,13 +30,14 @@ use crate::time::{SimTime, MILLIS};
 use crate::trace::{Fields, Tracer};
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig};
-use skein_core::controller::{Controller, ControllerConfig};
+use skein_core::controller::ControllerConfig;
 use skein_core::message::{Address, Message};
 use skein_core::NodeId;
 use std::collections::BTreeMap;
 use std::io::Write;
 
 mod client_faults;
+mod controllers;
 mod delivery;
 mod node_faults;
 mod observe;
@@ -239,7 +240,16 @@ struct World {
     work_rng: ChaCha8Rng,
     tracer: Tracer,
     brokers: BrokerSlots,
-    controller: Slot<Controller<SimDisk>>,
+    /// The controller nodes by controller id (1..=N).
+    controllers: BTreeMap<NodeId, Slot<controllers::CtlMachine>>,
+    /// Brokers whose clock a fault has struck: their session lease is only as good as
+    /// their clock, so `fenced-broker-ack` does not judge them.
+    clock_faulted: std::collections::BTreeSet<NodeId>,
+    /// Controller requests the admin client sent (it tries the controllers in turn).
+    admin_attempts: u64,
+    /// The highest Raft commit index any quorum node was seen at (a committed entry may be
+    /// applied nowhere alive yet: its leader knew it committed, then crashed).
+    raft_commit_seen: u64,
     clients: Vec<ClientSlot>,
     checker: Checker,
     history: History,

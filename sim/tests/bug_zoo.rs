@@ -125,6 +125,18 @@ fn unclean_isolate_and_crash(seed: u64) -> SimConfig {
     }
 }
 
+/// A 3-controller Raft quorum under controller faults and partitions only, twice the
+/// default rate (`--controllers 3 --fault-rate 2 --fault-weights
+/// controller-crash=3,partition=3,<everything else>=0`): controller crashes, power losses
+/// and pauses (of the active controller or a given one) and partitions that cut controllers
+/// off, the faults a Raft bug needs.
+fn quorum_faults(seed: u64) -> SimConfig {
+    SimConfig {
+        controllers: 3,
+        ..doubled(seed, "crash=0,power-loss=0,pause=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-pause=0,client-isolate=0,controller-crash=3,partition=3")
+    }
+}
+
 /// Seeds of `isolate_and_crash` within which `elect-out-of-isr` must be found (measured:
 /// docs/scenarios.md, "The bug zoo").
 const BOUND_ELECT_OUT_OF_ISR: Option<u64> = Some(20);
@@ -242,7 +254,21 @@ const ZOO: &[Row] = &[
         bound: Some(40),
         sweep: unclean_isolate_and_crash,
     },
+    Row {
+        bug: "no-check-quorum",
+        scenario: "raft-leader-isolated.toml",
+        seed: 1,
+        invariant: "raft-stale-leader",
+        // `skein sim zoo` with this shape (docs/scenarios.md, "The bug zoo"); the correct
+        // core passes seeds 0..20 of it.
+        bound: Some(BOUND_NO_CHECK_QUORUM),
+        finding: Finding::Safety,
+        sweep: quorum_faults,
+    },
 ];
+
+/// Seeds of `quorum_faults` within which `no-check-quorum` must be found.
+const BOUND_NO_CHECK_QUORUM: u64 = 30;
 
 fn row(bug: &str) -> &'static Row {
     ZOO.iter().find(|r| r.bug == bug).unwrap_or_else(|| {
@@ -346,6 +372,7 @@ fn the_correct_core_is_not_a_finding_on_the_same_seeds() {
         isolate_and_crash,
         zombie_producers,
         flips_and_fencing,
+        quorum_faults,
     ] {
         for seed in 0..3 {
             let report = skein_sim::run(&sweep(seed), None, None).expect("the run starts");

@@ -46,8 +46,20 @@ pub struct BrokerConfig {
     pub flush_interval: Nanos,
     /// Heartbeat (and metadata pull) period.
     pub heartbeat_interval: Nanos,
-    /// Registration / heartbeat without an answer for this long is resent.
+    /// Registration / heartbeat without an answer for this long is resent (to the next
+    /// controller of the quorum).
     pub controller_timeout: Nanos,
+    /// The controller quorum's voters (controller ids). Requests go to the one this broker
+    /// believes active; `NotController` with a leader hint, or a timeout, moves it to the
+    /// hinted or the next one (KIP-631). A single controller is the quorum `[1]`.
+    pub controllers: Vec<NodeId>,
+    /// Session lease: a broker whose heartbeats have not been answered (unfenced) for this
+    /// long, counted from the sending of the oldest one since the last answer, is cut off
+    /// from the active controller, which fences it once its own session timeout (at least
+    /// this long) lapses. It then stops acknowledging produce requests and stops taking
+    /// writes as leader until a heartbeat gets through again. `None`: off (a broker goes on
+    /// leading while cut off; acks=all writes stay safe through the ISR, acks=1 do not).
+    pub session_timeout: Option<Nanos>,
     /// How often retention runs on every hosted log.
     pub retention_check_interval: Nanos,
     /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
@@ -82,6 +94,8 @@ impl Default for BrokerConfig {
             flush_interval: r.flush_interval,
             heartbeat_interval: 500_000_000,
             controller_timeout: 1_000_000_000,
+            controllers: vec![1],
+            session_timeout: None,
             retention_check_interval: 60_000_000_000,
             hw_checkpoint_interval: 1_000_000_000,
             offsets_topic_partitions: 8,
@@ -213,6 +227,16 @@ pub struct Broker<S: Storage + Clone> {
     image: MetadataImage,
     heartbeat_sent_at: Option<Nanos>,
     heartbeat_in_flight: bool,
+    /// The controller this broker believes active (one of `config.controllers`).
+    controller: NodeId,
+    /// When the oldest heartbeat sent since the last answered one left: an answer starts
+    /// the session lease from there (the controller saw it no earlier).
+    lease_from: Option<Nanos>,
+    /// With `config.session_timeout`: acknowledgements are allowed until then.
+    lease_until: Option<Nanos>,
+    /// The session lease lapsed (as of the last `handle` / `tick`): no produce is taken or
+    /// acknowledged.
+    lapsed: bool,
     next_retention: Nanos,
     next_hw_checkpoint: Nanos,
     last_hw_checkpoint: HwCheckpoint,
@@ -267,6 +291,8 @@ impl<S: Storage + Clone> Broker<S> {
         storage
             .write_atomic(META_PATH, &bytes)
             .map_err(|e| meta_err(e.to_string()))?;
+        let controller = config.controllers.first().copied().unwrap_or(1);
+        let lapsed = config.session_timeout.is_some();
         let mut broker = Self {
             id,
             config,
@@ -277,6 +303,10 @@ impl<S: Storage + Clone> Broker<S> {
             image: MetadataImage::new(),
             heartbeat_sent_at: None,
             heartbeat_in_flight: false,
+            controller,
+            lease_from: None,
+            lease_until: None,
+            lapsed,
             next_retention: now,
             next_hw_checkpoint: now,
             last_hw_checkpoint: Vec::new(),
@@ -434,6 +464,47 @@ impl<S: Storage + Clone> Broker<S> {
         self.fenced
     }
 
+    /// The controller this broker sends its requests to (the one it believes active).
+    pub fn active_controller(&self) -> NodeId {
+        self.controller
+    }
+
+    /// Whether the session lease (`BrokerConfig::session_timeout`) has lapsed as of the
+    /// last step: the broker then neither takes nor acknowledges produce requests.
+    pub fn session_lapsed(&self) -> bool {
+        self.lapsed
+    }
+
+    /// Re-evaluates the session lease at `now` (start of every step).
+    fn check_lease(&mut self, now: Nanos) {
+        if self.config.session_timeout.is_some() {
+            self.lapsed = self.lease_until.is_none_or(|u| now >= u);
+        }
+    }
+
+    /// The next controller of the quorum after the current one (a timeout: it may be down
+    /// or cut off). With a single controller, the same one.
+    fn next_controller(&mut self) {
+        let voters = &self.config.controllers;
+        if let Some(i) = voters.iter().position(|&c| c == self.controller) {
+            self.controller = voters[(i + 1) % voters.len()];
+        } else if let Some(&first) = voters.first() {
+            self.controller = first;
+        }
+    }
+
+    /// A controller answered `NotController { leader }`: follow its hint when it names a
+    /// voter, else try the next one. Returns whether the broker now believes in another
+    /// controller than the one that answered (then it may ask again at once).
+    fn follow_hint(&mut self, answered: NodeId, leader: Option<NodeId>) -> bool {
+        match leader.filter(|l| self.config.controllers.contains(l)) {
+            Some(l) => self.controller = l,
+            None if self.controller == answered => self.next_controller(),
+            None => {}
+        }
+        self.controller != answered
+    }
+
     pub fn metadata_image(&self) -> &MetadataImage {
         &self.image
     }
@@ -587,6 +658,7 @@ impl<S: Storage + Clone> Broker<S> {
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
     /// timeouts, retention, group coordinators.
     pub fn tick(&mut self, now: Nanos) {
+        self.check_lease(now);
         self.tick_inner(now);
         if let Some(c) = self.groups_mut() {
             c.tick(now);
@@ -602,21 +674,21 @@ impl<S: Storage + Clone> Broker<S> {
         match self.registration {
             Registration::Unregistered { sent_at } => {
                 if sent_at.is_none_or(|t| now >= t + self.config.controller_timeout) {
-                    self.registration = Registration::Unregistered { sent_at: Some(now) };
-                    let req = ControllerRequest::RegisterBroker {
-                        broker: self.id,
-                        incarnation: self.incarnation,
-                        offline_partitions: self.offline_partitions().into_iter().collect(),
-                        corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
-                    };
-                    self.send_controller(req);
+                    if sent_at.is_some() {
+                        self.next_controller(); // no answer: maybe down or cut off
+                    }
+                    self.send_registration(now);
                 }
             }
             Registration::Registered { .. } => {
                 let due = match self.heartbeat_sent_at {
                     None => true,
                     Some(t) if self.heartbeat_in_flight => {
-                        now >= t + self.config.controller_timeout
+                        let timed_out = now >= t + self.config.controller_timeout;
+                        if timed_out {
+                            self.next_controller(); // no answer: maybe down or cut off
+                        }
+                        timed_out
                     }
                     Some(t) => now >= t + self.config.heartbeat_interval,
                 };
@@ -684,9 +756,20 @@ impl<S: Storage + Clone> Broker<S> {
 
     fn send_controller(&mut self, req: ControllerRequest) {
         self.outputs.push(Output::Send {
-            to: Address::Controller,
+            to: Address::Controller(self.controller),
             msg: Message::ControllerRequest(req),
         });
+    }
+
+    fn send_registration(&mut self, now: Nanos) {
+        self.registration = Registration::Unregistered { sent_at: Some(now) };
+        let req = ControllerRequest::RegisterBroker {
+            broker: self.id,
+            incarnation: self.incarnation,
+            offline_partitions: self.offline_partitions().into_iter().collect(),
+            corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
+        };
+        self.send_controller(req);
     }
 
     fn send_heartbeat(&mut self, now: Nanos) {
@@ -695,6 +778,7 @@ impl<S: Storage + Clone> Broker<S> {
         };
         self.heartbeat_sent_at = Some(now);
         self.heartbeat_in_flight = true;
+        self.lease_from.get_or_insert(now);
         self.reported_offline = self.offline_partitions();
         let req = ControllerRequest::BrokerHeartbeat {
             broker: self.id,
@@ -708,6 +792,8 @@ impl<S: Storage + Clone> Broker<S> {
 
     fn collect_replica_effects(&mut self) {
         let me = Address::Node(self.id);
+        let lapsed = self.lapsed;
+        let controller = Address::Controller(self.controller);
         // Called after every step and every group pump round; most replicas have nothing.
         for r in self.replicas.with_effects_mut() {
             for effect in r.drain_effects() {
@@ -720,9 +806,22 @@ impl<S: Storage + Clone> Broker<S> {
                         self.groups.acks.push(resp);
                         continue;
                     }
+                    // Cut off from the controller: the write may be committed, but this
+                    // broker may no longer speak for the partition (the client retries and
+                    // learns the outcome from the leader it finds).
+                    ReplicaEffect::Send {
+                        to,
+                        msg: Message::ProduceResponse(mut resp),
+                    } if lapsed && resp.result.is_ok() => {
+                        resp.result = Err(ProduceError::RequestTimedOut);
+                        Output::Send {
+                            to,
+                            msg: Message::ProduceResponse(resp),
+                        }
+                    }
                     ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
                     ReplicaEffect::AlterPartition(p) => Output::Send {
-                        to: Address::Controller,
+                        to: controller,
                         msg: Message::ControllerRequest(alter_request(p)),
                     },
                     ReplicaEffect::Event(e) => Output::Event(BrokerEvent::Replica(e)),
@@ -737,6 +836,7 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// One message from `from`.
     pub fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
+        self.check_lease(now);
         self.handle_inner(now, from, msg);
         self.pump_groups(now);
     }
@@ -789,6 +889,22 @@ impl<S: Storage + Clone> Broker<S> {
                     self.reply(from, Message::ProduceResponse(resp));
                 }
             }
+            Message::Produce(req) if self.lapsed => {
+                // Cut off from the active controller: not a leader any more as far as
+                // producers go (they look for the leader again).
+                if req.acks != Acks::None {
+                    let leader_epoch = self.replicas.get(&req.tp).map_or(0, |r| r.leader_epoch());
+                    let resp = ProduceResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        result: Err(ProduceError::NotLeader {
+                            leader: None,
+                            leader_epoch,
+                        }),
+                    };
+                    self.reply(from, Message::ProduceResponse(resp));
+                }
+            }
             Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
                 Some(r) => r.handle_produce(now, from, req),
                 None if req.acks != Acks::None => {
@@ -834,9 +950,12 @@ impl<S: Storage + Clone> Broker<S> {
                 Address::Client(c) => self.handle_group(now, c, correlation, request),
                 other => tracing::debug!(from = %other, "group request from a non-client ignored"),
             },
-            Message::ControllerResponse(resp) if from == Address::Controller => {
-                self.handle_controller(now, resp)
-            }
+            Message::ControllerResponse(resp) => match from {
+                Address::Controller(c) => self.handle_controller(now, c, resp),
+                other => {
+                    tracing::debug!(from = %other, "controller response from a non-controller")
+                }
+            },
             other => {
                 tracing::debug!(%from, msg = ?std::mem::discriminant(&other), "ignored message");
             }
@@ -844,7 +963,8 @@ impl<S: Storage + Clone> Broker<S> {
         self.collect_replica_effects();
     }
 
-    fn handle_controller(&mut self, now: Nanos, resp: ControllerResponse) {
+    fn handle_controller(&mut self, now: Nanos, from: NodeId, resp: ControllerResponse) {
+        let moved = not_controller(&resp).map(|leader| self.follow_hint(from, leader));
         match resp {
             ControllerResponse::RegisterBroker(Ok(reg)) if reg.broker == self.id => {
                 if let Registration::Unregistered { .. } = self.registration {
@@ -861,6 +981,11 @@ impl<S: Storage + Clone> Broker<S> {
             }
             ControllerResponse::RegisterBroker(Err(e)) => {
                 tracing::warn!(error = %e, "registration refused");
+                if moved == Some(true)
+                    && matches!(self.registration, Registration::Unregistered { .. })
+                {
+                    self.send_registration(now); // the hinted controller, at once
+                }
             }
             ControllerResponse::BrokerHeartbeat(Ok(reply)) => self.on_heartbeat(now, reply),
             ControllerResponse::BrokerHeartbeat(Err(e)) => match e {
@@ -874,6 +999,9 @@ impl<S: Storage + Clone> Broker<S> {
                 other => {
                     tracing::warn!(error = %other, "heartbeat refused");
                     self.heartbeat_in_flight = false;
+                    if moved == Some(true) {
+                        self.heartbeat_sent_at = None; // the hinted controller, at once
+                    }
                 }
             },
             ControllerResponse::AlterPartition { tp, result } => {
@@ -914,6 +1042,11 @@ impl<S: Storage + Clone> Broker<S> {
         }
         self.heartbeat_in_flight = false;
         self.fenced = reply.fenced;
+        let from = self.lease_from.take();
+        if let Some(timeout) = self.config.session_timeout {
+            self.lease_until = from.filter(|_| !reply.fenced).map(|t| t + timeout);
+            self.check_lease(now);
+        }
         let more = reply.metadata.end_offset
             > reply.metadata.from + reply.metadata.records.len() as Offset;
         self.apply_delta(now, &reply.metadata);
@@ -1124,6 +1257,23 @@ impl<S: Storage + Clone> Broker<S> {
             partitions,
             unknown_topics,
         }
+    }
+}
+
+/// `Some(leader hint)` when a controller refused a request because it is not the active
+/// controller.
+fn not_controller(resp: &ControllerResponse) -> Option<Option<NodeId>> {
+    let e = match resp {
+        ControllerResponse::RegisterBroker(Err(e))
+        | ControllerResponse::BrokerHeartbeat(Err(e))
+        | ControllerResponse::AlterPartition { result: Err(e), .. }
+        | ControllerResponse::CreateTopic { result: Err(e), .. }
+        | ControllerResponse::ControlledShutdown(Err(e)) => e,
+        _ => return None,
+    };
+    match e {
+        ControllerError::NotController { leader } => Some(*leader),
+        _ => None,
     }
 }
 

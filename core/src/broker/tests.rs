@@ -100,7 +100,8 @@ impl World {
     pub fn crash_controller(&mut self) {
         self.controller = None;
         self.controller_disk.crash_lose_unsynced();
-        self.queue.retain(|(_, to, _)| *to != Address::Controller);
+        self.queue
+            .retain(|(_, to, _)| *to != Address::Controller(1));
     }
 
     pub fn restart_controller(&mut self) {
@@ -112,7 +113,7 @@ impl World {
     /// Cut (both directions) every link between `a` and anything else.
     pub fn isolate(&mut self, a: Address) {
         let mut all: Vec<Address> = self.brokers.keys().map(|&n| Address::Node(n)).collect();
-        all.push(Address::Controller);
+        all.push(Address::Controller(1));
         for b in all {
             if b != a {
                 self.cut.insert((a, b));
@@ -138,7 +139,7 @@ impl World {
                         Requester::Client(c) => Address::Client(c),
                     };
                     self.queue.push_back((
-                        Address::Controller,
+                        Address::Controller(1),
                         to,
                         Message::ControllerResponse(response),
                     ));
@@ -158,14 +159,14 @@ impl World {
                     b.handle(now, from, msg);
                 }
             }
-            Address::Controller => {
+            Address::Controller(_) => {
                 let (Some(c), Message::ControllerRequest(req)) = (&mut self.controller, msg) else {
                     return;
                 };
                 let requester = match from {
                     Address::Node(n) => Requester::Broker(n),
                     Address::Client(c) => Requester::Client(c),
-                    Address::Controller => return,
+                    Address::Controller(_) => return,
                 };
                 c.handle(now, requester, req);
             }
@@ -220,7 +221,7 @@ impl World {
     pub fn admin(&mut self, req: ControllerRequest) {
         self.queue.push_back((
             Address::Client(0),
-            Address::Controller,
+            Address::Controller(1),
             Message::ControllerRequest(req),
         ));
         self.deliver_all();
@@ -985,4 +986,144 @@ fn controlled_shutdown_of_an_unregistered_broker_is_ready_at_once() {
     let b = w.brokers.get_mut(&1).unwrap();
     b.begin_controlled_shutdown(w.now);
     assert!(b.ready_to_stop());
+}
+
+/// The controller requests among a broker's outputs, with where they go.
+fn controller_sends(b: &mut Broker<MemStorage>) -> Vec<(Address, ControllerRequest)> {
+    b.drain_outputs()
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Send {
+                to,
+                msg: Message::ControllerRequest(r),
+            } => Some((to, r)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
+    let config = BrokerConfig {
+        controllers: vec![1, 2, 3],
+        ..broker_config()
+    };
+    let (mut b, _) = Broker::open(1, config, MemStorage::new(), 0).unwrap();
+    let sent = controller_sends(&mut b);
+    assert!(matches!(
+        sent[..],
+        [(
+            Address::Controller(1),
+            ControllerRequest::RegisterBroker { .. }
+        )]
+    ));
+    // Controller 1 is not active and names 3: the registration goes there at once.
+    let refused =
+        ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: Some(3) }));
+    b.handle(
+        MS,
+        Address::Controller(1),
+        Message::ControllerResponse(refused),
+    );
+    let sent = controller_sends(&mut b);
+    assert!(matches!(
+        sent[..],
+        [(
+            Address::Controller(3),
+            ControllerRequest::RegisterBroker { .. }
+        )]
+    ));
+    // 3 never answers: after the controller timeout the next voter (1, wrapping) is tried.
+    b.tick(MS + 50 * MS);
+    let sent = controller_sends(&mut b);
+    assert!(matches!(
+        sent[..],
+        [(
+            Address::Controller(1),
+            ControllerRequest::RegisterBroker { .. }
+        )]
+    ));
+    assert_eq!(b.active_controller(), 1);
+}
+
+#[test]
+fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
+    let config = BrokerConfig {
+        controllers: vec![1, 2, 3],
+        session_timeout: Some(100 * MS),
+        ..broker_config()
+    };
+    let (mut b, _) = Broker::open(1, config, MemStorage::new(), 0).unwrap();
+    let ok = ControllerResponse::RegisterBroker(Ok(crate::controller::BrokerRegistration {
+        broker: 1,
+        broker_epoch: 7,
+    }));
+    b.handle(MS, Address::Controller(1), Message::ControllerResponse(ok));
+    let heartbeat = |fenced| {
+        Message::ControllerResponse(ControllerResponse::BrokerHeartbeat(Ok(HeartbeatReply {
+            broker: 1,
+            broker_epoch: 7,
+            fenced,
+            metadata: crate::controller::MetadataDelta {
+                from: 0,
+                records: Vec::new(),
+                end_offset: 0,
+            },
+        })))
+    };
+    // The heartbeat sent at registration (1 ms) is answered: leased until 101 ms.
+    b.handle(2 * MS, Address::Controller(1), heartbeat(false));
+    assert!(!b.session_lapsed());
+    let produce = |corr| {
+        Message::Produce(ProduceRequest {
+            correlation: corr,
+            tp: tp(),
+            acks: Acks::All,
+            timeout: 100 * MS,
+            batch: batch("v"),
+        })
+    };
+    let answer = |b: &mut Broker<MemStorage>| {
+        b.drain_outputs().into_iter().find_map(|o| match o {
+            Output::Send {
+                msg: Message::ProduceResponse(r),
+                ..
+            } => Some(r.result),
+            _ => None,
+        })
+    };
+    b.handle(3 * MS, Address::Client(9), produce(1));
+    assert_eq!(
+        answer(&mut b),
+        Some(Err(ProduceError::UnknownTopicOrPartition))
+    );
+    // The next heartbeat leaves at 50 ms and is not answered (yet): at 101 ms the lease is
+    // gone.
+    b.tick(50 * MS);
+    assert!(controller_sends(&mut b)
+        .iter()
+        .any(|(_, r)| matches!(r, ControllerRequest::BrokerHeartbeat { .. })));
+    b.handle(101 * MS, Address::Client(9), produce(2));
+    assert!(b.session_lapsed());
+    assert!(matches!(
+        answer(&mut b),
+        Some(Err(ProduceError::NotLeader { .. }))
+    ));
+    // The 50 ms heartbeat gets through (not fenced): leased until 150 ms, the broker takes
+    // produce requests again.
+    b.handle(102 * MS, Address::Controller(1), heartbeat(false));
+    b.handle(103 * MS, Address::Client(9), produce(3));
+    assert_eq!(
+        answer(&mut b),
+        Some(Err(ProduceError::UnknownTopicOrPartition))
+    );
+    // Answered, but fenced: no lease.
+    b.tick(110 * MS);
+    let _ = b.drain_outputs();
+    b.handle(111 * MS, Address::Controller(1), heartbeat(true));
+    b.handle(112 * MS, Address::Client(9), produce(4));
+    assert!(matches!(
+        answer(&mut b),
+        Some(Err(ProduceError::NotLeader { .. }))
+    ));
 }

@@ -247,8 +247,19 @@ impl<S: Storage> QuorumController<S> {
 
     /// A Raft message from controller node `from`.
     pub fn handle_peer(&mut self, now: Nanos, from: NodeId, message: Message) {
+        self.catch_up_time(now);
         self.state.journal_mut().raft.handle(now, from, message);
         self.pump(now);
+    }
+
+    /// Runs Raft's timers up to `now` before an input: a node that was paused (or whose
+    /// timer is late) acts on its deadlines first, so a leader paused past its check-quorum
+    /// deadline steps down instead of acting as leader on the message that wakes it.
+    fn catch_up_time(&mut self, now: Nanos) {
+        if self.raft().next_timeout().is_some_and(|t| t <= now) {
+            self.state.journal_mut().raft.tick(now);
+            self.pump(now);
+        }
     }
 
     pub fn tick(&mut self, now: Nanos) {
@@ -273,6 +284,9 @@ impl<S: Storage> QuorumController<S> {
                 }));
             return;
         }
+        // Time first: a leader that was paused past its check-quorum deadline steps down
+        // now rather than answer as active controller.
+        self.catch_up_time(now);
         if !self.active {
             let e = ControllerError::NotController {
                 leader: self.leader_hint(),

@@ -23,15 +23,10 @@ impl RaftBugs {
         self.vote_not_persisted || self.commit_previous_term || self.no_check_quorum
     }
 
-    /// The bug named as in the bug zoo (`vote-not-persisted`, ...), or `None`.
+    /// The Raft bug named as in the bug zoo (`vote-not-persisted`, ...), or `None` (also for
+    /// the zoo's other bugs). The names live in one place: [`crate::replica::BUG_NAMES`].
     pub fn named(name: &str) -> Option<Self> {
-        let mut bugs = Self::default();
-        match name {
-            "vote-not-persisted" => bugs.vote_not_persisted = true,
-            "commit-previous-term" => bugs.commit_previous_term = true,
-            "no-check-quorum" => bugs.no_check_quorum = true,
-            _ => return None,
-        }
-        Some(bugs)
+        let bugs = crate::replica::Bugs::from_names(&[name]).ok()?.raft;
+        bugs.any().then_some(bugs)
     }
 }

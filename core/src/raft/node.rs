@@ -250,16 +250,13 @@ impl<S: Storage> Raft<S> {
             Role::Leader => {
                 if now >= self.check_quorum_deadline {
                     self.check_quorum_deadline = now + self.config.election_timeout;
-                    if !self.config.bugs.no_check_quorum && !self.quorum_active() {
+                    if !self.config.bugs.no_check_quorum && !self.quorum_active(now) {
                         tracing::info!(
                             id = self.id(),
                             term = self.term,
                             "raft: check-quorum failed, stepping down"
                         );
                         return self.become_follower(now, self.term, None);
-                    }
-                    for p in self.progress.values_mut() {
-                        p.recent_active = false;
                     }
                 }
                 if now >= self.heartbeat_deadline {
@@ -484,7 +481,7 @@ impl<S: Storage> Raft<S> {
             }
             Message::AppendResponse { result, .. } => {
                 if self.role == Role::Leader {
-                    self.handle_append_response(from, result);
+                    self.handle_append_response(now, from, result);
                 }
                 Ok(())
             }
@@ -639,8 +636,12 @@ impl<S: Storage> Raft<S> {
         }
     }
 
-    fn quorum_active(&self) -> bool {
-        1 + self.progress.values().filter(|p| p.recent_active).count() >= self.quorum()
+    /// Whether a majority (this leader included) was heard from within the last election
+    /// timeout.
+    fn quorum_active(&self, now: Nanos) -> bool {
+        let window = self.config.election_timeout;
+        let heard = |p: &&Progress| p.last_heard.is_some_and(|t| now < t.saturating_add(window));
+        1 + self.progress.values().filter(heard).count() >= self.quorum()
     }
 
     fn up_to_date(&self, last_index: Index, last_term: Term) -> bool {
@@ -702,12 +703,12 @@ impl<S: Storage> Raft<S> {
         self.send(to, message);
     }
 
-    fn handle_append_response(&mut self, from: NodeId, result: AppendResult) {
+    fn handle_append_response(&mut self, now: Nanos, from: NodeId, result: AppendResult) {
         let last = self.log.last_index();
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard = Some(now);
         match result {
             AppendResult::Ok { match_index } => {
                 if match_index > last {

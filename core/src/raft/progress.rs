@@ -18,8 +18,10 @@ pub(crate) struct Progress {
     /// Next index to send.
     pub(crate) next: Index,
     pub(crate) state: ProgressState,
-    /// Heard from at this term since the last check-quorum round.
-    pub(crate) recent_active: bool,
+    /// When the leader last heard from it at this term (check-quorum counts followers
+    /// heard within the last election timeout: by time, not by rounds, so a leader that
+    /// was paused past its deadline does not count what it heard before the pause).
+    pub(crate) last_heard: Option<crate::types::Nanos>,
 }
 
 impl Progress {
@@ -28,7 +30,7 @@ impl Progress {
             match_index: 0,
             next: last_index + 1,
             state: ProgressState::Probe,
-            recent_active: false,
+            last_heard: None,
         }
     }
 

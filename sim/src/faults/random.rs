@@ -2,7 +2,7 @@
 //! and disk faults; group member faults; producer and consumer faults. Each keeps its faults
 //! inside `[start, end)` and respects the rates' limits on how much is down at once.
 
-use super::{ClientRef, Fault, FaultRates, NodeRef, Scheduled, Unsynced};
+use super::{ClientRef, ControllerTag, Fault, FaultRates, NodeRef, Scheduled, Unsynced};
 use crate::net::Partition;
 use crate::rng::{between, chance, exponential};
 use crate::time::{SimTime, MILLIS, SECS};
@@ -10,10 +10,16 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-/// Draws a random schedule for brokers `1..=brokers` within `[start, end)`.
+/// Draws a random schedule for brokers `1..=brokers` and `controllers` controller nodes
+/// within `[start, end)`. With one controller, a controller fault is a crash (half of them
+/// power losses) of it; with a quorum, a crash, power loss or pause of the active one or of
+/// a given one (at most one controller down at a time, so a majority stays), and partitions
+/// take controllers one by one. The single-controller draws are exactly those of before
+/// quorums existed, so its seeds keep their schedules.
 pub fn random_schedule(
     rates: &FaultRates,
     brokers: u32,
+    controllers: u32,
     start: SimTime,
     end: SimTime,
     rng: &mut ChaCha8Rng,
@@ -91,14 +97,28 @@ pub fn random_schedule(
                 }
                 let d = short(rng, 100 * MILLIS, 4 * SECS);
                 controller_down_until = t + d;
-                Fault::Crash {
-                    node: NodeRef::CONTROLLER,
-                    power_loss: chance(rng, 0.5),
-                    unsynced: Unsynced::Random,
-                    restart_after: Some(d),
+                if controllers > 1 {
+                    // 0: whichever is active when it strikes.
+                    let node = NodeRef::Controller(ControllerTag(rng.gen_range(0..=controllers)));
+                    match rng.gen_range(0..3) {
+                        0 => Fault::Pause { node, duration: d },
+                        k => Fault::Crash {
+                            node,
+                            power_loss: k == 2,
+                            unsynced: Unsynced::Random,
+                            restart_after: Some(d),
+                        },
+                    }
+                } else {
+                    Fault::Crash {
+                        node: NodeRef::CONTROLLER,
+                        power_loss: chance(rng, 0.5),
+                        unsynced: Unsynced::Random,
+                        restart_after: Some(d),
+                    }
                 }
             }
-            _ => draw_stateless(kind, node, brokers, remaining, rng),
+            _ => draw_stateless(kind, node, (brokers, controllers), remaining, rng),
         };
         out.push(Scheduled { at: t, fault });
     }
@@ -111,7 +131,7 @@ pub fn random_schedule(
 fn draw_stateless(
     kind: u8,
     node: NodeRef,
-    brokers: u32,
+    (brokers, controllers): (u32, u32),
     remaining: SimTime,
     rng: &mut ChaCha8Rng,
 ) -> Fault {
@@ -134,7 +154,11 @@ fn draw_stateless(
         },
         5 => {
             let mut with_ctl: Vec<NodeRef> = (1..=brokers).map(NodeRef::Broker).collect();
-            with_ctl.push(NodeRef::CONTROLLER);
+            if controllers > 1 {
+                with_ctl.extend((1..=controllers).map(|k| NodeRef::Controller(ControllerTag(k))));
+            } else {
+                with_ctl.push(NodeRef::CONTROLLER);
+            }
             let shape = match rng.gen_range(0..4) {
                 0 => Partition::RandomHalves,
                 1 => Partition::Isolate {

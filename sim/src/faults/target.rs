@@ -1,4 +1,4 @@
-//! What a fault can hit: a node ([`NodeRef`]: a broker, the controller, or the leader of a
+//! What a fault can hit: a node ([`NodeRef`]: a broker, a controller, or the leader of a
 //! partition when the fault fires) or a client ([`ClientRef`]), and their spellings in
 //! scenario files.
 
@@ -53,15 +53,57 @@ impl<'de> Deserialize<'de> for LeaderOf {
     }
 }
 
-/// The spelling of the controller in scenario files: `"controller"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ControllerTag {
-    Controller,
+/// The spelling of a controller in scenario files: `"controller"` (the active controller
+/// when the fault fires, or controller 1 while there is none; with a single controller,
+/// that one) or `"controller:K"` (controller K of a quorum, 1-based). 0 is the active one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ControllerTag(pub u32);
+
+impl ControllerTag {
+    /// Parses `controller` or `controller:K` (K >= 1).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.strip_prefix("controller")? {
+            "" => Some(ControllerTag(0)),
+            rest => rest
+                .strip_prefix(':')?
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&k| k >= 1)
+                .map(ControllerTag),
+        }
+    }
+}
+
+impl fmt::Display for ControllerTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => write!(f, "controller"),
+            k => write!(f, "controller:{k}"),
+        }
+    }
+}
+
+impl Serialize for ControllerTag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ControllerTag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ControllerTag::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected \"controller\" or \"controller:K\" (K from 1), found {s:?}"
+            ))
+        })
+    }
 }
 
 impl NodeRef {
-    pub const CONTROLLER: NodeRef = NodeRef::Controller(ControllerTag::Controller);
+    /// The active controller (or controller 1 while there is none).
+    pub const CONTROLLER: NodeRef = NodeRef::Controller(ControllerTag(0));
 }
 
 /// A client a fault can hit: `"producer:N"` or `"consumer:N"` (1-based, in the order the
@@ -109,7 +151,7 @@ impl fmt::Display for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeRef::Broker(id) => write!(f, "broker-{id}"),
-            NodeRef::Controller(_) => write!(f, "controller"),
+            NodeRef::Controller(c) => write!(f, "{c}"),
             NodeRef::LeaderOf(l) => write!(f, "{l}"),
         }
     }

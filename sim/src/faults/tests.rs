@@ -78,6 +78,7 @@ fn random_schedules_are_seeded_bounded_and_varied() {
     let a = random_schedule(
         &rates,
         3,
+        1,
         SECS,
         30 * SECS,
         &mut stream(9, Subsystem::Faults),
@@ -85,6 +86,7 @@ fn random_schedules_are_seeded_bounded_and_varied() {
     let b = random_schedule(
         &rates,
         3,
+        1,
         SECS,
         30 * SECS,
         &mut stream(9, Subsystem::Faults),
@@ -92,6 +94,7 @@ fn random_schedules_are_seeded_bounded_and_varied() {
     let c = random_schedule(
         &rates,
         3,
+        1,
         SECS,
         30 * SECS,
         &mut stream(10, Subsystem::Faults),
@@ -104,6 +107,7 @@ fn random_schedules_are_seeded_bounded_and_varied() {
     let none = random_schedule(
         &FaultRates::scaled(0.0),
         3,
+        1,
         0,
         30 * SECS,
         &mut stream(9, Subsystem::Faults),
@@ -114,6 +118,7 @@ fn random_schedules_are_seeded_bounded_and_varied() {
         for s in random_schedule(
             &rates,
             3,
+            1,
             0,
             30 * SECS,
             &mut stream(seed, Subsystem::Faults),
@@ -130,7 +135,7 @@ fn weights_parse_and_steer_the_schedule() {
     r.set_weights("crash=0, power-loss=0,pause=0,controller-crash=0,clock=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0").unwrap();
     assert!(r.set_weights("meteor=3").unwrap_err().contains("meteor"));
     assert!(r.set_weights("crash").is_err());
-    let s = random_schedule(&r, 3, 0, 30 * SECS, &mut stream(1, Subsystem::Faults));
+    let s = random_schedule(&r, 3, 1, 0, 30 * SECS, &mut stream(1, Subsystem::Faults));
     assert!(!s.is_empty());
     assert!(s.iter().all(|f| f.fault.name() == "partition"), "{s:?}");
 }
@@ -194,6 +199,7 @@ fn max_down_is_respected() {
         let s = random_schedule(
             &rates,
             3,
+            1,
             0,
             20 * SECS,
             &mut stream(seed, Subsystem::Faults),

@@ -30,6 +30,7 @@ pub(super) struct RawScenario {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
     pub(super) brokers: Option<Spanned<u32>>,
+    pub(super) controllers: Option<Spanned<u32>>,
     pub(super) partitions: Option<Spanned<u32>>,
     pub(super) replication_factor: Option<Spanned<u32>>,
     pub(super) min_insync_replicas: Option<Spanned<u32>>,
@@ -236,6 +237,16 @@ impl RawCluster {
                 }
             };
         sc.brokers = positive(&c.brokers, "cluster.brokers")?;
+        sc.controllers = match &c.controllers {
+            Some(v) if ![1, 3, 5].contains(v.get_ref()) => {
+                return Err(cx.err(
+                    Some(v.span()),
+                    "cluster.controllers",
+                    "must be 1, 3 or 5 (a Raft quorum of an odd size)",
+                ))
+            }
+            v => v.as_ref().map(|v| *v.get_ref()),
+        };
         sc.partitions = positive(&c.partitions, "cluster.partitions")?;
         sc.replication_factor = positive(&c.replication_factor, "cluster.replication_factor")?;
         sc.min_insync_replicas = positive(&c.min_insync_replicas, "cluster.min_insync_replicas")?;

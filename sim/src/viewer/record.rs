@@ -131,7 +131,7 @@ pub struct Recorder {
 
 fn addr_key(a: Address) -> (u8, u64) {
     match a {
-        Address::Controller => (0, 0),
+        Address::Controller(n) => (0, n as u64),
         Address::Node(n) => (1, n as u64),
         Address::Client(c) => (2, c),
     }
@@ -180,7 +180,17 @@ impl Recorder {
             final_heal: None,
             end: cfg.duration,
         };
-        r.add_lane(Address::Controller, "controller".into(), "controller");
+        if cfg.controllers <= 1 {
+            r.add_lane(Address::Controller(1), "controller".into(), "controller");
+        } else {
+            for k in 1..=cfg.controllers {
+                r.add_lane(
+                    Address::Controller(k),
+                    format!("controller {k}"),
+                    "controller",
+                );
+            }
+        }
         for b in 1..=cfg.brokers {
             r.add_lane(Address::Node(b), format!("broker {b}"), "broker");
         }
@@ -430,7 +440,9 @@ impl Recorder {
     fn node_lane(&mut self, n: &crate::faults::NodeRef) -> Option<u8> {
         match n {
             crate::faults::NodeRef::Broker(b) => Some(self.lane(Address::Node(*b))),
-            crate::faults::NodeRef::Controller(_) => Some(0),
+            crate::faults::NodeRef::Controller(c) => {
+                Some(self.lane(Address::Controller(c.0.max(1))))
+            }
             crate::faults::NodeRef::LeaderOf(_) => None,
         }
     }

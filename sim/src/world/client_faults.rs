@@ -90,7 +90,7 @@ impl World {
         let mut links = std::collections::BTreeSet::new();
         for other in (1..=self.cfg.brokers)
             .map(Address::Node)
-            .chain([Address::Controller])
+            .chain((1..=self.cfg.controllers).map(Address::Controller))
         {
             links.insert((me, other));
             links.insert((other, me));
@@ -115,6 +115,7 @@ impl World {
                 rng: &mut self.work_rng,
                 out: &mut out,
                 brokers: self.cfg.brokers,
+                controllers: self.cfg.controllers,
             };
             let client = match &mut self.clients[idx].client {
                 Client::Producer(p) => {

@@ -17,7 +17,8 @@ use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 pub(super) fn addr_code(a: Address) -> u64 {
     match a {
         Address::Node(n) => 1 << 32 | n as u64,
-        Address::Controller => 2 << 32,
+        // Controller 1 codes as the single controller always did (pinned hashes).
+        Address::Controller(n) => 2 << 32 | n.saturating_sub(1) as u64,
         Address::Client(c) => 3 << 32 | c,
     }
 }
@@ -70,6 +71,7 @@ pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
         Message::ControllerResponse(_) => 12,
         Message::Group { .. } => 13,
         Message::GroupResponse { .. } => 14,
+        Message::Raft(_) => 15,
     };
     (code, m.name())
 }
@@ -78,7 +80,7 @@ impl World {
     pub(super) fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
         let incarnation = match to {
             Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.incarnation),
-            Address::Controller => self.controller.incarnation,
+            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.incarnation),
             Address::Client(_) => 0,
         };
         match self.net.send(at, from, to, &mut self.net_rng) {
@@ -132,7 +134,7 @@ impl World {
         // in arrival order).
         let free_at = match to {
             Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.free_at()),
-            Address::Controller => self.controller.free_at(),
+            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.free_at()),
             Address::Client(c) => c
                 .checked_sub(1)
                 .and_then(|i| self.clients.get(i as usize))
@@ -196,9 +198,10 @@ impl World {
                     .brokers
                     .get(&n)
                     .is_some_and(|s| s.incarnation == incarnation && s.machine.is_some()),
-                Address::Controller => {
-                    self.controller.incarnation == incarnation && self.controller.machine.is_some()
-                }
+                Address::Controller(n) => self
+                    .controllers
+                    .get(&n)
+                    .is_some_and(|s| s.incarnation == incarnation && s.machine.is_some()),
                 Address::Client(_) => true,
             };
             if alive {
@@ -247,23 +250,28 @@ impl World {
                     self.check_log_matching(now, n, answer);
                 }
             }
-            Address::Controller => {
-                if self.controller.incarnation != incarnation {
-                    return;
-                }
-                let local = self.controller.clock.local(now);
-                let Some(c) = self.controller.machine.as_mut() else {
+            Address::Controller(id) => {
+                let Some(slot) = self.controllers.get_mut(&id) else {
                     return;
                 };
-                let requester = match from {
-                    Address::Node(n) => Requester::Broker(n),
-                    Address::Client(c) => Requester::Client(c),
-                    Address::Controller => return,
-                };
-                if let Message::ControllerRequest(req) = msg {
-                    c.handle(local, requester, req);
-                    self.after_controller_step(now);
+                if slot.incarnation != incarnation {
+                    return;
                 }
+                let local = slot.clock.local(now);
+                let Some(c) = slot.machine.as_mut() else {
+                    return;
+                };
+                match (from, msg) {
+                    (Address::Node(n), Message::ControllerRequest(req)) => {
+                        c.handle(local, Requester::Broker(n), req)
+                    }
+                    (Address::Client(n), Message::ControllerRequest(req)) => {
+                        c.handle(local, Requester::Client(n), req)
+                    }
+                    (Address::Controller(peer), Message::Raft(m)) => c.peer(local, peer, m),
+                    _ => return,
+                }
+                self.after_controller_step(id, now);
             }
             Address::Client(c) => {
                 if c == ADMIN {
@@ -284,7 +292,10 @@ impl World {
                 Some(slot) => slot.timer_due(now, gen),
                 None => return,
             },
-            Address::Controller => self.controller.timer_due(now, gen),
+            Address::Controller(n) => match self.controllers.get_mut(&n) {
+                Some(slot) => slot.timer_due(now, gen),
+                None => return,
+            },
             Address::Client(_) => return,
         };
         match due {
@@ -309,14 +320,16 @@ impl World {
                 b.tick(local);
                 self.after_broker_step(n, now);
             }
-            Address::Controller => {
-                let slot = &mut self.controller;
+            Address::Controller(id) => {
+                let Some(slot) = self.controllers.get_mut(&id) else {
+                    return;
+                };
                 let local = slot.clock.local(now);
                 let Some(c) = slot.machine.as_mut() else {
                     return;
                 };
                 c.tick(local);
-                self.after_controller_step(now);
+                self.after_controller_step(id, now);
             }
             Address::Client(_) => {}
         }
@@ -400,17 +413,29 @@ impl World {
         self.observe_coordinator(id, now);
     }
 
-    pub(super) fn after_controller_step(&mut self, now: SimTime) {
-        let slot = &mut self.controller;
+    pub(super) fn after_controller_step(&mut self, id: NodeId, now: SimTime) {
+        let slot = self.controllers.get_mut(&id).expect("controller slot");
         let latency = slot.disk.take_latency();
         let send_at = now + latency;
         slot.busy_until = slot.busy_until.max(send_at);
         let Some(c) = slot.machine.as_mut() else {
             return;
         };
-        let outputs = c.drain_outputs();
+        let outs = c.drain();
         let next = c.next_timeout();
-        for o in outputs {
+        let me = Address::Controller(id);
+        for (active, term, leader) in outs.roles {
+            let seq = self.q.len() as u64;
+            let words = [id as u64, active as u64, term, leader.unwrap_or(0) as u64];
+            self.tracer
+                .event(now, seq, "controller-role", "", &words, || {
+                    format!("controller-{id}: active {active}, term {term}, leader {leader:?}")
+                });
+        }
+        for (to, m) in outs.peers {
+            self.send(send_at, me, Address::Controller(to), Message::Raft(m));
+        }
+        for o in outs.controller {
             if let ControllerOutput::Event(e) = &o {
                 let seq = self.q.len() as u64;
                 self.tracer
@@ -428,15 +453,14 @@ impl World {
                     Requester::Broker(n) => Address::Node(n),
                     Requester::Client(c) => Address::Client(c),
                 };
-                self.send(
-                    send_at,
-                    Address::Controller,
-                    to,
-                    Message::ControllerResponse(response),
-                );
+                self.send(send_at, me, to, Message::ControllerResponse(response));
             }
         }
-        self.set_node_timer(Address::Controller, now, next);
+        self.set_node_timer(me, now, next);
+        if self.cfg.controllers > 1 {
+            self.observe_raft(now, id);
+            self.observe_fencing(now);
+        }
     }
 
     pub(super) fn set_node_timer(&mut self, node: Address, now: SimTime, next_local: Option<u64>) {
@@ -447,8 +471,8 @@ impl World {
                     let s = self.brokers.get_mut(&n).expect("slot");
                     (&s.clock, &mut s.timer_gen, &mut s.timer_at)
                 }
-                Address::Controller => {
-                    let s = &mut self.controller;
+                Address::Controller(n) => {
+                    let s = self.controllers.get_mut(&n).expect("slot");
                     (&s.clock, &mut s.timer_gen, &mut s.timer_at)
                 }
                 Address::Client(_) => return,

@@ -6,17 +6,23 @@
 use super::{Ev, Slot, World};
 use crate::clock::NodeClock;
 use crate::disk::SimDisk;
-use crate::faults::{DiskFaultKind, Fault, LeaderOf, NodeRef, Unsynced};
+use crate::faults::{ControllerTag, DiskFaultKind, Fault, LeaderOf, NodeRef, Unsynced};
 use crate::net::Partition;
 use crate::time::SimTime;
 use crate::trace::Fields;
 use rand::Rng;
 use skein_core::message::Address;
 
+/// The controller id a resolved controller target names ("the controller" of a single
+/// controller is controller 1; with a quorum it is resolved before a fault applies).
+fn ctl_id(tag: ControllerTag) -> skein_core::NodeId {
+    tag.0.max(1)
+}
+
 pub(super) fn node_addr(n: NodeRef) -> Address {
     match n {
         NodeRef::Broker(id) => Address::Node(id),
-        NodeRef::Controller(_) => Address::Controller,
+        NodeRef::Controller(c) => Address::Controller(ctl_id(c)),
         NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
     }
 }
@@ -54,6 +60,21 @@ impl World {
     }
 
     pub(super) fn apply_fault(&mut self, now: SimTime, f: Fault) {
+        if let Fault::ClockJump {
+            node: NodeRef::Broker(b),
+            ..
+        }
+        | Fault::ClockStall {
+            node: NodeRef::Broker(b),
+            ..
+        }
+        | Fault::ClockSkew {
+            node: NodeRef::Broker(b),
+            ..
+        } = f
+        {
+            self.clock_faulted.insert(b);
+        }
         match f {
             Fault::Crash {
                 node,
@@ -205,13 +226,22 @@ impl World {
         }
     }
 
-    /// Blocks the links of a partition of that shape among the brokers and the controller;
+    /// Every node a fault can hit: the brokers, then the controllers (with a single one,
+    /// "the controller", as it always was named).
+    pub(super) fn all_nodes(&self) -> Vec<NodeRef> {
+        let brokers = (1..=self.cfg.brokers).map(NodeRef::Broker);
+        if self.cfg.controllers == 1 {
+            return brokers.chain([NodeRef::CONTROLLER]).collect();
+        }
+        brokers
+            .chain((1..=self.cfg.controllers).map(|k| NodeRef::Controller(ControllerTag(k))))
+            .collect()
+    }
+
+    /// Blocks the links of a partition of that shape among the brokers and the controllers;
     /// a timed partition ends on its own, others stay in force.
     fn partition(&mut self, now: SimTime, shape: &Partition<NodeRef>, duration: Option<SimTime>) {
-        let nodes: Vec<NodeRef> = (1..=self.cfg.brokers)
-            .map(NodeRef::Broker)
-            .chain([NodeRef::CONTROLLER])
-            .collect();
+        let nodes = self.all_nodes();
         let links: Vec<(Address, Address)> = shape
             .blocked_links(&nodes, &mut self.net_rng)
             .into_iter()
@@ -256,19 +286,40 @@ impl World {
                     .expect("fault names a broker that exists")
                     .disk
             }
-            NodeRef::Controller(_) => &self.controller.disk,
+            NodeRef::Controller(c) => {
+                &self
+                    .controllers
+                    .get(&ctl_id(c))
+                    .expect("fault names a controller that exists")
+                    .disk
+            }
             NodeRef::LeaderOf(_) => unreachable!("fault targets are resolved before they apply"),
         }
     }
 
-    /// Replaces "the leader of partition p" in a fault by that broker; `None` if the
-    /// partition has no leader now (the fault is skipped).
+    /// Replaces "the leader of partition p" in a fault by that broker (`None` if the
+    /// partition has no leader now: the fault is skipped) and, with a controller quorum,
+    /// "the controller" by the active one (controller 1 while there is none; for a restart,
+    /// the first controller that is down).
     pub(super) fn resolve_targets(&self, f: Fault) -> Option<Fault> {
-        if !f.names_a_leader() {
+        let quorum = self.cfg.controllers > 1;
+        if !f.names_a_leader() && !quorum {
             return Some(f);
         }
+        let controller = match &f {
+            _ if !quorum => None,
+            Fault::Restart { .. } => self
+                .controllers
+                .iter()
+                .find(|(_, s)| s.machine.is_none())
+                .map(|(&id, _)| id),
+            _ => Some(self.active_or_first_controller()),
+        };
         f.map_nodes(|n| match n {
             NodeRef::LeaderOf(LeaderOf(p)) => self.leader_of(p).map(NodeRef::Broker),
+            NodeRef::Controller(ControllerTag(0)) => {
+                Some(controller.map_or(n, |k| NodeRef::Controller(ControllerTag(k))))
+            }
             n => Some(n),
         })
     }
@@ -291,8 +342,10 @@ impl World {
                 s.clock = tmp.clock;
                 s.paused_until = tmp.paused_until;
             }
-            NodeRef::Controller(_) => {
-                let s = &mut self.controller;
+            NodeRef::Controller(c) => {
+                let Some(s) = self.controllers.get_mut(&ctl_id(c)) else {
+                    return;
+                };
                 copy_in(&mut tmp, &s.clock, s.paused_until);
                 f(&mut tmp);
                 s.clock = tmp.clock;
@@ -315,14 +368,15 @@ impl World {
                     self.set_node_timer(Address::Node(id), now, next);
                 }
             }
-            NodeRef::Controller(_) => {
+            NodeRef::Controller(c) => {
+                let id = ctl_id(c);
                 let next = self
-                    .controller
-                    .machine
-                    .as_ref()
+                    .controllers
+                    .get(&id)
+                    .and_then(|s| s.machine.as_ref())
                     .and_then(|c| c.next_timeout());
                 if next.is_some() {
-                    self.set_node_timer(Address::Controller, now, next);
+                    self.set_node_timer(Address::Controller(id), now, next);
                 }
             }
         }
@@ -347,8 +401,10 @@ impl World {
                 }
                 (s.disk.clone(), up)
             }
-            NodeRef::Controller(_) => {
-                let s = &mut self.controller;
+            NodeRef::Controller(c) => {
+                let Some(s) = self.controllers.get_mut(&ctl_id(c)) else {
+                    return;
+                };
                 let up = s.machine.take().is_some();
                 s.incarnation += 1;
                 s.timer_gen += 1;
@@ -393,12 +449,18 @@ impl World {
                     self.start_broker(id, now);
                 }
             }
-            NodeRef::Controller(_) => {
-                if self.controller.machine.is_none() {
-                    if let Err(e) = self.start_controller(now) {
+            NodeRef::Controller(c) => {
+                let id = ctl_id(c);
+                let down = self
+                    .controllers
+                    .get(&id)
+                    .is_some_and(|s| s.machine.is_none());
+                if down {
+                    if let Err(e) = self.start_controller(id, now) {
                         let seq = self.q.len() as u64;
+                        let name = node.to_string();
                         self.tracer
-                            .event(now, seq, "start-failed", "controller", &[], || e);
+                            .event(now, seq, "start-failed", &name, &[], || e);
                     }
                 }
             }
@@ -412,9 +474,7 @@ impl World {
         self.net.config.drop = 0.0;
         self.net.config.duplicate = 0.0;
         self.net.config.reorder = 0.0;
-        let mut nodes: Vec<NodeRef> = (1..=self.cfg.brokers).map(NodeRef::Broker).collect();
-        nodes.push(NodeRef::CONTROLLER);
-        for n in nodes {
+        for n in self.all_nodes() {
             self.with_slot(n, |s| s.paused_until = s.paused_until.min(now));
             let d = self.disk_of(n).clone();
             d.mem().set_read_error(None, false);

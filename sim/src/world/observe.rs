@@ -10,7 +10,7 @@ use crate::invariants;
 use crate::time::SimTime;
 use crate::trace::Fields;
 use skein_core::group::{coordinator_partition, CoordinatorPhase};
-use skein_core::message::Message;
+use skein_core::message::{Message, ProduceResponse};
 use skein_core::replica::{ReplicaView, Role};
 use skein_core::{NodeId, Offset, TopicPartition};
 
@@ -44,6 +44,23 @@ impl World {
         gc.on_coordinator(&mut self.checker, now, id, state);
     }
 
+    /// fenced-broker-ack: an acknowledgement must not come from a broker the committed
+    /// metadata fenced. Judged where brokers hold a session lease (a controller quorum),
+    /// and not for a broker whose clock a fault struck (its lease runs on that clock).
+    fn check_fenced_ack(&mut self, id: NodeId, now: SimTime, r: &ProduceResponse) {
+        if self.cfg.controllers == 1 || r.result.is_err() || self.clock_faulted.contains(&id) {
+            return;
+        }
+        let epoch = self
+            .brokers
+            .get(&id)
+            .and_then(|s| s.machine.as_ref())
+            .and_then(|b| b.broker_epoch());
+        if let Some(epoch) = epoch {
+            self.checker.on_fenced_check(now, id, epoch);
+        }
+    }
+
     /// Checks a broker's answer to a client as it leaves the broker.
     pub(super) fn check_client_response(
         &mut self,
@@ -64,6 +81,7 @@ impl World {
                     self.checker
                         .on_broker_ack(now, id, r.tp.partition, ack.leader_epoch, last);
                 }
+                self.check_fenced_ack(id, now, r);
             }
             Message::ConsumerFetchResponse(r) => {
                 if let Ok(recs) = &r.result {
@@ -97,17 +115,17 @@ impl World {
     /// crashed controller or broker is skipped: nothing of it can be observed.
     pub(super) fn audit(&mut self, now: SimTime) {
         self.checker.begin_audit();
-        let quorum: Vec<(TopicPartition, Vec<NodeId>)> = match self.controller.machine.as_ref() {
-            Some(c) => c
-                .image()
-                .partitions()
-                .map(|(tp, st)| {
-                    self.checker.leader_in_isr(now, &tp, st.leader, &st.isr);
-                    (tp, st.isr.clone())
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let quorum: Vec<(TopicPartition, Vec<NodeId>)> =
+            match super::controllers::audit_image(&self.controllers, self.raft_commit_seen) {
+                Some(image) => image
+                    .partitions()
+                    .map(|(tp, st)| {
+                        self.checker.leader_in_isr(now, &tp, st.leader, &st.isr);
+                        (tp, st.isr.clone())
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
         let mut views: Vec<(NodeId, ReplicaView)> = Vec::new();
         for (&id, slot) in &self.brokers {
             if let Some(b) = slot.machine.as_ref() {
@@ -254,8 +272,7 @@ impl World {
         let moment = if !self.leaderless().is_empty() {
             Moment::Electing
         } else {
-            let shrunk = self.controller.machine.as_ref().is_some_and(|c| {
-                let image = c.image();
+            let shrunk = self.metadata_view().is_some_and(|image| {
                 (0..self.cfg.partitions).any(|p| {
                     image
                         .partition(&TopicPartition::new(TOPIC, p))
@@ -273,10 +290,9 @@ impl World {
 
     /// Partitions without a leader that serves (the controller's leader, which agrees).
     pub(super) fn leaderless(&self) -> Vec<u32> {
-        let Some(c) = self.controller.machine.as_ref() else {
+        let Some(image) = self.metadata_view() else {
             return (0..self.cfg.partitions).collect();
         };
-        let image = c.image();
         (0..self.cfg.partitions)
             .filter(|&p| {
                 let tp = TopicPartition::new(TOPIC, p);

@@ -35,7 +35,7 @@ impl World {
     pub(super) fn work_stats(&self) -> crate::report::WorkStats {
         let mut w = crate::report::WorkStats::default();
         let disks = self.brokers.values().map(|s| &s.disk);
-        for d in disks.chain(std::iter::once(&self.controller.disk)) {
+        for d in disks.chain(self.controllers.values().map(|s| &s.disk)) {
             let ((appends, syncs), (reads, bytes)) = (d.op_counts(), d.read_counts());
             w.disk_appends += appends;
             w.disk_syncs += syncs;
@@ -178,6 +178,7 @@ impl World {
                 rng: &mut self.work_rng,
                 out: &mut out,
                 brokers: self.cfg.brokers,
+                controllers: self.cfg.controllers,
             };
             match &mut cs.client {
                 Client::Producer(p) => {

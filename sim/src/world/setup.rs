@@ -1,8 +1,10 @@
 //! Building the world: the nodes' configurations (timeouts scaled down, `--bug`s), their
 //! slots (disks and clocks drawn from the seed), the workload's clients, the realised
 //! fault schedule, and starting every node at time 0. Also starting a node again after a
-//! crash (`start_broker`, `start_controller`).
+//! crash (`start_broker`, `start_controller`). A run has one controller (core's
+//! `Controller`) or a Raft quorum of 3 or 5 (`QuorumController`s, ids 1..=N).
 
+use super::controllers::CtlMachine;
 use super::workload::producer;
 use super::{
     BrokerSlots, Client, ClientSlot, Ev, SimError, Slot, World, AUDIT_INTERVAL, BUG_NAMES,
@@ -22,9 +24,10 @@ use crate::rng::{between, stream, substream, Subsystem};
 use crate::time::{SimTime, MILLIS, SECS};
 use crate::trace::{Fields, Tracer};
 use skein_core::broker::{Broker, BrokerConfig, Bugs};
-use skein_core::controller::{Controller, ControllerConfig};
+use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
 use skein_core::group::GroupConfig;
 use skein_core::message::Address;
+use skein_core::raft::RaftConfig;
 use skein_core::NodeId;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -46,6 +49,7 @@ pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
         schedule = random_schedule(
             &cfg.rates,
             cfg.brokers,
+            cfg.controllers,
             cfg.faults_start(),
             cfg.faults_end(),
             &mut frng,
@@ -75,10 +79,22 @@ pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
     schedule
 }
 
+/// The brokers' session lease with a controller quorum: two thirds of the controllers'
+/// session timeout, so a broker whose clock runs up to a fifth slow still stops
+/// acknowledging before the active controller fences it.
+pub(super) const BROKER_SESSION_LEASE: SimTime = 800 * MILLIS;
+
+/// A quorum controller's Raft election timeout (its heartbeats go ten times as often).
+pub(super) const RAFT_ELECTION_TIMEOUT: SimTime = 500 * MILLIS;
+
 /// The brokers' and the controller's configurations: timeouts scaled down from Kafka's
-/// defaults so that short runs see failovers, and the `--bug`s switched back on.
-fn node_configs(bugs: Bugs) -> (BrokerConfig, ControllerConfig) {
+/// defaults so that short runs see failovers, and the `--bug`s switched back on. With a
+/// controller quorum, brokers know its voters and hold a session lease; a single controller
+/// keeps the brokers as they were (no lease), so the pinned single-controller runs stay.
+fn node_configs(bugs: Bugs, controllers: u32) -> (BrokerConfig, ControllerConfig) {
     let broker_config = BrokerConfig {
+        controllers: (1..=controllers).collect(),
+        session_timeout: (controllers > 1).then_some(BROKER_SESSION_LEASE),
         replica_lag_time_max: 2 * SECS,
         fetch_timeout: 300 * MILLIS,
         alter_partition_retry: 300 * MILLIS,
@@ -110,7 +126,7 @@ fn node_configs(bugs: Bugs) -> (BrokerConfig, ControllerConfig) {
 
 /// The brokers' and the controller's slots, not started yet: each with its disk (its own
 /// disk stream) and a clock starting at an arbitrary local time.
-fn node_slots(cfg: &SimConfig) -> (BrokerSlots, Slot<Controller<SimDisk>>) {
+fn node_slots(cfg: &SimConfig) -> (BrokerSlots, BTreeMap<NodeId, Slot<CtlMachine>>) {
     let seed = cfg.seed;
     let mut clock_rng = stream(seed, Subsystem::Clock);
     let mut brokers = BTreeMap::new();
@@ -123,12 +139,19 @@ fn node_slots(cfg: &SimConfig) -> (BrokerSlots, Slot<Controller<SimDisk>>) {
         slot.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
         brokers.insert(id, slot);
     }
-    let mut controller = Slot::new(SimDisk::new(
-        cfg.disk.clone(),
-        substream(seed, Subsystem::Disk, 0),
-    ));
-    controller.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
-    (brokers, controller)
+    // Controller 1's disk stream is 0 (the single controller's, as before); the others'
+    // are past every broker's.
+    let mut controllers = BTreeMap::new();
+    for id in 1..=cfg.controllers {
+        let entity = if id == 1 { 0 } else { 1 << 20 | id as u64 };
+        let mut slot = Slot::new(SimDisk::new(
+            cfg.disk.clone(),
+            substream(seed, Subsystem::Disk, entity),
+        ));
+        slot.clock = NodeClock::new(between(&mut clock_rng, 0, 1_000 * SECS));
+        controllers.insert(id, slot);
+    }
+    (brokers, controllers)
 }
 
 /// A partition consumer at client `id` (the bug zoo's `consumer-ignores-truncation` is
@@ -186,8 +209,8 @@ impl World {
     ) -> Result<Self, SimError> {
         let seed = cfg.seed;
         let bugs = bugs_from(&cfg.bugs)?;
-        let (broker_config, controller_config) = node_configs(bugs);
-        let (brokers, controller) = node_slots(cfg);
+        let (broker_config, controller_config) = node_configs(bugs, cfg.controllers);
+        let (brokers, controllers) = node_slots(cfg);
         let (clients, members) = workload_clients(cfg);
         let mut w = Self {
             cfg: cfg.clone(),
@@ -201,7 +224,10 @@ impl World {
             tracer: Tracer::new(trace).with_recorder(recorder),
             history_seen: 0,
             brokers,
-            controller,
+            controllers,
+            clock_faulted: Default::default(),
+            admin_attempts: 0,
+            raft_commit_seen: 0,
             clients,
             checker: Checker::new(),
             history: History::default(),
@@ -225,8 +251,10 @@ impl World {
     /// Starts every node at time 0 and queues the fault schedule, the final heal, the
     /// admin client, the first audit, the end of the run and every client's first wake.
     fn boot(&mut self) -> Result<(), SimError> {
-        self.start_controller(0)
-            .map_err(SimError::ControllerStart)?;
+        for id in 1..=self.cfg.controllers {
+            self.start_controller(id, 0)
+                .map_err(SimError::ControllerStart)?;
+        }
         for id in 1..=self.cfg.brokers {
             self.start_broker(id, 0);
         }
@@ -250,28 +278,51 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn start_controller(&mut self, now: SimTime) -> Result<(), String> {
-        let local = self.controller.clock.local(now);
-        match Controller::open(
-            self.controller.disk.clone(),
-            self.controller_config.clone(),
-            local,
-        ) {
+    pub(super) fn start_controller(&mut self, id: NodeId, now: SimTime) -> Result<(), String> {
+        let voters: Vec<NodeId> = (1..=self.cfg.controllers).collect();
+        let config = self.controller_config.clone();
+        let seed = self.cfg.seed;
+        let slot = self.controllers.get_mut(&id).expect("controller slot");
+        let local = slot.clock.local(now);
+        let disk = slot.disk.clone();
+        let opened = if voters.len() == 1 {
+            Controller::open(disk, config, local)
+                .map(|c| CtlMachine::Single(Box::new(c)))
+                .map_err(|e| e.to_string())
+        } else {
+            let raft = RaftConfig {
+                election_timeout: RAFT_ELECTION_TIMEOUT,
+                heartbeat_interval: RAFT_ELECTION_TIMEOUT / 10,
+                // Election jitter differs per node and per seed.
+                seed: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ id as u64,
+                bugs: config.bugs.raft,
+                ..RaftConfig::new(id, voters)
+            };
+            let config = QuorumConfig {
+                controller: config,
+                raft,
+                snapshot_every: 64,
+            };
+            QuorumController::open(disk, config, local)
+                .map(|c| CtlMachine::Quorum(Box::new(c)))
+                .map_err(|e| e.to_string())
+        };
+        match opened {
             Ok(c) => {
-                self.controller.machine = Some(c);
+                slot.machine = Some(c);
                 self.tracer.fields(
                     now,
                     Fields::Process {
-                        node: Address::Controller,
+                        node: Address::Controller(id),
                         up: true,
                     },
                 );
-                self.after_controller_step(now);
+                self.after_controller_step(id, now);
                 Ok(())
             }
             Err(e) => {
-                self.controller.start_failures += 1;
-                Err(e.to_string())
+                slot.start_failures += 1;
+                Err(e)
             }
         }
     }

@@ -73,6 +73,7 @@ impl World {
                 rng: &mut self.work_rng,
                 out: &mut out,
                 brokers: self.cfg.brokers,
+                controllers: self.cfg.controllers,
             };
             match (&mut self.clients[idx].client, msg) {
                 (Client::Producer(p), Some((_, m))) => p.handle(m, &mut ctx),
@@ -198,6 +199,7 @@ impl World {
                 rng: &mut self.work_rng,
                 out: &mut out,
                 brokers: self.cfg.brokers,
+                controllers: self.cfg.controllers,
             };
             if let Client::Member(m) = &mut self.clients[idx].client {
                 f(m, &mut ctx);
@@ -211,7 +213,7 @@ impl World {
     /// The broker currently leading the group's `__consumer_offsets` partition, as the
     /// controller knows it.
     pub(super) fn group_coordinator_broker(&self) -> Option<NodeId> {
-        let image = self.controller.machine.as_ref()?.image();
+        let image = self.metadata_view()?;
         let n = image.topic(CONSUMER_OFFSETS_TOPIC)?.config.partitions;
         let tp = TopicPartition::new(
             CONSUMER_OFFSETS_TOPIC,
@@ -265,6 +267,10 @@ impl World {
             return;
         }
         self.admin_sent = Some(now);
+        // Each attempt goes to the next controller: a quorum answers only from the active
+        // one (the others say NotController).
+        let controller = crate::client::controller_for(self.admin_attempts, self.cfg.controllers);
+        self.admin_attempts += 1;
         let config = TopicConfig {
             partitions: self.cfg.partitions,
             replication_factor: self.cfg.replication_factor as u16,
@@ -275,7 +281,7 @@ impl World {
         self.send(
             now,
             Address::Client(ADMIN),
-            Address::Controller,
+            controller,
             Message::ControllerRequest(ControllerRequest::CreateTopic {
                 name: TOPIC.to_string(),
                 config,
