@@ -262,7 +262,6 @@ const ZOO: &[Row] = &[
         // `skein sim zoo` with this shape (docs/scenarios.md, "The bug zoo"); the correct
         // core passes seeds 0..20 of it.
         bound: Some(BOUND_NO_CHECK_QUORUM),
-        finding: Finding::Safety,
         sweep: quorum_faults,
     },
 ];

@@ -303,6 +303,15 @@ impl PartitionState {
         self.position = to;
         self.consumed = to;
     }
+
+    /// The position moved back (seek, reset policy, a truncation): the next commit may go
+    /// below `committed`. Answers to commits sent before now (whose sequences are below
+    /// `next_sequence`) are overtaken: one of them must not use up the allowance meant for
+    /// the commit after the reset, nor raise `committed` above where the position now is.
+    fn mark_reset(&mut self, next_sequence: u64) {
+        self.reset = true;
+        self.committed_sequence = self.committed_sequence.max(next_sequence);
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,6 +558,7 @@ impl GroupConsumer {
     /// committed before: this is the explicit reset.
     pub fn seek(&mut self, now: Nanos, tp: &TopicPartition, offset: Offset) -> bool {
         let ignore = self.ignore_truncation;
+        let next_sequence = self.commit_sequence + 1;
         let Some(p) = self.owned.get_mut(tp) else {
             return false;
         };
@@ -558,13 +568,14 @@ impl GroupConsumer {
         p.fetching = false; // an in-flight fetch is now stale (checked by offset)
         p.resolving = false;
         p.no_offset = false;
-        p.reset = true;
+        p.mark_reset(next_sequence);
         self.step(now);
         true
     }
 
     /// Seek to the log start or the high watermark.
     pub fn seek_to(&mut self, now: Nanos, tp: &TopicPartition, spec: OffsetSpec) -> bool {
+        let next_sequence = self.commit_sequence + 1;
         let Some(p) = self.owned.get_mut(tp) else {
             return false;
         };
@@ -574,7 +585,7 @@ impl GroupConsumer {
         p.fetching = false;
         p.resolving = true;
         p.no_offset = false;
-        p.reset = true;
+        p.mark_reset(next_sequence);
         let tp = tp.clone();
         self.send(
             now,
@@ -1568,9 +1579,10 @@ impl GroupConsumer {
                 return;
             }
         };
+        let next_sequence = self.commit_sequence + 1;
         if let Some(p) = self.owned.get_mut(&tp) {
             p.resolving = true;
-            p.reset = true;
+            p.mark_reset(next_sequence);
         }
         self.send(
             now,
@@ -1590,6 +1602,7 @@ impl GroupConsumer {
         offset: Offset,
         r: Result<FetchedData, FetchError>,
     ) {
+        let next_sequence = self.commit_sequence + 1;
         let Some(p) = self.owned.get_mut(&tp) else {
             return;
         };
@@ -1638,7 +1651,7 @@ impl GroupConsumer {
                     p.buffer.retain(|r| r.offset < to);
                     if p.position.is_some_and(|pos| pos > to) {
                         p.set_position(Some(to));
-                        p.reset = true;
+                        p.mark_reset(next_sequence);
                     }
                     self.event(ConsumerEvent::Truncated { tp, truncation });
                 }
