@@ -113,12 +113,7 @@ pub struct Ctx<'a> {
     pub controllers: u32,
 }
 
-/// Where a client's `attempt`-th controller request goes: the controllers in turn, so a
-/// retry after no answer (a controller down, or not the active one and saying so) tries the
-/// next. With a single controller, always controller 1.
-pub fn controller_for(attempt: u64, controllers: u32) -> Address {
-    Address::Controller(1 + (attempt % controllers.max(1) as u64) as u32)
-}
+pub use skein_core::client::controller_for;
 
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.

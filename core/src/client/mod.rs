@@ -42,7 +42,7 @@ mod metadata;
 mod produce;
 
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
-pub use metadata::{ControllerView, LeaderCache};
+pub use metadata::{controller_for, ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 
 #[cfg(test)]
