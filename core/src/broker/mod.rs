@@ -17,7 +17,7 @@ use crate::controller::{
     PartitionState,
 };
 use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
-use crate::log::{LogConfig, PartitionLog, RecordBatch, RecoverySummary, Storage};
+use crate::log::{LogConfig, LogError, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
 use crate::replica::{
     AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
@@ -246,6 +246,12 @@ pub struct Broker<S: Storage + Clone> {
     topic_ids: BTreeMap<TopicPartition, u64>,
     /// Partitions whose log failed to open, with the error.
     failed: BTreeMap<TopicPartition, String>,
+    /// The subset of `failed` whose log is damaged (opening it met a corrupt batch), as
+    /// opposed to one closed or refused by a storage failure (a full disk, an I/O error),
+    /// which comes back whole when reopened and so must never be dropped (seed 3867: a
+    /// leader's log closed on a full disk was treated as damaged and deleted, though it
+    /// held the only intact copy of a batch a bit flip had damaged on the new leader).
+    damaged: BTreeSet<TopicPartition>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
@@ -313,6 +319,7 @@ impl<S: Storage + Clone> Broker<S> {
             replicas: ReplicaSet::new(),
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
+            damaged: BTreeSet::new(),
             groups: groups::GroupHost::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
@@ -347,6 +354,7 @@ impl<S: Storage + Clone> Broker<S> {
                     .insert(tp.clone(), Replica::new(tp.clone(), self.id, log, cfg));
                 self.topic_ids.insert(tp.clone(), topic_id);
                 self.failed.remove(tp);
+                self.damaged.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
                     summary: summary.clone(),
@@ -356,6 +364,11 @@ impl<S: Storage + Clone> Broker<S> {
             Err(e) => {
                 tracing::error!(%tp, error = %e, "cannot open partition log");
                 self.failed.insert(tp.clone(), e.to_string());
+                if matches!(e, LogError::Corrupt { .. }) {
+                    self.damaged.insert(tp.clone());
+                } else {
+                    self.damaged.remove(tp);
+                }
                 self.outputs.push(Output::Event(BrokerEvent::LogOpenFailed {
                     tp: tp.clone(),
                     error: e.to_string(),
@@ -561,7 +574,7 @@ impl<S: Storage + Clone> Broker<S> {
         n != self.reported_offline.len()
     }
 
-    /// The offline partitions whose log is damaged (it failed to open, or a read met a
+    /// The offline partitions whose log is damaged (opening it met a corrupt batch, or a read met a
     /// corrupt batch), not just briefly unreadable: reported so the controller stops
     /// counting on them as eligible leaders (KIP-966), and only these are repaired.
     pub fn corrupt_partitions(&self) -> BTreeSet<TopicPartition> {
@@ -570,7 +583,7 @@ impl<S: Storage + Clone> Broker<S> {
             .iter()
             .filter(|(_, r)| r.log_corrupt())
             .map(|(tp, _)| tp.clone());
-        self.failed.keys().cloned().chain(corrupt).collect()
+        self.damaged.iter().cloned().chain(corrupt).collect()
     }
 
     /// Every batch of the local log covering `[from, below)` (records at or past `below`
@@ -1131,6 +1144,7 @@ impl<S: Storage + Clone> Broker<S> {
         }
         // A log that failed to open for a partition no longer assigned here is not offline.
         self.failed.retain(|tp, _| wanted.contains_key(tp));
+        self.damaged.retain(|tp| wanted.contains_key(tp));
         for (tp, (state, topic_id, min_insync, unclean)) in wanted {
             if !self.replicas.contains_key(&tp)
                 && self.open_replica(&tp, topic_id, min_insync).is_some()
@@ -1161,6 +1175,7 @@ impl<S: Storage + Clone> Broker<S> {
                 } else if repair == Repair::Failed {
                     self.replicas.remove(&tp);
                     self.failed.remove(&tp);
+                    self.damaged.remove(&tp);
                     self.remove_partition_files(&tp, topic_id);
                     self.outputs
                         .push(Output::Event(BrokerEvent::PartitionRepaired {
