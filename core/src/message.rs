@@ -76,6 +76,11 @@ pub enum Message {
     /// Controller -> controller: the quorum's Raft traffic (sender and receiver are
     /// `Address::Controller`s).
     Raft(crate::raft::Message),
+    /// Replica -> another replica of the partition: my log holds a damaged batch; send
+    /// your copy of it (peer repair, see `PartitionLog::replace_damaged`).
+    RepairFetch(RepairFetchRequest),
+    /// Replica -> the damaged replica: its copy, if it reads intact.
+    RepairFetchResponse(RepairFetchResponse),
 }
 
 impl Message {
@@ -89,6 +94,7 @@ impl Message {
             Message::MetadataResponse(r) => r.correlation,
             Message::ListOffsetsResponse(r) => r.correlation,
             Message::GroupResponse { correlation, .. } => *correlation,
+            Message::RepairFetchResponse(r) => r.correlation,
             _ => return None,
         })
     }
@@ -102,6 +108,7 @@ impl Message {
             Message::Metadata(r) => r.correlation,
             Message::ListOffsets(r) => r.correlation,
             Message::Fetch(r) => r.correlation,
+            Message::RepairFetch(r) => r.correlation,
             Message::Group { correlation, .. } => *correlation,
             _ => return None,
         })
@@ -125,6 +132,8 @@ impl Message {
             Message::ControllerRequest(_) => "ControllerRequest",
             Message::ControllerResponse(_) => "ControllerResponse",
             Message::Raft(_) => "Raft",
+            Message::RepairFetch(_) => "RepairFetch",
+            Message::RepairFetchResponse(_) => "RepairFetchResponse",
         }
     }
 }
@@ -155,6 +164,27 @@ pub struct FetchRequest {
     /// newer HW), it may hold the fetch this long, answering as soon as that changes.
     /// 0 = answer at once.
     pub max_wait: crate::types::Nanos,
+}
+
+/// Peer repair: the batch starting at `offset`, written in leader epoch `epoch`, is damaged
+/// on the sender's disk. Any replica may answer, leader or not, online or not, from its
+/// own log: by log matching its batch with that offset and epoch is the same batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairFetchRequest {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub offset: Offset,
+    pub epoch: LeaderEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairFetchResponse {
+    pub correlation: u64,
+    pub tp: TopicPartition,
+    pub offset: Offset,
+    /// The responder's intact batch starting at `offset` of the asked epoch; None if it
+    /// has none (not hosted, shorter log, another epoch there, or damaged there too).
+    pub batch: Option<RecordBatch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

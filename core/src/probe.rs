@@ -60,6 +60,8 @@ probes! {
     ProduceNotEnoughReplicas = "replica.produce-not-enough-replicas",
     /// A replica's log failed a read (CRC, I/O) and it went offline for the partition.
     ReplicaWentOffline = "replica.offline",
+    /// A damaged batch was refilled with another replica's intact copy (peer repair).
+    ReplicaPeerRepaired = "replica.peer-repaired",
     /// An idempotent retry matched a batch already in the log: acknowledged, not rewritten.
     IdempotentDuplicate = "idempotence.duplicate",
     /// A batch's sequence did not follow the last one: OutOfOrderSequence.

@@ -81,6 +81,9 @@ pub mod kind {
     pub const GROUP_RESPONSE: u8 = 29;
     /// Controller <-> controller Raft traffic (a quorum; the node runs one controller yet).
     pub const RAFT: u8 = 30;
+    /// Replica <-> replica peer repair of a damaged batch.
+    pub const REPAIR_FETCH: u8 = 31;
+    pub const REPAIR_FETCH_RESPONSE: u8 = 32;
 }
 
 /// Why bytes could not be read as a frame.
@@ -172,6 +175,8 @@ fn body(frame: &Frame, max: u32) -> Result<(u8, Vec<u8>), EncodeError> {
                 response,
             } => (GROUP_RESPONSE, ser(&(correlation, response), max)?),
             Message::Raft(x) => (RAFT, ser(x, max)?),
+            Message::RepairFetch(x) => (REPAIR_FETCH, ser(x, max)?),
+            Message::RepairFetchResponse(x) => (REPAIR_FETCH_RESPONSE, ser(x, max)?),
         },
     })
 }
@@ -214,6 +219,8 @@ fn parse_body(kind: u8, p: &[u8], max: u32) -> Result<Frame, FrameError> {
             })
         }
         RAFT => m(Message::Raft(de(kind, p, max)?)),
+        REPAIR_FETCH => m(Message::RepairFetch(de(kind, p, max)?)),
+        REPAIR_FETCH_RESPONSE => m(Message::RepairFetchResponse(de(kind, p, max)?)),
         other => Err(FrameError::UnknownKind { kind: other }),
     }
 }

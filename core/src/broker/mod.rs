@@ -888,6 +888,24 @@ impl<S: Storage + Clone> Broker<S> {
                     r.handle_fetch_response(now, n, resp);
                 }
             }
+            Message::RepairFetch(req) => {
+                // Answered by any hosted replica, whatever its role (peer repair).
+                let resp = match self.replicas.get_mut(&req.tp) {
+                    Some(r) => r.handle_repair_fetch(&req),
+                    None => RepairFetchResponse {
+                        correlation: req.correlation,
+                        tp: req.tp,
+                        offset: req.offset,
+                        batch: None,
+                    },
+                };
+                self.reply(from, Message::RepairFetchResponse(resp));
+            }
+            Message::RepairFetchResponse(resp) => {
+                if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
+                    r.handle_repair_fetch_response(now, n, resp);
+                }
+            }
             Message::Produce(req) if req.tp.topic == CONSUMER_OFFSETS_TOPIC => {
                 // Only the coordinators write there: a foreign record would make the
                 // partition unloadable.

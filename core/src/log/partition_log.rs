@@ -12,6 +12,7 @@ use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use thiserror::Error;
 
 mod recovery;
+mod repair;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 const RECOVERY_CHECKPOINT: &str = "recovery-point-checkpoint";

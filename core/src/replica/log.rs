@@ -76,6 +76,11 @@ pub trait ReplicaLog {
     /// KIP-279: the largest epoch <= `requested` in the log and the start offset of the
     /// epoch after it (or the log end if it is the latest).
     fn end_offset_for_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)>;
+    /// The leader epoch of the batch holding `offset`, from the epoch cache.
+    fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch>;
+    /// Refill the damaged batch at `batch.base_offset` with another replica's intact copy
+    /// (peer repair; see `PartitionLog::replace_damaged` for the checks).
+    fn replace_damaged(&mut self, batch: &RecordBatch) -> Result<(), LogFailure>;
 }
 
 impl<S: Storage> ReplicaLog for PartitionLog<S> {
@@ -139,6 +144,12 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     fn end_offset_for_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         self.epoch_cache()
             .end_offset_for_epoch(requested, PartitionLog::log_end_offset(self))
+    }
+    fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.epoch_cache().epoch_at(offset)
+    }
+    fn replace_damaged(&mut self, batch: &RecordBatch) -> Result<(), LogFailure> {
+        PartitionLog::replace_damaged(self, batch).map_err(fail)
     }
 }
 

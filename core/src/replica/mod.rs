@@ -13,6 +13,7 @@ mod follower;
 mod idempotence;
 mod leader;
 mod log;
+mod repair;
 
 #[cfg(test)]
 #[cfg(test)]
@@ -175,6 +176,13 @@ pub enum Event {
     LogFailed { tp: TopicPartition, reason: String },
     /// An offline replica read its whole log again without error: back online.
     LogRecovered { tp: TopicPartition },
+    /// The damaged batch at `offset` was refilled with the copy replica `from` sent
+    /// (peer repair); the log is read through again next.
+    BatchRepaired {
+        tp: TopicPartition,
+        offset: Offset,
+        from: NodeId,
+    },
     /// A follower's log end was below the leader's log start (retention overtook it): it
     /// emptied its log (ending at `from`) and continues at the leader's log start `to`.
     LogReset {
@@ -250,6 +258,8 @@ pub struct Replica<L: ReplicaLog> {
     /// failure the controller never heard of (it was down) would leave the partition
     /// with a leader that refuses to lead.
     failed_as_leader: Option<LeaderEpoch>,
+    /// Peer-repair requests sent: picks the next other replica to ask (round robin).
+    repair_asks: usize,
     /// Debug builds: the state at the previous `drain_effects`, for the monotonic checks
     /// (see `check.rs`).
     #[cfg(debug_assertions)]
@@ -289,6 +299,7 @@ impl<L: ReplicaLog> Replica<L> {
             recheck_at: None,
             corrupt_at: None,
             failed_as_leader: None,
+            repair_asks: 0,
             #[cfg(debug_assertions)]
             debug_checkpoint: None,
         }
@@ -543,6 +554,7 @@ impl<L: ReplicaLog> Replica<L> {
                     self.corrupt_at = Some(at);
                 }
                 self.recheck_at = Some(now + self.config.log_recheck_interval);
+                self.ask_peer_for_copy();
             }
         }
     }

@@ -623,6 +623,7 @@ fn broker_event_name(e: &BrokerEvent) -> &'static str {
             R::LogError { .. } => "LogError",
             R::LogFailed { .. } => "LogFailed",
             R::LogRecovered { .. } => "LogRecovered",
+            R::BatchRepaired { .. } => "BatchRepaired",
             R::LogReset { .. } => "LogReset",
             R::TruncatedBelowHighWatermark { .. } => "TruncatedBelowHW",
         },

@@ -72,6 +72,8 @@ pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
         Message::Group { .. } => 13,
         Message::GroupResponse { .. } => 14,
         Message::Raft(_) => 15,
+        Message::RepairFetch(_) => 16,
+        Message::RepairFetchResponse(_) => 17,
     };
     (code, m.name())
 }

@@ -1,0 +1,109 @@
+//! Peer repair, the replica's side: a replica offline because of a damaged batch asks the
+//! other replicas, one per recheck, for their copy of it, and refills its log with the
+//! first intact copy that fits (`PartitionLog::replace_damaged` checks offset, epoch and
+//! fit). Every replica answers such requests from its own log, whatever its role, even
+//! while offline itself: two copies damaged at different offsets repair each other.
+//!
+//! Why not wait for the broker's cut ([`Replica::repair_log`])? The cut is only allowed
+//! once the controller no longer counts on this copy (out of the ISR and the ELR, another
+//! replica leading). A damaged ISR or ELR member may hold committed records no other live
+//! copy has; peer repair brings it back whole, so the partition gets a leader again
+//! without an unclean election.
+
+use super::{Event, Replica, ReplicaEffect};
+use crate::message::{Address, Message, RepairFetchRequest, RepairFetchResponse};
+use crate::replica::log::ReplicaLog;
+use crate::types::{NodeId, Nanos};
+
+impl<L: ReplicaLog> Replica<L> {
+    /// Offline with a damaged batch: ask the next other replica for its copy. Called at
+    /// every recheck that still finds damage, so each peer is asked in turn.
+    pub(crate) fn ask_peer_for_copy(&mut self) {
+        let Some(offset) = self.corrupt_at else {
+            return;
+        };
+        // Without the epoch the answer could not be matched to this batch: leave it to
+        // the cut.
+        let Some(epoch) = self.log.epoch_at(offset) else {
+            return;
+        };
+        let peers: Vec<NodeId> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&b| b != self.me)
+            .collect();
+        if peers.is_empty() {
+            return;
+        }
+        let to = peers[self.repair_asks % peers.len()];
+        self.repair_asks += 1;
+        let correlation = self.correlation();
+        let req = RepairFetchRequest {
+            correlation,
+            tp: self.tp.clone(),
+            offset,
+            epoch,
+        };
+        self.emit(ReplicaEffect::Send {
+            to: Address::Node(to),
+            msg: Message::RepairFetch(req),
+        });
+    }
+
+    /// Another replica's log is damaged at `req.offset`: our batch starting there, if it
+    /// is of the asked epoch and reads intact. Reading changes nothing here: a read error
+    /// only means no copy (this replica's own failures are found by its own reads).
+    pub fn handle_repair_fetch(&mut self, req: &RepairFetchRequest) -> RepairFetchResponse {
+        let batch = if req.offset >= self.log.log_start_offset()
+            && req.offset < self.log.log_end_offset()
+        {
+            self.log
+                .read(req.offset, 1)
+                .ok()
+                .and_then(|batches| batches.into_iter().next())
+                .filter(|b| b.base_offset == req.offset && b.partition_leader_epoch == req.epoch)
+        } else {
+            None
+        };
+        RepairFetchResponse {
+            correlation: req.correlation,
+            tp: req.tp.clone(),
+            offset: req.offset,
+            batch,
+        }
+    }
+
+    /// A peer's answer. A copy that fits refills the damaged slot, and the log is read
+    /// through at the next tick (back online if that was the only damage; the next
+    /// damaged batch is asked for otherwise). No copy, a stale answer, or one that does
+    /// not fit: the next recheck asks the next peer.
+    pub fn handle_repair_fetch_response(
+        &mut self,
+        now: Nanos,
+        from: NodeId,
+        resp: RepairFetchResponse,
+    ) {
+        if self.failure.is_none() || self.corrupt_at != Some(resp.offset) {
+            return;
+        }
+        let Some(batch) = resp.batch else {
+            return;
+        };
+        match self.log.replace_damaged(&batch) {
+            Ok(()) => {
+                crate::probe!(ReplicaPeerRepaired);
+                tracing::info!(tp = %self.tp, offset = resp.offset, from, "damaged batch refilled from a peer");
+                let tp = self.tp.clone();
+                self.event(Event::BatchRepaired {
+                    tp,
+                    offset: resp.offset,
+                    from,
+                });
+                self.corrupt_at = None;
+                self.recheck_at = Some(now);
+            }
+            Err(e) => self.log_error("repair from a peer", e),
+        }
+    }
+}
