@@ -182,9 +182,21 @@ pub struct RepairFetchResponse {
     pub correlation: u64,
     pub tp: TopicPartition,
     pub offset: Offset,
-    /// The responder's intact batch starting at `offset` of the asked epoch; None if it
-    /// has none (not hosted, shorter log, another epoch there, or damaged there too).
-    pub batch: Option<RecordBatch>,
+    pub copy: RepairCopy,
+}
+
+/// A replica's answer to a peer-repair request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RepairCopy {
+    /// Its batch starting at the offset, of the asked epoch, read intact.
+    Intact(RecordBatch),
+    /// Its log holds no such batch: the partition is not hosted, the offset is outside its
+    /// log, or another epoch's batch is there (its log diverged from the asker's). From
+    /// the leader this means the damaged batch is not part of the partition's log, so the
+    /// asker may cut its log there.
+    NotHeld,
+    /// It cannot read its copy either (damaged there too, or an I/O error).
+    Unreadable,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -896,7 +896,7 @@ impl<S: Storage + Clone> Broker<S> {
                         correlation: req.correlation,
                         tp: req.tp,
                         offset: req.offset,
-                        batch: None,
+                        copy: RepairCopy::NotHeld,
                     },
                 };
                 self.reply(from, Message::RepairFetchResponse(resp));
@@ -1232,9 +1232,18 @@ impl<S: Storage + Clone> Broker<S> {
     /// Whether an offline partition may be dropped and refetched (see `reconcile`).
     fn repairable(&self, tp: &TopicPartition, state: &PartitionState) -> bool {
         // Only a damaged log: one that is briefly unreadable comes back by itself (its
-        // recheck), whole.
+        // recheck), whole. And only once the leader said it holds no copy of the damaged
+        // batch: if it does, peer repair restores this copy whole, and cutting it could
+        // drop the last intact copy of a later batch that the new leader, unread yet, may
+        // have damaged too. A log that did not open has no replica to ask: cut at once.
         self.corrupt_partitions().contains(tp)
-            && state.leader.is_some_and(|l| l != self.id)
+            && state.leader.is_some_and(|l| {
+                l != self.id
+                    && self
+                        .replicas
+                        .get(tp)
+                        .is_none_or(|r| r.peer_lacks_damaged_batch(l))
+            })
             && !state.isr.contains(&self.id)
             && !state.elr.contains(&self.id)
     }

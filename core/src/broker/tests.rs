@@ -801,10 +801,11 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
         w.produce_wait(Acks::All, "g").is_ok(),
         "partition available again"
     );
-    // Out of the ISR, the old leader drops its log and fetches it again.
-    let repaired = w.run_until(1000 * MS, |w| {
+    // The old leader refills its damaged batch with the new leader's copy (peer repair:
+    // nothing cut), catches up and rejoins the ISR.
+    let repaired = w.run_until(2000 * MS, |w| {
         had_event(w, old, |e| {
-            matches!(e, BrokerEvent::PartitionRepaired { .. })
+            matches!(e, BrokerEvent::Replica(Event::BatchRepaired { .. }))
         }) && w.isr_of_leader().contains(&old)
     });
     assert!(
@@ -812,8 +813,84 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
         "the corrupt copy was not repaired and re-added to the ISR"
     );
     assert!(w.brokers[&old].offline_partitions().is_empty());
+    assert!(!had_event(&w, old, |e| matches!(
+        e,
+        BrokerEvent::PartitionRepaired { .. }
+    )));
     w.run(100 * MS);
     assert_eq!(w.values(old), w.values(new));
+}
+
+/// Flip a bit in the last byte (a record, under the CRC) of the batch holding `offset` in
+/// `id`'s first segment.
+fn flip_bit_in_batch(w: &World, id: NodeId, offset: Offset) {
+    let path = segment_path(w, id);
+    let data = w.disks[&id].contents(&path).expect("segment");
+    let mut pos = 0usize;
+    loop {
+        let (b, len) = RecordBatch::decode(&data[pos..]).expect("an intact batch");
+        if b.next_offset() > offset {
+            assert!(w.disks[&id].flip_bit(&path, (pos + len - 1) as u64, 0));
+            return;
+        }
+        pos += len;
+    }
+}
+
+#[test]
+fn two_copies_damaged_at_different_offsets_repair_each_other() {
+    let mut w = three();
+    let mut acked = Vec::new();
+    for v in ["a", "b", "c", "d", "e", "f"] {
+        let ack = w.produce_wait(Acks::All, v).expect("acked");
+        acked.push((ack.base_offset, v.to_string()));
+    }
+    w.run(50 * MS);
+    let first = w.leader().unwrap();
+    let others: Vec<NodeId> = [1, 2, 3].into_iter().filter(|&n| n != first).collect();
+    // The third copy is gone for good; the two left are each damaged at another batch.
+    w.crash(others[1]);
+    let second = others[0];
+    let fenced = w.run_until(1000 * MS, |w| !w.isr_of_leader().contains(&others[1]));
+    assert!(fenced, "the crashed broker did not leave the ISR");
+    flip_bit_in_batch(&w, first, acked[0].0);
+    flip_bit_in_batch(&w, second, acked[4].0);
+    // A read finds the leader's damage; the next leader finds its own when it reads its
+    // log through (rebuilding producer state).
+    assert!(w.consume(first).is_err());
+    // Neither copy could be cut (each is the last whole copy of a batch): they trade the
+    // damaged batches and one of them leads again, with every acknowledged record.
+    let back = w.run_until(5000 * MS, |w| {
+        w.leader().is_some()
+            && w.brokers[&first].offline_partitions().is_empty()
+            && w.brokers[&second].offline_partitions().is_empty()
+    });
+    assert!(back, "the partition did not come back");
+    for id in [first, second] {
+        assert!(had_event(&w, id, |e| matches!(
+            e,
+            BrokerEvent::Replica(Event::LogFailed { .. })
+        )));
+        assert!(had_event(&w, id, |e| matches!(
+            e,
+            BrokerEvent::Replica(Event::BatchRepaired { .. })
+        )));
+        assert!(!had_event(&w, id, |e| matches!(
+            e,
+            BrokerEvent::PartitionRepaired { .. }
+        )));
+        let values = w.values(id);
+        for a in &acked {
+            assert!(values.contains(a), "acknowledged {a:?} lost on {id}");
+        }
+    }
+    let both = w.run_until(2000 * MS, |w| w.isr_of_leader().len() == 2);
+    assert!(
+        both,
+        "the other copy did not rejoin the ISR: {:?}",
+        w.isr_of_leader()
+    );
+    assert!(w.produce_wait(Acks::All, "g").is_ok(), "available again");
 }
 
 #[test]

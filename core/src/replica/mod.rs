@@ -260,6 +260,8 @@ pub struct Replica<L: ReplicaLog> {
     failed_as_leader: Option<LeaderEpoch>,
     /// Peer-repair requests sent: picks the next other replica to ask (round robin).
     repair_asks: usize,
+    /// Peers that answered they hold no copy of the batch at `corrupt_at`.
+    not_held_by: BTreeSet<NodeId>,
     /// Debug builds: the state at the previous `drain_effects`, for the monotonic checks
     /// (see `check.rs`).
     #[cfg(debug_assertions)]
@@ -300,6 +302,7 @@ impl<L: ReplicaLog> Replica<L> {
             corrupt_at: None,
             failed_as_leader: None,
             repair_asks: 0,
+            not_held_by: BTreeSet::new(),
             #[cfg(debug_assertions)]
             debug_checkpoint: None,
         }
@@ -507,7 +510,7 @@ impl<L: ReplicaLog> Replica<L> {
     pub(crate) fn fail_log(&mut self, op: &'static str, error: LogFailure) {
         let reason = format!("{op}: {error}");
         if let Some(at) = error.corrupt_at() {
-            self.corrupt_at = Some(at);
+            self.set_corrupt_at(Some(at));
         }
         self.log_error(op, error);
         if self.failure.is_some() {
@@ -544,14 +547,14 @@ impl<L: ReplicaLog> Replica<L> {
         match self.scan_log(|_| {}) {
             Ok(()) => {
                 self.failure = None;
-                self.corrupt_at = None;
+                self.set_corrupt_at(None);
                 self.recheck_at = None;
                 let tp = self.tp.clone();
                 self.event(Event::LogRecovered { tp });
             }
             Err(e) => {
                 if let Some(at) = e.corrupt_at() {
-                    self.corrupt_at = Some(at);
+                    self.set_corrupt_at(Some(at));
                 }
                 self.recheck_at = Some(now + self.config.log_recheck_interval);
                 self.ask_peer_for_copy();
@@ -602,7 +605,7 @@ impl<L: ReplicaLog> Replica<L> {
             });
         }
         self.failure = None;
-        self.corrupt_at = None;
+        self.set_corrupt_at(None);
         self.recheck_at = None;
         let tp = self.tp.clone();
         self.event(Event::LogRecovered { tp });

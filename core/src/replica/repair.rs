@@ -11,9 +11,9 @@
 //! without an unclean election.
 
 use super::{Event, Replica, ReplicaEffect};
-use crate::message::{Address, Message, RepairFetchRequest, RepairFetchResponse};
+use crate::message::{Address, Message, RepairCopy, RepairFetchRequest, RepairFetchResponse};
 use crate::replica::log::ReplicaLog;
-use crate::types::{NodeId, Nanos};
+use crate::types::{Nanos, NodeId, Offset};
 
 impl<L: ReplicaLog> Replica<L> {
     /// Offline with a damaged batch: ask the next other replica for its copy. Called at
@@ -51,26 +51,48 @@ impl<L: ReplicaLog> Replica<L> {
         });
     }
 
+    /// Whether `peer` answered that its log holds no copy of the damaged batch (see
+    /// [`RepairCopy::NotHeld`]); from the leader, this lets the broker cut the log.
+    pub fn peer_lacks_damaged_batch(&self, peer: NodeId) -> bool {
+        self.corrupt_at.is_some() && self.not_held_by.contains(&peer)
+    }
+
+    /// Records the first damaged offset; the peers' answers about another offset no
+    /// longer count.
+    pub(crate) fn set_corrupt_at(&mut self, at: Option<Offset>) {
+        if at != self.corrupt_at {
+            self.not_held_by.clear();
+        }
+        self.corrupt_at = at;
+    }
+
     /// Another replica's log is damaged at `req.offset`: our batch starting there, if it
     /// is of the asked epoch and reads intact. Reading changes nothing here: a read error
     /// only means no copy (this replica's own failures are found by its own reads).
     pub fn handle_repair_fetch(&mut self, req: &RepairFetchRequest) -> RepairFetchResponse {
-        let batch = if req.offset >= self.log.log_start_offset()
+        let held = req.offset >= self.log.log_start_offset()
             && req.offset < self.log.log_end_offset()
-        {
-            self.log
-                .read(req.offset, 1)
-                .ok()
-                .and_then(|batches| batches.into_iter().next())
-                .filter(|b| b.base_offset == req.offset && b.partition_leader_epoch == req.epoch)
+            && self.log.epoch_at(req.offset) == Some(req.epoch);
+        let copy = if !held {
+            RepairCopy::NotHeld
         } else {
-            None
+            match self.log.read(req.offset, 1) {
+                Ok(batches) => match batches.into_iter().next() {
+                    Some(b)
+                        if b.base_offset == req.offset && b.partition_leader_epoch == req.epoch =>
+                    {
+                        RepairCopy::Intact(b)
+                    }
+                    _ => RepairCopy::NotHeld,
+                },
+                Err(_) => RepairCopy::Unreadable,
+            }
         };
         RepairFetchResponse {
             correlation: req.correlation,
             tp: req.tp.clone(),
             offset: req.offset,
-            batch,
+            copy,
         }
     }
 
@@ -87,8 +109,13 @@ impl<L: ReplicaLog> Replica<L> {
         if self.failure.is_none() || self.corrupt_at != Some(resp.offset) {
             return;
         }
-        let Some(batch) = resp.batch else {
-            return;
+        let batch = match resp.copy {
+            RepairCopy::Intact(batch) => batch,
+            RepairCopy::NotHeld => {
+                self.not_held_by.insert(from);
+                return;
+            }
+            RepairCopy::Unreadable => return,
         };
         match self.log.replace_damaged(&batch) {
             Ok(()) => {
@@ -100,7 +127,7 @@ impl<L: ReplicaLog> Replica<L> {
                     offset: resp.offset,
                     from,
                 });
-                self.corrupt_at = None;
+                self.set_corrupt_at(None);
                 self.recheck_at = Some(now);
             }
             Err(e) => self.log_error("repair from a peer", e),

@@ -47,7 +47,9 @@ impl<S: Storage> PartitionLog<S> {
                 batch.partition_leader_epoch
             )));
         }
-        let bytes = batch.encode().map_err(|e| LogError::InvalidBatch(e.to_string()))?;
+        let bytes = batch
+            .encode()
+            .map_err(|e| LogError::InvalidBatch(e.to_string()))?;
         let pos = self.damaged_position(idx, offset)?;
         let seg = &self.segments[idx];
         let path = seg.log_path().to_string();
@@ -71,7 +73,12 @@ impl<S: Storage> PartitionLog<S> {
         let mut content = self.storage.read_all(&path)?;
         content.truncate(seg.size as usize);
         if content.len() < end as usize {
-            return Err(corrupt(&path, pos, offset, "segment file shorter than its size"));
+            return Err(corrupt(
+                &path,
+                pos,
+                offset,
+                "segment file shorter than its size",
+            ));
         }
         content[pos as usize..end as usize].copy_from_slice(&bytes);
         self.storage.write_atomic(&path, &content)?;
@@ -111,9 +118,16 @@ impl<S: Storage> PartitionLog<S> {
                         format!("batch has base offset {}", header.base_offset),
                     ))
                 }
-                Step::Fault { pos, reason } => return Err(corrupt(r.path(), pos, expected, reason)),
+                Step::Fault { pos, reason } => {
+                    return Err(corrupt(r.path(), pos, expected, reason))
+                }
                 Step::End => {
-                    return Err(corrupt(r.path(), at, expected, "segment ends before the offset"))
+                    return Err(corrupt(
+                        r.path(),
+                        at,
+                        expected,
+                        "segment ends before the offset",
+                    ))
                 }
             }
         }

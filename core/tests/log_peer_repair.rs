@@ -1,0 +1,171 @@
+//! Peer repair (`PartitionLog::replace_damaged`): a bit flipped anywhere in a segment file is
+//! undone by another replica's copy of the damaged batch, after which the log reads back
+//! exactly what was appended; a copy that is not the same batch (another epoch, another
+//! size) is refused and changes nothing.
+
+use proptest::prelude::*;
+use skein_core::log::*;
+
+fn batch(i: u32, n: usize) -> RecordBatch {
+    let records = (0..n).map(|j| {
+        (
+            Some(vec![j as u8]),
+            Some(format!("value-{i}-{j}").into_bytes()),
+        )
+    });
+    RecordBatch::new(i as i64, records)
+}
+
+fn cfg() -> LogConfig {
+    LogConfig {
+        segment_bytes: 600,
+        index_interval_bytes: 120,
+        retention_ms: None,
+        segment_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+/// Reads everything; returns the batches read before any error and the error.
+fn read_all(log: &mut PartitionLog<MemStorage>) -> (Vec<RecordBatch>, Option<LogError>) {
+    let mut out = Vec::new();
+    let mut at = log.log_start_offset();
+    while at < log.log_end_offset() {
+        match log.read(at, 250) {
+            Ok(bs) => {
+                for b in bs {
+                    at = b.next_offset();
+                    out.push(b);
+                }
+            }
+            Err(e) => return (out, Some(e)),
+        }
+    }
+    (out, None)
+}
+
+/// A leader log (batches of `sizes`, the epoch rising every 4 batches) and a follower log
+/// holding the same batches, both flushed.
+fn two_copies(
+    sizes: &[usize],
+) -> (
+    MemStorage,
+    PartitionLog<MemStorage>,
+    PartitionLog<MemStorage>,
+    Vec<RecordBatch>,
+) {
+    let mem = MemStorage::new();
+    let (mut leader, _) = PartitionLog::open(mem.clone(), "p", cfg()).unwrap();
+    for (i, &n) in sizes.iter().enumerate() {
+        leader
+            .append_as_leader(batch(i as u32, n), 1 + i as u32 / 4, 0)
+            .unwrap();
+    }
+    leader.flush().unwrap();
+    let (want, err) = read_all(&mut leader);
+    assert!(err.is_none());
+    let (mut follower, _) = PartitionLog::open(MemStorage::new(), "p", cfg()).unwrap();
+    for b in &want {
+        follower.append_as_follower(b.clone(), 0).unwrap();
+    }
+    follower.flush().unwrap();
+    (mem, leader, follower, want)
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("SKEIN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_peer_copy_undoes_any_flip_in_a_segment(
+        sizes in proptest::collection::vec(1usize..5, 1..25),
+        file in any::<proptest::sample::Index>(),
+        pos in any::<proptest::sample::Index>(),
+        bit in 0u8..8,
+    ) {
+        let (mem, mut log, mut peer, want) = two_copies(&sizes);
+        let segments: Vec<_> = mem
+            .files()
+            .into_iter()
+            .filter(|(p, len, _)| p.ends_with(".log") && *len > 0)
+            .collect();
+        let (path, len, _) = &segments[file.index(segments.len())];
+        let at = pos.index(*len as usize) as u64;
+        prop_assert!(mem.flip_bit(path, at, bit));
+
+        let (_, err) = read_all(&mut log);
+        let Some(LogError::Corrupt { offset, .. }) = err else {
+            // Every byte of a segment is covered by a check: a flip is always found.
+            return Err(TestCaseError::fail(format!("flip at {path}:{at} not found: {err:?}")));
+        };
+        let copy = peer.read(offset, 1).unwrap().remove(0);
+        prop_assert_eq!(copy.base_offset, offset);
+        log.replace_damaged(&copy).unwrap();
+        let (got, err) = read_all(&mut log);
+        prop_assert!(err.is_none(), "{err:?}");
+        prop_assert_eq!(got, want.clone());
+
+        // And the repaired file is what a reopen finds.
+        drop(log);
+        let (mut log, sum) = PartitionLog::open(mem.clone(), "p", cfg()).unwrap();
+        prop_assert!(sum.corruption.is_none());
+        let (got, err) = read_all(&mut log);
+        prop_assert!(err.is_none(), "{err:?}");
+        prop_assert_eq!(got, want);
+    }
+}
+
+/// Damage the batch at `offset` (a flip in its last byte: its records, under the CRC).
+fn damage(mem: &MemStorage, log: &mut PartitionLog<MemStorage>, offset: u64) {
+    let b = log.read(offset, 1).unwrap().remove(0);
+    let len = b.encode().unwrap().len() as u64;
+    // The batch's position: the bytes of every batch before it in the first segment.
+    let mut pos = 0u64;
+    for earlier in log.read(0, 1 << 20).unwrap() {
+        if earlier.base_offset == offset {
+            break;
+        }
+        pos += earlier.encode().unwrap().len() as u64;
+    }
+    assert!(mem.flip_bit("p/00000000000000000000.log", pos + len - 1, 0));
+}
+
+#[test]
+fn a_copy_of_another_epoch_or_size_is_refused_and_changes_nothing() {
+    let (mem, mut log, _, want) = two_copies(&[2, 3, 2]);
+    let second = want[1].clone();
+    damage(&mem, &mut log, second.base_offset);
+    let before = mem.contents("p/00000000000000000000.log").unwrap();
+
+    let mut other_epoch = second.clone();
+    other_epoch.partition_leader_epoch += 1;
+    let e = log.replace_damaged(&other_epoch).unwrap_err();
+    assert!(e.to_string().contains("leader epoch"), "{e}");
+
+    let mut longer = second.clone();
+    longer.records.push(longer.records[0].clone());
+    let e = log.replace_damaged(&longer).unwrap_err();
+    assert!(e.to_string().contains("does not fill"), "{e}");
+
+    let mut shorter = second.clone();
+    shorter.records.pop();
+    let e = log.replace_damaged(&shorter).unwrap_err();
+    assert!(e.to_string().contains("does not fill"), "{e}");
+
+    assert_eq!(mem.contents("p/00000000000000000000.log").unwrap(), before);
+    assert!(matches!(
+        read_all(&mut log).1,
+        Some(LogError::Corrupt { .. })
+    ));
+
+    log.replace_damaged(&second).unwrap();
+    let (got, err) = read_all(&mut log);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(got, want);
+}
