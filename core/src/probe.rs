@@ -89,6 +89,9 @@ probes! {
     GroupMemberExpired = "group.member-expired",
     /// A coordinator loaded its groups from `__consumer_offsets` (first load or failover).
     CoordinatorLoaded = "group.coordinator-loaded",
+    /// A coordinator could not read `__consumer_offsets` to load (a damaged batch): its
+    /// log went offline and another replica's coordinator takes over (seed 361).
+    CoordinatorLoadFailed = "group.coordinator-load-failed",
     /// Recovery cut a torn or corrupt tail from a segment after a crash.
     LogRecoveryTruncated = "log.recovery-truncated",
     /// A batch failed its CRC on read.

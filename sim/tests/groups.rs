@@ -252,21 +252,19 @@ fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
 /// load read failed and was retried on every pump, so it answered
 /// `CoordinatorLoadInProgress` for the rest of the run and the group owned nothing
 /// (`group-partition-unowned`). A failed load read now takes the log offline like any failed
-/// read, and another ISR member's coordinator loads instead.
+/// read. Since peer repair (a damaged batch refilled from another replica) the run goes
+/// another way from its first bit flip at 3.1 s, and no longer damages a coordinator's log:
+/// the path is pinned by core's
+/// `a_new_coordinator_whose_offsets_log_is_damaged_is_repaired_from_a_peer`; the seed still
+/// passes.
 #[test]
-fn a_corrupt_coordinator_log_moves_the_coordinator() {
+fn seed_361_passes() {
     let c = SimConfig {
         seed: 361,
         ..SimConfig::default()
     };
     let r = run(&c);
     assert!(r.passed(), "{r}");
-    let g = r.group.as_ref().expect("the default run has a group");
-    assert!(
-        g.coordinator_loads >= 3,
-        "seed 361 no longer moves its coordinator ({} loads): {r}",
-        g.coordinator_loads
-    );
 }
 
 /// Seed 3836 of the 10,000-seed default sweep: broker 1 became leader of a

@@ -2,7 +2,7 @@
 //! `__consumer_offsets`, their records replicated like any other, the real controller
 //! moving leadership. Same in-test router as `tests.rs`.
 
-use super::tests::{broker_config, World, MS};
+use super::tests::{broker_config, flip_bit_in_batch, World, MS};
 use super::*;
 use crate::group::*;
 
@@ -401,6 +401,71 @@ fn commits_are_acknowledged_after_replication_and_survive_coordinator_failover()
         GroupResponse::OffsetCommit(Ok(()))
     );
     assert_eq!(w.fetch_offsets()[&TopicPartition::new("t", 0)].offset, 99);
+}
+
+#[test]
+fn a_new_coordinator_whose_offsets_log_is_damaged_is_repaired_from_a_peer() {
+    let mut w = cluster();
+    let (mut members, _) = w.form_group(&[11, 12, 13]);
+    for (i, offset) in [7, 8].into_iter().enumerate() {
+        assert_eq!(
+            w.commit(&mut members[i], offset),
+            GroupResponse::OffsetCommit(Ok(()))
+        );
+    }
+    w.run(100 * MS);
+    let before = w.fetch_offsets();
+    let coordinator = w.find_coordinator();
+    let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
+    let view = w.brokers[&coordinator].replica_view(&tp).unwrap();
+    let follower = *view
+        .replicas
+        .iter()
+        .find(|&&n| n != coordinator)
+        .expect("a second replica");
+    let last = w
+        .brokers
+        .get_mut(&coordinator)
+        .unwrap()
+        .read_records(&tp, view.log_start_offset, view.log_end_offset)
+        .expect("read")
+        .pop()
+        .expect("a batch");
+    // The coordinator goes down and the follower's copy of the last commit is damaged:
+    // taking over, the follower meets the damage when it reads its log through (rebuilding
+    // producer state, or loading the groups).
+    w.crash(coordinator);
+    flip_bit_in_batch(
+        &w,
+        follower,
+        &format!("{}-{}.", tp.topic, tp.partition),
+        last.base_offset,
+    );
+    let failed_load = |w: &mut World| {
+        w.events.iter().any(|(n, e)| {
+            *n == follower
+                && matches!(e, BrokerEvent::Replica(crate::replica::Event::LogFailed { tp: t, .. })
+                    if *t == tp)
+        })
+    };
+    assert!(
+        w.run_until(3000 * MS, failed_load),
+        "the follower did not meet its damage taking over"
+    );
+    // Offline, not retried forever; once the old coordinator is back, its copy refills the
+    // damaged batch, and the commits are all there.
+    w.start(coordinator);
+    let repaired = w.run_until(3000 * MS, |w| {
+        w.events.iter().any(|(n, e)| {
+            *n == follower
+                && matches!(e, BrokerEvent::Replica(crate::replica::Event::BatchRepaired { tp: t, .. }) if *t == tp)
+        })
+    });
+    assert!(
+        repaired,
+        "the damaged offsets batch was not refilled from a peer"
+    );
+    assert_eq!(w.fetch_offsets(), before);
 }
 
 #[test]

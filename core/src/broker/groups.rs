@@ -374,6 +374,7 @@ impl<S: Storage + Clone> Broker<S> {
             Some(Ok(b)) => b.into_iter().filter(|b| !b.is_control()).collect(),
             Some(Err(e)) => {
                 tracing::error!(%tp, error = %e.0, "cannot read __consumer_offsets to load");
+                crate::probe!(CoordinatorLoadFailed);
                 if let Some(r) = self.replicas.get_mut(&tp) {
                     r.fail_log("load the group coordinator", e);
                 }

@@ -822,9 +822,14 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
 }
 
 /// Flip a bit in the last byte (a record, under the CRC) of the batch holding `offset` in
-/// `id`'s first segment.
-fn flip_bit_in_batch(w: &World, id: NodeId, offset: Offset) {
-    let path = segment_path(w, id);
+/// `id`'s first segment of the partition whose directory starts with `dir` (`"t-0."`).
+pub(super) fn flip_bit_in_batch(w: &World, id: NodeId, dir: &str, offset: Offset) {
+    let path = w.disks[&id]
+        .files()
+        .into_iter()
+        .map(|(path, _, _)| path)
+        .find(|p| p.starts_with(dir) && p.ends_with(".log"))
+        .expect("a log segment");
     let data = w.disks[&id].contents(&path).expect("segment");
     let mut pos = 0usize;
     loop {
@@ -853,8 +858,8 @@ fn two_copies_damaged_at_different_offsets_repair_each_other() {
     let second = others[0];
     let fenced = w.run_until(1000 * MS, |w| !w.isr_of_leader().contains(&others[1]));
     assert!(fenced, "the crashed broker did not leave the ISR");
-    flip_bit_in_batch(&w, first, acked[0].0);
-    flip_bit_in_batch(&w, second, acked[4].0);
+    flip_bit_in_batch(&w, first, "t-0.", acked[0].0);
+    flip_bit_in_batch(&w, second, "t-0.", acked[4].0);
     // A read finds the leader's damage; the next leader finds its own when it reads its
     // log through (rebuilding producer state).
     assert!(w.consume(first).is_err());
