@@ -843,6 +843,20 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
+    /// Peer repair: any hosted replica answers, whatever its role.
+    fn answer_repair_fetch(&mut self, from: Address, req: RepairFetchRequest) {
+        let resp = match self.replicas.get_mut(&req.tp) {
+            Some(r) => r.handle_repair_fetch(&req),
+            None => RepairFetchResponse {
+                correlation: req.correlation,
+                tp: req.tp,
+                offset: req.offset,
+                copy: RepairCopy::NotHeld,
+            },
+        };
+        self.reply(from, Message::RepairFetchResponse(resp));
+    }
+
     fn reply(&mut self, to: Address, msg: Message) {
         self.outputs.push(Output::Send { to, msg });
     }
@@ -888,19 +902,7 @@ impl<S: Storage + Clone> Broker<S> {
                     r.handle_fetch_response(now, n, resp);
                 }
             }
-            Message::RepairFetch(req) => {
-                // Answered by any hosted replica, whatever its role (peer repair).
-                let resp = match self.replicas.get_mut(&req.tp) {
-                    Some(r) => r.handle_repair_fetch(&req),
-                    None => RepairFetchResponse {
-                        correlation: req.correlation,
-                        tp: req.tp,
-                        offset: req.offset,
-                        copy: RepairCopy::NotHeld,
-                    },
-                };
-                self.reply(from, Message::RepairFetchResponse(resp));
-            }
+            Message::RepairFetch(req) => self.answer_repair_fetch(from, req),
             Message::RepairFetchResponse(resp) => {
                 if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
                     r.handle_repair_fetch_response(now, n, resp);
