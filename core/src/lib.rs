@@ -18,6 +18,7 @@ pub mod controller;
 pub mod group;
 pub mod log;
 pub mod message;
+pub mod node;
 pub mod probe;
 pub mod producer;
 pub mod raft;
