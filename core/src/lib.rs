@@ -8,6 +8,9 @@
 //! messages, the current time, storage through the small [`log::Storage`] trait — and
 //! collects the effects it returns (messages to send, records to make durable, replies to
 //! clients). Same inputs, same outputs, always; that is what lets one seed replay a run.
+//! Drivers hold a broker or controller through `node` (the node driver: messages in from an
+//! `Address`, messages out to one, time in, the next timeout out), so none of them maps
+//! addresses to requesters or wraps replies itself.
 //! The client side (`client`: leader cache, produce retry policy, fetch cursor, the group
 //! consumer's wire translation) is sans-I/O too, so the simulator drives the same client
 //! code that `skein produce` / `skein consume` run.
