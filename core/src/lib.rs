@@ -26,6 +26,8 @@ pub mod probe;
 pub mod producer;
 pub mod raft;
 pub mod replica;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod types;
 
 pub use types::*;
