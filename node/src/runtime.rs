@@ -433,11 +433,7 @@ impl Machine {
                 }
                 NodeOutput::Broker(e) => log_broker_event(&e),
                 NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
-                NodeOutput::RoleChanged {
-                    active,
-                    term,
-                    leader,
-                } => tracing::info!(active, term, ?leader, "controller role"),
+                role @ NodeOutput::RoleChanged { .. } => tracing::info!(?role, "controller"),
             }
         }
     }
