@@ -349,6 +349,29 @@ mod tests {
     }
 
     #[test]
+    fn a_node_is_addressed_as_what_it_runs() {
+        let config = crate::broker::BrokerConfig::default();
+        let (b, _) = Broker::open(4, config, MemStorage::new(), 0).expect("a fresh broker opens");
+        let mut broker = Node::Broker(Box::new(b));
+        assert_eq!(broker.address(), Address::Node(4));
+        assert!(broker.broker().is_some() && broker.controller().is_none());
+        // A fresh broker registers with the controller at once.
+        let to_controller = broker.poll_outputs().iter().any(|o| {
+            matches!(
+                o,
+                NodeOutput::Send {
+                    to: Address::Controller(1),
+                    msg: Message::ControllerRequest(_)
+                }
+            )
+        });
+        assert!(to_controller);
+        let controller = Node::Controller(controller());
+        assert_eq!(controller.address(), Address::Controller(1));
+        assert!(controller.controller().is_some_and(|c| c.is_active()));
+    }
+
+    #[test]
     fn requester_and_address_map_both_ways() {
         for r in [Requester::Broker(3), Requester::Client(9)] {
             assert_eq!(Requester::from_address(r.into()), Some(r));
