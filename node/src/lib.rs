@@ -4,9 +4,9 @@
 //! files and timers. Data flow: bytes arrive on a TCP connection (one tokio task per
 //! connection), are decoded as [`frame::Frame`]s and handed, tagged with the sender's
 //! address, to the single task that owns the node's state machine (a broker or the
-//! controller, see [`runtime`]). That task feeds them to `handle`, calls `tick` at
-//! `next_timeout`, and routes every output message back out over the connection to its
-//! destination. [`client`] is the other end: the producer, consumer and admin calls the
+//! controller behind core's node driver, `skein_core::node`, see [`runtime`]). That task
+//! feeds them to `step`, calls `handle_timeout` at `poll_timeout`, and routes every output
+//! message back out over the connection to the address it names. [`client`] is the other end: the producer, consumer and admin calls the
 //! `skein` CLI uses. [`config`] reads and validates the TOML configuration.
 
 pub mod client;

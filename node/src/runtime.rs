@@ -4,7 +4,8 @@
 //! them, tagged with the peer's address, to the state machine) and a writer; per peer this
 //! node sends to (brokers: the controller and every other broker) one outbound task that
 //! dials on demand and also reads what comes back on that connection; and a single task
-//! owning the state machine, fed by an mpsc channel and woken at `next_timeout`. Messages
+//! owning the state machine (core's node driver, `skein_core::node::Node`), fed by an mpsc
+//! channel and woken at its `poll_timeout`. Messages
 //! that cannot be delivered (peer down, queue full) are dropped and logged: the state
 //! machines are built for lossy networks and retry.
 
@@ -12,10 +13,11 @@ use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
-use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
-use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
+use skein_core::broker::{Broker, BrokerConfig, BrokerEvent};
+use skein_core::controller::{Controller, ControllerConfig};
 use skein_core::log::{FileStorage, Storage, StorageError};
 use skein_core::message::{Address, Message};
+use skein_core::node::{ControllerNode, Machine as _, Node, NodeOutput};
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
 use std::collections::BTreeMap;
@@ -323,12 +325,17 @@ pub async fn start(
             for (tp, summary) in reports {
                 tracing::info!(%tp, ?summary, "recovered partition log");
             }
-            (Peer::Node(id), Machine::Broker(Box::new(broker)))
+            (Peer::Node(id), Machine(Node::Broker(Box::new(broker))))
         }
         Role::Controller => {
             let controller = Controller::open(storage, controller_config(&cfg), clock.now())
                 .map_err(|e| StartError::Controller(e.to_string()))?;
-            (Peer::Controller, Machine::Controller(Box::new(controller)))
+            (
+                Peer::Controller,
+                Machine(Node::Controller(ControllerNode::Single(Box::new(
+                    controller,
+                )))),
+            )
         }
     };
 
@@ -404,88 +411,44 @@ impl Clock {
     }
 }
 
-enum Machine {
-    Broker(Box<Broker<PolicyStorage>>),
-    Controller(Box<Controller<PolicyStorage>>),
-}
+/// The node's state machine, as core's driver runs it (addresses in, addressed messages
+/// out), plus what only a real process does with it: logging, metrics, shutdown.
+struct Machine(Node<PolicyStorage>);
 
 impl Machine {
-    fn next_timeout(&self) -> Option<Nanos> {
-        match self {
-            Machine::Broker(b) => b.next_timeout(),
-            Machine::Controller(c) => c.next_timeout(),
-        }
-    }
-
-    fn tick(&mut self, now: Nanos) {
-        match self {
-            Machine::Broker(b) => b.tick(now),
-            Machine::Controller(c) => c.tick(now),
-        }
-    }
-
     fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
-        match self {
-            Machine::Broker(b) => b.handle(now, from, msg),
-            Machine::Controller(c) => {
-                let requester = match from {
-                    Address::Node(n) => Requester::Broker(n),
-                    Address::Client(c) => Requester::Client(c),
-                    Address::Controller(_) => return,
-                };
-                match msg {
-                    Message::ControllerRequest(req) => c.handle(now, requester, req),
-                    // Clients may ask the controller for metadata with the broker message
-                    // too: answer from the controller's image.
-                    other => {
-                        tracing::debug!(%from, msg = other.name(), "controller ignores message")
-                    }
-                }
-            }
+        let name = msg.name();
+        if !self.0.step(now, from, msg) {
+            // Clients may ask the controller for metadata with the broker message too.
+            tracing::debug!(%from, msg = name, "node ignores message");
         }
     }
 
     fn route(&mut self, router: &Router, metrics: &mut Metrics) {
-        match self {
-            Machine::Broker(b) => {
-                for out in b.drain_outputs() {
-                    match out {
-                        Output::Send { to, msg } => {
-                            metrics.sending(to, &msg);
-                            router.send(to, msg)
-                        }
-                        Output::Event(e) => log_broker_event(&e),
-                    }
+        for out in self.0.poll_outputs() {
+            match out {
+                NodeOutput::Send { to, msg } => {
+                    metrics.sending(to, &msg);
+                    router.send(to, msg)
                 }
-            }
-            Machine::Controller(c) => {
-                for out in c.drain_outputs() {
-                    match out {
-                        ControllerOutput::Send { to, response } => {
-                            let to = match to {
-                                Requester::Broker(n) => Address::Node(n),
-                                Requester::Client(c) => Address::Client(c),
-                            };
-                            router.send(to, Message::ControllerResponse(response));
-                        }
-                        ControllerOutput::Event(e) => tracing::info!(event = ?e, "controller"),
-                    }
-                }
+                NodeOutput::Broker(e) => log_broker_event(&e),
+                NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
+                role @ NodeOutput::RoleChanged { .. } => tracing::info!(?role, "controller"),
             }
         }
     }
 
     /// Starts a broker's controlled shutdown (the controller has nothing to hand over).
     fn begin_shutdown(&mut self, now: Nanos) {
-        if let Machine::Broker(b) = self {
+        if let Some(b) = self.0.broker_mut() {
             b.begin_controlled_shutdown(now);
         }
     }
 
     fn ready_to_stop(&self) -> bool {
-        match self {
-            Machine::Broker(b) => b.ready_to_stop(),
-            Machine::Controller(_) => true,
+        match self.0.broker() {
+            Some(b) => b.ready_to_stop(),
+            None => true,
         }
     }
 
@@ -493,7 +456,7 @@ impl Machine {
     /// pending flushes now (their outputs are discarded), then fsyncs every log and
     /// writes the HW checkpoint.
     fn shut_down(&mut self, now: Nanos) {
-        if let Machine::Broker(b) = self {
+        if let Some(b) = self.0.broker_mut() {
             let flush = b.config().flush_interval;
             if flush > 0 {
                 b.tick(now + flush);
@@ -519,9 +482,9 @@ impl Machine {
     }
 
     fn stats(&self, metrics: &Metrics) -> crate::stats::StatsSnapshot {
-        match self {
-            Machine::Broker(b) => metrics.snapshot(Some(b.id()), &b.views()),
-            Machine::Controller(_) => metrics.snapshot(None, &[]),
+        match self.0.broker() {
+            Some(b) => metrics.snapshot(Some(b.id()), &b.views()),
+            None => metrics.snapshot(None, &[]),
         }
     }
 }
@@ -563,7 +526,7 @@ async fn run_machine(
         if stop_by.is_some_and(|by| machine.ready_to_stop() || Instant::now() >= by) {
             break;
         }
-        let deadline = machine.next_timeout().map(|t| clock.instant(t));
+        let deadline = machine.0.poll_timeout().map(|t| clock.instant(t));
         let deadline = match (deadline, stop_by) {
             (Some(d), Some(by)) => Some(d.min(by)),
             (d, by) => d.or(by),
@@ -575,7 +538,7 @@ async fn run_machine(
                 stop_by = Some(Instant::now() + CONTROLLED_SHUTDOWN_WAIT);
                 machine.begin_shutdown(clock.now());
             }
-            _ = sleep_until_opt(deadline) => machine.tick(clock.now()),
+            _ = sleep_until_opt(deadline) => machine.0.handle_timeout(clock.now()),
             input = inbox.recv() => match input {
                 Some(first) => {
                     let mut next = Some(first);
@@ -585,10 +548,8 @@ async fn run_machine(
                         match input {
                             Input::Msg(msg) => {
                                 metrics.received(from, &msg, at);
-                                let sync = matches!(
-                                    (&machine, &msg),
-                                    (Machine::Controller(_), Message::ControllerRequest(_))
-                                )
+                                let sync = (machine.0.broker().is_none()
+                                    && matches!(msg, Message::ControllerRequest(_)))
                                 .then(|| msg.name());
                                 machine.handle(clock.now(), from, msg);
                                 if let Some(name) = sync {
@@ -606,7 +567,7 @@ async fn run_machine(
                         }
                     }
                     // Run what fell due (the group-commit fsync) before any reply leaves.
-                    machine.tick(clock.now());
+                    machine.0.handle_timeout(clock.now());
                 }
                 None => break,
             },

@@ -10,7 +10,8 @@
 //! streams ([`rng`]), draws a fault schedule ([`faults`]), and runs a discrete-event loop
 //! ([`queue`]) in which every message between brokers, the controller and clients passes
 //! through the network model ([`net`]), every disk access through a fault-injecting
-//! in-memory disk, and every node sees time through its own clock ([`clock`]). After each
+//! in-memory disk, and every node sees time through its own clock ([`clock`]); brokers and
+//! controllers are driven through core's node driver (`skein_core::node`). After each
 //! event the [`invariants`] are checked against read-only views of the brokers; every
 //! event is folded into the [`trace`] hash.
 //! Consumer-group members ([`group_client`]) drive the real `GroupConsumer` against the

@@ -275,12 +275,12 @@ fn apply(w: &mut World, a: &Action, next_value: &mut u64, down: &mut BTreeSet<No
         Action::Isolate(n) => w.isolate(Address::Node(*n)),
         Action::Heal => w.cut.clear(),
         Action::CrashController => {
-            if w.controller.is_some() {
+            if w.controller().is_some() {
                 w.crash_controller();
             }
         }
         Action::RestartController => {
-            if w.controller.is_none() {
+            if w.controller().is_none() {
                 w.restart_controller();
             }
         }
@@ -324,7 +324,7 @@ proptest! {
         }
         // Heal everything and let the cluster settle.
         w.cut.clear();
-        if w.controller.is_none() {
+        if w.controller().is_none() {
             w.restart_controller();
         }
         for n in std::mem::take(&mut down) {

@@ -2,9 +2,10 @@
 //! connected by an in-test router that can cut links, drop messages and crash nodes.
 
 use super::*;
-use crate::controller::{Controller, ControllerConfig, ControllerOutput, Requester, TopicConfig};
+use crate::controller::{Controller, ControllerConfig, TopicConfig};
 use crate::log::{MemStorage, ProducerInfo};
-use std::collections::VecDeque;
+use crate::node::Machine as _;
+use crate::testing::Cluster;
 
 pub(crate) const MS: Nanos = 1_000_000;
 
@@ -38,161 +39,67 @@ pub(crate) fn controller_config() -> ControllerConfig {
     }
 }
 
-/// A whole cluster in one deterministic world.
+/// A whole cluster in one deterministic world: core's shared harness ([`Cluster`], which
+/// it derefs to for the nodes, disks, queue and links) plus the produce bookkeeping these
+/// tests share.
 pub(crate) struct World {
-    pub now: Nanos,
+    pub net: Cluster,
     pub config: BrokerConfig,
-    pub disks: BTreeMap<NodeId, MemStorage>,
-    pub brokers: BTreeMap<NodeId, Broker<MemStorage>>,
-    pub controller_disk: MemStorage,
-    pub controller: Option<Controller<MemStorage>>,
-    pub queue: VecDeque<(Address, Address, Message)>,
-    /// Messages delivered to clients.
-    pub inbox: Vec<(u64, Message)>,
-    /// Directed links that drop everything.
-    pub cut: BTreeSet<(Address, Address)>,
-    pub events: Vec<(NodeId, BrokerEvent)>,
     pub correlation: u64,
     /// Values of acks=all produce requests, by correlation.
     pub acks_all: BTreeMap<u64, Vec<u8>>,
 }
 
+impl std::ops::Deref for World {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.net
+    }
+}
+
+impl std::ops::DerefMut for World {
+    fn deref_mut(&mut self) -> &mut Cluster {
+        &mut self.net
+    }
+}
+
 impl World {
     pub fn new(ids: &[NodeId], config: BrokerConfig) -> Self {
-        let controller_disk = MemStorage::new();
-        let controller =
-            Controller::open(controller_disk.clone(), controller_config(), 0).expect("controller");
+        let mut net = Cluster::new();
+        net.start_controller(controller_config());
         let mut w = Self {
-            now: 0,
+            net,
             config,
-            disks: BTreeMap::new(),
-            brokers: BTreeMap::new(),
-            controller_disk,
-            controller: Some(controller),
-            queue: VecDeque::new(),
-            inbox: Vec::new(),
-            cut: BTreeSet::new(),
-            events: Vec::new(),
             correlation: 0,
             acks_all: BTreeMap::new(),
         };
         for &id in ids {
-            w.disks.insert(id, MemStorage::new());
             w.start(id);
         }
         w
     }
 
     pub fn start(&mut self, id: NodeId) {
-        let disk = self.disks[&id].clone();
-        let (b, _reports) = Broker::open(id, self.config.clone(), disk, self.now).expect("open");
-        self.brokers.insert(id, b);
-        self.collect();
+        let config = self.config.clone();
+        self.net.start_broker(id, config);
     }
 
     /// Crash a broker: it loses every unsynced byte and every message in flight to it.
     pub fn crash(&mut self, id: NodeId) {
-        self.brokers.remove(&id);
-        self.disks[&id].crash_lose_unsynced();
-        self.queue.retain(|(_, to, _)| *to != Address::Node(id));
+        self.net.crash_broker(id);
     }
 
     pub fn crash_controller(&mut self) {
-        self.controller = None;
-        self.controller_disk.crash_lose_unsynced();
-        self.queue
-            .retain(|(_, to, _)| *to != Address::Controller(1));
+        self.net.crash_controller(1);
     }
 
     pub fn restart_controller(&mut self) {
-        let c = Controller::open(self.controller_disk.clone(), controller_config(), self.now)
-            .expect("controller reopen");
-        self.controller = Some(c);
+        self.net.start_controller(controller_config());
     }
 
-    /// Cut (both directions) every link between `a` and anything else.
-    pub fn isolate(&mut self, a: Address) {
-        let mut all: Vec<Address> = self.brokers.keys().map(|&n| Address::Node(n)).collect();
-        all.push(Address::Controller(1));
-        for b in all {
-            if b != a {
-                self.cut.insert((a, b));
-                self.cut.insert((b, a));
-            }
-        }
-    }
-
-    pub fn collect(&mut self) {
-        for (&id, b) in self.brokers.iter_mut() {
-            for o in b.drain_outputs() {
-                match o {
-                    Output::Send { to, msg } => self.queue.push_back((Address::Node(id), to, msg)),
-                    Output::Event(e) => self.events.push((id, e)),
-                }
-            }
-        }
-        if let Some(c) = &mut self.controller {
-            for o in c.drain_outputs() {
-                if let ControllerOutput::Send { to, response } = o {
-                    let to = match to {
-                        Requester::Broker(n) => Address::Node(n),
-                        Requester::Client(c) => Address::Client(c),
-                    };
-                    self.queue.push_back((
-                        Address::Controller(1),
-                        to,
-                        Message::ControllerResponse(response),
-                    ));
-                }
-            }
-        }
-    }
-
-    pub fn deliver(&mut self, from: Address, to: Address, msg: Message) {
-        if self.cut.contains(&(from, to)) {
-            return;
-        }
-        let now = self.now;
-        match to {
-            Address::Node(n) => {
-                if let Some(b) = self.brokers.get_mut(&n) {
-                    b.handle(now, from, msg);
-                }
-            }
-            Address::Controller(_) => {
-                let (Some(c), Message::ControllerRequest(req)) = (&mut self.controller, msg) else {
-                    return;
-                };
-                let requester = match from {
-                    Address::Node(n) => Requester::Broker(n),
-                    Address::Client(c) => Requester::Client(c),
-                    Address::Controller(_) => return,
-                };
-                c.handle(now, requester, req);
-            }
-            Address::Client(c) => self.inbox.push((c, msg)),
-        }
-        self.collect();
-    }
-
-    pub fn deliver_all(&mut self) {
-        let mut n = 0;
-        while let Some((from, to, msg)) = self.queue.pop_front() {
-            self.deliver(from, to, msg);
-            n += 1;
-            assert!(n < 100_000, "message storm");
-        }
-    }
-
-    pub fn tick_all(&mut self) {
-        let now = self.now;
-        for b in self.brokers.values_mut() {
-            b.tick(now);
-        }
-        if let Some(c) = &mut self.controller {
-            c.tick(now);
-        }
-        self.collect();
+    /// The controller, while up.
+    pub fn controller(&self) -> Option<&Controller<MemStorage>> {
+        self.net.single_controller()
     }
 
     pub fn run(&mut self, duration: Nanos) {
@@ -701,8 +608,8 @@ fn next_timeout_never_spins_and_idle_cluster_sleeps() {
         let next = w
             .brokers
             .values()
-            .filter_map(|b| b.next_timeout())
-            .chain(w.controller.as_ref().and_then(|c| c.next_timeout()))
+            .filter_map(|b| b.poll_timeout())
+            .chain(w.controllers.values().filter_map(|c| c.poll_timeout()))
             .min()
             .expect("some timer");
         assert!(
@@ -759,7 +666,7 @@ fn flip_bit_in_log(w: &World, id: NodeId) {
 }
 
 fn controller_leader(w: &World) -> Option<NodeId> {
-    let c = w.controller.as_ref().expect("controller up");
+    let c = w.controller().expect("controller up");
     c.image().partition(&tp()).expect("partition").leader
 }
 
@@ -928,7 +835,7 @@ fn last_isr_member_whose_log_fails_to_open_gives_way_to_an_eligible_replica() {
     // Registered and heartbeating, but offline for the partition: not elected, and the
     // controller knows why.
     assert_eq!(controller_leader(&w), None);
-    let c = w.controller.as_ref().unwrap();
+    let c = w.controller().unwrap();
     assert!(c.offline_partitions(leader).contains(&tp()));
     assert!(c.image().is_unfenced(leader));
     // The other replicas come back. They left an ISR already below min.insync.replicas,
@@ -1014,8 +921,9 @@ fn controlled_shutdown_hands_leadership_over_then_syncs() {
     let mut w = three();
     let old = w.leader().unwrap();
     let a = w.produce_wait(Acks::All, "a").unwrap();
+    let now = w.now;
     let b = w.brokers.get_mut(&old).unwrap();
-    b.begin_controlled_shutdown(w.now);
+    b.begin_controlled_shutdown(now);
     assert!(matches!(
         b.shutdown_phase(),
         Some(ShutdownPhase::Requested { .. })
@@ -1065,8 +973,9 @@ fn controlled_shutdown_of_an_unregistered_broker_is_ready_at_once() {
     let mut w = World::new(&[1], broker_config());
     w.crash_controller();
     w.start(1);
+    let now = w.now;
     let b = w.brokers.get_mut(&1).unwrap();
-    b.begin_controlled_shutdown(w.now);
+    b.begin_controlled_shutdown(now);
     assert!(b.ready_to_stop());
 }
 

@@ -6,105 +6,14 @@
 
 use super::{Slot, World};
 use crate::disk::SimDisk;
-use skein_core::controller::{
-    Controller, ControllerOutput, ControllerRequest, MetadataImage, QuorumController, QuorumOutput,
-    Requester,
-};
-use skein_core::raft::{Message as RaftMessage, Raft, Role};
-use skein_core::{Nanos, NodeId};
+use skein_core::controller::MetadataImage;
+use skein_core::node::ControllerNode;
+use skein_core::raft::Role;
+use skein_core::NodeId;
 use std::collections::BTreeMap;
 
-/// One controller node's state machine.
-pub(super) enum CtlMachine {
-    Single(Box<Controller<SimDisk>>),
-    Quorum(Box<QuorumController<SimDisk>>),
-}
-
-/// What a controller step produced: replies and events, and Raft messages to peers.
-pub(super) struct CtlOutputs {
-    pub(super) controller: Vec<ControllerOutput>,
-    pub(super) peers: Vec<(NodeId, RaftMessage)>,
-    /// Role changes of a quorum node (active?, term, leader hint), for the trace.
-    pub(super) roles: Vec<(bool, u64, Option<NodeId>)>,
-}
-
-impl CtlMachine {
-    pub(super) fn handle(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
-        match self {
-            CtlMachine::Single(c) => c.handle(now, from, request),
-            CtlMachine::Quorum(q) => q.handle(now, from, request),
-        }
-    }
-
-    /// A Raft message from controller `from` (a single controller has no peers).
-    pub(super) fn peer(&mut self, now: Nanos, from: NodeId, message: RaftMessage) {
-        if let CtlMachine::Quorum(q) = self {
-            q.handle_peer(now, from, message);
-        }
-    }
-
-    pub(super) fn tick(&mut self, now: Nanos) {
-        match self {
-            CtlMachine::Single(c) => c.tick(now),
-            CtlMachine::Quorum(q) => q.tick(now),
-        }
-    }
-
-    pub(super) fn next_timeout(&self) -> Option<Nanos> {
-        match self {
-            CtlMachine::Single(c) => c.next_timeout(),
-            CtlMachine::Quorum(q) => q.next_timeout(),
-        }
-    }
-
-    pub(super) fn drain(&mut self) -> CtlOutputs {
-        let mut out = CtlOutputs {
-            controller: Vec::new(),
-            peers: Vec::new(),
-            roles: Vec::new(),
-        };
-        match self {
-            CtlMachine::Single(c) => out.controller = c.drain_outputs(),
-            CtlMachine::Quorum(q) => {
-                for o in q.drain_outputs() {
-                    match o {
-                        QuorumOutput::Controller(c) => out.controller.push(c),
-                        QuorumOutput::Peer { to, message } => out.peers.push((to, message)),
-                        QuorumOutput::RoleChanged {
-                            active,
-                            term,
-                            leader,
-                        } => out.roles.push((active, term, leader)),
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// The image of the committed metadata records.
-    pub(super) fn image(&self) -> &MetadataImage {
-        match self {
-            CtlMachine::Single(c) => c.image(),
-            CtlMachine::Quorum(q) => q.committed_image(),
-        }
-    }
-
-    /// Whether this node decides (a single controller always does).
-    pub(super) fn is_active(&self) -> bool {
-        match self {
-            CtlMachine::Single(_) => true,
-            CtlMachine::Quorum(q) => q.is_active(),
-        }
-    }
-
-    pub(super) fn raft(&self) -> Option<&Raft<SimDisk>> {
-        match self {
-            CtlMachine::Single(_) => None,
-            CtlMachine::Quorum(q) => Some(q.raft()),
-        }
-    }
-}
+/// One controller node's state machine (core's driver of a single or quorum controller).
+pub(super) type CtlMachine = ControllerNode<SimDisk>;
 
 /// The committed metadata the audits judge ISRs against: [`newest_image`], but with a
 /// quorum only while some live node has applied every entry ever seen committed (else the

@@ -1,16 +1,18 @@
 //! Message delivery and node timers: sending through the network model (which may drop,
 //! delay or duplicate), delivering to a node when it is free (busy with disk I/O or
 //! paused: the message waits), dropping messages to a dead incarnation, ticking nodes, and
-//! routing what a broker or the controller produced after each step.
+//! routing what a broker or a controller produced after each step (core's node driver,
+//! `skein_core::node`, speaks addresses for both).
 
 use super::{Ev, TimerDue, World, ADMIN};
 use crate::client::TOPIC;
 use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
 use crate::trace::{Arrival, Fields};
-use skein_core::broker::{BrokerEvent, Output};
-use skein_core::controller::{ControllerEvent, ControllerOutput, Requester};
+use skein_core::broker::BrokerEvent;
+use skein_core::controller::ControllerEvent;
 use skein_core::message::{Address, FetchResult, Message};
+use skein_core::node::{Machine, NodeOutput};
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 
@@ -246,7 +248,7 @@ impl World {
                     return;
                 };
                 let diverging = diverging_answer(from, &msg);
-                b.handle(local, from, msg);
+                b.step(local, from, msg);
                 self.after_broker_step(n, now);
                 if let Some(answer) = diverging {
                     self.check_log_matching(now, n, answer);
@@ -263,15 +265,8 @@ impl World {
                 let Some(c) = slot.machine.as_mut() else {
                     return;
                 };
-                match (from, msg) {
-                    (Address::Node(n), Message::ControllerRequest(req)) => {
-                        c.handle(local, Requester::Broker(n), req)
-                    }
-                    (Address::Client(n), Message::ControllerRequest(req)) => {
-                        c.handle(local, Requester::Client(n), req)
-                    }
-                    (Address::Controller(peer), Message::Raft(m)) => c.peer(local, peer, m),
-                    _ => return,
+                if !c.step(local, from, msg) {
+                    return;
                 }
                 self.after_controller_step(id, now);
             }
@@ -319,7 +314,7 @@ impl World {
                 let Some(b) = slot.machine.as_mut() else {
                     return;
                 };
-                b.tick(local);
+                b.handle_timeout(local);
                 self.after_broker_step(n, now);
             }
             Address::Controller(id) => {
@@ -330,7 +325,7 @@ impl World {
                 let Some(c) = slot.machine.as_mut() else {
                     return;
                 };
-                c.tick(local);
+                c.handle_timeout(local);
                 self.after_controller_step(id, now);
             }
             Address::Client(_) => {}
@@ -347,8 +342,8 @@ impl World {
         let Some(b) = slot.machine.as_mut() else {
             return;
         };
-        let outputs = b.drain_outputs();
-        let next = b.next_timeout();
+        let outputs = b.poll_outputs();
+        let next = b.poll_timeout();
         if self.tracer.recording() {
             let views = b.views();
             self.tracer.fields(
@@ -361,7 +356,7 @@ impl World {
         }
         let from = Address::Node(id);
         for o in outputs {
-            if let Output::Event(e) = &o {
+            if let NodeOutput::Broker(e) = &o {
                 let seq = self.q.len() as u64;
                 self.tracer
                     .event(now, seq, "broker-event", "", &[id as u64], || {
@@ -371,7 +366,7 @@ impl World {
                     .fields(now, Fields::BrokerEvent { node: id, event: e });
             }
             match o {
-                Output::Send { to, msg } => {
+                NodeOutput::Send { to, msg } => {
                     if let Address::Client(c) = to {
                         self.check_client_response(id, c, now, &msg);
                     }
@@ -379,7 +374,7 @@ impl World {
                 }
                 // The replication invariants watch every topic (the simulator's and
                 // __consumer_offsets); the client-facing ones only the simulator's.
-                Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
+                NodeOutput::Broker(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
                     tp,
                     leader_epoch,
                     high_watermark,
@@ -387,14 +382,14 @@ impl World {
                     self.checker
                         .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
                 }
-                Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
+                NodeOutput::Broker(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
                     tp,
                     epoch,
                     log_end_offset,
                 })) => {
                     self.checker.on_became_leader(&tp, epoch, log_end_offset);
                 }
-                Output::Event(BrokerEvent::OffsetsCommitted {
+                NodeOutput::Broker(BrokerEvent::OffsetsCommitted {
                     group,
                     coordinator_epoch,
                     offsets,
@@ -408,7 +403,7 @@ impl World {
                         gc.on_committed(&mut self.checker, now, id, coordinator_epoch, &offsets);
                     }
                 }
-                Output::Event(_) => {}
+                _ => {}
             }
         }
         self.set_node_timer(Address::Node(id), now, next);
@@ -423,39 +418,39 @@ impl World {
         let Some(c) = slot.machine.as_mut() else {
             return;
         };
-        let outs = c.drain();
-        let next = c.next_timeout();
+        let outs = c.poll_outputs();
+        let next = c.poll_timeout();
         let me = Address::Controller(id);
-        for (active, term, leader) in outs.roles {
-            let seq = self.q.len() as u64;
-            let words = [id as u64, active as u64, term, leader.unwrap_or(0) as u64];
-            self.tracer
-                .event(now, seq, "controller-role", "", &words, || {
-                    format!("controller-{id}: active {active}, term {term}, leader {leader:?}")
-                });
-        }
-        for (to, m) in outs.peers {
-            self.send(send_at, me, Address::Controller(to), Message::Raft(m));
-        }
-        for o in outs.controller {
-            if let ControllerOutput::Event(e) = &o {
-                let seq = self.q.len() as u64;
-                self.tracer
-                    .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
-                self.tracer.fields(now, Fields::ControllerEvent(e));
-                if let ControllerEvent::UncleanLeaderElection {
-                    tp, leader_epoch, ..
-                } = e
-                {
-                    self.checker.on_unclean_election(tp, *leader_epoch);
+        for o in outs {
+            match o {
+                NodeOutput::RoleChanged {
+                    active,
+                    term,
+                    leader,
+                } => {
+                    let seq = self.q.len() as u64;
+                    let words = [id as u64, active as u64, term, leader.unwrap_or(0) as u64];
+                    self.tracer
+                        .event(now, seq, "controller-role", "", &words, || {
+                            format!(
+                                "controller-{id}: active {active}, term {term}, leader {leader:?}"
+                            )
+                        });
                 }
-            }
-            if let ControllerOutput::Send { to, response } = o {
-                let to = match to {
-                    Requester::Broker(n) => Address::Node(n),
-                    Requester::Client(c) => Address::Client(c),
-                };
-                self.send(send_at, me, to, Message::ControllerResponse(response));
+                NodeOutput::Send { to, msg } => self.send(send_at, me, to, msg),
+                NodeOutput::Controller(e) => {
+                    let seq = self.q.len() as u64;
+                    self.tracer
+                        .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                    self.tracer.fields(now, Fields::ControllerEvent(&e));
+                    if let ControllerEvent::UncleanLeaderElection {
+                        tp, leader_epoch, ..
+                    } = e
+                    {
+                        self.checker.on_unclean_election(&tp, leader_epoch);
+                    }
+                }
+                NodeOutput::Broker(_) => {}
             }
         }
         self.set_node_timer(me, now, next);

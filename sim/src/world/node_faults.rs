@@ -12,6 +12,7 @@ use crate::time::SimTime;
 use crate::trace::Fields;
 use rand::Rng;
 use skein_core::message::Address;
+use skein_core::node::Machine as _;
 
 /// The controller id a resolved controller target names ("the controller" of a single
 /// controller is controller 1; with a quorum it is resolved before a fault applies).
@@ -374,7 +375,7 @@ impl World {
                     .controllers
                     .get(&id)
                     .and_then(|s| s.machine.as_ref())
-                    .and_then(|c| c.next_timeout());
+                    .and_then(|c| c.poll_timeout());
                 if next.is_some() {
                     self.set_node_timer(Address::Controller(id), now, next);
                 }

@@ -1,0 +1,217 @@
+//! The simulated consumer: assigned every partition of the topic, it polls each one's
+//! leader by offset through core's fetch cursor and records what it read in the history.
+
+use super::*;
+
+struct Poll {
+    corr: u64,
+    sent_at: SimTime,
+}
+
+/// A consumer assigned every partition of the topic.
+pub struct Consumer {
+    pub client: u64,
+    partitions: u32,
+    meta: MetaCache,
+    corr: u64,
+    assigned: bool,
+    cursors: BTreeMap<u32, FetchCursor>,
+    next_poll: BTreeMap<u32, SimTime>,
+    polls: BTreeMap<u32, Poll>,
+    pub records: u64,
+}
+
+impl Consumer {
+    /// `ignore_truncation`: the bug zoo's `consumer-ignores-truncation`.
+    pub fn new(client: u64, partitions: u32, ignore_truncation: bool) -> Self {
+        let cursor = FetchCursor::new(0).ignoring_truncation(ignore_truncation);
+        Self {
+            client,
+            partitions,
+            meta: MetaCache::new(partitions),
+            corr: 0,
+            assigned: false,
+            cursors: (0..partitions).map(|p| (p, cursor.clone())).collect(),
+            next_poll: (0..partitions).map(|p| (p, 0)).collect(),
+            polls: BTreeMap::new(),
+            records: 0,
+        }
+    }
+
+    pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.assigned {
+            self.assigned = true;
+            for p in 0..self.partitions {
+                ctx.history.push(
+                    ctx.now,
+                    process_id(self.client, p),
+                    EventType::Ok,
+                    Function::Assign,
+                    Value::Assign(AssignValue {
+                        partitions: vec![(TOPIC.into(), p)],
+                        ..AssignValue::default()
+                    }),
+                );
+            }
+        }
+        for p in 0..self.partitions {
+            if let Some(poll) = self.polls.get(&p) {
+                if ctx.now >= poll.sent_at + REQUEST_TIMEOUT {
+                    self.polls.remove(&p);
+                    ctx.history.push(
+                        ctx.now,
+                        process_id(self.client, p),
+                        EventType::Info,
+                        Function::Poll,
+                        Value::Null,
+                    );
+                    self.meta.invalidate();
+                }
+            }
+        }
+        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.send_polls(ctx);
+    }
+
+    fn send_polls(&mut self, ctx: &mut Ctx<'_>) {
+        for p in 0..self.partitions {
+            if self.polls.contains_key(&p) || self.next_poll[&p] > ctx.now {
+                continue;
+            }
+            let Some(leader) = self.meta.leader(p) else {
+                continue;
+            };
+            self.corr += 1;
+            self.polls.insert(
+                p,
+                Poll {
+                    corr: self.corr,
+                    sent_at: ctx.now,
+                },
+            );
+            ctx.history.push(
+                ctx.now,
+                process_id(self.client, p),
+                EventType::Invoke,
+                Function::Poll,
+                Value::Null,
+            );
+            ctx.out.sends.push((
+                Address::Node(leader),
+                Message::ConsumerFetch(self.cursors[&p].request(self.corr, tp(p), 64 * 1024)),
+            ));
+        }
+    }
+
+    pub fn handle(&mut self, from: Address, msg: Message, ctx: &mut Ctx<'_>) {
+        match msg {
+            Message::MetadataResponse(r) => self.meta.on_response(&r),
+            Message::ConsumerFetchResponse(r) => self.on_fetch(from, r, ctx),
+            _ => {}
+        }
+        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.send_polls(ctx);
+    }
+
+    fn on_fetch(&mut self, from: Address, r: ConsumerFetchResponse, ctx: &mut Ctx<'_>) {
+        let p = r.tp.partition;
+        if self.polls.get(&p).map(|x| x.corr) != Some(r.correlation) {
+            return;
+        }
+        self.polls.remove(&p);
+        let process = process_id(self.client, p);
+        let served_by = match from {
+            Address::Node(n) => n,
+            _ => 0,
+        };
+        match r.result {
+            Ok(recs) => {
+                let cursor = self.cursors.entry(p).or_insert_with(|| FetchCursor::new(0));
+                let pos = cursor.position();
+                let taken = cursor.take(&recs);
+                let mut out = Vec::new();
+                let mut read = Vec::new();
+                for (offset, _, rec) in taken.records {
+                    let value = rec
+                        .value
+                        .as_deref()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
+                    out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
+                    read.push((offset, value.clone()));
+                    ctx.out.read.push((p, offset, value, served_by));
+                }
+                let next = cursor.position();
+                self.records += out.len() as u64;
+                ctx.out.cursor.push(CursorObs::Polled {
+                    p,
+                    from: pos,
+                    to: next,
+                    records: read,
+                    epoch: recs.leader_epoch,
+                });
+                let delay = if next > pos { 0 } else { POLL_INTERVAL };
+                self.next_poll.insert(p, ctx.now + delay);
+                ctx.history.push(
+                    ctx.now,
+                    process,
+                    EventType::Ok,
+                    Function::Poll,
+                    Value::Poll(PollValue { records: out }),
+                );
+            }
+            Err(e) => {
+                ctx.history.push(
+                    ctx.now,
+                    process,
+                    EventType::Fail,
+                    Function::Poll,
+                    Value::Null,
+                );
+                // A truncation (the cursor moved back to the divergence point) or records
+                // deleted by retention (it moved to the log start): core's cursor decides.
+                if let Some(cursor) = self.cursors.get_mut(&p) {
+                    if let Some(truncation) = cursor.on_error(&e) {
+                        ctx.out.cursor.push(CursorObs::Truncated { p, truncation });
+                    }
+                }
+                let from = Some(served_by).filter(|n| *n != 0);
+                self.meta.with_cache(|c| c.on_fetch_error(&r.tp, from, &e));
+                self.next_poll.insert(p, ctx.now + RETRY_BACKOFF);
+            }
+        }
+    }
+
+    pub fn next_wake(&self) -> Option<SimTime> {
+        let mut t = self.meta.next_wake(self.partitions);
+        let mut at = |x: SimTime| t = Some(t.map_or(x, |t: SimTime| t.min(x)));
+        if !self.assigned {
+            at(0);
+        }
+        for p in 0..self.partitions {
+            match self.polls.get(&p) {
+                Some(poll) => at(poll.sent_at + REQUEST_TIMEOUT),
+                None if self.meta.leader(p).is_some() => at(self.next_poll[&p]),
+                None => {}
+            }
+        }
+        t
+    }
+
+    pub fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        for p in std::mem::take(&mut self.polls).into_keys() {
+            ctx.history.push(
+                ctx.now,
+                process_id(self.client, p),
+                EventType::Info,
+                Function::Poll,
+                Value::Null,
+            );
+        }
+    }
+
+    /// Next offset this consumer will read in partition `p`.
+    pub fn position(&self, p: u32) -> Offset {
+        self.cursors.get(&p).map_or(0, FetchCursor::position)
+    }
+}
