@@ -13,9 +13,13 @@ use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, P
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent, Output};
-use skein_core::controller::{Controller, ControllerConfig, ControllerOutput, Requester};
+use skein_core::controller::{
+    Controller, ControllerConfig, ControllerOutput, QuorumConfig, QuorumController, QuorumOutput,
+    Requester,
+};
 use skein_core::log::{FileStorage, Storage, StorageError};
 use skein_core::message::{Address, Message};
+use skein_core::raft::RaftConfig;
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
 use std::collections::BTreeMap;
@@ -121,6 +125,15 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
         bugs: cfg.bugs,
+        controllers: cfg.cluster.controller_ids(),
+        // With a quorum (as in the simulator), a broker cut off from the active controller
+        // stops acknowledging before the controller fences it: its lease is two thirds of
+        // the controller's session timeout. A single controller keeps the brokers as they
+        // were (no lease).
+        session_timeout: cfg
+            .cluster
+            .is_quorum()
+            .then(|| controller_config(cfg).session_timeout / 3 * 2),
         ..d
     }
 }
@@ -138,6 +151,21 @@ pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
             ..d
         },
         None => d,
+    }
+}
+
+/// A quorum controller's configuration: the Raft voters are the cluster's controller ids.
+fn quorum_config(cfg: &ValidNodeConfig, id: u32) -> QuorumConfig {
+    let raft = RaftConfig {
+        // Election jitter must differ between the voters.
+        seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(id),
+        bugs: cfg.bugs.raft,
+        ..RaftConfig::new(id, cfg.cluster.controller_ids())
+    };
+    QuorumConfig {
+        controller: controller_config(cfg),
+        raft,
+        ..QuorumConfig::new(id, Vec::new())
     }
 }
 
@@ -325,36 +353,58 @@ pub async fn start(
             }
             (Peer::Node(id), Machine::Broker(Box::new(broker)))
         }
+        Role::Controller if cfg.cluster.is_quorum() => {
+            let id = cfg
+                .node_id
+                .expect("validated: quorum controllers have an id");
+            let controller = QuorumController::open(storage, quorum_config(&cfg, id), clock.now())
+                .map_err(|e| StartError::Controller(e.to_string()))?;
+            (Peer::Controller(id), Machine::Quorum(Box::new(controller)))
+        }
         Role::Controller => {
             let controller = Controller::open(storage, controller_config(&cfg), clock.now())
                 .map_err(|e| StartError::Controller(e.to_string()))?;
-            (Peer::Controller, Machine::Controller(Box::new(controller)))
+            (
+                Peer::Controller(1),
+                Machine::Controller(Box::new(controller)),
+            )
         }
     };
 
-    // Brokers dial the controller and every other broker; the controller dials nobody.
+    // Brokers dial every controller and every other broker; quorum controllers dial each
+    // other (Raft); a single controller dials nobody.
     let mut outbound = BTreeMap::new();
-    if let Peer::Node(id) = me {
-        let mut peers = vec![(Address::Controller(1), cfg.cluster.controller)];
-        peers.extend(
-            cfg.cluster
-                .brokers
-                .iter()
-                .filter(|(b, _)| *b != id)
-                .map(|(b, a)| (Address::Node(*b), *a)),
-        );
-        for (addr, sock) in peers {
-            let (tx, rx) = mpsc::channel(QUEUE);
-            outbound.insert(addr, tx);
-            tasks.push(tokio::spawn(outbound_task(
-                me,
-                addr,
-                sock,
-                rx,
-                inbox_tx.clone(),
-                max,
-            )));
-        }
+    let controllers = cfg
+        .cluster
+        .controllers
+        .iter()
+        .map(|(c, a)| (Address::Controller(*c), *a));
+    let peers: Vec<(Address, SocketAddr)> = match me {
+        Peer::Node(id) => controllers
+            .chain(
+                cfg.cluster
+                    .brokers
+                    .iter()
+                    .filter(|(b, _)| *b != id)
+                    .map(|(b, a)| (Address::Node(*b), *a)),
+            )
+            .collect(),
+        Peer::Controller(id) if cfg.cluster.is_quorum() => controllers
+            .filter(|(c, _)| *c != Address::Controller(id))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for (addr, sock) in peers {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        outbound.insert(addr, tx);
+        tasks.push(tokio::spawn(outbound_task(
+            me,
+            addr,
+            sock,
+            rx,
+            inbox_tx.clone(),
+            max,
+        )));
     }
     let router = Arc::new(Router {
         outbound,
@@ -407,6 +457,8 @@ impl Clock {
 enum Machine {
     Broker(Box<Broker<PolicyStorage>>),
     Controller(Box<Controller<PolicyStorage>>),
+    /// One controller of a Raft quorum.
+    Quorum(Box<QuorumController<PolicyStorage>>),
 }
 
 impl Machine {
@@ -414,6 +466,7 @@ impl Machine {
         match self {
             Machine::Broker(b) => b.next_timeout(),
             Machine::Controller(c) => c.next_timeout(),
+            Machine::Quorum(q) => q.next_timeout(),
         }
     }
 
@@ -421,6 +474,7 @@ impl Machine {
         match self {
             Machine::Broker(b) => b.tick(now),
             Machine::Controller(c) => c.tick(now),
+            Machine::Quorum(q) => q.tick(now),
         }
     }
 
@@ -442,6 +496,18 @@ impl Machine {
                     }
                 }
             }
+            Machine::Quorum(q) => match (from, msg) {
+                (Address::Controller(c), Message::Raft(m)) => q.handle_peer(now, c, m),
+                (Address::Node(n), Message::ControllerRequest(req)) => {
+                    q.handle(now, Requester::Broker(n), req)
+                }
+                (Address::Client(c), Message::ControllerRequest(req)) => {
+                    q.handle(now, Requester::Client(c), req)
+                }
+                (from, other) => {
+                    tracing::debug!(%from, msg = other.name(), "controller ignores message")
+                }
+            },
         }
     }
 
@@ -460,15 +526,28 @@ impl Machine {
             }
             Machine::Controller(c) => {
                 for out in c.drain_outputs() {
+                    route_controller_output(router, out);
+                }
+            }
+            Machine::Quorum(q) => {
+                for out in q.drain_outputs() {
                     match out {
-                        ControllerOutput::Send { to, response } => {
-                            let to = match to {
-                                Requester::Broker(n) => Address::Node(n),
-                                Requester::Client(c) => Address::Client(c),
-                            };
-                            router.send(to, Message::ControllerResponse(response));
+                        QuorumOutput::Peer { to, message } => {
+                            router.send(Address::Controller(to), Message::Raft(message))
                         }
-                        ControllerOutput::Event(e) => tracing::info!(event = ?e, "controller"),
+                        QuorumOutput::Controller(out) => route_controller_output(router, out),
+                        // Operators (and the kill -9 test) find the active controller here.
+                        QuorumOutput::RoleChanged {
+                            active,
+                            term,
+                            leader,
+                        } => tracing::info!(
+                            id = q.id(),
+                            active,
+                            term,
+                            ?leader,
+                            "controller quorum role changed"
+                        ),
                     }
                 }
             }
@@ -485,7 +564,7 @@ impl Machine {
     fn ready_to_stop(&self) -> bool {
         match self {
             Machine::Broker(b) => b.ready_to_stop(),
-            Machine::Controller(_) => true,
+            Machine::Controller(_) | Machine::Quorum(_) => true,
         }
     }
 
@@ -521,8 +600,22 @@ impl Machine {
     fn stats(&self, metrics: &Metrics) -> crate::stats::StatsSnapshot {
         match self {
             Machine::Broker(b) => metrics.snapshot(Some(b.id()), &b.views()),
-            Machine::Controller(_) => metrics.snapshot(None, &[]),
+            Machine::Controller(_) | Machine::Quorum(_) => metrics.snapshot(None, &[]),
         }
+    }
+}
+
+/// A controller's reply (to the broker or client that asked) or event (logged).
+fn route_controller_output(router: &Router, out: ControllerOutput) {
+    match out {
+        ControllerOutput::Send { to, response } => {
+            let to = match to {
+                Requester::Broker(n) => Address::Node(n),
+                Requester::Client(c) => Address::Client(c),
+            };
+            router.send(to, Message::ControllerResponse(response));
+        }
+        ControllerOutput::Event(e) => tracing::info!(event = ?e, "controller"),
     }
 }
 
@@ -690,7 +783,7 @@ async fn inbound_conn(
     let addr = match first {
         Ok(Ok(Some(Frame::Hello(Hello { from })))) => match from {
             Peer::Node(n) => Address::Node(n),
-            Peer::Controller => Address::Controller(1),
+            Peer::Controller(c) => Address::Controller(c),
             Peer::Client => Address::Client(router.next_conn.fetch_add(1, Ordering::Relaxed)),
         },
         Ok(Ok(None)) => return,
@@ -959,7 +1052,8 @@ mod tests {
             tuning,
             bugs: Vec::new(),
             cluster: ClusterConfig {
-                controller: "127.0.0.1:9000".into(),
+                controller: Some("127.0.0.1:9000".into()),
+                controllers: Vec::new(),
                 brokers: vec![BrokerEntry {
                     id: 1,
                     address: "127.0.0.1:9001".into(),

@@ -142,6 +142,32 @@ pub enum ControllerResponse {
     ControlledShutdown(Result<ControlledShutdownReply, ControllerError>),
 }
 
+impl ControllerResponse {
+    /// `Some(leader hint)` when the reply is a `NotController` refusal (the request was
+    /// not acted on: ask the hinted controller, or the next one). A client needs only this
+    /// to follow the active controller of a quorum.
+    pub fn not_controller(&self) -> Option<Option<NodeId>> {
+        let err = match self {
+            ControllerResponse::RegisterBroker(r) => r.as_ref().err(),
+            ControllerResponse::BrokerHeartbeat(r) => r.as_ref().err(),
+            ControllerResponse::AlterPartition { result, .. } => result.as_ref().err(),
+            ControllerResponse::CreateTopic { result, .. } => result.as_ref().err(),
+            ControllerResponse::DeleteTopic { result, .. }
+            | ControllerResponse::UpdateTopicConfig { result, .. } => result.as_ref().err(),
+            ControllerResponse::ElectPreferredLeaders { results } => {
+                results.first().and_then(|(_, r)| r.as_ref().err())
+            }
+            ControllerResponse::InitProducerId(r) => r.as_ref().err(),
+            ControllerResponse::Metadata(_) => None,
+            ControllerResponse::ControlledShutdown(r) => r.as_ref().err(),
+        };
+        match err {
+            Some(ControllerError::NotController { leader }) => Some(*leader),
+            _ => None,
+        }
+    }
+}
+
 /// Reply to `ControlledShutdown`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlledShutdownReply {
