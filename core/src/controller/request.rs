@@ -317,3 +317,48 @@ pub enum ControllerOutput {
     },
     Event(ControllerEvent),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_controller_is_read_from_every_refusable_reply() {
+        let e = ControllerError::NotController { leader: Some(2) };
+        let replies = [
+            ControllerResponse::RegisterBroker(Err(e.clone())),
+            ControllerResponse::CreateTopic {
+                name: "t".into(),
+                result: Err(e.clone()),
+            },
+            ControllerResponse::ElectPreferredLeaders {
+                results: vec![(TopicPartition::new("t", 0), Err(e.clone()))],
+            },
+            ControllerResponse::InitProducerId(Err(e)),
+        ];
+        for r in &replies {
+            assert_eq!(r.not_controller(), Some(Some(2)), "{r:?}");
+        }
+        let other = ControllerError::InvalidRequest { reason: "x".into() };
+        assert_eq!(
+            ControllerResponse::DeleteTopic {
+                name: "t".into(),
+                result: Err(other),
+            }
+            .not_controller(),
+            None
+        );
+        assert_eq!(
+            ControllerResponse::CreateTopic {
+                name: "t".into(),
+                result: Ok(1),
+            }
+            .not_controller(),
+            None
+        );
+        let hintless = ControllerResponse::BrokerHeartbeat(Err(ControllerError::NotController {
+            leader: None,
+        }));
+        assert_eq!(hintless.not_controller(), Some(None));
+    }
+}
