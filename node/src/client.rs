@@ -11,7 +11,8 @@ use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::client::{
-    ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Truncation,
+    controller_for, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep,
+    Truncation,
 };
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
@@ -66,6 +67,8 @@ pub enum ClientError {
     },
     #[error("broker {0} is not in the cluster file")]
     UnknownBroker(NodeId),
+    #[error("controller {0} is not in the cluster config")]
+    UnknownController(NodeId),
     #[error("idempotent producer: {0}")]
     Producer(#[from] ProducerError),
     #[error("group coordinator refused: {0}")]
@@ -227,7 +230,13 @@ pub struct Client {
     cluster: Cluster,
     opts: ClientOptions,
     brokers: BTreeMap<NodeId, Conn>,
-    controller: Option<Conn>,
+    /// The connection to the controller last asked, and its id.
+    controller: Option<(NodeId, Conn)>,
+    /// Controller requests that went unanswered or were refused with no hint: the next one
+    /// goes to `client::controller_for(controller_attempts, N)` (the controllers in turn).
+    controller_attempts: u64,
+    /// The controller a `NotController` answer named as active: asked next.
+    controller_hint: Option<NodeId>,
     /// Partition leaders (core's cache, the one the simulator's clients use too).
     leaders: LeaderCache,
     /// The controller's metadata, pulled incrementally (admin calls, leader checks).
@@ -257,6 +266,8 @@ impl Client {
             opts,
             brokers: BTreeMap::new(),
             controller: None,
+            controller_attempts: 0,
+            controller_hint: None,
             // The real client refreshes on demand (`leader(tp, true)`), not on a schedule.
             leaders: LeaderCache::new(0, 0),
             view: ControllerView::new(),
@@ -275,17 +286,64 @@ impl Client {
         self.next_correlation
     }
 
-    /// One request to the controller and its reply.
+    /// One request to the controller and its reply. With a controller quorum, the request
+    /// goes to the active controller: a `NotController` answer moves it to the hinted
+    /// controller, no answer (or no hint) to the next one by core's `controller_for`, for
+    /// up to `retry_for`. With a single controller, one attempt.
     pub async fn controller_request(
         &mut self,
         req: ControllerRequest,
     ) -> Result<ControllerResponse, ClientError> {
-        if self.controller.is_none() {
-            self.controller =
-                Some(Conn::connect(self.cluster.controller, self.opts.max_frame).await?);
+        let n = self.cluster.controllers.len() as u32;
+        if n <= 1 {
+            return self.controller_request_to(1, req).await;
+        }
+        let started = Instant::now();
+        loop {
+            let id = match self.controller_hint {
+                Some(id) => id,
+                None => match controller_for(self.controller_attempts, n) {
+                    Address::Controller(id) => id,
+                    other => unreachable!("controller_for gave {other}"),
+                },
+            };
+            let res = self.controller_request_to(id, req.clone()).await;
+            let hint = match &res {
+                Ok(resp) => match resp.not_controller() {
+                    None => return res,
+                    Some(hint) => hint.filter(|&l| l != id && self.cluster.controller(l).is_some()),
+                },
+                Err(_) => None,
+            };
+            if started.elapsed() >= self.opts.retry_for {
+                return res;
+            }
+            tracing::debug!(controller = id, ?hint, "controller request: trying another");
+            self.controller_hint = hint;
+            if hint.is_none() {
+                self.controller_attempts += 1;
+                // Every controller may be mid-election: do not spin.
+                tokio::time::sleep(self.opts.retry_backoff).await;
+            }
+        }
+    }
+
+    /// One request to controller `id` and its reply.
+    async fn controller_request_to(
+        &mut self,
+        id: NodeId,
+        req: ControllerRequest,
+    ) -> Result<ControllerResponse, ClientError> {
+        if self.controller.as_ref().is_none_or(|(c, _)| *c != id) {
+            self.controller = None;
+            let addr = self
+                .cluster
+                .controller(id)
+                .ok_or(ClientError::UnknownController(id))?;
+            self.controller = Some((id, Conn::connect(addr, self.opts.max_frame).await?));
         }
         let timeout = self.opts.request_timeout;
-        let conn = self.controller.as_mut().expect("connected above");
+        let (_, conn) = self.controller.as_mut().expect("connected above");
         let res = async {
             conn.send(Message::ControllerRequest(req)).await?;
             loop {
@@ -309,7 +367,7 @@ impl Client {
             let resp = self.controller_request(self.view.request()).await?;
             let ControllerResponse::Metadata(delta) = resp else {
                 return Err(ClientError::Unexpected {
-                    addr: self.cluster.controller,
+                    addr: self.cluster.first_controller(),
                     what: format!("{resp:?}"),
                 });
             };
@@ -319,7 +377,7 @@ impl Client {
                 Err(e) => {
                     self.view = ControllerView::new();
                     return Err(ClientError::Unexpected {
-                        addr: self.cluster.controller,
+                        addr: self.cluster.first_controller(),
                         what: format!("metadata that does not apply: {e}"),
                     });
                 }
@@ -408,7 +466,7 @@ impl Client {
     /// A reply of the wrong kind from the controller.
     fn unexpected_from_controller(&self, reply: &impl std::fmt::Debug) -> ClientError {
         ClientError::Unexpected {
-            addr: self.cluster.controller,
+            addr: self.cluster.first_controller(),
             what: format!("{reply:?}"),
         }
     }
@@ -561,6 +619,20 @@ impl Client {
         Err(last.unwrap_or(ClientError::UnknownTopic(topic.to_string())))
     }
 
+    /// Whether the controllers know `topic`. A quorum's followers serve metadata reads
+    /// from their committed records, which may lag the active controller's by a Raft
+    /// heartbeat, so each controller is asked in turn before the answer is no.
+    async fn controllers_know(&mut self, topic: &str) -> Result<bool, ClientError> {
+        for _ in 0..self.cluster.controllers.len() {
+            if self.cluster_image().await?.topic(topic).is_some() {
+                return Ok(true);
+            }
+            self.controller_hint = None;
+            self.controller_attempts += 1;
+        }
+        Ok(false)
+    }
+
     /// Partition metadata for `topic`, waiting (up to `retry_for`) while the brokers have
     /// not yet heard of a topic the controller knows (it reaches them with their next
     /// heartbeat). A topic the controller does not know either fails at once.
@@ -570,8 +642,8 @@ impl Client {
             match self.topic_metadata(topic).await {
                 Ok(parts) => return Ok(parts),
                 Err(ClientError::UnknownTopic(t)) => {
-                    let image = self.cluster_image().await?;
-                    if image.topic(topic).is_none() || started.elapsed() >= self.opts.retry_for {
+                    let known = self.controllers_know(topic).await?;
+                    if !known || started.elapsed() >= self.opts.retry_for {
                         return Err(ClientError::UnknownTopic(t));
                     }
                 }

@@ -4,13 +4,17 @@
 //!
 //! ```toml
 //! role = "broker"            # or "controller"
-//! node_id = 1                # brokers only: must appear in [[cluster.brokers]]
+//! node_id = 1                # a broker's id in [[cluster.brokers]], or a controller's id
+//!                            # in [[cluster.controllers]] (optional with one controller)
 //! data_dir = "./data/broker-1"
 //! fsync = "always"           # "always" | "interval" | "never" (never: unsafe for acks=all)
 //! fsync_interval_ms = 50     # with fsync = "interval"
 //!
 //! [cluster]
-//! controller = "127.0.0.1:9100"
+//! controller = "127.0.0.1:9100"       # one controller (its id is 1), or a Raft quorum:
+//! # [[cluster.controllers]]           # ids 1..=N, each with its address (instead of
+//! # id = 1                            # `controller`; docs/controller.md)
+//! # address = "127.0.0.1:9100"
 //! [[cluster.brokers]]
 //! id = 1
 //! address = "127.0.0.1:9101"
@@ -59,11 +63,23 @@ pub struct BrokerEntry {
     pub kafka_listener: Option<String>,
 }
 
-/// Where everybody listens. Shared by nodes and clients.
+/// One controller of a quorum's list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerEntry {
+    pub id: NodeId,
+    pub address: String,
+}
+
+/// Where everybody listens. Shared by nodes and clients. The controllers are either one
+/// `controller` address (id 1) or a `controllers` list (ids 1..=N): exactly one of the two.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    pub controller: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<ControllerEntry>,
     pub brokers: Vec<BrokerEntry>,
 }
 
@@ -117,7 +133,9 @@ pub struct NodeConfig {
 /// A checked cluster: parsed addresses, distinct ids and addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {
-    pub controller: SocketAddr,
+    /// The controllers, by id: `[(1, addr)]` for a single controller, else a Raft quorum
+    /// whose ids are exactly 1..=N (the ids core's clients try in turn).
+    pub controllers: Vec<(NodeId, SocketAddr)>,
     /// Sorted by id.
     pub brokers: Vec<(NodeId, SocketAddr)>,
     /// Kafka listeners of the brokers that have one, sorted by id.
@@ -125,6 +143,30 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Controller `id`'s address.
+    pub fn controller(&self, id: NodeId) -> Option<SocketAddr> {
+        self.controllers
+            .iter()
+            .find(|(c, _)| *c == id)
+            .map(|(_, a)| *a)
+    }
+
+    /// Controller 1's address (where errors about "the controller" point).
+    pub fn first_controller(&self) -> SocketAddr {
+        self.controllers[0].1
+    }
+
+    /// Whether the controllers run as a Raft quorum (more than one), as the simulator
+    /// does: a single controller keeps its own metadata log and brokers hold no lease.
+    pub fn is_quorum(&self) -> bool {
+        self.controllers.len() > 1
+    }
+
+    /// The controller ids (1..=N).
+    pub fn controller_ids(&self) -> Vec<NodeId> {
+        self.controllers.iter().map(|(c, _)| *c).collect()
+    }
+
     pub fn broker(&self, id: NodeId) -> Option<SocketAddr> {
         self.brokers.iter().find(|(b, _)| *b == id).map(|(_, a)| *a)
     }
@@ -139,7 +181,7 @@ impl Cluster {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidNodeConfig {
     pub role: Role,
-    /// The broker id (None for the controller).
+    /// The broker id, or the controller id (None: the single controller, id 1).
     pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
     /// Where this broker serves the Kafka wire protocol (its peer-list entry's
@@ -178,8 +220,18 @@ pub enum ConfigError {
     MissingNodeId { known: Vec<NodeId> },
     #[error("node_id {id} is not in the peer list (known broker ids: {known:?})")]
     UnknownNodeId { id: NodeId, known: Vec<NodeId> },
-    #[error("the controller takes no node_id (got {id}); remove it")]
-    ControllerWithNodeId { id: NodeId },
+    #[error("the cluster names no controller: set `controller = \"HOST:PORT\"` or list [[cluster.controllers]] entries")]
+    NoController,
+    #[error("the cluster sets both `controller` and [[cluster.controllers]]: keep one")]
+    BothControllerForms,
+    #[error("controller ids must be exactly 1..={n} (got {got:?})")]
+    BadControllerIds { n: usize, got: Vec<NodeId> },
+    #[error(
+        "role = \"controller\" in a quorum needs node_id (one of the controller ids {known:?})"
+    )]
+    MissingControllerId { known: Vec<NodeId> },
+    #[error("node_id {id} is not a controller of the cluster (controller ids: {known:?})")]
+    UnknownControllerId { id: NodeId, known: Vec<NodeId> },
     #[error("data_dir {path}: {reason}")]
     DataDir { path: String, reason: String },
     #[error("fsync_interval_ms must be at least 1 with fsync = \"interval\"")]
@@ -222,12 +274,17 @@ pub fn parse_address(what: &str, address: &str) -> Result<SocketAddr, ConfigErro
 
 impl ClusterConfig {
     pub fn validate(&self) -> Result<Cluster, ConfigError> {
-        let controller = parse_address("cluster.controller", &self.controller)?;
+        let controllers = self.validate_controllers()?;
         if self.brokers.is_empty() {
             return Err(ConfigError::NoBrokers);
         }
         let mut ids = BTreeSet::new();
-        let mut addrs = BTreeSet::from([controller]);
+        let mut addrs = BTreeSet::new();
+        for (_, a) in &controllers {
+            if !addrs.insert(*a) {
+                return Err(ConfigError::DuplicateAddress { address: *a });
+            }
+        }
         let mut brokers = Vec::new();
         let mut kafka = Vec::new();
         for b in &self.brokers {
@@ -251,10 +308,34 @@ impl ClusterConfig {
         brokers.sort();
         kafka.sort();
         Ok(Cluster {
-            controller,
+            controllers,
             brokers,
             kafka,
         })
+    }
+
+    /// The controllers by id: the single `controller` as id 1, or the list, whose ids must
+    /// be 1..=N (clients try them in turn by id, as core's `client::controller_for`).
+    fn validate_controllers(&self) -> Result<Vec<(NodeId, SocketAddr)>, ConfigError> {
+        match (&self.controller, self.controllers.is_empty()) {
+            (Some(_), false) => Err(ConfigError::BothControllerForms),
+            (None, true) => Err(ConfigError::NoController),
+            (Some(a), true) => Ok(vec![(1, parse_address("cluster.controller", a)?)]),
+            (None, false) => {
+                let mut out = Vec::new();
+                for c in &self.controllers {
+                    let what = format!("controller {}", c.id);
+                    out.push((c.id, parse_address(&what, &c.address)?));
+                }
+                out.sort();
+                let got: Vec<NodeId> = out.iter().map(|(id, _)| *id).collect();
+                let n = out.len();
+                if got.iter().copied().ne(1..=n as NodeId) {
+                    return Err(ConfigError::BadControllerIds { n, got });
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// Reads a cluster file: either a bare cluster (`controller`, `[[brokers]]`) or a node
@@ -323,8 +404,19 @@ impl NodeConfig {
             (Role::Broker, Some(id)) => cluster
                 .broker(id)
                 .ok_or(ConfigError::UnknownNodeId { id, known })?,
-            (Role::Controller, Some(id)) => return Err(ConfigError::ControllerWithNodeId { id }),
-            (Role::Controller, None) => cluster.controller,
+            (Role::Controller, None) if cluster.is_quorum() => {
+                let known = cluster.controller_ids();
+                return Err(ConfigError::MissingControllerId { known });
+            }
+            (Role::Controller, None) => cluster.first_controller(),
+            (Role::Controller, Some(id)) => {
+                cluster
+                    .controller(id)
+                    .ok_or_else(|| ConfigError::UnknownControllerId {
+                        id,
+                        known: cluster.controller_ids(),
+                    })?
+            }
         };
         if self.fsync == FsyncPolicy::Interval && self.fsync_interval_ms == 0 {
             return Err(ConfigError::ZeroFsyncInterval);
@@ -352,7 +444,10 @@ impl NodeConfig {
         }
         let bugs = skein_core::replica::Bugs::from_names(&self.bugs)?;
         check_data_dir(&self.data_dir)?;
-        let kafka_listen = self.node_id.and_then(|id| cluster.kafka_listener(id));
+        let kafka_listen = match self.role {
+            Role::Broker => self.node_id.and_then(|id| cluster.kafka_listener(id)),
+            Role::Controller => None,
+        };
         Ok(ValidNodeConfig {
             role: self.role,
             node_id: self.node_id,
@@ -375,7 +470,8 @@ mod tests {
 
     fn cluster() -> ClusterConfig {
         ClusterConfig {
-            controller: "127.0.0.1:9100".into(),
+            controller: Some("127.0.0.1:9100".into()),
+            controllers: Vec::new(),
             brokers: (1..=3)
                 .map(|id| BrokerEntry {
                     id,
@@ -512,7 +608,7 @@ mod tests {
             ConfigError::DuplicateBroker { id: 1 }
         );
         let mut c = cluster();
-        c.brokers[1].address = c.controller.clone();
+        c.brokers[1].address = c.controller.clone().unwrap();
         assert!(matches!(
             c.validate(),
             Err(ConfigError::DuplicateAddress { .. })
@@ -520,6 +616,100 @@ mod tests {
         let mut c = cluster();
         c.brokers.clear();
         assert_eq!(c.validate().unwrap_err(), ConfigError::NoBrokers);
+    }
+
+    fn quorum(ids: &[NodeId]) -> ClusterConfig {
+        ClusterConfig {
+            controller: None,
+            controllers: ids
+                .iter()
+                .map(|&id| ControllerEntry {
+                    id,
+                    address: format!("127.0.0.1:{}", 9000 + id),
+                })
+                .collect(),
+            ..cluster()
+        }
+    }
+
+    #[test]
+    fn controller_quorum_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        // Listed out of order: sorted by id, and the node listens at its own entry.
+        let mut cfg = broker(dir.path(), 1);
+        cfg.cluster = quorum(&[3, 1, 2]);
+        cfg.role = Role::Controller;
+        cfg.node_id = Some(2);
+        let path = dir.path().join("q.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert_eq!(NodeConfig::load(&path).unwrap(), cfg);
+        let v = cfg.validate().unwrap();
+        assert_eq!(v.listen, "127.0.0.1:9002".parse().unwrap());
+        assert_eq!(v.kafka_listen, None);
+        assert_eq!(v.cluster.controller_ids(), vec![1, 2, 3]);
+        assert!(v.cluster.is_quorum());
+        assert_eq!(ClusterConfig::load(&path).unwrap(), v.cluster);
+        // A quorum member must say which one it is, and be one.
+        cfg.node_id = None;
+        assert_eq!(
+            cfg.validate().unwrap_err(),
+            ConfigError::MissingControllerId {
+                known: vec![1, 2, 3]
+            }
+        );
+        cfg.node_id = Some(4);
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::UnknownControllerId { id: 4, .. })
+        ));
+        // The single form is controller 1: node_id may be left out or be 1.
+        let mut single = broker(dir.path(), 1);
+        single.role = Role::Controller;
+        single.node_id = Some(1);
+        assert!(!single.validate().unwrap().cluster.is_quorum());
+        single.node_id = Some(2);
+        assert!(single.validate().is_err());
+    }
+
+    #[test]
+    fn inconsistent_controller_lists_are_refused() {
+        for (ids, needle) in [
+            (&[1, 2, 2][..], "exactly 1..=3"),
+            (&[2, 3][..], "exactly 1..=2"),
+            (&[0][..], "exactly 1..=1"),
+        ] {
+            let e = quorum(ids).validate().unwrap_err().to_string();
+            assert!(e.contains(needle), "{ids:?}: {e}");
+        }
+        let both = ClusterConfig {
+            controller: Some("127.0.0.1:9100".into()),
+            ..quorum(&[1, 2, 3])
+        };
+        assert_eq!(
+            both.validate().unwrap_err(),
+            ConfigError::BothControllerForms
+        );
+        let none = ClusterConfig {
+            controller: None,
+            ..cluster()
+        };
+        assert_eq!(none.validate().unwrap_err(), ConfigError::NoController);
+        let mut clash = quorum(&[1, 2, 3]);
+        clash.controllers[2].address = clash.controllers[0].address.clone();
+        assert!(matches!(
+            clash.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        let mut clash = quorum(&[1, 2]);
+        clash.brokers[0].address = clash.controllers[1].address.clone();
+        assert!(matches!(
+            clash.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        let mut bad = quorum(&[1, 2]);
+        bad.controllers[1].address = "127.0.0.1:x".into();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("controller 2"), "{e}");
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub const DEFAULT_MAX_FRAME: u32 = 16 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Peer {
     Node(NodeId),
-    Controller,
+    /// A controller, by its controller id (1 for a single controller).
+    Controller(NodeId),
     /// A producer, consumer or admin tool; the receiver numbers it.
     Client,
 }

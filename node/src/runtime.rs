@@ -14,10 +14,11 @@ use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, P
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent};
-use skein_core::controller::{Controller, ControllerConfig};
+use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
 use skein_core::log::{FileStorage, Storage, StorageError};
 use skein_core::message::{Address, Message};
 use skein_core::node::{ControllerNode, Machine as _, Node, NodeOutput};
+use skein_core::raft::RaftConfig;
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
 use std::collections::BTreeMap;
@@ -123,6 +124,15 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
         bugs: cfg.bugs,
+        controllers: cfg.cluster.controller_ids(),
+        // With a quorum (as in the simulator), a broker cut off from the active controller
+        // stops acknowledging before the controller fences it: its lease is two thirds of
+        // the controller's session timeout. A single controller keeps the brokers as they
+        // were (no lease).
+        session_timeout: cfg
+            .cluster
+            .is_quorum()
+            .then(|| controller_config(cfg).session_timeout / 3 * 2),
         ..d
     }
 }
@@ -140,6 +150,21 @@ pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
             ..d
         },
         None => d,
+    }
+}
+
+/// A quorum controller's configuration: the Raft voters are the cluster's controller ids.
+fn quorum_config(cfg: &ValidNodeConfig, id: u32) -> QuorumConfig {
+    let raft = RaftConfig {
+        // Election jitter must differ between the voters.
+        seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(id),
+        bugs: cfg.bugs.raft,
+        ..RaftConfig::new(id, cfg.cluster.controller_ids())
+    };
+    QuorumConfig {
+        controller: controller_config(cfg),
+        raft,
+        ..QuorumConfig::new(id, Vec::new())
     }
 }
 
@@ -327,11 +352,24 @@ pub async fn start(
             }
             (Peer::Node(id), Machine(Node::Broker(Box::new(broker))))
         }
+        Role::Controller if cfg.cluster.is_quorum() => {
+            let id = cfg
+                .node_id
+                .expect("validated: quorum controllers have an id");
+            let controller = QuorumController::open(storage, quorum_config(&cfg, id), clock.now())
+                .map_err(|e| StartError::Controller(e.to_string()))?;
+            (
+                Peer::Controller(id),
+                Machine(Node::Controller(ControllerNode::Quorum(Box::new(
+                    controller,
+                )))),
+            )
+        }
         Role::Controller => {
             let controller = Controller::open(storage, controller_config(&cfg), clock.now())
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
-                Peer::Controller,
+                Peer::Controller(1),
                 Machine(Node::Controller(ControllerNode::Single(Box::new(
                     controller,
                 )))),
@@ -339,29 +377,40 @@ pub async fn start(
         }
     };
 
-    // Brokers dial the controller and every other broker; the controller dials nobody.
+    // Brokers dial every controller and every other broker; quorum controllers dial each
+    // other (Raft); a single controller dials nobody.
     let mut outbound = BTreeMap::new();
-    if let Peer::Node(id) = me {
-        let mut peers = vec![(Address::Controller(1), cfg.cluster.controller)];
-        peers.extend(
-            cfg.cluster
-                .brokers
-                .iter()
-                .filter(|(b, _)| *b != id)
-                .map(|(b, a)| (Address::Node(*b), *a)),
-        );
-        for (addr, sock) in peers {
-            let (tx, rx) = mpsc::channel(QUEUE);
-            outbound.insert(addr, tx);
-            tasks.push(tokio::spawn(outbound_task(
-                me,
-                addr,
-                sock,
-                rx,
-                inbox_tx.clone(),
-                max,
-            )));
-        }
+    let controllers = cfg
+        .cluster
+        .controllers
+        .iter()
+        .map(|(c, a)| (Address::Controller(*c), *a));
+    let peers: Vec<(Address, SocketAddr)> = match me {
+        Peer::Node(id) => controllers
+            .chain(
+                cfg.cluster
+                    .brokers
+                    .iter()
+                    .filter(|(b, _)| *b != id)
+                    .map(|(b, a)| (Address::Node(*b), *a)),
+            )
+            .collect(),
+        Peer::Controller(id) if cfg.cluster.is_quorum() => controllers
+            .filter(|(c, _)| *c != Address::Controller(id))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for (addr, sock) in peers {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        outbound.insert(addr, tx);
+        tasks.push(tokio::spawn(outbound_task(
+            me,
+            addr,
+            sock,
+            rx,
+            inbox_tx.clone(),
+            max,
+        )));
     }
     let router = Arc::new(Router {
         outbound,
@@ -433,7 +482,12 @@ impl Machine {
                 }
                 NodeOutput::Broker(e) => log_broker_event(&e),
                 NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
-                role @ NodeOutput::RoleChanged { .. } => tracing::info!(?role, "controller"),
+                // Operators (and the kill -9 test) find the active controller here.
+                NodeOutput::RoleChanged {
+                    active,
+                    term,
+                    leader,
+                } => tracing::info!(active, term, ?leader, "controller quorum role changed"),
             }
         }
     }
@@ -651,7 +705,7 @@ async fn inbound_conn(
     let addr = match first {
         Ok(Ok(Some(Frame::Hello(Hello { from })))) => match from {
             Peer::Node(n) => Address::Node(n),
-            Peer::Controller => Address::Controller(1),
+            Peer::Controller(c) => Address::Controller(c),
             Peer::Client => Address::Client(router.next_conn.fetch_add(1, Ordering::Relaxed)),
         },
         Ok(Ok(None)) => return,
@@ -920,7 +974,8 @@ mod tests {
             tuning,
             bugs: Vec::new(),
             cluster: ClusterConfig {
-                controller: "127.0.0.1:9000".into(),
+                controller: Some("127.0.0.1:9000".into()),
+                controllers: Vec::new(),
                 brokers: vec![BrokerEntry {
                     id: 1,
                     address: "127.0.0.1:9001".into(),

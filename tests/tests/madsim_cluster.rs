@@ -93,7 +93,8 @@ impl History {
 
 fn cluster_config() -> ClusterConfig {
     ClusterConfig {
-        controller: controller_addr().to_string(),
+        controller: Some(controller_addr().to_string()),
+        controllers: Vec::new(),
         brokers: (1..=BROKERS)
             .map(|id| BrokerEntry {
                 id,

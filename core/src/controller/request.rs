@@ -142,6 +142,32 @@ pub enum ControllerResponse {
     ControlledShutdown(Result<ControlledShutdownReply, ControllerError>),
 }
 
+impl ControllerResponse {
+    /// `Some(leader hint)` when the reply is a `NotController` refusal (the request was
+    /// not acted on: ask the hinted controller, or the next one). A client needs only this
+    /// to follow the active controller of a quorum.
+    pub fn not_controller(&self) -> Option<Option<NodeId>> {
+        let err = match self {
+            ControllerResponse::RegisterBroker(r) => r.as_ref().err(),
+            ControllerResponse::BrokerHeartbeat(r) => r.as_ref().err(),
+            ControllerResponse::AlterPartition { result, .. } => result.as_ref().err(),
+            ControllerResponse::CreateTopic { result, .. } => result.as_ref().err(),
+            ControllerResponse::DeleteTopic { result, .. }
+            | ControllerResponse::UpdateTopicConfig { result, .. } => result.as_ref().err(),
+            ControllerResponse::ElectPreferredLeaders { results } => {
+                results.first().and_then(|(_, r)| r.as_ref().err())
+            }
+            ControllerResponse::InitProducerId(r) => r.as_ref().err(),
+            ControllerResponse::Metadata(_) => None,
+            ControllerResponse::ControlledShutdown(r) => r.as_ref().err(),
+        };
+        match err {
+            Some(ControllerError::NotController { leader }) => Some(*leader),
+            _ => None,
+        }
+    }
+}
+
 /// Reply to `ControlledShutdown`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlledShutdownReply {
@@ -290,4 +316,49 @@ pub enum ControllerOutput {
         response: ControllerResponse,
     },
     Event(ControllerEvent),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_controller_is_read_from_every_refusable_reply() {
+        let e = ControllerError::NotController { leader: Some(2) };
+        let replies = [
+            ControllerResponse::RegisterBroker(Err(e.clone())),
+            ControllerResponse::CreateTopic {
+                name: "t".into(),
+                result: Err(e.clone()),
+            },
+            ControllerResponse::ElectPreferredLeaders {
+                results: vec![(TopicPartition::new("t", 0), Err(e.clone()))],
+            },
+            ControllerResponse::InitProducerId(Err(e)),
+        ];
+        for r in &replies {
+            assert_eq!(r.not_controller(), Some(Some(2)), "{r:?}");
+        }
+        let other = ControllerError::InvalidRequest { reason: "x".into() };
+        assert_eq!(
+            ControllerResponse::DeleteTopic {
+                name: "t".into(),
+                result: Err(other),
+            }
+            .not_controller(),
+            None
+        );
+        assert_eq!(
+            ControllerResponse::CreateTopic {
+                name: "t".into(),
+                result: Ok(1),
+            }
+            .not_controller(),
+            None
+        );
+        let hintless = ControllerResponse::BrokerHeartbeat(Err(ControllerError::NotController {
+            leader: None,
+        }));
+        assert_eq!(hintless.not_controller(), Some(None));
+    }
 }

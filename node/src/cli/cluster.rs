@@ -1,7 +1,7 @@
 //! `skein cluster up|down`: a local cluster of separate processes on 127.0.0.1.
 //!
 //! `up` writes one config per node plus `cluster.toml` into the directory, starts the
-//! controller and brokers as child processes of this executable (`skein node --config`,
+//! controller (or with `--controllers 3|5`, a Raft quorum `controller-1..N`) and brokers as child processes of this executable (`skein node --config`,
 //! each in its own process group, logging to `<name>.log`), records them in `cluster.pid`
 //! and waits until every broker has registered. `down` sends SIGTERM to each, waits, and
 //! falls back to SIGKILL. `restart NODE` starts one node again from its config (after a
@@ -10,7 +10,9 @@
 use super::common::runtime;
 use anyhow::{bail, Context};
 use skein_node::client::{Client, ClientOptions};
-use skein_node::config::{BrokerEntry, ClusterConfig, FsyncPolicy, NodeConfig, Role};
+use skein_node::config::{
+    BrokerEntry, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, Role,
+};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -24,13 +26,17 @@ pub struct ClusterArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ClusterCommand {
-    /// Start a controller and N brokers.
+    /// Start the controller(s) and N brokers.
     Up {
         #[arg(long, default_value_t = 3)]
         brokers: u32,
+        /// Controllers: 1 (a single controller), or 3 or 5 for a Raft quorum that survives
+        /// the loss of 1 or 2 of them (docs/controller.md).
+        #[arg(long, default_value_t = 1)]
+        controllers: u32,
         #[arg(long, default_value = "./data")]
         dir: PathBuf,
-        /// First port (controller; brokers follow, then the brokers' Kafka listeners).
+        /// First port (the controllers; brokers follow, then the brokers' Kafka listeners).
         /// Default: free ports picked by the OS.
         #[arg(long)]
         base_port: Option<u16>,
@@ -44,7 +50,7 @@ pub enum ClusterCommand {
     /// wrote them (e.g. after it crashed or was killed); a running node is first stopped
     /// gracefully. Updates DIR/cluster.pid, so `down` stops the new process.
     Restart {
-        /// `controller` or `broker-N`.
+        /// `controller` (or `controller-N` in a quorum) or `broker-N`.
         node: String,
         #[arg(long, default_value = "./data")]
         dir: PathBuf,
@@ -64,12 +70,13 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         ClusterCommand::Up {
             brokers,
+            controllers,
             dir,
             base_port,
             fsync,
             wait_secs,
         } => up(
-            brokers,
+            (controllers, brokers),
             &dir,
             base_port,
             fsync,
@@ -98,8 +105,46 @@ fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
         .collect::<Result<_, _>>()?)
 }
 
+/// The cluster file `up` writes: controllers, then brokers, then the brokers' Kafka
+/// listeners on consecutive `ports`. One controller keeps the single `controller` form.
+fn cluster_config(controllers: u32, brokers: u32, ports: &[u16]) -> ClusterConfig {
+    let at = |i: u32| format!("127.0.0.1:{}", ports[i as usize]);
+    let (controller, list) = if controllers == 1 {
+        (Some(at(0)), Vec::new())
+    } else {
+        let list = (1..=controllers)
+            .map(|id| ControllerEntry {
+                id,
+                address: at(id - 1),
+            })
+            .collect();
+        (None, list)
+    };
+    ClusterConfig {
+        controller,
+        controllers: list,
+        brokers: (1..=brokers)
+            .map(|id| BrokerEntry {
+                id,
+                address: at(controllers + id - 1),
+                kafka_listener: Some(at(controllers + brokers + id - 1)),
+            })
+            .collect(),
+    }
+}
+
+/// The node names `up` gives the controllers: `controller` alone, else `controller-N`.
+fn controller_names(controllers: u32) -> Vec<(String, Option<u32>)> {
+    if controllers == 1 {
+        return vec![("controller".to_string(), None)];
+    }
+    (1..=controllers)
+        .map(|id| (format!("controller-{id}"), Some(id)))
+        .collect()
+}
+
 fn up(
-    brokers: u32,
+    (controllers, brokers): (u32, u32),
     dir: &Path,
     base_port: Option<u16>,
     fsync: FsyncPolicy,
@@ -108,6 +153,10 @@ fn up(
     anyhow::ensure!(
         (1..=64).contains(&brokers),
         "--brokers must be between 1 and 64"
+    );
+    anyhow::ensure!(
+        [1, 3, 5].contains(&controllers),
+        "--controllers must be 1, 3 or 5 (a quorum of 2 or 4 survives no more failures than one of 1 or 3)"
     );
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = dir
@@ -122,34 +171,28 @@ fn up(
             dir.display(), live.0, live.1, dir.display()
         );
     }
-    // The controller, the brokers, then each broker's Kafka listener.
-    let n = 2 * brokers as usize + 1;
+    // The controllers, the brokers, then each broker's Kafka listener.
+    let n = (2 * brokers + controllers) as usize;
     let ports: Vec<u16> = match base_port {
         Some(p) => {
             anyhow::ensure!(
-                p != 0 && u32::from(p) + 2 * brokers <= u32::from(u16::MAX),
-                "--base-port {p} leaves no room for {brokers} brokers"
+                p != 0 && u32::from(p) + n as u32 <= u32::from(u16::MAX),
+                "--base-port {p} leaves no room for {n} ports"
             );
             (0..n as u16).map(|i| p + i).collect()
         }
         None => free_ports(n)?,
     };
-    let cluster = ClusterConfig {
-        controller: format!("127.0.0.1:{}", ports[0]),
-        brokers: (1..=brokers)
-            .map(|id| BrokerEntry {
-                id,
-                address: format!("127.0.0.1:{}", ports[id as usize]),
-                kafka_listener: Some(format!("127.0.0.1:{}", ports[(brokers + id) as usize])),
-            })
-            .collect(),
-    };
+    let cluster = cluster_config(controllers, brokers, &ports);
     let cluster_file = dir.join("cluster.toml");
     std::fs::write(
         &cluster_file,
         toml::to_string(&cluster).context("cluster config")?,
     )?;
-    let mut nodes = vec![("controller".to_string(), Role::Controller, None)];
+    let mut nodes: Vec<(String, Role, Option<u32>)> = controller_names(controllers)
+        .into_iter()
+        .map(|(name, id)| (name, Role::Controller, id))
+        .collect();
     nodes.extend((1..=brokers).map(|id| (format!("broker-{id}"), Role::Broker, Some(id))));
     let exe = std::env::current_exe().context("cannot find the skein executable")?;
     let mut pids = Vec::new();
@@ -217,9 +260,20 @@ fn up(
 /// What `up` prints: where every node listens, the Kafka bootstrap servers, and what to try.
 fn print_up(dir: &Path, cluster: &ClusterConfig, pids: &[(String, u32)], cluster_file: &Path) {
     let brokers = cluster.brokers.len();
-    println!("cluster up in {} ({} broker(s))", dir.display(), brokers);
-    println!("  controller  {}  (pid {})", cluster.controller, pids[0].1);
-    for (b, (_, pid)) in cluster.brokers.iter().zip(&pids[1..]) {
+    let controllers = pids.len() - brokers;
+    println!(
+        "cluster up in {} ({controllers} controller(s), {brokers} broker(s))",
+        dir.display()
+    );
+    let addrs = cluster
+        .controller
+        .iter()
+        .cloned()
+        .chain(cluster.controllers.iter().map(|c| c.address.clone()));
+    for (addr, (name, pid)) in addrs.zip(pids) {
+        println!("  {name:<12}  {addr}  (pid {pid})");
+    }
+    for (b, (_, pid)) in cluster.brokers.iter().zip(&pids[controllers..]) {
         println!("  broker {}    {}  (pid {})", b.id, b.address, pid);
     }
     let bootstrap: Vec<&str> = cluster
@@ -300,9 +354,9 @@ fn restart(node: &str, dir: &Path, wait: Duration) -> anyhow::Result<ExitCode> {
                     dir.join(format!("{node}.log")).display()
                 );
             }
-            let up = match cfg.node_id {
-                Some(id) => client.broker_metadata(id).await.is_ok(),
-                None => client.cluster_image().await.is_ok(),
+            let up = match (cfg.role, cfg.node_id) {
+                (Role::Broker, Some(id)) => client.broker_metadata(id).await.is_ok(),
+                _ => client.cluster_image().await.is_ok(),
             };
             if up {
                 return Ok(());

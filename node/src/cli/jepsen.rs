@@ -275,7 +275,8 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
                 });
             }
             ClusterConfig {
-                controller: controller.to_string(),
+                controller: Some(controller.to_string()),
+                controllers: Vec::new(),
                 brokers,
             }
         };
@@ -368,7 +369,8 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 fn real_cluster(real: &[std::net::SocketAddr]) -> ClusterConfig {
     ClusterConfig {
-        controller: real[0].to_string(),
+        controller: Some(real[0].to_string()),
+        controllers: Vec::new(),
         brokers: (1..real.len())
             .map(|id| BrokerEntry {
                 id: id as u32,

@@ -54,7 +54,7 @@ pub async fn init_producer_id(
     {
         Ok(ControllerResponse::InitProducerId(r)) => r.map_err(crate::client::ClientError::from),
         Ok(other) => Err(crate::client::ClientError::Unexpected {
-            addr: s.ctx.cluster.controller,
+            addr: s.ctx.cluster.first_controller(),
             what: format!("{other:?}"),
         }),
         Err(e) => Err(e),
@@ -106,7 +106,7 @@ pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsRe
                             result.map(|_| ()).map_err(crate::client::ClientError::from)
                         }
                         Ok(other) => Err(crate::client::ClientError::Unexpected {
-                            addr: s.ctx.cluster.controller,
+                            addr: s.ctx.cluster.first_controller(),
                             what: format!("{other:?}"),
                         }),
                         Err(e) => Err(e),

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod procs;
+
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
     BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role, Tuning,
@@ -45,7 +47,8 @@ impl TestCluster {
         }
         let addr = |i: usize| listeners[i].local_addr().unwrap().to_string();
         let cluster_cfg = ClusterConfig {
-            controller: addr(0),
+            controller: Some(addr(0)),
+            controllers: Vec::new(),
             brokers: (1..=n)
                 .map(|id| BrokerEntry {
                     id,

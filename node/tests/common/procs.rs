@@ -1,0 +1,291 @@
+//! Helpers for the tests that run `skein` processes (`cluster up`, `produce`, `consume`,
+//! `kill -9`) on loopback.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub fn skein() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+/// Runs `skein args` to completion, killed after `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let mut cmd = skein();
+    if args.first() == Some(&"cluster") {
+        // The nodes `cluster up|restart` start inherit this: their log files at info.
+        cmd.env("RUST_LOG", "info");
+    }
+    let child = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            kill9(pid);
+            panic!("skein {args:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn kill9(pid: u32) {
+    let _ = Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// `name -> pid` from the pid file `cluster up` writes (one `name pid` line per node).
+pub fn pids(dir: &Path) -> BTreeMap<String, u32> {
+    std::fs::read_to_string(dir.join("cluster.pid"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (name, pid) = l.split_once(' ')?;
+            Some((name.to_string(), pid.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, r)| !r.starts_with('Z'))
+    })
+}
+
+/// Always stops the cluster (and a still-running producer), even when an assertion fails:
+/// `cluster down`, then SIGKILL for every pid ever recorded that still runs.
+pub struct Cleanup {
+    pub dir: PathBuf,
+    pub seen: Vec<u32>,
+    pub producer: Option<Child>,
+}
+
+impl Cleanup {
+    pub fn note_pids(&mut self) {
+        self.seen.extend(pids(&self.dir).into_values());
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.producer.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        self.note_pids();
+        let dir = self.dir.to_str().unwrap().to_string();
+        if self.dir.join("cluster.pid").exists() {
+            // Bounded by `down` itself (10 s per node, then SIGKILL); never panics here.
+            let _ = skein()
+                .args(["cluster", "down", "--dir", &dir])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        for pid in &self.seen {
+            if running(*pid) {
+                kill9(*pid);
+            }
+        }
+    }
+}
+
+/// `(leader, isr)` of `t-0` from `skein topic describe t`.
+pub fn describe(cf: &str) -> (Option<u32>, Vec<u32>) {
+    let out = run(
+        &["topic", "describe", "t", "--cluster", cf],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("t-0\t"))
+        .unwrap_or_else(|| panic!("no t-0 line in {stdout}"));
+    let field = |name: &str| {
+        line.split('\t')
+            .find_map(|f| f.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .to_string()
+    };
+    let leader = field("leader=").parse().ok();
+    let isr = field("isr=")
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    (leader, isr)
+}
+
+/// Writes lines `from..to` (`v<i>`) to the producer's stdin.
+pub fn feed(stdin: &mut ChildStdin, from: usize, to: usize) {
+    let lines: String = (from..to).map(|i| format!("v{i}\n")).collect();
+    stdin.write_all(lines.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Collects acknowledgement lines (`t-0@OFFSET`, one per record, in stdin order) until
+/// `acked` holds `n`.
+pub fn await_acks(acks: &mpsc::Receiver<String>, acked: &mut Vec<u64>, n: usize, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while acked.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match acks.recv_timeout(left) {
+            Ok(line) => acked.push(
+                line.strip_prefix("t-0@")
+                    .unwrap_or_else(|| panic!("unexpected producer output {line:?}"))
+                    .parse()
+                    .unwrap(),
+            ),
+            Err(e) => panic!(
+                "only {} of {n} records acknowledged within {limit:?} ({e})",
+                acked.len()
+            ),
+        }
+    }
+}
+
+/// Consumes all of `t-0` and checks it against `acked` (the acknowledged offset of `v<i>`,
+/// for every `i`): every acknowledged record once, at its acknowledged offset, nothing
+/// else, offsets increasing and skipping only the leaders' epoch markers (between 1 and
+/// `max_skipped`: one per election).
+pub fn assert_consumed_exactly(cf: &str, acked: &[u64], max_skipped: u64) {
+    let limit = Duration::from_secs(60);
+    let records = acked.len();
+    // Every acknowledged record, once, at its acknowledged offset.
+    let consume = run(
+        &[
+            "consume",
+            "--topic",
+            "t",
+            "--from-beginning",
+            "--print-offsets",
+            "--idle-exit-ms",
+            "3000",
+            "--cluster",
+            cf,
+        ],
+        limit,
+    );
+    assert!(consume.status.success(), "{}", text(&consume.stderr));
+    let consumed: Vec<(u64, String)> = text(&consume.stdout)
+        .lines()
+        .map(|l| {
+            let (at, value) = l.split_once('\t').expect("t-0@OFFSET<TAB>value");
+            let offset = at
+                .strip_prefix("t-0@")
+                .expect("t-0@OFFSET")
+                .parse()
+                .unwrap();
+            (offset, value.to_string())
+        })
+        .collect();
+    let offsets: Vec<u64> = consumed.iter().map(|(o, _)| *o).collect();
+    // Increasing; the only offsets skipped are the leaders' epoch markers (one control
+    // batch per leader election, which consumers do not see).
+    if let Some(i) = offsets.windows(2).position(|w| w[1] <= w[0]) {
+        let around = &consumed[i.saturating_sub(3)..(i + 4).min(consumed.len())];
+        panic!("offsets out of order at position {i}: {around:?}");
+    }
+    let skipped = offsets.last().map_or(0, |l| l + 1) - offsets.len() as u64;
+    assert!(
+        (1..=max_skipped).contains(&skipped),
+        "{skipped} offsets skipped: expected one epoch marker per election"
+    );
+    let mut by_value: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (o, v) in &consumed {
+        by_value.entry(v.as_str()).or_default().push(*o);
+    }
+    let duplicated: Vec<_> = by_value.iter().filter(|(_, os)| os.len() > 1).collect();
+    assert!(duplicated.is_empty(), "duplicated records: {duplicated:?}");
+    let missing: Vec<String> = (0..records)
+        .filter(|i| by_value.get(format!("v{i}").as_str()) != Some(&vec![acked[*i]]))
+        .map(|i| format!("v{i}@{}", acked[i]))
+        .take(10)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged records missing or elsewhere: {missing:?}"
+    );
+    assert_eq!(
+        consumed.len(),
+        records,
+        "nothing beyond what was acknowledged"
+    );
+}
+
+/// Starts one `skein produce --acks all --batch 100` process for topic `t` (idempotent by
+/// default, so its retries across a failover are answered as duplicates, never written
+/// twice). Returns its stdin (one record per line), its acknowledgement lines, and its
+/// stderr (drained on a thread so a chatty producer never blocks on a full pipe).
+pub fn spawn_producer(
+    cf: &str,
+    cleanup: &mut Cleanup,
+) -> (
+    ChildStdin,
+    mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let mut producer = skein()
+        .args([
+            "produce",
+            "--topic",
+            "t",
+            "--acks",
+            "all",
+            "--batch",
+            "100",
+            "--cluster",
+            cf,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = producer.stdin.take().unwrap();
+    let stdout = producer.stdout.take().unwrap();
+    let stderr = producer.stderr.take().unwrap();
+    cleanup.producer = Some(producer);
+    // Drained on a thread so a chatty producer never blocks on a full pipe.
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+        s
+    });
+    let (tx, acks) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (stdin, acks, stderr)
+}
