@@ -65,6 +65,11 @@ pub const RAFT_LOG_MATCHING: &str = "raft-log-matching";
 pub const METADATA_COMMIT_LOST: &str = "metadata-commit-lost";
 /// No broker acknowledges a produce request after the committed metadata fenced it.
 pub const FENCED_BROKER_ACK: &str = "fenced-broker-ack";
+/// Every broker applies the committed metadata log in order: within one process
+/// incarnation its image's offset never goes back, never passes what was committed, and
+/// the records it applied are the committed ones at their offsets (`invariants/metadata.rs`;
+/// judged with one controller too).
+pub const METADATA_IN_ORDER: &str = "metadata-in-order";
 
 // The consumer-group invariants, checked by `group_invariants` (which depends on this module,
 // not the other way round).
@@ -115,6 +120,7 @@ pub const NAMES: &[&str] = &[
     RAFT_LOG_MATCHING,
     METADATA_COMMIT_LOST,
     FENCED_BROKER_ACK,
+    METADATA_IN_ORDER,
     GROUP_SINGLE_OWNER,
     GROUP_UNOWNED,
     GROUP_OFFSET_REGRESSION,
@@ -152,6 +158,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod audit;
 mod matching;
+mod metadata;
 mod quorum;
 mod skipped;
 mod spec;
@@ -274,6 +281,8 @@ pub struct Checker {
     consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,
     /// The controller quorum's invariants' state.
     quorum: quorum::QuorumState,
+    /// `metadata-in-order`'s state.
+    metadata: metadata::MetadataOrderState,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,

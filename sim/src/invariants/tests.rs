@@ -439,3 +439,76 @@ fn a_replica_behind_two_unclean_elections_is_compared_below_the_first_departure(
     c.audit(4, 1, &behind, &mut reader(old));
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
 }
+
+/// Committed metadata records 0..3 (broker 1..=3 registered).
+fn committed_metadata(c: &mut Checker) -> Vec<skein_core::controller::MetadataRecord> {
+    let records: Vec<_> = (1..=3)
+        .map(
+            |b| skein_core::controller::MetadataRecord::BrokerRegistered {
+                broker: b,
+                incarnation: 0,
+            },
+        )
+        .collect();
+    c.on_metadata_committed(&records);
+    records
+}
+
+fn delta(
+    from: Offset,
+    records: &[skein_core::controller::MetadataRecord],
+) -> skein_core::controller::MetadataDelta {
+    skein_core::controller::MetadataDelta {
+        from,
+        records: records.to_vec(),
+        end_offset: 3,
+    }
+}
+
+#[test]
+fn metadata_applied_in_order_passes_and_a_restart_replays_from_zero() {
+    let mut c = Checker::new();
+    let r = committed_metadata(&mut c);
+    c.on_broker_metadata(0, 7, 0, 2, Some(&delta(0, &r[..2])));
+    c.on_broker_metadata(1, 7, 0, 2, None);
+    c.on_broker_metadata(2, 7, 0, 3, Some(&delta(1, &r[1..])));
+    // A new incarnation starts from an empty image.
+    c.on_broker_metadata(3, 7, 1, 0, None);
+    c.on_broker_metadata(4, 7, 1, 3, Some(&delta(0, &r)));
+    assert_eq!(c.count(METADATA_IN_ORDER), 0, "{:?}", c.violations());
+}
+
+/// One broker step: (incarnation, image offset after it, the delta delivered in it).
+type BrokerStep = (u64, Offset, Option<skein_core::controller::MetadataDelta>);
+
+#[test]
+fn metadata_reordered_skipped_backwards_or_uncommitted_fires() {
+    let r = {
+        let mut c = Checker::new();
+        committed_metadata(&mut c)
+    };
+    let reordered = [r[1].clone(), r[0].clone()];
+    let cases: Vec<(&str, Vec<BrokerStep>)> = vec![
+        ("reordered", vec![(0, 2, Some(delta(0, &reordered)))]),
+        ("skipped", vec![(0, 2, Some(delta(1, &r[1..2])))]),
+        ("no delta", vec![(0, 1, None)]),
+        (
+            "backwards",
+            vec![(0, 2, Some(delta(0, &r[..2]))), (0, 1, None)],
+        ),
+        ("uncommitted", vec![(0, 4, Some(delta(0, &r)))]),
+    ];
+    for (name, steps) in cases {
+        let mut c = Checker::new();
+        committed_metadata(&mut c);
+        for (k, (incarnation, offset, d)) in steps.iter().enumerate() {
+            c.on_broker_metadata(k as SimTime, 7, *incarnation, *offset, d.as_ref());
+        }
+        assert_eq!(
+            c.count(METADATA_IN_ORDER),
+            1,
+            "{name}: {:?}",
+            c.violations()
+        );
+    }
+}

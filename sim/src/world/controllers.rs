@@ -91,6 +91,37 @@ impl World {
         self.checker.on_raft(now, id, view);
     }
 
+    /// Feeds `metadata-in-order` controller `id`'s committed metadata records.
+    pub(super) fn observe_committed_metadata(&mut self, id: NodeId) {
+        let Some(c) = self.controllers.get(&id).and_then(|s| s.machine.as_ref()) else {
+            return;
+        };
+        let records = match c {
+            ControllerNode::Single(c) => c.records(),
+            ControllerNode::Quorum(q) => q.controller().records(),
+        };
+        self.checker.on_metadata_committed(records);
+    }
+
+    /// After a step of broker `id` (`delta`: the metadata a message delivered in it
+    /// carried), `metadata-in-order` looks at its image's offset.
+    pub(super) fn observe_broker_metadata(
+        &mut self,
+        now: crate::time::SimTime,
+        id: NodeId,
+        delta: Option<&skein_core::controller::MetadataDelta>,
+    ) {
+        let Some(slot) = self.brokers.get(&id) else {
+            return;
+        };
+        let Some(b) = slot.machine.as_ref() else {
+            return;
+        };
+        let offset = b.metadata_image().next_offset;
+        self.checker
+            .on_broker_metadata(now, id, slot.incarnation, offset, delta);
+    }
+
     /// Feeds `fenced-broker-ack` the brokers fenced in the newest committed metadata.
     pub(super) fn observe_fencing(&mut self, now: crate::time::SimTime) {
         let Some(image) = self.metadata_view() else {

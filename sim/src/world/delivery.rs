@@ -10,7 +10,7 @@ use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
 use crate::trace::{Arrival, Fields};
 use skein_core::broker::BrokerEvent;
-use skein_core::controller::ControllerEvent;
+use skein_core::controller::{ControllerEvent, ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};
 use skein_core::node::{Machine, NodeOutput};
 use skein_core::replica::Event as ReplicaEvent;
@@ -33,6 +33,18 @@ pub(super) struct DivergingAnswer {
     pub leader_epoch: LeaderEpoch,
     pub named: LeaderEpoch,
     pub end_offset: Offset,
+}
+
+/// The metadata a message to a broker carries (a heartbeat reply's or a pulled delta),
+/// for `metadata-in-order`.
+fn metadata_delta(msg: &Message) -> Option<MetadataDelta> {
+    match msg {
+        Message::ControllerResponse(ControllerResponse::BrokerHeartbeat(Ok(r))) => {
+            Some(r.metadata.clone())
+        }
+        Message::ControllerResponse(ControllerResponse::Metadata(d)) => Some(d.clone()),
+        _ => None,
+    }
 }
 
 fn diverging_answer(from: Address, msg: &Message) -> Option<DivergingAnswer> {
@@ -248,7 +260,9 @@ impl World {
                     return;
                 };
                 let diverging = diverging_answer(from, &msg);
+                let delta = metadata_delta(&msg);
                 b.step(local, from, msg);
+                self.observe_broker_metadata(now, n, delta.as_ref());
                 self.after_broker_step(n, now);
                 if let Some(answer) = diverging {
                     self.check_log_matching(now, n, answer);
@@ -408,6 +422,8 @@ impl World {
         }
         self.set_node_timer(Address::Node(id), now, next);
         self.observe_coordinator(id, now);
+        // A delivered delta was judged right after its step; this sees every other step.
+        self.observe_broker_metadata(now, id, None);
     }
 
     pub(super) fn after_controller_step(&mut self, id: NodeId, now: SimTime) {
@@ -454,6 +470,7 @@ impl World {
             }
         }
         self.set_node_timer(me, now, next);
+        self.observe_committed_metadata(id);
         if self.cfg.controllers > 1 {
             self.observe_raft(now, id);
             self.observe_fencing(now);

@@ -1,0 +1,114 @@
+//! `metadata-in-order`: every broker applies the committed metadata log in order. The world
+//! shows the checker each controller's committed records after every controller step
+//! ([`Checker::on_metadata_committed`]) and each broker's image offset after every broker
+//! step, with the delta a delivered message carried ([`Checker::on_broker_metadata`]).
+//!
+//! A broker persists no metadata: a restarted process (a new incarnation) starts from an
+//! empty image and replays the log from offset 0. So "in order" is judged per incarnation:
+//! within one, the applied offset never goes backwards; a new one starts again at 0. Every
+//! incarnation's image must be a prefix of the committed log, record by record.
+
+use super::{Checker, METADATA_IN_ORDER};
+use crate::time::SimTime;
+use crate::trace::Fnv1a;
+use skein_core::controller::{MetadataDelta, MetadataRecord};
+use skein_core::{NodeId, Offset};
+use std::collections::BTreeMap;
+
+/// What `metadata-in-order` remembers.
+#[derive(Default)]
+pub(super) struct MetadataOrderState {
+    /// The digest of each committed metadata record, by offset (as first seen committed).
+    committed: Vec<u64>,
+    /// Per broker: the process incarnation last seen and its image's next offset then.
+    brokers: BTreeMap<NodeId, (u64, Offset)>,
+}
+
+/// A record's digest: of its `Debug` form, which names every field (deterministic).
+fn digest(r: &MetadataRecord) -> u64 {
+    let mut h = Fnv1a::default();
+    h.str(&format!("{r:?}"));
+    h.finish()
+}
+
+impl Checker {
+    /// A controller's committed metadata records (all of them, from offset 0): records
+    /// past those already known are taken as committed. (Two controllers committing
+    /// different records at one offset is `metadata-commit-lost`'s to judge.)
+    pub fn on_metadata_committed(&mut self, records: &[MetadataRecord]) {
+        let known = &mut self.metadata.committed;
+        if records.len() > known.len() {
+            let from = known.len();
+            known.extend(records[from..].iter().map(digest));
+        }
+    }
+
+    /// Broker `broker` (process `incarnation`) finished a step with its image at
+    /// `next_offset`; `delta` is the metadata a message delivered in that step carried.
+    /// Judges that the offset did not go back, stays within the committed log, and that
+    /// the records applied in the step are the committed ones at their offsets.
+    pub fn on_broker_metadata(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        incarnation: u64,
+        next_offset: Offset,
+        delta: Option<&MetadataDelta>,
+    ) {
+        let before = match self.metadata.brokers.get(&broker) {
+            Some(&(inc, off)) if inc == incarnation => off,
+            _ => 0, // a new process replays from an empty image
+        };
+        self.metadata
+            .brokers
+            .insert(broker, (incarnation, next_offset));
+        if next_offset < before {
+            let d = format!(
+                "broker {broker} (incarnation {incarnation}) went back from metadata offset {before} to {next_offset}"
+            );
+            self.violate(METADATA_IN_ORDER, now, d);
+            return;
+        }
+        let committed = self.metadata.committed.len() as Offset;
+        if next_offset > committed {
+            let d = format!(
+                "broker {broker} applied metadata up to offset {next_offset}, but only {committed} records were ever committed"
+            );
+            self.violate(METADATA_IN_ORDER, now, d);
+            return;
+        }
+        if let Some(d) = self.applied_mismatch(broker, before, next_offset, delta) {
+            self.violate(METADATA_IN_ORDER, now, d);
+        }
+    }
+
+    /// Why the records `before..after` the broker applied are not the committed ones, if
+    /// they are not (or are not carried by the delta it was handed).
+    fn applied_mismatch(
+        &self,
+        broker: NodeId,
+        before: Offset,
+        after: Offset,
+        delta: Option<&MetadataDelta>,
+    ) -> Option<String> {
+        for offset in before..after {
+            let record = delta.and_then(|d| {
+                let k = offset.checked_sub(d.from)?;
+                d.records.get(usize::try_from(k).ok()?)
+            });
+            let Some(record) = record else {
+                return Some(format!(
+                    "broker {broker} applied metadata offset {offset} without a delta carrying it (image {before} -> {after})"
+                ));
+            };
+            let got = digest(record);
+            let want = self.metadata.committed[offset as usize];
+            if got != want {
+                return Some(format!(
+                    "broker {broker} applied {record:?} at metadata offset {offset} (digest {got:016x}); the committed record there has digest {want:016x}"
+                ));
+            }
+        }
+        None
+    }
+}
