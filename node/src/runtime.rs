@@ -312,6 +312,73 @@ impl NodeHandle {
     }
 }
 
+/// The node's state machine for its role, opened (and recovered) from `storage`.
+fn open_machine(
+    cfg: &ValidNodeConfig,
+    storage: PolicyStorage,
+    now: Nanos,
+) -> Result<(Peer, Machine), StartError> {
+    Ok(match cfg.role {
+        Role::Broker => {
+            let id = cfg.node_id.expect("validated: brokers have an id");
+            let (broker, reports) = Broker::open(id, broker_config(cfg), storage, now)
+                .map_err(|e| StartError::Broker(e.to_string()))?;
+            for (tp, summary) in reports {
+                tracing::info!(%tp, ?summary, "recovered partition log");
+            }
+            (Peer::Node(id), Machine(Node::Broker(Box::new(broker))))
+        }
+        Role::Controller if cfg.cluster.is_quorum() => {
+            let id = cfg
+                .node_id
+                .expect("validated: quorum controllers have an id");
+            let controller = QuorumController::open(storage, quorum_config(cfg, id), now)
+                .map_err(|e| StartError::Controller(e.to_string()))?;
+            (
+                Peer::Controller(id),
+                Machine(Node::Controller(ControllerNode::Quorum(Box::new(
+                    controller,
+                )))),
+            )
+        }
+        Role::Controller => {
+            let controller = Controller::open(storage, controller_config(cfg), now)
+                .map_err(|e| StartError::Controller(e.to_string()))?;
+            (
+                Peer::Controller(1),
+                Machine(Node::Controller(ControllerNode::Single(Box::new(
+                    controller,
+                )))),
+            )
+        }
+    })
+}
+
+/// Who this node dials: brokers dial every controller and every other broker; quorum
+/// controllers dial each other (Raft); a single controller dials nobody.
+fn dial_list(cfg: &ValidNodeConfig, me: Peer) -> Vec<(Address, SocketAddr)> {
+    let controllers = cfg
+        .cluster
+        .controllers
+        .iter()
+        .map(|(c, a)| (Address::Controller(*c), *a));
+    match me {
+        Peer::Node(id) => controllers
+            .chain(
+                cfg.cluster
+                    .brokers
+                    .iter()
+                    .filter(|(b, _)| *b != id)
+                    .map(|(b, a)| (Address::Node(*b), *a)),
+            )
+            .collect(),
+        Peer::Controller(id) if cfg.cluster.is_quorum() => controllers
+            .filter(|(c, _)| *c != Address::Controller(id))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Starts a node. `listener`, if given, is used instead of binding `cfg.listen` (tests
 /// bind port 0 first to learn free ports).
 pub async fn start(
@@ -342,64 +409,9 @@ pub async fn start(
     let max = cfg.max_frame_bytes;
     let mut tasks = Vec::new();
 
-    let (me, machine): (Peer, Machine) = match cfg.role {
-        Role::Broker => {
-            let id = cfg.node_id.expect("validated: brokers have an id");
-            let (broker, reports) = Broker::open(id, broker_config(&cfg), storage, clock.now())
-                .map_err(|e| StartError::Broker(e.to_string()))?;
-            for (tp, summary) in reports {
-                tracing::info!(%tp, ?summary, "recovered partition log");
-            }
-            (Peer::Node(id), Machine(Node::Broker(Box::new(broker))))
-        }
-        Role::Controller if cfg.cluster.is_quorum() => {
-            let id = cfg
-                .node_id
-                .expect("validated: quorum controllers have an id");
-            let controller = QuorumController::open(storage, quorum_config(&cfg, id), clock.now())
-                .map_err(|e| StartError::Controller(e.to_string()))?;
-            (
-                Peer::Controller(id),
-                Machine(Node::Controller(ControllerNode::Quorum(Box::new(
-                    controller,
-                )))),
-            )
-        }
-        Role::Controller => {
-            let controller = Controller::open(storage, controller_config(&cfg), clock.now())
-                .map_err(|e| StartError::Controller(e.to_string()))?;
-            (
-                Peer::Controller(1),
-                Machine(Node::Controller(ControllerNode::Single(Box::new(
-                    controller,
-                )))),
-            )
-        }
-    };
-
-    // Brokers dial every controller and every other broker; quorum controllers dial each
-    // other (Raft); a single controller dials nobody.
+    let (me, machine) = open_machine(&cfg, storage, clock.now())?;
     let mut outbound = BTreeMap::new();
-    let controllers = cfg
-        .cluster
-        .controllers
-        .iter()
-        .map(|(c, a)| (Address::Controller(*c), *a));
-    let peers: Vec<(Address, SocketAddr)> = match me {
-        Peer::Node(id) => controllers
-            .chain(
-                cfg.cluster
-                    .brokers
-                    .iter()
-                    .filter(|(b, _)| *b != id)
-                    .map(|(b, a)| (Address::Node(*b), *a)),
-            )
-            .collect(),
-        Peer::Controller(id) if cfg.cluster.is_quorum() => controllers
-            .filter(|(c, _)| *c != Address::Controller(id))
-            .collect(),
-        _ => Vec::new(),
-    };
+    let peers = dial_list(&cfg, me);
     for (addr, sock) in peers {
         let (tx, rx) = mpsc::channel(QUEUE);
         outbound.insert(addr, tx);
