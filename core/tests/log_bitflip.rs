@@ -4,16 +4,8 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
-
-fn batch(i: u32, n: usize) -> RecordBatch {
-    let records = (0..n).map(|j| {
-        (
-            Some(vec![j as u8]),
-            Some(format!("value-{i}-{j}").into_bytes()),
-        )
-    });
-    RecordBatch::new(i as i64, records)
-}
+mod common;
+use common::{batch, cases, read_all};
 
 fn cfg(truncate: bool) -> LogConfig {
     LogConfig {
@@ -26,37 +18,11 @@ fn cfg(truncate: bool) -> LogConfig {
     }
 }
 
-/// Reads everything; returns the batches read before any error and the error.
-fn read_all(log: &mut PartitionLog<MemStorage>) -> (Vec<RecordBatch>, Option<LogError>) {
-    let mut out = Vec::new();
-    let mut at = log.log_start_offset();
-    while at < log.log_end_offset() {
-        match log.read(at, 250) {
-            Ok(bs) => {
-                for b in bs {
-                    at = b.next_offset();
-                    out.push(b);
-                }
-            }
-            Err(e) => return (out, Some(e)),
-        }
-    }
-    (out, None)
-}
-
 fn assert_prefix(got: &[RecordBatch], want: &[RecordBatch]) {
     assert!(got.len() <= want.len());
     for (g, w) in got.iter().zip(want) {
         assert_eq!(g, w, "served data differs from what was appended");
     }
-}
-
-/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
-fn cases(default: u32) -> u32 {
-    std::env::var("SKEIN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

@@ -8,6 +8,8 @@ use proptest::prelude::*;
 use skein_core::log::*;
 use std::cell::Cell;
 use std::rc::Rc;
+mod common;
+use common::cases;
 
 /// MemStorage that stops working after a budget of mutating calls.
 #[derive(Clone, Debug)]
@@ -191,14 +193,6 @@ fn read_all(log: &mut PartitionLog<Dying>) -> Vec<RecordBatch> {
         }
     }
     out
-}
-
-/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
-fn cases(default: u32) -> u32 {
-    std::env::var("SKEIN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

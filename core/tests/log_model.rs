@@ -4,6 +4,8 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+mod common;
+use common::cases;
 
 #[derive(Clone, Debug)]
 struct MBatch {
@@ -375,14 +377,6 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
         }
         w.check();
     }
-}
-
-/// Case count: modest by default (cargo test stays fast); `SKEIN_PROPTEST_CASES=N` for a soak.
-fn cases(default: u32) -> u32 {
-    std::env::var("SKEIN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

@@ -5,16 +5,8 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
-
-fn batch(i: u32, n: usize) -> RecordBatch {
-    let records = (0..n).map(|j| {
-        (
-            Some(vec![j as u8]),
-            Some(format!("value-{i}-{j}").into_bytes()),
-        )
-    });
-    RecordBatch::new(i as i64, records)
-}
+mod common;
+use common::{batch, cases, read_all};
 
 fn cfg() -> LogConfig {
     LogConfig {
@@ -24,24 +16,6 @@ fn cfg() -> LogConfig {
         segment_ms: None,
         ..LogConfig::default()
     }
-}
-
-/// Reads everything; returns the batches read before any error and the error.
-fn read_all(log: &mut PartitionLog<MemStorage>) -> (Vec<RecordBatch>, Option<LogError>) {
-    let mut out = Vec::new();
-    let mut at = log.log_start_offset();
-    while at < log.log_end_offset() {
-        match log.read(at, 250) {
-            Ok(bs) => {
-                for b in bs {
-                    at = b.next_offset();
-                    out.push(b);
-                }
-            }
-            Err(e) => return (out, Some(e)),
-        }
-    }
-    (out, None)
 }
 
 /// A leader log (batches of `sizes`, the epoch rising every 4 batches) and a follower log
@@ -70,13 +44,6 @@ fn two_copies(
     }
     follower.flush().unwrap();
     (mem, leader, follower, want)
-}
-
-fn cases(default: u32) -> u32 {
-    std::env::var("SKEIN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

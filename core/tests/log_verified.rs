@@ -8,6 +8,8 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+mod common;
+use common::cases;
 
 /// A `MemStorage` that does not report generations: the log never trusts earlier checks.
 #[derive(Clone, Debug)]
@@ -79,14 +81,6 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(Op::ReadError),
         1 => (0u64..80).prop_map(Op::Truncate),
     ]
-}
-
-/// Case count: modest by default; `SKEIN_PROPTEST_CASES=N` for a soak.
-fn cases(default: u32) -> u32 {
-    std::env::var("SKEIN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {
