@@ -315,7 +315,7 @@ impl ClusterConfig {
     }
 
     /// The controllers by id: the single `controller` as id 1, or the list, whose ids must
-    /// be 1..=N (clients try them in turn by id, as core's `client::controller_for`).
+    /// be 1..=N (clients try them in turn by id, as core's `client::ControllerRouter`).
     fn validate_controllers(&self) -> Result<Vec<(NodeId, SocketAddr)>, ConfigError> {
         match (&self.controller, self.controllers.is_empty()) {
             (Some(_), false) => Err(ConfigError::BothControllerForms),

@@ -70,7 +70,7 @@ pub struct SimOpts {
     /// Number of brokers [default: 3].
     #[arg(long)]
     pub brokers: Option<u32>,
-    /// Controller nodes: 1, or a Raft quorum of 3 or 5 [default: 1].
+    /// Controller nodes: 1, or a Raft quorum of 3 or 5 [default: 3].
     #[arg(long)]
     pub controllers: Option<u32>,
     /// Partitions of the test topic [default: 6].

@@ -20,7 +20,8 @@ use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::{
-    ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Truncation,
+    ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
+    Truncation,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::log::RecordBatch;
@@ -116,8 +117,6 @@ pub struct Ctx<'a> {
     /// Controller nodes (1, or a quorum of 3 or 5).
     pub controllers: u32,
 }
-
-pub use skein_core::client::controller_for;
 
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.
@@ -219,8 +218,12 @@ pub struct Producer {
     idempotent: bool,
     producer: ProduceClient,
     init_sent: Option<SimTime>,
-    /// Controller requests sent (each retry tries the next controller).
-    controller_attempts: u64,
+    /// Which controller to ask (core's policy: follow hints, else the next in turn).
+    /// Made at the first request, when the world's controller count is at hand.
+    router: Option<ControllerRouter>,
+    /// The controller each kind of controller request last went to, until it answers.
+    init_asked: Option<NodeId>,
+    view_asked: Option<NodeId>,
     meta: MetaCache,
     /// The controller's view, pulled when a sequence error needs its word.
     view: ControllerView,
@@ -271,7 +274,9 @@ impl Producer {
                 ProduceClient::plain()
             },
             init_sent: None,
-            controller_attempts: 0,
+            router: None,
+            init_asked: None,
+            view_asked: None,
             meta: MetaCache::new(partitions),
             view: ControllerView::new(),
             view_sent: None,
@@ -325,19 +330,7 @@ impl Producer {
 
     /// Timers: new values, init, metadata, resends, timeouts.
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
-        if self.idempotent
-            && self.producer.producer().is_none()
-            && self
-                .init_sent
-                .is_none_or(|t| ctx.now >= t + METADATA_TIMEOUT)
-        {
-            self.init_sent = Some(ctx.now);
-            let to = self.next_controller(ctx);
-            ctx.out.sends.push((
-                to,
-                Message::ControllerRequest(ControllerRequest::InitProducerId),
-            ));
-        }
+        self.poll_init(ctx);
         while self.next_send <= ctx.now && self.next_send < self.stop_at && !self.fenced {
             self.produced += 1;
             let value = format!("p{}-{}", self.index, self.produced);
@@ -375,14 +368,40 @@ impl Producer {
         if checking && due {
             self.view_sent = Some(ctx.now);
             let req = Message::ControllerRequest(self.view.request());
-            let to = self.next_controller(ctx);
-            ctx.out.sends.push((to, req));
+            let to = self.ask_controller(self.view_asked, ctx);
+            self.view_asked = Some(to);
+            ctx.out.sends.push((Address::Controller(to), req));
         }
     }
 
-    fn next_controller(&mut self, ctx: &Ctx<'_>) -> Address {
-        self.controller_attempts += 1;
-        controller_for(self.controller_attempts - 1, ctx.controllers)
+    /// An idempotent producer without its id asks the controller for one.
+    fn poll_init(&mut self, ctx: &mut Ctx<'_>) {
+        if self.idempotent
+            && self.producer.producer().is_none()
+            && self
+                .init_sent
+                .is_none_or(|t| ctx.now >= t + METADATA_TIMEOUT)
+        {
+            self.init_sent = Some(ctx.now);
+            let to = self.ask_controller(self.init_asked, ctx);
+            self.init_asked = Some(to);
+            ctx.out.sends.push((
+                Address::Controller(to),
+                Message::ControllerRequest(ControllerRequest::InitProducerId),
+            ));
+        }
+    }
+
+    /// The controller to send a request to; `unanswered`: the one the previous request of
+    /// the same kind went to, if it never answered (the router then moves on).
+    fn ask_controller(&mut self, unanswered: Option<NodeId>, ctx: &Ctx<'_>) -> NodeId {
+        let router = self
+            .router
+            .get_or_insert_with(|| ControllerRouter::new(ctx.controllers));
+        if let Some(asked) = unanswered {
+            router.on_no_answer(asked);
+        }
+        router.target()
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {
@@ -457,20 +476,40 @@ impl Producer {
     pub fn handle(&mut self, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
             Message::MetadataResponse(r) => self.meta.on_response(&r),
-            Message::ControllerResponse(ControllerResponse::InitProducerId(Ok(id)))
-                if self.producer.producer().is_none() =>
-            {
-                self.producer.init(id)
-            }
-            Message::ControllerResponse(ControllerResponse::Metadata(delta)) => {
-                self.on_view(&delta, ctx)
-            }
+            Message::ControllerResponse(resp) => self.on_controller(resp, ctx),
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}
         }
+        self.poll_init(ctx);
         self.poll_view(ctx);
         self.meta.poll(&mut self.corr, ctx, self.partitions);
         self.dispatch(ctx);
+    }
+
+    /// A controller's answer: first to the router (which follows a `NotController` hint),
+    /// then to the request's owner.
+    fn on_controller(&mut self, resp: ControllerResponse, ctx: &mut Ctx<'_>) {
+        let asked = match resp {
+            ControllerResponse::InitProducerId(_) => self.init_asked.take(),
+            ControllerResponse::Metadata(_) => self.view_asked.take(),
+            _ => None,
+        };
+        if let Some(from) = asked {
+            let router = self
+                .router
+                .get_or_insert_with(|| ControllerRouter::new(ctx.controllers));
+            // (Metadata is answered by any controller: only InitProducerId is refused.)
+            if router.on_answer(from, &resp) == Route::AskNow {
+                self.init_sent = None;
+            }
+        }
+        match resp {
+            ControllerResponse::InitProducerId(Ok(id)) if self.producer.producer().is_none() => {
+                self.producer.init(id)
+            }
+            ControllerResponse::Metadata(delta) => self.on_view(&delta, ctx),
+            _ => {}
+        }
     }
 
     /// Every in-flight batch's outcome is unknown: each of its values goes into the
@@ -507,8 +546,9 @@ impl Producer {
                 // More pages: ask for the next one now.
                 self.view_sent = Some(ctx.now);
                 let req = Message::ControllerRequest(self.view.request());
-                let to = self.next_controller(ctx);
-                ctx.out.sends.push((to, req));
+                let to = self.ask_controller(None, ctx);
+                self.view_asked = Some(to);
+                ctx.out.sends.push((Address::Controller(to), req));
                 return;
             }
             Err(_) => {

@@ -88,7 +88,7 @@ impl Default for SimConfig {
             duration: 60 * SECS,
             liveness: 20 * SECS,
             brokers: 3,
-            controllers: 1,
+            controllers: 3,
             partitions: 6,
             replication_factor: 3,
             min_insync_replicas: 2,

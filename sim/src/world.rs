@@ -143,8 +143,8 @@ enum TimerDue {
 }
 
 enum Client {
-    Producer(Producer),
-    Consumer(Consumer),
+    Producer(Box<Producer>),
+    Consumer(Box<Consumer>),
     Member(Box<GroupMember>),
 }
 
@@ -245,8 +245,9 @@ struct World {
     /// Brokers whose clock a fault has struck: their session lease is only as good as
     /// their clock, so `fenced-broker-ack` does not judge them.
     clock_faulted: std::collections::BTreeSet<NodeId>,
-    /// Controller requests the admin client sent (it tries the controllers in turn).
-    admin_attempts: u64,
+    /// Which controller the admin client asks, and the one it asked last until it answers.
+    admin_router: skein_core::client::ControllerRouter,
+    admin_asked: Option<NodeId>,
     /// The highest Raft commit index any quorum node was seen at (a committed entry may be
     /// applied nowhere alive yet: its leader knew it committed, then crashed).
     raft_commit_seen: u64,

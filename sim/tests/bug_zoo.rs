@@ -153,10 +153,10 @@ const ZOO: &[Row] = &[
     Row {
         bug: "truncate-to-hw",
         scenario: "kip101-new-follower-truncates-then-leader-dies.toml",
-        // Seed 18 since the simulator runs core's client (issue 19): the client's timing
-        // moved every trace, and the loss needs acknowledged records in the last fetch round
-        // at the isolation (1 seed in 20, as before).
-        seed: 18,
+        // With 3 controllers (the default since issue 12) seeds 26 and 30 of 1-30 (with one,
+        // 18 of 1-20): the loss needs acknowledged records in the last fetch round at the
+        // isolation.
+        seed: 26,
         invariant: "acked-write-lost",
         bound: Some(60),
         sweep: default_sweep,
@@ -177,8 +177,8 @@ const ZOO: &[Row] = &[
     Row {
         bug: "unfenced-fetch",
         scenario: "kip320-stale-epoch-rejoin.toml",
-        // Seeds 3, 4 and 8 of 1-8 since the simulator runs core's client (issue 19).
-        seed: 3,
+        // Seeds 4, 9, 10 and 11 of 1-11 with 3 controllers (the default since issue 12).
+        seed: 4,
         invariant: "replica-divergence",
         bound: Some(10),
         sweep: default_sweep,
@@ -194,8 +194,9 @@ const ZOO: &[Row] = &[
     Row {
         bug: "fsync-after-ack",
         scenario: "kip966-last-replica-unflushed.toml",
-        // Seeds 3 and 7 of 1-8 since the simulator runs core's client (issue 19).
-        seed: 3,
+        // Seeds 24, 25 and 27 of 1-30 with 3 controllers (the default since issue 12); with
+        // one controller 3, 7, 11, 13, 15 and 17 of 1-20.
+        seed: 24,
         invariant: "acked-write-lost",
         bound: Some(50),
         sweep: single_copy,

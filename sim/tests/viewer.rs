@@ -171,7 +171,7 @@ fn a_zoo_bug_page_shows_lanes_arrows_faults_and_the_violation_at_its_moment() {
     let config = scenario_config(
         "kip101-new-follower-truncates-then-leader-dies.toml",
         "truncate-to-hw",
-        18,
+        26,
     );
     let (page, report) = write_page(&config, "kip101-truncate-to-hw");
     assert!(
@@ -183,14 +183,15 @@ fn a_zoo_bug_page_shows_lanes_arrows_faults_and_the_violation_at_its_moment() {
     // `sel=violation` opens the page zoomed on the first violation, selected.
     let l = load(&b, &page, "#sel=violation", "kip101-truncate-to-hw");
     assert_clean(&l, "kip101 page");
-    // Lanes: the controller, three brokers, two producers, two consumers, the admin.
+    // Lanes: three controllers, three brokers, two producers, two consumers, the admin.
     assert!(
-        l.count("class=\"lane\"") >= 8,
+        l.count("class=\"lane\"") >= 10,
         "lanes: {}",
         l.count("class=\"lane\"")
     );
     for lane in [
-        "controller",
+        "controller 1",
+        "controller 3",
         "broker 1",
         "broker 2",
         "broker 3",

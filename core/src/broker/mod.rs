@@ -507,15 +507,18 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     /// A controller answered `NotController { leader }`: follow its hint when it names a
-    /// voter, else try the next one. Returns whether the broker now believes in another
-    /// controller than the one that answered (then it may ask again at once).
+    /// voter. Returns whether the hint named another controller (then the broker asks it at
+    /// once). Without a hint the quorum is electing: the request's own retry moves to the
+    /// next voter after a wait, as Kafka's `retry.backoff.ms`, instead of asking every voter
+    /// in turn as fast as they refuse (thousands of refused requests per election).
     fn follow_hint(&mut self, answered: NodeId, leader: Option<NodeId>) -> bool {
         match leader.filter(|l| self.config.controllers.contains(l)) {
-            Some(l) => self.controller = l,
-            None if self.controller == answered => self.next_controller(),
-            None => {}
+            Some(l) => {
+                self.controller = l;
+                l != answered
+            }
+            None => false,
         }
-        self.controller != answered
     }
 
     pub fn metadata_image(&self) -> &MetadataImage {
@@ -1014,10 +1017,11 @@ impl<S: Storage + Clone> Broker<S> {
             }
             ControllerResponse::RegisterBroker(Err(e)) => {
                 tracing::warn!(error = %e, "registration refused");
+                // The hinted controller at once; with no hint, the retry timer moves on.
                 if moved == Some(true)
                     && matches!(self.registration, Registration::Unregistered { .. })
                 {
-                    self.send_registration(now); // the hinted controller, at once
+                    self.send_registration(now);
                 }
             }
             ControllerResponse::BrokerHeartbeat(Ok(reply)) => self.on_heartbeat(now, reply),
@@ -1032,8 +1036,11 @@ impl<S: Storage + Clone> Broker<S> {
                 other => {
                     tracing::warn!(error = %other, "heartbeat refused");
                     self.heartbeat_in_flight = false;
-                    if moved == Some(true) {
-                        self.heartbeat_sent_at = None; // the hinted controller, at once
+                    match moved {
+                        Some(true) => self.heartbeat_sent_at = None, // the hinted one, at once
+                        // No hint: the next voter, at the next heartbeat.
+                        Some(false) if self.controller == from => self.next_controller(),
+                        _ => {}
                     }
                 }
             },

@@ -1035,6 +1035,25 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
         )]
     ));
     assert_eq!(b.active_controller(), 1);
+    // Controller 1 names nobody (the quorum is electing): the broker waits for its retry
+    // timer, then asks the next voter, instead of asking every voter as fast as they refuse.
+    let electing =
+        ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: None }));
+    b.handle(
+        MS + 51 * MS,
+        Address::Controller(1),
+        Message::ControllerResponse(electing),
+    );
+    assert!(controller_sends(&mut b).is_empty(), "no request at once");
+    b.tick(MS + 100 * MS);
+    let sent = controller_sends(&mut b);
+    assert!(matches!(
+        sent[..],
+        [(
+            Address::Controller(2),
+            ControllerRequest::RegisterBroker { .. }
+        )]
+    ));
 }
 
 #[test]

@@ -12,7 +12,9 @@
 //! records and its next position ([`take_records`]) and detects a log truncated under it
 //! (KIP-320, reported as a [`Truncation`]); a
 //! [`GroupConsumer`](crate::group::GroupConsumer) host translates the consumer's requests to
-//! wire messages and their answers back with [`group_wire`].
+//! wire messages and their answers back with [`group_wire`]. Every request to the
+//! controller quorum goes to [`ControllerRouter::target`], and every answer (or its absence)
+//! goes back to the router, which follows `NotController` hints ([`Route`]).
 //!
 //! ## Produce policy, decided once
 //!
@@ -40,10 +42,12 @@ mod fetch;
 pub mod group_wire;
 mod metadata;
 mod produce;
+mod router;
 
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
-pub use metadata::{controller_for, ControllerView, LeaderCache};
+pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
+pub use router::{ControllerRouter, Route};
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
 use crate::trace::{Arrival, Fields};
 use skein_core::broker::BrokerEvent;
-use skein_core::controller::{ControllerEvent, ControllerResponse, MetadataDelta};
+use skein_core::controller::{ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};
 use skein_core::node::{Machine, NodeOutput};
 use skein_core::replica::Event as ReplicaEvent;
@@ -458,13 +458,9 @@ impl World {
                     let seq = self.q.len() as u64;
                     self.tracer
                         .event(now, seq, "controller-event", "", &[], || format!("{e:?}"));
+                    // (An unclean election reaches the checker from the committed
+                    // records: `Checker::on_metadata_committed`.)
                     self.tracer.fields(now, Fields::ControllerEvent(&e));
-                    if let ControllerEvent::UncleanLeaderElection {
-                        tp, leader_epoch, ..
-                    } = e
-                    {
-                        self.checker.on_unclean_election(&tp, leader_epoch);
-                    }
                 }
                 NodeOutput::Broker(_) => {}
             }

@@ -167,16 +167,16 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
     let mut clients = Vec::new();
     let mut id = 1u64;
     for i in 0..cfg.producers {
-        clients.push(ClientSlot::new(Client::Producer(producer(
+        clients.push(ClientSlot::new(Client::Producer(Box::new(producer(
             cfg,
             id,
             i + 1,
             500 * MILLIS,
-        ))));
+        )))));
         id += 1;
     }
     for _ in 0..cfg.consumers {
-        clients.push(ClientSlot::new(Client::Consumer(consumer(cfg, id))));
+        clients.push(ClientSlot::new(Client::Consumer(Box::new(consumer(cfg, id)))));
         id += 1;
     }
     let mut members = Vec::new();
@@ -226,7 +226,8 @@ impl World {
             brokers,
             controllers,
             clock_faulted: Default::default(),
-            admin_attempts: 0,
+            admin_router: skein_core::client::ControllerRouter::new(cfg.controllers),
+            admin_asked: None,
             raft_commit_seen: 0,
             clients,
             checker: Checker::new(),

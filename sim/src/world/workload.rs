@@ -8,6 +8,7 @@ use crate::config::SimConfig;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
 use crate::trace::Fields;
+use skein_core::client::Route;
 use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
 use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
 use skein_core::message::{Acks as CoreAcks, Address, Message};
@@ -244,21 +245,26 @@ impl World {
         if self.topic_created {
             return;
         }
-        if let Some(Message::ControllerResponse(ControllerResponse::CreateTopic {
-            result, ..
-        })) = msg
-        {
-            match result {
-                Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
-                    self.topic_created = true;
-                    return;
-                }
-                Err(_) => {
+        if let Some(Message::ControllerResponse(resp)) = msg {
+            if let Some(asked) = self.admin_asked.take() {
+                if self.admin_router.on_answer(asked, &resp) == Route::AskNow {
                     self.admin_sent = None;
-                    self.q.push(now + 200 * MILLIS, Ev::Admin);
+                    self.q.push(now, Ev::Admin);
                     return;
                 }
             }
+            if let ControllerResponse::CreateTopic { result, .. } = resp {
+                match result {
+                    Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
+                        self.topic_created = true;
+                    }
+                    Err(_) => {
+                        self.admin_sent = None;
+                        self.q.push(now + 200 * MILLIS, Ev::Admin);
+                    }
+                }
+            }
+            return;
         }
         if msg.is_some() {
             return;
@@ -267,10 +273,14 @@ impl World {
             return;
         }
         self.admin_sent = Some(now);
-        // Each attempt goes to the next controller: a quorum answers only from the active
-        // one (the others say NotController).
-        let controller = crate::client::controller_for(self.admin_attempts, self.cfg.controllers);
-        self.admin_attempts += 1;
+        // Core's routing: a request that got no answer moves to the next controller; a
+        // NotController answer was given to the router above.
+        if let Some(asked) = self.admin_asked.take() {
+            self.admin_router.on_no_answer(asked);
+        }
+        let to = self.admin_router.target();
+        self.admin_asked = Some(to);
+        let controller = Address::Controller(to);
         let config = TopicConfig {
             partitions: self.cfg.partitions,
             replication_factor: self.cfg.replication_factor as u16,
