@@ -1,13 +1,15 @@
 #![cfg(madsim)]
-//! The real node runtime inside madsim: a controller and three brokers, each a simulated
-//! madsim node running `skein_node::runtime::start` (the very code `skein node` runs), and
-//! clients running `skein_node::client::Client`, all on madsim's simulated TCP and clock.
+//! The real node runtime inside madsim: a Raft quorum of three controllers and three
+//! brokers, each a simulated madsim node running `skein_node::runtime::start` (the very code
+//! `skein node` runs), and clients running `skein_node::client::Client`, all on madsim's
+//! simulated TCP and clock.
 //!
 //! One test, run once per seed (`MADSIM_TEST_SEED`, `MADSIM_TEST_NUM`): an RF 3 topic with
 //! min.insync.replicas 2; an idempotent acks=all producer writes unique values while a
-//! nemesis kills and restarts nodes (brokers and the controller), clogs single links and
-//! partitions one broker away from everybody; then the faults heal and a consumer reads
-//! every partition to its end. Every send and poll goes into a history in the format of
+//! nemesis kills and restarts nodes (brokers and controllers, the active one included when
+//! the draw falls on it), clogs single links and partitions one node (a broker or a
+//! controller) away from everybody; then the faults heal and a consumer reads every
+//! partition to its end. Every send and poll goes into a history in the format of
 //! `docs/history.md`, and `skein_jepsen::check` (with final reads) must find no anomaly.
 //!
 //! Storage is the runtime's real `FileStorage`, one temp dir per node (under /dev/shm when
@@ -34,7 +36,9 @@ use skein_jepsen::{
     check, CheckOptions, Event, EventType, Function, PollValue, PolledRecord, SendValue, Value,
 };
 use skein_node::client::{Client, ClientOptions};
-use skein_node::config::{BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role};
+use skein_node::config::{
+    BrokerEntry, Cluster, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, Role,
+};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +47,8 @@ use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
 const BROKERS: u32 = 3;
+/// A Raft quorum: one controller down or cut off at a time leaves a majority.
+const CONTROLLERS: u32 = 3;
 const PARTITIONS: u32 = 2;
 const TOPIC: &str = "t";
 /// Simulated seconds of produce under faults.
@@ -54,11 +60,11 @@ const BATCH: usize = 4;
 fn ip(last: u8) -> IpAddr {
     IpAddr::from([10, 0, 0, last])
 }
-fn controller_addr() -> SocketAddr {
-    SocketAddr::new(ip(1), 9000)
+fn controller_ip(id: u32) -> IpAddr {
+    ip(id as u8)
 }
-fn broker_addr(id: u32) -> SocketAddr {
-    SocketAddr::new(ip(1 + id as u8), 9000)
+fn broker_ip(id: u32) -> IpAddr {
+    ip(10 + id as u8)
 }
 
 /// Where the nodes' data dirs go: tmpfs when there is one. The state machines make
@@ -93,12 +99,17 @@ impl History {
 
 fn cluster_config() -> ClusterConfig {
     ClusterConfig {
-        controller: Some(controller_addr().to_string()),
-        controllers: Vec::new(),
+        controller: None,
+        controllers: (1..=CONTROLLERS)
+            .map(|id| ControllerEntry {
+                id,
+                address: SocketAddr::new(controller_ip(id), 9000).to_string(),
+            })
+            .collect(),
         brokers: (1..=BROKERS)
             .map(|id| BrokerEntry {
                 id,
-                address: broker_addr(id).to_string(),
+                address: SocketAddr::new(broker_ip(id), 9000).to_string(),
                 kafka_listener: None,
             })
             .collect(),
@@ -319,8 +330,9 @@ async fn consume_all(
     read
 }
 
-/// Kills and restarts nodes, clogs links and partitions one broker away, for
-/// `FAULT_SECS`; leaves every node running and every link open.
+/// Kills and restarts nodes, clogs links and partitions one node away, for `FAULT_SECS`;
+/// leaves every node running and every link open. One fault at a time, so a majority of the
+/// controllers and of each partition's replicas is always up.
 async fn nemesis(servers: &[NodeHandle], client_node: &NodeHandle) -> [u32; 5] {
     let handle = Handle::current();
     let net = NetSim::current();
@@ -334,7 +346,7 @@ async fn nemesis(servers: &[NodeHandle], client_node: &NodeHandle) -> [u32; 5] {
         faults[kind] += 1;
         match kind {
             0 => {
-                // Crash a broker or the controller, bring it back later.
+                // Crash a broker or a controller, bring it back later.
                 let victim = &servers[rng.gen_range(0..servers.len())];
                 tracing::info!(node = %victim.id(), "nemesis: kill");
                 handle.kill(victim.id());
@@ -368,8 +380,9 @@ async fn nemesis(servers: &[NodeHandle], client_node: &NodeHandle) -> [u32; 5] {
                 }
             }
             3 => {
-                // Partition one broker from everybody else, both directions.
-                let victim = servers[1 + rng.gen_range(0..BROKERS as usize)].id();
+                // Partition one node (a broker or a controller) from everybody else, both
+                // directions.
+                let victim = servers[rng.gen_range(0..servers.len())].id();
                 let others: Vec<_> = servers
                     .iter()
                     .map(|s| s.id())
@@ -410,17 +423,21 @@ async fn cluster_survives_kills_clogs_and_partitions() {
     let seed = Handle::current().seed();
     let dir = data_root();
     let cluster = cluster_config().validate().expect("valid cluster");
-    let mut servers = vec![server_node(
-        "controller",
-        ip(1),
-        Role::Controller,
-        None,
-        dir.path(),
-    )];
+    let mut servers: Vec<NodeHandle> = (1..=CONTROLLERS)
+        .map(|id| {
+            server_node(
+                &format!("controller-{id}"),
+                controller_ip(id),
+                Role::Controller,
+                Some(id),
+                dir.path(),
+            )
+        })
+        .collect();
     for id in 1..=BROKERS {
         servers.push(server_node(
             &format!("broker-{id}"),
-            ip(1 + id as u8),
+            broker_ip(id),
             Role::Broker,
             Some(id),
             dir.path(),
