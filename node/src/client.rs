@@ -11,7 +11,7 @@ use crate::config::Cluster;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::client::{
-    controller_for, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep,
+    ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep,
     Truncation,
 };
 use skein_core::controller::{
@@ -232,11 +232,10 @@ pub struct Client {
     brokers: BTreeMap<NodeId, Conn>,
     /// The connection to the controller last asked, and its id.
     controller: Option<(NodeId, Conn)>,
-    /// Controller requests that went unanswered or were refused with no hint: the next one
-    /// goes to `client::controller_for(controller_attempts, N)` (the controllers in turn).
-    controller_attempts: u64,
-    /// The controller a `NotController` answer named as active: asked next.
-    controller_hint: Option<NodeId>,
+    /// Which controller to ask (core's router, the one the simulator's clients use too):
+    /// the one that last answered, the one a `NotController` refusal named, or the next in
+    /// turn after no answer.
+    controllers: ControllerRouter,
     /// Partition leaders (core's cache, the one the simulator's clients use too).
     leaders: LeaderCache,
     /// The controller's metadata, pulled incrementally (admin calls, leader checks).
@@ -261,13 +260,13 @@ pub struct Produced {
 
 impl Client {
     pub fn new(cluster: Cluster, opts: ClientOptions) -> Self {
+        let controllers = ControllerRouter::new(cluster.controllers.len() as u32);
         Self {
             cluster,
             opts,
             brokers: BTreeMap::new(),
             controller: None,
-            controller_attempts: 0,
-            controller_hint: None,
+            controllers,
             // The real client refreshes on demand (`leader(tp, true)`), not on a schedule.
             leaders: LeaderCache::new(0, 0),
             view: ControllerView::new(),
@@ -287,41 +286,32 @@ impl Client {
     }
 
     /// One request to the controller and its reply. With a controller quorum, the request
-    /// goes to the active controller: a `NotController` answer moves it to the hinted
-    /// controller, no answer (or no hint) to the next one by core's `controller_for`, for
-    /// up to `retry_for`. With a single controller, one attempt.
+    /// goes where core's `ControllerRouter` says: the hinted controller after a
+    /// `NotController` answer, the next in turn after no answer (or no hint), for up to
+    /// `retry_for`. With a single controller, one attempt.
     pub async fn controller_request(
         &mut self,
         req: ControllerRequest,
     ) -> Result<ControllerResponse, ClientError> {
-        let n = self.cluster.controllers.len() as u32;
-        if n <= 1 {
+        if self.controllers.controllers() <= 1 {
             return self.controller_request_to(1, req).await;
         }
         let started = Instant::now();
         loop {
-            let id = match self.controller_hint {
-                Some(id) => id,
-                None => match controller_for(self.controller_attempts, n) {
-                    Address::Controller(id) => id,
-                    other => unreachable!("controller_for gave {other}"),
-                },
-            };
+            let id = self.controllers.next();
             let res = self.controller_request_to(id, req.clone()).await;
-            let hint = match &res {
-                Ok(resp) => match resp.not_controller() {
-                    None => return res,
-                    Some(hint) => hint.filter(|&l| l != id && self.cluster.controller(l).is_some()),
-                },
-                Err(_) => None,
+            let done = match &res {
+                Ok(resp) => self.controllers.on_reply(id, resp),
+                Err(_) => {
+                    self.controllers.move_on();
+                    false
+                }
             };
-            if started.elapsed() >= self.opts.retry_for {
+            if done || started.elapsed() >= self.opts.retry_for {
                 return res;
             }
-            tracing::debug!(controller = id, ?hint, "controller request: trying another");
-            self.controller_hint = hint;
-            if hint.is_none() {
-                self.controller_attempts += 1;
+            tracing::debug!(controller = id, "controller request: trying another");
+            if self.controllers.guessing() {
                 // Every controller may be mid-election: do not spin.
                 tokio::time::sleep(self.opts.retry_backoff).await;
             }
@@ -627,8 +617,7 @@ impl Client {
             if self.cluster_image().await?.topic(topic).is_some() {
                 return Ok(true);
             }
-            self.controller_hint = None;
-            self.controller_attempts += 1;
+            self.controllers.move_on();
         }
         Ok(false)
     }

@@ -20,7 +20,8 @@ use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::{
-    ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Truncation,
+    ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep,
+    Truncation,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::log::RecordBatch;
@@ -116,8 +117,6 @@ pub struct Ctx<'a> {
     /// Controller nodes (1, or a quorum of 3 or 5).
     pub controllers: u32,
 }
-
-pub use skein_core::client::controller_for;
 
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.
@@ -219,8 +218,11 @@ pub struct Producer {
     idempotent: bool,
     producer: ProduceClient,
     init_sent: Option<SimTime>,
-    /// Controller requests sent (each retry tries the next controller).
-    controller_attempts: u64,
+    /// Where controller requests go: core's router, the real client's. This client reports
+    /// no answers to it (its controller requests carry no correlation; it resends on its
+    /// own timer), so each request goes to the next controller in turn. Made at the first
+    /// request, when the number of controllers is known.
+    controllers: Option<ControllerRouter>,
     meta: MetaCache,
     /// The controller's view, pulled when a sequence error needs its word.
     view: ControllerView,
@@ -271,7 +273,7 @@ impl Producer {
                 ProduceClient::plain()
             },
             init_sent: None,
-            controller_attempts: 0,
+            controllers: None,
             meta: MetaCache::new(partitions),
             view: ControllerView::new(),
             view_sent: None,
@@ -381,8 +383,9 @@ impl Producer {
     }
 
     fn next_controller(&mut self, ctx: &Ctx<'_>) -> Address {
-        self.controller_attempts += 1;
-        controller_for(self.controller_attempts - 1, ctx.controllers)
+        self.controllers
+            .get_or_insert_with(|| ControllerRouter::new(ctx.controllers))
+            .next_address()
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {

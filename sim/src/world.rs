@@ -245,8 +245,9 @@ struct World {
     /// Brokers whose clock a fault has struck: their session lease is only as good as
     /// their clock, so `fenced-broker-ack` does not judge them.
     clock_faulted: std::collections::BTreeSet<NodeId>,
-    /// Controller requests the admin client sent (it tries the controllers in turn).
-    admin_attempts: u64,
+    /// Where the admin client's controller requests go (core's router). It reports no
+    /// answers to it, so it asks the controllers in turn, one per attempt.
+    admin_controllers: skein_core::client::ControllerRouter,
     /// The highest Raft commit index any quorum node was seen at (a committed entry may be
     /// applied nowhere alive yet: its leader knew it committed, then crashed).
     raft_commit_seen: u64,

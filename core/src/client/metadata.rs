@@ -185,10 +185,3 @@ impl ControllerView {
         &self.image
     }
 }
-
-/// Where a client's `attempt`-th controller request goes: the controllers (ids 1..=N) in
-/// turn, so a retry after no answer (a controller down, or not the active one and saying
-/// so) tries the next. With a single controller, always controller 1.
-pub fn controller_for(attempt: u64, controllers: u32) -> crate::message::Address {
-    crate::message::Address::Controller(1 + (attempt % u64::from(controllers.max(1))) as u32)
-}

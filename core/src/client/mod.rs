@@ -12,7 +12,8 @@
 //! records and its next position ([`take_records`]) and detects a log truncated under it
 //! (KIP-320, reported as a [`Truncation`]); a
 //! [`GroupConsumer`](crate::group::GroupConsumer) host translates the consumer's requests to
-//! wire messages and their answers back with [`group_wire`].
+//! wire messages and their answers back with [`group_wire`]; every controller request goes
+//! where a [`ControllerRouter`] says (the active controller of a quorum, as far as known).
 //!
 //! ## Produce policy, decided once
 //!
@@ -36,13 +37,15 @@
 //!   not recognised under the new one); every other batch stays exactly-once.
 //! * **Fenced** (`InvalidProducerEpoch`): a newer epoch of this producer exists; it stops.
 
+mod controller_router;
 mod fetch;
 pub mod group_wire;
 mod metadata;
 mod produce;
 
+pub use controller_router::{controller_for, ControllerRouter};
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
-pub use metadata::{controller_for, ControllerView, LeaderCache};
+pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 
 #[cfg(test)]

@@ -226,7 +226,7 @@ impl World {
             brokers,
             controllers,
             clock_faulted: Default::default(),
-            admin_attempts: 0,
+            admin_controllers: skein_core::client::ControllerRouter::new(cfg.controllers),
             raft_commit_seen: 0,
             clients,
             checker: Checker::new(),
