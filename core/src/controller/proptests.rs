@@ -89,19 +89,6 @@ struct World {
     topic_names: u32,
 }
 
-fn reply(c: &mut Controller<MemStorage>) -> ControllerResponse {
-    let mut replies: Vec<ControllerResponse> = c
-        .drain_outputs()
-        .into_iter()
-        .filter_map(|o| match o {
-            ControllerOutput::Send { response, .. } => Some(response),
-            ControllerOutput::Event(_) => None,
-        })
-        .collect();
-    assert_eq!(replies.len(), 1);
-    replies.pop().unwrap()
-}
-
 impl World {
     fn new() -> Self {
         Self {
@@ -116,8 +103,7 @@ impl World {
     }
 
     fn send(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
-        self.c.handle(self.now, from, req);
-        reply(&mut self.c)
+        crate::testing::ask_controller(&mut self.c, self.now, from, req).0
     }
 
     fn topic_at(&self, i: u8) -> Option<String> {

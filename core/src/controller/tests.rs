@@ -35,21 +35,7 @@ impl Harness {
     }
 
     fn request(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
-        self.c.handle(self.now, from, req);
-        let mut replies: Vec<ControllerResponse> = self
-            .c
-            .drain_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                ControllerOutput::Send { to, response } => {
-                    assert_eq!(to, from);
-                    Some(response)
-                }
-                ControllerOutput::Event(_) => None,
-            })
-            .collect();
-        assert_eq!(replies.len(), 1, "exactly one reply per request");
-        replies.pop().unwrap()
+        self.request_with_events(from, req).0
     }
 
     fn request_with_events(
@@ -57,16 +43,7 @@ impl Harness {
         from: Requester,
         req: ControllerRequest,
     ) -> (ControllerResponse, Vec<ControllerEvent>) {
-        self.c.handle(self.now, from, req);
-        let mut reply = None;
-        let mut events = Vec::new();
-        for o in self.c.drain_outputs() {
-            match o {
-                ControllerOutput::Send { response, .. } => reply = Some(response),
-                ControllerOutput::Event(e) => events.push(e),
-            }
-        }
-        (reply.expect("a reply"), events)
+        crate::testing::ask_controller(&mut self.c, self.now, from, req)
     }
 
     fn register(&mut self, b: NodeId) -> Offset {
