@@ -1140,11 +1140,7 @@ macro_rules! replica_suite {
                     leader_epoch: 1
                 }))
             ));
-            let empty = RecordBatch {
-                records: Vec::new(),
-                ..batch(&[])
-            };
-            let c = net.produce_batch(1, Acks::Leader, empty);
+            let c = net.produce_batch(1, Acks::Leader, batch(&[]));
             assert!(matches!(
                 net.response(c),
                 Some(Err(ProduceError::InvalidRecord(_)))

@@ -23,15 +23,7 @@ fn topic() -> TopicName {
 }
 
 fn records() -> Bytes {
-    let batch = RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 1,
-        max_timestamp: 1,
-        records: vec![Record::new(0, None, Some(b"v".to_vec()))],
-    };
+    let batch = RecordBatch::from_values(1, [b"v".to_vec()]);
     encode_batches(&[batch]).unwrap()
 }
 
