@@ -16,7 +16,7 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str("t"))
