@@ -804,7 +804,6 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     fn collect_replica_effects(&mut self) {
-        let me = Address::Node(self.id);
         let lapsed = self.lapsed;
         let controller = Address::Controller(self.controller);
         // Called after every step and every group pump round; most replicas have nothing.
@@ -812,10 +811,7 @@ impl<S: Storage + Clone> Broker<S> {
             for effect in r.drain_effects() {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.
-                    ReplicaEffect::Send {
-                        to,
-                        msg: Message::ProduceResponse(resp),
-                    } if to == me => {
+                    ReplicaEffect::LocalProduceAnswer(resp) => {
                         self.groups.acks.push(resp);
                         continue;
                     }
@@ -1148,8 +1144,14 @@ impl<S: Storage + Clone> Broker<S> {
             if let Some(mut r) = self.replicas.remove(&tp) {
                 r.become_follower(now, None, r.leader_epoch().saturating_add(1), 0);
                 for effect in r.drain_effects() {
-                    if let ReplicaEffect::Send { to, msg } = effect {
-                        self.outputs.push(Output::Send { to, msg });
+                    match effect {
+                        ReplicaEffect::Send { to, msg } => {
+                            self.outputs.push(Output::Send { to, msg })
+                        }
+                        // A group append to the partition now gone: matched (or dropped,
+                        // if its groups unloaded) like any other answer.
+                        ReplicaEffect::LocalProduceAnswer(resp) => self.groups.acks.push(resp),
+                        _ => {}
                     }
                 }
             }

@@ -4,8 +4,8 @@
 
 use super::idempotence::ProducerCheck;
 use super::{
-    is_control, now_ms, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
-    RoleState,
+    is_control, now_ms, Event, IsrProposal, ProduceOrigin, Replica, ReplicaConfig, ReplicaEffect,
+    ReplicaLog, RoleState,
 };
 use crate::log::RecordBatch;
 use crate::message::*;
@@ -34,7 +34,7 @@ pub(crate) struct PendingIsr {
 /// An acks=all write waiting for the high watermark.
 #[derive(Clone, Debug)]
 pub(crate) struct WaitingProduce {
-    pub client: Address,
+    pub client: ProduceOrigin,
     pub correlation: u64,
     pub base_offset: Offset,
     /// The HW that commits the whole batch.
@@ -265,16 +265,22 @@ impl<L: ReplicaLog> Replica<L> {
 
     fn respond_produce(
         &mut self,
-        to: Address,
+        to: ProduceOrigin,
         correlation: u64,
         result: Result<ProduceAck, ProduceError>,
     ) {
-        let msg = Message::ProduceResponse(ProduceResponse {
+        let resp = ProduceResponse {
             correlation,
             tp: self.tp.clone(),
             result,
+        };
+        self.emit(match to {
+            ProduceOrigin::Remote(to) => ReplicaEffect::Send {
+                to,
+                msg: Message::ProduceResponse(resp),
+            },
+            ProduceOrigin::Local => ReplicaEffect::LocalProduceAnswer(resp),
         });
-        self.emit(ReplicaEffect::Send { to, msg });
     }
 
     fn known_leader(&self) -> Option<NodeId> {
@@ -645,8 +651,16 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// A client's produce request. Responses (if any) leave as effects.
-    pub fn handle_produce(&mut self, now: Nanos, from: Address, req: ProduceRequest) {
+    /// A produce request from `from` (a client's, or the hosting broker's own). Responses
+    /// (if any) leave as effects: a `Send` to a remote asker, a `LocalProduceAnswer` to the
+    /// broker itself.
+    pub fn handle_produce(
+        &mut self,
+        now: Nanos,
+        from: impl Into<ProduceOrigin>,
+        req: ProduceRequest,
+    ) {
+        let from = from.into();
         let reply = |r: &mut Self, result| {
             if req.acks != Acks::None {
                 r.respond_produce(from, req.correlation, result);

@@ -26,7 +26,7 @@ pub use leader::AlterOutcome;
 pub use log::{Appended, LogFailure, ReplicaLog};
 
 use crate::log::RecordBatch;
-use crate::message::{Address, Message, ProduceError};
+use crate::message::{Address, Message, ProduceError, ProduceResponse};
 use crate::types::{
     LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
 };
@@ -109,6 +109,21 @@ pub enum Role {
     Offline,
 }
 
+/// Who asked for a produce, so its answer goes back the right way: a client (or any node)
+/// over the network, or the broker hosting the replica itself (the group coordinator's
+/// appends to `__consumer_offsets`), whose answers never touch the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProduceOrigin {
+    Remote(Address),
+    Local,
+}
+
+impl From<Address> for ProduceOrigin {
+    fn from(a: Address) -> Self {
+        ProduceOrigin::Remote(a)
+    }
+}
+
 /// Effects a replica asks its broker to carry out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReplicaEffect {
@@ -116,6 +131,8 @@ pub enum ReplicaEffect {
         to: Address,
         msg: Message,
     },
+    /// The answer to a [`ProduceOrigin::Local`] produce, for the hosting broker itself.
+    LocalProduceAnswer(ProduceResponse),
     /// Propose a new ISR to the controller (AlterPartition).
     AlterPartition(IsrProposal),
     Event(Event),

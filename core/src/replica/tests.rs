@@ -115,6 +115,7 @@ impl<L: TestLog> Net<L> {
                     ReplicaEffect::Send { to, msg } => self.queue.push_back((id, to, msg)),
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
                     ReplicaEffect::Event(e) => self.events.push((id, e)),
+                    ReplicaEffect::LocalProduceAnswer(r) => panic!("no local produces here: {r:?}"),
                 }
             }
         }
@@ -1213,4 +1214,36 @@ mod on_partition_log {
     use super::*;
     type L = PartitionLog<MemStorage>;
     replica_suite!();
+}
+
+/// The hosting broker's own produce (a group coordinator's append) is answered as a
+/// `LocalProduceAnswer` effect, never as a message; a remote asker's as a `Send` to it.
+#[test]
+fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
+    let log = <PartitionLog<MemStorage> as TestLog>::fresh();
+    let mut r = Replica::new(tp(), 1, log, config());
+    r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
+    r.drain_effects();
+    let req = |correlation| ProduceRequest {
+        correlation,
+        tp: tp(),
+        acks: Acks::Leader,
+        timeout: MS,
+        batch: batch(&["v"]),
+    };
+    r.handle_produce(0, ProduceOrigin::Local, req(1));
+    r.handle_produce(0, Address::Client(7), req(2));
+    let answers: Vec<(Option<Address>, u64)> = r
+        .drain_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            ReplicaEffect::LocalProduceAnswer(resp) => Some((None, resp.correlation)),
+            ReplicaEffect::Send {
+                to,
+                msg: Message::ProduceResponse(resp),
+            } => Some((Some(to), resp.correlation)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, vec![(None, 1), (Some(Address::Client(7)), 2)]);
 }
