@@ -841,16 +841,18 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Peer repair: any hosted replica answers, whatever its role.
     fn answer_repair_fetch(&mut self, from: Address, req: RepairFetchRequest) {
-        let resp = match self.replicas.get_mut(&req.tp) {
-            Some(r) => r.handle_repair_fetch(&req),
-            None => RepairFetchResponse {
-                correlation: req.correlation,
-                tp: req.tp,
-                offset: req.offset,
-                copy: RepairCopy::NotHeld,
-            },
-        };
-        self.reply(from, Message::RepairFetchResponse(resp));
+        match self.replicas.get_mut(&req.tp) {
+            Some(r) => r.handle_repair_fetch(from, &req),
+            None => {
+                let resp = RepairFetchResponse {
+                    correlation: req.correlation,
+                    tp: req.tp,
+                    offset: req.offset,
+                    copy: RepairCopy::NotHeld,
+                };
+                self.reply(from, Message::RepairFetchResponse(resp));
+            }
+        }
     }
 
     fn reply(&mut self, to: Address, msg: Message) {
@@ -869,14 +871,10 @@ impl<S: Storage + Clone> Broker<S> {
             Message::Fetch(req) => {
                 let resp = match (self.replicas.get_mut(&req.tp), from) {
                     (Some(r), Address::Node(n)) if n == req.replica_id => {
-                        match r.handle_fetch(now, req) {
-                            Some(resp) => resp,
-                            None => {
-                                // Held (long poll): answered later as a replica effect.
-                                self.collect_replica_effects();
-                                return;
-                            }
-                        }
+                        // Answered as a replica effect: now, or later if held (long poll).
+                        r.handle_fetch(now, req);
+                        self.collect_replica_effects();
+                        return;
                     }
                     (Some(_), _) => FetchResponse {
                         correlation: req.correlation,
@@ -946,28 +944,28 @@ impl<S: Storage + Clone> Broker<S> {
                 }
                 None => {}
             },
-            Message::ConsumerFetch(req) => {
-                let resp = match self.replicas.get_mut(&req.tp) {
-                    Some(r) => r.handle_consumer_fetch(&req),
-                    None => ConsumerFetchResponse {
+            Message::ConsumerFetch(req) => match self.replicas.get_mut(&req.tp) {
+                Some(r) => r.handle_consumer_fetch(from, &req),
+                None => {
+                    let resp = ConsumerFetchResponse {
                         correlation: req.correlation,
                         tp: req.tp,
                         result: Err(ConsumerFetchError::UnknownTopicOrPartition),
-                    },
-                };
-                self.reply(from, Message::ConsumerFetchResponse(resp));
-            }
-            Message::ListOffsets(req) => {
-                let resp = match self.replicas.get_mut(&req.tp) {
-                    Some(r) => r.handle_list_offsets(&req),
-                    None => ListOffsetsResponse {
+                    };
+                    self.reply(from, Message::ConsumerFetchResponse(resp));
+                }
+            },
+            Message::ListOffsets(req) => match self.replicas.get_mut(&req.tp) {
+                Some(r) => r.handle_list_offsets(from, &req),
+                None => {
+                    let resp = ListOffsetsResponse {
                         correlation: req.correlation,
                         tp: req.tp,
                         result: Err(ConsumerFetchError::UnknownTopicOrPartition),
-                    },
-                };
-                self.reply(from, Message::ListOffsetsResponse(resp));
-            }
+                    };
+                    self.reply(from, Message::ListOffsetsResponse(resp));
+                }
+            },
             Message::Metadata(req) => {
                 let resp = self.metadata_response(&req);
                 self.reply(from, Message::MetadataResponse(resp));

@@ -291,16 +291,21 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// Answer a follower's fetch. `None`: the fetch is held (long poll) and will be
-    /// answered later through an effect.
-    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) -> Option<FetchResponse> {
-        let result = self.fetch_result(now, &req)?;
-        Some(FetchResponse {
+    /// A follower's fetch (`req.replica_id` asks). Answered as an effect: now, or, when the
+    /// fetch is held (long poll), once the leader has something to say.
+    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) {
+        let mark = self.effects_mark();
+        let Some(result) = self.fetch_result(now, &req) else {
+            return;
+        };
+        let resp = FetchResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             leader_epoch: self.leader_epoch,
             result,
-        })
+        };
+        let to = Address::Node(req.replica_id);
+        self.reply_at(mark, to, Message::FetchResponse(resp));
     }
 
     /// Answer held fetches that now have something to say (or whose wait is over, or
@@ -809,13 +814,16 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// A consumer read: committed records only (below the HW), control batches left out.
-    pub fn handle_consumer_fetch(&mut self, req: &ConsumerFetchRequest) -> ConsumerFetchResponse {
+    /// Answered to `from` as an effect.
+    pub fn handle_consumer_fetch(&mut self, from: Address, req: &ConsumerFetchRequest) {
+        let mark = self.effects_mark();
         let result = self.consumer_records(req);
-        ConsumerFetchResponse {
+        let resp = ConsumerFetchResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             result,
-        }
+        };
+        self.reply_at(mark, from, Message::ConsumerFetchResponse(resp));
     }
 
     fn check_client_epoch(&self, requested: Option<LeaderEpoch>) -> Result<(), ConsumerFetchError> {
@@ -904,7 +912,10 @@ impl<L: ReplicaLog> Replica<L> {
         self.log.read_below(from, below, max_bytes)
     }
 
-    pub fn handle_list_offsets(&mut self, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+    /// A consumer's offset lookup (earliest, latest committed, or by timestamp). Answered to
+    /// `from` as an effect.
+    pub fn handle_list_offsets(&mut self, from: Address, req: &ListOffsetsRequest) {
+        let mark = self.effects_mark();
         let result = self.check_client_epoch(None).and_then(|()| {
             let epoch = self.leader_epoch;
             let listed = |offset| {
@@ -925,11 +936,12 @@ impl<L: ReplicaLog> Replica<L> {
                 }
             })
         });
-        ListOffsetsResponse {
+        let resp = ListOffsetsResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             result,
-        }
+        };
+        self.reply_at(mark, from, Message::ListOffsetsResponse(resp));
     }
 }
 

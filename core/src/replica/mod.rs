@@ -503,6 +503,18 @@ impl<L: ReplicaLog> Replica<L> {
         self.effects.push(effect);
     }
 
+    /// Where the effects of the request being handled start (see [`Self::reply_at`]).
+    pub(crate) fn effects_mark(&self) -> usize {
+        self.effects.len()
+    }
+
+    /// Every request's answer leaves as an effect, ahead of what handling it set off (the
+    /// produces a fetch committed, an ISR change), in the order a broker answering at once
+    /// would send them.
+    pub(crate) fn reply_at(&mut self, mark: usize, to: Address, msg: Message) {
+        self.effects.insert(mark, ReplicaEffect::Send { to, msg });
+    }
+
     pub(crate) fn event(&mut self, event: Event) {
         tracing::debug!(?event, "replica event");
         self.effects.push(ReplicaEffect::Event(event));
