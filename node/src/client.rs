@@ -298,7 +298,7 @@ impl Client {
         }
         let started = Instant::now();
         loop {
-            let id = self.controllers.next();
+            let id = self.controllers.choose();
             let res = self.controller_request_to(id, req.clone()).await;
             let done = match &res {
                 Ok(resp) => self.controllers.on_reply(id, resp),

@@ -385,7 +385,7 @@ impl Producer {
     fn next_controller(&mut self, ctx: &Ctx<'_>) -> Address {
         self.controllers
             .get_or_insert_with(|| ControllerRouter::new(ctx.controllers))
-            .next_address()
+            .choose_address()
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx<'_>) {

@@ -21,7 +21,7 @@ pub fn controller_for(attempt: u64, controllers: u32) -> Address {
 /// A client's choice of controller across its requests (sans I/O: the host sends, waits and
 /// reports what came back).
 ///
-/// The host calls [`next`](Self::next) for every request it sends, then one of
+/// The host calls [`choose`](Self::choose) for every request it sends, then one of
 /// [`on_reply`](Self::on_reply) or [`move_on`](Self::move_on) if it learns how the
 /// request went. A host that reports nothing (the simulated client, whose controller
 /// requests carry no correlation and are resent on its own timer) asks the controllers in
@@ -51,7 +51,7 @@ impl ControllerRouter {
 
     /// The controller to send the next request to. Asking in turn counts as an attempt, so
     /// the request after it goes to the next controller unless a reply says otherwise.
-    pub fn next(&mut self) -> NodeId {
+    pub fn choose(&mut self) -> NodeId {
         if let Some(id) = self.known {
             return id;
         }
@@ -62,14 +62,14 @@ impl ControllerRouter {
         id
     }
 
-    /// [`next`](Self::next) as an address.
-    pub fn next_address(&mut self) -> Address {
-        Address::Controller(self.next())
+    /// [`choose`](Self::choose) as an address.
+    pub fn choose_address(&mut self) -> Address {
+        Address::Controller(self.choose())
     }
 
     /// Controller `from` answered `resp`. Returns true when the request was acted on (the
     /// host is done); false for a `NotController` refusal (send it again, to
-    /// [`next`](Self::next)).
+    /// [`choose`](Self::choose)).
     pub fn on_reply(&mut self, from: NodeId, resp: &ControllerResponse) -> bool {
         match resp.not_controller() {
             None => {
@@ -132,50 +132,50 @@ mod tests {
     #[test]
     fn a_host_that_reports_nothing_asks_in_turn() {
         let mut r = ControllerRouter::new(3);
-        let ids: Vec<NodeId> = (0..5).map(|_| r.next()).collect();
+        let ids: Vec<NodeId> = (0..5).map(|_| r.choose()).collect();
         assert_eq!(ids, vec![1, 2, 3, 1, 2]);
     }
 
     #[test]
     fn a_refusal_with_a_hint_goes_to_the_hinted_controller() {
         let mut r = ControllerRouter::new(3);
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         assert!(!r.on_reply(1, &refused(Some(3))));
         assert!(!r.guessing());
-        assert_eq!(r.next(), 3);
+        assert_eq!(r.choose(), 3);
         assert!(r.on_reply(3, &answered()));
         // A success keeps the controller that answered.
-        assert_eq!(r.next(), 3);
-        assert_eq!(r.next(), 3);
+        assert_eq!(r.choose(), 3);
+        assert_eq!(r.choose(), 3);
     }
 
     #[test]
     fn no_answer_or_a_useless_hint_moves_on_in_turn() {
         let mut r = ControllerRouter::new(3);
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         assert!(r.on_reply(1, &answered()));
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         r.move_on();
         assert!(r.guessing());
-        assert_eq!(r.next(), 2);
+        assert_eq!(r.choose(), 2);
         // Naming itself, or a controller outside 1..=3, is no hint.
         assert!(!r.on_reply(2, &refused(Some(2))));
-        assert_eq!(r.next(), 3);
+        assert_eq!(r.choose(), 3);
         assert!(!r.on_reply(3, &refused(Some(9))));
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         assert!(!r.on_reply(1, &refused(None)));
-        assert_eq!(r.next(), 2);
+        assert_eq!(r.choose(), 2);
     }
 
     #[test]
     fn moving_on_from_a_hinted_controller_takes_the_one_after_it() {
         let mut r = ControllerRouter::new(3);
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         assert!(!r.on_reply(1, &refused(Some(3))));
-        assert_eq!(r.next(), 3);
+        assert_eq!(r.choose(), 3);
         assert!(r.on_reply(3, &answered()));
         r.move_on();
-        assert_eq!(r.next(), 1, "the one after 3, not 2 again");
+        assert_eq!(r.choose(), 1, "the one after 3, not 2 again");
     }
 
     #[test]
@@ -186,9 +186,9 @@ mod tests {
             records: vec![],
             end_offset: 0,
         });
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
         assert!(r.on_reply(1, &page));
-        assert_eq!(r.next(), 1);
+        assert_eq!(r.choose(), 1);
     }
 
     #[test]
@@ -196,6 +196,6 @@ mod tests {
         let mut r = ControllerRouter::new(0);
         assert_eq!(r.controllers(), 1);
         r.move_on();
-        assert_eq!((r.next(), r.next()), (1, 1));
+        assert_eq!((r.choose(), r.choose()), (1, 1));
     }
 }

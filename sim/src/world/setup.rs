@@ -167,16 +167,14 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
     let mut clients = Vec::new();
     let mut id = 1u64;
     for i in 0..cfg.producers {
-        clients.push(ClientSlot::new(Client::Producer(producer(
-            cfg,
-            id,
-            i + 1,
-            500 * MILLIS,
-        ))));
+        let p = producer(cfg, id, i + 1, 500 * MILLIS);
+        clients.push(ClientSlot::new(Client::Producer(Box::new(p))));
         id += 1;
     }
     for _ in 0..cfg.consumers {
-        clients.push(ClientSlot::new(Client::Consumer(consumer(cfg, id))));
+        clients.push(ClientSlot::new(Client::Consumer(Box::new(consumer(
+            cfg, id,
+        )))));
         id += 1;
     }
     let mut members = Vec::new();

@@ -269,7 +269,7 @@ impl World {
         self.admin_sent = Some(now);
         // Each attempt goes to the next controller: a quorum answers only from the active
         // one (the others say NotController).
-        let controller = self.admin_controllers.next_address();
+        let controller = self.admin_controllers.choose_address();
         let config = TopicConfig {
             partitions: self.cfg.partitions,
             replication_factor: self.cfg.replication_factor as u16,
