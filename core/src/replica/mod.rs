@@ -4,7 +4,9 @@
 //! metadata decisions ([`Replica::become_leader`] / [`Replica::become_follower`]), fetch
 //! requests and responses, produce requests and the time ([`Replica::tick`]); it pushes
 //! [`ReplicaEffect`]s (messages, ISR proposals for the controller, trace events) that the
-//! broker drains. Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
+//! broker drains. Every answer to a request leaves that one way, as an effect (no handler
+//! returns one): a `Send` to whoever asked, ahead of what handling the request set off, or
+//! a `LocalProduceAnswer` for the broker's own appends ([`ProduceOrigin::Local`]). Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
 //! protocol and its invariants are written up in `docs/replication.md`.
 
 mod bugs;
