@@ -112,29 +112,34 @@ impl RecordBatch {
 
     /// This batch placed at `base_offset` (its records keep their deltas). A leader's log
     /// places what it appends; tests and decoders of other formats build placed batches.
-    pub fn at(mut self, base_offset: Offset) -> Self {
-        self.base_offset = base_offset;
-        self
+    pub fn at(self, base_offset: Offset) -> Self {
+        Self {
+            base_offset,
+            ..self
+        }
     }
 
     /// This batch as appended by the leader of `epoch`.
-    pub fn in_epoch(mut self, epoch: LeaderEpoch) -> Self {
-        self.partition_leader_epoch = epoch;
-        self
+    pub fn in_epoch(self, epoch: LeaderEpoch) -> Self {
+        Self {
+            partition_leader_epoch: epoch,
+            ..self
+        }
     }
 
     /// This batch stamped with an idempotent producer's identity (`None`: a plain producer).
-    pub fn with_producer(mut self, producer: Option<ProducerInfo>) -> Self {
-        self.producer = producer;
-        self
+    pub fn with_producer(self, producer: Option<ProducerInfo>) -> Self {
+        Self { producer, ..self }
     }
 
     /// This batch with its timestamps spanning `first..=max` (records keep their deltas,
     /// which count from `first`).
-    pub fn with_timestamps(mut self, first: TimestampMs, max: TimestampMs) -> Self {
-        self.first_timestamp = first;
-        self.max_timestamp = max;
-        self
+    pub fn with_timestamps(self, first: TimestampMs, max: TimestampMs) -> Self {
+        Self {
+            first_timestamp: first,
+            max_timestamp: max,
+            ..self
+        }
     }
 
     /// Whether this is a control batch (a leader-epoch marker), not application data.
