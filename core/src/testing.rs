@@ -15,7 +15,7 @@ use crate::controller::{
 use crate::log::MemStorage;
 use crate::message::{Address, Message};
 use crate::node::{ControllerNode, Machine, NodeOutput};
-use crate::types::{Nanos, NodeId};
+use crate::types::{Nanos, NodeId, Offset};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 #[cfg(test)]
@@ -222,4 +222,29 @@ pub fn ask_controller(
         "exactly one reply per request: {replies:?}"
     );
     (replies.pop().expect("one reply"), events)
+}
+
+/// A healthy broker's registration (no offline or corrupt partitions to report).
+pub fn register_request(broker: NodeId, incarnation: u64) -> ControllerRequest {
+    ControllerRequest::RegisterBroker {
+        broker,
+        incarnation,
+        offline_partitions: Vec::new(),
+        corrupt_partitions: Vec::new(),
+    }
+}
+
+/// A healthy broker's heartbeat at `metadata_offset` (nothing offline or corrupt).
+pub fn heartbeat_request(
+    broker: NodeId,
+    broker_epoch: Offset,
+    metadata_offset: Offset,
+) -> ControllerRequest {
+    ControllerRequest::BrokerHeartbeat {
+        broker,
+        broker_epoch,
+        metadata_offset,
+        offline_partitions: Vec::new(),
+        corrupt_partitions: Vec::new(),
+    }
 }

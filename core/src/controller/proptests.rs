@@ -125,12 +125,7 @@ impl World {
                 let incarnation = *inc;
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::RegisterBroker {
-                        broker: b,
-                        incarnation,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::register_request(b, incarnation),
                 );
                 let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
                     panic!("registration refused: {r:?}")
@@ -160,13 +155,7 @@ impl World {
                 let metadata_offset = image.next_offset;
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::BrokerHeartbeat {
-                        broker: b,
-                        broker_epoch,
-                        metadata_offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::heartbeat_request(b, broker_epoch, metadata_offset),
                 );
                 match r {
                     ControllerResponse::BrokerHeartbeat(Ok(reply)) => {
@@ -513,13 +502,7 @@ impl World {
                 }
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::BrokerHeartbeat {
-                        broker: b,
-                        broker_epoch: epoch,
-                        metadata_offset: offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::heartbeat_request(b, epoch, offset),
                 );
                 let ControllerResponse::BrokerHeartbeat(Ok(reply)) = r else {
                     panic!("{r:?}")

@@ -536,12 +536,7 @@ impl World {
         let b = self.brokers.get_mut(&id).expect("broker");
         b.in_flight = Some(now);
         let request = match b.epoch {
-            None => ControllerRequest::RegisterBroker {
-                broker: id,
-                incarnation: b.incarnation,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
+            None => crate::testing::register_request(id, b.incarnation),
             Some(epoch) => {
                 // Now and then, as a partition leader, change the ISR instead.
                 let led: Vec<(TopicPartition, PartitionState)> = b
@@ -571,13 +566,7 @@ impl World {
                             new_isr,
                         }
                     }
-                    _ => ControllerRequest::BrokerHeartbeat {
-                        broker: id,
-                        broker_epoch: epoch,
-                        metadata_offset: b.image.next_offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    _ => crate::testing::heartbeat_request(id, epoch, b.image.next_offset),
                 }
             }
         };
@@ -940,16 +929,7 @@ fn create(name: &str) -> ControllerRequest {
 
 fn register(w: &mut World, to: NodeId, b: NodeId) {
     w.replies.clear();
-    w.send_request(
-        Addr::Broker(b),
-        to,
-        ControllerRequest::RegisterBroker {
-            broker: b,
-            incarnation: 1,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
-    );
+    w.send_request(Addr::Broker(b), to, crate::testing::register_request(b, 1));
     let until = w.now + 50 * MS;
     w.run_until(until).unwrap();
     assert!(
@@ -1119,27 +1099,13 @@ fn a_one_node_quorum_decides_what_the_single_controller_decides() {
     };
     let mut requests: Vec<(Requester, ControllerRequest)> = Vec::new();
     for &b in &BROKERS {
-        requests.push((
-            Requester::Broker(b),
-            ControllerRequest::RegisterBroker {
-                broker: b,
-                incarnation: 1,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
-        ));
+        requests.push((Requester::Broker(b), crate::testing::register_request(b, 1)));
     }
     requests.push((Requester::Client(CLIENT), create("a")));
     requests.push((Requester::Client(CLIENT), create("a")));
     requests.push((
         Requester::Broker(101),
-        ControllerRequest::BrokerHeartbeat {
-            broker: 101,
-            broker_epoch: 0,
-            metadata_offset: 0,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
+        crate::testing::heartbeat_request(101, 0, 0),
     ));
     requests.push((Requester::Client(CLIENT), ControllerRequest::InitProducerId));
     requests.push((
