@@ -8,12 +8,18 @@
 //! It judges nothing: the tests that use it (and core's `debug_check`s) do.
 
 use crate::broker::{Broker, BrokerConfig, BrokerEvent};
-use crate::controller::{Controller, ControllerConfig, ControllerEvent};
+use crate::controller::{
+    Controller, ControllerConfig, ControllerEvent, ControllerOutput, ControllerRequest,
+    ControllerResponse, Requester,
+};
 use crate::log::MemStorage;
 use crate::message::{Address, Message};
 use crate::node::{ControllerNode, Machine, NodeOutput};
-use crate::types::{Nanos, NodeId};
+use crate::types::{Nanos, NodeId, Offset};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+#[cfg(test)]
+pub(crate) mod faulty;
 
 /// The cluster: every node by id, their disks (which survive crashes), the network queue.
 #[derive(Default)]
@@ -186,5 +192,59 @@ impl Cluster {
     /// Sends a message from a client (or anyone) into the queue.
     pub fn send(&mut self, from: Address, to: Address, msg: Message) {
         self.queue.push_back((from, to, msg));
+    }
+}
+
+/// One request to a bare controller (no cluster around it) and what it caused: its single
+/// reply, asserted to go back to `from`, and the controller's events. The controller's own
+/// scripted tests and its proptest ask through this.
+pub fn ask_controller(
+    c: &mut Controller<MemStorage>,
+    now: Nanos,
+    from: Requester,
+    req: ControllerRequest,
+) -> (ControllerResponse, Vec<ControllerEvent>) {
+    c.handle(now, from, req);
+    let mut replies = Vec::new();
+    let mut events = Vec::new();
+    for o in c.drain_outputs() {
+        match o {
+            ControllerOutput::Send { to, response } => {
+                assert_eq!(to, from, "a reply goes back to who asked");
+                replies.push(response);
+            }
+            ControllerOutput::Event(e) => events.push(e),
+        }
+    }
+    assert_eq!(
+        replies.len(),
+        1,
+        "exactly one reply per request: {replies:?}"
+    );
+    (replies.pop().expect("one reply"), events)
+}
+
+/// A healthy broker's registration (no offline or corrupt partitions to report).
+pub fn register_request(broker: NodeId, incarnation: u64) -> ControllerRequest {
+    ControllerRequest::RegisterBroker {
+        broker,
+        incarnation,
+        offline_partitions: Vec::new(),
+        corrupt_partitions: Vec::new(),
+    }
+}
+
+/// A healthy broker's heartbeat at `metadata_offset` (nothing offline or corrupt).
+pub fn heartbeat_request(
+    broker: NodeId,
+    broker_epoch: Offset,
+    metadata_offset: Offset,
+) -> ControllerRequest {
+    ControllerRequest::BrokerHeartbeat {
+        broker,
+        broker_epoch,
+        metadata_offset,
+        offline_partitions: Vec::new(),
+        corrupt_partitions: Vec::new(),
     }
 }

@@ -228,12 +228,9 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
                 if bump {
                     w.epoch += 1;
                 }
-                let (mut b, values) = w.make_batch(n, len);
-                b.base_offset = w.leo();
-                b.partition_leader_epoch = w.epoch;
-                for (i, r) in b.records.iter_mut().enumerate() {
-                    r.offset_delta = i as u32;
-                }
+                let (b, values) = w.make_batch(n, len);
+                // As its leader wrote it: placed at the log end, in the current epoch.
+                let b = b.at(w.leo()).in_epoch(w.epoch);
                 let now = w.now;
                 let info = w.log().append_as_follower(b, now).unwrap();
                 assert_eq!(info.base_offset, w.leo());

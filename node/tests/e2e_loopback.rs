@@ -150,14 +150,13 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
         )
         .await
         .unwrap();
-        let batch = RecordBatch {
-            producer: Some(ProducerInfo {
+        let batch = RecordBatch::from_values(0, (0..3u8).map(|i| vec![i])).with_producer(Some(
+            ProducerInfo {
                 producer_id: pid.producer_id,
                 producer_epoch: pid.producer_epoch,
                 base_sequence: 0,
-            }),
-            ..RecordBatch::from_values(0, (0..3u8).map(|i| vec![i]))
-        };
+            },
+        ));
         let mut acks = Vec::new();
         for correlation in [1, 2] {
             conn.send(Message::Produce(ProduceRequest {

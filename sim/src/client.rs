@@ -599,8 +599,9 @@ impl Producer {
             ProduceStep::Acked { base_offset, .. } => {
                 let f = self.in_flight.remove(&p).expect("present");
                 self.acked += f.values.len() as u64;
-                for (i, v) in f.values.into_iter().enumerate() {
-                    let offset = base_offset + i as u64;
+                // The batch as the leader placed it: one record per value, in order.
+                let placed = f.batch.at(base_offset);
+                for ((offset, _), v) in placed.iter_offsets().zip(f.values) {
                     ctx.history.push(
                         ctx.now,
                         process_id(self.client, p),

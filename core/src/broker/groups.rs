@@ -38,7 +38,7 @@ use crate::group::{
 };
 use crate::log::{Record, RecordBatch, Storage};
 use crate::message::*;
-use crate::replica::Role;
+use crate::replica::{ProduceOrigin, Role};
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::BTreeMap;
 
@@ -435,10 +435,10 @@ impl<S: Storage + Clone> Broker<S> {
             timeout: self.config.group_append_timeout,
             batch: RecordBatch::of_records(ts, records),
         };
-        let me = Address::Node(self.id);
         if let Some(r) = self.replicas.get_mut(&tp) {
             let before = r.log().log_end_offset();
-            r.handle_produce(now, me, req);
+            // Answered as a LocalProduceAnswer effect (collect_replica_effects).
+            r.handle_produce(now, ProduceOrigin::Local, req);
             let after = r.log().log_end_offset();
             if after > before {
                 if let Some(f) = self

@@ -807,7 +807,6 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     fn collect_replica_effects(&mut self) {
-        let me = Address::Node(self.id);
         let lapsed = self.lapsed;
         let controller = Address::Controller(self.controller);
         // Called after every step and every group pump round; most replicas have nothing.
@@ -815,10 +814,7 @@ impl<S: Storage + Clone> Broker<S> {
             for effect in r.drain_effects() {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.
-                    ReplicaEffect::Send {
-                        to,
-                        msg: Message::ProduceResponse(resp),
-                    } if to == me => {
+                    ReplicaEffect::LocalProduceAnswer(resp) => {
                         self.groups.acks.push(resp);
                         continue;
                     }
@@ -848,16 +844,18 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Peer repair: any hosted replica answers, whatever its role.
     fn answer_repair_fetch(&mut self, from: Address, req: RepairFetchRequest) {
-        let resp = match self.replicas.get_mut(&req.tp) {
-            Some(r) => r.handle_repair_fetch(&req),
-            None => RepairFetchResponse {
-                correlation: req.correlation,
-                tp: req.tp,
-                offset: req.offset,
-                copy: RepairCopy::NotHeld,
-            },
-        };
-        self.reply(from, Message::RepairFetchResponse(resp));
+        match self.replicas.get_mut(&req.tp) {
+            Some(r) => r.handle_repair_fetch(from, &req),
+            None => {
+                let resp = RepairFetchResponse {
+                    correlation: req.correlation,
+                    tp: req.tp,
+                    offset: req.offset,
+                    copy: RepairCopy::NotHeld,
+                };
+                self.reply(from, Message::RepairFetchResponse(resp));
+            }
+        }
     }
 
     fn reply(&mut self, to: Address, msg: Message) {
@@ -876,14 +874,10 @@ impl<S: Storage + Clone> Broker<S> {
             Message::Fetch(req) => {
                 let resp = match (self.replicas.get_mut(&req.tp), from) {
                     (Some(r), Address::Node(n)) if n == req.replica_id => {
-                        match r.handle_fetch(now, req) {
-                            Some(resp) => resp,
-                            None => {
-                                // Held (long poll): answered later as a replica effect.
-                                self.collect_replica_effects();
-                                return;
-                            }
-                        }
+                        // Answered as a replica effect: now, or later if held (long poll).
+                        r.handle_fetch(now, req);
+                        self.collect_replica_effects();
+                        return;
                     }
                     (Some(_), _) => FetchResponse {
                         correlation: req.correlation,
@@ -953,28 +947,28 @@ impl<S: Storage + Clone> Broker<S> {
                 }
                 None => {}
             },
-            Message::ConsumerFetch(req) => {
-                let resp = match self.replicas.get_mut(&req.tp) {
-                    Some(r) => r.handle_consumer_fetch(&req),
-                    None => ConsumerFetchResponse {
+            Message::ConsumerFetch(req) => match self.replicas.get_mut(&req.tp) {
+                Some(r) => r.handle_consumer_fetch(from, &req),
+                None => {
+                    let resp = ConsumerFetchResponse {
                         correlation: req.correlation,
                         tp: req.tp,
                         result: Err(ConsumerFetchError::UnknownTopicOrPartition),
-                    },
-                };
-                self.reply(from, Message::ConsumerFetchResponse(resp));
-            }
-            Message::ListOffsets(req) => {
-                let resp = match self.replicas.get_mut(&req.tp) {
-                    Some(r) => r.handle_list_offsets(&req),
-                    None => ListOffsetsResponse {
+                    };
+                    self.reply(from, Message::ConsumerFetchResponse(resp));
+                }
+            },
+            Message::ListOffsets(req) => match self.replicas.get_mut(&req.tp) {
+                Some(r) => r.handle_list_offsets(from, &req),
+                None => {
+                    let resp = ListOffsetsResponse {
                         correlation: req.correlation,
                         tp: req.tp,
                         result: Err(ConsumerFetchError::UnknownTopicOrPartition),
-                    },
-                };
-                self.reply(from, Message::ListOffsetsResponse(resp));
-            }
+                    };
+                    self.reply(from, Message::ListOffsetsResponse(resp));
+                }
+            },
             Message::Metadata(req) => {
                 let resp = self.metadata_response(&req);
                 self.reply(from, Message::MetadataResponse(resp));
@@ -1155,8 +1149,14 @@ impl<S: Storage + Clone> Broker<S> {
             if let Some(mut r) = self.replicas.remove(&tp) {
                 r.become_follower(now, None, r.leader_epoch().saturating_add(1), 0);
                 for effect in r.drain_effects() {
-                    if let ReplicaEffect::Send { to, msg } = effect {
-                        self.outputs.push(Output::Send { to, msg });
+                    match effect {
+                        ReplicaEffect::Send { to, msg } => {
+                            self.outputs.push(Output::Send { to, msg })
+                        }
+                        // A group append to the partition now gone: matched (or dropped,
+                        // if its groups unloaded) like any other answer.
+                        ReplicaEffect::LocalProduceAnswer(resp) => self.groups.acks.push(resp),
+                        _ => {}
                     }
                 }
             }

@@ -17,16 +17,10 @@ fn values(n: u8) -> RecordBatch {
 
 #[test]
 fn take_records_skips_markers_old_records_and_the_uncommitted_tail() {
-    let first = RecordBatch {
-        base_offset: 10,
-        ..values(3)
-    };
+    let first = values(3).at(10);
     let marker = RecordBatch::epoch_marker(13, 2, 0);
     assert_eq!(marker.attributes, CONTROL_BATCH_BIT);
-    let last = RecordBatch {
-        base_offset: 14,
-        ..values(3)
-    };
+    let last = values(3).at(14);
     let batches = [first, marker, last];
     let taken = take_records(11, &batches, 16, 16);
     let offsets: Vec<_> = taken.records.iter().map(|(o, _, _)| *o).collect();
@@ -62,11 +56,7 @@ fn the_cursor_tracks_the_epoch_of_the_last_batch_it_moves_past() {
         None,
         "first fetch unchecked"
     );
-    let data = RecordBatch {
-        base_offset: 10,
-        partition_leader_epoch: 1,
-        ..values(3)
-    };
+    let data = values(3).at(10).in_epoch(1);
     // The broker read a marker of epoch 2 after the data (left out of the answer).
     let recs = answer(vec![data.clone()], 14, 14, Some(2));
     assert_eq!(c.take(&recs).records.len(), 3);
@@ -85,15 +75,8 @@ fn the_cursor_tracks_the_epoch_of_the_last_batch_it_moves_past() {
 #[test]
 fn the_cursor_resets_to_a_divergence_below_it_and_reports_it() {
     let mut c = FetchCursor::new(0);
-    let old = RecordBatch {
-        partition_leader_epoch: 2,
-        ..values(10)
-    };
-    let new = RecordBatch {
-        base_offset: 10,
-        partition_leader_epoch: 4,
-        ..values(10)
-    };
+    let old = values(10).in_epoch(2);
+    let new = values(10).at(10).in_epoch(4);
     c.take(&answer(vec![old, new], 20, 20, Some(4)));
     assert_eq!((c.position(), c.last_fetched_epoch()), (20, Some(4)));
     // The leader's epoch 4 ends at 12: the log was truncated under the reader.

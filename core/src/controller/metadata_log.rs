@@ -145,8 +145,5 @@ impl<S: Storage> MetadataLog<S> {
 }
 
 fn empty_batch(now: Nanos) -> RecordBatch {
-    RecordBatch {
-        partition_leader_epoch: CONTROLLER_EPOCH,
-        ..RecordBatch::of_records(to_ms(now), Vec::new())
-    }
+    RecordBatch::of_records(to_ms(now), Vec::new()).in_epoch(CONTROLLER_EPOCH)
 }

@@ -89,19 +89,6 @@ struct World {
     topic_names: u32,
 }
 
-fn reply(c: &mut Controller<MemStorage>) -> ControllerResponse {
-    let mut replies: Vec<ControllerResponse> = c
-        .drain_outputs()
-        .into_iter()
-        .filter_map(|o| match o {
-            ControllerOutput::Send { response, .. } => Some(response),
-            ControllerOutput::Event(_) => None,
-        })
-        .collect();
-    assert_eq!(replies.len(), 1);
-    replies.pop().unwrap()
-}
-
 impl World {
     fn new() -> Self {
         Self {
@@ -116,8 +103,7 @@ impl World {
     }
 
     fn send(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
-        self.c.handle(self.now, from, req);
-        reply(&mut self.c)
+        crate::testing::ask_controller(&mut self.c, self.now, from, req).0
     }
 
     fn topic_at(&self, i: u8) -> Option<String> {
@@ -139,12 +125,7 @@ impl World {
                 let incarnation = *inc;
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::RegisterBroker {
-                        broker: b,
-                        incarnation,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::register_request(b, incarnation),
                 );
                 let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
                     panic!("registration refused: {r:?}")
@@ -174,13 +155,7 @@ impl World {
                 let metadata_offset = image.next_offset;
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::BrokerHeartbeat {
-                        broker: b,
-                        broker_epoch,
-                        metadata_offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::heartbeat_request(b, broker_epoch, metadata_offset),
                 );
                 match r {
                     ControllerResponse::BrokerHeartbeat(Ok(reply)) => {
@@ -527,13 +502,7 @@ impl World {
                 }
                 let r = self.send(
                     Requester::Broker(b),
-                    ControllerRequest::BrokerHeartbeat {
-                        broker: b,
-                        broker_epoch: epoch,
-                        metadata_offset: offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    crate::testing::heartbeat_request(b, epoch, offset),
                 );
                 let ControllerResponse::BrokerHeartbeat(Ok(reply)) = r else {
                     panic!("{r:?}")

@@ -18,6 +18,7 @@
 use super::*;
 use crate::log::MemStorage;
 use crate::raft::{Message, RaftConfig, Term};
+use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -121,12 +122,9 @@ struct World {
     nodes: BTreeMap<NodeId, Node>,
     brokers: BTreeMap<NodeId, Broker>,
     client: Client,
-    loss: f64,
-    dup: f64,
-    net: BTreeMap<(Nanos, u64), (Addr, Addr, Packet)>,
-    seq: u64,
-    /// Cut links between controller nodes (a cut node is also cut from brokers).
-    blocked: BTreeSet<(NodeId, NodeId)>,
+    net: FaultyNet<Addr, Packet>,
+    /// Cut links between controller nodes (an isolated node is also cut from brokers).
+    links: Links,
     isolated: BTreeSet<NodeId>,
     heal_at: Option<Nanos>,
     next_fault: Nanos,
@@ -161,11 +159,8 @@ impl World {
                 next_at: 200 * MS,
                 topics: 0,
             },
-            loss,
-            dup,
-            net: BTreeMap::new(),
-            seq: 0,
-            blocked: BTreeSet::new(),
+            net: FaultyNet::new(loss, dup, MS..10 * MS),
+            links: Links::default(),
             isolated: BTreeSet::new(),
             heal_at: None,
             next_fault,
@@ -266,7 +261,7 @@ impl World {
     }
 
     fn heal(&mut self) {
-        self.blocked.clear();
+        self.links.heal();
         self.isolated.clear();
         self.heal_at = None;
     }
@@ -291,39 +286,34 @@ impl World {
             Heal,
             End,
         }
-        let mut best: (Nanos, Ev) = (end, Ev::End);
-        let mut consider = |t: Nanos, ev: Ev| {
-            if t < best.0 {
-                best = (t, ev);
-            }
-        };
-        if let Some((&(t, _), _)) = self.net.first_key_value() {
-            consider(t, Ev::Deliver);
+        let mut next = Earliest::new(end, Ev::End);
+        if let Some(t) = self.net.next_due() {
+            next.consider(t, Ev::Deliver);
         }
         for (&id, n) in &self.nodes {
             match (&n.ctl, n.restart_at) {
                 (Some(c), _) => {
                     if let Some(t) = c.next_timeout() {
-                        consider(t, Ev::Tick(id));
+                        next.consider(t, Ev::Tick(id));
                     }
                 }
-                (None, Some(t)) => consider(t, Ev::Restart(id)),
+                (None, Some(t)) => next.consider(t, Ev::Restart(id)),
                 (None, None) => {}
             }
         }
         for (&id, b) in &self.brokers {
-            consider(b.next_at, Ev::Broker(id));
+            next.consider(b.next_at, Ev::Broker(id));
         }
         if self.opts.faults {
-            consider(self.client.next_at, Ev::Client);
+            next.consider(self.client.next_at, Ev::Client);
         }
         if faulty {
-            consider(self.next_fault, Ev::Fault);
+            next.consider(self.next_fault, Ev::Fault);
             if let Some(t) = self.heal_at {
-                consider(t, Ev::Heal);
+                next.consider(t, Ev::Heal);
             }
         }
-        let (t, ev) = best;
+        let (t, ev) = next.pick();
         self.now = self.now.max(t);
         if self.now >= end {
             return Ok(());
@@ -363,13 +353,13 @@ impl World {
     }
 
     fn deliver(&mut self, faulty: bool) -> Result<Option<NodeId>, String> {
-        let (_, (from, to, packet)) = self.net.pop_first().expect("due packet");
+        let (from, to, packet) = self.net.pop().expect("due packet");
         let cut = |a: Addr| match a {
             Addr::Ctl(id) => self.isolated.contains(&id),
             _ => false,
         };
         let blocked = match (from, to) {
-            (Addr::Ctl(a), Addr::Ctl(b)) => self.blocked.contains(&(a, b)),
+            (Addr::Ctl(a), Addr::Ctl(b)) => self.links.is_cut(a, b),
             _ => cut(from) || cut(to),
         };
         if blocked {
@@ -514,20 +504,8 @@ impl World {
 
     fn enqueue(&mut self, from: Addr, to: Addr, packet: Packet) {
         let faulty = self.opts.faults && self.now < self.opts.faulty_for;
-        if self.loss > 0.0 && faulty && self.rng.gen_bool(self.loss) {
-            return;
-        }
-        let copies = if faulty && self.dup > 0.0 && self.rng.gen_bool(self.dup) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let delay = self.rng.gen_range(MS..10 * MS);
-            self.seq += 1;
-            self.net
-                .insert((self.now + delay, self.seq), (from, to, packet.clone()));
-        }
+        self.net
+            .send(&mut self.rng, self.now, faulty, (from, to), packet);
     }
 
     fn send_request(&mut self, from: Addr, to: NodeId, request: ControllerRequest) {
@@ -558,12 +536,7 @@ impl World {
         let b = self.brokers.get_mut(&id).expect("broker");
         b.in_flight = Some(now);
         let request = match b.epoch {
-            None => ControllerRequest::RegisterBroker {
-                broker: id,
-                incarnation: b.incarnation,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
+            None => crate::testing::register_request(id, b.incarnation),
             Some(epoch) => {
                 // Now and then, as a partition leader, change the ISR instead.
                 let led: Vec<(TopicPartition, PartitionState)> = b
@@ -593,13 +566,7 @@ impl World {
                             new_isr,
                         }
                     }
-                    _ => ControllerRequest::BrokerHeartbeat {
-                        broker: id,
-                        broker_epoch: epoch,
-                        metadata_offset: b.image.next_offset,
-                        offline_partitions: Vec::new(),
-                        corrupt_partitions: Vec::new(),
-                    },
+                    _ => crate::testing::heartbeat_request(id, epoch, b.image.next_offset),
                 }
             }
         };
@@ -721,14 +688,11 @@ impl World {
     fn crash(&mut self, id: NodeId) {
         self.stats.crashes += 1;
         let down_for = self.rng.gen_range(10 * MS..600 * MS);
-        let seed: u64 = self.rng.gen();
         let node = self.nodes.get_mut(&id).expect("node");
         if let Some(ctl) = node.ctl.take() {
             drop(ctl.into_storage());
         }
-        // Power loss: each file keeps a random amount of its unsynced tail.
-        let mut r = ChaCha8Rng::seed_from_u64(seed);
-        node.disk.crash(|f| r.gen_range(f.synced_len..=f.len));
+        power_loss(&node.disk, &mut self.rng);
         node.restart_at = Some(self.now + down_for);
     }
 
@@ -760,29 +724,14 @@ impl World {
                     Some(l) if self.rng.gen_bool(0.7) => l,
                     _ => pick(&mut self.rng),
                 };
-                self.blocked.clear();
                 self.isolated = BTreeSet::from([victim]);
-                for &o in &ids {
-                    if o != victim {
-                        self.blocked.insert((victim, o));
-                        self.blocked.insert((o, victim));
-                    }
-                }
+                self.links.isolate(victim, &ids);
                 self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
             }
             // Split the controllers into two random groups.
             3 => {
-                self.blocked.clear();
                 self.isolated.clear();
-                let side: BTreeMap<NodeId, bool> =
-                    ids.iter().map(|&i| (i, self.rng.gen_bool(0.5))).collect();
-                for &a in &ids {
-                    for &b in &ids {
-                        if side[&a] != side[&b] {
-                            self.blocked.insert((a, b));
-                        }
-                    }
-                }
+                self.links.split(&ids, &mut self.rng);
                 self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
             }
             // Crash a controller (often the active one).
@@ -892,10 +841,6 @@ impl World {
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 #[test]
 fn random_quorums_of_3_and_5_keep_metadata_safe() {
     let seeds = env_u64("SKEIN_QUORUM_SEEDS").unwrap_or(8);
@@ -984,16 +929,7 @@ fn create(name: &str) -> ControllerRequest {
 
 fn register(w: &mut World, to: NodeId, b: NodeId) {
     w.replies.clear();
-    w.send_request(
-        Addr::Broker(b),
-        to,
-        ControllerRequest::RegisterBroker {
-            broker: b,
-            incarnation: 1,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
-    );
+    w.send_request(Addr::Broker(b), to, crate::testing::register_request(b, 1));
     let until = w.now + 50 * MS;
     w.run_until(until).unwrap();
     assert!(
@@ -1059,10 +995,7 @@ fn a_leader_that_loses_its_quorum_fails_its_pending_requests() {
     register(&mut w, active, 101);
     // Cut the active controller from its peers (not from the client): its proposal can
     // never commit.
-    for o in (1..=3).filter(|&o| o != active) {
-        w.blocked.insert((active, o));
-        w.blocked.insert((o, active));
-    }
+    w.links.isolate(active, &[1, 2, 3]);
     w.replies.clear();
     w.send_request(Addr::Client, active, create("t"));
     let until = w.now + 50 * MS;
@@ -1166,27 +1099,13 @@ fn a_one_node_quorum_decides_what_the_single_controller_decides() {
     };
     let mut requests: Vec<(Requester, ControllerRequest)> = Vec::new();
     for &b in &BROKERS {
-        requests.push((
-            Requester::Broker(b),
-            ControllerRequest::RegisterBroker {
-                broker: b,
-                incarnation: 1,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
-        ));
+        requests.push((Requester::Broker(b), crate::testing::register_request(b, 1)));
     }
     requests.push((Requester::Client(CLIENT), create("a")));
     requests.push((Requester::Client(CLIENT), create("a")));
     requests.push((
         Requester::Broker(101),
-        ControllerRequest::BrokerHeartbeat {
-            broker: 101,
-            broker_epoch: 0,
-            metadata_offset: 0,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
+        crate::testing::heartbeat_request(101, 0, 0),
     ));
     requests.push((Requester::Client(CLIENT), ControllerRequest::InitProducerId));
     requests.push((

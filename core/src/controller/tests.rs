@@ -35,21 +35,7 @@ impl Harness {
     }
 
     fn request(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
-        self.c.handle(self.now, from, req);
-        let mut replies: Vec<ControllerResponse> = self
-            .c
-            .drain_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                ControllerOutput::Send { to, response } => {
-                    assert_eq!(to, from);
-                    Some(response)
-                }
-                ControllerOutput::Event(_) => None,
-            })
-            .collect();
-        assert_eq!(replies.len(), 1, "exactly one reply per request");
-        replies.pop().unwrap()
+        self.request_with_events(from, req).0
     }
 
     fn request_with_events(
@@ -57,16 +43,7 @@ impl Harness {
         from: Requester,
         req: ControllerRequest,
     ) -> (ControllerResponse, Vec<ControllerEvent>) {
-        self.c.handle(self.now, from, req);
-        let mut reply = None;
-        let mut events = Vec::new();
-        for o in self.c.drain_outputs() {
-            match o {
-                ControllerOutput::Send { response, .. } => reply = Some(response),
-                ControllerOutput::Event(e) => events.push(e),
-            }
-        }
-        (reply.expect("a reply"), events)
+        crate::testing::ask_controller(&mut self.c, self.now, from, req)
     }
 
     fn register(&mut self, b: NodeId) -> Offset {
@@ -76,12 +53,7 @@ impl Harness {
     fn register_incarnation(&mut self, b: NodeId, incarnation: u64) -> Offset {
         match self.request(
             Requester::Broker(b),
-            ControllerRequest::RegisterBroker {
-                broker: b,
-                incarnation,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
+            crate::testing::register_request(b, incarnation),
         ) {
             ControllerResponse::RegisterBroker(Ok(r)) => {
                 assert_eq!(r.broker, b);
@@ -100,13 +72,7 @@ impl Harness {
         let broker_epoch = self.epochs[&b];
         match self.request(
             Requester::Broker(b),
-            ControllerRequest::BrokerHeartbeat {
-                broker: b,
-                broker_epoch,
-                metadata_offset,
-                offline_partitions: Vec::new(),
-                corrupt_partitions: Vec::new(),
-            },
+            crate::testing::heartbeat_request(b, broker_epoch, metadata_offset),
         ) {
             ControllerResponse::BrokerHeartbeat(r) => r,
             other => panic!("heartbeat reply {other:?}"),
@@ -397,15 +363,8 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
     // The fenced broker restarts and re-registers: unfenced, but it has to catch up (a
     // leader's AlterPartition) before it is in any ISR again; leaders stay put.
     let fenced_state: Vec<PartitionState> = (0..3).map(|p| h.part(&tp("t", p))).collect();
-    let (r, events) = h.request_with_events(
-        Requester::Broker(1),
-        ControllerRequest::RegisterBroker {
-            broker: 1,
-            incarnation: 2,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
-    );
+    let (r, events) =
+        h.request_with_events(Requester::Broker(1), crate::testing::register_request(1, 2));
     let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
         panic!("{r:?}")
     };
@@ -686,13 +645,7 @@ fn heartbeat_errors_and_reregistration() {
     // Unknown broker.
     match h.request(
         Requester::Broker(7),
-        ControllerRequest::BrokerHeartbeat {
-            broker: 7,
-            broker_epoch: 0,
-            metadata_offset: 0,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
+        crate::testing::heartbeat_request(7, 0, 0),
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::UnknownBroker { broker: 7 })) => {}
         other => panic!("{other:?}"),
@@ -714,13 +667,7 @@ fn heartbeat_errors_and_reregistration() {
     // The old incarnation's heartbeats are stale.
     match h.request(
         Requester::Broker(1),
-        ControllerRequest::BrokerHeartbeat {
-            broker: 1,
-            broker_epoch: e1,
-            metadata_offset: 0,
-            offline_partitions: Vec::new(),
-            corrupt_partitions: Vec::new(),
-        },
+        crate::testing::heartbeat_request(1, e1, 0),
     ) {
         ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {
             current,

@@ -505,10 +505,7 @@ pub fn batches_from_records(records: Vec<(Offset, Record)>) -> Vec<RecordBatch> 
         .into_iter()
         .map(|(offset, mut r)| {
             r.offset_delta = 0;
-            RecordBatch {
-                base_offset: offset,
-                ..RecordBatch::of_records(0, vec![r])
-            }
+            RecordBatch::of_records(0, vec![r]).at(offset)
         })
         .collect()
 }
@@ -612,10 +609,7 @@ mod tests {
             offset_record("h", &tp, None, None),
         ];
         number_records(&mut recs);
-        let batch = RecordBatch {
-            base_offset: 100,
-            ..RecordBatch::of_records(0, recs)
-        };
+        let batch = RecordBatch::of_records(0, recs).at(100);
         let kept = latest_per_key(&[batch]).unwrap();
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].0, 101);

@@ -103,10 +103,42 @@ impl RecordBatch {
     /// gives the epoch cache its entry at once and a record of the epoch to commit.
     pub fn epoch_marker(base_offset: Offset, epoch: LeaderEpoch, timestamp: TimestampMs) -> Self {
         Self {
-            base_offset,
-            partition_leader_epoch: epoch,
             attributes: CONTROL_BATCH_BIT,
             ..Self::new(timestamp, [(None, Some(b"leader-epoch".to_vec()))])
+        }
+        .at(base_offset)
+        .in_epoch(epoch)
+    }
+
+    /// This batch placed at `base_offset` (its records keep their deltas). A leader's log
+    /// places what it appends; tests and decoders of other formats build placed batches.
+    pub fn at(self, base_offset: Offset) -> Self {
+        Self {
+            base_offset,
+            ..self
+        }
+    }
+
+    /// This batch as appended by the leader of `epoch`.
+    pub fn in_epoch(self, epoch: LeaderEpoch) -> Self {
+        Self {
+            partition_leader_epoch: epoch,
+            ..self
+        }
+    }
+
+    /// This batch stamped with an idempotent producer's identity (`None`: a plain producer).
+    pub fn with_producer(self, producer: Option<ProducerInfo>) -> Self {
+        Self { producer, ..self }
+    }
+
+    /// This batch with its timestamps spanning `first..=max` (records keep their deltas,
+    /// which count from `first`).
+    pub fn with_timestamps(self, first: TimestampMs, max: TimestampMs) -> Self {
+        Self {
+            first_timestamp: first,
+            max_timestamp: max,
+            ..self
         }
     }
 
@@ -596,6 +628,25 @@ mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn builders_place_stamp_and_time_a_batch() {
+        let s = sample();
+        let built = RecordBatch::of_records(0, s.records.clone())
+            .at(42)
+            .in_epoch(7)
+            .with_producer(s.producer)
+            .with_timestamps(1_700_000_000_000, 1_700_000_000_005);
+        assert_eq!(built, s);
+        let marker = RecordBatch::epoch_marker(5, 3, 0);
+        assert!(marker.is_control());
+        assert_eq!((marker.base_offset, marker.partition_leader_epoch), (5, 3));
+        assert_eq!(
+            marker.iter_offsets().map(|(o, _)| o).collect::<Vec<_>>(),
+            [5]
+        );
+        assert_eq!(marker.data_records().count(), 0, "a marker holds no data");
     }
 
     #[test]

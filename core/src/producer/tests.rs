@@ -262,10 +262,7 @@ fn rebuild_from_log_matches_live_table_and_follows_truncation() {
         p.on_response(&tp(), seq(&b), ProduceOutcome::Appended { base_offset })
             .unwrap();
     }
-    let plain = RecordBatch {
-        base_offset: leader.end(),
-        ..batch(2)
-    };
+    let plain = batch(2).at(leader.end());
     leader.log.push(plain);
     assert_eq!(ProducerStateTable::rebuild(&leader.log), leader.table);
     // A new leader whose log lacks the last two batches: retries of those are appended

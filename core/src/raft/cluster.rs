@@ -21,10 +21,11 @@
 
 use super::*;
 use crate::log::MemStorage;
+use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
 use crate::types::{Nanos, NodeId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 const MS: Nanos = 1_000_000;
 
@@ -93,11 +94,8 @@ pub(super) struct Cluster {
     nodes: BTreeMap<NodeId, Node>,
     election_timeout: Nanos,
     max_entries: usize,
-    loss: f64,
-    dup: f64,
-    net: BTreeMap<(Nanos, u64), (NodeId, NodeId, Message)>,
-    seq: u64,
-    blocked: BTreeSet<(NodeId, NodeId)>,
+    net: FaultyNet<NodeId, Message>,
+    links: Links,
     heal_at: Option<Nanos>,
     next_fault: Nanos,
     next_propose: Nanos,
@@ -122,11 +120,8 @@ impl Cluster {
             nodes: BTreeMap::new(),
             election_timeout: 100 * MS,
             max_entries,
-            loss,
-            dup,
-            net: BTreeMap::new(),
-            seq: 0,
-            blocked: BTreeSet::new(),
+            net: FaultyNet::new(loss, dup, MS..15 * MS),
+            links: Links::default(),
             heal_at: None,
             next_fault: 0,
             next_propose: 0,
@@ -183,8 +178,8 @@ impl Cluster {
         let end = faulty_end + self.opts.settle_for;
         while self.now < end {
             let faulty = self.now < faulty_end;
-            if !faulty && (self.heal_at.is_some() || !self.blocked.is_empty()) {
-                self.blocked.clear();
+            if !faulty && (self.heal_at.is_some() || !self.links.blocked.is_empty()) {
+                self.links.heal();
                 self.heal_at = None;
             }
             self.step(faulty, end)?;
@@ -203,43 +198,38 @@ impl Cluster {
             Heal,
             Propose,
         }
-        let mut best: (Nanos, Ev) = (end, Ev::Propose);
-        let mut consider = |t: Nanos, ev: Ev| {
-            if t < best.0 {
-                best = (t, ev);
-            }
-        };
-        if let Some((&(t, _), _)) = self.net.first_key_value() {
-            consider(t, Ev::Deliver);
+        let mut next = Earliest::new(end, Ev::Propose);
+        if let Some(t) = self.net.next_due() {
+            next.consider(t, Ev::Deliver);
         }
         for (&id, n) in &self.nodes {
             match (&n.raft, n.restart_at) {
                 (Some(r), _) => {
                     if let Some(t) = r.next_timeout() {
-                        consider(t, Ev::Tick(id));
+                        next.consider(t, Ev::Tick(id));
                     }
                 }
-                (None, Some(t)) => consider(t, Ev::Restart(id)),
+                (None, Some(t)) => next.consider(t, Ev::Restart(id)),
                 (None, None) => {}
             }
         }
         if faulty {
-            consider(self.next_fault, Ev::Fault);
+            next.consider(self.next_fault, Ev::Fault);
             if let Some(t) = self.heal_at {
-                consider(t, Ev::Heal);
+                next.consider(t, Ev::Heal);
             }
         }
-        consider(self.next_propose, Ev::Propose);
-        let (t, ev) = best;
+        next.consider(self.next_propose, Ev::Propose);
+        let (t, ev) = next.pick();
         self.now = self.now.max(t);
         if self.now >= end {
             return Ok(());
         }
         let touched: Option<NodeId> = match ev {
             Ev::Deliver => {
-                let ((_, _), (from, to, msg)) = self.net.pop_first().expect("due message");
+                let (from, to, msg) = self.net.pop().expect("due message");
                 let live = self.nodes[&to].raft.is_some();
-                if live && !self.blocked.contains(&(from, to)) {
+                if live && !self.links.is_cut(from, to) {
                     self.stats.delivered += 1;
                     // Power loss during this step's fsyncs, now and then.
                     let torn = faulty && self.rng.gen_bool(0.002);
@@ -265,7 +255,7 @@ impl Cluster {
                 Some(id)
             }
             Ev::Heal => {
-                self.blocked.clear();
+                self.links.heal();
                 self.heal_at = None;
                 None
             }
@@ -424,33 +414,18 @@ impl Cluster {
 
     fn enqueue(&mut self, from: NodeId, to: NodeId, message: Message) {
         let faulty = self.now < self.opts.faulty_for;
-        if faulty && self.rng.gen_bool(self.loss) {
-            return;
-        }
-        let copies = if faulty && self.rng.gen_bool(self.dup) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let delay = self.rng.gen_range(MS..15 * MS);
-            self.seq += 1;
-            self.net
-                .insert((self.now + delay, self.seq), (from, to, message.clone()));
-        }
+        self.net
+            .send(&mut self.rng, self.now, faulty, (from, to), message);
     }
 
     fn crash(&mut self, id: NodeId) {
         self.stats.crashes += 1;
         let down_for = self.rng.gen_range(10 * MS..800 * MS);
-        let seed: u64 = self.rng.gen();
         let node = self.nodes.get_mut(&id).expect("node");
         if let Some(raft) = node.raft.take() {
             drop(raft.into_storage());
         }
-        // Power loss: each file keeps a random amount of its unsynced tail.
-        let mut r = ChaCha8Rng::seed_from_u64(seed);
-        node.disk.crash(|f| r.gen_range(f.synced_len..=f.len));
+        power_loss(&node.disk, &mut self.rng);
         node.restart_at = Some(self.now + down_for);
     }
 
@@ -490,34 +465,19 @@ impl Cluster {
                     Some(l) if self.rng.gen_bool(0.7) => l,
                     _ => pick(&mut self.rng),
                 };
-                self.blocked.clear();
-                for &o in &ids {
-                    if o != victim {
-                        self.blocked.insert((victim, o));
-                        self.blocked.insert((o, victim));
-                    }
-                }
+                self.links.isolate(victim, &ids);
                 self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_500 * MS));
             }
             // Split into two random groups.
             3 => {
-                self.blocked.clear();
-                let side: BTreeMap<NodeId, bool> =
-                    ids.iter().map(|&i| (i, self.rng.gen_bool(0.5))).collect();
-                for &a in &ids {
-                    for &b in &ids {
-                        if side[&a] != side[&b] {
-                            self.blocked.insert((a, b));
-                        }
-                    }
-                }
+                self.links.split(&ids, &mut self.rng);
                 self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_500 * MS));
             }
             // Cut one link one way.
             4 => {
                 let (a, b) = (pick(&mut self.rng), pick(&mut self.rng));
                 if a != b {
-                    self.blocked.insert((a, b));
+                    self.links.blocked.insert((a, b));
                 }
                 self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_000 * MS));
             }
@@ -532,7 +492,7 @@ impl Cluster {
                 }
             }
             _ => {
-                self.blocked.clear();
+                self.links.heal();
                 self.heal_at = None;
             }
         }
@@ -699,10 +659,6 @@ fn log_matching_violation(a: &Raft<MemStorage>, b: &Raft<MemStorage>) -> Option<
         i -= 1;
     }
     None
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// Runs `seeds` with `opts`; returns the first failure.

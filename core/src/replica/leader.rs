@@ -4,8 +4,8 @@
 
 use super::idempotence::ProducerCheck;
 use super::{
-    is_control, now_ms, Event, IsrProposal, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
-    RoleState,
+    is_control, now_ms, Event, IsrProposal, ProduceOrigin, Replica, ReplicaConfig, ReplicaEffect,
+    ReplicaLog, RoleState,
 };
 use crate::log::RecordBatch;
 use crate::message::*;
@@ -34,7 +34,7 @@ pub(crate) struct PendingIsr {
 /// An acks=all write waiting for the high watermark.
 #[derive(Clone, Debug)]
 pub(crate) struct WaitingProduce {
-    pub client: Address,
+    pub client: ProduceOrigin,
     pub correlation: u64,
     pub base_offset: Offset,
     /// The HW that commits the whole batch.
@@ -265,16 +265,22 @@ impl<L: ReplicaLog> Replica<L> {
 
     fn respond_produce(
         &mut self,
-        to: Address,
+        to: ProduceOrigin,
         correlation: u64,
         result: Result<ProduceAck, ProduceError>,
     ) {
-        let msg = Message::ProduceResponse(ProduceResponse {
+        let resp = ProduceResponse {
             correlation,
             tp: self.tp.clone(),
             result,
+        };
+        self.emit(match to {
+            ProduceOrigin::Remote(to) => ReplicaEffect::Send {
+                to,
+                msg: Message::ProduceResponse(resp),
+            },
+            ProduceOrigin::Local => ReplicaEffect::LocalProduceAnswer(resp),
         });
-        self.emit(ReplicaEffect::Send { to, msg });
     }
 
     fn known_leader(&self) -> Option<NodeId> {
@@ -285,16 +291,21 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// Answer a follower's fetch. `None`: the fetch is held (long poll) and will be
-    /// answered later through an effect.
-    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) -> Option<FetchResponse> {
-        let result = self.fetch_result(now, &req)?;
-        Some(FetchResponse {
+    /// A follower's fetch (`req.replica_id` asks). Answered as an effect: now, or, when the
+    /// fetch is held (long poll), once the leader has something to say.
+    pub fn handle_fetch(&mut self, now: Nanos, req: FetchRequest) {
+        let mark = self.effects_mark();
+        let Some(result) = self.fetch_result(now, &req) else {
+            return;
+        };
+        let resp = FetchResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             leader_epoch: self.leader_epoch,
             result,
-        })
+        };
+        let to = Address::Node(req.replica_id);
+        self.reply_at(mark, to, Message::FetchResponse(resp));
     }
 
     /// Answer held fetches that now have something to say (or whose wait is over, or
@@ -645,8 +656,16 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    /// A client's produce request. Responses (if any) leave as effects.
-    pub fn handle_produce(&mut self, now: Nanos, from: Address, req: ProduceRequest) {
+    /// A produce request from `from` (a client's, or the hosting broker's own). Responses
+    /// (if any) leave as effects: a `Send` to a remote asker, a `LocalProduceAnswer` to the
+    /// broker itself.
+    pub fn handle_produce(
+        &mut self,
+        now: Nanos,
+        from: impl Into<ProduceOrigin>,
+        req: ProduceRequest,
+    ) {
+        let from = from.into();
         let reply = |r: &mut Self, result| {
             if req.acks != Acks::None {
                 r.respond_produce(from, req.correlation, result);
@@ -795,13 +814,16 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// A consumer read: committed records only (below the HW), control batches left out.
-    pub fn handle_consumer_fetch(&mut self, req: &ConsumerFetchRequest) -> ConsumerFetchResponse {
+    /// Answered to `from` as an effect.
+    pub fn handle_consumer_fetch(&mut self, from: Address, req: &ConsumerFetchRequest) {
+        let mark = self.effects_mark();
         let result = self.consumer_records(req);
-        ConsumerFetchResponse {
+        let resp = ConsumerFetchResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             result,
-        }
+        };
+        self.reply_at(mark, from, Message::ConsumerFetchResponse(resp));
     }
 
     fn check_client_epoch(&self, requested: Option<LeaderEpoch>) -> Result<(), ConsumerFetchError> {
@@ -890,7 +912,10 @@ impl<L: ReplicaLog> Replica<L> {
         self.log.read_below(from, below, max_bytes)
     }
 
-    pub fn handle_list_offsets(&mut self, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+    /// A consumer's offset lookup (earliest, latest committed, or by timestamp). Answered to
+    /// `from` as an effect.
+    pub fn handle_list_offsets(&mut self, from: Address, req: &ListOffsetsRequest) {
+        let mark = self.effects_mark();
         let result = self.check_client_epoch(None).and_then(|()| {
             let epoch = self.leader_epoch;
             let listed = |offset| {
@@ -911,11 +936,12 @@ impl<L: ReplicaLog> Replica<L> {
                 }
             })
         });
-        ListOffsetsResponse {
+        let resp = ListOffsetsResponse {
             correlation: req.correlation,
             tp: self.tp.clone(),
             result,
-        }
+        };
+        self.reply_at(mark, from, Message::ListOffsetsResponse(resp));
     }
 }
 

@@ -4,7 +4,9 @@
 //! metadata decisions ([`Replica::become_leader`] / [`Replica::become_follower`]), fetch
 //! requests and responses, produce requests and the time ([`Replica::tick`]); it pushes
 //! [`ReplicaEffect`]s (messages, ISR proposals for the controller, trace events) that the
-//! broker drains. Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
+//! broker drains. Every answer to a request leaves that one way, as an effect (no handler
+//! returns one): a `Send` to whoever asked, ahead of what handling the request set off, or
+//! a `LocalProduceAnswer` for the broker's own appends ([`ProduceOrigin::Local`]). Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
 //! protocol and its invariants are written up in `docs/replication.md`.
 
 mod bugs;
@@ -26,7 +28,7 @@ pub use leader::AlterOutcome;
 pub use log::{Appended, LogFailure, ReplicaLog};
 
 use crate::log::RecordBatch;
-use crate::message::{Address, Message, ProduceError};
+use crate::message::{Address, Message, ProduceError, ProduceResponse};
 use crate::types::{
     LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
 };
@@ -109,6 +111,21 @@ pub enum Role {
     Offline,
 }
 
+/// Who asked for a produce, so its answer goes back the right way: a client (or any node)
+/// over the network, or the broker hosting the replica itself (the group coordinator's
+/// appends to `__consumer_offsets`), whose answers never touch the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProduceOrigin {
+    Remote(Address),
+    Local,
+}
+
+impl From<Address> for ProduceOrigin {
+    fn from(a: Address) -> Self {
+        ProduceOrigin::Remote(a)
+    }
+}
+
 /// Effects a replica asks its broker to carry out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReplicaEffect {
@@ -116,6 +133,8 @@ pub enum ReplicaEffect {
         to: Address,
         msg: Message,
     },
+    /// The answer to a [`ProduceOrigin::Local`] produce, for the hosting broker itself.
+    LocalProduceAnswer(ProduceResponse),
     /// Propose a new ISR to the controller (AlterPartition).
     AlterPartition(IsrProposal),
     Event(Event),
@@ -484,6 +503,18 @@ impl<L: ReplicaLog> Replica<L> {
 
     pub(crate) fn emit(&mut self, effect: ReplicaEffect) {
         self.effects.push(effect);
+    }
+
+    /// Where the effects of the request being handled start (see [`Self::reply_at`]).
+    pub(crate) fn effects_mark(&self) -> usize {
+        self.effects.len()
+    }
+
+    /// Every request's answer leaves as an effect, ahead of what handling it set off (the
+    /// produces a fetch committed, an ISR change), in the order a broker answering at once
+    /// would send them.
+    pub(crate) fn reply_at(&mut self, mark: usize, to: Address, msg: Message) {
+        self.effects.insert(mark, ReplicaEffect::Send { to, msg });
     }
 
     pub(crate) fn event(&mut self, event: Event) {

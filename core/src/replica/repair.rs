@@ -69,7 +69,9 @@ impl<L: ReplicaLog> Replica<L> {
     /// Another replica's log is damaged at `req.offset`: our batch starting there, if it
     /// is of the asked epoch and reads intact. Reading changes nothing here: a read error
     /// only means no copy (this replica's own failures are found by its own reads).
-    pub fn handle_repair_fetch(&mut self, req: &RepairFetchRequest) -> RepairFetchResponse {
+    /// Answered to `from` as an effect.
+    pub fn handle_repair_fetch(&mut self, from: Address, req: &RepairFetchRequest) {
+        let mark = self.effects_mark();
         let held = req.offset >= self.log.log_start_offset()
             && req.offset < self.log.log_end_offset()
             && self.log.epoch_at(req.offset) == Some(req.epoch);
@@ -88,12 +90,13 @@ impl<L: ReplicaLog> Replica<L> {
                 Err(_) => RepairCopy::Unreadable,
             }
         };
-        RepairFetchResponse {
+        let resp = RepairFetchResponse {
             correlation: req.correlation,
             tp: req.tp.clone(),
             offset: req.offset,
             copy,
-        }
+        };
+        self.reply_at(mark, from, Message::RepairFetchResponse(resp));
     }
 
     /// A peer's answer. A copy that fits refills the damaged slot, and the log is read

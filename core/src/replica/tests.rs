@@ -8,6 +8,8 @@ use crate::message::*;
 use std::collections::{BTreeMap, VecDeque};
 
 const MS: Nanos = 1_000_000;
+/// The consumer the scripted reads come from (producers are `Client(0)`).
+const READER: Address = Address::Client(99);
 
 /// (offset, value) of every data record of a log.
 type Values = Vec<(Offset, String)>;
@@ -115,6 +117,7 @@ impl<L: TestLog> Net<L> {
                     ReplicaEffect::Send { to, msg } => self.queue.push_back((id, to, msg)),
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
                     ReplicaEffect::Event(e) => self.events.push((id, e)),
+                    ReplicaEffect::LocalProduceAnswer(r) => panic!("no local produces here: {r:?}"),
                 }
             }
         }
@@ -147,17 +150,56 @@ impl<L: TestLog> Net<L> {
         let now = self.now;
         let r = self.r(dst);
         match msg {
-            Message::Fetch(req) => {
-                if let Some(resp) = r.handle_fetch(now, req) {
-                    self.queue
-                        .push_back((dst, Address::Node(from), Message::FetchResponse(resp)));
-                }
-            }
+            // Answered as an effect (collected below), now or when the long poll ends.
+            Message::Fetch(req) => r.handle_fetch(now, req),
             Message::FetchResponse(resp) => r.handle_fetch_response(now, from, resp),
             other => panic!("unexpected {other:?}"),
         }
         self.collect();
         true
+    }
+
+    /// Node `id`'s answer to `asker` for the request `ask` hands it, taken off the network;
+    /// whatever else the request set off stays queued. `None`: no answer yet (a held fetch).
+    fn answer(
+        &mut self,
+        id: NodeId,
+        asker: Address,
+        ask: impl FnOnce(&mut Replica<L>),
+    ) -> Option<Message> {
+        let before = self.queue.len();
+        ask(self.r(id));
+        self.collect();
+        let i = (before..self.queue.len())
+            .find(|&i| self.queue[i].0 == id && self.queue[i].1 == asker)?;
+        self.queue.remove(i).map(|(_, _, msg)| msg)
+    }
+
+    /// A follower's fetch at node `id` (the request names the follower), answered now or
+    /// held (`None`).
+    fn fetch(&mut self, id: NodeId, req: FetchRequest) -> Option<FetchResponse> {
+        let now = self.now;
+        let asker = Address::Node(req.replica_id);
+        match self.answer(id, asker, |r| r.handle_fetch(now, req))? {
+            Message::FetchResponse(resp) => Some(resp),
+            other => panic!("a fetch answered {other:?}"),
+        }
+    }
+
+    /// A consumer's read at node `id`.
+    fn consumer_fetch(&mut self, id: NodeId, req: &ConsumerFetchRequest) -> ConsumerFetchResponse {
+        match self.answer(id, READER, |r| r.handle_consumer_fetch(READER, req)) {
+            Some(Message::ConsumerFetchResponse(resp)) => resp,
+            other => panic!("a consumer fetch answered {other:?}"),
+        }
+    }
+
+    /// A consumer's offset lookup at node `id`.
+    fn list_offsets(&mut self, id: NodeId, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+        match self.answer(id, READER, |r| r.handle_list_offsets(READER, req)) {
+            Some(Message::ListOffsetsResponse(resp)) => resp,
+            other => panic!("a list-offsets answered {other:?}"),
+        }
     }
 
     fn deliver_all(&mut self) {
@@ -310,7 +352,7 @@ macro_rules! replica_suite {
                 current_leader_epoch: None,
                 last_fetched_epoch: None,
             };
-            let resp = net.r(1).handle_consumer_fetch(&req);
+            let resp = net.consumer_fetch(1, &req);
             let recs = resp.result.unwrap();
             assert!(
                 recs.batches.is_empty(),
@@ -318,12 +360,12 @@ macro_rules! replica_suite {
             );
             net.cut.clear();
             net.run(100 * MS); // dropped fetches time out and are resent
-            let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(1, &req).result.unwrap();
             assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
             assert_eq!(recs.high_watermark, 2);
             // A follower refuses consumer reads.
             assert!(matches!(
-                net.r(2).handle_consumer_fetch(&req).result,
+                net.consumer_fetch(2, &req).result,
                 Err(ConsumerFetchError::NotLeader {
                     leader: Some(1),
                     ..
@@ -348,28 +390,28 @@ macro_rules! replica_suite {
                 current_leader_epoch: None,
                 last_fetched_epoch: None,
             };
-            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(2, &req).result.unwrap();
             assert_eq!(recs.batches.len(), 1, "the data batch, marker left out");
             assert_eq!(recs.next_offset, 3, "past the marker after the data");
             req.offset = 2;
-            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(2, &req).result.unwrap();
             assert!(recs.batches.is_empty());
             assert_eq!(recs.next_offset, 3, "only a marker below the HW: skip it");
             req.offset = 3;
-            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(2, &req).result.unwrap();
             assert_eq!(recs.next_offset, 3, "never past the HW");
             assert_eq!(recs.last_epoch, None, "nothing read");
             // A reader that read epoch 1 up to offset 2 passes the divergence check after a
             // clean failover; moving past the marker, it takes the marker's epoch.
             let mut cursor = crate::client::FetchCursor::new(0);
-            let recs = net.r(2).handle_consumer_fetch(&cursor.request(1, tp(), 1 << 20));
+            let recs = net.consumer_fetch(2, &cursor.request(1, tp(), 1 << 20));
             let recs = recs.result.unwrap();
             assert_eq!(recs.last_epoch, Some(2), "the marker is the last batch read");
             assert_eq!(cursor.take(&recs).records.len(), 1);
             assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(2)));
             req.offset = 2;
             req.last_fetched_epoch = Some(1);
-            let recs = net.r(2).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(2, &req).result.unwrap();
             assert_eq!(recs.next_offset, 3);
         }
 
@@ -387,8 +429,7 @@ macro_rules! replica_suite {
                 high_watermark: 0,
                 max_wait: 0,
             };
-            let now = net.now;
-            let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
+            let r = net.fetch(1, req.clone()).unwrap();
             assert!(matches!(
                 r.result,
                 FetchResult::Error(FetchError::FencedLeaderEpoch {
@@ -397,7 +438,7 @@ macro_rules! replica_suite {
                 })
             ));
             req.current_leader_epoch = 2;
-            let r = net.r(1).handle_fetch(now, req.clone()).unwrap();
+            let r = net.fetch(1, req.clone()).unwrap();
             assert!(matches!(
                 r.result,
                 FetchResult::Error(FetchError::UnknownLeaderEpoch {
@@ -406,7 +447,7 @@ macro_rules! replica_suite {
                 })
             ));
             req.current_leader_epoch = 1;
-            let r = net.r(2).handle_fetch(now, req).unwrap();
+            let r = net.fetch(2, req).unwrap();
             assert!(matches!(
                 r.result,
                 FetchResult::Error(FetchError::NotLeader)
@@ -638,7 +679,7 @@ macro_rules! replica_suite {
             net.run(50 * MS);
             // The consumer reads both records from leader 1: position 3, epoch 1.
             let mut cursor = FetchCursor::new(0);
-            let recs = net.r(1).handle_consumer_fetch(&cursor.request(1, tp(), 1 << 20));
+            let recs = net.consumer_fetch(1, &cursor.request(1, tp(), 1 << 20));
             let recs = recs.result.unwrap();
             assert_eq!(cursor.take(&recs).records.len(), 2);
             assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(1)));
@@ -651,7 +692,7 @@ macro_rules! replica_suite {
             net.elect(&[2, 3], Some(3), 2, 4, &[2, 3]);
             net.run(50 * MS);
             assert_eq!(net.r(3).high_watermark(), 3);
-            let r = net.r(3).handle_consumer_fetch(&cursor.request(2, tp(), 1 << 20));
+            let r = net.consumer_fetch(3, &cursor.request(2, tp(), 1 << 20));
             let e = r.result.unwrap_err();
             assert_eq!(
                 e,
@@ -679,23 +720,23 @@ macro_rules! replica_suite {
             let mut bugged = cursor.clone().ignoring_truncation(true);
             assert_eq!(bugged.on_error(&e), None);
             assert_eq!((bugged.position(), bugged.last_fetched_epoch()), (3, None));
-            let r = net.r(3).handle_consumer_fetch(&bugged.request(3, tp(), 1 << 20));
+            let r = net.consumer_fetch(3, &bugged.request(3, tp(), 1 << 20));
             assert!(matches!(r.result, Ok(ref recs) if recs.batches.is_empty()));
             cursor.on_error(&e);
-            let r = net.r(3).handle_consumer_fetch(&cursor.request(4, tp(), 1 << 20));
+            let r = net.consumer_fetch(3, &cursor.request(4, tp(), 1 << 20));
             let recs = r.result.unwrap();
             let taken = cursor.take(&recs);
             let read: Vec<_> = taken.records.iter().map(|(o, _, _)| *o).collect();
             assert_eq!(read, vec![2]);
             assert_eq!((cursor.position(), cursor.last_fetched_epoch()), (3, Some(2)));
             // Caught up at the new epoch: no divergence any more.
-            let r = net.r(3).handle_consumer_fetch(&cursor.request(5, tp(), 1 << 20));
+            let r = net.consumer_fetch(3, &cursor.request(5, tp(), 1 << 20));
             assert!(r.result.is_ok());
             // An epoch newer than the answering leader's: a deposed leader, refused.
             let mut req = cursor.request(6, tp(), 1 << 20);
             req.last_fetched_epoch = Some(3);
             assert!(matches!(
-                net.r(3).handle_consumer_fetch(&req).result,
+                net.consumer_fetch(3, &req).result,
                 Err(ConsumerFetchError::UnknownLeaderEpoch {
                     request: 3,
                     current: 2
@@ -844,7 +885,7 @@ macro_rules! replica_suite {
                 .expect("fetches again at once");
             assert_eq!(req.fetch_offset, 1, "continues at the leader's log start");
             // The leader's answer from there appends normally.
-            let resp = net.r(1).handle_fetch(now, req).expect("answered");
+            let resp = net.fetch(1, req).expect("answered");
             f.handle_fetch_response(now, 1, resp);
             assert_eq!(f.log().log_end_offset(), net.r(1).log().log_end_offset());
             // An OffsetOutOfRange that does not leave this follower behind changes nothing.
@@ -920,7 +961,7 @@ macro_rules! replica_suite {
                 max_wait: 0,
             };
             assert!(matches!(
-                net.r(1).handle_fetch(now, req).unwrap().result,
+                net.fetch(1, req).unwrap().result,
                 FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
             ));
             // Metadata reaches the zombie: pending write fails NotLeader, log converges.
@@ -1055,8 +1096,7 @@ macro_rules! replica_suite {
                 high_watermark: 0,
                 max_wait: 0,
             };
-            let now = net.now;
-            let r = net.r(1).handle_fetch(now, req).unwrap();
+            let r = net.fetch(1, req).unwrap();
             assert!(
                 matches!(r.result, FetchResult::Records { .. }),
                 "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
@@ -1074,7 +1114,7 @@ macro_rules! replica_suite {
                     tp: tp(),
                     spec,
                 };
-                net.r(1).handle_list_offsets(&req).result
+                net.list_offsets(1, &req).result
             };
             assert_eq!(
                 list(&mut net, OffsetSpec::Earliest)
@@ -1086,13 +1126,15 @@ macro_rules! replica_suite {
             let latest = list(&mut net, OffsetSpec::Latest).unwrap().unwrap();
             assert_eq!((latest.offset, latest.leader_epoch), (3, 1));
             assert!(matches!(
-                net.r(2)
-                    .handle_list_offsets(&ListOffsetsRequest {
+                net.list_offsets(
+                    2,
+                    &ListOffsetsRequest {
                         correlation: 2,
                         tp: tp(),
                         spec: OffsetSpec::Latest
-                    })
-                    .result,
+                    },
+                )
+                .result,
                 Err(ConsumerFetchError::NotLeader { .. })
             ));
             let mut req = ConsumerFetchRequest {
@@ -1104,7 +1146,7 @@ macro_rules! replica_suite {
                 last_fetched_epoch: None,
             };
             assert!(matches!(
-                net.r(1).handle_consumer_fetch(&req).result,
+                net.consumer_fetch(1, &req).result,
                 Err(ConsumerFetchError::FencedLeaderEpoch {
                     request: 0,
                     current: 1
@@ -1112,7 +1154,7 @@ macro_rules! replica_suite {
             ));
             req.current_leader_epoch = Some(2);
             assert!(matches!(
-                net.r(1).handle_consumer_fetch(&req).result,
+                net.consumer_fetch(1, &req).result,
                 Err(ConsumerFetchError::UnknownLeaderEpoch {
                     request: 2,
                     current: 1
@@ -1121,11 +1163,11 @@ macro_rules! replica_suite {
             req.current_leader_epoch = Some(1);
             req.offset = 99;
             assert!(matches!(
-                net.r(1).handle_consumer_fetch(&req).result,
+                net.consumer_fetch(1, &req).result,
                 Err(ConsumerFetchError::OffsetOutOfRange { offset: 99, .. })
             ));
             req.offset = 1;
-            let recs = net.r(1).handle_consumer_fetch(&req).result.unwrap();
+            let recs = net.consumer_fetch(1, &req).result.unwrap();
             assert_eq!(recs.batches[0].records.len(), 2);
         }
 
@@ -1140,11 +1182,7 @@ macro_rules! replica_suite {
                     leader_epoch: 1
                 }))
             ));
-            let empty = RecordBatch {
-                records: Vec::new(),
-                ..batch(&[])
-            };
-            let c = net.produce_batch(1, Acks::Leader, empty);
+            let c = net.produce_batch(1, Acks::Leader, batch(&[]));
             assert!(matches!(
                 net.response(c),
                 Some(Err(ProduceError::InvalidRecord(_)))
@@ -1217,4 +1255,89 @@ mod on_partition_log {
     use super::*;
     type L = PartitionLog<MemStorage>;
     replica_suite!();
+}
+
+/// The hosting broker's own produce (a group coordinator's append) is answered as a
+/// `LocalProduceAnswer` effect, never as a message; a remote asker's as a `Send` to it.
+#[test]
+fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
+    let log = <PartitionLog<MemStorage> as TestLog>::fresh();
+    let mut r = Replica::new(tp(), 1, log, config());
+    r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
+    r.drain_effects();
+    let req = |correlation| ProduceRequest {
+        correlation,
+        tp: tp(),
+        acks: Acks::Leader,
+        timeout: MS,
+        batch: batch(&["v"]),
+    };
+    r.handle_produce(0, ProduceOrigin::Local, req(1));
+    r.handle_produce(0, Address::Client(7), req(2));
+    let answers: Vec<(Option<Address>, u64)> = r
+        .drain_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            ReplicaEffect::LocalProduceAnswer(resp) => Some((None, resp.correlation)),
+            ReplicaEffect::Send {
+                to,
+                msg: Message::ProduceResponse(resp),
+            } => Some((Some(to), resp.correlation)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, vec![(None, 1), (Some(Address::Client(7)), 2)]);
+}
+
+/// A fetch's answer leaves ahead of what the fetch set off: the follower catching up
+/// commits an acks=all produce, and the fetch response is emitted before the produce's.
+#[test]
+fn a_fetch_is_answered_before_the_produce_it_commits() {
+    let log = <PartitionLog<MemStorage> as TestLog>::fresh();
+    let mut r = Replica::new(tp(), 1, log, config());
+    r.apply_partition_state(0, Some(1), 1, 1, &[1, 2], &[1, 2]);
+    r.drain_effects();
+    let produce = ProduceRequest {
+        correlation: 5,
+        tp: tp(),
+        acks: Acks::All,
+        timeout: 1_000 * MS,
+        batch: batch(&["v"]),
+    };
+    r.handle_produce(0, Address::Client(0), produce);
+    assert!(r.drain_effects().is_empty(), "waits for follower 2");
+    let leo = r.log().log_end_offset();
+    r.handle_fetch(
+        MS,
+        FetchRequest {
+            correlation: 9,
+            tp: tp(),
+            replica_id: 2,
+            current_leader_epoch: 1,
+            fetch_offset: leo,
+            last_fetched_epoch: Some(1),
+            max_bytes: 1 << 20,
+            high_watermark: 0,
+            max_wait: 0,
+        },
+    );
+    let sent: Vec<(Address, &'static str)> = r
+        .drain_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            ReplicaEffect::Send { to, msg } => Some((
+                to,
+                match msg {
+                    Message::FetchResponse(_) => "fetch",
+                    Message::ProduceResponse(_) => "produce",
+                    _ => "other",
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        vec![(Address::Node(2), "fetch"), (Address::Client(0), "produce")]
+    );
 }

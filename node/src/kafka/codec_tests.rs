@@ -16,22 +16,14 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
-use skein_core::log::{Record, RecordBatch};
+use skein_core::log::RecordBatch;
 
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str("t"))
 }
 
 fn records() -> Bytes {
-    let batch = RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer: None,
-        first_timestamp: 1,
-        max_timestamp: 1,
-        records: vec![Record::new(0, None, Some(b"v".to_vec()))],
-    };
+    let batch = RecordBatch::from_values(1, [b"v".to_vec()]);
     encode_batches(&[batch]).unwrap()
 }
 

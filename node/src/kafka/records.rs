@@ -83,15 +83,11 @@ fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
                 .collect(),
         });
     }
-    Ok(Some(RecordBatch {
-        base_offset: 0,
-        partition_leader_epoch: 0,
-        attributes: 0,
-        producer,
-        first_timestamp: first_ts,
-        max_timestamp: max_ts,
-        records: out,
-    }))
+    Ok(Some(
+        RecordBatch::of_records(first_ts, out)
+            .with_producer(producer)
+            .with_timestamps(first_ts, max_ts),
+    ))
 }
 
 /// Encodes Skein batches as concatenated Kafka record batches v2, one per Skein batch.
@@ -121,9 +117,8 @@ fn to_kafka(batch: &RecordBatch) -> Vec<KRecord> {
         None => (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, -1),
     };
     batch
-        .records
-        .iter()
-        .map(|r| KRecord {
+        .iter_offsets()
+        .map(|(offset, r)| KRecord {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -131,7 +126,7 @@ fn to_kafka(batch: &RecordBatch) -> Vec<KRecord> {
             producer_id,
             producer_epoch,
             timestamp_type: TimestampType::Creation,
-            offset: (batch.base_offset + u64::from(r.offset_delta)) as i64,
+            offset: offset as i64,
             sequence: base_sequence.wrapping_add(r.offset_delta as i32),
             timestamp: batch.first_timestamp + r.timestamp_delta,
             key: r.key.clone().map(Bytes::from),
@@ -153,26 +148,24 @@ mod tests {
     use super::*;
 
     fn batch(base: u64, producer: Option<ProducerInfo>, n: u32) -> RecordBatch {
-        RecordBatch {
-            base_offset: base,
-            partition_leader_epoch: 4,
-            attributes: 0,
-            producer,
-            first_timestamp: 1_700_000_000_000,
-            max_timestamp: 1_700_000_000_000 + i64::from(n) - 1,
-            records: (0..n)
-                .map(|i| Record {
-                    offset_delta: i,
-                    timestamp_delta: i64::from(i),
-                    key: (i % 2 == 0).then(|| format!("k{i}").into_bytes()),
-                    value: Some(format!("v{i}").into_bytes()),
-                    headers: vec![Header {
-                        key: "h".into(),
-                        value: vec![i as u8],
-                    }],
-                })
-                .collect(),
-        }
+        let first = 1_700_000_000_000;
+        let records = (0..n)
+            .map(|i| Record {
+                offset_delta: i,
+                timestamp_delta: i64::from(i),
+                key: (i % 2 == 0).then(|| format!("k{i}").into_bytes()),
+                value: Some(format!("v{i}").into_bytes()),
+                headers: vec![Header {
+                    key: "h".into(),
+                    value: vec![i as u8],
+                }],
+            })
+            .collect();
+        RecordBatch::of_records(first, records)
+            .at(base)
+            .in_epoch(4)
+            .with_producer(producer)
+            .with_timestamps(first, first + i64::from(n) - 1)
     }
 
     #[test]
@@ -191,11 +184,10 @@ mod tests {
         assert_eq!(infos[0].partition_leader_epoch, 4);
         let back = decode_batches(bytes).unwrap();
         // Offsets and epochs are the leader's to assign; the rest survives.
-        let mut want = batches.clone();
-        for b in &mut want {
-            b.base_offset = 0;
-            b.partition_leader_epoch = 0;
-        }
+        let want: Vec<RecordBatch> = batches
+            .iter()
+            .map(|b| b.clone().at(0).in_epoch(0))
+            .collect();
         assert_eq!(back, want);
     }
 

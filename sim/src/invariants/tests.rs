@@ -4,11 +4,9 @@ use super::*;
 use skein_core::TopicPartition;
 
 fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
-    RecordBatch {
-        base_offset: base,
-        partition_leader_epoch: epoch,
-        ..RecordBatch::from_values(0, values.iter().map(|v| v.as_bytes().to_vec()))
-    }
+    RecordBatch::from_values(0, values.iter().map(|v| v.as_bytes().to_vec()))
+        .at(base)
+        .in_epoch(epoch)
 }
 
 fn view(role: Role, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> ReplicaView {

@@ -163,7 +163,9 @@ impl World {
         let id = new_idx as u64 + 1;
         let fresh = match &self.clients[idx].client {
             Client::Producer(_) => Client::Producer(Box::new(self.new_producer(id, now))),
-            Client::Consumer(_) => Client::Consumer(Box::new(super::setup::consumer(&self.cfg, id))),
+            Client::Consumer(_) => {
+                Client::Consumer(Box::new(super::setup::consumer(&self.cfg, id)))
+            }
             Client::Member(_) => unreachable!("client faults name producers and consumers"),
         };
         self.move_names(idx, new_idx);
@@ -212,7 +214,8 @@ impl World {
         // the zombie's (two live instances at one epoch would share sequence numbers, and
         // the leader would answer the second with the first's offsets).
         self.move_names(idx, new_idx);
-        self.clients.push(ClientSlot::new(Client::Producer(Box::new(p))));
+        self.clients
+            .push(ClientSlot::new(Client::Producer(Box::new(p))));
         self.reschedule_client(new_idx, now);
     }
 

@@ -176,7 +176,9 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
         id += 1;
     }
     for _ in 0..cfg.consumers {
-        clients.push(ClientSlot::new(Client::Consumer(Box::new(consumer(cfg, id)))));
+        clients.push(ClientSlot::new(Client::Consumer(Box::new(consumer(
+            cfg, id,
+        )))));
         id += 1;
     }
     let mut members = Vec::new();

@@ -453,11 +453,9 @@ fn a_group_member_detects_a_truncation_below_its_position() {
     let (mut d, _) = lone_leader();
     let t0 = TopicPartition::new("t", 0);
     let is_fetch = |r: &ConsumerRequest| matches!(r, ConsumerRequest::Fetch { .. });
-    let batch = RecordBatch {
-        base_offset: 5,
-        partition_leader_epoch: 1,
-        ..RecordBatch::from_values(0, (0..3u8).map(|i| vec![i]))
-    };
+    let batch = RecordBatch::from_values(0, (0..3u8).map(|i| vec![i]))
+        .at(5)
+        .in_epoch(1);
     let (_, first) = d.answer(
         is_fetch,
         ConsumerResponse::Fetch(Ok(ConsumerRecords {

@@ -82,11 +82,11 @@ impl Harness {
                         assert_eq!(partition, 0);
                         assert_eq!(leader_epoch, self.epoch);
                         let base = self.log_end();
-                        self.log.push(RecordBatch {
-                            base_offset: base,
-                            partition_leader_epoch: leader_epoch,
-                            ..RecordBatch::of_records(0, records)
-                        });
+                        self.log.push(
+                            RecordBatch::of_records(0, records)
+                                .at(base)
+                                .in_epoch(leader_epoch),
+                        );
                         self.unacked.push_back((id, base));
                     }
                 }

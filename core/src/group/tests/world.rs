@@ -222,11 +222,11 @@ impl World {
                 } => {
                     assert_eq!(leader_epoch, self.epoch);
                     let base = self.log.last().map(|b| b.next_offset()).unwrap_or(0);
-                    self.log.push(RecordBatch {
-                        base_offset: base,
-                        partition_leader_epoch: leader_epoch,
-                        ..RecordBatch::of_records(0, records)
-                    });
+                    self.log.push(
+                        RecordBatch::of_records(0, records)
+                            .at(base)
+                            .in_epoch(leader_epoch),
+                    );
                     self.unacked.push_back((id, self.log.len() - 1));
                 }
             }
@@ -330,11 +330,7 @@ impl World {
                             high_watermark: *hw,
                             log_start_offset: 0,
                             leader_epoch: 1,
-                            batches: vec![RecordBatch {
-                                base_offset: from,
-                                partition_leader_epoch: 1,
-                                ..RecordBatch::from_values(0, values)
-                            }],
+                            batches: vec![RecordBatch::from_values(0, values).at(from).in_epoch(1)],
                             next_offset: to,
                             last_epoch: Some(1),
                         })

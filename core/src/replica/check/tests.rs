@@ -184,7 +184,7 @@ fn a_log_epoch_ahead_of_the_leader_is_caught() {
 
 fn waiting(base_offset: Offset, required: Offset, duplicate: bool) -> WaitingProduce {
     WaitingProduce {
-        client: Address::Node(9),
+        client: Address::Node(9).into(),
         correlation: 1,
         base_offset,
         required,
