@@ -328,6 +328,13 @@ impl Client {
         }
     }
 
+    /// The controller that answered the last controller request, if its connection is still
+    /// open: with a quorum, the active one (the others refuse with `NotController`, and the
+    /// client moves on). The jepsen harness asks it to aim faults at the active controller.
+    pub fn last_controller(&self) -> Option<NodeId> {
+        self.controller.as_ref().map(|(id, _)| *id)
+    }
+
     /// One request to controller `id` and its reply.
     async fn controller_request_to(
         &mut self,
