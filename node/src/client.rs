@@ -328,11 +328,23 @@ impl Client {
         }
     }
 
-    /// The controller that answered the last controller request, if its connection is still
-    /// open: with a quorum, the active one (the others refuse with `NotController`, and the
-    /// client moves on). The jepsen harness asks it to aim faults at the active controller.
-    pub fn last_controller(&self) -> Option<NodeId> {
-        self.controller.as_ref().map(|(id, _)| *id)
+    /// The active controller of the quorum (1 with a single controller): the one that acts
+    /// on a request instead of refusing it with `NotController`. Metadata reads do not tell
+    /// (every controller serves them), so it asks to delete a topic that does not exist:
+    /// the active controller answers that it does not know it and writes nothing, the
+    /// others refuse. The jepsen harness asks it to aim faults at the active controller.
+    pub async fn active_controller(&mut self) -> Result<NodeId, ClientError> {
+        const PROBE: &str = "__skein-active-controller-probe";
+        let resp = self
+            .controller_request(ControllerRequest::DeleteTopic { name: PROBE.into() })
+            .await?;
+        match (&self.controller, resp.not_controller()) {
+            (Some((id, _)), None) => Ok(*id),
+            _ => Err(ClientError::Unexpected {
+                addr: self.cluster.first_controller(),
+                what: format!("no controller acted as the active one: {resp:?}"),
+            }),
+        }
     }
 
     /// One request to controller `id` and its reply.

@@ -462,7 +462,7 @@ struct Strike {
 }
 
 /// The node holding a role now: the leader of partition `k mod N`, the active controller
-/// (the one answering controller requests). If the cluster does not answer, the first
+/// (the one that acts on controller requests). If the cluster does not answer, the first
 /// broker / controller.
 async fn resolve_one(
     t: &Target,
@@ -482,11 +482,8 @@ async fn resolve_one(
             layout.broker_index(leader.unwrap_or(1))
         }
         Target::ActiveController => {
-            let active = match admin.cluster_image().await {
-                Ok(_) => admin.last_controller(),
-                Err(_) => None,
-            };
-            layout.controller_index(active.unwrap_or(1))
+            let active = admin.active_controller().await.unwrap_or(1);
+            layout.controller_index(active)
         }
         Target::Link(..) | Target::Side(_) => unreachable!("not a single node: {t}"),
     }
