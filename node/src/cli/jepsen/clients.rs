@@ -34,7 +34,7 @@ impl Recorder {
 
 pub type Shared = Arc<Mutex<Recorder>>;
 
-fn rec(r: &Shared, process: u64, kind: EventType, f: Function, value: Value) {
+pub fn rec(r: &Shared, process: u64, kind: EventType, f: Function, value: Value) {
     r.lock()
         .expect("recorder lock")
         .record(process, kind, f, value)

@@ -12,6 +12,7 @@
 //! (2 on a harness error), like `skein check`.
 
 mod clients;
+mod group;
 mod layout;
 
 use super::common::runtime;
@@ -65,6 +66,10 @@ pub struct RunArgs {
     /// Partitions of the test topic (each read to its end and checked).
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
+    /// Consumer-group members: each joins group `jepsen`, polls and commits what it read;
+    /// the history records their assignments, rebalances and commits.
+    #[arg(long, default_value_t = 2)]
+    pub group_members: u32,
     /// Sends per second per producer.
     #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
@@ -208,6 +213,7 @@ fn check_args(args: &RunArgs) -> anyhow::Result<Vec<NemesisKind>> {
         (1..=16).contains(&args.partitions),
         "--partitions must be 1..16"
     );
+    anyhow::ensure!(args.group_members <= 8, "--group-members must be 0..8");
     // Checked before anything starts: a misspelt bug must not cost a whole run.
     skein_core::replica::Bugs::from_names(&args.bugs)?;
     Ok(kinds)
@@ -305,7 +311,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn replay(args: &RunArgs) -> String {
     let bugs: String = args.bugs.iter().map(|b| format!(" --bug {b}")).collect();
     format!(
-        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {} --controllers {} --partitions {}{bugs} --dir NEW_DIR",
+        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {} --controllers {} --partitions {} --group-members {}{bugs} --dir NEW_DIR",
         args.time.as_secs_f64(),
         args.nemesis,
         args.rate,
@@ -314,6 +320,7 @@ fn replay(args: &RunArgs) -> String {
         args.producers,
         args.controllers,
         args.partitions,
+        args.group_members,
     )
 }
 
@@ -382,7 +389,8 @@ async fn workload(
             start: Instant::now(),
         })),
         stop: Arc::new(AtomicBool::new(false)),
-        // Producers are processes 0..P, consumers P..P+N; replacements and final reads next.
+        // Producers are processes 0..P, consumers P..P+N; group members, replacements and
+        // final reads take theirs from here on.
         next_process: Arc::new(AtomicU64::new(
             args.producers + u64::from(args.partitions),
         )),
@@ -403,6 +411,9 @@ async fn workload(
             tp.clone(),
             ctx.clone(),
         )));
+    }
+    for _ in 0..args.group_members {
+        tasks.push(tokio::spawn(group::member(args.partitions, ctx.clone())));
     }
     let origin = ctx.recorder.lock().expect("recorder lock").start;
     let shades = nemesis(windows, &mut admin, &tps, h, origin, args.time).await?;
