@@ -1,7 +1,8 @@
 #![cfg(not(madsim))] // real sockets and processes; the madsim flavour runs tests/ instead
 //! `skein jepsen run` end to end: a short run with every nemesis on a real local cluster
 //! (3 controllers, the default, and 3 brokers; a 2-partition topic) passes the checker, its
-//! history holds acknowledged sends and reads in both partitions, its nemesis log the
+//! history holds acknowledged sends and reads in both partitions and the group members'
+//! assignments and commits, its nemesis log the
 //! faults that struck (one of each kind, the active controller killed and paused), and the
 //! plots and timeline are written with the faults shaded. Every node process it started is
 //! gone afterwards.
@@ -78,11 +79,35 @@ fn short_run_with_every_nemesis_passes() {
         read >= ok_sends,
         "read {read} records, {ok_sends} acknowledged"
     );
+    // Two group members (the default) joined, were assigned partitions and committed in
+    // a generation; the report judged the commits.
+    let count = |f: &str, t: &str| {
+        events
+            .iter()
+            .filter(|e| e["f"] == f && e["type"] == t)
+            .count()
+    };
+    assert_eq!(count("subscribe", "ok"), 2);
+    assert!(events.iter().any(|e| e["f"] == "assign"
+        && e["value"]["partitions"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())));
+    assert!(
+        count("commit", "ok") > 10,
+        "{} commits",
+        count("commit", "ok")
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["f"] == "commit" && e["type"] == "ok" && e["value"]["generation"].is_u64()));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["commit-regression"]["count"], 0, "{report}");
     for p in 0..2 {
         assert!(
-            events.iter().any(|e| e["f"] == "send"
-                && e["type"] == "ok"
-                && e["value"]["partition"] == p),
+            events
+                .iter()
+                .any(|e| e["f"] == "send" && e["type"] == "ok" && e["value"]["partition"] == p),
             "no acknowledged send to partition {p}"
         );
     }
@@ -93,7 +118,15 @@ fn short_run_with_every_nemesis_passes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    for kind in ["kill", "pause", "partition", "link", "halves", "slow", "lossy"] {
+    for kind in [
+        "kill",
+        "pause",
+        "partition",
+        "link",
+        "halves",
+        "slow",
+        "lossy",
+    ] {
         assert!(
             faults.iter().any(|f| f["kind"] == kind),
             "no {kind} fault in {nemesis}"
@@ -112,7 +145,11 @@ fn short_run_with_every_nemesis_passes() {
     let link = faults.iter().find(|f| f["kind"] == "link").unwrap();
     assert_eq!(link["links"].as_array().unwrap().len(), 1, "{link}");
     let partition = faults.iter().find(|f| f["kind"] == "partition").unwrap();
-    assert_eq!(partition["links"].as_array().unwrap().len(), 5, "{partition}");
+    assert_eq!(
+        partition["links"].as_array().unwrap().len(),
+        5,
+        "{partition}"
+    );
     assert!(faults
         .iter()
         .all(|f| f["end"].as_u64() > f["start"].as_u64()));
@@ -219,6 +256,9 @@ fn an_unknown_bug_is_refused_before_anything_starts() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("--controllers must be 1, 3 or 5"), "{stderr}");
+    assert!(
+        stderr.contains("--controllers must be 1, 3 or 5"),
+        "{stderr}"
+    );
     assert!(!tmp.path().join("run").exists(), "nothing may start");
 }

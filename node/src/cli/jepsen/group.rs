@@ -62,7 +62,13 @@ pub async fn member(partitions: u32, ctx: Ctx) {
         group: GROUP.into(),
         topics: vec![TOPIC.into()],
     });
-    rec(&m.ctx.recorder, base, EventType::Ok, Function::Subscribe, subscribe);
+    rec(
+        &m.ctx.recorder,
+        base,
+        EventType::Ok,
+        Function::Subscribe,
+        subscribe,
+    );
     gc.subscribe(&[TOPIC]).await;
     while !m.ctx.stop.load(Ordering::SeqCst) {
         let polled = gc.poll(Duration::from_millis(100)).await;
@@ -111,7 +117,13 @@ impl Member {
     async fn commit(&mut self, gc: &mut GroupClient, offsets: BTreeMap<TopicPartition, u64>) {
         let generation = gc.consumer().generation();
         let r = &self.ctx.recorder;
-        rec(r, self.base, EventType::Invoke, Function::Commit, Value::Null);
+        rec(
+            r,
+            self.base,
+            EventType::Invoke,
+            Function::Commit,
+            Value::Null,
+        );
         let id = gc.commit(offsets).await;
         self.open.insert(id, generation);
     }
@@ -127,7 +139,13 @@ impl Member {
                 ..AssignValue::default()
             });
             let process = self.base + 1 + u64::from(tp.partition);
-            rec(&self.ctx.recorder, process, EventType::Ok, Function::Assign, value);
+            rec(
+                &self.ctx.recorder,
+                process,
+                EventType::Ok,
+                Function::Assign,
+                value,
+            );
         }
     }
 
@@ -178,7 +196,13 @@ impl Member {
                     // The consumer's own commit (before revoking): recorded like ours.
                     self.open.insert(id, now_in);
                     let r = &self.ctx.recorder;
-                    rec(r, self.base, EventType::Invoke, Function::Commit, Value::Null);
+                    rec(
+                        r,
+                        self.base,
+                        EventType::Invoke,
+                        Function::Commit,
+                        Value::Null,
+                    );
                 }
                 _ => {}
             }

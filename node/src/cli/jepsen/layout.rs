@@ -29,7 +29,9 @@ impl Layout {
         let mut names: Vec<String> = if controllers == 1 {
             vec!["controller".to_string()]
         } else {
-            (1..=controllers).map(|id| format!("controller-{id}")).collect()
+            (1..=controllers)
+                .map(|id| format!("controller-{id}"))
+                .collect()
         };
         names.extend((1..=brokers).map(|id| format!("broker-{id}")));
         let real = free_ports(names.len())?;
@@ -49,7 +51,9 @@ impl Layout {
     }
 
     pub fn controller_index(&self, id: NodeId) -> usize {
-        (id as usize).saturating_sub(1).min(self.controllers as usize - 1)
+        (id as usize)
+            .saturating_sub(1)
+            .min(self.controllers as usize - 1)
     }
 
     pub fn broker_index(&self, id: NodeId) -> usize {

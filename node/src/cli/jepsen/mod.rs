@@ -391,9 +391,7 @@ async fn workload(
         stop: Arc::new(AtomicBool::new(false)),
         // Producers are processes 0..P, consumers P..P+N; group members, replacements and
         // final reads take theirs from here on.
-        next_process: Arc::new(AtomicU64::new(
-            args.producers + u64::from(args.partitions),
-        )),
+        next_process: Arc::new(AtomicU64::new(args.producers + u64::from(args.partitions))),
     };
     let mut tasks = Vec::new();
     for p in 0..args.producers {
