@@ -7,14 +7,13 @@
 //! plots and timeline are written with the faults shaded. Every node process it started is
 //! gone afterwards.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-#[test]
-fn short_run_with_every_nemesis_passes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
+/// Runs `skein jepsen run` into `dir`, killed if it outlives 180 s; asserts it passed.
+fn run_passing(dir: &Path) {
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_skein"))
         .args(["jepsen", "run", "--time", "32s", "--interval", "4s"])
@@ -23,7 +22,7 @@ fn short_run_with_every_nemesis_passes() {
         // 15 pauses the active controller, then kills the (then) active controller, and
         // cuts the link between a partition leader and a controller.
         .args(["--seed", "15", "--dir"])
-        .arg(&dir)
+        .arg(dir)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -54,7 +53,11 @@ fn short_run_with_every_nemesis_passes() {
         out.status
     );
     assert!(stdout.contains("jepsen: PASS"), "{stdout}");
+}
 
+/// The history: acknowledged acks=all sends and non-empty reads in both partitions; the
+/// group members' subscriptions, assignments and commits.
+fn assert_history(dir: &Path) {
     // The history: acknowledged acks=all sends and non-empty reads.
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     let events: Vec<serde_json::Value> = history
@@ -111,7 +114,10 @@ fn short_run_with_every_nemesis_passes() {
             "no acknowledged send to partition {p}"
         );
     }
+}
 
+/// The faults, one of each kind, each healed; returns them.
+fn assert_faults(dir: &Path) -> Vec<serde_json::Value> {
     // The faults, one of each kind, each healed.
     let nemesis = std::fs::read_to_string(dir.join("nemesis.jsonl")).unwrap();
     let faults: Vec<serde_json::Value> = nemesis
@@ -153,6 +159,17 @@ fn short_run_with_every_nemesis_passes() {
     assert!(faults
         .iter()
         .all(|f| f["end"].as_u64() > f["start"].as_u64()));
+
+    faults
+}
+
+#[test]
+fn short_run_with_every_nemesis_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    run_passing(&dir);
+    assert_history(&dir);
+    let faults = assert_faults(&dir);
 
     // Outputs: plots with one shaded window per fault, a timeline, node logs.
     let latency = std::fs::read_to_string(dir.join("latency.svg")).unwrap();
