@@ -41,8 +41,32 @@ struct Member {
     open: BTreeMap<CommitId, Option<u32>>,
 }
 
-/// One member, from joining until the workload stops (then it leaves the group).
-pub async fn member(partitions: u32, ctx: Ctx) {
+/// How long incarnation `n` of member `index` lives: 8 to 16 s, drawn from the run's seed.
+fn lifetime(seed: u64, index: u32, n: u32) -> Duration {
+    let mut z = seed ^ (u64::from(index) << 32 | u64::from(n));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    Duration::from_millis(8_000 + (z ^ (z >> 31)) % 8_000)
+}
+
+/// Member `index` until the workload stops: a succession of incarnations, each a new
+/// member with new history processes, living [`lifetime`]; then the even ones leave the
+/// group (LeaveGroup: an immediate rebalance) and the odd ones crash (connections dropped,
+/// nothing sent: the coordinator rebalances when the session times out, and the
+/// partitions wait until then). Either way the next owner of a partition resumes from its
+/// committed offset, so rebalances and commits across generations happen in every run.
+pub async fn member(index: u32, seed: u64, partitions: u32, ctx: Ctx) {
+    let mut n = 0;
+    while !ctx.stop.load(Ordering::SeqCst) {
+        let until = tokio::time::Instant::now() + lifetime(seed, index, n);
+        incarnation(partitions, until, n % 2 == 0, &ctx).await;
+        n += 1;
+    }
+}
+
+/// One member: joins, polls and commits until `until` or the end of the workload, then
+/// leaves (`leave`, or at the end) or crashes.
+async fn incarnation(partitions: u32, until: tokio::time::Instant, leave: bool, ctx: &Ctx) {
     let base = ctx
         .next_process
         .fetch_add(u64::from(partitions) + 1, Ordering::SeqCst);
@@ -50,11 +74,12 @@ pub async fn member(partitions: u32, ctx: Ctx) {
         Ok(gc) => gc,
         Err(e) => {
             tracing::error!(error = %e, "cannot start a group member");
+            tokio::time::sleep_until(until).await;
             return;
         }
     };
     let mut m = Member {
-        ctx,
+        ctx: ctx.clone(),
         base,
         open: BTreeMap::new(),
     };
@@ -70,16 +95,37 @@ pub async fn member(partitions: u32, ctx: Ctx) {
         subscribe,
     );
     gc.subscribe(&[TOPIC]).await;
-    while !m.ctx.stop.load(Ordering::SeqCst) {
+    let stopped = || ctx.stop.load(Ordering::SeqCst);
+    while !stopped() && tokio::time::Instant::now() < until {
+        if !m.poll_and_commit(&mut gc).await {
+            break;
+        }
+    }
+    if leave || stopped() {
+        let generation = gc.consumer().generation();
+        gc.close().await;
+        m.on_events(gc.take_events(), generation);
+    }
+    // Commits still in flight (or of a crashed member): they may or may not have happened.
+    for _ in std::mem::take(&mut m.open) {
+        let r = &m.ctx.recorder;
+        rec(r, base, EventType::Info, Function::Commit, Value::Null);
+    }
+}
+
+impl Member {
+    /// One poll, recorded per partition, and a commit of what it returned; false when the
+    /// consumer stopped for good.
+    async fn poll_and_commit(&mut self, gc: &mut GroupClient) -> bool {
         let polled = gc.poll(Duration::from_millis(100)).await;
         // What happened while polling (a rebalance, commit answers) came before the
         // records it returns.
-        m.on_events(gc.take_events(), gc.consumer().generation());
+        self.on_events(gc.take_events(), gc.consumer().generation());
         let records = match polled {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "a group member stopped");
-                break;
+                return false;
             }
         };
         let mut by_p: BTreeMap<u32, Vec<PolledRecord>> = BTreeMap::new();
@@ -93,27 +139,18 @@ pub async fn member(partitions: u32, ctx: Ctx) {
             commit.insert(r.tp.clone(), r.offset + 1);
         }
         for (p, records) in by_p {
-            let process = base + 1 + u64::from(p);
-            let r = &m.ctx.recorder;
+            let process = self.base + 1 + u64::from(p);
+            let r = &self.ctx.recorder;
             rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
             let value = Value::Poll(PollValue { records });
             rec(r, process, EventType::Ok, Function::Poll, value);
         }
         if !commit.is_empty() {
-            m.commit(&mut gc, commit).await;
+            self.commit(gc, commit).await;
         }
+        true
     }
-    let generation = gc.consumer().generation();
-    gc.close().await;
-    m.on_events(gc.take_events(), generation);
-    // Commits still in flight: they may or may not have happened.
-    for _ in std::mem::take(&mut m.open) {
-        let r = &m.ctx.recorder;
-        rec(r, base, EventType::Info, Function::Commit, Value::Null);
-    }
-}
 
-impl Member {
     async fn commit(&mut self, gc: &mut GroupClient, offsets: BTreeMap<TopicPartition, u64>) {
         let generation = gc.consumer().generation();
         let r = &self.ctx.recorder;

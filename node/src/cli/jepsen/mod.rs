@@ -410,8 +410,9 @@ async fn workload(
             ctx.clone(),
         )));
     }
-    for _ in 0..args.group_members {
-        tasks.push(tokio::spawn(group::member(args.partitions, ctx.clone())));
+    for index in 0..args.group_members {
+        let member = group::member(index, args.seed, args.partitions, ctx.clone());
+        tasks.push(tokio::spawn(member));
     }
     let origin = ctx.recorder.lock().expect("recorder lock").start;
     let shades = nemesis(windows, &mut admin, &tps, h, origin, args.time).await?;
