@@ -163,13 +163,18 @@ impl fmt::Display for Window {
 /// SplitMix64: tiny, seedable, good enough to draw a schedule.
 struct Rng(u64);
 
+/// SplitMix64's output function: a well-mixed 64-bit value from any input (also what the
+/// harness draws other seeded choices from, e.g. group members' lifetimes).
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix(self.0)
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)

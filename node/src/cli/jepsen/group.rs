@@ -10,6 +10,7 @@ use super::clients::{rec, Ctx};
 use super::TOPIC;
 use skein_core::group::{CommitError, CommitId, ConsumerConfig, ConsumerEvent, OffsetReset};
 use skein_core::types::TopicPartition;
+use skein_jepsen::nemesis::mix;
 use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
     SubscribeValue, Value,
@@ -43,10 +44,8 @@ struct Member {
 
 /// How long incarnation `n` of member `index` lives: 8 to 16 s, drawn from the run's seed.
 fn lifetime(seed: u64, index: u32, n: u32) -> Duration {
-    let mut z = seed ^ (u64::from(index) << 32 | u64::from(n));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    Duration::from_millis(8_000 + (z ^ (z >> 31)) % 8_000)
+    let z = mix(seed ^ (u64::from(index) << 32 | u64::from(n)));
+    Duration::from_millis(8_000 + z % 8_000)
 }
 
 /// Member `index` until the workload stops: a succession of incarnations, each a new
