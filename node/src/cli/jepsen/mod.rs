@@ -73,7 +73,7 @@ pub struct RunArgs {
     /// Sends per second per producer.
     #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
-    /// Seed of the fault schedule.
+    /// Seed of the fault schedule (and of the group members' lifetimes).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output directory (created; must be empty): history, plots, node logs and data.
