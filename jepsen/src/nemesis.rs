@@ -5,6 +5,10 @@
 //! harness (`skein jepsen run`) executes it: it starts each window's fault at `start`, and
 //! undoes it at `end` (restart, SIGCONT, heal). Windows never overlap, so each heal leaves
 //! the cluster whole before the next fault.
+//!
+//! Nodes are indexes into the harness's node list, the controllers first: with a quorum of
+//! `controllers`, a target can be the active controller (resolved when the fault starts,
+//! like the partition leader), so controller failover is exercised, not only followers.
 
 use serde::Serialize;
 use std::fmt;
@@ -19,6 +23,12 @@ pub enum NemesisKind {
     Pause,
     /// Every link between a node and the others is cut (through the proxy); healed at the end.
     Partition,
+    /// The link between two nodes is cut, both ways; each still reaches every other node
+    /// (broker-broker, broker-controller or controller-controller: a non-transitive
+    /// partition, where A sees B and C but B and C do not see each other).
+    Link,
+    /// The nodes are split into two random halves that cannot reach each other.
+    Halves,
     /// Every link between a node and the others is slow: each chunk waits 150 ms.
     Slow,
     /// Every link between a node and the others is lossy: a tenth of the chunks wait a
@@ -32,6 +42,8 @@ impl NemesisKind {
             NemesisKind::Kill => "kill",
             NemesisKind::Pause => "pause",
             NemesisKind::Partition => "partition",
+            NemesisKind::Link => "link",
+            NemesisKind::Halves => "halves",
             NemesisKind::Slow => "slow",
             NemesisKind::Lossy => "lossy",
         }
@@ -52,6 +64,11 @@ impl NemesisKind {
         }
     }
 
+    /// Whether the proxy undoes this fault (heal), rather than the process table.
+    pub fn is_network(self) -> bool {
+        !matches!(self, NemesisKind::Kill | NemesisKind::Pause)
+    }
+
     /// Parses a comma-separated list (`kill,pause,partition`, or `all`), sorted, no repeats.
     pub fn parse_list(s: &str) -> Result<Vec<NemesisKind>, String> {
         let mut out = Vec::new();
@@ -60,19 +77,23 @@ impl NemesisKind {
                 "kill" => &[NemesisKind::Kill],
                 "pause" => &[NemesisKind::Pause],
                 "partition" => &[NemesisKind::Partition],
+                "link" => &[NemesisKind::Link],
+                "halves" => &[NemesisKind::Halves],
                 "slow" => &[NemesisKind::Slow],
                 "lossy" => &[NemesisKind::Lossy],
                 "all" => &[
                     NemesisKind::Kill,
                     NemesisKind::Pause,
                     NemesisKind::Partition,
+                    NemesisKind::Link,
+                    NemesisKind::Halves,
                     NemesisKind::Slow,
                     NemesisKind::Lossy,
                 ],
                 "none" => &[],
                 other => {
                     return Err(format!(
-                        "unknown nemesis {other:?} (known: kill, pause, partition, slow, lossy, all, none)"
+                        "unknown nemesis {other:?} (known: kill, pause, partition, link, halves, slow, lossy, all, none)"
                     ))
                 }
             };
@@ -86,12 +107,35 @@ impl NemesisKind {
 
 /// Whom a fault strikes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Target {
-    /// The test partition's leader at the moment the fault starts.
+    /// The leader of a test partition at the moment the fault starts (the harness picks
+    /// which partition).
     Leader,
-    /// A node by index into the harness's node list (0 = controller).
+    /// The active controller of the quorum at the moment the fault starts.
+    ActiveController,
+    /// A node by index into the harness's node list (the controllers first).
     Node(usize),
+    /// The link between two nodes (`link`): the first may be a role, the second is a node;
+    /// if both resolve to the same node, the harness takes the next one in the list.
+    Link(Box<Target>, usize),
+    /// One side of a split (`halves`): these nodes against all the others.
+    Side(Vec<usize>),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Leader => write!(f, "leader"),
+            Target::ActiveController => write!(f, "active controller"),
+            Target::Node(i) => write!(f, "node #{i}"),
+            Target::Link(a, b) => write!(f, "{a} <-> node #{b}"),
+            Target::Side(side) => {
+                let side: Vec<String> = side.iter().map(|i| format!("#{i}")).collect();
+                write!(f, "nodes {} | the rest", side.join(","))
+            }
+        }
+    }
 }
 
 /// One fault: what, whom, and when (milliseconds since the workload started).
@@ -105,15 +149,11 @@ pub struct Window {
 
 impl fmt::Display for Window {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let target = match &self.target {
-            Target::Leader => "leader".to_string(),
-            Target::Node(i) => format!("node #{i}"),
-        };
         write!(
             f,
             "{} {} at {:.1}s-{:.1}s",
             self.kind.name(),
-            target,
+            self.target,
             self.start_ms as f64 / 1000.0,
             self.end_ms as f64 / 1000.0
         )
@@ -123,16 +163,63 @@ impl fmt::Display for Window {
 /// SplitMix64: tiny, seedable, good enough to draw a schedule.
 struct Rng(u64);
 
+/// SplitMix64's output function: a well-mixed 64-bit value from any input (also what the
+/// harness draws other seeded choices from, e.g. group members' lifetimes).
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix(self.0)
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
+    }
+}
+
+/// The nodes a schedule draws from: `nodes` in all, the first `controllers` of them
+/// controllers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub nodes: usize,
+    pub controllers: usize,
+}
+
+/// One node: half the time the leader; else a node drawn among all, and when that lands on
+/// a controller of a quorum, half the time the active controller instead. (With a single
+/// controller the draws are the same as before quorums existed, so old seeds replay.)
+fn draw_one(rng: &mut Rng, t: Topology) -> Target {
+    if rng.below(2) == 0 {
+        return Target::Leader;
+    }
+    let i = rng.below(t.nodes as u64) as usize;
+    if i < t.controllers && t.controllers > 1 && rng.below(2) == 0 {
+        Target::ActiveController
+    } else {
+        Target::Node(i)
+    }
+}
+
+fn draw_target(rng: &mut Rng, kind: NemesisKind, t: Topology) -> Target {
+    match kind {
+        NemesisKind::Link => {
+            let first = draw_one(rng, t);
+            Target::Link(Box::new(first), rng.below(t.nodes as u64) as usize)
+        }
+        NemesisKind::Halves => {
+            let mut all: Vec<usize> = (0..t.nodes).collect();
+            for i in (1..all.len()).rev() {
+                all.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let mut side = all[..t.nodes / 2].to_vec();
+            side.sort_unstable();
+            Target::Side(side)
+        }
+        _ => draw_one(rng, t),
     }
 }
 
@@ -140,17 +227,18 @@ impl Rng {
 /// (a quiet first slot lets the workload start), each lasting between a quarter and a half
 /// of the slot, so the cluster has time to recover before the next. Kinds come in rounds,
 /// each a seeded shuffle of `kinds`, so a run of `kinds.len()` windows has every kind once.
-/// Half the faults target the leader, the others a node drawn among `nodes`.
+/// Targets as [`draw_one`]; a `link` joins such a node to one drawn among all, `halves`
+/// splits the nodes in two random halves.
 pub fn schedule(
     seed: u64,
     kinds: &[NemesisKind],
-    nodes: usize,
+    topology: Topology,
     duration_ms: u64,
     interval_ms: u64,
 ) -> Vec<Window> {
     let mut rng = Rng(seed);
     let mut out = Vec::new();
-    if kinds.is_empty() || nodes == 0 || interval_ms == 0 {
+    if kinds.is_empty() || topology.nodes == 0 || interval_ms == 0 {
         return out;
     }
     let mut slot = interval_ms;
@@ -163,11 +251,7 @@ pub fn schedule(
             }
         }
         let kind = round.remove(0);
-        let target = if rng.below(2) == 0 {
-            Target::Leader
-        } else {
-            Target::Node(rng.below(nodes as u64) as usize)
-        };
+        let target = draw_target(&mut rng, kind, topology);
         let len = interval_ms / 4 + rng.below(interval_ms / 4 + 1);
         let start = slot + rng.below(interval_ms / 4 + 1);
         out.push(Window {
@@ -185,22 +269,27 @@ pub fn schedule(
 mod tests {
     use super::*;
 
+    const FOUR: Topology = Topology {
+        nodes: 4,
+        controllers: 1,
+    };
+
     #[test]
     fn parse_lists() {
         assert_eq!(
             NemesisKind::parse_list("partition,kill,kill").unwrap(),
             vec![NemesisKind::Kill, NemesisKind::Partition]
         );
-        assert_eq!(NemesisKind::parse_list("all").unwrap().len(), 5);
+        assert_eq!(NemesisKind::parse_list("all").unwrap().len(), 7);
         assert!(NemesisKind::parse_list("kill,clock").is_err());
     }
 
     #[test]
     fn schedule_is_seeded_and_windows_do_not_overlap() {
         let kinds = NemesisKind::parse_list("all").unwrap();
-        let a = schedule(7, &kinds, 4, 60_000, 5_000);
-        assert_eq!(a, schedule(7, &kinds, 4, 60_000, 5_000));
-        assert_ne!(a, schedule(8, &kinds, 4, 60_000, 5_000));
+        let a = schedule(7, &kinds, FOUR, 60_000, 5_000);
+        assert_eq!(a, schedule(7, &kinds, FOUR, 60_000, 5_000));
+        assert_ne!(a, schedule(8, &kinds, FOUR, 60_000, 5_000));
         assert_eq!(a.len(), 11);
         for w in a.windows(2) {
             assert!(w[0].start_ms < w[0].end_ms && w[0].end_ms < w[1].start_ms);
@@ -208,21 +297,63 @@ mod tests {
         assert!(a.last().unwrap().end_ms <= 60_000);
         for &k in &kinds {
             assert!(
-                schedule(1, &[k], 4, 60_000, 5_000)
+                schedule(1, &[k], FOUR, 60_000, 5_000)
                     .iter()
                     .all(|w| w.kind == k),
                 "only enabled kinds"
             );
         }
-        assert!(schedule(1, &[], 4, 60_000, 5_000).is_empty());
+        assert!(schedule(1, &[], FOUR, 60_000, 5_000).is_empty());
         // Every kind in the first round.
         for seed in 0..20 {
-            let mut first: Vec<NemesisKind> = schedule(seed, &kinds, 4, 24_000, 4_000)
+            let mut first: Vec<NemesisKind> = schedule(seed, &kinds, FOUR, 32_000, 4_000)
                 .iter()
                 .map(|w| w.kind)
                 .collect();
             first.sort();
             assert_eq!(first, kinds);
+        }
+    }
+
+    /// A quorum's schedule strikes controllers, the active one included, cuts single links
+    /// between two distinct node draws and splits the nodes into halves.
+    #[test]
+    fn quorum_schedules_target_controllers_links_and_halves() {
+        let six = Topology {
+            nodes: 6,
+            controllers: 3,
+        };
+        let kinds = NemesisKind::parse_list("all").unwrap();
+        let mut active = 0;
+        let mut controllers = 0;
+        for seed in 0..20 {
+            for w in schedule(seed, &kinds, six, 60_000, 4_000) {
+                match &w.target {
+                    Target::ActiveController => active += 1,
+                    Target::Node(i) if *i < 3 => controllers += 1,
+                    Target::Link(_, b) => assert!(*b < 6),
+                    Target::Side(side) => {
+                        assert_eq!(side.len(), 3);
+                        assert!(side.windows(2).all(|p| p[0] < p[1]));
+                    }
+                    _ => {}
+                }
+                assert_eq!(
+                    matches!(w.target, Target::Side(_)),
+                    w.kind == NemesisKind::Halves
+                );
+                assert_eq!(
+                    matches!(w.target, Target::Link(..)),
+                    w.kind == NemesisKind::Link
+                );
+            }
+        }
+        assert!(active > 0 && controllers > 0, "{active} {controllers}");
+        // One controller: no active-controller draws (node #0 is the controller).
+        for seed in 0..20 {
+            assert!(schedule(seed, &kinds, FOUR, 60_000, 4_000)
+                .iter()
+                .all(|w| w.target != Target::ActiveController));
         }
     }
 }

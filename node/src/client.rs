@@ -321,6 +321,25 @@ impl Client {
         }
     }
 
+    /// The active controller of the quorum (1 with a single controller): the one that acts
+    /// on a request instead of refusing it with `NotController`. Metadata reads do not tell
+    /// (every controller serves them), so it asks to delete a topic that does not exist:
+    /// the active controller answers that it does not know it and writes nothing, the
+    /// others refuse. The jepsen harness asks it to aim faults at the active controller.
+    pub async fn active_controller(&mut self) -> Result<NodeId, ClientError> {
+        const PROBE: &str = "__skein-active-controller-probe";
+        let resp = self
+            .controller_request(ControllerRequest::DeleteTopic { name: PROBE.into() })
+            .await?;
+        match (&self.controller, resp.not_controller()) {
+            (Some((id, _)), None) => Ok(*id),
+            _ => Err(ClientError::Unexpected {
+                addr: self.cluster.first_controller(),
+                what: format!("no controller acted as the active one: {resp:?}"),
+            }),
+        }
+    }
+
     /// One request to controller `id` and its reply.
     async fn controller_request_to(
         &mut self,

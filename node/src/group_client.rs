@@ -85,6 +85,16 @@ pub struct GroupClient {
     events: Vec<ConsumerEvent>,
 }
 
+/// A dropped client closes its connections (no LeaveGroup: that is `close`); the group
+/// coordinator notices the member gone when its session times out, as with a crash.
+impl Drop for GroupClient {
+    fn drop(&mut self) {
+        for c in self.conns.values() {
+            c.reader.abort();
+        }
+    }
+}
+
 impl GroupClient {
     pub fn new(cluster: Cluster, config: ConsumerConfig) -> Result<Self, GroupClientError> {
         let consumer =

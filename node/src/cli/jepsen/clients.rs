@@ -1,0 +1,205 @@
+//! The workload's clients: producers, one consumer per partition and the final reads, each
+//! recording its operations in the shared history (`D/history.jsonl`).
+
+use super::TOPIC;
+use anyhow::Context;
+use skein_core::message::Acks as WireAcks;
+use skein_core::types::TopicPartition;
+use skein_jepsen::{
+    Acks, EventType, Function, HistoryWriter, PollValue, PolledRecord, SendValue, Value,
+};
+use skein_node::client::{Client, ClientOptions};
+use skein_node::config::Cluster;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The history file, shared by the client tasks; times are ns since the run started.
+pub struct Recorder {
+    pub writer: HistoryWriter<std::io::BufWriter<std::fs::File>>,
+    pub start: Instant,
+}
+
+impl Recorder {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+    fn record(&mut self, process: u64, kind: EventType, f: Function, value: Value) {
+        let t = self.now();
+        if let Err(e) = self.writer.write(t, process, kind, f, value) {
+            tracing::error!(error = %e, "cannot write the history");
+        }
+    }
+}
+
+pub type Shared = Arc<Mutex<Recorder>>;
+
+pub fn rec(r: &Shared, process: u64, kind: EventType, f: Function, value: Value) {
+    r.lock()
+        .expect("recorder lock")
+        .record(process, kind, f, value)
+}
+
+pub fn client_options() -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_secs(2),
+        retry_for: Duration::from_secs(4),
+        retry_backoff: Duration::from_millis(100),
+        ..ClientOptions::default()
+    }
+}
+
+/// What every client task shares.
+#[derive(Clone)]
+pub struct Ctx {
+    pub cluster: Cluster,
+    pub recorder: Shared,
+    pub stop: Arc<AtomicBool>,
+    pub next_process: Arc<AtomicU64>,
+}
+
+/// One producer: acks=all, idempotent, its n-th value sent to partition n mod the
+/// partition count; a send that errs is `info` (it may have been written), and the process
+/// is then replaced by a new one with a new producer id, as Jepsen does with crashed
+/// processes.
+pub async fn producer(first: u64, tps: Vec<TopicPartition>, rate: f64, ctx: Ctx) {
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let r = &ctx.recorder;
+    let mut process = first;
+    let mut seq = 0u64;
+    let mut client: Option<Client> = None;
+    while !ctx.stop.load(Ordering::SeqCst) {
+        let c = match client.as_mut() {
+            Some(c) => c,
+            None => {
+                let mut c = Client::new(ctx.cluster.clone(), client_options());
+                if c.enable_idempotence().await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                client.insert(c)
+            }
+        };
+        let tp = &tps[(seq % tps.len() as u64) as usize];
+        let value = format!("{process}-{seq}");
+        seq += 1;
+        let mut send = SendValue::new(TOPIC, tp.partition, value.as_str());
+        send.acks = Some(Acks::All);
+        let send_event = |kind, send: &SendValue| {
+            rec(r, process, kind, Function::Send, Value::Send(send.clone()))
+        };
+        send_event(EventType::Invoke, &send);
+        let t = Instant::now();
+        match c.produce(tp, vec![value.into_bytes()], WireAcks::All).await {
+            Ok(p) => {
+                send.offset = p.base_offset;
+                let kind = if p.base_offset.is_some() {
+                    EventType::Ok
+                } else {
+                    EventType::Info
+                };
+                send_event(kind, &send);
+            }
+            Err(_) => {
+                send_event(EventType::Info, &send);
+                process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
+                seq = 0;
+                client = None;
+            }
+        }
+        if let Some(rest) = period.checked_sub(t.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+    }
+}
+
+fn polled(partition: u32, records: Vec<(u64, Option<Vec<u8>>)>) -> Vec<PolledRecord> {
+    records
+        .into_iter()
+        .map(|(offset, v)| PolledRecord {
+            topic: TOPIC.into(),
+            partition,
+            offset,
+            value: String::from_utf8_lossy(&v.unwrap_or_default())
+                .as_ref()
+                .into(),
+        })
+        .collect()
+}
+
+/// A consumer following one partition from offset 0. A fetch that errs is a `fail` poll:
+/// a fetch changes nothing and reported nothing, and the next one starts at the same place.
+pub async fn consumer(process: u64, tp: TopicPartition, ctx: Ctx) {
+    let r = &ctx.recorder;
+    let mut client = Client::new(ctx.cluster.clone(), client_options());
+    let mut position = 0;
+    while !ctx.stop.load(Ordering::SeqCst) {
+        rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
+        match client.fetch_next(&tp, position, 256 * 1024).await {
+            Ok(f) => {
+                let empty = f.records.is_empty();
+                position = f.next_offset;
+                let records = polled(tp.partition, f.records);
+                rec(
+                    r,
+                    process,
+                    EventType::Ok,
+                    Function::Poll,
+                    Value::Poll(PollValue { records }),
+                );
+                if empty {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            Err(_) => {
+                rec(r, process, EventType::Fail, Function::Poll, Value::Null);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// After recovery: a new process per partition reads it from 0 to its high watermark.
+pub async fn final_reads(tps: &[TopicPartition], ctx: &Ctx) -> anyhow::Result<()> {
+    for tp in tps {
+        let process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
+        final_read(process, tp, ctx)
+            .await
+            .with_context(|| format!("final reads of {tp}"))?;
+    }
+    Ok(())
+}
+
+async fn final_read(process: u64, tp: &TopicPartition, ctx: &Ctx) -> anyhow::Result<()> {
+    let r = &ctx.recorder;
+    let mut client = Client::new(ctx.cluster.clone(), client_options());
+    let mut position = 0;
+    let started = Instant::now();
+    loop {
+        rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
+        match client.fetch_next(tp, position, 1 << 20).await {
+            Ok(f) => {
+                let done = f.next_offset >= f.high_watermark;
+                position = f.next_offset;
+                let records = polled(tp.partition, f.records);
+                rec(
+                    r,
+                    process,
+                    EventType::Ok,
+                    Function::Poll,
+                    Value::Poll(PollValue { records }),
+                );
+                if done {
+                    return Ok(());
+                }
+            }
+            Err(e) => {
+                rec(r, process, EventType::Fail, Function::Poll, Value::Null);
+                if started.elapsed() > Duration::from_secs(30) {
+                    return Err(e).context("final reads failed for 30 s");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
