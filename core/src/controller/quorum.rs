@@ -313,8 +313,10 @@ impl<S: Storage> QuorumController<S> {
         let wait_for = self.state.journal().last_proposed;
         if !outs.is_empty() {
             if wait_for <= self.applied {
-                self.outputs
-                    .extend(outs.into_iter().map(QuorumOutput::Controller));
+                for out in outs {
+                    let out = self.within_lease(now, out);
+                    self.outputs.push(QuorumOutput::Controller(out));
+                }
             } else {
                 self.deferred.entry(wait_for).or_default().extend(outs);
             }
@@ -338,7 +340,7 @@ impl<S: Storage> QuorumController<S> {
                         for e in entries {
                             self.apply(e);
                         }
-                        self.release();
+                        self.release(now);
                         self.maybe_activate(now);
                         self.maybe_compact();
                     }
@@ -410,7 +412,7 @@ impl<S: Storage> QuorumController<S> {
     /// Hands out the replies and events whose entries are now applied. A deferred
     /// heartbeat reply gets its metadata re-read: the records it waited for are now
     /// committed, so the broker sees them (with `fenced` computed against them).
-    fn release(&mut self) {
+    fn release(&mut self, now: Nanos) {
         let later = self.deferred.split_off(&(self.applied + 1));
         let due = std::mem::replace(&mut self.deferred, later);
         for out in due.into_values().flatten() {
@@ -427,7 +429,27 @@ impl<S: Storage> QuorumController<S> {
                 }
                 other => other,
             };
+            let out = self.within_lease(now, out);
             self.outputs.push(QuorumOutput::Controller(out));
+        }
+    }
+
+    /// A heartbeat reply renews the broker's session lease, so it goes out only while this
+    /// controller holds the Raft leader lease (`Raft::has_lease`); after it, the broker is
+    /// told `NotController` and looks for the active controller. Without this, a leader
+    /// deposed by a partition renewed a broker's lease until check-quorum stepped it down,
+    /// while the next leader was already fencing that broker (sim seed 4602:
+    /// `fenced-broker-ack`).
+    fn within_lease(&self, now: Nanos, out: ControllerOutput) -> ControllerOutput {
+        match out {
+            ControllerOutput::Send {
+                to,
+                response: response @ ControllerResponse::BrokerHeartbeat(Ok(_)),
+            } if !self.raft().has_lease(now) => ControllerOutput::Send {
+                to,
+                response: as_error(response, ControllerError::NotController { leader: None }),
+            },
+            other => other,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Raft's vocabulary: log entries, snapshots and the messages nodes exchange.
 
-use crate::types::NodeId;
+use crate::types::{Nanos, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// A Raft term: a logical clock bumped by every election.
@@ -79,6 +79,10 @@ pub enum Message {
         prev_term: Term,
         entries: Vec<Entry>,
         commit: Index,
+        /// The leader's clock when it sent this, echoed back: the follower heard from the
+        /// leader no earlier, so it refuses votes until at least `sent_at` plus an election
+        /// timeout (the leader lease, [`crate::raft::Raft::has_lease`]).
+        sent_at: Nanos,
     },
     /// `Ok { match_index }`: the follower's log matches the leader's through `match_index`.
     /// `Reject`: the follower has no entry of `prev_term` at `rejected`; `hint` is where the
@@ -86,6 +90,8 @@ pub enum Message {
     AppendResponse {
         term: Term,
         result: AppendResult,
+        /// The answered `Append`'s `sent_at` (0: not an answer to an accepted `Append`).
+        echo: Nanos,
     },
     /// The leader no longer has the entries a follower needs: the whole image instead.
     InstallSnapshot {

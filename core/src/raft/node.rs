@@ -122,6 +122,8 @@ pub struct Raft<S: Storage> {
     rng: u64,
     outputs: Vec<RaftOutput>,
     failed: Option<String>,
+    /// The time of the step in progress (stamps `Append::sent_at`).
+    clock: Nanos,
 }
 
 impl<S: Storage> Raft<S> {
@@ -161,6 +163,7 @@ impl<S: Storage> Raft<S> {
             rng,
             outputs: Vec::new(),
             failed: None,
+            clock: now,
             config,
             store,
         };
@@ -241,6 +244,7 @@ impl<S: Storage> Raft<S> {
         if self.failed.is_some() {
             return;
         }
+        self.clock = now;
         let _ = self.tick_inner(now);
         self.check_invariants();
     }
@@ -275,6 +279,7 @@ impl<S: Storage> Raft<S> {
         if let Some(f) = &self.failed {
             return Err(ProposeError::Stopped(f.clone()));
         }
+        self.clock = now;
         if self.role != Role::Leader {
             return Err(ProposeError::NotLeader {
                 leader: self.leader,
@@ -342,6 +347,7 @@ impl<S: Storage> Raft<S> {
         if self.failed.is_some() {
             return;
         }
+        self.clock = now;
         if from == self.id() || !self.config.voters.contains(&from) {
             tracing::warn!(
                 id = self.id(),
@@ -378,6 +384,7 @@ impl<S: Storage> Raft<S> {
                         rejected: *prev_index,
                         hint: self.log.last_index(),
                     },
+                    echo: 0,
                 }),
                 Message::InstallSnapshot { .. } => Some(Message::AppendResponse {
                     term: self.term,
@@ -385,6 +392,7 @@ impl<S: Storage> Raft<S> {
                         rejected: 0,
                         hint: self.log.last_index(),
                     },
+                    echo: 0,
                 }),
                 Message::PreVote { .. } => Some(Message::PreVoteResponse {
                     term: self.term,
@@ -466,12 +474,13 @@ impl<S: Storage> Raft<S> {
                 prev_term,
                 entries,
                 commit,
+                sent_at,
                 ..
             } => {
                 if !self.accept_leader(now, from) {
                     return Ok(());
                 }
-                self.handle_append(from, prev_index, prev_term, entries, commit)
+                self.handle_append(from, (prev_index, prev_term), entries, commit, sent_at)
             }
             Message::InstallSnapshot { snapshot, .. } => {
                 if !self.accept_leader(now, from) {
@@ -479,9 +488,9 @@ impl<S: Storage> Raft<S> {
                 }
                 self.handle_snapshot(from, snapshot)
             }
-            Message::AppendResponse { result, .. } => {
+            Message::AppendResponse { result, echo, .. } => {
                 if self.role == Role::Leader {
-                    self.handle_append_response(now, from, result);
+                    self.handle_append_response(now, from, result, echo);
                 }
                 Ok(())
             }
@@ -636,6 +645,32 @@ impl<S: Storage> Raft<S> {
         }
     }
 
+    /// Whether this node leads with a valid leader lease at `now`: a majority (itself
+    /// included) answered `Append`s it sent less than an election timeout ago. Each of them
+    /// refuses (pre-)votes for an election timeout after it heard from this leader, so no
+    /// other leader can be elected before the lease ends (clocks assumed to run at the same
+    /// rate). The quorum controller grants brokers' session leases only within it: a leader
+    /// deposed by a partition must not renew a broker's lease after the next leader may
+    /// already be fencing that broker (sim seed 4602).
+    pub fn has_lease(&self, now: Nanos) -> bool {
+        if self.role != Role::Leader {
+            return false;
+        }
+        let needed = self.quorum() - 1;
+        if needed == 0 {
+            return true;
+        }
+        let mut bases: Vec<Nanos> = self
+            .progress
+            .values()
+            .filter_map(|p| p.lease_basis)
+            .collect();
+        bases.sort_unstable_by(|a, b| b.cmp(a));
+        bases
+            .get(needed - 1)
+            .is_some_and(|&b| now < b.saturating_add(self.config.election_timeout))
+    }
+
     /// Whether a majority (this leader included) was heard from within the last election
     /// timeout.
     fn quorum_active(&self, now: Nanos) -> bool {
@@ -697,18 +732,28 @@ impl<S: Storage> Raft<S> {
                     prev_term,
                     entries,
                     commit: self.commit,
+                    sent_at: self.clock,
                 }
             }
         };
         self.send(to, message);
     }
 
-    fn handle_append_response(&mut self, now: Nanos, from: NodeId, result: AppendResult) {
+    fn handle_append_response(
+        &mut self,
+        now: Nanos,
+        from: NodeId,
+        result: AppendResult,
+        echo: Nanos,
+    ) {
         let last = self.log.last_index();
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
         pr.last_heard = Some(now);
+        if echo > 0 {
+            pr.lease_basis = pr.lease_basis.max(Some(echo));
+        }
         match result {
             AppendResult::Ok { match_index } => {
                 if match_index > last {
@@ -777,10 +822,10 @@ impl<S: Storage> Raft<S> {
     fn handle_append(
         &mut self,
         from: NodeId,
-        mut prev_index: Index,
-        mut prev_term: Term,
+        (mut prev_index, mut prev_term): (Index, Term),
         mut entries: Vec<Entry>,
         leader_commit: Index,
+        sent_at: Nanos,
     ) -> Result<(), Stopped> {
         let contiguous = entries
             .iter()
@@ -814,6 +859,7 @@ impl<S: Storage> Raft<S> {
                         rejected: prev_index,
                         hint,
                     },
+                    echo: sent_at,
                 },
             );
             return Ok(());
@@ -842,6 +888,7 @@ impl<S: Storage> Raft<S> {
                 result: AppendResult::Ok {
                     match_index: last_new,
                 },
+                echo: sent_at,
             },
         );
         Ok(())
@@ -871,6 +918,7 @@ impl<S: Storage> Raft<S> {
                 result: AppendResult::Ok {
                     match_index: self.commit,
                 },
+                echo: 0,
             },
         );
         Ok(())

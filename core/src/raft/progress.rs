@@ -22,6 +22,9 @@ pub(crate) struct Progress {
     /// heard within the last election timeout: by time, not by rounds, so a leader that
     /// was paused past its deadline does not count what it heard before the pause).
     pub(crate) last_heard: Option<crate::types::Nanos>,
+    /// The latest `Append::sent_at` it echoed: it heard from this leader no earlier (the
+    /// leader lease, `Raft::has_lease`).
+    pub(crate) lease_basis: Option<crate::types::Nanos>,
 }
 
 impl Progress {
@@ -31,6 +34,7 @@ impl Progress {
             next: last_index + 1,
             state: ProgressState::Probe,
             last_heard: None,
+            lease_basis: None,
         }
     }
 

@@ -329,3 +329,27 @@ fn zoo_no_check_quorum() {
 
 const ZOO_FIG8: u64 = 200;
 const ZOO_CQ: u64 = 20;
+
+#[test]
+fn a_leader_holds_its_lease_only_while_a_majority_answers_recent_appends() {
+    // Under the no-check-quorum bug the isolated leader keeps leading, which isolates what
+    // this test is about: the lease, not the step-down.
+    let mut net = Net::new(3, RaftBugs::named("no-check-quorum").unwrap());
+    net.elect(1, |_, _| true);
+    net.tick(1, 10 * MS);
+    net.all();
+    let now = net.now;
+    assert!(net.r(1).has_lease(now), "answered just now");
+    assert!(!net.r(2).has_lease(now), "a follower holds no lease");
+    let timeout = net.r(1).config().election_timeout;
+    // Nobody answers any more: the lease ends one election timeout after the last Append
+    // a majority answered was sent, whatever the leader still believes.
+    let mut t = 0;
+    while t <= timeout {
+        net.tick(1, 10 * MS);
+        net.queue.clear();
+        t += 10 * MS;
+    }
+    assert_eq!(net.r(1).role(), Role::Leader);
+    assert!(!net.r(1).has_lease(net.now));
+}
