@@ -298,25 +298,34 @@ fn print_up(dir: &Path, cluster: &ClusterConfig, pids: &[(String, u32)], cluster
 /// Starts `skein node --config DIR/NAME.toml` in its own process group, logging
 /// (appending) to DIR/NAME.log; returns its pid.
 fn spawn_node(exe: &Path, dir: &Path, name: &str) -> anyhow::Result<u32> {
+    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    Ok(start_node(exe, dir, name, &log)?.id())
+}
+
+/// The one way a node process is started (here and by `skein jepsen run`): `skein node
+/// --config DIR/NAME.toml` in its own process group (a signal to the caller's group does
+/// not reach it), output appended to DIR/NAME.log, `RUST_LOG=rust_log`.
+pub(super) fn start_node(
+    exe: &Path,
+    dir: &Path,
+    name: &str,
+    rust_log: &str,
+) -> anyhow::Result<std::process::Child> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join(format!("{name}.log")))?;
-    let child = Command::new(exe)
+    Command::new(exe)
         .arg("node")
         .arg("--config")
         .arg(dir.join(format!("{name}.toml")))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        .env("RUST_LOG", rust_log)
         .process_group(0)
         .spawn()
-        .with_context(|| format!("cannot start {name}"))?;
-    Ok(child.id())
+        .with_context(|| format!("cannot start {name}"))
 }
 
 /// `cluster restart NODE`: the node's config and data dir are those `up` wrote, so it

@@ -28,7 +28,6 @@ use skein_jepsen::{check, read_history, CheckOptions, HistoryWriter, DEFAULT_MAX
 use skein_node::client::{Client, ClientError};
 use skein_node::config::Cluster;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -130,24 +129,8 @@ struct Nodes {
 impl Nodes {
     fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
         let name = &self.names[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{name}.log")))?;
-        let child = Command::new(&self.exe)
-            .arg("node")
-            .arg("--config")
-            .arg(self.dir.join(format!("{name}.toml")))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .env(
-                "RUST_LOG",
-                std::env::var("SKEIN_NODE_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
+        let log = std::env::var("SKEIN_NODE_LOG").unwrap_or_else(|_| "info".into());
+        let child = super::cluster::start_node(&self.exe, &self.dir, name, &log)?;
         self.children[i] = Some(child);
         Ok(())
     }
