@@ -8,7 +8,7 @@ use skein_core::types::TopicPartition;
 use skein_jepsen::{
     Acks, EventType, Function, HistoryWriter, PollValue, PolledRecord, SendValue, Value,
 };
-use skein_node::client::{Client, ClientOptions};
+use skein_node::client::{Client, ClientError, ClientOptions};
 use skein_node::config::Cluster;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,29 +134,53 @@ pub async fn consumer(process: u64, tp: TopicPartition, ctx: Ctx) {
     let mut client = Client::new(ctx.cluster.clone(), client_options());
     let mut position = 0;
     while !ctx.stop.load(Ordering::SeqCst) {
-        rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
-        match client.fetch_next(&tp, position, 256 * 1024).await {
-            Ok(f) => {
-                let empty = f.records.is_empty();
-                position = f.next_offset;
-                let records = polled(tp.partition, f.records);
-                rec(
-                    r,
-                    process,
-                    EventType::Ok,
-                    Function::Poll,
-                    Value::Poll(PollValue { records }),
-                );
-                if empty {
+        match poll(&mut client, r, process, &tp, position, 256 * 1024).await {
+            Ok(p) => {
+                position = p.next;
+                if p.read == 0 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
-            Err(_) => {
-                rec(r, process, EventType::Fail, Function::Poll, Value::Null);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// One recorded poll of `tp` from `position`: the invocation, then an `ok` poll with the
+/// records read or a `fail` (a failed fetch changes nothing and reports nothing).
+async fn poll(
+    client: &mut Client,
+    r: &Shared,
+    process: u64,
+    tp: &TopicPartition,
+    position: u64,
+    max_bytes: usize,
+) -> Result<Polled, ClientError> {
+    rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
+    match client.fetch_next(tp, position, max_bytes).await {
+        Ok(f) => {
+            let p = Polled {
+                next: f.next_offset,
+                high_watermark: f.high_watermark,
+                read: f.records.len(),
+            };
+            let records = polled(tp.partition, f.records);
+            let value = Value::Poll(PollValue { records });
+            rec(r, process, EventType::Ok, Function::Poll, value);
+            Ok(p)
+        }
+        Err(e) => {
+            rec(r, process, EventType::Fail, Function::Poll, Value::Null);
+            Err(e)
+        }
+    }
+}
+
+/// Where a [`poll`] left the reader.
+struct Polled {
+    next: u64,
+    high_watermark: u64,
+    read: usize,
 }
 
 /// After recovery: a new process per partition reads it from 0 to its high watermark.
@@ -176,25 +200,14 @@ async fn final_read(process: u64, tp: &TopicPartition, ctx: &Ctx) -> anyhow::Res
     let mut position = 0;
     let started = Instant::now();
     loop {
-        rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
-        match client.fetch_next(tp, position, 1 << 20).await {
-            Ok(f) => {
-                let done = f.next_offset >= f.high_watermark;
-                position = f.next_offset;
-                let records = polled(tp.partition, f.records);
-                rec(
-                    r,
-                    process,
-                    EventType::Ok,
-                    Function::Poll,
-                    Value::Poll(PollValue { records }),
-                );
-                if done {
+        match poll(&mut client, r, process, tp, position, 1 << 20).await {
+            Ok(p) => {
+                position = p.next;
+                if p.next >= p.high_watermark {
                     return Ok(());
                 }
             }
             Err(e) => {
-                rec(r, process, EventType::Fail, Function::Poll, Value::Null);
                 if started.elapsed() > Duration::from_secs(30) {
                     return Err(e).context("final reads failed for 30 s");
                 }

@@ -152,6 +152,13 @@ impl Member {
 
     async fn commit(&mut self, gc: &mut GroupClient, offsets: BTreeMap<TopicPartition, u64>) {
         let generation = gc.consumer().generation();
+        self.record_commit_invoke();
+        let id = gc.commit(offsets).await;
+        self.open.insert(id, generation);
+    }
+
+    /// A commit's `invoke` in the history: ours, or the consumer's own before revoking.
+    fn record_commit_invoke(&self) {
         let r = &self.ctx.recorder;
         rec(
             r,
@@ -160,8 +167,6 @@ impl Member {
             Function::Commit,
             Value::Null,
         );
-        let id = gc.commit(offsets).await;
-        self.open.insert(id, generation);
     }
 
     fn assign(&self, partitions: &[TopicPartition], owned: bool) {
@@ -231,14 +236,7 @@ impl Member {
                 ConsumerEvent::CommitStarted { id, .. } => {
                     // The consumer's own commit (before revoking): recorded like ours.
                     self.open.insert(id, now_in);
-                    let r = &self.ctx.recorder;
-                    rec(
-                        r,
-                        self.base,
-                        EventType::Invoke,
-                        Function::Commit,
-                        Value::Null,
-                    );
+                    self.record_commit_invoke();
                 }
                 _ => {}
             }
