@@ -821,12 +821,21 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Syncs all unsynced data and index entries, then records the new recovery point.
+    /// Syncs all unsynced data, and the index entries of every segment but the active one,
+    /// then records the new recovery point. The active segment's index files are not
+    /// synced here: recovery validates the segment holding the recovery point from its
+    /// last index entry below it, falling back to the segment start when that entry is
+    /// missing or does not check out, and rebuilds its indexes, so an unsynced index entry
+    /// costs a longer scan after a crash, never data. With `fsync = always` this takes a
+    /// group commit from five syncs (segment, two indexes, checkpoint file and directory)
+    /// to three (issue 22). A rolled segment's indexes are synced by the next flush, before
+    /// a recovery point past it can be written, as `load_trusted` relies on them.
     pub fn flush(&mut self) -> Result<(), LogError> {
         self.check_usable()?;
+        let active = self.segments.len() - 1;
         for i in 0..self.segments.len() {
             let seg = &self.segments[i];
-            let (dirty, idirty) = (seg.dirty, seg.index_dirty);
+            let (dirty, idirty) = (seg.dirty, seg.index_dirty && i < active);
             let paths = [seg.log_path(), seg.index_path(), seg.time_index_path()];
             let mut r = Ok(());
             if dirty {
@@ -846,7 +855,7 @@ impl<S: Storage> PartitionLog<S> {
             }
             let seg = &mut self.segments[i];
             seg.dirty = false;
-            seg.index_dirty = false;
+            seg.index_dirty &= !idirty;
         }
         let leo = self.log_end_offset();
         if self.persisted_recovery_point != Some(leo) {
