@@ -326,7 +326,7 @@ fn open_machine(
             for (tp, summary) in reports {
                 tracing::info!(%tp, ?summary, "recovered partition log");
             }
-            (Peer::Node(id), Machine(Node::Broker(Box::new(broker))))
+            (Peer::Node(id), Machine::new(Node::Broker(Box::new(broker))))
         }
         Role::Controller if cfg.cluster.is_quorum() => {
             let id = cfg
@@ -336,7 +336,7 @@ fn open_machine(
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(id),
-                Machine(Node::Controller(ControllerNode::Quorum(Box::new(
+                Machine::new(Node::Controller(ControllerNode::Quorum(Box::new(
                     controller,
                 )))),
             )
@@ -346,7 +346,7 @@ fn open_machine(
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(1),
-                Machine(Node::Controller(ControllerNode::Single(Box::new(
+                Machine::new(Node::Controller(ControllerNode::Single(Box::new(
                     controller,
                 )))),
             )
@@ -474,9 +474,15 @@ impl Clock {
 
 /// The node's state machine, as core's driver runs it (addresses in, addressed messages
 /// out), plus what only a real process does with it: logging, metrics, shutdown.
-struct Machine(Node<PolicyStorage>);
+/// The node's state machine, and the outputs of the current burst held back until its
+/// group-commit flush has run (see `route_replication`).
+struct Machine(Node<PolicyStorage>, Vec<NodeOutput>);
 
 impl Machine {
+    fn new(node: Node<PolicyStorage>) -> Self {
+        Machine(node, Vec::new())
+    }
+
     fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
         let name = msg.name();
         if !self.0.step(now, from, msg) {
@@ -485,8 +491,34 @@ impl Machine {
         }
     }
 
-    fn route(&mut self, router: &Router, metrics: &mut Metrics) {
+    /// Sends the burst's replication traffic between brokers (fetches, and fetch responses
+    /// to followers) before the group-commit flush runs, and holds every other output for
+    /// `route`. A follower may take records the leader has not yet fsynced: the leader's
+    /// HW counts only its own flushed offset (`leader_maybe_advance_hw`), so nothing is
+    /// acknowledged on the strength of them, and the follower's append and fsync now
+    /// overlap the leader's instead of following it (issue 22: one flush, not two, on a
+    /// batch's path). A follower's fetch reports only what it has already fsynced (it
+    /// flushes before fetching), so it need not wait for this burst's flush either. Held
+    /// outputs keep their order, and acknowledgements (acks=1 included) still wait for the
+    /// flush.
+    fn route_replication(&mut self, router: &Router, metrics: &mut Metrics) {
         for out in self.0.poll_outputs() {
+            match out {
+                NodeOutput::Send {
+                    to: to @ Address::Node(_),
+                    msg: msg @ (Message::Fetch(_) | Message::FetchResponse(_)),
+                } => {
+                    metrics.sending(to, &msg);
+                    router.send(to, msg)
+                }
+                other => self.1.push(other),
+            }
+        }
+    }
+
+    fn route(&mut self, router: &Router, metrics: &mut Metrics) {
+        let held = std::mem::take(&mut self.1);
+        for out in held.into_iter().chain(self.0.poll_outputs()) {
             match out {
                 NodeOutput::Send { to, msg } => {
                     metrics.sending(to, &msg);
@@ -632,7 +664,9 @@ async fn run_machine(
                             next = inbox.try_recv().ok();
                         }
                     }
-                    // Run what fell due (the group-commit fsync) before any reply leaves.
+                    // Run what fell due (the group-commit fsync) before any reply leaves,
+                    // but let followers start on the burst's records meanwhile.
+                    machine.route_replication(&router, &mut metrics);
                     machine.0.handle_timeout(clock.now());
                 }
                 None => break,

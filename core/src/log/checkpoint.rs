@@ -1,5 +1,6 @@
-//! Small text checkpoint files (leader-epoch cache, recovery point), written with
-//! `write_atomic`. A trailing CRC line catches bit rot; see docs/format.md.
+//! Small text checkpoint files (leader-epoch cache, recovery point). The epoch cache is
+//! written whole with `write_atomic`, a trailing CRC line catching bit rot; the recovery
+//! point is a journal of CRC-checked lines, one appended per flush. See docs/format.md.
 
 const VERSION: u32 = 1;
 
@@ -15,17 +16,46 @@ pub(crate) fn encode(kind: &str, lines: &[String]) -> Vec<u8> {
     s.into_bytes()
 }
 
-/// [`encode`] of the one line `value`, without the intermediate strings: the recovery
-/// point is written on every flush.
-pub(crate) fn encode_number(kind: &str, value: u64) -> Vec<u8> {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(kind.len() + 48);
-    s.push_str("skein-");
-    s.push_str(kind);
-    let _ = write!(s, " v{VERSION}\n1\n{value}\n");
-    let crc = crc32fast::hash(s.as_bytes());
-    let _ = writeln!(s, "crc {crc:08x}");
-    s.into_bytes()
+/// The recovery-point journal's first line (format v2 of `recovery-point-checkpoint`).
+const RP_JOURNAL_HEADER: &str = "skein-recovery-point v2\n";
+
+/// One recovery-point journal line: `<offset> <crc32 of the offset's text, hex>\n`.
+pub(crate) fn encode_rp_line(rp: u64) -> Vec<u8> {
+    let num = rp.to_string();
+    let crc = crc32fast::hash(num.as_bytes());
+    format!("{num} {crc:08x}\n").into_bytes()
+}
+
+/// A fresh recovery-point journal holding `rp`, to be written with `write_atomic`.
+pub(crate) fn encode_rp_journal(rp: u64) -> Vec<u8> {
+    let mut out = RP_JOURNAL_HEADER.as_bytes().to_vec();
+    out.extend(encode_rp_line(rp));
+    out
+}
+
+/// The recovery point a `recovery-point-checkpoint` file records. v2 (a journal: each
+/// flush appends and syncs one line; see docs/format.md): the last complete line with a
+/// valid CRC wins, so a line torn by a crash during its append falls back to the one
+/// before, which was durable before anything it covers was acknowledged. v1 (one value
+/// written with `write_atomic`), as older data directories hold it, is still read.
+pub(crate) fn decode_recovery_point(bytes: &[u8]) -> Result<u64, String> {
+    let Some(body) = bytes.strip_prefix(RP_JOURNAL_HEADER.as_bytes()) else {
+        return decode("recovery-point", bytes)?
+            .first()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| "bad recovery point".to_string());
+    };
+    body.split_inclusive(|b| *b == b'\n')
+        .filter_map(|line| {
+            let text = std::str::from_utf8(line.strip_suffix(b"\n")?).ok()?;
+            let (num, crc) = text.split_once(' ')?;
+            let crc = u32::from_str_radix(crc, 16).ok()?;
+            (crc32fast::hash(num.as_bytes()) == crc)
+                .then(|| num.parse::<u64>().ok())
+                .flatten()
+        })
+        .last()
+        .ok_or_else(|| "no valid entry in the recovery-point journal".to_string())
 }
 
 /// Decodes a checkpoint, returning its lines or a reason it is unusable.
@@ -81,8 +111,30 @@ mod tests {
         assert!(decode("x", b"").is_err());
         assert!(decode("x", &enc[..enc.len() - 3]).is_err());
         assert!(decode("x", &[0xff, 0xfe, 0x00]).is_err());
-        for v in [0, 7, u64::MAX] {
-            assert_eq!(encode_number("rp", v), encode("rp", &[v.to_string()]));
+    }
+
+    #[test]
+    fn recovery_point_journal_takes_the_last_valid_line() {
+        let mut j = encode_rp_journal(5);
+        j.extend(encode_rp_line(9));
+        j.extend(encode_rp_line(12));
+        assert_eq!(decode_recovery_point(&j), Ok(12));
+        // A line torn by a crash during its append: the one before wins.
+        for cut in 1..encode_rp_line(40).len() {
+            // (up to and including a line that lacks only its newline)
+            let mut torn = j.clone();
+            torn.extend(&encode_rp_line(40)[..cut]);
+            assert_eq!(decode_recovery_point(&torn), Ok(12), "cut at {cut}");
         }
+        // A flipped bit in the last line is caught by its CRC.
+        let mut bad = j.clone();
+        let at = bad.len() - 3;
+        bad[at] ^= 0x01;
+        assert_eq!(decode_recovery_point(&bad), Ok(9));
+        // Header only, or a damaged header: unusable (the whole log is validated).
+        assert!(decode_recovery_point(b"skein-recovery-point v2\n").is_err());
+        assert!(decode_recovery_point(b"skein-recovery-point v3\n5 00000000\n").is_err());
+        // v1 files of older data directories are still read.
+        assert_eq!(decode_recovery_point(&encode("recovery-point", &["77".into()])), Ok(77));
     }
 }

@@ -16,7 +16,6 @@ mod repair;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 const RECOVERY_CHECKPOINT: &str = "recovery-point-checkpoint";
-const RECOVERY_KIND: &str = "recovery-point";
 /// Read-ahead for scans.
 const SCAN_CHUNK: usize = 64 << 10;
 
@@ -195,7 +194,13 @@ pub struct PartitionLog<S: Storage> {
     failed: Option<String>,
     /// The recovery-point checkpoint's path, joined once: it is written on every flush.
     recovery_path: String,
+    /// Lines this process has written to the recovery-point journal since it last
+    /// rewrote it whole (0: not yet, the next write rewrites it).
+    rp_journal_lines: usize,
 }
+
+/// The recovery-point journal is rewritten whole once it holds this many lines (~100 KB).
+const RP_JOURNAL_MAX_LINES: usize = 4096;
 
 /// Appends an index entry; a failure marks the log failed (a free function so the caller
 /// can keep the segment, whose path it passes, borrowed).
@@ -973,9 +978,31 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Records `rp` durably. A rising recovery point is one line appended to the journal
+    /// and synced (one `fdatasync`, issue 22: it was a temporary file's `fsync`, a rename
+    /// and a directory `fsync` on every flush). The journal is rewritten whole, atomically,
+    /// when it is new to this process (it may be a v1 file or end in a torn line), when it
+    /// has grown to `RP_JOURNAL_MAX_LINES`, and when the point goes down: a lowered point
+    /// must never sit above a line that a torn append could make the last valid one.
     fn write_recovery_point(&mut self, rp: Offset) -> Result<(), LogError> {
-        let data = checkpoint::encode_number(RECOVERY_KIND, rp);
-        self.storage.write_atomic(&self.recovery_path, &data)?;
+        let rising = self.persisted_recovery_point.is_some_and(|p| p <= rp);
+        if rising && (1..RP_JOURNAL_MAX_LINES).contains(&self.rp_journal_lines) {
+            let line = checkpoint::encode_rp_line(rp);
+            let r = self
+                .storage
+                .append(&self.recovery_path, &line)
+                .and_then(|()| self.storage.sync(&self.recovery_path));
+            if let Err(e) = r {
+                // The journal may now end in a partial line: rewrite it whole next time.
+                self.rp_journal_lines = 0;
+                return Err(e.into());
+            }
+            self.rp_journal_lines += 1;
+        } else {
+            let data = checkpoint::encode_rp_journal(rp);
+            self.storage.write_atomic(&self.recovery_path, &data)?;
+            self.rp_journal_lines = 1;
+        }
         self.persisted_recovery_point = Some(rp);
         Ok(())
     }

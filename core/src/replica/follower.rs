@@ -193,6 +193,7 @@ impl<L: ReplicaLog> Replica<L> {
             FetchResult::Records {
                 batches,
                 high_watermark,
+                log_end_offset,
                 ..
             } => {
                 let mut appended = false;
@@ -229,7 +230,14 @@ impl<L: ReplicaLog> Replica<L> {
                 }
                 let leo = self.log.log_end_offset();
                 self.high_watermark = self.high_watermark.max(high_watermark.min(leo));
-                if !appended {
+                // An answer without records from a leader that holds fetches: it moved our
+                // HW, or the wait ran out. The next fetch, carrying that HW, will be held
+                // until there is data, so send it now: a backoff here left a batch that
+                // arrived meanwhile waiting up to `fetch_backoff` for this follower
+                // (issue 22). Without holding (`fetch_max_wait` 0) or when we are behind
+                // and still got nothing, back off as before so an idle pair does not spin.
+                let held = self.config.fetch_max_wait > 0 && log_end_offset <= leo;
+                if !appended && !held {
                     retry_at = now + backoff;
                 }
             }

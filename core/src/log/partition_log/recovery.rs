@@ -53,9 +53,7 @@ impl<S: Storage> PartitionLog<S> {
         let rp_path = join(&dir, RECOVERY_CHECKPOINT);
         let ck_rp = if storage.exists(&rp_path) {
             let bytes = storage.read_all(&rp_path)?;
-            match checkpoint::decode(RECOVERY_KIND, &bytes)
-                .and_then(|l| l.first().and_then(|s| s.parse().ok()).ok_or("bad".into()))
-            {
+            match checkpoint::decode_recovery_point(&bytes) {
                 Ok(rp) => Some(rp),
                 Err(e) => {
                     tracing::warn!(dir = %dir, error = %e, "unreadable recovery-point checkpoint; validating the whole log");
@@ -89,6 +87,7 @@ impl<S: Storage> PartitionLog<S> {
             persisted_recovery_point: ck_rp,
             failed: None,
             recovery_path: rp_path.clone(),
+            rp_journal_lines: 0,
         };
 
         if bases.is_empty() {
