@@ -397,6 +397,11 @@ impl Checker {
             // the log end after the leader's epoch marker: the marker itself is new.
             self.unclean_pending
                 .insert(tp.clone(), (epoch, start.saturating_sub(1)));
+            // From its marker on the records are new: a reader that reads them there has
+            // not changed a record, whoever read the discarded one before.
+            if tp.topic == crate::client::TOPIC {
+                self.forget_reads_from(tp.partition, start.saturating_sub(1));
+            }
         }
     }
 

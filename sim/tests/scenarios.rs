@@ -79,7 +79,7 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
     (
         "kip101-new-follower-truncates-then-leader-dies.toml",
         "truncate-to-hw",
-        26,
+        1,
         "acked-write-lost",
     ),
     (

@@ -171,7 +171,7 @@ fn a_zoo_bug_page_shows_lanes_arrows_faults_and_the_violation_at_its_moment() {
     let config = scenario_config(
         "kip101-new-follower-truncates-then-leader-dies.toml",
         "truncate-to-hw",
-        26,
+        1,
     );
     let (page, report) = write_page(&config, "kip101-truncate-to-hw");
     assert!(

@@ -81,17 +81,26 @@ impl Checker {
         self.consumers.remove(&(client, p));
     }
 
-    /// Consumer `client` reported a truncation in partition `p`. Its reads at the offsets
-    /// given up are no longer the first reads there: what it reads next at them is the
-    /// new log's record, which record-changed must not call a change.
+    /// Consumer `client` reported a truncation in partition `p`. The first reads at the
+    /// offsets given up and above (any reader's) are no longer the first reads there: what
+    /// is read next at them is the new log's record, which record-changed must not call a
+    /// change.
     pub fn on_consumer_truncation(&mut self, client: u64, p: u32, t: &Truncation) {
         let track = self.consumers.entry((client, p)).or_default();
         track.position = t.to;
         track.start = track.start.min(t.to);
         track.truncated.push((t.to, t.from));
+        // The leader's answer says its log departs from what this consumer read at `t.to`:
+        // every first read at or above it, whoever made it, may be of a record the
+        // election discarded, so none of them may call the new log's record a change.
+        self.forget_reads_from(p, t.to);
+    }
+
+    /// Drops the first reads of partition `p` at offsets `from` and above.
+    pub(crate) fn forget_reads_from(&mut self, p: u32, from: Offset) {
         let gone: Vec<(u32, Offset)> = self
             .reads
-            .range((p, t.to)..(p, t.from))
+            .range((p, from)..(p + 1, 0))
             .map(|(k, _)| *k)
             .collect();
         for k in gone {
