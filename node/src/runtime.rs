@@ -115,9 +115,10 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         flush_interval: match cfg.fsync {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
             // Group commit: the leader's fsync is due 1 ns after an append, and the state
-            // machine task ticks after every burst of inputs before it routes any reply,
-            // so one fsync covers all the appends of a burst and no acknowledgement (not
-            // even acks=1) leaves before it.
+            // machine task ticks after every burst of inputs before it routes any reply
+            // but replication traffic (`Machine::route_replication`), so one fsync covers
+            // all the appends of a burst and no acknowledgement (not even acks=1) leaves
+            // before it.
             FsyncPolicy::Always => GROUP_COMMIT,
             FsyncPolicy::Never => 0,
         },

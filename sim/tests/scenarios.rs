@@ -186,10 +186,10 @@ fn isr_of_one_refuses_acks_all_writes() {
 #[test]
 fn consumers_detect_and_report_an_unclean_truncation() {
     // kip320-consumer-detects-truncation, seed 1: broker 3 is elected uncleanly with its log
-    // ending at offset 87, below both consumers' positions. Each consumer's next fetch
+    // ending at offset 67, below both consumers' positions. Each consumer's next fetch
     // carries its last epoch; broker 3 answers DivergingEpoch and the consumer moves back to
-    // 87 and reports it. With the bug the answer is ignored: nothing is reported and the
-    // records written at 87.. are skipped.
+    // 67 and reports it. With the bug the answer is ignored: nothing is reported and the
+    // records written at 67.. are skipped.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let sc = Scenario::load(&dir.join("kip320-consumer-detects-truncation.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -206,9 +206,9 @@ fn consumers_detect_and_report_an_unclean_truncation() {
         .collect();
     assert_eq!(reported.len(), 2, "{reported:#?}");
     assert!(reported[0]
-        .contains("client 3 partition 0: truncation detected: position 209 -> 87, epoch 0"));
+        .contains("client 3 partition 0: truncation detected: position 221 -> 67, epoch 0"));
     assert!(reported[1]
-        .contains("client 4 partition 0: truncation detected: position 232 -> 87, epoch 0"));
+        .contains("client 4 partition 0: truncation detected: position 249 -> 67, epoch 0"));
     let failed = r.failed_invariants();
     for inv in ["consumer-skipped-records", "record-changed"] {
         assert!(!failed.contains(&inv), "{inv} failed: {r}");

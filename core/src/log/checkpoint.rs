@@ -135,6 +135,9 @@ mod tests {
         assert!(decode_recovery_point(b"skein-recovery-point v2\n").is_err());
         assert!(decode_recovery_point(b"skein-recovery-point v3\n5 00000000\n").is_err());
         // v1 files of older data directories are still read.
-        assert_eq!(decode_recovery_point(&encode("recovery-point", &["77".into()])), Ok(77));
+        assert_eq!(
+            decode_recovery_point(&encode("recovery-point", &["77".into()])),
+            Ok(77)
+        );
     }
 }
