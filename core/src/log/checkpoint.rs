@@ -46,7 +46,8 @@ pub(crate) fn decode_recovery_point(bytes: &[u8]) -> Result<u64, String> {
             .ok_or_else(|| "bad recovery point".to_string());
     };
     body.split_inclusive(|b| *b == b'\n')
-        .filter_map(|line| {
+        .rev()
+        .find_map(|line| {
             let text = std::str::from_utf8(line.strip_suffix(b"\n")?).ok()?;
             let (num, crc) = text.split_once(' ')?;
             let crc = u32::from_str_radix(crc, 16).ok()?;
@@ -54,7 +55,6 @@ pub(crate) fn decode_recovery_point(bytes: &[u8]) -> Result<u64, String> {
                 .then(|| num.parse::<u64>().ok())
                 .flatten()
         })
-        .last()
         .ok_or_else(|| "no valid entry in the recovery-point journal".to_string())
 }
 
