@@ -236,6 +236,10 @@ pub struct ReplicaView {
     /// Confirmed ISR united with a pending proposal: what HW and min.insync use.
     pub maximal_isr: Vec<NodeId>,
     pub replicas: Vec<NodeId>,
+    /// The log is offline with a corrupt batch ([`Replica::log_corrupt`]): until the broker
+    /// has seen the controller take this copy out of the ISR and the ELR and repaired it,
+    /// it takes no role (`apply_partition_state`), serves nothing and fetches nothing.
+    pub log_corrupt: bool,
 }
 
 pub(crate) enum RoleState {
@@ -419,6 +423,7 @@ impl<L: ReplicaLog> Replica<L> {
             isr,
             maximal_isr: maximal,
             replicas: self.replicas.clone(),
+            log_corrupt: self.log_corrupt(),
         }
     }
 

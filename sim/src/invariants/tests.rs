@@ -23,6 +23,7 @@ fn view(role: Role, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> ReplicaView 
         isr: vec![1, 2, 3],
         maximal_isr: vec![1, 2, 3],
         replicas: vec![1, 2, 3],
+        log_corrupt: false,
     }
 }
 
@@ -248,6 +249,15 @@ fn strong_isr_and_hw_range() {
     assert_eq!(c.count(STRONG_ISR), 1);
     let short = view(Role::Follower { leader: 1 }, 1, 1, 2);
     c.strong_isr(1, 3, &short, &mut reader(vec![batch(0, 1, &["a", "b"])]));
+    assert_eq!(c.count(STRONG_ISR), 2);
+    // The same short copy offline with a corrupt batch (seed 2010) takes no role and is
+    // repaired only once out of the ISR: not a violation.
+    let damaged = ReplicaView {
+        role: Role::Offline,
+        log_corrupt: true,
+        ..short
+    };
+    c.strong_isr(1, 3, &damaged, &mut reader(vec![batch(0, 1, &["a", "b"])]));
     assert_eq!(c.count(STRONG_ISR), 2);
     // valid-high-watermark and leader-in-isr.
     c.audit(
