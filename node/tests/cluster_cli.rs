@@ -4,29 +4,14 @@
 
 mod common;
 
+use common::procs::{running, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
-
-fn skein() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
-    c.env("RUST_LOG", "warn");
-    c
-}
 
 /// Runs `skein args` with `stdin`, killed after `limit`.
 fn run(args: &[&str], stdin: &str, limit: Duration) -> Output {
-    let mut cmd = skein();
-    if args.first() == Some(&"cluster") {
-        // The nodes `cluster up` starts inherit this: their logs (files) at info.
-        cmd.env("RUST_LOG", "info");
-    }
-    cmd.args(args);
-    common::run_with_stdin(cmd, stdin.as_bytes(), limit)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    common::procs::run_input(args, stdin, limit)
 }
 
 /// Stops the cluster even when an assertion fails.
@@ -43,19 +28,9 @@ impl Drop for Down {
     }
 }
 
+/// The pids of the nodes `cluster up` started.
 fn pids(dir: &Path) -> Vec<u32> {
-    std::fs::read_to_string(dir.join("cluster.pid"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' ')?.1.trim().parse().ok())
-        .collect()
-}
-
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(") ")
-            .is_some_and(|(_, r)| !r.starts_with('Z'))
-    })
+    common::procs::pids(dir).into_values().collect()
 }
 
 #[test]
@@ -105,22 +80,7 @@ fn cluster_up_topic_produce_consume_down() {
         text(&too_many.stderr)
     );
 
-    let create = run(
-        &[
-            "topic",
-            "create",
-            "t",
-            "-r",
-            "3",
-            "--min-insync-replicas",
-            "2",
-            "--cluster",
-            cf,
-        ],
-        "",
-        limit,
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
+    common::procs::create_topic(cf, "t", limit);
     let dup = run(&["topic", "create", "t", "--cluster", cf], "", limit);
     assert!(
         text(&dup.stderr).contains("already exists"),

@@ -103,21 +103,7 @@ fn kill9_active_controller_and_leader_while_producing_loses_nothing() {
         ]
     );
     let cf = dir.join("cluster.toml").to_str().unwrap().to_string();
-    let create = run(
-        &[
-            "topic",
-            "create",
-            "t",
-            "-r",
-            "3",
-            "--min-insync-replicas",
-            "2",
-            "--cluster",
-            &cf,
-        ],
-        limit,
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
+    create_topic(&cf, "t", limit);
 
     let (mut stdin, acks, stderr) = spawn_producer(&cf, &mut cleanup);
     let mut acked = Vec::with_capacity(RECORDS);

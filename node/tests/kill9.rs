@@ -33,21 +33,7 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     cleanup.note_pids();
     assert!(up.status.success(), "cluster up: {}", text(&up.stderr));
     let cf = dir.join("cluster.toml").to_str().unwrap().to_string();
-    let create = run(
-        &[
-            "topic",
-            "create",
-            "t",
-            "-r",
-            "3",
-            "--min-insync-replicas",
-            "2",
-            "--cluster",
-            &cf,
-        ],
-        limit,
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
+    create_topic(&cf, "t", limit);
 
     // One producer process for the whole run: acks=all is idempotent by default, so its
     // retries across the failover are answered as duplicates, never written twice.

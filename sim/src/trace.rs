@@ -29,6 +29,28 @@ use std::io::Write;
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
+/// An in-memory trace or history sink whose bytes can be read back after the run (tests,
+/// tools): clones share one buffer, so pass a clone to `run` and keep the original.
+#[derive(Clone, Debug, Default)]
+pub struct MemorySink(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl MemorySink {
+    /// Everything written so far, as text (trace and history lines are UTF-8 JSON).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.borrow()).into_owned()
+    }
+}
+
+impl Write for MemorySink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// 64-bit FNV-1a.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fnv1a(u64);
@@ -278,21 +300,11 @@ mod tests {
 
     #[test]
     fn tracer_writes_json_lines() {
-        let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        struct W(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-        impl Write for W {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.borrow_mut().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut tr = Tracer::new(Some(Box::new(W(buf.clone()))));
+        let buf = MemorySink::default();
+        let mut tr = Tracer::new(Some(Box::new(buf.clone())));
         tr.event(5, 1, "tick", "n2", &[], || "x".into());
         tr.finish().unwrap();
-        let text = String::from_utf8(buf.borrow().clone()).unwrap();
+        let text = buf.text();
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(v["kind"], "tick");
         assert_eq!(v["time"], 5);

@@ -7,12 +7,12 @@
 //! windows, plus a margin. The sweep here starts at seed 0 and stops at the first finding, so
 //! it costs only what window 0 needs.
 
+mod common;
+
 use skein_sim::config::SimConfig;
 use skein_sim::invariants::is_safety;
-use skein_sim::scenario::Scenario;
 use skein_sim::time::SECS;
 use skein_sim::BUG_NAMES;
-use std::path::Path;
 
 /// One bug's proof: its scenario and how a random sweep finds it.
 struct Row {
@@ -278,13 +278,9 @@ fn row(bug: &str) -> &'static Row {
 
 #[test]
 fn every_bug_fails_its_scenario_with_its_invariant() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     for bug in BUG_NAMES {
         let r = row(bug);
-        let sc = Scenario::load(&dir.join(r.scenario)).unwrap_or_else(|e| panic!("{e}"));
-        let mut c = SimConfig::default();
-        c.apply_scenario(&sc);
-        c.seed = r.seed;
+        let mut c = common::scenario_config(r.scenario, r.seed);
         // Without the bug the scenario meets its expectation (sim/tests/scenarios.rs runs
         // seeds 1-5); with it, the named invariant fails.
         c.bugs = vec![bug.to_string()];

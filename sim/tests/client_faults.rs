@@ -1,44 +1,20 @@
 //! Faults on clients: the zombie-producer scenario fences the paused producer with
 //! InvalidProducerEpoch and the history shows it; crashed and isolated clients recover.
 
-use std::cell::RefCell;
-use std::io::Write;
-use std::path::Path;
-use std::rc::Rc;
+mod common;
 
+use common::scenario;
 use skein_sim::config::SimConfig;
-use skein_sim::scenario::{Expect, Scenario};
+use skein_sim::scenario::Expect;
 use skein_sim::time::SECS;
+use skein_sim::trace::MemorySink as Buf;
 
-/// A writer whose bytes can be read back after the run.
-#[derive(Clone, Default)]
-struct Buf(Rc<RefCell<Vec<u8>>>);
-
-impl Write for Buf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Buf {
-    fn lines(&self) -> Vec<serde_json::Value> {
-        String::from_utf8(self.0.borrow().clone())
-            .expect("utf-8")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
-    }
-}
-
-fn scenario(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(name);
-    Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+/// The JSON lines a trace or history sink received.
+fn lines(buf: &Buf) -> Vec<serde_json::Value> {
+    buf.text()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
 }
 
 #[test]
@@ -56,7 +32,7 @@ fn a_zombie_producer_is_fenced_and_the_history_shows_it() {
         )
         .expect("the run starts");
         assert!(Expect::met(sc.expect.as_ref(), &r), "seed {seed}: {r}");
-        let trace = trace.lines();
+        let trace = lines(&trace);
         let at = |kind: &str| {
             trace
                 .iter()
@@ -71,7 +47,7 @@ fn a_zombie_producer_is_fenced_and_the_history_shows_it() {
 
         // In the history: client 1 is the zombie (processes 1000 + p), client 3 (after
         // consumer 2) its replacement (3000 + p).
-        let history = history.lines();
+        let history = lines(&history);
         let client = |e: &serde_json::Value| e["process"].as_u64().unwrap_or(0) / 1000;
         let is_send = |e: &serde_json::Value| e["f"] == "send";
         let time = |e: &serde_json::Value| e["time"].as_u64().unwrap_or(0);
@@ -133,7 +109,7 @@ fn crashed_and_isolated_clients_recover() {
         let history = Buf::default();
         let r = skein_sim::run(&c, None, Some(Box::new(history.clone()))).expect("the run starts");
         assert!(Expect::met(sc.expect.as_ref(), &r), "seed {seed}: {r}");
-        let history = history.lines();
+        let history = lines(&history);
         let crashes: Vec<u64> = history
             .iter()
             .filter(|e| e["f"] == "crash")

@@ -2,14 +2,16 @@
 //! while brokers fail; every group invariant must hold, runs replay exactly, and the bug
 //! zoo's `no-generation-fencing` is caught.
 
+mod common;
+
+use common::scenario_config;
 use skein_core::group::AssignorKind;
 use skein_sim::config::SimConfig;
 use skein_sim::group_client::CommitMode;
 use skein_sim::group_invariants::{GROUP_ACKED_COMMIT_LOST, GROUP_OFFSET_REGRESSION, NAMES};
 use skein_sim::report::{SimReport, Verdict};
-use skein_sim::scenario::Scenario;
 use skein_sim::time::SECS;
-use std::path::Path;
+use skein_sim::trace::MemorySink;
 
 /// A short faulty run with three members and member faults weighted up, varied by seed over
 /// both commit modes, the three assignors and static or dynamic membership.
@@ -45,31 +47,6 @@ fn short(seed: u64) -> SimConfig {
 
 fn run(c: &SimConfig) -> SimReport {
     skein_sim::run(c, None, None).expect("the run starts")
-}
-
-fn scenario(file: &str, seed: u64) -> SimConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = seed;
-    c
-}
-
-/// A sink the test can read back after the run.
-#[derive(Clone, Default)]
-struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[test]
@@ -178,15 +155,15 @@ fn group_runs_replay_exactly() {
 
 #[test]
 fn the_zombie_commit_is_refused_and_nothing_goes_back() {
-    let c = scenario("zombie-consumer-commit.toml", 1);
-    let history = Shared::default();
+    let c = scenario_config("zombie-consumer-commit.toml", 1);
+    let history = MemorySink::default();
     let r = skein_sim::run(&c, None, Some(Box::new(history.clone()))).expect("the run starts");
     assert!(r.passed(), "{r}");
     let g = r.group.clone().expect("group stats");
     assert!(g.commits > 50, "{r}");
     // Member 1 is client 4 (two producers, one consumer first); its commits are process
     // 4999. It froze at 3 s for 2.5 s: its commit right after waking must have been refused.
-    let text = String::from_utf8(history.0.borrow().clone()).expect("utf-8");
+    let text = history.text();
     let refused = text
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
@@ -199,7 +176,7 @@ fn the_zombie_commit_is_refused_and_nothing_goes_back() {
 #[test]
 fn no_generation_fencing_is_caught_by_the_zombie_scenario() {
     for seed in 1..=3 {
-        let mut c = scenario("zombie-consumer-commit.toml", seed);
+        let mut c = scenario_config("zombie-consumer-commit.toml", seed);
         c.bugs = vec!["no-generation-fencing".into()];
         let r = run(&c);
         assert!(
@@ -228,7 +205,7 @@ fn a_random_sweep_finds_no_generation_fencing() {
 #[test]
 fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
     for seed in [1, 2] {
-        let r = run(&scenario(
+        let r = run(&scenario_config(
             "coordinator-failover-during-rebalance.toml",
             seed,
         ));

@@ -1,20 +1,13 @@
 //! Coverage probes (`skein_core::probe`) as a run reports them: they record what the run
 //! did, deterministically, without changing it.
 
+mod common;
+
 use skein_sim::config::SimConfig;
 use skein_sim::report::SimReport;
-use skein_sim::scenario::Scenario;
-use std::path::Path;
 
 fn scenario(name: &str, seed: u64) -> SimReport {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(name);
-    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = seed;
-    skein_sim::run(&c, None, None).expect("runs")
+    skein_sim::run(&common::scenario_config(name, seed), None, None).expect("runs")
 }
 
 fn hits(r: &SimReport, probe: &str) -> u64 {

@@ -1,16 +1,20 @@
 //! Every scenario file in `scenarios/` is loaded and run with a few seeds; its `[expect]` must
 //! be met.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::PathBuf;
+
+use common::{scenario, scenario_config, scenarios_dir};
 use skein_sim::config::SimConfig;
 use skein_sim::report::SimReport;
 use skein_sim::scenario::{Expect, Scenario};
+use skein_sim::trace::MemorySink;
 
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let dir = scenarios_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .map(|e| e.expect("directory entry").path())
@@ -128,12 +132,8 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
 
 #[test]
 fn scenarios_catch_their_bugs() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     for (file, bug, seed, invariant) in CATCHES {
-        let sc = Scenario::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
-        let mut c = SimConfig::default();
-        c.apply_scenario(&sc);
-        c.seed = *seed;
+        let mut c = scenario_config(file, *seed);
         c.bugs = vec![bug.to_string()];
         let r = skein_sim::run(&c, None, None).expect("the run starts");
         assert!(
@@ -144,33 +144,15 @@ fn scenarios_catch_their_bugs() {
     }
 }
 
-/// A trace sink the test can read back after the run.
-#[derive(Clone, Default)]
-struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn isr_of_one_refuses_acks_all_writes() {
     // `[expect]` cannot say "writes were refused", so check the trace: the ISR did shrink
     // to the leader alone, the leader answered NotEnoughReplicas, and nothing acked was lost.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-    let sc = Scenario::load(&dir.join("isr-shrink-to-one.toml")).unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = 1;
-    let sink = Shared::default();
+    let c = scenario_config("isr-shrink-to-one.toml", 1);
+    let sink = MemorySink::default();
     let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
     assert!(r.passed(), "{r}");
-    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    let trace = sink.text();
     assert!(
         trace.contains("isr: [1], partition_epoch"),
         "the ISR never shrank to {{1}}"
@@ -190,16 +172,12 @@ fn consumers_detect_and_report_an_unclean_truncation() {
     // carries its last epoch; broker 3 answers DivergingEpoch and the consumer moves back to
     // 67 and reports it. With the bug the answer is ignored: nothing is reported and the
     // records written at 67.. are skipped.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-    let sc = Scenario::load(&dir.join("kip320-consumer-detects-truncation.toml"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = 1;
-    let sink = Shared::default();
+    let file = "kip320-consumer-detects-truncation.toml";
+    let (sc, mut c) = (scenario(file), scenario_config(file, 1));
+    let sink = MemorySink::default();
     let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
     assert!(met(&r, &sc.expect), "{r}");
-    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    let trace = sink.text();
     let reported: Vec<&str> = trace
         .lines()
         .filter(|l| l.contains("\"kind\":\"truncation-detected\""))
@@ -215,9 +193,9 @@ fn consumers_detect_and_report_an_unclean_truncation() {
     }
 
     c.bugs = vec!["consumer-ignores-truncation".into()];
-    let sink = Shared::default();
+    let sink = MemorySink::default();
     let r = skein_sim::run(&c, Some(Box::new(sink.clone())), None).expect("the run starts");
-    let trace = String::from_utf8(sink.0.borrow().clone()).expect("utf-8 trace");
+    let trace = sink.text();
     assert!(
         !trace.contains("truncation-detected"),
         "the bug reports nothing"

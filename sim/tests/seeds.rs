@@ -181,29 +181,19 @@ fn same_seed_same_trace_and_different_seeds_differ() {
 
 #[test]
 fn the_trace_file_has_one_json_line_per_event() {
-    struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-    impl std::io::Write for Shared {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let buf = skein_sim::trace::MemorySink::default();
     let c = SimConfig {
         duration: 2 * SECS,
         liveness: SECS / 2,
         ..short(5)
     };
-    let traced = skein_sim::run(&c, Some(Box::new(Shared(buf.clone()))), None).unwrap();
+    let traced = skein_sim::run(&c, Some(Box::new(buf.clone())), None).unwrap();
     let plain = run(&c);
     assert_eq!(
         traced.trace_hash, plain.trace_hash,
         "tracing must not change the run"
     );
-    let text = String::from_utf8(buf.borrow().clone()).unwrap();
+    let text = buf.text();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len() as u64, traced.events);
     for l in lines.iter().take(50) {

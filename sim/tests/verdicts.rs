@@ -2,21 +2,13 @@
 //! invariant's flood, the history verdict and the history checker's summary never
 //! disagree, and no false divergence after an unclean election.
 
-use skein_sim::config::SimConfig;
+mod common;
+
 use skein_sim::invariants::{ACKED_WRITE_LOST, HISTORY, MAX_KEPT, REPLICA_DIVERGENCE};
 use skein_sim::report::{SimReport, Verdict};
-use skein_sim::scenario::Scenario;
-use std::path::Path;
 
 fn run_scenario(file: &str, seed: u64) -> SimReport {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = seed;
-    skein_sim::run(&c, None, None).expect("the run starts")
+    skein_sim::run(&common::scenario_config(file, seed), None, None).expect("the run starts")
 }
 
 fn failed(r: &SimReport, name: &str) -> Option<u64> {

@@ -7,8 +7,9 @@
 //! `google-chrome` on the PATH. Without one the browser tests say so and pass, unless
 //! `SKEIN_REQUIRE_BROWSER=1` (set by `.ci/run`, which installs Debian's `chromium`).
 
+mod common;
+
 use skein_sim::config::SimConfig;
-use skein_sim::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -48,13 +49,7 @@ fn out_dir() -> PathBuf {
 }
 
 fn scenario_config(file: &str, bug: &str, seed: u64) -> SimConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut c = SimConfig::default();
-    c.apply_scenario(&sc);
-    c.seed = seed;
+    let mut c = common::scenario_config(file, seed);
     c.bugs = vec![bug.to_string()];
     c
 }

@@ -18,30 +18,36 @@ pub fn skein() -> Command {
 
 /// Runs `skein args` to completion, killed after `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
+    run_input(args, "", limit)
+}
+
+/// Runs `skein args` with `stdin` as its input, to completion, killed after `limit`.
+pub fn run_input(args: &[&str], stdin: &str, limit: Duration) -> Output {
     let mut cmd = skein();
     if args.first() == Some(&"cluster") {
         // The nodes `cluster up|restart` start inherit this: their log files at info.
         cmd.env("RUST_LOG", "info");
     }
-    let child = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            kill9(pid);
-            panic!("skein {args:?} did not finish within {limit:?}");
-        }
-    }
+    cmd.args(args);
+    super::run_with_stdin(cmd, stdin.as_bytes(), limit)
+}
+
+/// `skein topic create NAME -r 3 --min-insync-replicas 2`: the durable topic shape of the
+/// process tests (acks=all needs two fsynced copies), which must succeed.
+pub fn create_topic(cf: &str, name: &str, limit: Duration) {
+    let args = [
+        "topic",
+        "create",
+        name,
+        "-r",
+        "3",
+        "--min-insync-replicas",
+        "2",
+        "--cluster",
+        cf,
+    ];
+    let out = run(&args, limit);
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 pub fn text(b: &[u8]) -> String {
