@@ -10,7 +10,7 @@
 //! follow it to its new slot.
 
 use super::{Client, ClientSlot, Ev, World};
-use crate::client::{process_id, Ctx};
+use crate::client::process_id;
 use crate::faults::{ClientRef, Fault};
 use crate::time::SimTime;
 use skein_core::message::Address;
@@ -107,28 +107,20 @@ impl World {
         if self.clients[idx].down {
             return;
         }
-        let mut out = std::mem::take(&mut self.out);
-        {
-            let mut ctx = Ctx {
-                now,
-                history: &mut self.history,
-                rng: &mut self.work_rng,
-                out: &mut out,
-                brokers: self.cfg.brokers,
-                controllers: self.cfg.controllers,
-            };
-            let client = match &mut self.clients[idx].client {
+        let partitions = self.cfg.partitions;
+        self.with_client(idx, now, |client, ctx| {
+            let client = match client {
                 Client::Producer(p) => {
-                    p.finish(&mut ctx);
+                    p.finish(ctx);
                     p.client
                 }
                 Client::Consumer(c) => {
-                    c.finish(&mut ctx);
+                    c.finish(ctx);
                     c.client
                 }
                 Client::Member(_) => unreachable!("client faults name producers and consumers"),
             };
-            for p in 0..self.cfg.partitions {
+            for p in 0..partitions {
                 ctx.history.push(
                     now,
                     process_id(client, p),
@@ -137,11 +129,9 @@ impl World {
                     Value::Null,
                 );
             }
-        }
-        // Nothing it produced in its last moments leaves: it is dead.
-        out.sends.clear();
-        self.absorb_client_out(idx, now, &mut out);
-        self.out = out;
+            // Nothing it produced in its last moments leaves: it is dead.
+            ctx.out.sends.clear();
+        });
         let cs = &mut self.clients[idx];
         cs.down = true;
         cs.paused_until = 0;

@@ -66,6 +66,26 @@ impl World {
         now: SimTime,
         msg: Option<(Address, Message)>,
     ) {
+        self.with_client(idx, now, |client, ctx| match (client, msg) {
+            (Client::Producer(p), Some((_, m))) => p.handle(m, ctx),
+            (Client::Producer(p), None) => p.tick(ctx),
+            (Client::Consumer(c), Some((from, m))) => c.handle(from, m, ctx),
+            (Client::Consumer(c), None) => c.tick(ctx),
+            (Client::Member(m), Some((from, msg))) => m.handle(from, msg, ctx),
+            (Client::Member(m), None) => m.tick(ctx),
+        });
+        self.note_fenced(idx, now);
+        self.reschedule_client(idx, now);
+    }
+
+    /// Runs `f` on client `idx` with a client context at `now`, then takes in what it
+    /// produced (`absorb_client_out`): the one way the world steps a client.
+    pub(super) fn with_client(
+        &mut self,
+        idx: usize,
+        now: SimTime,
+        f: impl FnOnce(&mut Client, &mut Ctx<'_>),
+    ) {
         let mut out = std::mem::take(&mut self.out);
         {
             let mut ctx = Ctx {
@@ -76,19 +96,10 @@ impl World {
                 brokers: self.cfg.brokers,
                 controllers: self.cfg.controllers,
             };
-            match (&mut self.clients[idx].client, msg) {
-                (Client::Producer(p), Some((_, m))) => p.handle(m, &mut ctx),
-                (Client::Producer(p), None) => p.tick(&mut ctx),
-                (Client::Consumer(c), Some((from, m))) => c.handle(from, m, &mut ctx),
-                (Client::Consumer(c), None) => c.tick(&mut ctx),
-                (Client::Member(m), Some((from, msg))) => m.handle(from, msg, &mut ctx),
-                (Client::Member(m), None) => m.tick(&mut ctx),
-            }
+            f(&mut self.clients[idx].client, &mut ctx);
         }
         self.absorb_client_out(idx, now, &mut out);
         self.out = out;
-        self.note_fenced(idx, now);
-        self.reschedule_client(idx, now);
     }
 
     /// A new producer instance at client `client` (a restart or a takeover), starting now.
@@ -192,22 +203,11 @@ impl World {
         else {
             return;
         };
-        let mut out = std::mem::take(&mut self.out);
-        {
-            let mut ctx = Ctx {
-                now,
-                history: &mut self.history,
-                rng: &mut self.work_rng,
-                out: &mut out,
-                brokers: self.cfg.brokers,
-                controllers: self.cfg.controllers,
-            };
-            if let Client::Member(m) = &mut self.clients[idx].client {
-                f(m, &mut ctx);
+        self.with_client(idx, now, |client, ctx| {
+            if let Client::Member(m) = client {
+                f(m, ctx);
             }
-        }
-        self.absorb_client_out(idx, now, &mut out);
-        self.out = out;
+        });
         self.reschedule_client(idx, now);
     }
 
