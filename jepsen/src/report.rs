@@ -455,7 +455,6 @@ impl Report {
 
 /// The human summary: verdict, counts per anomaly, and examples with history indexes.
 impl fmt::Display for Report {
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.stats;
         let found = self.found();
@@ -496,88 +495,96 @@ impl fmt::Display for Report {
                 continue;
             }
             writeln!(f, "{} examples:", kind.name())?;
-            match kind {
-                AnomalyKind::LostWrite => missing_lines(f, &self.lost_write)?,
-                AnomalyKind::Unseen => missing_lines(f, &self.unseen)?,
-                AnomalyKind::Duplicate => {
-                    for d in &self.duplicate.examples {
-                        write!(f, "  value {:?} at", d.value.as_str())?;
-                        for p in &d.places {
-                            write!(
-                                f,
-                                " {}-{}@{} ({} #{})",
-                                p.topic,
-                                p.partition,
-                                p.offset,
-                                source_name(p.source),
-                                p.index
-                            )?;
-                        }
-                        more(f, d.place_count, d.places.len())?;
-                    }
-                }
-                AnomalyKind::InconsistentOffsets => {
-                    for i in &self.inconsistent_offsets.examples {
-                        write!(f, "  {}-{}@{} holds", i.topic, i.partition, i.offset)?;
-                        for v in &i.values {
-                            write!(
-                                f,
-                                " {:?} ({} #{})",
-                                v.value.as_str(),
-                                source_name(v.source),
-                                v.index
-                            )?;
-                        }
-                        more(f, i.value_count, i.values.len())?;
-                    }
-                }
-                AnomalyKind::NonmonotonicPoll => step_lines(f, &self.nonmonotonic_poll)?,
-                AnomalyKind::PollSkip => step_lines(f, &self.poll_skip)?,
-                AnomalyKind::IntNonmonotonicPoll => step_lines(f, &self.int_nonmonotonic_poll)?,
-                AnomalyKind::IntPollSkip => step_lines(f, &self.int_poll_skip)?,
-                AnomalyKind::NonmonotonicSend => step_lines(f, &self.nonmonotonic_send)?,
-                AnomalyKind::AbortedRead => read_lines(f, &self.aborted_read, "failed send")?,
-                AnomalyKind::FutureRead => read_lines(f, &self.future_read, "send invoked")?,
-                AnomalyKind::UnsentRead => read_lines(f, &self.unsent_read, "")?,
-                AnomalyKind::CommitRegression => {
-                    for c in &self.commit_regression.examples {
-                        writeln!(
+            self.write_examples(f, kind)?;
+        }
+        Ok(())
+    }
+}
+
+impl Report {
+    /// The example lines of one anomaly kind, as the summary lists them.
+    fn write_examples(&self, f: &mut fmt::Formatter<'_>, kind: AnomalyKind) -> fmt::Result {
+        match kind {
+            AnomalyKind::LostWrite => missing_lines(f, &self.lost_write)?,
+            AnomalyKind::Unseen => missing_lines(f, &self.unseen)?,
+            AnomalyKind::Duplicate => {
+                for d in &self.duplicate.examples {
+                    write!(f, "  value {:?} at", d.value.as_str())?;
+                    for p in &d.places {
+                        write!(
                             f,
-                            "  group {:?} {}-{}: committed {} by process {} (#{}{}), then {} by process {} (#{}{})",
-                            c.group.as_str(),
-                            c.topic,
-                            c.partition,
-                            c.before.offset,
-                            c.before.process,
-                            c.before.index,
-                            generation(c.before.generation),
-                            c.after.offset,
-                            c.after.process,
-                            c.after.index,
-                            generation(c.after.generation),
+                            " {}-{}@{} ({} #{})",
+                            p.topic,
+                            p.partition,
+                            p.offset,
+                            source_name(p.source),
+                            p.index
                         )?;
                     }
+                    more(f, d.place_count, d.places.len())?;
                 }
-                AnomalyKind::EmptyHistory => {
-                    for e in &self.empty_history.examples {
-                        writeln!(f, "  {}", e.reason)?;
-                    }
-                }
-                AnomalyKind::Acks1Loss => {
-                    for w in &self.acks_1_loss.examples {
-                        let list: Vec<String> = w.indexes.iter().map(|i| format!("#{i}")).collect();
-                        writeln!(
+            }
+            AnomalyKind::InconsistentOffsets => {
+                for i in &self.inconsistent_offsets.examples {
+                    write!(f, "  {}-{}@{} holds", i.topic, i.partition, i.offset)?;
+                    for v in &i.values {
+                        write!(
                             f,
-                            "  {}-{}@{} value {:?} acknowledged with acks=1 (#{}): {} ({})",
-                            w.topic,
-                            w.partition,
-                            w.offset,
-                            w.value.as_str(),
-                            w.send_index,
-                            w.excuses.name(),
-                            list.join(", ")
+                            " {:?} ({} #{})",
+                            v.value.as_str(),
+                            source_name(v.source),
+                            v.index
                         )?;
                     }
+                    more(f, i.value_count, i.values.len())?;
+                }
+            }
+            AnomalyKind::NonmonotonicPoll => step_lines(f, &self.nonmonotonic_poll)?,
+            AnomalyKind::PollSkip => step_lines(f, &self.poll_skip)?,
+            AnomalyKind::IntNonmonotonicPoll => step_lines(f, &self.int_nonmonotonic_poll)?,
+            AnomalyKind::IntPollSkip => step_lines(f, &self.int_poll_skip)?,
+            AnomalyKind::NonmonotonicSend => step_lines(f, &self.nonmonotonic_send)?,
+            AnomalyKind::AbortedRead => read_lines(f, &self.aborted_read, "failed send")?,
+            AnomalyKind::FutureRead => read_lines(f, &self.future_read, "send invoked")?,
+            AnomalyKind::UnsentRead => read_lines(f, &self.unsent_read, "")?,
+            AnomalyKind::CommitRegression => {
+                for c in &self.commit_regression.examples {
+                    writeln!(
+                        f,
+                        "  group {:?} {}-{}: committed {} by process {} (#{}{}), then {} by process {} (#{}{})",
+                        c.group.as_str(),
+                        c.topic,
+                        c.partition,
+                        c.before.offset,
+                        c.before.process,
+                        c.before.index,
+                        generation(c.before.generation),
+                        c.after.offset,
+                        c.after.process,
+                        c.after.index,
+                        generation(c.after.generation),
+                    )?;
+                }
+            }
+            AnomalyKind::EmptyHistory => {
+                for e in &self.empty_history.examples {
+                    writeln!(f, "  {}", e.reason)?;
+                }
+            }
+            AnomalyKind::Acks1Loss => {
+                for w in &self.acks_1_loss.examples {
+                    let list: Vec<String> = w.indexes.iter().map(|i| format!("#{i}")).collect();
+                    writeln!(
+                        f,
+                        "  {}-{}@{} value {:?} acknowledged with acks=1 (#{}): {} ({})",
+                        w.topic,
+                        w.partition,
+                        w.offset,
+                        w.value.as_str(),
+                        w.send_index,
+                        w.excuses.name(),
+                        list.join(", ")
+                    )?;
                 }
             }
         }

@@ -17,7 +17,6 @@ const BEFORE_KILL: usize = 3_000;
 const BEFORE_RESTART: usize = 6_000;
 
 #[test]
-#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");

@@ -85,7 +85,6 @@ impl Model {
             .map_or(0, |b| b.next_offset())
     }
 
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn step(&mut self, op: &Op) {
         match *op {
             Op::Send { records } => {

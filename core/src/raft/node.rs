@@ -360,7 +360,6 @@ impl<S: Storage> Raft<S> {
         self.check_invariants();
     }
 
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn step(&mut self, now: Nanos, from: NodeId, message: Message) -> Result<(), Stopped> {
         let mterm = message.term();
         if mterm > self.term {
@@ -375,36 +374,7 @@ impl<S: Storage> Raft<S> {
                 }
             }
         } else if mterm < self.term {
-            // Answer stale leaders and campaigners with our term so they step down;
-            // ignore stale answers.
-            let reply = match &message {
-                Message::Append { prev_index, .. } => Some(Message::AppendResponse {
-                    term: self.term,
-                    result: AppendResult::Reject {
-                        rejected: *prev_index,
-                        hint: self.log.last_index(),
-                    },
-                    echo: 0,
-                }),
-                Message::InstallSnapshot { .. } => Some(Message::AppendResponse {
-                    term: self.term,
-                    result: AppendResult::Reject {
-                        rejected: 0,
-                        hint: self.log.last_index(),
-                    },
-                    echo: 0,
-                }),
-                Message::PreVote { .. } => Some(Message::PreVoteResponse {
-                    term: self.term,
-                    granted: false,
-                }),
-                Message::RequestVote { .. } => Some(Message::VoteResponse {
-                    term: self.term,
-                    granted: false,
-                }),
-                _ => None,
-            };
-            if let Some(reply) = reply {
+            if let Some(reply) = self.stale_reply(&message) {
                 self.send(from, reply);
             }
             return Ok(());
@@ -494,6 +464,32 @@ impl<S: Storage> Raft<S> {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The answer to a message of an older term: stale leaders and campaigners hear our
+    /// term so they step down; stale answers get none.
+    fn stale_reply(&self, message: &Message) -> Option<Message> {
+        let reject = |rejected| Message::AppendResponse {
+            term: self.term,
+            result: AppendResult::Reject {
+                rejected,
+                hint: self.log.last_index(),
+            },
+            echo: 0,
+        };
+        match message {
+            Message::Append { prev_index, .. } => Some(reject(*prev_index)),
+            Message::InstallSnapshot { .. } => Some(reject(0)),
+            Message::PreVote { .. } => Some(Message::PreVoteResponse {
+                term: self.term,
+                granted: false,
+            }),
+            Message::RequestVote { .. } => Some(Message::VoteResponse {
+                term: self.term,
+                granted: false,
+            }),
+            _ => None,
         }
     }
 
