@@ -153,9 +153,8 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
-    use skein_core::group::{AssignorKind, ConsumerConfig, ConsumerEvent, OffsetReset};
+    use skein_core::group::ConsumerEvent;
     use skein_node::group_client::GroupClient;
     use std::collections::BTreeMap;
 
@@ -164,27 +163,7 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         // A topic the controller does not know fails here with a clear error.
         c.wait_topic(&args.topic).await?;
-        const MS: u64 = 1_000_000;
-        let mut config = ConsumerConfig::new(group.clone());
-        config.session_timeout = 10_000 * MS;
-        config.rebalance_timeout = 10_000 * MS;
-        config.heartbeat_interval = 1_000 * MS;
-        config.request_timeout = 12_000 * MS;
-        config.metadata_max_age = 10_000 * MS;
-        // Commits are explicit: after printing.
-        config.auto_commit_interval = None;
-        config.assignors = vec![match args.assignor {
-            AssignorArg::Range => AssignorKind::Range,
-            AssignorArg::RoundRobin => AssignorKind::RoundRobin,
-            AssignorArg::CooperativeSticky => AssignorKind::CooperativeSticky,
-        }];
-        config.instance_id = args.instance_id.clone();
-        config.reset = if args.from_beginning {
-            OffsetReset::Earliest
-        } else {
-            OffsetReset::Latest
-        };
-        let mut gc = GroupClient::new(cluster, config)?;
+        let mut gc = GroupClient::new(cluster, member_config(&args, &group))?;
         gc.subscribe(&[args.topic.as_str()]).await;
         let stdout = std::io::stdout();
         let mut printed = 0u64;
@@ -200,24 +179,8 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
                 _ = &mut ctrl_c => break,
             };
             for e in gc.take_events() {
-                match e {
-                    ConsumerEvent::PartitionsAssigned { generation, partitions } => {
-                        eprintln!("group {group}: generation {generation}, assigned {}", list(&partitions));
-                    }
-                    ConsumerEvent::PartitionsRevoked { partitions } => {
-                        eprintln!("group {group}: revoked {}", list(&partitions));
-                    }
-                    ConsumerEvent::PartitionsLost { partitions } => {
-                        eprintln!("group {group}: lost {} (generation gone; rejoining)", list(&partitions));
-                    }
-                    ConsumerEvent::Truncated { tp, truncation } => {
-                        eprintln!("group {group}: {tp}: {truncation}");
-                    }
-                    ConsumerEvent::CommitCompleted { result: Err(e), .. } => {
-                        last_error = Some(e.to_string());
-                        tracing::warn!(error = %e, "commit failed; the next commit carries the positions again");
-                    }
-                    _ => {}
+                if let Some(e) = report_event(&group, e) {
+                    last_error = Some(e);
                 }
             }
             if !records.is_empty() {
@@ -262,9 +225,9 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
             let id = gc.commit(to_commit).await;
             committed = gc
                 .run_until(Duration::from_secs(15), |_, events| {
-                    events.iter().any(|e| {
-                        matches!(e, ConsumerEvent::CommitCompleted { id: i, .. } if *i == id)
-                    })
+                    events.iter().any(
+                        |e| matches!(e, ConsumerEvent::CommitCompleted { id: i, .. } if *i == id),
+                    )
                 })
                 .await;
             for e in gc.take_events() {
@@ -279,7 +242,10 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
             }
         }
         gc.close().await;
-        eprintln!("consumed {printed} record(s) from {} as group {group}", args.topic);
+        eprintln!(
+            "consumed {printed} record(s) from {} as group {group}",
+            args.topic
+        );
         if !committed {
             anyhow::bail!(
                 "the last positions of group {group} were not committed ({}): the next \
@@ -290,6 +256,63 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The group member `skein consume --group` runs: explicit commits after printing, and
+/// timeouts for an interactive tool.
+fn member_config(args: &ConsumeArgs, group: &str) -> skein_core::group::ConsumerConfig {
+    use skein_core::group::{AssignorKind, ConsumerConfig, OffsetReset};
+    const MS: u64 = 1_000_000;
+    let mut config = ConsumerConfig::new(group.to_string());
+    config.session_timeout = 10_000 * MS;
+    config.rebalance_timeout = 10_000 * MS;
+    config.heartbeat_interval = 1_000 * MS;
+    config.request_timeout = 12_000 * MS;
+    config.metadata_max_age = 10_000 * MS;
+    // Commits are explicit: after printing.
+    config.auto_commit_interval = None;
+    config.assignors = vec![match args.assignor {
+        AssignorArg::Range => AssignorKind::Range,
+        AssignorArg::RoundRobin => AssignorKind::RoundRobin,
+        AssignorArg::CooperativeSticky => AssignorKind::CooperativeSticky,
+    }];
+    config.instance_id = args.instance_id.clone();
+    config.reset = if args.from_beginning {
+        OffsetReset::Earliest
+    } else {
+        OffsetReset::Latest
+    };
+    config
+}
+
+/// Tells the user about a group event on stderr; returns a failed commit's error.
+fn report_event(group: &str, e: skein_core::group::ConsumerEvent) -> Option<String> {
+    use skein_core::group::ConsumerEvent;
+    match e {
+        ConsumerEvent::PartitionsAssigned {
+            generation,
+            partitions,
+        } => eprintln!(
+            "group {group}: generation {generation}, assigned {}",
+            list(&partitions)
+        ),
+        ConsumerEvent::PartitionsRevoked { partitions } => {
+            eprintln!("group {group}: revoked {}", list(&partitions));
+        }
+        ConsumerEvent::PartitionsLost { partitions } => eprintln!(
+            "group {group}: lost {} (generation gone; rejoining)",
+            list(&partitions)
+        ),
+        ConsumerEvent::Truncated { tp, truncation } => {
+            eprintln!("group {group}: {tp}: {truncation}");
+        }
+        ConsumerEvent::CommitCompleted { result: Err(e), .. } => {
+            tracing::warn!(error = %e, "commit failed; the next commit carries the positions again");
+            return Some(e.to_string());
+        }
+        _ => {}
+    }
+    None
 }
 
 fn list(tps: &[TopicPartition]) -> String {
