@@ -118,7 +118,25 @@ pub struct Ctx<'a> {
     pub controllers: u32,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A client step's context at `now`, for a cluster of `cfg`'s shape.
+    pub fn new(
+        now: SimTime,
+        history: &'a mut History,
+        rng: &'a mut ChaCha8Rng,
+        out: &'a mut ClientOut,
+        cfg: &crate::config::SimConfig,
+    ) -> Self {
+        Ctx {
+            now,
+            history,
+            rng,
+            out,
+            brokers: cfg.brokers,
+            controllers: cfg.controllers,
+        }
+    }
+
     /// Records a history event, now, of `client`'s work on partition `p`.
     pub fn event(&mut self, client: u64, p: u32, kind: EventType, f: Function, value: Value) {
         self.history
