@@ -297,11 +297,11 @@ mod tests {
     use crate::scenario::Scenario;
     use crate::time::{MILLIS, SECS};
 
-    #[test]
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
-    fn every_fault_kind_survives_writing_and_reading_back() {
+    /// One fault of every kind that strikes nodes or the network (each node shape, each
+    /// partition shape).
+    fn node_faults() -> Vec<Fault> {
         let c = NodeRef::CONTROLLER;
-        let faults = vec![
+        vec![
             Fault::Crash {
                 node: Broker(1),
                 power_loss: true,
@@ -380,6 +380,12 @@ mod tests {
                 latency: 40 * MILLIS,
                 duration: 4 * SECS,
             },
+        ]
+    }
+
+    /// One fault of every kind that strikes group members, the coordinator or clients.
+    fn group_and_client_faults() -> Vec<Fault> {
+        vec![
             Fault::MemberCrash {
                 member: 1,
                 restart_after: Some(SECS),
@@ -410,7 +416,13 @@ mod tests {
                 client: ClientRef::Consumer(2),
                 duration: SECS,
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn every_fault_kind_survives_writing_and_reading_back() {
+        let mut faults = node_faults();
+        faults.extend(group_and_client_faults());
         let cfg = SimConfig {
             seed: 42,
             duration: 15 * SECS,
