@@ -115,24 +115,10 @@ fn topic_admin(cf: &str) {
 /// returns the lines and their offsets.
 fn produce_and_consume(cf: &str) -> (String, Vec<u64>) {
     let lines: String = (0..200).map(|i| format!("line-{i}\n")).collect();
-    let produce = run(
-        &[
-            "produce",
-            "--topic",
-            "t",
-            "--acks",
-            "all",
-            "--batch",
-            "50",
-            // Full batches even on a loaded machine (stdin closes after line 200).
-            "--linger-ms",
-            "2000",
-            "--cluster",
-            cf,
-        ],
-        &lines,
-        LIMIT,
-    );
+    let mut args = common::procs::produce_args(cf, "50");
+    // Full batches even on a loaded machine (stdin closes after line 200).
+    args.extend(["--linger-ms", "2000"]);
+    let produce = run(&args, &lines, LIMIT);
     let offsets: Vec<u64> = ok(&produce)
         .lines()
         .map(|l| l.strip_prefix("t-0@").expect("t-0@OFFSET").parse().unwrap())

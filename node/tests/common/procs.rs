@@ -322,6 +322,22 @@ pub fn assert_consumed_exactly(cf: &str, acked: &[u64], max_skipped: u64) {
     );
 }
 
+/// `skein produce --topic t --acks all --batch BATCH --cluster CF`: the process tests'
+/// durable producer.
+pub fn produce_args<'a>(cf: &'a str, batch: &'a str) -> Vec<&'a str> {
+    vec![
+        "produce",
+        "--topic",
+        "t",
+        "--acks",
+        "all",
+        "--batch",
+        batch,
+        "--cluster",
+        cf,
+    ]
+}
+
 /// One `skein produce --acks all --batch 100` process for topic `t` (idempotent by
 /// default, so its retries across a failover are answered as duplicates, never written
 /// twice), fed lines `v<i>`, with the offsets acknowledged so far.
@@ -338,17 +354,7 @@ impl Producer {
     /// Starts the process; `cleanup` kills it if the test fails first.
     pub fn spawn(cf: &str, cleanup: &mut Cleanup) -> Self {
         let mut producer = skein()
-            .args([
-                "produce",
-                "--topic",
-                "t",
-                "--acks",
-                "all",
-                "--batch",
-                "100",
-                "--cluster",
-                cf,
-            ])
+            .args(produce_args(cf, "100"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
