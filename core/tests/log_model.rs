@@ -190,9 +190,114 @@ impl World {
             assert_eq!(entries[i - 1].epoch, m.epoch, "{entries:?} batch {m:?}");
         }
     }
+
+    /// Retention: only batches old or large enough go, and the log start stays on a batch
+    /// boundary.
+    fn retention(&mut self) {
+        let now = self.now;
+        let before = self.log().log_start_offset();
+        let sum = self.log().apply_retention(now).unwrap();
+        let after = self.log().log_start_offset();
+        assert_eq!(sum.log_start_offset, after);
+        assert!(after >= before);
+        if after > before {
+            let by_size = self
+                .cfg
+                .retention_bytes
+                .is_some_and(|lim| self.log().size_bytes() >= lim);
+            for b in self.model.iter().filter(|b| b.base < after) {
+                let old = self.cfg.retention_ms.is_some_and(|ms| now - b.ts > ms);
+                assert!(old || by_size, "batch {b:?} deleted without cause");
+            }
+            assert!(
+                after == self.leo() || self.model.iter().any(|b| b.base == after),
+                "log start {after} not at a batch boundary"
+            );
+            self.model.retain(|b| b.base >= after);
+            self.start = after;
+        }
+    }
+
+    /// A crash that keeps of each file what `mode` says (synced only, a random part beyond,
+    /// all), then recovery: everything flushed survives.
+    fn crash(&mut self, seed: u64, mode: u8) {
+        let flushed = self.log().flushed_offset();
+        drop(self.log.take());
+        let mut rng = seed | 1;
+        self.mem.crash(|f| match mode {
+            0 => f.synced_len,
+            1 => {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                f.synced_len + rng % (f.len - f.synced_len + 1)
+            }
+            _ => f.len,
+        });
+        self.reopen();
+        self.reconcile(flushed);
+        assert_eq!(self.log().flushed_offset(), self.log().log_end_offset());
+    }
+
+    /// An append on a disk `slack` bytes from full: it lands, or fails and a restart
+    /// reconciles whatever reached the disk.
+    fn disk_full(&mut self, slack: u16, n: usize) {
+        let used = self.mem.used_bytes();
+        self.mem.set_capacity(Some(used + slack as u64));
+        let (b, values) = self.make_batch(n, 30);
+        let (epoch, now) = (self.epoch, self.now);
+        let r = self.log().append_as_leader(b, epoch, now);
+        self.mem.set_capacity(None);
+        match r {
+            Ok(info) => self.model.push(MBatch {
+                base: info.base_offset,
+                values,
+                epoch,
+                ts: now,
+            }),
+            Err(e) => {
+                assert!(e.is_disk_full(), "{e:?}");
+                // A restart reconciles whatever reached the disk.
+                let base = self.leo();
+                self.reopen();
+                if self.log().log_end_offset() > base {
+                    self.model.push(MBatch {
+                        base,
+                        values,
+                        epoch,
+                        ts: now,
+                    });
+                }
+                self.reconcile(base);
+            }
+        }
+    }
+
+    /// Reads from an offset `frac` of the way through the log: whole batches, bounded by
+    /// `max_bytes` and (read_until) by a high watermark.
+    fn read(&mut self, frac: u16, max_bytes: u16) {
+        let (s, l) = (self.start, self.leo());
+        if l > s {
+            let x = s + (l - s - 1) * frac as u64 / u16::MAX as u64;
+            let bs = self.log().read(x, max_bytes as usize).unwrap();
+            assert!(!bs.is_empty());
+            assert!(bs[0].base_offset <= x && bs[0].next_offset() > x);
+            let total: usize = bs.iter().map(|b| b.encoded_len()).sum();
+            assert!(bs.len() == 1 || total <= max_bytes as usize);
+            let raw = self.log().read_raw(x, max_bytes as usize).unwrap();
+            assert_eq!(RecordBatch::decode_all(&raw).unwrap(), bs);
+            // Bounded read (e.g. below a high watermark).
+            let hw = x + (frac as u64 % 7);
+            let below = self.log().read_until(x, max_bytes as usize, hw).unwrap();
+            assert!(below.iter().all(|b| b.next_offset() <= hw));
+            assert_eq!(&below[..], &bs[..below.len()]);
+            if bs[0].next_offset() <= hw {
+                assert!(!below.is_empty());
+            }
+        }
+    }
 }
 
-#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
     let mem = MemStorage::new();
     let (log, _) = PartitionLog::open(mem.clone(), DIR, cfg.clone()).unwrap();
@@ -262,110 +367,20 @@ fn run(cfg: LogConfig, ops: Vec<(Op, i64)>) {
                 w.model.clear();
                 w.start = x;
             }
-            Op::Retention => {
-                let now = w.now;
-                let before = w.log().log_start_offset();
-                let sum = w.log().apply_retention(now).unwrap();
-                let after = w.log().log_start_offset();
-                assert_eq!(sum.log_start_offset, after);
-                assert!(after >= before);
-                if after > before {
-                    let by_size = w
-                        .cfg
-                        .retention_bytes
-                        .is_some_and(|lim| w.log().size_bytes() >= lim);
-                    for b in w.model.iter().filter(|b| b.base < after) {
-                        let old = w.cfg.retention_ms.is_some_and(|ms| now - b.ts > ms);
-                        assert!(old || by_size, "batch {b:?} deleted without cause");
-                    }
-                    assert!(
-                        after == w.leo() || w.model.iter().any(|b| b.base == after),
-                        "log start {after} not at a batch boundary"
-                    );
-                    w.model.retain(|b| b.base >= after);
-                    w.start = after;
-                }
-            }
+            Op::Retention => w.retention(),
             Op::Flush => {
                 w.log().flush().unwrap();
                 assert_eq!(w.log().flushed_offset(), w.leo());
             }
-            Op::Crash { seed, mode } => {
-                let flushed = w.log().flushed_offset();
-                drop(w.log.take());
-                let mut rng = seed | 1;
-                w.mem.crash(|f| match mode {
-                    0 => f.synced_len,
-                    1 => {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        f.synced_len + rng % (f.len - f.synced_len + 1)
-                    }
-                    _ => f.len,
-                });
-                w.reopen();
-                w.reconcile(flushed);
-                assert_eq!(w.log().flushed_offset(), w.log().log_end_offset());
-            }
+            Op::Crash { seed, mode } => w.crash(seed, mode),
             Op::Reopen => {
                 let leo = w.leo();
                 let sum = w.reopen();
                 assert_eq!(sum.bytes_truncated, 0, "{sum:?}");
                 w.reconcile(leo);
             }
-            Op::DiskFull { slack, n } => {
-                let used = w.mem.used_bytes();
-                w.mem.set_capacity(Some(used + slack as u64));
-                let (b, values) = w.make_batch(n, 30);
-                let (epoch, now) = (w.epoch, w.now);
-                let r = w.log().append_as_leader(b, epoch, now);
-                w.mem.set_capacity(None);
-                match r {
-                    Ok(info) => w.model.push(MBatch {
-                        base: info.base_offset,
-                        values,
-                        epoch,
-                        ts: now,
-                    }),
-                    Err(e) => {
-                        assert!(e.is_disk_full(), "{e:?}");
-                        // A restart reconciles whatever reached the disk.
-                        let base = w.leo();
-                        w.reopen();
-                        if w.log().log_end_offset() > base {
-                            w.model.push(MBatch {
-                                base,
-                                values,
-                                epoch,
-                                ts: now,
-                            });
-                        }
-                        w.reconcile(base);
-                    }
-                }
-            }
-            Op::Read { frac, max_bytes } => {
-                let (s, l) = (w.start, w.leo());
-                if l > s {
-                    let x = s + (l - s - 1) * frac as u64 / u16::MAX as u64;
-                    let bs = w.log().read(x, max_bytes as usize).unwrap();
-                    assert!(!bs.is_empty());
-                    assert!(bs[0].base_offset <= x && bs[0].next_offset() > x);
-                    let total: usize = bs.iter().map(|b| b.encoded_len()).sum();
-                    assert!(bs.len() == 1 || total <= max_bytes as usize);
-                    let raw = w.log().read_raw(x, max_bytes as usize).unwrap();
-                    assert_eq!(RecordBatch::decode_all(&raw).unwrap(), bs);
-                    // Bounded read (e.g. below a high watermark).
-                    let hw = x + (frac as u64 % 7);
-                    let below = w.log().read_until(x, max_bytes as usize, hw).unwrap();
-                    assert!(below.iter().all(|b| b.next_offset() <= hw));
-                    assert_eq!(&below[..], &bs[..below.len()]);
-                    if bs[0].next_offset() <= hw {
-                        assert!(!below.is_empty());
-                    }
-                }
-            }
+            Op::DiskFull { slack, n } => w.disk_full(slack, n),
+            Op::Read { frac, max_bytes } => w.read(frac, max_bytes),
             Op::Timestamp { frac } => {
                 let q = 900 + (w.now - 900) * frac as i64 / u16::MAX as i64;
                 let want = w.model.iter().find(|b| b.ts >= q).map(|b| b.base);

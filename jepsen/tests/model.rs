@@ -103,119 +103,28 @@ impl Model {
         m
     }
 
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn apply(&mut self, op: &Op) {
         match *op {
             Op::Send {
                 process,
                 partition,
                 outcome,
-            } => {
-                self.seq += 1;
-                let value = format!("{process}-{}", self.seq);
-                let log = &mut self.logs[partition as usize];
-                match outcome {
-                    0 => {
-                        log.push(value.clone());
-                        let offset = log.len() as u64 - 1;
-                        self.acked.push((partition, offset));
-                        self.h.send(process, partition, &value, offset);
-                    }
-                    1 | 2 => {
-                        if outcome == 1 {
-                            log.push(value.clone());
-                        }
-                        self.h
-                            .send_unacked(process, partition, &value, EventType::Info);
-                    }
-                    _ => self
-                        .h
-                        .send_unacked(process, partition, &value, EventType::Fail),
-                }
-            }
+            } => self.send(process, partition, outcome),
             Op::Poll {
                 process,
                 max,
                 start,
-            } => {
-                let c = self.consumers.entry(process).or_default();
-                let mut per_partition: Vec<Vec<(u32, u64, String)>> = Vec::new();
-                for &p in &c.assigned {
-                    let log = &self.logs[p as usize];
-                    // After a reset the consumer may resume anywhere (a committed offset).
-                    let next = c.next.entry(p).or_insert(start % (log.len() as u64 + 1));
-                    let mut got = Vec::new();
-                    while got.len() < max && (*next as usize) < log.len() {
-                        got.push((p, *next, log[*next as usize].clone()));
-                        *next += 1;
-                    }
-                    per_partition.push(got);
-                }
-                // Interleave partitions, keeping each partition's order.
-                let mut records = Vec::new();
-                let mut i = 0;
-                while per_partition.iter().any(|g| i < g.len()) {
-                    for g in &per_partition {
-                        if let Some(r) = g.get(i) {
-                            records.push(r.clone());
-                        }
-                    }
-                    i += 1;
-                }
-                let refs: Vec<(u32, u64, &str)> = records
-                    .iter()
-                    .map(|(p, o, v)| (*p, *o, v.as_str()))
-                    .collect();
-                self.h.poll(process, &refs);
-            }
+            } => self.poll(process, max, start),
             Op::PollInfo {
                 process,
                 advance,
                 report,
-            } => {
-                // The poll timed out, but the consumer may have consumed records meanwhile,
-                // and may say which.
-                let c = self.consumers.entry(process).or_default();
-                let mut records = Vec::new();
-                for (&p, next) in c.next.iter_mut() {
-                    let log = &self.logs[p as usize];
-                    for _ in 0..advance {
-                        if let Some(v) = log.get(*next as usize) {
-                            records.push((p, *next, v.clone()));
-                        }
-                        *next += 1;
-                    }
-                }
-                if report && !records.is_empty() {
-                    let refs: Vec<(u32, u64, &str)> = records
-                        .iter()
-                        .map(|(p, o, v)| (*p, *o, v.as_str()))
-                        .collect();
-                    self.h.poll_as(process, EventType::Info, &refs);
-                } else {
-                    self.h.poll_info(process);
-                }
-            }
+            } => self.poll_info(process, advance, report),
             Op::Assign {
                 process,
                 mask,
                 keep,
-            } => {
-                let c = self.consumers.entry(process).or_default();
-                let assigned: Vec<u32> = (0..PARTITIONS).filter(|p| mask & (1 << p) != 0).collect();
-                let kept: Vec<u32> = if keep {
-                    assigned
-                        .iter()
-                        .copied()
-                        .filter(|p| c.assigned.contains(p))
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                c.next.retain(|p, _| kept.contains(p));
-                c.assigned = assigned.clone();
-                self.h.assign_as(process, EventType::Ok, &assigned, &kept);
-            }
+            } => self.assign(process, mask, keep),
             Op::Subscribe { process } => {
                 let c = self.consumers.entry(process).or_default();
                 c.assigned = (0..PARTITIONS).collect();
@@ -252,6 +161,109 @@ impl Model {
                     .push(process, EventType::Ok, Function::Commit, Value::Commit(v));
             }
         }
+    }
+
+    /// A send of `process` to `partition`: acknowledged (0), in doubt and written (1) or
+    /// not (2), or failed (3 and above).
+    fn send(&mut self, process: u64, partition: u32, outcome: u8) {
+        self.seq += 1;
+        let value = format!("{process}-{}", self.seq);
+        let log = &mut self.logs[partition as usize];
+        match outcome {
+            0 => {
+                log.push(value.clone());
+                let offset = log.len() as u64 - 1;
+                self.acked.push((partition, offset));
+                self.h.send(process, partition, &value, offset);
+            }
+            1 | 2 => {
+                if outcome == 1 {
+                    log.push(value.clone());
+                }
+                self.h
+                    .send_unacked(process, partition, &value, EventType::Info);
+            }
+            _ => self
+                .h
+                .send_unacked(process, partition, &value, EventType::Fail),
+        }
+    }
+
+    /// A poll of up to `max` records per assigned partition.
+    fn poll(&mut self, process: u64, max: usize, start: u64) {
+        let c = self.consumers.entry(process).or_default();
+        let mut per_partition: Vec<Vec<(u32, u64, String)>> = Vec::new();
+        for &p in &c.assigned {
+            let log = &self.logs[p as usize];
+            // After a reset the consumer may resume anywhere (a committed offset).
+            let next = c.next.entry(p).or_insert(start % (log.len() as u64 + 1));
+            let mut got = Vec::new();
+            while got.len() < max && (*next as usize) < log.len() {
+                got.push((p, *next, log[*next as usize].clone()));
+                *next += 1;
+            }
+            per_partition.push(got);
+        }
+        // Interleave partitions, keeping each partition's order.
+        let mut records = Vec::new();
+        let mut i = 0;
+        while per_partition.iter().any(|g| i < g.len()) {
+            for g in &per_partition {
+                if let Some(r) = g.get(i) {
+                    records.push(r.clone());
+                }
+            }
+            i += 1;
+        }
+        let refs: Vec<(u32, u64, &str)> = records
+            .iter()
+            .map(|(p, o, v)| (*p, *o, v.as_str()))
+            .collect();
+        self.h.poll(process, &refs);
+    }
+
+    /// A timed-out poll.
+    fn poll_info(&mut self, process: u64, advance: u64, report: bool) {
+        // The poll timed out, but the consumer may have consumed records meanwhile,
+        // and may say which.
+        let c = self.consumers.entry(process).or_default();
+        let mut records = Vec::new();
+        for (&p, next) in c.next.iter_mut() {
+            let log = &self.logs[p as usize];
+            for _ in 0..advance {
+                if let Some(v) = log.get(*next as usize) {
+                    records.push((p, *next, v.clone()));
+                }
+                *next += 1;
+            }
+        }
+        if report && !records.is_empty() {
+            let refs: Vec<(u32, u64, &str)> = records
+                .iter()
+                .map(|(p, o, v)| (*p, *o, v.as_str()))
+                .collect();
+            self.h.poll_as(process, EventType::Info, &refs);
+        } else {
+            self.h.poll_info(process);
+        }
+    }
+
+    /// An assignment of the partitions of `mask`, keeping positions if `keep`.
+    fn assign(&mut self, process: u64, mask: u8, keep: bool) {
+        let c = self.consumers.entry(process).or_default();
+        let assigned: Vec<u32> = (0..PARTITIONS).filter(|p| mask & (1 << p) != 0).collect();
+        let kept: Vec<u32> = if keep {
+            assigned
+                .iter()
+                .copied()
+                .filter(|p| c.assigned.contains(p))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        c.next.retain(|p, _| kept.contains(p));
+        c.assigned = assigned.clone();
+        self.h.assign_as(process, EventType::Ok, &assigned, &kept);
     }
 
     /// Reads every partition from the start to the end, one poll per partition.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::procs::{running, text};
+use common::procs::{ok, running, says, text};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -33,26 +33,39 @@ fn pids(dir: &Path) -> Vec<u32> {
     common::procs::pids(dir).into_values().collect()
 }
 
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `skein ARGS --cluster CF` with no input.
+fn at(cf: &str, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--cluster", cf]);
+    run(&all, "", LIMIT)
+}
+
+/// `skein consume --topic TOPIC --from-beginning --max MAX EXTRA`, which must succeed;
+/// returns what it printed.
+fn consume(cf: &str, topic: &str, max: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "consume",
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max",
+        max,
+    ];
+    args.extend_from_slice(extra);
+    ok(&at(cf, &args))
+}
+
 #[test]
-#[allow(clippy::too_many_lines)] // split pending: predates the lint
 fn cluster_up_topic_produce_consume_down() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let d = dir.to_str().unwrap();
-    let limit = Duration::from_secs(60);
 
-    let up = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    let up = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
     let _down = Down(dir.clone());
-    assert!(
-        up.status.success(),
-        "cluster up failed: {}",
-        text(&up.stderr)
-    );
-    assert!(
-        text(&up.stdout).contains("broker 3"),
-        "{}",
-        text(&up.stdout)
-    );
+    assert!(ok(&up).contains("broker 3"), "{}", text(&up.stdout));
     let started = pids(&dir);
     assert_eq!(started.len(), 4, "controller + 3 brokers recorded");
     assert!(started.iter().all(|p| running(*p)));
@@ -60,64 +73,53 @@ fn cluster_up_topic_produce_consume_down() {
     let cf = dir.join("cluster.toml");
     let cf = cf.to_str().unwrap();
 
-    let again = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+    let again = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
     assert!(!again.status.success());
-    assert!(
-        text(&again.stderr).contains("already running"),
-        "{}",
-        text(&again.stderr)
-    );
+    says(&again, "already running");
 
-    let too_many = run(
-        &["topic", "create", "t", "-r", "4", "--cluster", cf],
-        "",
-        limit,
-    );
+    topic_admin(cf);
+    let (lines, offsets) = produce_and_consume(cf);
+    consumer_group(cf, &lines, offsets[199]);
+    admin_stats(cf, &dir);
+    keyed_and_refused(cf, &dir);
+
+    ok(&run(&["cluster", "down", "--dir", d], "", LIMIT));
+    assert!(started.iter().all(|p| !running(*p)), "every node stopped");
+    restart_and_delete(cf, d, &lines);
+    // With the cluster gone, clients say what is wrong.
+    let gone = at(cf, &["topic", "list"]);
+    assert_eq!(gone.status.code(), Some(2));
+    says(&gone, "cannot connect to");
+    node_logs(&dir);
+}
+
+/// Topic create (refused above the broker count, refused twice), list and describe.
+fn topic_admin(cf: &str) {
+    let too_many = at(cf, &["topic", "create", "t", "-r", "4"]);
     assert!(!too_many.status.success());
-    assert!(
-        text(&too_many.stderr).contains("replication factor 4 is above the broker count 3"),
-        "{}",
-        text(&too_many.stderr)
+    says(
+        &too_many,
+        "replication factor 4 is above the broker count 3",
     );
 
-    common::procs::create_topic(cf, "t", limit);
-    let dup = run(&["topic", "create", "t", "--cluster", cf], "", limit);
-    assert!(
-        text(&dup.stderr).contains("already exists"),
-        "{}",
-        text(&dup.stderr)
-    );
+    common::procs::create_topic(cf, "t", LIMIT);
+    says(&at(cf, &["topic", "create", "t"]), "already exists");
 
-    let list = run(&["topic", "list", "--cluster", cf], "", limit);
+    let list = at(cf, &["topic", "list"]);
     assert!(text(&list.stdout).starts_with("t\tpartitions=1\treplication_factor=3"));
-    let describe = run(&["topic", "describe", "t", "--cluster", cf], "", limit);
-    assert!(
-        text(&describe.stdout).contains("replicas=[1, 2, 3]"),
-        "{}",
-        text(&describe.stdout)
-    );
+    let describe = ok(&at(cf, &["topic", "describe", "t"]));
+    assert!(describe.contains("replicas=[1, 2, 3]"), "{describe}");
+}
 
+/// 200 lines through `skein produce` (4 batches of 50) and back through `skein consume`;
+/// returns the lines and their offsets.
+fn produce_and_consume(cf: &str) -> (String, Vec<u64>) {
     let lines: String = (0..200).map(|i| format!("line-{i}\n")).collect();
-    let produce = run(
-        &[
-            "produce",
-            "--topic",
-            "t",
-            "--acks",
-            "all",
-            "--batch",
-            "50",
-            // Full batches even on a loaded machine (stdin closes after line 200).
-            "--linger-ms",
-            "2000",
-            "--cluster",
-            cf,
-        ],
-        &lines,
-        limit,
-    );
-    assert!(produce.status.success(), "{}", text(&produce.stderr));
-    let offsets: Vec<u64> = text(&produce.stdout)
+    let mut args = common::procs::produce_args(cf, "50");
+    // Full batches even on a loaded machine (stdin closes after line 200).
+    args.extend(["--linger-ms", "2000"]);
+    let produce = run(&args, &lines, LIMIT);
+    let offsets: Vec<u64> = ok(&produce)
         .lines()
         .map(|l| l.strip_prefix("t-0@").expect("t-0@OFFSET").parse().unwrap())
         .collect();
@@ -130,53 +132,32 @@ fn cluster_up_topic_produce_consume_down() {
         offsets.chunks(50).all(|c| c[49] - c[0] == 49),
         "contiguous within each batch of 50"
     );
+    assert_eq!(consume(cf, "t", "200", &[]), lines);
+    (lines, offsets)
+}
 
-    let consume = run(
-        &[
-            "consume",
-            "--topic",
-            "t",
-            "--from-beginning",
-            "--max",
-            "200",
-            "--cluster",
-            cf,
-        ],
-        "",
-        limit,
-    );
-    assert!(consume.status.success(), "{}", text(&consume.stderr));
-    assert_eq!(text(&consume.stdout), lines);
-
-    // A consumer group: the first member prints 120 records and commits them; the next
-    // one resumes at the committed position.
+/// A consumer group: the first member prints 120 records and commits them; the next one
+/// resumes at the committed position; `group describe` shows the commit at `last + 1`.
+fn consumer_group(cf: &str, lines: &str, last: u64) {
     let group = |max: &str, extra: &[&str]| {
         let mut args = vec!["consume", "--topic", "t", "--group", "g", "--max", max];
         args.extend_from_slice(extra);
-        args.extend_from_slice(&["--cluster", cf]);
-        run(&args, "", limit)
+        at(cf, &args)
     };
     let first = group("120", &["--from-beginning"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    assert!(
-        text(&first.stderr).contains("assigned t-0"),
-        "{}",
-        text(&first.stderr)
-    );
-    let second = group("80", &[]);
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    let first_out = ok(&first);
+    says(&first, "assigned t-0");
+    let second = ok(&group("80", &[]));
     assert_eq!(
-        format!("{}{}", text(&first.stdout), text(&second.stdout)),
+        format!("{first_out}{second}"),
         lines,
         "together, once each, in order"
     );
     let refused = group("1", &["--partition", "0"]);
     assert!(!refused.status.success());
-    assert!(text(&refused.stderr).contains("--partition and --group"));
+    says(&refused, "--partition and --group");
 
-    let describe = run(&["group", "describe", "g", "--cluster", cf], "", limit);
-    assert!(describe.status.success(), "{}", text(&describe.stderr));
-    let out = text(&describe.stdout);
+    let out = ok(&at(cf, &["group", "describe", "g"]));
     assert!(out.contains("state Empty"), "{out}");
     let row: Vec<&str> = out
         .lines()
@@ -184,14 +165,16 @@ fn cluster_up_topic_produce_consume_down() {
         .unwrap_or_else(|| panic!("no t-0 row: {out}"))
         .split_whitespace()
         .collect();
-    let end = (offsets[199] + 1).to_string();
+    let end = (last + 1).to_string();
     assert_eq!(&row[1..4], &[end.as_str(), end.as_str(), "0"], "{out}");
-    let nobody = run(&["group", "describe", "nobody", "--cluster", cf], "", limit);
+    let nobody = at(cf, &["group", "describe", "nobody"]);
     assert!(text(&nobody.stdout).contains("state Dead"));
+}
 
-    let stats = run(&["admin", "stats", "--cluster", cf], "", limit);
-    assert!(stats.status.success(), "{}", text(&stats.stderr));
-    let out = text(&stats.stdout);
+/// `admin stats` of the brokers (text and JSON) and of the controller; a broker address
+/// nobody listens on is an error.
+fn admin_stats(cf: &str, dir: &Path) {
+    let out = ok(&at(cf, &["admin", "stats"]));
     for want in [
         "== broker 1",
         "== broker 3",
@@ -202,7 +185,7 @@ fn cluster_up_topic_produce_consume_down() {
     ] {
         assert!(out.contains(want), "{want} missing in: {out}");
     }
-    let json = run(&["admin", "stats", "--json", "--cluster", cf], "", limit);
+    let json = at(cf, &["admin", "stats", "--json"]);
     let snaps: Vec<serde_json::Value> = text(&json.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -222,26 +205,22 @@ fn cluster_up_topic_produce_consume_down() {
         .find_map(|l| l.strip_prefix("controller = "))
         .map(|v| v.trim().trim_matches('"').to_string())
         .expect("controller address in cluster.toml");
-    let ctl = run(&["admin", "stats", "--broker", &controller], "", limit);
-    assert!(ctl.status.success(), "{}", text(&ctl.stderr));
-    let out = text(&ctl.stdout);
+    let out = ok(&run(
+        &["admin", "stats", "--broker", &controller],
+        "",
+        LIMIT,
+    ));
     assert!(out.starts_with("== controller at"), "{out}");
     assert!(out.contains("ControllerRequest"), "{out}");
-    let nowhere = run(&["admin", "stats", "--broker", "127.0.0.1:1"], "", limit);
+    let nowhere = run(&["admin", "stats", "--broker", "127.0.0.1:1"], "", LIMIT);
     assert!(!nowhere.status.success());
-    assert!(
-        text(&nowhere.stderr).contains("cannot connect to 127.0.0.1:1"),
-        "{}",
-        text(&nowhere.stderr)
-    );
+    says(&nowhere, "cannot connect to 127.0.0.1:1");
+}
 
-    // One key, one partition (of three), in order.
-    let create = run(
-        &["topic", "create", "k", "--partitions", "3", "--cluster", cf],
-        "",
-        limit,
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
+/// One key stays on one partition (of three), in order; an unknown topic and a node id
+/// outside the peer list are refused.
+fn keyed_and_refused(cf: &str, dir: &Path) {
+    ok(&at(cf, &["topic", "create", "k", "--partitions", "3"]));
     let keyed_lines: String = (0..30).map(|i| format!("k{i}\n")).collect();
     let keyed = run(
         &[
@@ -256,45 +235,20 @@ fn cluster_up_topic_produce_consume_down() {
             cf,
         ],
         &keyed_lines,
-        limit,
+        LIMIT,
     );
-    assert!(keyed.status.success(), "{}", text(&keyed.stderr));
-    let parts: std::collections::BTreeSet<String> = text(&keyed.stdout)
+    let parts: std::collections::BTreeSet<String> = ok(&keyed)
         .lines()
         .map(|l| l.split('@').next().unwrap().to_string())
         .collect();
     assert_eq!(parts.len(), 1, "one key stays on one partition: {parts:?}");
     let part = parts.into_iter().next().unwrap();
     let p = part.rsplit('-').next().unwrap();
-    let consumed = run(
-        &[
-            "consume",
-            "--topic",
-            "k",
-            "--partition",
-            p,
-            "--from-beginning",
-            "--max",
-            "30",
-            "--cluster",
-            cf,
-        ],
-        "",
-        limit,
-    );
-    assert_eq!(text(&consumed.stdout), keyed_lines);
+    assert_eq!(consume(cf, "k", "30", &["--partition", p]), keyed_lines);
 
-    let unknown = run(
-        &["consume", "--topic", "nope", "--max", "1", "--cluster", cf],
-        "",
-        limit,
-    );
+    let unknown = at(cf, &["consume", "--topic", "nope", "--max", "1"]);
     assert!(!unknown.status.success());
-    assert!(
-        text(&unknown.stderr).contains("unknown topic \"nope\""),
-        "{}",
-        text(&unknown.stderr)
-    );
+    says(&unknown, "unknown topic \"nope\"");
 
     // A node config naming a broker id outside the peer list is refused at start.
     let bad = run(
@@ -306,78 +260,48 @@ fn cluster_up_topic_produce_consume_down() {
             "9",
         ],
         "",
-        limit,
+        LIMIT,
     );
     assert_eq!(bad.status.code(), Some(2));
-    assert!(
-        text(&bad.stderr).contains("node_id 9 is not in the peer list"),
-        "{}",
-        text(&bad.stderr)
-    );
+    says(&bad, "node_id 9 is not in the peer list");
+}
 
-    let down = run(&["cluster", "down", "--dir", d], "", limit);
-    assert!(down.status.success(), "{}", text(&down.stderr));
-    assert!(started.iter().all(|p| !running(*p)), "every node stopped");
-    // Restart on the same directory (new ports): the data is recovered.
-    let up2 = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", limit);
+/// Restart on the same directory (new ports): the data is recovered; then topic delete
+/// (twice: the second is refused) and `cluster down`.
+fn restart_and_delete(cf: &str, d: &str, lines: &str) {
+    let up2 = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
     assert!(
         up2.status.success(),
         "second cluster up failed: {}",
         text(&up2.stderr)
     );
-    let again = run(
-        &[
-            "consume",
-            "--topic",
-            "t",
-            "--from-beginning",
-            "--max",
-            "200",
-            "--cluster",
-            cf,
-        ],
-        "",
-        limit,
+    assert_eq!(
+        consume(cf, "t", "200", &[]),
+        lines,
+        "records survive a restart"
     );
-    assert!(again.status.success(), "{}", text(&again.stderr));
-    assert_eq!(text(&again.stdout), lines, "records survive a restart");
     let more = run(
         &["produce", "--topic", "t", "--quiet", "--cluster", cf],
         "after-restart\n",
-        limit,
+        LIMIT,
     );
-    assert!(more.status.success(), "{}", text(&more.stderr));
-    let restarted = pids(&dir);
-    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
-    assert!(del.status.success(), "{}", text(&del.stderr));
-    let list = run(&["topic", "list", "--cluster", cf], "", limit);
+    ok(&more);
+    let restarted = pids(Path::new(d));
+    ok(&at(cf, &["topic", "delete", "t"]));
+    let list = text(&at(cf, &["topic", "list"]).stdout);
+    assert!(!list.contains("t\tpartitions"), "t is gone: {list}");
     assert!(
-        !text(&list.stdout).contains("t\tpartitions"),
-        "t is gone: {}",
-        text(&list.stdout)
-    );
-    assert!(
-        text(&list.stdout).lines().any(|l| l.starts_with("k\t")),
+        list.lines().any(|l| l.starts_with("k\t")),
         "k is still there"
     );
-    let del = run(&["topic", "delete", "t", "--cluster", cf], "", limit);
-    assert!(
-        text(&del.stderr).contains("unknown topic"),
-        "{}",
-        text(&del.stderr)
-    );
-    let down = run(&["cluster", "down", "--dir", d], "", limit);
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    says(&at(cf, &["topic", "delete", "t"]), "unknown topic");
+    ok(&run(&["cluster", "down", "--dir", d], "", LIMIT));
     assert!(restarted.iter().all(|p| !running(*p)), "every node stopped");
+}
 
-    // With the cluster gone, clients say what is wrong.
-    let gone = run(&["topic", "list", "--cluster", cf], "", limit);
-    assert_eq!(gone.status.code(), Some(2));
-    assert!(
-        text(&gone.stderr).contains("cannot connect to"),
-        "{}",
-        text(&gone.stderr)
-    );
+/// Both runs stopped gracefully: no errors, SIGTERM handled, controlled shutdowns that
+/// completed (cluster down stops the brokers before the controller, so it answers).
+fn node_logs(dir: &Path) {
     for name in ["controller", "broker-1"] {
         let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();
         assert!(!log.contains("ERROR"), "{name}.log has errors:\n{log}");
@@ -393,8 +317,6 @@ fn cluster_up_topic_produce_consume_down() {
             "{name}.log:\n{log}"
         );
     }
-    // Brokers stop through a controlled shutdown that completes (cluster down stops the
-    // brokers before the controller, so the controller answers).
     for id in 1..=3 {
         let log = std::fs::read_to_string(dir.join(format!("broker-{id}.log"))).unwrap();
         assert_eq!(

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::TestCluster;
-use skein_core::controller::TopicConfig;
-use skein_core::message::{Acks, OffsetSpec};
+use common::{create_durable_topic, produce_values, read_through, TestCluster};
+use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
 use skein_node::config::{FsyncPolicy, Tuning};
 use std::collections::BTreeMap;
@@ -25,13 +24,7 @@ async fn leader_hands_over_before_exit_and_no_acked_record_is_lost() {
         };
         let mut tc = TestCluster::start_tuned(3, FsyncPolicy::Always, tuning).await;
         let mut admin = tc.client();
-        let config = TopicConfig {
-            partitions: 2,
-            replication_factor: 3,
-            min_insync_replicas: 2,
-            ..TopicConfig::default()
-        };
-        admin.create_topic("cs", config).await.unwrap();
+        create_durable_topic(&mut admin, "cs", 2).await;
         let parts = admin.wait_topic("cs").await.unwrap();
         let tp = TopicPartition::new("cs", 0);
         // Wait until the partition has a leader and its full ISR.
@@ -59,14 +52,8 @@ async fn leader_hands_over_before_exit_and_no_acked_record_is_lost() {
                     let values: Vec<Vec<u8>> = (0..20)
                         .map(|i| format!("cs{round}-{i}").into_bytes())
                         .collect();
-                    let p = producer
-                        .produce(&tp, values.clone(), Acks::All)
-                        .await
-                        .expect("acks=all produce succeeds across the hand-over");
-                    let base = p.base_offset.unwrap();
-                    for (i, v) in values.into_iter().enumerate() {
-                        acked.insert(base + i as u64, v);
-                    }
+                    // acks=all produce succeeds across the hand-over.
+                    acked.extend(produce_values(&mut producer, &tp, values, Acks::All).await);
                     round += 1;
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -101,20 +88,8 @@ async fn leader_hands_over_before_exit_and_no_acked_record_is_lost() {
 
         // Every acknowledged record is readable at its offset, none twice.
         let mut reader = tc.client();
-        let mut at = reader.list_offset(&tp, OffsetSpec::Earliest).await.unwrap();
         let last = *acked.keys().last().unwrap();
-        let mut seen: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-        while at <= last {
-            let (records, _) = reader.fetch(&tp, at, 64 << 10).await.unwrap();
-            if records.is_empty() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            for (offset, value) in records {
-                at = offset + 1;
-                seen.insert(offset, value.unwrap());
-            }
-        }
+        let seen = read_through(&mut reader, &tp, last).await;
         for (offset, value) in &acked {
             assert_eq!(seen.get(offset), Some(value), "acked record at {offset}");
         }

@@ -52,44 +52,17 @@ fn await_active_controller(dir: &Path, after: u64) -> (u64, u32) {
     }
 }
 
-fn kill9_and_wait(name: &str, pid: u32) {
-    kill9(pid);
-    let t = Instant::now();
-    while running(pid) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "{name} survived kill -9"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn kill9_active_controller_and_leader_while_producing_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
-    let d = dir.to_str().unwrap().to_string();
     let limit = Duration::from_secs(60);
-    let mut cleanup = Cleanup {
-        dir: dir.clone(),
-        seen: vec![],
-        producer: None,
-    };
-    let up = run(
-        &[
-            "cluster",
-            "up",
-            "--controllers",
-            "3",
-            "--brokers",
-            "3",
-            "--dir",
-            &d,
-        ],
+    let mut cleanup = Cleanup::new(&dir);
+    let cf = cluster_up(
+        &mut cleanup,
+        &["--controllers", "3", "--brokers", "3"],
         limit,
     );
-    cleanup.note_pids();
-    assert!(up.status.success(), "cluster up: {}", text(&up.stderr));
     let names: Vec<String> = pids(&dir).into_keys().collect();
     assert_eq!(
         names,
@@ -102,21 +75,17 @@ fn kill9_active_controller_and_leader_while_producing_loses_nothing() {
             "controller-3"
         ]
     );
-    let cf = dir.join("cluster.toml").to_str().unwrap().to_string();
     create_topic(&cf, "t", limit);
 
-    let (mut stdin, acks, stderr) = spawn_producer(&cf, &mut cleanup);
-    let mut acked = Vec::with_capacity(RECORDS);
-    feed(&mut stdin, 0, BEFORE_CONTROLLER_KILL);
-    await_acks(&acks, &mut acked, BEFORE_CONTROLLER_KILL, limit);
+    let mut producer = Producer::spawn(&cf, &mut cleanup);
+    producer.produce_until(BEFORE_CONTROLLER_KILL, limit);
 
     // kill -9 the active controller: the other two elect one of themselves (Raft), which
     // takes over with every committed metadata record; brokers and clients follow it.
     let (term, active) = await_active_controller(&dir, 0);
     let name = format!("controller-{active}");
     kill9_and_wait(&name, pids(&dir)[&name]);
-    feed(&mut stdin, BEFORE_CONTROLLER_KILL, BEFORE_LEADER_KILL);
-    await_acks(&acks, &mut acked, BEFORE_LEADER_KILL, limit);
+    producer.produce_until(BEFORE_LEADER_KILL, limit);
     let (new_term, new_active) = await_active_controller(&dir, term);
     assert_ne!(
         new_active, active,
@@ -125,29 +94,13 @@ fn kill9_active_controller_and_leader_while_producing_loses_nothing() {
 
     // Now kill -9 the partition's leader: only the new active controller can fence it and
     // elect another ISR member; the producer retries meanwhile.
-    let (leader, isr) = describe(&cf);
-    let victim = leader.expect("t-0 has a leader");
-    assert_eq!(
-        isr.len(),
-        3,
-        "all replicas in sync before the kill: {isr:?}"
-    );
-    let broker = format!("broker-{victim}");
-    kill9_and_wait(&broker, pids(&dir)[&broker]);
-    feed(&mut stdin, BEFORE_LEADER_KILL, RECORDS);
-    drop(stdin);
-    await_acks(&acks, &mut acked, RECORDS, limit);
-    let status = cleanup.producer.take().unwrap().wait().unwrap();
-    let err = stderr.join().unwrap();
-    assert!(status.success(), "producer failed: {err}");
-    let (leader, _) = describe(&cf);
-    assert!(
-        leader.is_some_and(|l| l != victim),
-        "a new leader took over from {victim}: {leader:?}"
-    );
+    let (victim, _, _) = kill9_leader(&cf, &dir);
+    producer.produce_until(RECORDS, limit);
+    producer.finish(&mut cleanup);
+    assert_new_leader(&cf, victim);
 
     // Every acknowledged record, once, at its acknowledged offset.
-    assert_consumed_exactly(&cf, &acked, 10);
+    assert_consumed_exactly(&cf, &producer.acked, 10);
     drop(cleanup);
     assert!(pids(&dir).is_empty(), "cluster down removed the pid file");
 }

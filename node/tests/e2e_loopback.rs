@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::TestCluster;
+use common::{create_durable_topic, produce_values, read_through, TestCluster};
 use skein_core::controller::TopicConfig;
 use skein_core::message::{Acks, OffsetSpec};
 use skein_core::types::TopicPartition;
@@ -26,13 +26,7 @@ async fn produce_and_consume(fsync: FsyncPolicy) {
     tokio::time::timeout(Duration::from_secs(120), async {
         let tc = TestCluster::start_with(3, fsync).await;
         let mut client = tc.client();
-        let config = TopicConfig {
-            partitions: 1,
-            replication_factor: 3,
-            min_insync_replicas: 2,
-            ..TopicConfig::default()
-        };
-        client.create_topic("events", config).await.unwrap();
+        create_durable_topic(&mut client, "events", 1).await;
         // Idempotent, so a retry after a lost answer cannot add a second copy.
         client.enable_idempotence().await.unwrap();
         // The topic reaches the brokers with their next heartbeat; produce retries until then.
@@ -42,17 +36,7 @@ async fn produce_and_consume(fsync: FsyncPolicy) {
             let values: Vec<Vec<u8>> = (0..100)
                 .map(|i| format!("record-{}", batch * 100 + i).into_bytes())
                 .collect();
-            let p = client
-                .produce(&tp, values.clone(), Acks::All)
-                .await
-                .unwrap();
-            let base = p.base_offset.expect("acks=all returns an offset");
-            acked.extend(
-                values
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| (base + i as u64, v)),
-            );
+            acked.extend(produce_values(&mut client, &tp, values, Acks::All).await);
         }
         assert_eq!(acked.len(), 1000);
         // Offsets increase; they are contiguous within a batch, and across batches unless a
@@ -80,25 +64,16 @@ async fn produce_and_consume(fsync: FsyncPolicy) {
         assert!(parts[0].leader.is_some());
 
         // Consume everything from the earliest offset.
-        let mut at = client.list_offset(&tp, OffsetSpec::Earliest).await.unwrap();
         let hw = client.list_offset(&tp, OffsetSpec::Latest).await.unwrap();
         assert!(
             hw > acked.last().unwrap().0,
             "high watermark {hw} covers every acked record"
         );
-        let mut consumed = Vec::new();
-        while consumed.len() < acked.len() {
-            let (records, _) = client.fetch(&tp, at, 64 << 10).await.unwrap();
-            if records.is_empty() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            for (offset, value) in records {
-                assert!(offset >= at, "offset {offset} went backwards from {at}");
-                at = offset + 1;
-                consumed.push((offset, value.expect("records carry values")));
-            }
-        }
+        let last = acked.last().unwrap().0;
+        let consumed: Vec<(u64, Vec<u8>)> = read_through(&mut client, &tp, last)
+            .await
+            .into_iter()
+            .collect();
         assert_eq!(
             consumed, acked,
             "consumed exactly the acknowledged records, in order"
@@ -121,13 +96,7 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let tc = TestCluster::start(3).await;
         let mut client = tc.client();
-        let config = TopicConfig {
-            partitions: 1,
-            replication_factor: 3,
-            min_insync_replicas: 2,
-            ..TopicConfig::default()
-        };
-        client.create_topic("idem", config).await.unwrap();
+        create_durable_topic(&mut client, "idem", 1).await;
         let tp = TopicPartition::new("idem", 0);
         // Wait for a leader (a plain write also proves the topic is up).
         let first = client

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::TestCluster;
-use skein_core::controller::TopicConfig;
-use skein_core::message::{Acks, OffsetSpec};
+use common::{create_durable_topic, produce_values, read_through, TestCluster};
+use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,13 +20,7 @@ async fn produce(
     let values: Vec<Vec<u8>> = (0..50)
         .map(|i| format!("r{round}-{i}").into_bytes())
         .collect();
-    let p = client.produce(tp, values.clone(), Acks::All).await.unwrap();
-    let base = p.base_offset.unwrap();
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| (base + i as u64, v))
-        .collect()
+    produce_values(client, tp, values, Acks::All).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,13 +28,7 @@ async fn producer_follows_leader_change_and_no_acked_record_is_lost() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let mut tc = TestCluster::start(3).await;
         let mut client = tc.client();
-        let config = TopicConfig {
-            partitions: 1,
-            replication_factor: 3,
-            min_insync_replicas: 2,
-            ..TopicConfig::default()
-        };
-        client.create_topic("f", config).await.unwrap();
+        create_durable_topic(&mut client, "f", 1).await;
         client.enable_idempotence().await.unwrap();
         let tp = TopicPartition::new("f", 0);
         let mut acked: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
@@ -78,21 +65,8 @@ async fn producer_follows_leader_change_and_no_acked_record_is_lost() {
         assert_eq!(rejoined.isr.len(), 3);
 
         // Every acknowledged record is readable at its offset with its value.
-        let mut at = client.list_offset(&tp, OffsetSpec::Earliest).await.unwrap();
         let last = *acked.keys().last().unwrap();
-        let mut seen: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-        while at <= last {
-            let (records, _) = client.fetch(&tp, at, 64 << 10).await.unwrap();
-            if records.is_empty() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            for (offset, value) in records {
-                assert!(offset >= at, "offsets go forward");
-                at = offset + 1;
-                seen.insert(offset, value.unwrap());
-            }
-        }
+        let seen = read_through(&mut client, &tp, last).await;
         for (offset, value) in &acked {
             assert_eq!(
                 seen.get(offset),

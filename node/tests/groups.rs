@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::TestCluster;
-use skein_core::controller::TopicConfig;
+use common::{create_durable_topic, TestCluster};
 use skein_core::group::{ConsumerConfig, ConsumerEvent, MemberPhase, OffsetReset};
 use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
@@ -53,13 +52,7 @@ async fn two_members_share_partitions_and_commit() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let tc = TestCluster::start(3).await;
         let mut admin = tc.client();
-        let config_t = TopicConfig {
-            partitions: 3,
-            replication_factor: 3,
-            min_insync_replicas: 2,
-            ..TopicConfig::default()
-        };
-        admin.create_topic("jobs", config_t).await.unwrap();
+        create_durable_topic(&mut admin, "jobs", 3).await;
         admin.wait_topic("jobs").await.unwrap();
         let mut produced = BTreeSet::new();
         for p in 0..3 {

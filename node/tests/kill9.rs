@@ -22,65 +22,28 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     let dir = tmp.path().join("data");
     let d = dir.to_str().unwrap().to_string();
     let limit = Duration::from_secs(60);
-    let mut cleanup = Cleanup {
-        dir: dir.clone(),
-        seen: vec![],
-        producer: None,
-    };
-
-    let up = run(&["cluster", "up", "--brokers", "3", "--dir", &d], limit);
-    cleanup.note_pids();
-    assert!(up.status.success(), "cluster up: {}", text(&up.stderr));
-    let cf = dir.join("cluster.toml").to_str().unwrap().to_string();
+    let mut cleanup = Cleanup::new(&dir);
+    let cf = cluster_up(&mut cleanup, &["--brokers", "3"], limit);
     create_topic(&cf, "t", limit);
 
     // One producer process for the whole run: acks=all is idempotent by default, so its
     // retries across the failover are answered as duplicates, never written twice.
-    let (mut stdin, acks, stderr) = spawn_producer(&cf, &mut cleanup);
-    let mut acked = Vec::with_capacity(RECORDS);
-
-    feed(&mut stdin, 0, BEFORE_KILL);
-    await_acks(&acks, &mut acked, BEFORE_KILL, limit);
+    let mut producer = Producer::spawn(&cf, &mut cleanup);
+    producer.produce_until(BEFORE_KILL, limit);
 
     // kill -9 the leader, then keep producing: the controller fences it after its session
     // times out and elects another ISR member; the producer retries meanwhile.
-    let (leader, isr) = describe(&cf);
-    let victim = leader.expect("t-0 has a leader");
-    assert_eq!(
-        isr.len(),
-        3,
-        "all replicas in sync before the kill: {isr:?}"
-    );
-    let name = format!("broker-{victim}");
-    let pid = pids(&dir)[&name];
-    kill9(pid);
-    let t = Instant::now();
-    while running(pid) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "{name} survived kill -9"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    feed(&mut stdin, BEFORE_KILL, BEFORE_RESTART);
-    await_acks(&acks, &mut acked, BEFORE_RESTART, limit);
-    let (leader, _) = describe(&cf);
-    assert!(
-        leader.is_some_and(|l| l != victim),
-        "a new leader took over from {victim}: {leader:?}"
-    );
+    let (victim, name, pid) = kill9_leader(&cf, &dir);
+    producer.produce_until(BEFORE_RESTART, limit);
+    assert_new_leader(&cf, victim);
 
     // Restart it from its own config and data dir: it recovers its log and rejoins.
     let restart = run(&["cluster", "restart", &name, "--dir", &d], limit);
     cleanup.note_pids();
     assert!(restart.status.success(), "{}", text(&restart.stderr));
     assert_ne!(pids(&dir)[&name], pid, "the pid file names the new process");
-    feed(&mut stdin, BEFORE_RESTART, RECORDS);
-    drop(stdin);
-    await_acks(&acks, &mut acked, RECORDS, limit);
-    let status = cleanup.producer.take().unwrap().wait().unwrap();
-    let err = stderr.join().unwrap();
-    assert!(status.success(), "producer failed: {err}");
+    producer.produce_until(RECORDS, limit);
+    producer.finish(&mut cleanup);
 
     // The restarted broker catches up and is back in the ISR.
     let t = Instant::now();
@@ -97,7 +60,7 @@ fn kill9_leader_while_producing_loses_and_duplicates_nothing() {
     }
 
     // Every acknowledged record, once, at its acknowledged offset.
-    assert_consumed_exactly(&cf, &acked, 10);
+    assert_consumed_exactly(&cf, &producer.acked, 10);
 
     // The restarted broker logged its recovery; nobody logged an error.
     let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap();

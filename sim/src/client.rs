@@ -118,6 +118,32 @@ pub struct Ctx<'a> {
     pub controllers: u32,
 }
 
+impl<'a> Ctx<'a> {
+    /// A client step's context at `now`, for a cluster of `cfg`'s shape.
+    pub fn new(
+        now: SimTime,
+        history: &'a mut History,
+        rng: &'a mut ChaCha8Rng,
+        out: &'a mut ClientOut,
+        cfg: &crate::config::SimConfig,
+    ) -> Self {
+        Ctx {
+            now,
+            history,
+            rng,
+            out,
+            brokers: cfg.brokers,
+            controllers: cfg.controllers,
+        }
+    }
+
+    /// Records a history event, now, of `client`'s work on partition `p`.
+    pub fn event(&mut self, client: u64, p: u32, kind: EventType, f: Function, value: Value) {
+        self.history
+            .push(self.now, process_id(client, p), kind, f, value);
+    }
+}
+
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
 /// client uses), its refreshes sent to a random broker.
 pub(crate) struct MetaCache {
@@ -301,9 +327,9 @@ impl Producer {
     /// Records a history event for every value of `values`.
     fn record(&self, ctx: &mut Ctx<'_>, p: u32, values: &[String], kind: EventType) {
         for v in values {
-            ctx.history.push(
-                ctx.now,
-                process_id(self.client, p),
+            ctx.event(
+                self.client,
+                p,
                 kind,
                 Function::Send,
                 Value::Send(sent(p, v, self.acks)),
@@ -602,9 +628,9 @@ impl Producer {
                 // The batch as the leader placed it: one record per value, in order.
                 let placed = f.batch.at(base_offset);
                 for ((offset, _), v) in placed.iter_offsets().zip(f.values) {
-                    ctx.history.push(
-                        ctx.now,
-                        process_id(self.client, p),
+                    ctx.event(
+                        self.client,
+                        p,
                         EventType::Ok,
                         Function::Send,
                         Value::Send(sent(p, &v, self.acks).at(offset)),

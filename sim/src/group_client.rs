@@ -639,9 +639,9 @@ impl GroupMember {
         self.app = App::Idle { next_poll: 0 };
         self.crashes += 1;
         for p in 0..self.partitions {
-            ctx.history.push(
-                ctx.now,
-                process_id(self.client, p),
+            ctx.event(
+                self.client,
+                p,
                 EventType::Info,
                 Function::Crash,
                 Value::Null,

@@ -120,6 +120,17 @@ impl<M> Slot<M> {
         self.busy_until.max(self.paused_until)
     }
 
+    /// The process dies: its machine goes (`true` if it was up), messages and timers
+    /// addressed to this incarnation become stale, a pause ends. Its disk stays.
+    fn stop(&mut self) -> bool {
+        let up = self.machine.take().is_some();
+        self.incarnation += 1;
+        self.timer_gen += 1;
+        self.timer_at = None;
+        self.paused_until = 0;
+        up
+    }
+
     /// What a timer of generation `gen` firing at `now` should do: nothing if a newer timer
     /// replaced it, wait until the node is free if it is busy or paused, else tick now.
     fn timer_due(&mut self, now: SimTime, gen: u64) -> TimerDue {

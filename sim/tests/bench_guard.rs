@@ -8,6 +8,8 @@
 //! numbers on purpose, update the pins and say why in the commit and in
 //! docs/PERFORMANCE.md (which records `skein sim bench`'s counters per commit).
 
+mod common;
+
 use skein_sim::config::SimConfig;
 use skein_sim::time::SECS;
 
@@ -15,7 +17,7 @@ use skein_sim::time::SECS;
 fn bench_seed_work_is_pinned() {
     // `skein sim bench --seeds 1 --duration 10s` (seed 0).
     let c = SimConfig::bench(0, 10 * SECS, 1000.0, 0.0);
-    let r = skein_sim::run(&c, None, None).expect("the run starts");
+    let r = common::run(&c);
     assert!(r.passed(), "the bench run must pass:\n{r}");
     let per_event = |n: u64| n as f64 / r.events as f64;
     let (reads, bytes) = (

@@ -284,7 +284,7 @@ fn every_bug_fails_its_scenario_with_its_invariant() {
         // Without the bug the scenario meets its expectation (sim/tests/scenarios.rs runs
         // seeds 1-5); with it, the named invariant fails.
         c.bugs = vec![bug.to_string()];
-        let report = skein_sim::run(&c, None, None).expect("the run starts");
+        let report = common::run(&c);
         assert!(
             report.failed_invariants().contains(&r.invariant),
             "{} --bug {bug} --seed {}: expected {} to fail, failed {:?}\n{report}",
@@ -310,7 +310,7 @@ fn random_sweeps_find_every_bug_within_their_bound() {
         let found = (0..bound).find(|&seed| {
             let mut c = (r.sweep)(seed);
             c.bugs = vec![bug.to_string()];
-            let report = skein_sim::run(&c, None, None).expect("the run starts");
+            let report = common::run(&c);
             let failed: Vec<&str> = report
                 .failed_invariants()
                 .into_iter()
@@ -319,7 +319,7 @@ fn random_sweeps_find_every_bug_within_their_bound() {
             if failed.is_empty() {
                 return false;
             }
-            let clean = skein_sim::run(&(r.sweep)(seed), None, None).expect("the run starts");
+            let clean = common::run(&(r.sweep)(seed));
             let baseline = clean.failed_invariants();
             failed.iter().any(|i| !baseline.contains(i))
         });
@@ -342,8 +342,7 @@ fn the_correct_core_fails_only_what_unclean_election_allows() {
     // only when the uncleanly elected broker itself took office: it was down, and a later
     // clean election from the ISR it left took office instead).
     for seed in 0..8 {
-        let report =
-            skein_sim::run(&unclean_isolate_and_crash(seed), None, None).expect("the run starts");
+        let report = common::run(&unclean_isolate_and_crash(seed));
         let failed = report.failed_invariants();
         for i in [
             "consumer-skipped-records",
@@ -371,7 +370,7 @@ fn the_correct_core_is_not_a_finding_on_the_same_seeds() {
         quorum_faults,
     ] {
         for seed in 0..3 {
-            let report = skein_sim::run(&sweep(seed), None, None).expect("the run starts");
+            let report = common::run(&sweep(seed));
             let safety: Vec<&str> = report
                 .failed_invariants()
                 .into_iter()

@@ -21,9 +21,7 @@ fn lines(buf: &Buf) -> Vec<serde_json::Value> {
 fn a_zombie_producer_is_fenced_and_the_history_shows_it() {
     let sc = scenario("zombie-producer-fenced.toml");
     for seed in 1..=4 {
-        let mut c = SimConfig::default();
-        c.apply_scenario(&sc);
-        c.seed = seed;
+        let c = common::scenario_config("zombie-producer-fenced.toml", seed);
         let (trace, history) = (Buf::default(), Buf::default());
         let r = skein_sim::run(
             &c,
@@ -103,9 +101,7 @@ fn a_zombie_producer_is_fenced_and_the_history_shows_it() {
 fn crashed_and_isolated_clients_recover() {
     let sc = scenario("client-crash-and-isolation.toml");
     for seed in 1..=3 {
-        let mut c = SimConfig::default();
-        c.apply_scenario(&sc);
-        c.seed = seed;
+        let c = common::scenario_config("client-crash-and-isolation.toml", seed);
         let history = Buf::default();
         let r = skein_sim::run(&c, None, Some(Box::new(history.clone()))).expect("the run starts");
         assert!(Expect::met(sc.expect.as_ref(), &r), "seed {seed}: {r}");
@@ -168,7 +164,7 @@ fn a_second_takeover_starts_from_the_newest_epoch() {
     c.rates
         .set_weights("crash=0,power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-isolate=0,client-pause=3")
         .expect("valid weights");
-    let report = skein_sim::run(&c, None, None).expect("the run starts");
+    let report = common::run(&c);
     let failed = report.failed_invariants();
     assert!(failed.is_empty(), "{failed:?}\n{report}");
     // The seed still exercises what it was pinned for: zombies refused by their epoch.

@@ -4,49 +4,36 @@
 
 mod common;
 
-use common::scenario_config;
+use common::{default_seed_passes, run, scenario_config};
 use skein_core::group::AssignorKind;
 use skein_sim::config::SimConfig;
 use skein_sim::group_client::CommitMode;
 use skein_sim::group_invariants::{GROUP_ACKED_COMMIT_LOST, GROUP_OFFSET_REGRESSION, NAMES};
-use skein_sim::report::{SimReport, Verdict};
+use skein_sim::report::Verdict;
 use skein_sim::time::SECS;
 use skein_sim::trace::MemorySink;
 
 /// A short faulty run with three members and member faults weighted up, varied by seed over
 /// both commit modes, the three assignors and static or dynamic membership.
 fn short(seed: u64) -> SimConfig {
-    let mut c = SimConfig {
-        seed,
-        duration: 8 * SECS,
-        liveness: 3 * SECS,
-        partitions: 3,
-        produce_rate: 40.0,
-        group_members: 3,
-        group_commit: if seed.is_multiple_of(2) {
-            CommitMode::Sync
-        } else {
-            CommitMode::Async
-        },
-        group_assignor: [
-            AssignorKind::Range,
-            AssignorKind::RoundRobin,
-            AssignorKind::CooperativeSticky,
-        ][(seed % 3) as usize],
-        // Static membership on half the seeds: a restarted member rejoins under its
-        // instance id, without a rebalance if its session has not expired.
-        group_static: seed % 4 >= 2,
-        ..SimConfig::default().with_fault_rate(2.0)
+    let mut c = common::short(seed);
+    c.group_members = 3;
+    c.group_commit = if seed.is_multiple_of(2) {
+        CommitMode::Sync
+    } else {
+        CommitMode::Async
     };
-    // Bit flips off as in tests/seeds.rs (the last-ISR-copy finding is about liveness).
-    c.rates.bit_flip = 0;
+    c.group_assignor = [
+        AssignorKind::Range,
+        AssignorKind::RoundRobin,
+        AssignorKind::CooperativeSticky,
+    ][(seed % 3) as usize];
+    // Static membership on half the seeds: a restarted member rejoins under its instance
+    // id, without a rebalance if its session has not expired.
+    c.group_static = seed % 4 >= 2;
     c.rates.member_crash = 8;
     c.rates.member_pause = 8;
     c
-}
-
-fn run(c: &SimConfig) -> SimReport {
-    skein_sim::run(c, None, None).expect("the run starts")
 }
 
 #[test]
@@ -236,12 +223,7 @@ fn acknowledged_commits_survive_a_coordinator_failover_mid_rebalance() {
 /// passes.
 #[test]
 fn seed_361_passes() {
-    let c = SimConfig {
-        seed: 361,
-        ..SimConfig::default()
-    };
-    let r = run(&c);
-    assert!(r.passed(), "{r}");
+    default_seed_passes(361);
 }
 
 /// Seed 3836 of the 10,000-seed default sweep: broker 1 became leader of a
@@ -253,12 +235,7 @@ fn seed_361_passes() {
 #[test]
 fn a_refused_epoch_marker_is_written_again() {
     for seed in [3836, 5156] {
-        let c = SimConfig {
-            seed,
-            ..SimConfig::default()
-        };
-        let r = run(&c);
-        assert!(r.passed(), "seed {seed}: {r}");
+        default_seed_passes(seed);
     }
 }
 
@@ -268,10 +245,5 @@ fn a_refused_epoch_marker_is_written_again() {
 /// 3.42 s after the heal (bound 3.3 s). The leader asks its coordinator now.
 #[test]
 fn the_leader_asks_its_coordinator_for_partition_counts() {
-    let c = SimConfig {
-        seed: 7177,
-        ..SimConfig::default()
-    };
-    let r = run(&c);
-    assert!(r.passed(), "seed 7177: {r}");
+    default_seed_passes(7177);
 }

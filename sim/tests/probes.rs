@@ -6,10 +6,6 @@ mod common;
 use skein_sim::config::SimConfig;
 use skein_sim::report::SimReport;
 
-fn scenario(name: &str, seed: u64) -> SimReport {
-    skein_sim::run(&common::scenario_config(name, seed), None, None).expect("runs")
-}
-
 fn hits(r: &SimReport, probe: &str) -> u64 {
     r.probes
         .iter()
@@ -20,7 +16,7 @@ fn hits(r: &SimReport, probe: &str) -> u64 {
 
 #[test]
 fn the_double_failover_scenario_hits_the_truncation_probe_and_a_quiet_run_does_not() {
-    let r = scenario("kip279-double-failover.toml", 1);
+    let r = common::run_scenario("kip279-double-failover.toml", 1);
     assert_eq!(r.probes.len(), skein_core::probe::Probe::ALL.len());
     assert!(hits(&r, "replica.truncate-divergent") > 0, "{:?}", r.probes);
     let quiet = SimConfig {
@@ -30,7 +26,7 @@ fn the_double_failover_scenario_hits_the_truncation_probe_and_a_quiet_run_does_n
         produce_rate: 50.0,
         ..SimConfig::default().with_fault_rate(0.0)
     };
-    let r = skein_sim::run(&quiet, None, None).unwrap();
+    let r = common::run(&quiet);
     for p in [
         "replica.truncate-divergent",
         "replica.offline",
@@ -50,8 +46,8 @@ fn probe_counts_are_deterministic_and_leave_the_trace_hash_alone() {
         liveness: 3_000_000_000,
         ..SimConfig::default().with_fault_rate(2.0)
     };
-    let a = skein_sim::run(&c, None, None).unwrap();
-    let b = skein_sim::run(&c, None, None).unwrap();
+    let a = common::run(&c);
+    let b = common::run(&c);
     assert_eq!(a.probes, b.probes);
     assert_eq!(a.trace_hash, b.trace_hash);
     assert!(a.probes.iter().any(|(_, n)| *n > 0));

@@ -56,7 +56,7 @@ fn every_scenario_meets_its_expectation() {
             let mut c = SimConfig::default();
             c.apply_scenario(&sc);
             c.seed = seed;
-            let r = skein_sim::run(&c, None, None).expect("the run starts");
+            let r = common::run(&c);
             // Not vacuous: the scheduled faults happened and writes were acknowledged.
             assert!(
                 r.faults.values().sum::<u64>() >= sc.schedule.len() as u64,
@@ -135,7 +135,7 @@ fn scenarios_catch_their_bugs() {
     for (file, bug, seed, invariant) in CATCHES {
         let mut c = scenario_config(file, *seed);
         c.bugs = vec![bug.to_string()];
-        let r = skein_sim::run(&c, None, None).expect("the run starts");
+        let r = common::run(&c);
         assert!(
             r.failed_invariants().contains(invariant),
             "{file} --bug {bug} --seed {seed}: expected {invariant} to fail, failed {:?}\n{r}",

@@ -1,29 +1,12 @@
 //! Seeded simulations with faults on: a few hundred short runs must pass every invariant,
 //! and runs must be exactly reproducible from their seed.
 
-use skein_sim::config::SimConfig;
-use skein_sim::report::SimReport;
-use skein_sim::time::SECS;
+mod common;
 
-/// A short faulty run, small enough that hundreds fit in `cargo test`. The same run as
-/// `skein sim replay --seed N` with the flags of [`REPLAY_FLAGS`].
-fn short(seed: u64) -> SimConfig {
-    let mut c = SimConfig {
-        seed,
-        duration: 8 * SECS,
-        liveness: 3 * SECS,
-        partitions: 3,
-        produce_rate: 40.0,
-        ..SimConfig::default().with_fault_rate(2.0)
-    };
-    // Bit flips are off here: since the offline-partition fix they cost no safety and a
-    // flipped leader or follower recovers (see `bit_flip_findings_stay_fixed`). A flip in
-    // the log of a partition's *last* ISR member used to leave it leaderless (seeds 10, 45
-    // of these 400); with eligible leader replicas (KIP-966) both pass and are pinned below.
-    // Turning flips on for all 400 seeds is left for a run that re-measures them.
-    c.rates.bit_flip = 0;
-    c
-}
+use common::{default_seed_passes, run, short};
+
+use skein_sim::config::SimConfig;
+use skein_sim::time::SECS;
 
 /// [`short`] with bit flips in the schedule.
 fn short_with_bit_flips(seed: u64) -> SimConfig {
@@ -51,15 +34,7 @@ fn bit_flip_findings_stay_fixed() {
     // Default-length runs: a flipped leader (342) and logs failing to open on restart
     // (296, 326; the broker used to stay in the ISR and be elected for them).
     for seed in [342, 296, 326] {
-        let r = run(&SimConfig {
-            seed,
-            ..SimConfig::default()
-        });
-        assert!(
-            r.passed(),
-            "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed}",
-            r.failed_invariants()
-        );
+        default_seed_passes(seed);
     }
 }
 
@@ -69,15 +44,7 @@ fn a_producer_settling_several_leader_checks_at_once_stays_up() {
     // the first ends in an epoch bump that re-stamps and resends every batch in flight, so
     // the second's check is moot. The simulated producer (core's client since issue 19)
     // used to panic there; a sweep of 0..300 found it.
-    let r = run(&SimConfig {
-        seed: 181,
-        ..SimConfig::default()
-    });
-    assert!(
-        r.passed(),
-        "seed 181: {:?}\n{r}\nreplay: skein sim replay --seed 181",
-        r.failed_invariants()
-    );
+    default_seed_passes(181);
 }
 
 #[test]
@@ -87,23 +54,11 @@ fn a_log_closed_by_a_full_disk_is_reopened_not_deleted() {
     // was not open as damaged and deleted it, though it was whole and held the only intact
     // copy of a batch a bit flip had damaged on the new leader. The partition was leaderless
     // to the end. Only a log whose opening met a corrupt batch is dropped now.
-    let r = run(&SimConfig {
-        seed: 3867,
-        ..SimConfig::default()
-    });
-    assert!(
-        r.passed(),
-        "seed 3867: {:?}\n{r}\nreplay: skein sim replay --seed 3867",
-        r.failed_invariants()
-    );
+    default_seed_passes(3867);
 }
 
 const REPLAY_FLAGS: &str =
     "--duration 8s --liveness 3s --partitions 3 --produce-rate 40 --fault-rate 2 --no-bit-flips";
-
-fn run(c: &SimConfig) -> SimReport {
-    skein_sim::run(c, None, None).expect("the run starts")
-}
 
 fn sweep(seeds: std::ops::Range<u64>) {
     let mut failures = Vec::new();

@@ -2,6 +2,8 @@
 //! more faults than the original, which, written out and read back, fails the same invariant
 //! with the same trace.
 
+mod common;
+
 use skein_sim::config::SimConfig;
 use skein_sim::invariants::is_safety;
 use skein_sim::scenario::Scenario;
@@ -21,7 +23,7 @@ fn a_bug_found_by_a_random_seed_shrinks_to_a_scenario_that_reproduces_it() {
     let (cfg, original) = (0..10)
         .map(|seed| {
             let c = base(seed);
-            let r = skein_sim::run(&c, None, None).expect("runs");
+            let r = common::run(&c);
             (c, r)
         })
         .find(|(_, r)| r.failed_invariants().into_iter().any(is_safety))
@@ -55,12 +57,12 @@ fn a_bug_found_by_a_random_seed_shrinks_to_a_scenario_that_reproduces_it() {
     replay.apply_scenario(&sc);
     replay.seed = cfg.seed;
     replay.bugs = cfg.bugs.clone();
-    let r = skein_sim::run(&replay, None, None).expect("runs");
+    let r = common::run(&replay);
     assert_eq!(r.trace_hash, shrunk.report.trace_hash, "{text}");
     assert!(skein_sim::scenario::Expect::met(sc.expect.as_ref(), &r));
     // And without the bug the same scenario passes: the failure is the bug's.
     replay.bugs.clear();
-    let clean = skein_sim::run(&replay, None, None).expect("runs");
+    let clean = common::run(&replay);
     assert!(clean.passed(), "{clean}");
     assert!(shrunk.config.consumers >= 1 && shrunk.config.producers >= 1);
 }

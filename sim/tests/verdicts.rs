@@ -4,12 +4,10 @@
 
 mod common;
 
+use common::run_scenario;
+
 use skein_sim::invariants::{ACKED_WRITE_LOST, HISTORY, MAX_KEPT, REPLICA_DIVERGENCE};
 use skein_sim::report::{SimReport, Verdict};
-
-fn run_scenario(file: &str, seed: u64) -> SimReport {
-    skein_sim::run(&common::scenario_config(file, seed), None, None).expect("the run starts")
-}
 
 fn failed(r: &SimReport, name: &str) -> Option<u64> {
     match r.verdict(name) {

@@ -289,7 +289,7 @@ fn watching_a_run_does_not_change_it() {
             "default shape, 10 s",
         ),
     ] {
-        let plain = skein_sim::run(&config, None, None).expect("run");
+        let plain = common::run(&config);
         let (watched, rec) = skein_sim::run_recorded(&config, None, None).expect("run");
         assert_eq!(
             plain.trace_hash, watched.trace_hash,

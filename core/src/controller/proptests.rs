@@ -111,79 +111,246 @@ impl World {
         (!names.is_empty()).then(|| names[i as usize % names.len()].clone())
     }
 
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
+    /// Broker `broker` registers (a new incarnation if `restart`, with an empty image).
+    fn register(&mut self, broker: u8, restart: bool) {
+        let b = NodeId::from(broker);
+        let inc = self.incarnations.entry(b).or_insert(0);
+        if restart {
+            *inc += 1;
+            // A restarted broker starts with an empty image.
+            self.broker_images.insert(b, MetadataImage::new());
+        }
+        let incarnation = *inc;
+        let r = self.send(
+            Requester::Broker(b),
+            crate::testing::register_request(b, incarnation),
+        );
+        let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
+            panic!("registration refused: {r:?}")
+        };
+        assert_eq!(
+            self.c.image().broker(b).unwrap().broker_epoch,
+            reg.broker_epoch
+        );
+        assert!(self.c.image().is_unfenced(b), "registration unfences");
+        self.broker_images.entry(b).or_default();
+    }
+
+    /// Broker `broker` heartbeats (with its previous epoch if `stale_epoch`) and applies
+    /// the records it pulled, unless the reply is lost.
+    fn heartbeat(&mut self, broker: u8, lose_reply: bool, stale_epoch: bool) {
+        let b = NodeId::from(broker);
+        let Some(info) = self.c.image().broker(b).cloned() else {
+            return;
+        };
+        let image = self.broker_images.entry(b).or_default();
+        let broker_epoch = if stale_epoch && info.broker_epoch > 0 {
+            info.broker_epoch - 1
+        } else {
+            info.broker_epoch
+        };
+        let metadata_offset = image.next_offset;
+        let r = self.send(
+            Requester::Broker(b),
+            crate::testing::heartbeat_request(b, broker_epoch, metadata_offset),
+        );
+        match r {
+            ControllerResponse::BrokerHeartbeat(Ok(reply)) => {
+                assert_eq!(broker_epoch, info.broker_epoch);
+                assert!(reply.metadata.records.len() <= self.c.config().max_records_per_pull);
+                if !lose_reply {
+                    let image = self.broker_images.get_mut(&b).unwrap();
+                    image
+                        .apply_delta(&reply.metadata)
+                        .expect("pulled records apply");
+                    let n = image.next_offset as usize;
+                    assert_eq!(
+                        image,
+                        &MetadataImage::from_records(&self.c.records()[..n]).unwrap(),
+                        "a broker's image is the controller's as of its offset"
+                    );
+                }
+            }
+            ControllerResponse::BrokerHeartbeat(Err(ControllerError::StaleBrokerEpoch {
+                ..
+            })) => {
+                assert_ne!(broker_epoch, info.broker_epoch)
+            }
+            other => panic!("heartbeat: {other:?}"),
+        }
+    }
+
+    /// A topic created with the controller's assignment: refused only when fewer brokers
+    /// are live than `rf`.
+    fn create(&mut self, partitions: u8, rf: u8, unclean: bool) {
+        let name = format!("t{}", self.topic_names);
+        self.topic_names += 1;
+        let config = TopicConfig {
+            partitions: partitions.into(),
+            replication_factor: rf.into(),
+            min_insync_replicas: 1,
+            unclean_leader_election: unclean,
+            ..TopicConfig::default()
+        };
+        let live = self.c.image().unfenced_brokers().len();
+        let r = self.send(
+            Requester::Client(0),
+            ControllerRequest::CreateTopic {
+                name: name.clone(),
+                config,
+                assignment: None,
+            },
+        );
+        match r {
+            ControllerResponse::CreateTopic { result: Ok(_), .. } => {
+                let t = self.c.image().topic(&name).unwrap();
+                assert_eq!(t.partitions.len(), usize::from(partitions));
+            }
+            ControllerResponse::CreateTopic {
+                result: Err(ControllerError::InsufficientBrokers { .. }),
+                ..
+            } => assert!(live < usize::from(rf)),
+            other => panic!("create: {other:?}"),
+        }
+    }
+
+    /// A topic created with an explicit assignment (registered brokers, rotated).
+    fn create_manual(&mut self, rotate: u8, partitions: u8, rf: u8) {
+        let name = format!("t{}", self.topic_names);
+        self.topic_names += 1;
+        let registered: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
+        if registered.is_empty() {
+            return;
+        }
+        let rf = usize::from(rf);
+        let assignment: Vec<Vec<NodeId>> = (0..usize::from(partitions))
+            .map(|p| {
+                (0..rf.min(registered.len()))
+                    .map(|j| registered[(usize::from(rotate) + p + j) % registered.len()])
+                    .collect()
+            })
+            .collect();
+        let valid = registered.len() >= rf
+            && assignment
+                .iter()
+                .all(|r| r.iter().any(|&b| self.c.image().is_unfenced(b)));
+        let config = TopicConfig {
+            partitions: partitions.into(),
+            replication_factor: rf as u16,
+            ..TopicConfig::default()
+        };
+        let r = self.send(
+            Requester::Client(0),
+            ControllerRequest::CreateTopic {
+                name: name.clone(),
+                config,
+                assignment: Some(assignment.clone()),
+            },
+        );
+        match r {
+            ControllerResponse::CreateTopic { result: Ok(_), .. } => {
+                assert!(valid);
+                for (p, replicas) in assignment.iter().enumerate() {
+                    let s = self
+                        .c
+                        .image()
+                        .partition(&TopicPartition::new(name.clone(), p as u32))
+                        .unwrap();
+                    assert_eq!(&s.replicas, replicas);
+                }
+            }
+            ControllerResponse::CreateTopic {
+                result: Err(ControllerError::InvalidAssignment { .. }),
+                ..
+            } => assert!(!valid),
+            other => panic!("create: {other:?}"),
+        }
+    }
+
+    /// An AlterPartition (ISR change) for one partition, possibly stale or sent by a
+    /// follower.
+    fn alter(&mut self, topic: u8, partition: u8, isr_mask: u8, stale: bool, from_follower: bool) {
+        let Some(name) = self.topic_at(topic) else {
+            return;
+        };
+        let t = self.c.image().topic(&name).unwrap();
+        let p = u32::from(partition) % t.config.partitions;
+        let tp = TopicPartition::new(name, p);
+        let state = self.c.image().partition(&tp).unwrap().clone();
+        let Some(leader) = state.leader else { return };
+        let sender = if from_follower {
+            match state.replicas.iter().find(|&&r| r != leader) {
+                Some(&f) => f,
+                None => return,
+            }
+        } else {
+            leader
+        };
+        let mut new_isr: Vec<NodeId> = state
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| isr_mask & (1 << i) != 0)
+            .map(|(_, &r)| r)
+            .collect();
+        if !new_isr.contains(&sender) && isr_mask & 0x80 == 0 {
+            new_isr.push(sender);
+        }
+        let partition_epoch = if stale {
+            state.partition_epoch.wrapping_sub(1)
+        } else {
+            state.partition_epoch
+        };
+        let r = self.send(
+            Requester::Broker(sender),
+            ControllerRequest::AlterPartition {
+                tp: tp.clone(),
+                leader: sender,
+                leader_epoch: state.leader_epoch,
+                partition_epoch,
+                new_isr: new_isr.clone(),
+            },
+        );
+        let ControllerResponse::AlterPartition { result, .. } = r else {
+            panic!()
+        };
+        let after = self.c.image().partition(&tp).unwrap().clone();
+        match result {
+            Ok(s) => {
+                assert!(!from_follower, "only the leader's proposals succeed");
+                assert_eq!(s, after);
+                let mut want = new_isr.clone();
+                want.sort_by_key(|b| state.replicas.iter().position(|r| r == b));
+                assert_eq!(after.isr, want);
+                if !stale && after.isr != state.isr {
+                    assert_eq!(after.partition_epoch, state.partition_epoch + 1);
+                }
+                if stale {
+                    assert_eq!(after, state, "an accepted stale retry changes nothing");
+                }
+            }
+            Err(e) => {
+                assert_eq!(after, state, "a refused proposal changes nothing: {e}");
+                let valid = !from_follower
+                    && !stale
+                    && !new_isr.is_empty()
+                    && new_isr.contains(&leader)
+                    && new_isr
+                        .iter()
+                        .all(|&b| state.isr.contains(&b) || self.c.image().is_unfenced(b));
+                assert!(!valid, "a valid proposal was refused: {e}");
+            }
+        }
+    }
+
     fn step(&mut self, op: &Op) {
         match *op {
-            Op::Register { broker, restart } => {
-                let b = NodeId::from(broker);
-                let inc = self.incarnations.entry(b).or_insert(0);
-                if restart {
-                    *inc += 1;
-                    // A restarted broker starts with an empty image.
-                    self.broker_images.insert(b, MetadataImage::new());
-                }
-                let incarnation = *inc;
-                let r = self.send(
-                    Requester::Broker(b),
-                    crate::testing::register_request(b, incarnation),
-                );
-                let ControllerResponse::RegisterBroker(Ok(reg)) = r else {
-                    panic!("registration refused: {r:?}")
-                };
-                assert_eq!(
-                    self.c.image().broker(b).unwrap().broker_epoch,
-                    reg.broker_epoch
-                );
-                assert!(self.c.image().is_unfenced(b), "registration unfences");
-                self.broker_images.entry(b).or_default();
-            }
+            Op::Register { broker, restart } => self.register(broker, restart),
             Op::Heartbeat {
                 broker,
                 lose_reply,
                 stale_epoch,
-            } => {
-                let b = NodeId::from(broker);
-                let Some(info) = self.c.image().broker(b).cloned() else {
-                    return;
-                };
-                let image = self.broker_images.entry(b).or_default();
-                let broker_epoch = if stale_epoch && info.broker_epoch > 0 {
-                    info.broker_epoch - 1
-                } else {
-                    info.broker_epoch
-                };
-                let metadata_offset = image.next_offset;
-                let r = self.send(
-                    Requester::Broker(b),
-                    crate::testing::heartbeat_request(b, broker_epoch, metadata_offset),
-                );
-                match r {
-                    ControllerResponse::BrokerHeartbeat(Ok(reply)) => {
-                        assert_eq!(broker_epoch, info.broker_epoch);
-                        assert!(
-                            reply.metadata.records.len() <= self.c.config().max_records_per_pull
-                        );
-                        if !lose_reply {
-                            let image = self.broker_images.get_mut(&b).unwrap();
-                            image
-                                .apply_delta(&reply.metadata)
-                                .expect("pulled records apply");
-                            let n = image.next_offset as usize;
-                            assert_eq!(
-                                image,
-                                &MetadataImage::from_records(&self.c.records()[..n]).unwrap(),
-                                "a broker's image is the controller's as of its offset"
-                            );
-                        }
-                    }
-                    ControllerResponse::BrokerHeartbeat(Err(
-                        ControllerError::StaleBrokerEpoch { .. },
-                    )) => {
-                        assert_ne!(broker_epoch, info.broker_epoch)
-                    }
-                    other => panic!("heartbeat: {other:?}"),
-                }
-            }
+            } => self.heartbeat(broker, lose_reply, stale_epoch),
             Op::HeartbeatAll { skip } => {
                 let brokers: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
                 for b in brokers.into_iter().filter(|&b| b != NodeId::from(skip)) {
@@ -206,92 +373,12 @@ impl World {
                 partitions,
                 rf,
                 unclean,
-            } => {
-                let name = format!("t{}", self.topic_names);
-                self.topic_names += 1;
-                let config = TopicConfig {
-                    partitions: partitions.into(),
-                    replication_factor: rf.into(),
-                    min_insync_replicas: 1,
-                    unclean_leader_election: unclean,
-                    ..TopicConfig::default()
-                };
-                let live = self.c.image().unfenced_brokers().len();
-                let r = self.send(
-                    Requester::Client(0),
-                    ControllerRequest::CreateTopic {
-                        name: name.clone(),
-                        config,
-                        assignment: None,
-                    },
-                );
-                match r {
-                    ControllerResponse::CreateTopic { result: Ok(_), .. } => {
-                        let t = self.c.image().topic(&name).unwrap();
-                        assert_eq!(t.partitions.len(), usize::from(partitions));
-                    }
-                    ControllerResponse::CreateTopic {
-                        result: Err(ControllerError::InsufficientBrokers { .. }),
-                        ..
-                    } => assert!(live < usize::from(rf)),
-                    other => panic!("create: {other:?}"),
-                }
-            }
+            } => self.create(partitions, rf, unclean),
             Op::CreateManual {
                 rotate,
                 partitions,
                 rf,
-            } => {
-                let name = format!("t{}", self.topic_names);
-                self.topic_names += 1;
-                let registered: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
-                if registered.is_empty() {
-                    return;
-                }
-                let rf = usize::from(rf);
-                let assignment: Vec<Vec<NodeId>> = (0..usize::from(partitions))
-                    .map(|p| {
-                        (0..rf.min(registered.len()))
-                            .map(|j| registered[(usize::from(rotate) + p + j) % registered.len()])
-                            .collect()
-                    })
-                    .collect();
-                let valid = registered.len() >= rf
-                    && assignment
-                        .iter()
-                        .all(|r| r.iter().any(|&b| self.c.image().is_unfenced(b)));
-                let config = TopicConfig {
-                    partitions: partitions.into(),
-                    replication_factor: rf as u16,
-                    ..TopicConfig::default()
-                };
-                let r = self.send(
-                    Requester::Client(0),
-                    ControllerRequest::CreateTopic {
-                        name: name.clone(),
-                        config,
-                        assignment: Some(assignment.clone()),
-                    },
-                );
-                match r {
-                    ControllerResponse::CreateTopic { result: Ok(_), .. } => {
-                        assert!(valid);
-                        for (p, replicas) in assignment.iter().enumerate() {
-                            let s = self
-                                .c
-                                .image()
-                                .partition(&TopicPartition::new(name.clone(), p as u32))
-                                .unwrap();
-                            assert_eq!(&s.replicas, replicas);
-                        }
-                    }
-                    ControllerResponse::CreateTopic {
-                        result: Err(ControllerError::InvalidAssignment { .. }),
-                        ..
-                    } => assert!(!valid),
-                    other => panic!("create: {other:?}"),
-                }
-            }
+            } => self.create_manual(rotate, partitions, rf),
             Op::Delete { topic } => {
                 if let Some(name) = self.topic_at(topic) {
                     let r = self.send(
@@ -314,79 +401,7 @@ impl World {
                 isr_mask,
                 stale,
                 from_follower,
-            } => {
-                let Some(name) = self.topic_at(topic) else {
-                    return;
-                };
-                let t = self.c.image().topic(&name).unwrap();
-                let p = u32::from(partition) % t.config.partitions;
-                let tp = TopicPartition::new(name, p);
-                let state = self.c.image().partition(&tp).unwrap().clone();
-                let Some(leader) = state.leader else { return };
-                let sender = if from_follower {
-                    match state.replicas.iter().find(|&&r| r != leader) {
-                        Some(&f) => f,
-                        None => return,
-                    }
-                } else {
-                    leader
-                };
-                let mut new_isr: Vec<NodeId> = state
-                    .replicas
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| isr_mask & (1 << i) != 0)
-                    .map(|(_, &r)| r)
-                    .collect();
-                if !new_isr.contains(&sender) && isr_mask & 0x80 == 0 {
-                    new_isr.push(sender);
-                }
-                let partition_epoch = if stale {
-                    state.partition_epoch.wrapping_sub(1)
-                } else {
-                    state.partition_epoch
-                };
-                let r = self.send(
-                    Requester::Broker(sender),
-                    ControllerRequest::AlterPartition {
-                        tp: tp.clone(),
-                        leader: sender,
-                        leader_epoch: state.leader_epoch,
-                        partition_epoch,
-                        new_isr: new_isr.clone(),
-                    },
-                );
-                let ControllerResponse::AlterPartition { result, .. } = r else {
-                    panic!()
-                };
-                let after = self.c.image().partition(&tp).unwrap().clone();
-                match result {
-                    Ok(s) => {
-                        assert!(!from_follower, "only the leader's proposals succeed");
-                        assert_eq!(s, after);
-                        let mut want = new_isr.clone();
-                        want.sort_by_key(|b| state.replicas.iter().position(|r| r == b));
-                        assert_eq!(after.isr, want);
-                        if !stale && after.isr != state.isr {
-                            assert_eq!(after.partition_epoch, state.partition_epoch + 1);
-                        }
-                        if stale {
-                            assert_eq!(after, state, "an accepted stale retry changes nothing");
-                        }
-                    }
-                    Err(e) => {
-                        assert_eq!(after, state, "a refused proposal changes nothing: {e}");
-                        let valid = !from_follower
-                            && !stale
-                            && !new_isr.is_empty()
-                            && new_isr.contains(&leader)
-                            && new_isr
-                                .iter()
-                                .all(|&b| state.isr.contains(&b) || self.c.image().is_unfenced(b));
-                        assert!(!valid, "a valid proposal was refused: {e}");
-                    }
-                }
-            }
+            } => self.alter(topic, partition, isr_mask, stale, from_follower),
             Op::ElectPreferred => {
                 self.send(
                     Requester::Client(0),

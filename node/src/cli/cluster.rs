@@ -7,7 +7,7 @@
 //! falls back to SIGKILL. `restart NODE` starts one node again from its config (after a
 //! crash or `kill -9`) and records its new pid.
 
-use super::common::runtime;
+use super::common::{free_ports, runtime, signal};
 use anyhow::{bail, Context};
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
@@ -92,18 +92,6 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
 }
 
 const PID_FILE: &str = "cluster.pid";
-
-fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    // Hold every listener until all are picked so the ports are distinct.
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("cannot pick free ports on 127.0.0.1")?;
-    Ok(listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<Result<_, _>>()?)
-}
 
 /// The cluster file `up` writes: controllers, then brokers, then the brokers' Kafka
 /// listeners on consecutive `ports`. One controller keeps the single `controller` form.
@@ -447,15 +435,6 @@ fn is_our_node(pid: u32, dir: &Path) -> bool {
         && args
             .iter()
             .any(|a| Path::new(a).parent() == Some(dir) && a.ends_with(".toml"))
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
 }
 
 fn down(dir: &Path) -> anyhow::Result<ExitCode> {

@@ -1,8 +1,10 @@
 //! Helpers shared by the client subcommands.
 
+use anyhow::Context;
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::ClusterConfig;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// `--cluster FILE`: a cluster file (as written by `skein cluster up`) or any node config.
 #[derive(clap::Args, Debug, Clone)]
@@ -56,4 +58,27 @@ pub fn spinner(msg: &str) -> indicatif::ProgressBar {
     pb.set_prefix(msg.to_string());
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
     pb
+}
+
+/// `n` distinct free TCP ports on 127.0.0.1 (each listener is held until all are picked).
+pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .context("cannot pick free ports on 127.0.0.1")?;
+    Ok(listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Sends signal `sig` (`TERM`, `KILL`, `STOP`, ...) to process `pid` through `kill`;
+/// best effort (a process already gone is no error).
+pub fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }

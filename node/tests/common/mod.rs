@@ -4,11 +4,15 @@
 
 pub mod procs;
 
+use skein_core::controller::TopicConfig;
+use skein_core::message::{Acks, OffsetSpec};
+use skein_core::types::TopicPartition;
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
     BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role, Tuning,
 };
 use skein_node::runtime::{start, NodeHandle};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -153,6 +157,59 @@ impl TestCluster {
             c.stop().await;
         }
     }
+}
+
+/// Creates `name` with `partitions` partitions, replication factor 3 and
+/// min.insync.replicas 2: the durable topic shape of the in-process tests (acks=all needs
+/// two copies).
+pub async fn create_durable_topic(client: &mut Client, name: &str, partitions: u32) {
+    let config = TopicConfig {
+        partitions,
+        replication_factor: 3,
+        min_insync_replicas: 2,
+        ..TopicConfig::default()
+    };
+    client.create_topic(name, config).await.unwrap();
+}
+
+/// Produces `values` as one batch with `acks`; returns `(offset, value)` of each record.
+pub async fn produce_values(
+    client: &mut Client,
+    tp: &TopicPartition,
+    values: Vec<Vec<u8>>,
+    acks: Acks,
+) -> Vec<(u64, Vec<u8>)> {
+    let p = client.produce(tp, values.clone(), acks).await.unwrap();
+    let base = p.base_offset.expect("acks=all returns an offset");
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (base + i as u64, v))
+        .collect()
+}
+
+/// Reads `tp` from its earliest offset through offset `last`, waiting for records that
+/// are not there yet; offsets only go forward.
+pub async fn read_through(
+    client: &mut Client,
+    tp: &TopicPartition,
+    last: u64,
+) -> BTreeMap<u64, Vec<u8>> {
+    let mut at = client.list_offset(tp, OffsetSpec::Earliest).await.unwrap();
+    let mut seen = BTreeMap::new();
+    while at <= last {
+        let (records, _) = client.fetch(tp, at, 64 << 10).await.unwrap();
+        if records.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        for (offset, value) in records {
+            assert!(offset >= at, "offset {offset} went backwards from {at}");
+            at = offset + 1;
+            seen.insert(offset, value.expect("records carry values"));
+        }
+    }
+    seen
 }
 
 /// Runs `cmd` with `stdin` to completion; killed (`kill -9`) and a panic after `limit`.

@@ -54,6 +54,18 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Asserts that `out` exited successfully; returns its stdout.
+pub fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Asserts that `out`'s stderr contains `needle`.
+pub fn says(out: &Output, needle: &str) {
+    let err = text(&out.stderr);
+    assert!(err.contains(needle), "{needle:?} missing in: {err}");
+}
+
 pub fn kill9(pid: u32) {
     let _ = Command::new("kill")
         .arg("-9")
@@ -91,6 +103,15 @@ pub struct Cleanup {
 }
 
 impl Cleanup {
+    /// Nothing recorded yet for the cluster in `dir`.
+    pub fn new(dir: &Path) -> Self {
+        Cleanup {
+            dir: dir.to_path_buf(),
+            seen: vec![],
+            producer: None,
+        }
+    }
+
     pub fn note_pids(&mut self) {
         self.seen.extend(pids(&self.dir).into_values());
     }
@@ -121,6 +142,62 @@ impl Drop for Cleanup {
     }
 }
 
+/// `skein cluster up ARGS --dir DIR`, which must succeed; notes the pids it started and
+/// returns the path of the cluster file it wrote.
+pub fn cluster_up(cleanup: &mut Cleanup, args: &[&str], limit: Duration) -> String {
+    let d = cleanup.dir.to_str().unwrap().to_string();
+    let mut all = vec!["cluster", "up"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--dir", &d]);
+    let up = run(&all, limit);
+    cleanup.note_pids();
+    assert!(up.status.success(), "cluster up: {}", text(&up.stderr));
+    cleanup
+        .dir
+        .join("cluster.toml")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// `kill -9 pid` (node `name`), then waits up to 5 s for it to be gone.
+pub fn kill9_and_wait(name: &str, pid: u32) {
+    kill9(pid);
+    let t = Instant::now();
+    while running(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{name} survived kill -9"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `kill -9` of `t-0`'s leader while all three replicas are in sync; returns its id, its
+/// node name and the pid it had.
+pub fn kill9_leader(cf: &str, dir: &Path) -> (u32, String, u32) {
+    let (leader, isr) = describe(cf);
+    let victim = leader.expect("t-0 has a leader");
+    assert_eq!(
+        isr.len(),
+        3,
+        "all replicas in sync before the kill: {isr:?}"
+    );
+    let name = format!("broker-{victim}");
+    let pid = pids(dir)[&name];
+    kill9_and_wait(&name, pid);
+    (victim, name, pid)
+}
+
+/// `t-0` has a leader other than `victim`.
+pub fn assert_new_leader(cf: &str, victim: u32) {
+    let (leader, _) = describe(cf);
+    assert!(
+        leader.is_some_and(|l| l != victim),
+        "a new leader took over from {victim}: {leader:?}"
+    );
+}
+
 /// `(leader, isr)` of `t-0` from `skein topic describe t`.
 pub fn describe(cf: &str) -> (Option<u32>, Vec<u32>) {
     let out = run(
@@ -149,7 +226,7 @@ pub fn describe(cf: &str) -> (Option<u32>, Vec<u32>) {
 }
 
 /// Writes lines `from..to` (`v<i>`) to the producer's stdin.
-pub fn feed(stdin: &mut ChildStdin, from: usize, to: usize) {
+fn feed(stdin: &mut ChildStdin, from: usize, to: usize) {
     let lines: String = (from..to).map(|i| format!("v{i}\n")).collect();
     stdin.write_all(lines.as_bytes()).unwrap();
     stdin.flush().unwrap();
@@ -157,7 +234,7 @@ pub fn feed(stdin: &mut ChildStdin, from: usize, to: usize) {
 
 /// Collects acknowledgement lines (`t-0@OFFSET`, one per record, in stdin order) until
 /// `acked` holds `n`.
-pub fn await_acks(acks: &mpsc::Receiver<String>, acked: &mut Vec<u64>, n: usize, limit: Duration) {
+fn await_acks(acks: &mpsc::Receiver<String>, acked: &mut Vec<u64>, n: usize, limit: Duration) {
     let deadline = Instant::now() + limit;
     while acked.len() < n {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -245,53 +322,85 @@ pub fn assert_consumed_exactly(cf: &str, acked: &[u64], max_skipped: u64) {
     );
 }
 
-/// Starts one `skein produce --acks all --batch 100` process for topic `t` (idempotent by
+/// `skein produce --topic t --acks all --batch BATCH --cluster CF`: the process tests'
+/// durable producer.
+pub fn produce_args<'a>(cf: &'a str, batch: &'a str) -> Vec<&'a str> {
+    vec![
+        "produce",
+        "--topic",
+        "t",
+        "--acks",
+        "all",
+        "--batch",
+        batch,
+        "--cluster",
+        cf,
+    ]
+}
+
+/// One `skein produce --acks all --batch 100` process for topic `t` (idempotent by
 /// default, so its retries across a failover are answered as duplicates, never written
-/// twice). Returns its stdin (one record per line), its acknowledgement lines, and its
-/// stderr (drained on a thread so a chatty producer never blocks on a full pipe).
-pub fn spawn_producer(
-    cf: &str,
-    cleanup: &mut Cleanup,
-) -> (
-    ChildStdin,
-    mpsc::Receiver<String>,
-    std::thread::JoinHandle<String>,
-) {
-    let mut producer = skein()
-        .args([
-            "produce",
-            "--topic",
-            "t",
-            "--acks",
-            "all",
-            "--batch",
-            "100",
-            "--cluster",
-            cf,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = producer.stdin.take().unwrap();
-    let stdout = producer.stdout.take().unwrap();
-    let stderr = producer.stderr.take().unwrap();
-    cleanup.producer = Some(producer);
-    // Drained on a thread so a chatty producer never blocks on a full pipe.
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-        s
-    });
-    let (tx, acks) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
+/// twice), fed lines `v<i>`, with the offsets acknowledged so far.
+pub struct Producer {
+    stdin: Option<ChildStdin>,
+    acks: mpsc::Receiver<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    /// The acknowledged offset of `v<i>`, for every `i` fed and acknowledged.
+    pub acked: Vec<u64>,
+    fed: usize,
+}
+
+impl Producer {
+    /// Starts the process; `cleanup` kills it if the test fails first.
+    pub fn spawn(cf: &str, cleanup: &mut Cleanup) -> Self {
+        let mut producer = skein()
+            .args(produce_args(cf, "100"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = producer.stdin.take().unwrap();
+        let stdout = producer.stdout.take().unwrap();
+        let stderr = producer.stderr.take().unwrap();
+        cleanup.producer = Some(producer);
+        // Drained on a thread so a chatty producer never blocks on a full pipe.
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+            s
+        });
+        let (tx, acks) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
+        });
+        Producer {
+            stdin: Some(stdin),
+            acks,
+            stderr: Some(stderr),
+            acked: Vec::new(),
+            fed: 0,
         }
-    });
-    (stdin, acks, stderr)
+    }
+
+    /// Feeds lines up to `v<to - 1>` and waits until all of them are acknowledged.
+    pub fn produce_until(&mut self, to: usize, limit: Duration) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        feed(stdin, self.fed, to);
+        self.fed = to;
+        await_acks(&self.acks, &mut self.acked, to, limit);
+    }
+
+    /// Closes stdin and checks that the process exits successfully.
+    pub fn finish(&mut self, cleanup: &mut Cleanup) {
+        drop(self.stdin.take());
+        let status = cleanup.producer.take().unwrap().wait().unwrap();
+        let err = self.stderr.take().expect("finished once").join().unwrap();
+        assert!(status.success(), "producer failed: {err}");
+    }
 }

@@ -42,9 +42,9 @@ impl Consumer {
         if !self.assigned {
             self.assigned = true;
             for p in 0..self.partitions {
-                ctx.history.push(
-                    ctx.now,
-                    process_id(self.client, p),
+                ctx.event(
+                    self.client,
+                    p,
                     EventType::Ok,
                     Function::Assign,
                     Value::Assign(AssignValue {
@@ -58,13 +58,7 @@ impl Consumer {
             if let Some(poll) = self.polls.get(&p) {
                 if ctx.now >= poll.sent_at + REQUEST_TIMEOUT {
                     self.polls.remove(&p);
-                    ctx.history.push(
-                        ctx.now,
-                        process_id(self.client, p),
-                        EventType::Info,
-                        Function::Poll,
-                        Value::Null,
-                    );
+                    ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
                     self.meta.invalidate();
                 }
             }
@@ -89,9 +83,9 @@ impl Consumer {
                     sent_at: ctx.now,
                 },
             );
-            ctx.history.push(
-                ctx.now,
-                process_id(self.client, p),
+            ctx.event(
+                self.client,
+                p,
                 EventType::Invoke,
                 Function::Poll,
                 Value::Null,
@@ -200,13 +194,7 @@ impl Consumer {
 
     pub fn finish(&mut self, ctx: &mut Ctx<'_>) {
         for p in std::mem::take(&mut self.polls).into_keys() {
-            ctx.history.push(
-                ctx.now,
-                process_id(self.client, p),
-                EventType::Info,
-                Function::Poll,
-                Value::Null,
-            );
+            ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
         }
     }
 

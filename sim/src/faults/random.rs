@@ -211,30 +211,17 @@ pub fn random_member_schedule(
     end: SimTime,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Scheduled> {
-    let mut out = Vec::new();
     let member_weight = rates.member_crash + rates.member_pause + rates.member_isolate;
     let broker_weight = rates.broker_weight();
     if rates.per_second <= 0.0 || end <= start || members == 0 || member_weight == 0 {
-        return out;
+        return Vec::new();
     }
     let per_second =
         rates.per_second * member_weight as f64 / (member_weight + broker_weight) as f64;
-    let mean_gap = (SECS as f64 / per_second) as u64;
-    let mut t = start;
-    let mut down_until: SimTime = 0;
-    loop {
-        t += exponential(rng, mean_gap).max(MILLIS);
-        if t >= end {
-            break;
-        }
+    one_at_a_time(per_second, start, end, rng, |rng, remaining| {
         let member = rng.gen_range(1..=members);
         let pick = rng.gen_range(0..member_weight);
-        let remaining = end - t;
-        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
-        if down_until > t {
-            continue;
-        }
-        down_until = t + d;
+        let d = fault_length(rng, remaining);
         let fault = if pick < rates.member_crash {
             Fault::MemberCrash {
                 member,
@@ -251,9 +238,8 @@ pub fn random_member_schedule(
                 duration: d,
             }
         };
-        out.push(Scheduled { at: t, fault });
-    }
-    out
+        (d, fault)
+    })
 }
 
 /// Draws producer and consumer faults (crash, pause, isolation) for `producers` producers
@@ -270,21 +256,13 @@ pub fn random_client_schedule(
     end: SimTime,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Scheduled> {
-    let mut out = Vec::new();
     let weight = rates.client_crash + rates.client_pause + rates.client_isolate;
     let clients = producers + consumers;
     if rates.per_second <= 0.0 || end <= start || clients == 0 || weight == 0 {
-        return out;
+        return Vec::new();
     }
     let per_second = rates.per_second * weight as f64 / (weight + rates.broker_weight()) as f64;
-    let mean_gap = (SECS as f64 / per_second) as u64;
-    let mut t = start;
-    let mut busy_until: SimTime = 0;
-    loop {
-        t += exponential(rng, mean_gap).max(MILLIS);
-        if t >= end {
-            break;
-        }
+    one_at_a_time(per_second, start, end, rng, |rng, remaining| {
         let n = rng.gen_range(0..clients);
         let client = if n < producers {
             ClientRef::Producer(n + 1)
@@ -292,13 +270,8 @@ pub fn random_client_schedule(
             ClientRef::Consumer(n - producers + 1)
         };
         let pick = rng.gen_range(0..weight);
-        let remaining = end - t;
-        let d = between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)));
+        let d = fault_length(rng, remaining);
         let replace = chance(rng, 1.0 / 3.0);
-        if busy_until > t {
-            continue;
-        }
-        busy_until = t + d;
         let fault = if pick < rates.client_crash {
             Fault::ClientCrash {
                 client,
@@ -317,6 +290,40 @@ pub fn random_client_schedule(
                 duration: d,
             }
         };
+        (d, fault)
+    })
+}
+
+/// How long a member or client fault lasts: 50 ms to 3 s, within the `remaining` run.
+fn fault_length(rng: &mut ChaCha8Rng, remaining: SimTime) -> SimTime {
+    between(rng, 50 * MILLIS, (3 * SECS).min(remaining.max(50 * MILLIS)))
+}
+
+/// Faults at `per_second` (exponential gaps, at least 1 ms) within `[start, end)`, at most
+/// one lasting at a time: `draw` picks the next fault and its length from the time left;
+/// one drawn while the last still lasts is dropped, its draws made all the same (so the
+/// stream does not depend on which are kept).
+fn one_at_a_time(
+    per_second: f64,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+    mut draw: impl FnMut(&mut ChaCha8Rng, SimTime) -> (SimTime, Fault),
+) -> Vec<Scheduled> {
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut out = Vec::new();
+    let mut t = start;
+    let mut busy_until: SimTime = 0;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let (d, fault) = draw(rng, end - t);
+        if busy_until > t {
+            continue;
+        }
+        busy_until = t + d;
         out.push(Scheduled { at: t, fault });
     }
     out

@@ -4,12 +4,27 @@ use super::*;
 use crate::rng::{stream, Subsystem};
 use crate::time::SECS;
 
+/// The default weights at `per_second` faults a second.
+fn rates_at(per_second: f64) -> FaultRates {
+    FaultRates {
+        per_second,
+        ..FaultRates::default()
+    }
+}
+
+/// `draw(seed)` is a schedule of the seed: the same again for seed 1, another for seed 2,
+/// and not nearly empty. Returns seed 1's.
+fn seeded_and_varied(draw: impl Fn(u64) -> Vec<Scheduled>) -> Vec<Scheduled> {
+    let a = draw(1);
+    assert_eq!(a, draw(1));
+    assert_ne!(a, draw(2));
+    assert!(a.len() >= 5, "{a:?}");
+    a
+}
+
 #[test]
 fn client_schedules_are_seeded_bounded_one_at_a_time_and_varied() {
-    let rates = FaultRates {
-        per_second: 4.0,
-        ..FaultRates::default()
-    };
+    let rates = rates_at(4.0);
     let draw = |seed| {
         random_client_schedule(
             &rates,
@@ -20,10 +35,7 @@ fn client_schedules_are_seeded_bounded_one_at_a_time_and_varied() {
             &mut stream(seed, Subsystem::Faults),
         )
     };
-    let a = draw(1);
-    assert_eq!(a, draw(1));
-    assert_ne!(a, draw(2));
-    assert!(a.len() >= 5, "{a:?}");
+    seeded_and_varied(draw);
     let mut busy_until = 0;
     let mut kinds = std::collections::BTreeSet::new();
     let mut replaced = 0;
@@ -142,10 +154,7 @@ fn weights_parse_and_steer_the_schedule() {
 
 #[test]
 fn member_schedules_are_seeded_bounded_and_one_member_at_a_time() {
-    let rates = FaultRates {
-        per_second: 4.0,
-        ..FaultRates::default()
-    };
+    let rates = rates_at(4.0);
     let draw = |seed| {
         random_member_schedule(
             &rates,
@@ -155,10 +164,7 @@ fn member_schedules_are_seeded_bounded_and_one_member_at_a_time() {
             &mut stream(seed, Subsystem::Faults),
         )
     };
-    let a = draw(1);
-    assert_eq!(a, draw(1));
-    assert_ne!(a, draw(2));
-    assert!(a.len() >= 5, "{a:?}");
+    let a = seeded_and_varied(draw);
     let mut busy_until = 0;
     let mut kinds = std::collections::BTreeSet::new();
     for s in &a {
@@ -191,10 +197,7 @@ fn member_schedules_are_seeded_bounded_and_one_member_at_a_time() {
 
 #[test]
 fn max_down_is_respected() {
-    let rates = FaultRates {
-        per_second: 5.0,
-        ..FaultRates::default()
-    };
+    let rates = rates_at(5.0);
     for seed in 0..20 {
         let s = random_schedule(
             &rates,

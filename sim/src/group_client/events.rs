@@ -6,9 +6,9 @@ use super::*;
 
 impl GroupMember {
     fn assign_event(&self, ctx: &mut Ctx<'_>, p: u32, owned: bool) {
-        ctx.history.push(
-            ctx.now,
-            process_id(self.client, p),
+        ctx.event(
+            self.client,
+            p,
             EventType::Ok,
             Function::Assign,
             Value::Assign(AssignValue {

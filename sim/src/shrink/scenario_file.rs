@@ -34,6 +34,25 @@ fn quote(s: &str) -> String {
     out
 }
 
+/// The fields a crash of a node or of a coordinator shares: power loss and what survives
+/// of unsynced data (when not the default), the automatic restart.
+fn crash_fields(
+    o: &mut String,
+    power_loss: bool,
+    unsynced: Unsynced,
+    restart_after: Option<SimTime>,
+) {
+    if power_loss {
+        o.push_str("power_loss = true\n");
+        if unsynced != Unsynced::Random {
+            let _ = writeln!(o, "unsynced = \"{}\"", unsynced.name());
+        }
+    }
+    if let Some(r) = restart_after {
+        let _ = writeln!(o, "restart_after = \"{}\"", format_duration(r));
+    }
+}
+
 /// One `[[fault]]` entry; `None` for internal faults no file can name.
 fn fault_toml(s: &Scheduled) -> Option<String> {
     let mut o = format!("[[fault]]\nat = \"{}\"\n", format_duration(s.at));
@@ -50,31 +69,23 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
         } => {
             kind(&mut o, "crash");
             let _ = writeln!(o, "node = {}", node(n));
-            if *power_loss {
-                o.push_str("power_loss = true\n");
-                if *unsynced != Unsynced::Random {
-                    let _ = writeln!(o, "unsynced = \"{}\"", unsynced.name());
-                }
-            }
-            if let Some(r) = restart_after {
-                let _ = writeln!(o, "restart_after = {}", d(r));
-            }
+            crash_fields(&mut o, *power_loss, *unsynced, *restart_after);
         }
-        Fault::Restart { node: n } => {
-            kind(&mut o, "restart");
+        // Kinds named as `Fault::name` names them, with a node (and a duration).
+        Fault::Restart { node: n } | Fault::BitFlip { node: n } => {
+            kind(&mut o, s.fault.name());
             let _ = writeln!(o, "node = {}", node(n));
         }
-        Fault::Pause { node: n, duration } => {
-            kind(&mut o, "pause");
+        Fault::Pause { node: n, duration }
+        | Fault::ClockStall { node: n, duration }
+        | Fault::ReadErrors { node: n, duration }
+        | Fault::DiskFull { node: n, duration } => {
+            kind(&mut o, s.fault.name());
             let _ = writeln!(o, "node = {}\nduration = {}", node(n), d(duration));
         }
         Fault::ClockJump { node: n, forward } => {
             kind(&mut o, "clock-jump");
             let _ = writeln!(o, "node = {}\nforward = {}", node(n), d(forward));
-        }
-        Fault::ClockStall { node: n, duration } => {
-            kind(&mut o, "clock-stall");
-            let _ = writeln!(o, "node = {}\nduration = {}", node(n), d(duration));
         }
         Fault::ClockSkew { node: n, ppm } => {
             kind(&mut o, "clock-skew");
@@ -111,18 +122,6 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
                 node(to),
                 d(duration)
             );
-        }
-        Fault::BitFlip { node: n } => {
-            kind(&mut o, "bit-flip");
-            let _ = writeln!(o, "node = {}", node(n));
-        }
-        Fault::ReadErrors { node: n, duration } => {
-            kind(&mut o, "read-errors");
-            let _ = writeln!(o, "node = {}\nduration = {}", node(n), d(duration));
-        }
-        Fault::DiskFull { node: n, duration } => {
-            kind(&mut o, "disk-full");
-            let _ = writeln!(o, "node = {}\nduration = {}", node(n), d(duration));
         }
         Fault::SlowDisk {
             node: n,
@@ -185,15 +184,7 @@ fn group_or_client_fault_toml(o: &mut String, f: &Fault) {
             restart_after,
         } => {
             kind(o, "coordinator-crash");
-            if *power_loss {
-                o.push_str("power_loss = true\n");
-                if *unsynced != Unsynced::Random {
-                    let _ = writeln!(o, "unsynced = \"{}\"", unsynced.name());
-                }
-            }
-            if let Some(r) = restart_after {
-                let _ = writeln!(o, "restart_after = {}", d(r));
-            }
+            crash_fields(o, *power_loss, *unsynced, *restart_after);
         }
         Fault::ClientPause {
             client,
@@ -306,11 +297,11 @@ mod tests {
     use crate::scenario::Scenario;
     use crate::time::{MILLIS, SECS};
 
-    #[test]
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
-    fn every_fault_kind_survives_writing_and_reading_back() {
+    /// One fault of every kind that strikes nodes or the network (each node shape, each
+    /// partition shape).
+    fn node_faults() -> Vec<Fault> {
         let c = NodeRef::CONTROLLER;
-        let faults = vec![
+        vec![
             Fault::Crash {
                 node: Broker(1),
                 power_loss: true,
@@ -389,6 +380,12 @@ mod tests {
                 latency: 40 * MILLIS,
                 duration: 4 * SECS,
             },
+        ]
+    }
+
+    /// One fault of every kind that strikes group members, the coordinator or clients.
+    fn group_and_client_faults() -> Vec<Fault> {
+        vec![
             Fault::MemberCrash {
                 member: 1,
                 restart_after: Some(SECS),
@@ -419,7 +416,13 @@ mod tests {
                 client: ClientRef::Consumer(2),
                 duration: SECS,
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn every_fault_kind_survives_writing_and_reading_back() {
+        let mut faults = node_faults();
+        faults.extend(group_and_client_faults());
         let cfg = SimConfig {
             seed: 42,
             duration: 15 * SECS,

@@ -357,29 +357,28 @@ impl World {
 
     /// Re-derives a node's timer after its clock changed.
     pub(super) fn refresh_timer(&mut self, now: SimTime, node: NodeRef) {
-        match node {
-            NodeRef::LeaderOf(_) => {} // resolved before faults apply
-            NodeRef::Broker(id) => {
-                let next = self
-                    .brokers
+        let (addr, next) = match node {
+            NodeRef::LeaderOf(_) => return, // resolved before faults apply
+            NodeRef::Broker(id) => (
+                Address::Node(id),
+                self.brokers
                     .get(&id)
                     .and_then(|s| s.machine.as_ref())
-                    .and_then(|b| b.next_timeout());
-                if next.is_some() {
-                    self.set_node_timer(Address::Node(id), now, next);
-                }
-            }
+                    .and_then(|b| b.next_timeout()),
+            ),
             NodeRef::Controller(c) => {
                 let id = ctl_id(c);
-                let next = self
-                    .controllers
-                    .get(&id)
-                    .and_then(|s| s.machine.as_ref())
-                    .and_then(|c| c.poll_timeout());
-                if next.is_some() {
-                    self.set_node_timer(Address::Controller(id), now, next);
-                }
+                (
+                    Address::Controller(id),
+                    self.controllers
+                        .get(&id)
+                        .and_then(|s| s.machine.as_ref())
+                        .and_then(|c| c.poll_timeout()),
+                )
             }
+        };
+        if next.is_some() {
+            self.set_node_timer(addr, now, next);
         }
     }
 
@@ -392,11 +391,7 @@ impl World {
                 let Some(s) = self.brokers.get_mut(&id) else {
                     return;
                 };
-                let up = s.machine.take().is_some();
-                s.incarnation += 1;
-                s.timer_gen += 1;
-                s.timer_at = None;
-                s.paused_until = 0;
+                let up = s.stop();
                 if let Some(g) = self.group.as_mut() {
                     g.on_broker_down(id);
                 }
@@ -406,11 +401,7 @@ impl World {
                 let Some(s) = self.controllers.get_mut(&ctl_id(c)) else {
                     return;
                 };
-                let up = s.machine.take().is_some();
-                s.incarnation += 1;
-                s.timer_gen += 1;
-                s.timer_at = None;
-                s.paused_until = 0;
+                let up = s.stop();
                 (s.disk.clone(), up)
             }
         };

@@ -172,14 +172,13 @@ impl World {
         let mut t = ClientTotals::default();
         let mut out = std::mem::take(&mut self.out);
         for cs in self.clients.iter_mut() {
-            let mut ctx = Ctx {
+            let mut ctx = Ctx::new(
                 now,
-                history: &mut self.history,
-                rng: &mut self.work_rng,
-                out: &mut out,
-                brokers: self.cfg.brokers,
-                controllers: self.cfg.controllers,
-            };
+                &mut self.history,
+                &mut self.work_rng,
+                &mut out,
+                &self.cfg,
+            );
             match &mut cs.client {
                 Client::Producer(p) => {
                     t.sends += p.sends;

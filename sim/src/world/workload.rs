@@ -88,14 +88,13 @@ impl World {
     ) {
         let mut out = std::mem::take(&mut self.out);
         {
-            let mut ctx = Ctx {
+            let mut ctx = Ctx::new(
                 now,
-                history: &mut self.history,
-                rng: &mut self.work_rng,
-                out: &mut out,
-                brokers: self.cfg.brokers,
-                controllers: self.cfg.controllers,
-            };
+                &mut self.history,
+                &mut self.work_rng,
+                &mut out,
+                &self.cfg,
+            );
             f(&mut self.clients[idx].client, &mut ctx);
         }
         self.absorb_client_out(idx, now, &mut out);

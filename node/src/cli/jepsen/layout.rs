@@ -34,7 +34,10 @@ impl Layout {
                 .collect()
         };
         names.extend((1..=brokers).map(|id| format!("broker-{id}")));
-        let real = free_ports(names.len())?;
+        let real = crate::cli::common::free_ports(names.len())?
+            .into_iter()
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .collect();
         Ok(Self {
             controllers,
             brokers,
@@ -135,15 +138,4 @@ impl Layout {
         }
         Ok(())
     }
-}
-
-fn free_ports(n: usize) -> anyhow::Result<Vec<SocketAddr>> {
-    let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("cannot pick free ports on 127.0.0.1")?;
-    Ok(ls
-        .iter()
-        .map(|l| l.local_addr())
-        .collect::<Result<_, _>>()?)
 }

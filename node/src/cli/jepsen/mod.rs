@@ -29,7 +29,7 @@ use skein_node::client::{Client, ClientError};
 use skein_node::config::Cluster;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -148,12 +148,7 @@ impl Nodes {
 
     fn signal(&self, i: usize, sig: &str) {
         if let Some(pid) = self.pid(i) {
-            let _ = Command::new("kill")
-                .arg(format!("-{sig}"))
-                .arg(pid.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            super::common::signal(pid, sig);
         }
     }
 
