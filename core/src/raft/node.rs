@@ -28,6 +28,10 @@ pub struct RaftConfig {
     pub heartbeat_interval: Nanos,
     /// Most entries in one `Append`.
     pub max_entries_per_append: usize,
+    /// A candidate resends `RequestVote` to voters that have not answered after this long,
+    /// within its election (KRaft retries vote requests too): a lost request or a voter
+    /// that restarted meanwhile need not cost the whole term. `None`: one request a term.
+    pub vote_retry: Option<Nanos>,
     /// Directory of the Raft files under the storage root.
     pub dir: String,
     /// Seeds the election-timeout jitter (deterministic per node).
@@ -43,6 +47,7 @@ impl RaftConfig {
             election_timeout: 1_000_000_000,
             heartbeat_interval: 100_000_000,
             max_entries_per_append: 64,
+            vote_retry: None,
             dir: "__raft".to_string(),
             seed: 0,
             bugs: RaftBugs::default(),
@@ -70,6 +75,9 @@ impl RaftConfig {
         }
         if self.max_entries_per_append == 0 {
             return Err("max_entries_per_append must be at least 1".into());
+        }
+        if self.vote_retry == Some(0) {
+            return Err("vote_retry must be positive".into());
         }
         Ok(())
     }
@@ -111,6 +119,8 @@ pub struct Raft<S: Storage> {
     commit: Index,
     applied: Index,
     election_deadline: Nanos,
+    /// When a candidate next resends `RequestVote` to voters that have not answered.
+    vote_retry_deadline: Nanos,
     heartbeat_deadline: Nanos,
     check_quorum_deadline: Nanos,
     /// When this node last heard from the leader of its term.
@@ -155,6 +165,7 @@ impl<S: Storage> Raft<S> {
             snapshot: rec.snapshot,
             log,
             election_deadline: 0,
+            vote_retry_deadline: 0,
             heartbeat_deadline: 0,
             check_quorum_deadline: 0,
             leader_contact: None,
@@ -234,6 +245,9 @@ impl<S: Storage> Raft<S> {
         }
         Some(match self.role {
             Role::Leader => self.heartbeat_deadline.min(self.check_quorum_deadline),
+            Role::Candidate if self.config.vote_retry.is_some() => {
+                self.election_deadline.min(self.vote_retry_deadline)
+            }
             _ => self.election_deadline,
         })
     }
@@ -270,6 +284,15 @@ impl<S: Storage> Raft<S> {
                 Ok(())
             }
             _ if now >= self.election_deadline => self.pre_campaign(now),
+            Role::Candidate => {
+                if let Some(retry) = self.config.vote_retry {
+                    if now >= self.vote_retry_deadline {
+                        self.vote_retry_deadline = now + retry;
+                        self.request_votes();
+                    }
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -539,16 +562,33 @@ impl<S: Storage> Raft<S> {
         self.set_role(Role::Candidate, None);
         self.votes = BTreeMap::from([(self.id(), true)]);
         self.reset_election_deadline(now);
+        if let Some(retry) = self.config.vote_retry {
+            self.vote_retry_deadline = now + retry;
+        }
+        self.request_votes();
+        if self.tally() == Some(true) {
+            self.become_leader(now)?;
+        }
+        Ok(())
+    }
+
+    /// Sends this term's `RequestVote` to every voter that has not answered it yet.
+    fn request_votes(&mut self) {
         let message = Message::RequestVote {
             term: self.term,
             last_index: self.log.last_index(),
             last_term: self.log.last_term(),
         };
-        self.broadcast(message);
-        if self.tally() == Some(true) {
-            self.become_leader(now)?;
+        let waiting: Vec<NodeId> = self
+            .config
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| !self.votes.contains_key(v))
+            .collect();
+        for v in waiting {
+            self.send(v, message.clone());
         }
-        Ok(())
     }
 
     fn become_leader(&mut self, now: Nanos) -> Result<(), Stopped> {

@@ -17,10 +17,14 @@ struct Net {
     restored: BTreeMap<NodeId, Snapshot>,
     n: u32,
     bugs: RaftBugs,
+    vote_retry: Option<Nanos>,
 }
 
 impl Net {
     fn new(n: u32, bugs: RaftBugs) -> Self {
+        Self::with_vote_retry(n, bugs, None)
+    }
+    fn with_vote_retry(n: u32, bugs: RaftBugs, vote_retry: Option<Nanos>) -> Self {
         let mut net = Self {
             now: 0,
             nodes: BTreeMap::new(),
@@ -30,6 +34,7 @@ impl Net {
             restored: BTreeMap::new(),
             n,
             bugs,
+            vote_retry,
         };
         for id in 1..=n {
             net.disks.insert(id, MemStorage::new());
@@ -43,6 +48,7 @@ impl Net {
             heartbeat_interval: 10 * MS,
             max_entries_per_append: 1,
             bugs: self.bugs,
+            vote_retry: self.vote_retry,
             seed: 7,
             ..RaftConfig::new(id, (1..=self.n).collect())
         }
@@ -85,10 +91,14 @@ impl Net {
     /// Delivers queued messages whose (from, to) passes `ok` until none is left; the rest
     /// are dropped.
     fn deliver(&mut self, ok: impl Fn(NodeId, NodeId) -> bool) {
+        self.deliver_if(|from, to, _| ok(from, to));
+    }
+    /// As [`Net::deliver`], judging each message too.
+    fn deliver_if(&mut self, ok: impl Fn(NodeId, NodeId, &Message) -> bool) {
         while !self.queue.is_empty() {
             let batch = std::mem::take(&mut self.queue);
             for (from, to, msg) in batch {
-                if ok(from, to) && self.nodes[&to].is_some() {
+                if ok(from, to, &msg) && self.nodes[&to].is_some() {
                     self.now += 1;
                     let now = self.now;
                     self.m(to).handle(now, from, msg);
@@ -328,6 +338,44 @@ fn zoo_no_check_quorum() {
 }
 
 const ZOO_FIG8: u64 = 200;
+
+/// Nodes 1 and 2 campaign in the same term; 3 votes for 1, then restarts before 2's
+/// `RequestVote` reaches it. Returns whether 2 also won that term.
+fn second_candidate_wins_after_voter_restart(bugs: RaftBugs, vote_retry: Option<Nanos>) -> bool {
+    let mut net = Net::with_vote_retry(3, bugs, vote_retry);
+    net.timeout(1);
+    net.timeout(2);
+    // 1 and 2 never hear each other; 2's first RequestVote to 3 is lost, and so is 1's
+    // first Append (3 keeps a log as short as 2's, so it may still vote for 2).
+    net.deliver_if(|f, t, m| {
+        f != t
+            && (f == 3 || t == 3)
+            && !(f == 2 && matches!(m, Message::RequestVote { .. }))
+            && !matches!(m, Message::Append { .. })
+    });
+    assert_eq!(net.r(1).role(), Role::Leader);
+    assert_eq!(net.r(2).role(), Role::Candidate);
+    assert_eq!(net.r(1).term(), net.r(2).term());
+    net.crash(3);
+    net.start(3);
+    net.tick(2, 30 * MS);
+    net.deliver(|f, t| f != t && (f == 3 || t == 3));
+    net.r(2).role() == Role::Leader && net.r(2).term() == net.r(1).term()
+}
+
+#[test]
+fn a_candidate_resends_request_vote_and_a_restarted_voter_keeps_its_vote() {
+    let retry = Some(20 * MS);
+    assert!(!second_candidate_wins_after_voter_restart(
+        RaftBugs::default(),
+        retry
+    ));
+    // Without the retry, 2 never asks 3 again in that term.
+    let bug = RaftBugs::named("vote-not-persisted").unwrap();
+    assert!(!second_candidate_wins_after_voter_restart(bug, None));
+    // With it, a voter that forgot its vote grants the second candidate: two leaders.
+    assert!(second_candidate_wins_after_voter_restart(bug, retry));
+}
 const ZOO_CQ: u64 = 20;
 
 #[test]
