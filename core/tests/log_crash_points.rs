@@ -221,17 +221,7 @@ proptest! {
         let (_, attempted) = s.apply(&last);
         drop(s);
         st.budget.set(None);
-        let mut rng = seed | 1;
-        mem.crash(|f| match mode {
-            0 => f.synced_len,
-            1 => {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                f.synced_len + rng % (f.len - f.synced_len + 1)
-            }
-            _ => f.len,
-        });
+        common::crash_with_mode(&mem, seed, mode);
         // Optionally die during recovery too, and crash again (tearing).
         if let Some(b2) = budget2 {
             st.budget.set(Some(b2));

@@ -223,17 +223,7 @@ impl World {
     fn crash(&mut self, seed: u64, mode: u8) {
         let flushed = self.log().flushed_offset();
         drop(self.log.take());
-        let mut rng = seed | 1;
-        self.mem.crash(|f| match mode {
-            0 => f.synced_len,
-            1 => {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                f.synced_len + rng % (f.len - f.synced_len + 1)
-            }
-            _ => f.len,
-        });
+        common::crash_with_mode(&self.mem, seed, mode);
         self.reopen();
         self.reconcile(flushed);
         assert_eq!(self.log().flushed_offset(), self.log().log_end_offset());

@@ -41,3 +41,19 @@ pub fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Crashes `mem` keeping, per file, what `mode` says of its unsynced tail: 0 nothing,
+/// 1 a length drawn from `seed` (xorshift), anything else all of it.
+pub fn crash_with_mode(mem: &MemStorage, seed: u64, mode: u8) {
+    let mut rng = seed | 1;
+    mem.crash(|f| match mode {
+        0 => f.synced_len,
+        1 => {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            f.synced_len + rng % (f.len - f.synced_len + 1)
+        }
+        _ => f.len,
+    });
+}
