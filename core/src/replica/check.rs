@@ -243,7 +243,7 @@ impl<L: ReplicaLog> Replica<L> {
         if hw <= l.epoch_start_offset {
             return Ok(());
         }
-        for follower in l.maximal_isr().into_iter().filter(|m| *m != self.me) {
+        for follower in l.maximal_isr_iter().filter(|m| *m != self.me) {
             let log_end = l.followers.get(&follower).and_then(|p| p.log_end);
             if let Some(log_end) = log_end.filter(|e| *e < hw) {
                 return Err(CheckError::HighWatermarkPastFollower {

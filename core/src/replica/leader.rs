@@ -86,7 +86,13 @@ impl LeaderState {
     /// ISR"). Whatever the controller ends up committing is a subset of it, so requiring
     /// every member of it for the HW is safe under every outcome.
     pub fn maximal_isr(&self) -> BTreeSet<NodeId> {
-        self.isr.union(&self.proposed).copied().collect()
+        self.maximal_isr_iter().collect()
+    }
+
+    /// The members of [`LeaderState::maximal_isr`] in order, without building the set (the
+    /// HW check runs after every leader step).
+    pub fn maximal_isr_iter(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.isr.union(&self.proposed).copied()
     }
 
     /// When the first ISR follower would count as lagging (the leader itself has no
@@ -598,10 +604,10 @@ impl<L: ReplicaLog> Replica<L> {
         } else {
             self.log.flushed_offset().min(leo)
         };
-        let maximal = l.maximal_isr();
+        let maximal_len = l.maximal_isr_iter().count();
         if !bugs.ack_before_isr {
-            for r in maximal.iter().filter(|r| **r != self.me) {
-                let end = l.followers.get(r).and_then(|p| p.log_end).unwrap_or(0);
+            for r in l.maximal_isr_iter().filter(|r| *r != self.me) {
+                let end = l.followers.get(&r).and_then(|p| p.log_end).unwrap_or(0);
                 candidate = candidate.min(end);
             }
         }
@@ -621,11 +627,11 @@ impl<L: ReplicaLog> Replica<L> {
                 high_watermark: candidate,
             };
             self.event(ev);
-            self.complete_waiting(maximal.len());
+            self.complete_waiting(maximal_len);
             self.answer_parked(now, false);
             return;
         }
-        self.complete_waiting(maximal.len());
+        self.complete_waiting(maximal_len);
     }
 
     fn complete_waiting(&mut self, isr_size: usize) {
@@ -635,6 +641,9 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
+        if !l.waiting.iter().any(|w| w.required <= hw) {
+            return;
+        }
         let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
             .into_iter()
             .partition(|w| w.required <= hw);
@@ -685,7 +694,7 @@ impl<L: ReplicaLog> Replica<L> {
             let e = ProduceError::InvalidRecord("clients may not write control batches".into());
             return reply(self, Err(e));
         }
-        let isr_size = l.maximal_isr().len();
+        let isr_size = l.maximal_isr_iter().count();
         let min_insync = self.config.min_insync_replicas;
         if req.acks == Acks::All && isr_size < min_insync {
             crate::probe!(ProduceNotEnoughReplicas);

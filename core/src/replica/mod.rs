@@ -406,7 +406,7 @@ impl<L: ReplicaLog> Replica<L> {
         let (isr, maximal) = match &self.role {
             RoleState::Leader(l) => (
                 l.isr.iter().copied().collect(),
-                l.maximal_isr().into_iter().collect(),
+                l.maximal_isr_iter().collect(),
             ),
             _ => (Vec::new(), Vec::new()),
         };
