@@ -313,12 +313,11 @@ impl<S: Storage + Clone> Broker<S> {
             return changed;
         };
         for p in 0..n {
-            let tp = offsets_tp(p);
-            // The few fields needed, not a whole `view()` (which clones the ISR sets):
-            // this runs on every pump, several times per broker step.
+            // The few fields needed, not a whole `view()` (which clones the ISR sets), and
+            // no `TopicPartition` built: this runs on every pump, several times per step.
             let leads = self
                 .replicas
-                .get(&tp)
+                .get_in(CONSUMER_OFFSETS_TOPIC, p)
                 .filter(|r| r.role() == Role::Leader)
                 .map(|r| LeaderView {
                     leader_epoch: r.leader_epoch(),

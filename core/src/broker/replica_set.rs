@@ -83,6 +83,16 @@ impl<S: Storage> ReplicaSet<S> {
         self.find(tp).is_ok()
     }
 
+    /// [`ReplicaSet::get`] by topic name and partition, without building a `TopicPartition`
+    /// (the group pump asks for every `__consumer_offsets` partition several times a step).
+    pub fn get_in(&self, topic: &str, partition: u32) -> Option<&HostedReplica<S>> {
+        let i = self
+            .slots
+            .binary_search_by(|(k, _)| (k.topic.as_str(), k.partition).cmp(&(topic, partition)))
+            .ok()?;
+        Some(&self.slots[i].1.replica)
+    }
+
     pub fn get(&self, tp: &TopicPartition) -> Option<&HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         Some(&self.slots[i].1.replica)
