@@ -204,13 +204,15 @@ impl GroupChecker {
     }
 
     /// The coordinator of the group on `broker` is active at `epoch` and holds `offsets`
-    /// (committed offsets of the simulator's topic); `None`: not active there.
+    /// (committed offsets of the simulator's topic, by partition in ascending order, each
+    /// partition once: a `Vec`, not a map, as this runs after every broker step); `None`:
+    /// not active there.
     pub fn on_coordinator(
         &mut self,
         v: &mut Checker,
         now: SimTime,
         broker: NodeId,
-        state: Option<(LeaderEpoch, BTreeMap<u32, Offset>)>,
+        state: Option<(LeaderEpoch, Vec<(u32, Offset)>)>,
     ) {
         let Some((epoch, offsets)) = state else {
             self.loaded_on.remove(&broker);
@@ -225,7 +227,7 @@ impl GroupChecker {
             self.loads += 1;
             for (&p, list) in &self.acked {
                 let Some(&(_, a)) = list.last() else { continue };
-                let got = offsets.get(&p).copied();
+                let got = offsets.iter().find(|(q, _)| *q == p).map(|&(_, o)| o);
                 if got.is_none_or(|g| g < a) {
                     let d = format!("partition {p}: the coordinator on broker {broker} loaded the group at epoch {epoch} with committed offset {got:?}, but a commit of {a} was acknowledged");
                     v.violation(GROUP_ACKED_COMMIT_LOST, now, d);
