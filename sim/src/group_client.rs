@@ -506,15 +506,11 @@ impl GroupMember {
             self.partitions,
         );
         let c = self.consumer.as_ref().expect("up");
-        let owned: Vec<u32> = c
-            .assignment()
-            .iter()
-            .filter(|t| t.topic == TOPIC)
-            .map(|t| t.partition)
-            .collect();
-        for &p in &owned {
-            let t = tp(p);
-            if let (Some(pos), Some(committed)) = (c.position(&t), c.committed(&t)) {
+        let mut owned: Vec<u32> = Vec::new();
+        for t in c.assigned().filter(|t| t.topic == TOPIC) {
+            let p = t.partition;
+            owned.push(p);
+            if let (Some(pos), Some(committed)) = (c.position(t), c.committed(t)) {
                 if pos < committed && self.reset_seen.get(&p) != Some(&pos) {
                     self.reset_seen.insert(p, pos);
                     ctx.out.group.push(GroupObs::Reset { p, to: pos });
@@ -678,7 +674,7 @@ impl GroupMember {
             at(x);
         }
         match &self.app {
-            App::Idle { next_poll } if !c.assignment().is_empty() => at(*next_poll),
+            App::Idle { next_poll } if c.has_assignment() => at(*next_poll),
             App::Idle { .. } => {}
             App::Processing { done_at, .. } => at(*done_at),
             App::Committing { since, .. } => at(since + FORGET_AFTER),

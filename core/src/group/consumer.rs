@@ -461,6 +461,14 @@ impl GroupConsumer {
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.owned.keys().cloned().collect()
     }
+    /// The assigned partitions in order ([`GroupConsumer::assignment`] without the copy).
+    pub fn assigned(&self) -> impl Iterator<Item = &TopicPartition> + '_ {
+        self.owned.keys()
+    }
+    /// Whether any partition is assigned ([`GroupConsumer::assignment`] without the copy).
+    pub fn has_assignment(&self) -> bool {
+        !self.owned.is_empty()
+    }
     pub fn position(&self, tp: &TopicPartition) -> Option<Offset> {
         self.owned.get(tp).and_then(|p| p.position)
     }
@@ -702,33 +710,35 @@ impl GroupConsumer {
         self.step(now);
     }
 
+    /// The earliest deadline after the last step's time (chained iterators, no `Vec`:
+    /// the simulator asks after every step of a group member).
     pub fn next_timeout(&self) -> Option<Nanos> {
-        let mut t: Vec<Nanos> = self.inflight.values().map(|(_, _, d)| *d).collect();
-        if self.phase == MemberPhase::Stable {
-            t.push(self.next_heartbeat);
-            if self.assigned_with.is_some() {
-                t.push(self.next_metadata_check);
-            }
-        }
-        if !self.owned.is_empty() {
-            t.push(self.liveness_deadline());
-        }
-        if self.backoff_until > 0 {
-            t.push(self.backoff_until);
-        }
-        t.extend(
-            self.owned
-                .values()
-                .filter(|p| !p.fetching && p.retry_at > 0)
-                .map(|p| p.retry_at),
-        );
-        t.extend(self.retry_commits.iter().filter_map(|c| match &c.purpose {
+        let stable = self.phase == MemberPhase::Stable;
+        let inflight = self.inflight.values().map(|(_, _, d)| *d);
+        let heartbeat = stable.then_some(self.next_heartbeat);
+        let metadata = (stable && self.assigned_with.is_some()).then_some(self.next_metadata_check);
+        let liveness = (!self.owned.is_empty()).then(|| self.liveness_deadline());
+        let backoff = (self.backoff_until > 0).then_some(self.backoff_until);
+        let retries = self
+            .owned
+            .values()
+            .filter(|p| !p.fetching && p.retry_at > 0)
+            .map(|p| p.retry_at);
+        let commits = self.retry_commits.iter().filter_map(|c| match &c.purpose {
             CommitPurpose::User { deadline, .. } | CommitPurpose::Revoke { deadline, .. } => {
                 Some(*deadline)
             }
             CommitPurpose::Auto { .. } => None,
-        }));
-        t.into_iter().filter(|t| *t > self.last_now).min()
+        });
+        inflight
+            .chain(heartbeat)
+            .chain(metadata)
+            .chain(liveness)
+            .chain(backoff)
+            .chain(retries)
+            .chain(commits)
+            .filter(|t| *t > self.last_now)
+            .min()
     }
 
     pub fn drain_outputs(&mut self) -> Vec<ConsumerOutput> {
