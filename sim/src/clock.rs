@@ -45,6 +45,11 @@ impl NodeClock {
             return self.base_local;
         }
         let start = self.stalled_until.max(self.base_sim);
+        if self.skew_ppm == 0 {
+            // The general formula's value at rate 1 (dt * PPM / PPM), without its 128-bit
+            // division: this runs for every delivery and timer.
+            return self.base_local + (now - start);
+        }
         let dt = (now - start) as i128;
         let scaled = dt * (PPM + self.skew_ppm as i128) / PPM;
         self.base_local + scaled.max(0) as u64
@@ -59,6 +64,10 @@ impl NodeClock {
         // Invert from the start of the current piece (not from `now`) so rounding matches
         // `local` exactly.
         let start = self.stalled_until.max(self.base_sim);
+        if self.skew_ppm == 0 {
+            // ceil(need * PPM / PPM) = need.
+            return (start + (local - self.base_local)).max(now);
+        }
         let need = (local - self.base_local) as i128;
         let rate = (PPM + self.skew_ppm as i128).max(1);
         // ceil(need * PPM / rate)
