@@ -9,13 +9,19 @@ use crate::time::SimTime;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// Bits of a heap key below the sequence number: the event's slot.
+const SLOT_BITS: u32 = 24;
+
 /// A priority queue of future events.
 ///
 /// The heap orders small keys (time, sequence, slot); the events themselves wait in a slab
 /// of slots reused through a free list. Sifting whole events (a `Message` is a few hundred
 /// bytes) through the heap on every push and pop cost more than the rest of the queue.
+/// Each key is one `u128`, `time << 64 | seq << 24 | slot`, so a comparison is a single
+/// integer comparison: it orders as (time, seq) did, since sequence numbers are unique
+/// (2^40 of them and 2^24 events waiting at once are far beyond any run).
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Reverse<(SimTime, u64, u32)>>,
+    heap: BinaryHeap<Reverse<u128>>,
     slots: Vec<Option<E>>,
     free: Vec<u32>,
     next_seq: u64,
@@ -58,13 +64,22 @@ impl<E> EventQueue<E> {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse((at.max(self.now), seq, slot)));
+        assert!(
+            seq < 1 << (64 - SLOT_BITS) && slot < 1 << SLOT_BITS,
+            "event queue key space exhausted (sequence {seq}, slot {slot})"
+        );
+        let low = seq << SLOT_BITS | u64::from(slot);
+        self.heap.push(Reverse(
+            u128::from(at.max(self.now)) << 64 | u128::from(low),
+        ));
         seq
     }
 
     /// Pops the earliest event, advancing the clock to its time.
     pub fn pop(&mut self) -> Option<(SimTime, u64, E)> {
-        let Reverse((at, seq, slot)) = self.heap.pop()?;
+        let Reverse(key) = self.heap.pop()?;
+        let (at, low) = ((key >> 64) as SimTime, key as u64);
+        let (seq, slot) = (low >> SLOT_BITS, (low & ((1 << SLOT_BITS) - 1)) as u32);
         debug_assert!(at >= self.now, "the event queue went back in time");
         self.now = at;
         let event = self.slots[slot as usize].take().expect("a queued slot");
@@ -74,7 +89,7 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event, if any.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|Reverse((at, _, _))| *at)
+        self.heap.peek().map(|Reverse(key)| (key >> 64) as SimTime)
     }
 
     pub fn len(&self) -> usize {
@@ -100,6 +115,25 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, _, e)| e)).collect();
         assert_eq!(order, ["a1", "a2", "b", "c"]);
         assert_eq!(q.now(), 30);
+    }
+
+    #[test]
+    fn packed_keys_order_by_time_across_the_whole_range() {
+        let mut q = EventQueue::new();
+        q.push(u64::MAX, "last");
+        q.push(1 << 40, "middle");
+        q.push(0, "first");
+        q.push(1 << 40, "middle2");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            [
+                (0, 2, "first"),
+                (1 << 40, 1, "middle"),
+                (1 << 40, 3, "middle2"),
+                (u64::MAX, 0, "last")
+            ]
+        );
     }
 
     #[test]
