@@ -134,13 +134,15 @@ fn encoded_appends_refuse_bad_batches_and_leave_the_log_alone() {
         log.append_encoded_as_leader(&mut empty, 2, 0),
         Err(LogError::EmptyBatch)
     );
+    let mut stale = good.clone();
     assert!(matches!(
-        log.append_encoded_as_leader(&mut good.clone(), 1, 0),
+        log.append_encoded_as_leader(&mut stale, 1, 0),
         Err(LogError::EpochRegression {
             epoch: 1,
             latest: 2
         })
     ));
+    assert_eq!(stale, good, "a refused batch is left as it was");
     let big = RecordBatch::from_values(0, [vec![0u8; 2 << 20]]);
     assert!(matches!(
         log.append_encoded_as_leader(&mut big.encode().unwrap(), 2, 0),

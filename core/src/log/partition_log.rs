@@ -316,8 +316,7 @@ impl<S: Storage> PartitionLog<S> {
     /// epoch, offset deltas and max timestamp are set in place in `batch` (the caller may
     /// reuse the buffer), giving the bytes `append_as_leader` would write for the decoded
     /// batch ([`place_encoded`]). No record is decoded, and the bytes are copied once, into
-    /// storage. A batch refused by the checks is left as it was; one refused after them
-    /// (epoch regression, too large, a storage error) stays placed.
+    /// storage. A refused batch is left as it was, unless storage failed the append.
     pub fn append_encoded_as_leader(
         &mut self,
         batch: &mut [u8],
@@ -328,6 +327,13 @@ impl<S: Storage> PartitionLog<S> {
         let header = BatchHeader::parse(batch).map_err(invalid)?;
         if header.record_count == 0 {
             return Err(LogError::EmptyBatch);
+        }
+        self.check_epoch(epoch)?;
+        if batch.len() > self.config.max_batch_bytes {
+            return Err(LogError::BatchTooLarge {
+                size: batch.len(),
+                max: self.config.max_batch_bytes,
+            });
         }
         let header = place_encoded(batch, self.log_end_offset(), epoch).map_err(invalid)?;
         self.append_bytes(batch, &header, now_ms)
@@ -421,6 +427,7 @@ impl<S: Storage> PartitionLog<S> {
             .map_err(LogError::from)
             .and_then(|()| BatchHeader::parse(&bytes).map_err(invalid))
             .and_then(|header| self.append_bytes(&bytes, &header, now_ms));
+        bytes.clear(); // keeps the capacity; a printed log does not show the last batch
         self.scratch = bytes;
         r
     }
