@@ -3,7 +3,8 @@
 //!   page cache and with O_DIRECT (`FileStorage::with_direct_io`);
 //! - read: sequential reads of 1 MiB from a flushed log (page cache warm), decoded
 //!   (`read`) and raw (`read_raw`, CRC-checked only: what a fetch carries);
-//! - batch encode/decode alone.
+//! - batch encode/decode alone, and placing an encoded batch (`place_encoded`);
+//! - append of already-encoded batches (`append_encoded_as_leader`), O_DIRECT.
 //!
 //! Run: `cargo bench -p skein-core`. Results and disk baseline: docs/PERFORMANCE.md.
 
@@ -33,11 +34,14 @@ fn bench_config() -> LogConfig {
 }
 
 fn append(c: &mut Criterion) {
-    append_with(c, "append_16KiB_batches_fsync_64MiB", false);
-    append_with(c, "append_16KiB_batches_fsync_64MiB_direct_io", true);
+    append_with(c, "append_16KiB_batches_fsync_64MiB", false, false);
+    append_with(c, "append_16KiB_batches_fsync_64MiB_direct_io", true, false);
+    append_with(c, "append_16KiB_encoded_fsync_64MiB_direct_io", true, true);
 }
 
-fn append_with(c: &mut Criterion, name: &str, direct: bool) {
+/// `encoded`: the batch arrives encoded, as a producer or the leader sends it, and is
+/// appended with `append_encoded_as_leader` (checked and placed in place, not decoded).
+fn append_with(c: &mut Criterion, name: &str, direct: bool, encoded: bool) {
     let dir = tempfile::tempdir_in(std::env::var("SKEIN_BENCH_DIR").unwrap_or("/tmp".into()))
         .expect("temp dir");
     let storage = if direct {
@@ -48,6 +52,8 @@ fn append_with(c: &mut Criterion, name: &str, direct: bool) {
     let (mut log, _) = PartitionLog::open(storage, "bench-0", bench_config()).unwrap();
     let batch = batch_16k();
     let len = batch.encoded_len() as u64;
+    // The producer's bytes: placed again in place by every append.
+    let mut wire = batch.encode().unwrap();
     let mut unsynced = 0u64;
     let mut g = c.benchmark_group("log");
     g.sample_size(10)
@@ -58,9 +64,13 @@ fn append_with(c: &mut Criterion, name: &str, direct: bool) {
         b.iter_custom(|iters| {
             let mut spent = Duration::ZERO;
             for _ in 0..iters {
-                let input = batch.clone(); // not timed: the producer's buffer
+                // Not timed: the producer's buffer.
+                let input = (!encoded).then(|| batch.clone());
                 let t = Instant::now();
-                log.append_as_leader(input, 1, 0).unwrap();
+                match input {
+                    Some(input) => log.append_as_leader(input, 1, 0).unwrap(),
+                    None => log.append_encoded_as_leader(&mut wire, 1, 0).unwrap(),
+                };
                 unsynced += len;
                 if unsynced >= FSYNC_EVERY {
                     log.flush().unwrap();
@@ -76,20 +86,28 @@ fn append_with(c: &mut Criterion, name: &str, direct: bool) {
     g.finish();
 }
 
-fn read(c: &mut Criterion) {
+/// A flushed 512 MiB log of 16 KiB batches (built only when a read benchmark runs, so a
+/// profile of the append benchmarks does not include it).
+fn filled_log() -> (tempfile::TempDir, PartitionLog<FileStorage>) {
     let dir = tempfile::tempdir_in(std::env::var("SKEIN_BENCH_DIR").unwrap_or("/tmp".into()))
         .expect("temp dir");
     let storage = FileStorage::new(dir.path()).unwrap();
     let (mut log, _) = PartitionLog::open(storage, "bench-0", bench_config()).unwrap();
     let batch = batch_16k();
-    let len = batch.encoded_len();
     let total: u64 = 512 << 20;
     while log.size_bytes() < total {
         log.append_as_leader(batch.clone(), 1, 0).unwrap();
     }
     log.flush().unwrap();
+    (dir, log)
+}
+
+fn read(c: &mut Criterion) {
+    let batch = batch_16k();
+    let len = batch.encoded_len();
     let per_read = 64 * len;
-    let leo = log.log_end_offset();
+    let per_read_records = 64 * batch.records.len() as u64;
+    let mut filled = None;
     let mut g = c.benchmark_group("log");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(2))
@@ -97,8 +115,10 @@ fn read(c: &mut Criterion) {
         .throughput(Throughput::Bytes(per_read as u64));
     let mut at = 0;
     g.bench_function("read_1MiB_decoded", |b| {
+        let (_, log) = filled.get_or_insert_with(filled_log);
+        let leo = log.log_end_offset();
         b.iter(|| {
-            if at + 64 * batch.records.len() as u64 > leo {
+            if at + per_read_records > leo {
                 at = 0;
             }
             let bs = log.read(at, per_read).unwrap();
@@ -108,12 +128,14 @@ fn read(c: &mut Criterion) {
     });
     let mut at = 0;
     g.bench_function("read_1MiB_raw_crc_checked", |b| {
+        let (_, log) = filled.get_or_insert_with(filled_log);
+        let leo = log.log_end_offset();
         b.iter(|| {
-            if at + 64 * batch.records.len() as u64 > leo {
+            if at + per_read_records > leo {
                 at = 0;
             }
             let raw = log.read_raw(at, per_read).unwrap();
-            at += 64 * batch.records.len() as u64;
+            at += per_read_records;
             raw
         })
     });
@@ -136,6 +158,15 @@ fn codec(c: &mut Criterion) {
     });
     g.bench_function("decode_16KiB", |b| {
         b.iter(|| RecordBatch::decode(&enc).unwrap())
+    });
+    // What a leader does to a producer's encoded batch: check CRC and records, place it.
+    let mut wire = enc.clone();
+    let mut base = 0;
+    g.bench_function("place_encoded_16KiB", |b| {
+        b.iter(|| {
+            base += 1;
+            place_encoded(&mut wire, base, 1).unwrap()
+        })
     });
     g.finish();
 }

@@ -3,7 +3,9 @@
 //! base offset, then a byte position through its sparse index; recovery on open validates
 //! everything after the last flushed point. File layout and guarantees: docs/format.md.
 
-use super::batch::{verify_crc, BatchHeader, EncodeError, RecordBatch};
+use super::batch::{
+    check_encoded, place_encoded, verify_crc, BatchHeader, DecodeError, EncodeError, RecordBatch,
+};
 use super::checkpoint;
 use super::epoch_cache::EpochCache;
 use super::segment::{check_crc, SegReader, Segment, Step, Verified, MAX_BATCH_LEN_ON_DISK};
@@ -197,6 +199,9 @@ pub struct PartitionLog<S: Storage> {
     /// Lines this process has written to the recovery-point journal since it last
     /// rewrote it whole (0: not yet, the next write rewrites it).
     rp_journal_lines: usize,
+    /// Where `append_as_leader`/`append_as_follower` encode a batch: reused, so an append
+    /// allocates nothing once it has grown to the largest batch.
+    scratch: Vec<u8>,
 }
 
 /// The recovery-point journal is rewritten whole once it holds this many lines (~100 KB).
@@ -215,6 +220,10 @@ fn append_index<S: Storage>(
         *failed = Some(e.to_string());
         LogError::from(e)
     })
+}
+
+fn invalid(e: DecodeError) -> LogError {
+    LogError::InvalidBatch(e.to_string())
 }
 
 fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> LogError {
@@ -299,7 +308,35 @@ impl<S: Storage> PartitionLog<S> {
             max_ts = max_ts.max(batch.first_timestamp.saturating_add(r.timestamp_delta));
         }
         batch.max_timestamp = max_ts;
-        self.append_inner(&batch, now_ms)
+        self.append_decoded(&batch, now_ms)
+    }
+
+    /// [`Self::append_as_leader`] for a batch still encoded, as a producer sent it
+    /// (exactly one batch): its CRC and records are checked once, and the base offset,
+    /// epoch, offset deltas and max timestamp are set in place in `batch` (the caller may
+    /// reuse the buffer), giving the bytes `append_as_leader` would write for the decoded
+    /// batch ([`place_encoded`]). No record is decoded, and the bytes are copied once, into
+    /// storage. A refused batch is left as it was, unless storage failed the append.
+    pub fn append_encoded_as_leader(
+        &mut self,
+        batch: &mut [u8],
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_usable()?;
+        let header = BatchHeader::parse(batch).map_err(invalid)?;
+        if header.record_count == 0 {
+            return Err(LogError::EmptyBatch);
+        }
+        self.check_epoch(epoch)?;
+        if batch.len() > self.config.max_batch_bytes {
+            return Err(LogError::BatchTooLarge {
+                size: batch.len(),
+                max: self.config.max_batch_bytes,
+            });
+        }
+        let header = place_encoded(batch, self.log_end_offset(), epoch).map_err(invalid)?;
+        self.append_bytes(batch, &header, now_ms)
     }
 
     /// Appends a batch copied from the leader, verbatim: its base offset must be the LEO
@@ -313,13 +350,7 @@ impl<S: Storage> PartitionLog<S> {
         if batch.records.is_empty() {
             return Err(LogError::EmptyBatch);
         }
-        let leo = self.log_end_offset();
-        if batch.base_offset != leo {
-            return Err(LogError::NonContiguousAppend {
-                expected: leo,
-                got: batch.base_offset,
-            });
-        }
+        self.check_contiguous(batch.base_offset)?;
         if let Some((i, r)) = batch
             .records
             .iter()
@@ -331,20 +362,57 @@ impl<S: Storage> PartitionLog<S> {
                 r.offset_delta
             )));
         }
-        self.append_inner(&batch, now_ms)
+        self.append_decoded(&batch, now_ms)
     }
 
-    fn append_inner(
+    /// [`Self::append_as_follower`] for a batch still encoded, as the leader's log holds
+    /// it (exactly one batch): its CRC and records are checked once and the bytes written
+    /// as they are.
+    pub fn append_encoded_as_follower(
+        &mut self,
+        batch: &[u8],
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_usable()?;
+        let (header, dense) = check_encoded(batch).map_err(invalid)?;
+        if header.record_count == 0 {
+            return Err(LogError::EmptyBatch);
+        }
+        self.check_contiguous(header.base_offset)?;
+        if !dense {
+            return Err(LogError::InvalidBatch(
+                "offset deltas are not 0, 1, 2, ...".to_string(),
+            ));
+        }
+        self.append_bytes(batch, &header, now_ms)
+    }
+
+    fn check_epoch(&self, epoch: LeaderEpoch) -> Result<(), LogError> {
+        match self.epochs.latest_epoch() {
+            Some(latest) if epoch < latest => Err(LogError::EpochRegression { epoch, latest }),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_contiguous(&self, base: Offset) -> Result<(), LogError> {
+        let leo = self.log_end_offset();
+        if base != leo {
+            return Err(LogError::NonContiguousAppend {
+                expected: leo,
+                got: base,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encodes `batch` into the log's scratch buffer (no allocation once it has grown to
+    /// the largest batch) and appends it.
+    fn append_decoded(
         &mut self,
         batch: &RecordBatch,
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
-        let epoch = batch.partition_leader_epoch;
-        if let Some(latest) = self.epochs.latest_epoch() {
-            if epoch < latest {
-                return Err(LogError::EpochRegression { epoch, latest });
-            }
-        }
+        self.check_epoch(batch.partition_leader_epoch)?;
         let size = batch.encoded_len();
         if size > self.config.max_batch_bytes {
             return Err(LogError::BatchTooLarge {
@@ -352,9 +420,37 @@ impl<S: Storage> PartitionLog<S> {
                 max: self.config.max_batch_bytes,
             });
         }
-        let bytes = batch.encode()?;
-        let rolled = self.maybe_roll(bytes.len() as u64, batch.record_count(), now_ms)?;
-        let base = batch.base_offset;
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        let r = batch
+            .encode_into(&mut bytes)
+            .map_err(LogError::from)
+            .and_then(|()| BatchHeader::parse(&bytes).map_err(invalid))
+            .and_then(|header| self.append_bytes(&bytes, &header, now_ms));
+        bytes.clear(); // keeps the capacity; a printed log does not show the last batch
+        self.scratch = bytes;
+        r
+    }
+
+    /// Appends one encoded, checked batch placed at the LEO, whose header is `header`.
+    fn append_bytes(
+        &mut self,
+        bytes: &[u8],
+        header: &BatchHeader,
+        now_ms: TimestampMs,
+    ) -> Result<AppendInfo, LogError> {
+        debug_assert_eq!(header.base_offset, self.log_end_offset());
+        debug_assert_eq!(header.total_len(), bytes.len());
+        let epoch = header.partition_leader_epoch;
+        self.check_epoch(epoch)?;
+        if bytes.len() > self.config.max_batch_bytes {
+            return Err(LogError::BatchTooLarge {
+                size: bytes.len(),
+                max: self.config.max_batch_bytes,
+            });
+        }
+        let rolled = self.maybe_roll(bytes.len() as u64, header.record_count, now_ms)?;
+        let base = header.base_offset;
         // The epoch entry is made durable before the batch, so the cache never lacks an
         // epoch present in the log; recovery drops entries past the end.
         if self.epochs.assign(epoch, base) {
@@ -365,7 +461,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         let seg = self.segments.last().expect("never empty");
         let pos = seg.size;
-        if let Err(e) = self.storage.append(seg.log_path(), &bytes) {
+        if let Err(e) = self.storage.append(seg.log_path(), bytes) {
             // Undo a partial write so the file matches memory again.
             if self.storage.truncate(seg.log_path(), pos).is_err() {
                 self.failed = Some(e.to_string());
@@ -375,14 +471,12 @@ impl<S: Storage> PartitionLog<S> {
             }
             return Err(e.into());
         }
-        let header =
-            BatchHeader::parse(&bytes).map_err(|e| LogError::InvalidBatch(e.to_string()))?;
         let seg = self.segments.last_mut().expect("never empty");
         if seg.first_append_ms.is_none() {
             seg.first_append_ms = Some(now_ms);
         }
         seg.dirty = true;
-        let (ie, te) = seg.push_batch(pos, &header, self.config.index_interval_bytes);
+        let (ie, te) = seg.push_batch(pos, header, self.config.index_interval_bytes);
         if ie.is_some() || te.is_some() {
             seg.index_dirty = true;
         }
@@ -399,12 +493,12 @@ impl<S: Storage> PartitionLog<S> {
             let path = seg.time_index_path();
             append_index(&mut self.storage, &mut self.failed, path, &te.encode())?;
         }
-        debug_assert_eq!(self.log_end_offset(), batch.next_offset());
+        debug_assert_eq!(self.log_end_offset(), header.next_offset());
         self.debug_check();
         Ok(AppendInfo {
             base_offset: base,
-            last_offset: batch.last_offset(),
-            max_timestamp: batch.max_timestamp,
+            last_offset: header.next_offset() - 1,
+            max_timestamp: header.max_timestamp,
             leader_epoch: epoch,
             bytes: bytes.len(),
             rolled,

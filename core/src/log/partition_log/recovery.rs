@@ -88,6 +88,7 @@ impl<S: Storage> PartitionLog<S> {
             failed: None,
             recovery_path: rp_path.clone(),
             rp_journal_lines: 0,
+            scratch: Vec::new(),
         };
 
         if bases.is_empty() {
