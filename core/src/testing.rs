@@ -15,11 +15,12 @@
 use crate::broker::{Broker, BrokerConfig, BrokerEvent};
 use crate::controller::{
     Controller, ControllerConfig, ControllerEvent, ControllerOpenError, ControllerRequest,
-    ControllerResponse, Requester,
+    ControllerResponse, QuorumConfig, QuorumController, QuorumOpenError, Requester,
 };
 use crate::log::MemStorage;
 use crate::message::{Address, Message};
 use crate::node::{ControllerNode, Machine, NodeOutput};
+use crate::raft::Term;
 use crate::types::{Nanos, NodeId, Offset};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -152,13 +153,16 @@ pub struct Cluster {
     pub net: Net<Address, Message>,
     /// Messages delivered to clients: (client id, message).
     pub inbox: Vec<(u64, Message)>,
-    /// Messages delivered to a broker or controller address no node runs at: (from, to,
-    /// message). A test that plays a broker itself reads its replies here.
+    /// Messages delivered to a broker address no broker runs at: (from, to, message). A
+    /// test that plays a broker itself reads its replies here. (Mail to a controller that
+    /// is down is lost.)
     pub unrouted: Vec<(Address, Address, Message)>,
     /// What the brokers reported, in order.
     pub events: Vec<(NodeId, BrokerEvent)>,
     /// What the controllers decided, in order.
     pub controller_events: Vec<(NodeId, ControllerEvent)>,
+    /// Quorum controller nodes' role changes, in order: (node, active, term).
+    pub roles: Vec<(NodeId, bool, Term)>,
 }
 
 impl Cluster {
@@ -187,6 +191,28 @@ impl Cluster {
             .insert(1, ControllerNode::Single(Box::new(c)));
         self.collect();
         Ok(())
+    }
+
+    /// Starts (or restarts, on its disk) quorum controller node `id`.
+    pub fn open_quorum_controller(
+        &mut self,
+        id: NodeId,
+        config: QuorumConfig,
+    ) -> Result<(), QuorumOpenError> {
+        let disk = self.controller_disks.entry(id).or_default().clone();
+        let q = QuorumController::open(disk, config, self.now)?;
+        self.controllers
+            .insert(id, ControllerNode::Quorum(Box::new(q)));
+        self.collect();
+        Ok(())
+    }
+
+    /// Quorum controller node `id`, while up.
+    pub fn quorum_controller(&self, id: NodeId) -> Option<&QuorumController<MemStorage>> {
+        match self.controllers.get(&id) {
+            Some(ControllerNode::Quorum(q)) => Some(q),
+            _ => None,
+        }
     }
 
     /// The single controller, while up.
@@ -225,9 +251,15 @@ impl Cluster {
 
     /// Crashes controller `id` likewise.
     pub fn crash_controller(&mut self, id: NodeId) {
+        self.crash_controller_with(id, MemStorage::crash_lose_unsynced);
+    }
+
+    /// Crashes controller `id`, its disk keeping what `power_loss` leaves of it (a torn
+    /// unsynced tail, say).
+    pub fn crash_controller_with(&mut self, id: NodeId, power_loss: impl FnOnce(&MemStorage)) {
         self.controllers.remove(&id);
         if let Some(d) = self.controller_disks.get(&id) {
-            d.crash_lose_unsynced();
+            power_loss(d);
         }
         self.net.lose_to(Address::Controller(id));
     }
@@ -262,7 +294,10 @@ impl Cluster {
                 match o {
                     NodeOutput::Send { to, msg } => self.net.send(Address::Controller(id), to, msg),
                     NodeOutput::Controller(e) => self.controller_events.push((id, e)),
-                    _ => {}
+                    NodeOutput::RoleChanged { active, term, .. } => {
+                        self.roles.push((id, active, term))
+                    }
+                    NodeOutput::Broker(_) => {}
                 }
             }
         }
@@ -276,6 +311,25 @@ impl Cluster {
         }
         for c in self.controllers.values_mut() {
             c.handle_timeout(now);
+        }
+        self.collect();
+    }
+
+    /// Node `at` alone sees the time `now` (a world that wakes each node when it is due).
+    pub fn tick_node(&mut self, at: Address) {
+        let now = self.now;
+        match at {
+            Address::Node(n) => {
+                if let Some(b) = self.brokers.get_mut(&n) {
+                    b.handle_timeout(now);
+                }
+            }
+            Address::Controller(n) => {
+                if let Some(c) = self.controllers.get_mut(&n) {
+                    c.handle_timeout(now);
+                }
+            }
+            Address::Client(_) => {}
         }
         self.collect();
     }
@@ -311,7 +365,8 @@ impl Delivery for Cluster {
                     .step(now, from, msg);
             }
             Address::Client(c) => self.inbox.push((c, msg)),
-            _ => self.unrouted.push((from, to, msg)),
+            Address::Node(_) => self.unrouted.push((from, to, msg)),
+            Address::Controller(_) => {}
         }
         self.collect();
     }
