@@ -357,16 +357,8 @@ fn commits_are_acknowledged_after_replication_and_survive_coordinator_failover()
     let (mut members, _) = w.form_group(&[11, 12, 13]);
     let coordinator = w.find_coordinator();
     // Cut the followers off the coordinator: the commit is appended but not acknowledged.
-    for f in [1, 2, 3] {
-        if f != coordinator {
-            w.net
-                .cut
-                .insert((Address::Node(f), Address::Node(coordinator)));
-            w.net
-                .cut
-                .insert((Address::Node(coordinator), Address::Node(f)));
-        }
-    }
+    let node = Address::Node;
+    w.net.isolate(node(coordinator), [1, 2, 3].map(node));
     members[0].sequence += 1;
     let c = w.send_group(11, coordinator, commit_request(&members[0], 42));
     w.run(50 * MS);
@@ -591,11 +583,7 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
         .collect();
     // Whichever survivor is elected cannot replicate its epoch marker to the other one.
     w.net
-        .cut
-        .insert((Address::Node(others[0]), Address::Node(others[1])));
-    w.net
-        .cut
-        .insert((Address::Node(others[1]), Address::Node(others[0])));
+        .isolate(Address::Node(others[0]), [Address::Node(others[1])]);
     w.crash(coordinator);
     assert!(w.run_until(2000 * MS, |w| w
         .offsets_leader()
@@ -873,16 +861,8 @@ fn a_commit_whose_produce_wait_times_out_takes_effect_when_the_log_commits_it() 
     );
     let coordinator = w.find_coordinator();
     // Followers stall for less than replica.lag.time.max: the ISR stays, the HW waits.
-    for f in [1, 2, 3] {
-        if f != coordinator {
-            w.net
-                .cut
-                .insert((Address::Node(f), Address::Node(coordinator)));
-            w.net
-                .cut
-                .insert((Address::Node(coordinator), Address::Node(f)));
-        }
-    }
+    let node = Address::Node;
+    w.net.isolate(node(coordinator), [1, 2, 3].map(node));
     members[0].sequence += 1;
     let c = w.send_group(11, coordinator, commit_request(&members[0], 6));
     w.run(100 * MS);

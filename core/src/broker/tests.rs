@@ -1,5 +1,6 @@
 //! Broker-level scripted tests: real brokers and the real controller over `MemStorage`,
-//! connected by an in-test router that can cut links, drop messages and crash nodes.
+//! in core's shared harness ([`Cluster`]), which can cut links, drop messages and crash
+//! nodes.
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, TopicConfig};
