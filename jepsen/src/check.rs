@@ -637,26 +637,28 @@ impl<'a> Checker<'a> {
         }
     }
 
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     fn finish(mut self) -> Report {
-        let max = self.options.max_examples;
+        let mut found = Found::new(self.options.max_examples);
+        let (known, dup_places) = self.judge_partitions(&mut found);
+        found.judge_duplicates(dup_places);
+        found.judge_gaps(&self.gaps, &known);
+        self.judge_sends(&mut found);
+        self.report(found)
+    }
+
+    /// Walks every partition's observations offset by offset: lost, unseen and badly read
+    /// values, offsets holding several values. Returns the offsets known to hold records
+    /// per partition (sorted: the reference for skips) and every place of each value seen
+    /// in several places.
+    fn judge_partitions(&mut self, found: &mut Found) -> (Vec<Vec<Offset>>, DupPlaces) {
         let final_reads = self.options.final_reads;
-        let mut lost: Examples<(TpId, Obs)> = Examples::new(max);
-        let mut unseen: Examples<(TpId, Obs)> = Examples::new(max);
-        let mut inconsistent: Examples<(TpId, Offset, Vec<Obs>, u64)> = Examples::new(max);
-        let mut weak: Examples<RawWeak> = Examples::new(max);
-        let mut aborted: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
-        let mut future: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
-        let mut unsent: Examples<(TpId, Obs, Option<At>)> = Examples::new(max);
-        // Where each value was first seen, and every place of values seen in several places
-        // (a place's `weak`: known only from a weak acknowledgement).
-        let mut first_place: Vec<Option<(TpId, Obs)>> = vec![None; self.values.len()];
-        let mut dup_places: BTreeMap<ValueId, Vec<(TpId, Obs)>> = BTreeMap::new();
+        let mut places = Places {
+            first: vec![None; self.values.len()],
+            dup: BTreeMap::new(),
+        };
         let mut judged = vec![false; self.values.len()];
-        // Offsets known to hold records, per partition, sorted: the reference for skips.
         let mut known: Vec<Vec<Offset>> = Vec::with_capacity(self.parts.len());
         let mut runs: Vec<Run> = Vec::new();
-
         for (tp, part) in self.parts.iter_mut().enumerate() {
             let tp = tp as TpId;
             let obs = sort_observations(std::mem::take(&mut part.obs));
@@ -679,142 +681,28 @@ impl<'a> Checker<'a> {
                     let info = &mut self.info[o.value as usize];
                     match o.source {
                         Source::Read => {
-                            run.read = true;
-                            run.strong = true;
-                            if info.placed.0 == NO_TP {
-                                info.placed = (tp, offset);
-                            }
-                            if !judged[o.value as usize] && o.at == info.first_read {
-                                judged[o.value as usize] = true;
-                                let info = *info;
-                                judge_read((tp, *o), &info, &mut aborted, &mut future, &mut unsent);
-                            }
+                            found.observe_read((tp, o), run, info, &mut judged[o.value as usize]);
                         }
                         Source::Send => {
-                            run.send = true;
-                            run.strong |= !o.weak;
-                            if info.first_read == NEVER {
-                                let is_lost =
-                                    matches!(part.highest_read, Some((h, _)) if h > offset);
-                                if !o.weak {
-                                    let missing = if is_lost { &mut lost } else { &mut unseen };
-                                    missing.add(o.at, || (tp, *o));
-                                } else if is_lost || final_reads {
-                                    let (excuses, ats) = if is_lost {
-                                        let high = part.highest_read.map_or(o.at, |(_, a)| a);
-                                        (AnomalyKind::LostWrite, vec![o.at, high])
-                                    } else {
-                                        (AnomalyKind::Unseen, vec![o.at])
-                                    };
-                                    weak.add(o.at, || RawWeak {
-                                        excuses,
-                                        tp,
-                                        send: *o,
-                                        ats,
-                                    });
-                                } else {
-                                    unseen.add(o.at, || (tp, *o));
-                                }
-                            }
+                            let highest = part.highest_read;
+                            found.observe_send((tp, o), run, info, highest, final_reads);
                         }
                     }
                 }
-                let mut strong = 0;
-                for r in &runs {
-                    if r.read && r.send {
-                        self.info[r.first.value as usize].confirmed = true;
-                    }
-                    strong += usize::from(r.strong);
-                }
-                if strong > 0 {
+                if found.judge_offset((tp, offset), &runs, &mut self.info, &mut places) {
                     offsets.push(offset);
-                }
-                if runs.len() > 1 {
-                    let mut distinct: Vec<Obs> = runs.iter().map(|r| r.first).collect();
-                    distinct.sort_by_key(|d| d.at);
-                    let count = distinct.len() as u64;
-                    if strong > 1 {
-                        inconsistent.add(distinct[0].at, || {
-                            distinct.truncate(MAX_LISTED);
-                            (tp, offset, distinct, count)
-                        });
-                    } else {
-                        // All but at most one value come from weak acknowledgements alone.
-                        let send = runs
-                            .iter()
-                            .find(|r| !r.strong)
-                            .expect("runs > strong")
-                            .first;
-                        weak.add(distinct[0].at, || RawWeak {
-                            excuses: AnomalyKind::InconsistentOffsets,
-                            tp,
-                            send,
-                            ats: distinct.iter().take(MAX_LISTED).map(|d| d.at).collect(),
-                        });
-                    }
-                }
-                for r in &runs {
-                    let place = Obs {
-                        weak: !r.strong,
-                        ..r.first
-                    };
-                    match first_place[place.value as usize] {
-                        None => first_place[place.value as usize] = Some((tp, place)),
-                        Some(first) => dup_places
-                            .entry(place.value)
-                            .or_insert_with(|| vec![first])
-                            .push((tp, place)),
-                    }
                 }
                 start = end;
             }
             known.push(offsets);
         }
+        (known, places.dup)
+    }
 
-        let mut duplicate: Examples<Vec<(TpId, Obs)>> = Examples::new(max);
-        for mut places in dup_places.into_values() {
-            places.sort_by_key(|p| p.1.at);
-            let key = places[0].1.at;
-            if places.iter().filter(|p| !p.1.weak).count() > 1 {
-                duplicate.add(key, || places);
-            } else {
-                let (tp, send) = *places.iter().find(|p| p.1.weak).expect("a weak place");
-                weak.add(key, || RawWeak {
-                    excuses: AnomalyKind::Duplicate,
-                    tp,
-                    send,
-                    ats: places.iter().take(MAX_LISTED).map(|p| p.1.at).collect(),
-                });
-            }
-        }
-
-        let mut poll_skip: Examples<(RawStep, Vec<Offset>, u64)> = Examples::new(max);
-        let mut int_poll_skip: Examples<(RawStep, Vec<Offset>, u64)> = Examples::new(max);
-        for gap in &self.gaps {
-            let offsets = &known[gap.tp as usize];
-            let lo = offsets.partition_point(|&o| o <= gap.before.offset);
-            let hi = offsets.partition_point(|&o| o < gap.after.offset);
-            if hi > lo {
-                let ex = if gap.internal {
-                    &mut int_poll_skip
-                } else {
-                    &mut poll_skip
-                };
-                ex.add(gap.after.at, || {
-                    let raw = RawStep {
-                        tp: gap.tp,
-                        before: gap.before,
-                        after: gap.after,
-                    };
-                    let shown = offsets[lo..hi.min(lo + MAX_LISTED)].to_vec();
-                    (raw, shown, (hi - lo) as u64)
-                });
-            }
-        }
-
-        // Each process's sends to a partition, in order, at the offsets they were
-        // acknowledged at or (indeterminate ones) read at, must increase.
-        let mut nonmonotonic_send: Examples<RawStep> = Examples::new(max);
+    /// Each process's sends to a partition, in order, at the offsets they were
+    /// acknowledged at or (indeterminate ones) read at, must increase.
+    fn judge_sends(&mut self, found: &mut Found) {
+        let (weak, nonmonotonic_send) = (&mut found.weak, &mut found.nonmonotonic_send);
         for s in &self.sends {
             let state = &mut self.processes[s.slot as usize];
             if s.tp == NO_TP {
@@ -865,7 +753,25 @@ impl<'a> Checker<'a> {
                 });
             }
         }
+    }
 
+    /// The report: the anomalies found, as the history names them.
+    fn report(self, found: Found) -> Report {
+        let Found {
+            lost,
+            unseen,
+            inconsistent,
+            weak,
+            aborted,
+            future,
+            unsent,
+            duplicate,
+            poll_skip,
+            int_poll_skip,
+            nonmonotonic_send,
+        } = found;
+        let max = self.options.max_examples;
+        let final_reads = self.options.final_reads;
         let mut empty: Examples<Empty> = Examples::new(max);
         let reason = if self.events.is_empty() {
             Some("the history has no events")
@@ -924,6 +830,219 @@ impl<'a> Checker<'a> {
         };
         report.valid = report.found().is_empty();
         report
+    }
+}
+
+/// Every place of each value seen in more than one place.
+type DupPlaces = BTreeMap<ValueId, Vec<(TpId, Obs)>>;
+
+/// Where each value was first seen, and every place of values seen in several places (a
+/// place's `weak`: known only from a weak acknowledgement).
+struct Places {
+    first: Vec<Option<(TpId, Obs)>>,
+    dup: DupPlaces,
+}
+
+/// The anomalies the final judgements collect, in the order they find them.
+struct Found {
+    lost: Examples<(TpId, Obs)>,
+    unseen: Examples<(TpId, Obs)>,
+    inconsistent: Examples<(TpId, Offset, Vec<Obs>, u64)>,
+    weak: Examples<RawWeak>,
+    aborted: Examples<(TpId, Obs, Option<At>)>,
+    future: Examples<(TpId, Obs, Option<At>)>,
+    unsent: Examples<(TpId, Obs, Option<At>)>,
+    duplicate: Examples<Vec<(TpId, Obs)>>,
+    poll_skip: Examples<(RawStep, Vec<Offset>, u64)>,
+    int_poll_skip: Examples<(RawStep, Vec<Offset>, u64)>,
+    nonmonotonic_send: Examples<RawStep>,
+}
+
+impl Found {
+    fn new(max: usize) -> Self {
+        Self {
+            lost: Examples::new(max),
+            unseen: Examples::new(max),
+            inconsistent: Examples::new(max),
+            weak: Examples::new(max),
+            aborted: Examples::new(max),
+            future: Examples::new(max),
+            unsent: Examples::new(max),
+            duplicate: Examples::new(max),
+            poll_skip: Examples::new(max),
+            int_poll_skip: Examples::new(max),
+            nonmonotonic_send: Examples::new(max),
+        }
+    }
+
+    /// A read of a value at `o`'s offset; its first read is judged against its sends.
+    fn observe_read(
+        &mut self,
+        (tp, o): (TpId, &Obs),
+        run: &mut Run,
+        info: &mut ValueInfo,
+        judged: &mut bool,
+    ) {
+        run.read = true;
+        run.strong = true;
+        if info.placed.0 == NO_TP {
+            info.placed = (tp, o.offset);
+        }
+        if !*judged && o.at == info.first_read {
+            *judged = true;
+            let info = *info;
+            judge_read(
+                (tp, *o),
+                &info,
+                &mut self.aborted,
+                &mut self.future,
+                &mut self.unsent,
+            );
+        }
+    }
+
+    /// An acknowledged send of a value at `o`'s offset: lost if never read though the
+    /// partition was read past it, else unseen (weakly acknowledged ones are excused).
+    fn observe_send(
+        &mut self,
+        (tp, o): (TpId, &Obs),
+        run: &mut Run,
+        info: &ValueInfo,
+        highest_read: Option<(Offset, At)>,
+        final_reads: bool,
+    ) {
+        run.send = true;
+        run.strong |= !o.weak;
+        if info.first_read != NEVER {
+            return;
+        }
+        let is_lost = matches!(highest_read, Some((h, _)) if h > o.offset);
+        if !o.weak {
+            let missing = if is_lost {
+                &mut self.lost
+            } else {
+                &mut self.unseen
+            };
+            missing.add(o.at, || (tp, *o));
+        } else if is_lost || final_reads {
+            let (excuses, ats) = if is_lost {
+                let high = highest_read.map_or(o.at, |(_, a)| a);
+                (AnomalyKind::LostWrite, vec![o.at, high])
+            } else {
+                (AnomalyKind::Unseen, vec![o.at])
+            };
+            self.weak.add(o.at, || RawWeak {
+                excuses,
+                tp,
+                send: *o,
+                ats,
+            });
+        } else {
+            self.unseen.add(o.at, || (tp, *o));
+        }
+    }
+
+    /// The values (`runs`) at one offset: confirmed sends, inconsistent offsets, and
+    /// each value's places. True if a read or strong send holds the offset.
+    fn judge_offset(
+        &mut self,
+        (tp, offset): (TpId, Offset),
+        runs: &[Run],
+        info: &mut [ValueInfo],
+        places: &mut Places,
+    ) -> bool {
+        let mut strong = 0;
+        for r in runs {
+            if r.read && r.send {
+                info[r.first.value as usize].confirmed = true;
+            }
+            strong += usize::from(r.strong);
+        }
+        if runs.len() > 1 {
+            let mut distinct: Vec<Obs> = runs.iter().map(|r| r.first).collect();
+            distinct.sort_by_key(|d| d.at);
+            let count = distinct.len() as u64;
+            if strong > 1 {
+                self.inconsistent.add(distinct[0].at, || {
+                    distinct.truncate(MAX_LISTED);
+                    (tp, offset, distinct, count)
+                });
+            } else {
+                // All but at most one value come from weak acknowledgements alone.
+                let send = runs
+                    .iter()
+                    .find(|r| !r.strong)
+                    .expect("runs > strong")
+                    .first;
+                self.weak.add(distinct[0].at, || RawWeak {
+                    excuses: AnomalyKind::InconsistentOffsets,
+                    tp,
+                    send,
+                    ats: distinct.iter().take(MAX_LISTED).map(|d| d.at).collect(),
+                });
+            }
+        }
+        for r in runs {
+            let place = Obs {
+                weak: !r.strong,
+                ..r.first
+            };
+            match places.first[place.value as usize] {
+                None => places.first[place.value as usize] = Some((tp, place)),
+                Some(first) => places
+                    .dup
+                    .entry(place.value)
+                    .or_insert_with(|| vec![first])
+                    .push((tp, place)),
+            }
+        }
+        strong > 0
+    }
+
+    /// Values seen in several places: duplicates, unless all but one place rest on weak
+    /// acknowledgements alone.
+    fn judge_duplicates(&mut self, dup_places: DupPlaces) {
+        for mut places in dup_places.into_values() {
+            places.sort_by_key(|p| p.1.at);
+            let key = places[0].1.at;
+            if places.iter().filter(|p| !p.1.weak).count() > 1 {
+                self.duplicate.add(key, || places);
+            } else {
+                let (tp, send) = *places.iter().find(|p| p.1.weak).expect("a weak place");
+                self.weak.add(key, || RawWeak {
+                    excuses: AnomalyKind::Duplicate,
+                    tp,
+                    send,
+                    ats: places.iter().take(MAX_LISTED).map(|p| p.1.at).collect(),
+                });
+            }
+        }
+    }
+
+    /// A gap between two successive reads is a skip if an offset known to hold a record
+    /// lies inside it.
+    fn judge_gaps(&mut self, gaps: &[Gap], known: &[Vec<Offset>]) {
+        for gap in gaps {
+            let offsets = &known[gap.tp as usize];
+            let lo = offsets.partition_point(|&o| o <= gap.before.offset);
+            let hi = offsets.partition_point(|&o| o < gap.after.offset);
+            if hi > lo {
+                let ex = if gap.internal {
+                    &mut self.int_poll_skip
+                } else {
+                    &mut self.poll_skip
+                };
+                ex.add(gap.after.at, || {
+                    let raw = RawStep {
+                        tp: gap.tp,
+                        before: gap.before,
+                        after: gap.after,
+                    };
+                    let shown = offsets[lo..hi.min(lo + MAX_LISTED)].to_vec();
+                    (raw, shown, (hi - lo) as u64)
+                });
+            }
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 use super::tests::{broker_config, flip_bit_in_batch, World, MS};
 use super::*;
 use crate::group::*;
+use crate::testing::Delivery as _;
 
 const GROUP: &str = "orders";
 const TOPIC_PARTITIONS: u32 = 6;
@@ -47,7 +48,8 @@ impl World {
             correlation: self.correlation,
             request,
         };
-        self.queue
+        self.net
+            .queue
             .push_back((Address::Client(client), Address::Node(to), msg));
         self.correlation
     }
@@ -337,7 +339,7 @@ fn three_consumers_join_through_brokers_and_get_a_full_assignment() {
         batch: super::tests::batch("x"),
     };
     let corr = w.correlation;
-    w.queue.push_back((
+    w.net.queue.push_back((
         Address::Client(1),
         Address::Node(coordinator),
         Message::Produce(req),
@@ -355,17 +357,13 @@ fn commits_are_acknowledged_after_replication_and_survive_coordinator_failover()
     let (mut members, _) = w.form_group(&[11, 12, 13]);
     let coordinator = w.find_coordinator();
     // Cut the followers off the coordinator: the commit is appended but not acknowledged.
-    for f in [1, 2, 3] {
-        if f != coordinator {
-            w.cut.insert((Address::Node(f), Address::Node(coordinator)));
-            w.cut.insert((Address::Node(coordinator), Address::Node(f)));
-        }
-    }
+    let node = Address::Node;
+    w.net.isolate(node(coordinator), [1, 2, 3].map(node));
     members[0].sequence += 1;
     let c = w.send_group(11, coordinator, commit_request(&members[0], 42));
     w.run(50 * MS);
     assert_eq!(w.group_response(c), None, "acknowledged before replication");
-    w.cut.clear();
+    w.net.cut.clear();
     assert_eq!(
         w.wait_group(c, 1000 * MS),
         GroupResponse::OffsetCommit(Ok(()))
@@ -584,10 +582,8 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
         .filter(|&n| n != coordinator)
         .collect();
     // Whichever survivor is elected cannot replicate its epoch marker to the other one.
-    w.cut
-        .insert((Address::Node(others[0]), Address::Node(others[1])));
-    w.cut
-        .insert((Address::Node(others[1]), Address::Node(others[0])));
+    w.net
+        .isolate(Address::Node(others[0]), [Address::Node(others[1])]);
     w.crash(coordinator);
     assert!(w.run_until(2000 * MS, |w| w
         .offsets_leader()
@@ -623,9 +619,11 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
     }));
     // The link heals: the follower catches up and rejoins, the HW reaches the marker and
     // the coordinator loads.
-    w.cut
+    w.net
+        .cut
         .remove(&(Address::Node(others[0]), Address::Node(others[1])));
-    w.cut
+    w.net
+        .cut
         .remove(&(Address::Node(others[1]), Address::Node(others[0])));
     assert!(w.run_until(3000 * MS, |w| {
         let v = w.brokers[&new].replica_view(&tp).unwrap();
@@ -635,7 +633,7 @@ fn new_coordinator_loads_only_once_its_hw_reaches_its_log_end() {
     let view = w.coordinator_view(new).expect("loaded");
     assert_eq!(view.offsets[&TopicPartition::new("t", 0)].offset, 5);
     // Once the ISR is back above min.insync it answers reads too.
-    w.cut.clear();
+    w.net.cut.clear();
     assert!(w.run_until(3000 * MS, |w| w.brokers[&new]
         .replica_view(&tp)
         .is_some_and(|v| v.isr.len() >= 2)));
@@ -710,7 +708,7 @@ fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_depo
     assert_eq!(w.group_response(f), None);
     let tp = TopicPartition::new(CONSUMER_OFFSETS_TOPIC, coordinator_partition(GROUP, 2));
     assert!(w.run_until(2000 * MS, |w| w.offsets_leader().is_some_and(|l| l != old)));
-    w.cut.clear();
+    w.net.cut.clear();
     // The old leader learns the new epoch, follows, and unloads its coordinator.
     assert!(w.run_until(2000 * MS, |w| w.brokers[&old]
         .replica_view(&tp)
@@ -764,7 +762,9 @@ fn appends_in_flight_together_complete_in_log_order() {
     let coordinator = w.find_coordinator();
     for f in [1, 2, 3] {
         if f != coordinator {
-            w.cut.insert((Address::Node(f), Address::Node(coordinator)));
+            w.net
+                .cut
+                .insert((Address::Node(f), Address::Node(coordinator)));
         }
     }
     members[0].sequence += 1;
@@ -788,7 +788,7 @@ fn appends_in_flight_together_complete_in_log_order() {
         w.wait_group(c, 10 * MS),
         GroupResponse::OffsetFetch(Err(GroupError::UnstableOffsetCommit))
     );
-    w.cut.clear();
+    w.net.cut.clear();
     w.wait_group(second, 1000 * MS);
     let position = |w: &World, corr: u64| {
         w.inbox
@@ -861,12 +861,8 @@ fn a_commit_whose_produce_wait_times_out_takes_effect_when_the_log_commits_it() 
     );
     let coordinator = w.find_coordinator();
     // Followers stall for less than replica.lag.time.max: the ISR stays, the HW waits.
-    for f in [1, 2, 3] {
-        if f != coordinator {
-            w.cut.insert((Address::Node(f), Address::Node(coordinator)));
-            w.cut.insert((Address::Node(coordinator), Address::Node(f)));
-        }
-    }
+    let node = Address::Node;
+    w.net.isolate(node(coordinator), [1, 2, 3].map(node));
     members[0].sequence += 1;
     let c = w.send_group(11, coordinator, commit_request(&members[0], 6));
     w.run(100 * MS);
@@ -881,7 +877,7 @@ fn a_commit_whose_produce_wait_times_out_takes_effect_when_the_log_commits_it() 
         w.wait_group(f, 10 * MS),
         GroupResponse::OffsetFetch(Err(GroupError::UnstableOffsetCommit))
     );
-    w.cut.clear();
+    w.net.cut.clear();
     assert_eq!(
         w.wait_group(c, 500 * MS),
         GroupResponse::OffsetCommit(Ok(()))

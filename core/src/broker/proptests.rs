@@ -11,6 +11,7 @@
 
 use super::tests::{batch, broker_config, tp, World, MS};
 use super::*;
+use crate::testing::Delivery as _;
 use crate::types::LeaderEpoch;
 use proptest::prelude::*;
 
@@ -231,19 +232,19 @@ fn apply(w: &mut World, a: &Action, next_value: &mut u64, down: &mut BTreeSet<No
             w.now += *ms as Nanos * MS;
             w.tick_all();
         }
-        Action::Deliver(k) | Action::Drop(k) | Action::Duplicate(k) if !w.queue.is_empty() => {
-            let i = *k as usize % w.queue.len();
+        Action::Deliver(k) | Action::Drop(k) | Action::Duplicate(k) if !w.net.queue.is_empty() => {
+            let i = *k as usize % w.net.queue.len();
             match a {
                 Action::Deliver(_) => {
-                    let (f, t, m) = w.queue.remove(i).expect("index in range");
+                    let (f, t, m) = w.net.queue.remove(i).expect("index in range");
                     w.deliver(f, t, m);
                 }
                 Action::Drop(_) => {
-                    w.queue.remove(i);
+                    w.net.queue.remove(i);
                 }
                 _ => {
-                    let copy = w.queue[i].clone();
-                    w.queue.push_back(copy);
+                    let copy = w.net.queue[i].clone();
+                    w.net.queue.push_back(copy);
                 }
             }
         }
@@ -273,7 +274,7 @@ fn apply(w: &mut World, a: &Action, next_value: &mut u64, down: &mut BTreeSet<No
             }
         }
         Action::Isolate(n) => w.isolate(Address::Node(*n)),
-        Action::Heal => w.cut.clear(),
+        Action::Heal => w.net.cut.clear(),
         Action::CrashController => {
             if w.controller().is_some() {
                 w.crash_controller();
@@ -323,7 +324,7 @@ proptest! {
             checker.check(&mut w)?;
         }
         // Heal everything and let the cluster settle.
-        w.cut.clear();
+        w.net.cut.clear();
         if w.controller().is_none() {
             w.restart_controller();
         }

@@ -1,11 +1,12 @@
 //! Broker-level scripted tests: real brokers and the real controller over `MemStorage`,
-//! connected by an in-test router that can cut links, drop messages and crash nodes.
+//! in core's shared harness ([`Cluster`]), which can cut links, drop messages and crash
+//! nodes.
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, TopicConfig};
 use crate::log::{MemStorage, ProducerInfo};
 use crate::node::Machine as _;
-use crate::testing::Cluster;
+use crate::testing::{Cluster, Delivery as _};
 
 pub(crate) const MS: Nanos = 1_000_000;
 
@@ -43,7 +44,7 @@ pub(crate) fn controller_config() -> ControllerConfig {
 /// it derefs to for the nodes, disks, queue and links) plus the produce bookkeeping these
 /// tests share.
 pub(crate) struct World {
-    pub net: Cluster,
+    pub cluster: Cluster,
     pub config: BrokerConfig,
     pub correlation: u64,
     /// Values of acks=all produce requests, by correlation.
@@ -53,22 +54,22 @@ pub(crate) struct World {
 impl std::ops::Deref for World {
     type Target = Cluster;
     fn deref(&self) -> &Cluster {
-        &self.net
+        &self.cluster
     }
 }
 
 impl std::ops::DerefMut for World {
     fn deref_mut(&mut self) -> &mut Cluster {
-        &mut self.net
+        &mut self.cluster
     }
 }
 
 impl World {
     pub fn new(ids: &[NodeId], config: BrokerConfig) -> Self {
-        let mut net = Cluster::new();
-        net.start_controller(controller_config());
+        let mut cluster = Cluster::new();
+        cluster.start_controller(controller_config());
         let mut w = Self {
-            net,
+            cluster,
             config,
             correlation: 0,
             acks_all: BTreeMap::new(),
@@ -81,25 +82,25 @@ impl World {
 
     pub fn start(&mut self, id: NodeId) {
         let config = self.config.clone();
-        self.net.start_broker(id, config);
+        self.cluster.start_broker(id, config);
     }
 
     /// Crash a broker: it loses every unsynced byte and every message in flight to it.
     pub fn crash(&mut self, id: NodeId) {
-        self.net.crash_broker(id);
+        self.cluster.crash_broker(id);
     }
 
     pub fn crash_controller(&mut self) {
-        self.net.crash_controller(1);
+        self.cluster.crash_controller(1);
     }
 
     pub fn restart_controller(&mut self) {
-        self.net.start_controller(controller_config());
+        self.cluster.start_controller(controller_config());
     }
 
     /// The controller, while up.
     pub fn controller(&self) -> Option<&Controller<MemStorage>> {
-        self.net.single_controller()
+        self.cluster.single_controller()
     }
 
     pub fn run(&mut self, duration: Nanos) {
@@ -126,7 +127,7 @@ impl World {
     }
 
     pub fn admin(&mut self, req: ControllerRequest) {
-        self.queue.push_back((
+        self.net.queue.push_back((
             Address::Client(0),
             Address::Controller(1),
             Message::ControllerRequest(req),
@@ -179,7 +180,8 @@ impl World {
             timeout: 500 * MS,
             batch,
         };
-        self.queue
+        self.net
+            .queue
             .push_back((Address::Client(1), Address::Node(to), Message::Produce(req)));
         self.correlation
     }
@@ -230,7 +232,7 @@ impl World {
             last_fetched_epoch: None,
         };
         let c = self.correlation;
-        self.queue.push_back((
+        self.net.queue.push_back((
             Address::Client(2),
             Address::Node(id),
             Message::ConsumerFetch(req),
@@ -272,7 +274,7 @@ fn brokers_register_and_replicate_to_hw() {
     assert_eq!(recs.batches.len(), 1);
     // Metadata from any broker names the leader.
     let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
-    w.queue.push_back((
+    w.net.queue.push_back((
         Address::Client(3),
         Address::Node(follower),
         Message::Metadata(MetadataRequest {
@@ -335,7 +337,7 @@ fn leader_crash_fails_over_without_losing_acknowledged_writes() {
     let c = w.send_produce(old, Acks::Leader, batch("lost-ok"));
     w.deliver_all();
     assert!(matches!(w.produce_response(c), Some(Ok(_))));
-    w.cut.clear();
+    w.net.cut.clear();
     w.crash(old);
     assert!(w.run_until(2000 * MS, |w| w.leader().is_some_and(|l| l != old)));
     let new = w.leader().unwrap();
@@ -401,7 +403,7 @@ fn zombie_leader_after_partition_cannot_acknowledge() {
         "zombie answered {:?}",
         w.produce_response(c)
     );
-    w.cut.clear();
+    w.net.cut.clear();
     assert!(w.run_until(2000 * MS, |w| w.view(zombie).role
         == Role::Follower { leader: new }));
     w.run(100 * MS);
@@ -445,11 +447,13 @@ fn producer_retry_after_lost_response_is_not_duplicated() {
         base_sequence: 0,
     });
     // The response is lost on the way back.
-    w.cut.insert((Address::Node(leader), Address::Client(1)));
+    w.net
+        .cut
+        .insert((Address::Node(leader), Address::Client(1)));
     let c1 = w.send_produce(leader, Acks::All, b.clone());
     w.run(100 * MS);
     assert_eq!(w.produce_response(c1), None);
-    w.cut.clear();
+    w.net.cut.clear();
     let c2 = w.send_produce(leader, Acks::All, b);
     w.run_until(500 * MS, |w| w.produce_response(c2).is_some());
     let ack = w.produce_response(c2).unwrap().unwrap();
@@ -530,16 +534,17 @@ fn unknown_partitions_get_typed_errors() {
         timeout: MS,
         batch: batch("x"),
     };
-    w.queue.push_back((
+    w.net.queue.push_back((
         Address::Client(1),
         Address::Node(1),
         Message::Produce(req.clone()),
     ));
     req.acks = Acks::None;
     req.correlation = 501;
-    w.queue
+    w.net
+        .queue
         .push_back((Address::Client(1), Address::Node(1), Message::Produce(req)));
-    w.queue.push_back((
+    w.net.queue.push_back((
         Address::Node(2),
         Address::Node(1),
         Message::Fetch(FetchRequest {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::log::MemStorage;
+use crate::testing::{Cluster, Delivery as _};
 use crate::types::{Nanos, NodeId, TopicPartition};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -77,9 +78,10 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The single controller in core's shared harness; the brokers and the client are played
+/// here.
 struct World {
-    c: Controller<MemStorage>,
-    now: Nanos,
+    cluster: Cluster,
     incarnations: BTreeMap<NodeId, u64>,
     /// Each broker's metadata image, fed only by the heartbeat replies it received.
     broker_images: BTreeMap<NodeId, MetadataImage>,
@@ -91,9 +93,10 @@ struct World {
 
 impl World {
     fn new() -> Self {
+        let mut cluster = Cluster::new();
+        cluster.start_controller(ControllerConfig::default());
         Self {
-            c: Controller::open(MemStorage::new(), ControllerConfig::default(), 0).unwrap(),
-            now: 0,
+            cluster,
             incarnations: BTreeMap::new(),
             broker_images: BTreeMap::new(),
             seen: BTreeMap::new(),
@@ -102,12 +105,19 @@ impl World {
         }
     }
 
+    /// The controller (up).
+    fn c(&self) -> &Controller<MemStorage> {
+        self.cluster
+            .single_controller()
+            .expect("the controller is up")
+    }
+
     fn send(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
-        crate::testing::ask_controller(&mut self.c, self.now, from, req).0
+        self.cluster.ask_controller(from, req).0
     }
 
     fn topic_at(&self, i: u8) -> Option<String> {
-        let names: Vec<&String> = self.c.image().topics.keys().collect();
+        let names: Vec<&String> = self.c().image().topics.keys().collect();
         (!names.is_empty()).then(|| names[i as usize % names.len()].clone())
     }
 
@@ -129,10 +139,10 @@ impl World {
             panic!("registration refused: {r:?}")
         };
         assert_eq!(
-            self.c.image().broker(b).unwrap().broker_epoch,
+            self.c().image().broker(b).unwrap().broker_epoch,
             reg.broker_epoch
         );
-        assert!(self.c.image().is_unfenced(b), "registration unfences");
+        assert!(self.c().image().is_unfenced(b), "registration unfences");
         self.broker_images.entry(b).or_default();
     }
 
@@ -140,7 +150,7 @@ impl World {
     /// the records it pulled, unless the reply is lost.
     fn heartbeat(&mut self, broker: u8, lose_reply: bool, stale_epoch: bool) {
         let b = NodeId::from(broker);
-        let Some(info) = self.c.image().broker(b).cloned() else {
+        let Some(info) = self.c().image().broker(b).cloned() else {
             return;
         };
         let image = self.broker_images.entry(b).or_default();
@@ -157,7 +167,7 @@ impl World {
         match r {
             ControllerResponse::BrokerHeartbeat(Ok(reply)) => {
                 assert_eq!(broker_epoch, info.broker_epoch);
-                assert!(reply.metadata.records.len() <= self.c.config().max_records_per_pull);
+                assert!(reply.metadata.records.len() <= self.c().config().max_records_per_pull);
                 if !lose_reply {
                     let image = self.broker_images.get_mut(&b).unwrap();
                     image
@@ -165,8 +175,8 @@ impl World {
                         .expect("pulled records apply");
                     let n = image.next_offset as usize;
                     assert_eq!(
-                        image,
-                        &MetadataImage::from_records(&self.c.records()[..n]).unwrap(),
+                        &self.broker_images[&b],
+                        &MetadataImage::from_records(&self.c().records()[..n]).unwrap(),
                         "a broker's image is the controller's as of its offset"
                     );
                 }
@@ -192,7 +202,7 @@ impl World {
             unclean_leader_election: unclean,
             ..TopicConfig::default()
         };
-        let live = self.c.image().unfenced_brokers().len();
+        let live = self.c().image().unfenced_brokers().len();
         let r = self.send(
             Requester::Client(0),
             ControllerRequest::CreateTopic {
@@ -203,7 +213,7 @@ impl World {
         );
         match r {
             ControllerResponse::CreateTopic { result: Ok(_), .. } => {
-                let t = self.c.image().topic(&name).unwrap();
+                let t = self.c().image().topic(&name).unwrap();
                 assert_eq!(t.partitions.len(), usize::from(partitions));
             }
             ControllerResponse::CreateTopic {
@@ -218,7 +228,7 @@ impl World {
     fn create_manual(&mut self, rotate: u8, partitions: u8, rf: u8) {
         let name = format!("t{}", self.topic_names);
         self.topic_names += 1;
-        let registered: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
+        let registered: Vec<NodeId> = self.c().image().brokers.keys().copied().collect();
         if registered.is_empty() {
             return;
         }
@@ -233,7 +243,7 @@ impl World {
         let valid = registered.len() >= rf
             && assignment
                 .iter()
-                .all(|r| r.iter().any(|&b| self.c.image().is_unfenced(b)));
+                .all(|r| r.iter().any(|&b| self.c().image().is_unfenced(b)));
         let config = TopicConfig {
             partitions: partitions.into(),
             replication_factor: rf as u16,
@@ -252,7 +262,7 @@ impl World {
                 assert!(valid);
                 for (p, replicas) in assignment.iter().enumerate() {
                     let s = self
-                        .c
+                        .c()
                         .image()
                         .partition(&TopicPartition::new(name.clone(), p as u32))
                         .unwrap();
@@ -273,10 +283,10 @@ impl World {
         let Some(name) = self.topic_at(topic) else {
             return;
         };
-        let t = self.c.image().topic(&name).unwrap();
+        let t = self.c().image().topic(&name).unwrap();
         let p = u32::from(partition) % t.config.partitions;
         let tp = TopicPartition::new(name, p);
-        let state = self.c.image().partition(&tp).unwrap().clone();
+        let state = self.c().image().partition(&tp).unwrap().clone();
         let Some(leader) = state.leader else { return };
         let sender = if from_follower {
             match state.replicas.iter().find(|&&r| r != leader) {
@@ -314,7 +324,7 @@ impl World {
         let ControllerResponse::AlterPartition { result, .. } = r else {
             panic!()
         };
-        let after = self.c.image().partition(&tp).unwrap().clone();
+        let after = self.c().image().partition(&tp).unwrap().clone();
         match result {
             Ok(s) => {
                 assert!(!from_follower, "only the leader's proposals succeed");
@@ -337,7 +347,7 @@ impl World {
                     && new_isr.contains(&leader)
                     && new_isr
                         .iter()
-                        .all(|&b| state.isr.contains(&b) || self.c.image().is_unfenced(b));
+                        .all(|&b| state.isr.contains(&b) || self.c().image().is_unfenced(b));
                 assert!(!valid, "a valid proposal was refused: {e}");
             }
         }
@@ -352,7 +362,7 @@ impl World {
                 stale_epoch,
             } => self.heartbeat(broker, lose_reply, stale_epoch),
             Op::HeartbeatAll { skip } => {
-                let brokers: Vec<NodeId> = self.c.image().brokers.keys().copied().collect();
+                let brokers: Vec<NodeId> = self.c().image().brokers.keys().copied().collect();
                 for b in brokers.into_iter().filter(|&b| b != NodeId::from(skip)) {
                     self.step(&Op::Heartbeat {
                         broker: b as u8,
@@ -362,11 +372,11 @@ impl World {
                 }
             }
             Op::Advance { secs } => {
-                self.now += u64::from(secs) * SEC;
-                self.c.tick(self.now);
-                self.c.drain_outputs();
-                if let Some(t) = self.c.next_timeout() {
-                    assert!(t > self.now, "tick fenced every expired session");
+                self.cluster.now += u64::from(secs) * SEC;
+                self.cluster.tick_all();
+                self.cluster.deliver_all();
+                if let Some(t) = self.c().next_timeout() {
+                    assert!(t > self.cluster.now, "tick fenced every expired session");
                 }
             }
             Op::Create {
@@ -392,7 +402,7 @@ impl World {
                             result: Ok(())
                         }
                     );
-                    assert!(self.c.image().topic(&name).is_none());
+                    assert!(self.c().image().topic(&name).is_none());
                 }
             }
             Op::Alter {
@@ -424,7 +434,7 @@ impl World {
                 let Some(name) = self.topic_at(topic) else {
                     return;
                 };
-                let mut config = self.c.image().topic(&name).unwrap().config.clone();
+                let mut config = self.c().image().topic(&name).unwrap().config.clone();
                 config.unclean_leader_election = !config.unclean_leader_election;
                 let r = self.send(
                     Requester::Client(0),
@@ -442,20 +452,23 @@ impl World {
                 );
             }
             Op::Restart { secs } => {
-                let image = self.c.image().clone();
-                let storage = self.c.storage().clone();
-                storage.crash_lose_unsynced();
-                self.now += u64::from(secs) * SEC;
-                self.c = Controller::open(storage, ControllerConfig::default(), self.now).unwrap();
-                assert_eq!(self.c.image(), &image, "restart replays to the same image");
+                let image = self.c().image().clone();
+                self.cluster.crash_controller(1);
+                self.cluster.now += u64::from(secs) * SEC;
+                self.cluster.start_controller(ControllerConfig::default());
+                assert_eq!(
+                    self.c().image(),
+                    &image,
+                    "restart replays to the same image"
+                );
             }
         }
     }
 
     fn check_invariants(&mut self) {
-        let image = self.c.image().clone();
+        let image = self.c().image().clone();
         assert_eq!(
-            MetadataImage::from_records(self.c.records()).unwrap(),
+            MetadataImage::from_records(self.c().records()).unwrap(),
             image,
             "replaying the log yields the image"
         );
@@ -509,10 +522,10 @@ impl World {
     fn catch_up_brokers(&mut self) {
         let brokers: Vec<NodeId> = self.broker_images.keys().copied().collect();
         for b in brokers {
-            let epoch = self.c.image().broker(b).unwrap().broker_epoch;
+            let epoch = self.c().image().broker(b).unwrap().broker_epoch;
             for _ in 0..1000 {
                 let offset = self.broker_images[&b].next_offset;
-                if offset == self.c.metadata_end_offset() {
+                if offset == self.c().metadata_end_offset() {
                     break;
                 }
                 let r = self.send(
@@ -528,7 +541,7 @@ impl World {
                     .apply_delta(&reply.metadata)
                     .unwrap();
             }
-            assert_eq!(&self.broker_images[&b], self.c.image());
+            assert_eq!(&self.broker_images[&b], self.c().image());
         }
     }
 }

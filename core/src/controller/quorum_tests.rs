@@ -1,8 +1,10 @@
 //! The quorum controller under a seeded, faulty world: 3 or 5 controller nodes, scripted
 //! brokers and an admin client, a network that loses, duplicates and delays (so reorders)
 //! messages, partitions, and crashes with power loss (torn unsynced tails). The network and
-//! fault model follow `raft::cluster`; here the nodes are whole [`QuorumController`]s and the
-//! traffic includes brokers. Checked after every step:
+//! fault model follow `raft::cluster`; here the nodes are whole [`QuorumController`]s in
+//! core's shared harness ([`Cluster`]: node driver, cut links, crashes), its sends passed
+//! through the faulty network on their way, and the traffic includes brokers (played here,
+//! as is the client). Checked after every step:
 //! - at most one active controller per term;
 //! - committed metadata is never lost or reordered: every node's committed records are a
 //!   prefix of one history;
@@ -17,8 +19,10 @@
 
 use super::*;
 use crate::log::MemStorage;
-use crate::raft::{Message, RaftConfig, Term};
+use crate::message::{Address, Message};
+use crate::raft::{self, RaftConfig, Term};
 use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
+use crate::testing::{Cluster, Delivery as _};
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -30,20 +34,6 @@ const BROKERS: [NodeId; 3] = [101, 102, 103];
 const CLIENT: u64 = 1;
 /// How long a broker or the client waits for a reply before trying another controller.
 const REQUEST_TIMEOUT: Nanos = 150 * MS;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Addr {
-    Ctl(NodeId),
-    Broker(NodeId),
-    Client,
-}
-
-#[derive(Clone, Debug)]
-enum Packet {
-    Raft(Message),
-    Request(ControllerRequest),
-    Response(ControllerResponse),
-}
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -73,12 +63,6 @@ impl Options {
             ..Self::new(nodes)
         }
     }
-}
-
-struct Node {
-    ctl: Option<QuorumController<MemStorage>>,
-    disk: MemStorage,
-    restart_at: Option<Nanos>,
 }
 
 /// A scripted broker: registers, heartbeats (pulling metadata), and, while it leads a
@@ -117,13 +101,17 @@ struct Stats {
 struct World {
     seed: u64,
     opts: Options,
-    now: Nanos,
     rng: ChaCha8Rng,
-    nodes: BTreeMap<NodeId, Node>,
+    /// The controller nodes, their disks, the clock and the cut links.
+    cluster: Cluster,
+    /// When each crashed node comes back.
+    restart_at: BTreeMap<NodeId, Nanos>,
     brokers: BTreeMap<NodeId, Broker>,
     client: Client,
-    net: FaultyNet<Addr, Packet>,
-    /// Cut links between controller nodes (an isolated node is also cut from brokers).
+    /// What the cluster sends waits here (lost, duplicated, delayed) until it is due.
+    net: FaultyNet<Address, Message>,
+    /// Partitions between controller nodes (an isolated node is also cut from brokers),
+    /// made into the cluster's cut links.
     links: Links,
     isolated: BTreeSet<NodeId>,
     heal_at: Option<Nanos>,
@@ -133,7 +121,7 @@ struct World {
     /// The one history every node's committed records must be a prefix of.
     history: Vec<MetadataRecord>,
     /// Replies a test wants to see (unit tests), by recipient.
-    replies: Vec<(Addr, ControllerResponse)>,
+    replies: Vec<(Address, ControllerResponse)>,
     stats: Stats,
 }
 
@@ -149,9 +137,9 @@ impl World {
         let next_fault = rng.gen_range(300 * MS..800 * MS);
         let mut w = Self {
             seed,
-            now: 0,
             rng,
-            nodes: BTreeMap::new(),
+            cluster: Cluster::new(),
+            restart_at: BTreeMap::new(),
             brokers: BTreeMap::new(),
             client: Client {
                 target: 1,
@@ -170,17 +158,9 @@ impl World {
             stats: Stats::default(),
             opts,
         };
-        for id in 1..=w.opts.nodes {
-            let disk = MemStorage::new();
-            let ctl = QuorumController::open(disk.clone(), w.config(id), 0).expect("opens");
-            w.nodes.insert(
-                id,
-                Node {
-                    ctl: Some(ctl),
-                    disk,
-                    restart_at: None,
-                },
-            );
+        for id in w.ids() {
+            let config = w.config(id);
+            w.cluster.open_quorum_controller(id, config).expect("opens");
         }
         for (i, &b) in BROKERS.iter().enumerate() {
             w.brokers.insert(
@@ -220,36 +200,32 @@ impl World {
         format!(
             "seed {} at {} ms: {what} (replay: SKEIN_QUORUM_SEED={} SKEIN_QUORUM_NODES={} cargo test -p skein-core controller::quorum_tests::replay -- --nocapture)",
             self.seed,
-            self.now / MS,
+            self.cluster.now / MS,
             self.seed,
             self.opts.nodes
         )
     }
 
-    fn ctl(&self, id: NodeId) -> Option<&QuorumController<MemStorage>> {
-        self.nodes[&id].ctl.as_ref()
+    fn ids(&self) -> Vec<NodeId> {
+        (1..=self.opts.nodes).collect()
     }
 
-    fn ctl_mut(&mut self, id: NodeId) -> &mut QuorumController<MemStorage> {
-        self.nodes
-            .get_mut(&id)
-            .and_then(|n| n.ctl.as_mut())
-            .expect("live node")
+    fn ctl(&self, id: NodeId) -> Option<&QuorumController<MemStorage>> {
+        self.cluster.quorum_controller(id)
     }
 
     fn active(&self) -> Option<NodeId> {
-        self.nodes
-            .iter()
-            .filter(|(_, n)| n.ctl.as_ref().is_some_and(|c| c.is_active()))
-            .map(|(&id, _)| id)
+        self.ids()
+            .into_iter()
+            .filter(|&id| self.ctl(id).is_some_and(|c| c.is_active()))
             .max_by_key(|&id| self.ctl(id).map(|c| c.raft().term()))
     }
 
     fn run(mut self) -> Result<Stats, String> {
         let faulty_end = self.opts.faulty_for;
         let end = faulty_end + self.opts.settle_for;
-        while self.now < end {
-            let faulty = self.opts.faults && self.now < faulty_end;
+        while self.cluster.now < end {
+            let faulty = self.opts.faults && self.cluster.now < faulty_end;
             if !faulty && self.heal_at.is_some() {
                 self.heal();
             }
@@ -264,11 +240,29 @@ impl World {
         self.links.heal();
         self.isolated.clear();
         self.heal_at = None;
+        self.set_cuts();
+    }
+
+    /// The cluster's cut links: those between controllers a partition fault cut, and an
+    /// isolated controller's links to the brokers and the client too.
+    fn set_cuts(&mut self) {
+        let ctl = Address::Controller;
+        let net = &mut self.cluster.net;
+        net.cut = self
+            .links
+            .blocked
+            .iter()
+            .map(|&(a, b)| (ctl(a), ctl(b)))
+            .collect();
+        let outside = BROKERS.map(Address::Node);
+        for &v in &self.isolated {
+            net.isolate(ctl(v), outside.into_iter().chain([Address::Client(CLIENT)]));
+        }
     }
 
     /// Runs until `until` without faults (unit tests).
     fn run_until(&mut self, until: Nanos) -> Result<(), String> {
-        while self.now < until {
+        while self.cluster.now < until {
             self.step(false, until)?;
         }
         Ok(())
@@ -290,14 +284,14 @@ impl World {
         if let Some(t) = self.net.next_due() {
             next.consider(t, Ev::Deliver);
         }
-        for (&id, n) in &self.nodes {
-            match (&n.ctl, n.restart_at) {
+        for id in self.ids() {
+            match (self.ctl(id), self.restart_at.get(&id)) {
                 (Some(c), _) => {
                     if let Some(t) = c.next_timeout() {
                         next.consider(t, Ev::Tick(id));
                     }
                 }
-                (None, Some(t)) => next.consider(t, Ev::Restart(id)),
+                (None, Some(&t)) => next.consider(t, Ev::Restart(id)),
                 (None, None) => {}
             }
         }
@@ -314,15 +308,14 @@ impl World {
             }
         }
         let (t, ev) = next.pick();
-        self.now = self.now.max(t);
-        if self.now >= end {
+        self.cluster.now = self.cluster.now.max(t);
+        if self.cluster.now >= end {
             return Ok(());
         }
         let touched = match ev {
             Ev::Deliver => self.deliver(faulty)?,
             Ev::Tick(id) => {
-                let now = self.now;
-                self.ctl_mut(id).tick(now);
+                self.cluster.tick_node(Address::Controller(id));
                 self.after(id)?;
                 Some(id)
             }
@@ -340,7 +333,7 @@ impl World {
             }
             Ev::Fault => {
                 self.fault();
-                self.next_fault = self.now + self.rng.gen_range(100 * MS..600 * MS);
+                self.next_fault = self.cluster.now + self.rng.gen_range(100 * MS..600 * MS);
                 None
             }
             Ev::Heal => {
@@ -352,96 +345,74 @@ impl World {
         self.check(touched)
     }
 
+    /// Delivers the next due message over the cluster (which drops it on a cut link): to a
+    /// controller node (its disk failing syncs now and then while faulty), or a reply to a
+    /// broker or the client played here.
     fn deliver(&mut self, faulty: bool) -> Result<Option<NodeId>, String> {
-        let (from, to, packet) = self.net.pop().expect("due packet");
-        let cut = |a: Addr| match a {
-            Addr::Ctl(id) => self.isolated.contains(&id),
-            _ => false,
-        };
-        let blocked = match (from, to) {
-            (Addr::Ctl(a), Addr::Ctl(b)) => self.links.is_cut(a, b),
-            _ => cut(from) || cut(to),
-        };
-        if blocked {
-            return Ok(None);
+        let (from, to, msg) = self.net.pop().expect("due message");
+        if let Address::Controller(id) = to {
+            if self.ctl(id).is_none() {
+                return Ok(None);
+            }
+            let torn = faulty && self.rng.gen_bool(0.002);
+            let disk = self.cluster.controller_disks[&id].clone();
+            disk.set_fail_syncs(torn);
+            self.cluster.deliver(from, to, msg);
+            disk.set_fail_syncs(false);
+            self.after(id)?;
+            return Ok(Some(id));
         }
-        match (to, packet) {
-            (Addr::Ctl(id), packet) => {
-                if self.nodes[&id].ctl.is_none() {
-                    return Ok(None);
+        self.cluster.deliver(from, to, msg);
+        let to_brokers = std::mem::take(&mut self.cluster.unrouted);
+        let to_client = std::mem::take(&mut self.cluster.inbox);
+        let to_client = to_client.into_iter().map(|(c, m)| (Address::Client(c), m));
+        let delivered = to_brokers.into_iter().map(|(_, to, m)| (to, m));
+        for (to, m) in delivered.chain(to_client) {
+            match (to, m) {
+                (Address::Node(b), Message::ControllerResponse(r)) => {
+                    self.broker_reply(b, from, r)?
                 }
-                let torn = faulty && self.rng.gen_bool(0.002);
-                let disk = self.nodes[&id].disk.clone();
-                disk.set_fail_syncs(torn);
-                let now = self.now;
-                match (from, packet) {
-                    (Addr::Ctl(f), Packet::Raft(m)) => self.ctl_mut(id).handle_peer(now, f, m),
-                    (Addr::Broker(b), Packet::Request(r)) => {
-                        self.ctl_mut(id).handle(now, Requester::Broker(b), r)
-                    }
-                    (Addr::Client, Packet::Request(r)) => {
-                        self.ctl_mut(id).handle(now, Requester::Client(CLIENT), r)
-                    }
-                    (f, p) => return Err(self.fail(format!("misrouted {p:?} from {f:?}"))),
-                }
-                disk.set_fail_syncs(false);
-                self.after(id)?;
-                Ok(Some(id))
+                (Address::Client(_), Message::ControllerResponse(r)) => self.client_reply(from, r),
+                (to, m) => return Err(self.fail(format!("misrouted {m:?} to {to:?}"))),
             }
-            (Addr::Broker(b), Packet::Response(r)) => {
-                self.broker_reply(b, from, r)?;
-                Ok(None)
-            }
-            (Addr::Client, Packet::Response(r)) => {
-                self.client_reply(from, r);
-                Ok(None)
-            }
-            (to, p) => Err(self.fail(format!("misrouted {p:?} to {to:?}"))),
         }
+        Ok(None)
     }
 
-    /// Drains node `id`'s outputs: peer messages and replies go to the network, replies
-    /// are checked against the committed history first.
+    /// Passes what node `id` sent into the faulty network: Raft messages, and replies
+    /// checked against the committed history first.
     fn after(&mut self, id: NodeId) -> Result<(), String> {
-        let Some(ctl) = self.nodes.get_mut(&id).and_then(|n| n.ctl.as_mut()) else {
+        let Some(ctl) = self.ctl(id) else {
             return Ok(());
         };
-        let outs = ctl.drain_outputs();
         let failed = ctl.failed().is_some();
         self.observe(id)?;
-        for out in outs {
-            match out {
-                QuorumOutput::Peer { to, message } => {
-                    if matches!(message, Message::InstallSnapshot { .. }) {
-                        self.stats.snapshots_sent += 1;
-                    }
-                    self.enqueue(Addr::Ctl(id), Addr::Ctl(to), Packet::Raft(message))
-                }
-                QuorumOutput::Controller(ControllerOutput::Send { to, response }) => {
-                    self.check_reply(id, &response)?;
-                    let to = match to {
-                        Requester::Broker(b) => Addr::Broker(b),
-                        Requester::Client(_) => Addr::Client,
-                    };
-                    self.replies.push((to, response.clone()));
-                    self.enqueue(Addr::Ctl(id), to, Packet::Response(response));
-                }
-                QuorumOutput::Controller(ControllerOutput::Event(_)) => {}
-                QuorumOutput::RoleChanged {
-                    active: true, term, ..
-                } => {
-                    if let Some(&other) = self.active_in.get(&term) {
-                        if other != id {
-                            return Err(self.fail(format!(
-                                "two active controllers in term {term}: {other} and {id}"
-                            )));
-                        }
-                    }
-                    self.active_in.insert(term, id);
-                    self.stats.actives = self.active_in.len();
-                }
-                QuorumOutput::RoleChanged { .. } => {}
+        for (node, active, term) in std::mem::take(&mut self.cluster.roles) {
+            if !active {
+                continue;
             }
+            if let Some(&other) = self.active_in.get(&term) {
+                if other != node {
+                    return Err(self.fail(format!(
+                        "two active controllers in term {term}: {other} and {node}"
+                    )));
+                }
+            }
+            self.active_in.insert(term, node);
+            self.stats.actives = self.active_in.len();
+        }
+        for (from, to, msg) in std::mem::take(&mut self.cluster.net.queue) {
+            match &msg {
+                Message::Raft(raft::Message::InstallSnapshot { .. }) => {
+                    self.stats.snapshots_sent += 1;
+                }
+                Message::ControllerResponse(response) => {
+                    self.check_reply(id, response)?;
+                    self.replies.push((to, response.clone()));
+                }
+                _ => {}
+            }
+            self.enqueue(from, to, msg);
         }
         if failed {
             self.crash(id);
@@ -502,14 +473,15 @@ impl World {
         Ok(())
     }
 
-    fn enqueue(&mut self, from: Addr, to: Addr, packet: Packet) {
-        let faulty = self.opts.faults && self.now < self.opts.faulty_for;
-        self.net
-            .send(&mut self.rng, self.now, faulty, (from, to), packet);
+    fn enqueue(&mut self, from: Address, to: Address, msg: Message) {
+        let now = self.cluster.now;
+        let faulty = self.opts.faults && now < self.opts.faulty_for;
+        self.net.send(&mut self.rng, now, faulty, (from, to), msg);
     }
 
-    fn send_request(&mut self, from: Addr, to: NodeId, request: ControllerRequest) {
-        self.enqueue(from, Addr::Ctl(to), Packet::Request(request));
+    fn send_request(&mut self, from: Address, to: NodeId, request: ControllerRequest) {
+        let msg = Message::ControllerRequest(request);
+        self.enqueue(from, Address::Controller(to), msg);
     }
 
     fn other_controller(&mut self, not: NodeId) -> NodeId {
@@ -521,7 +493,7 @@ impl World {
     // ---- brokers ----
 
     fn broker_step(&mut self, id: NodeId) {
-        let now = self.now;
+        let now = self.cluster.now;
         let b = self.brokers.get_mut(&id).expect("broker");
         b.next_at = now + 40 * MS;
         if let Some(sent) = b.in_flight {
@@ -571,16 +543,16 @@ impl World {
             }
         };
         let target = self.brokers[&id].target;
-        self.send_request(Addr::Broker(id), target, request);
+        self.send_request(Address::Node(id), target, request);
     }
 
     fn broker_reply(
         &mut self,
         id: NodeId,
-        from: Addr,
+        from: Address,
         response: ControllerResponse,
     ) -> Result<(), String> {
-        let Addr::Ctl(from) = from else {
+        let Address::Controller(from) = from else {
             return Err(self.fail(format!("broker {id} got a reply from {from:?}")));
         };
         let redirect = |e: &ControllerError| match e {
@@ -630,7 +602,7 @@ impl World {
     // ---- the admin client ----
 
     fn client_step(&mut self) {
-        let now = self.now;
+        let now = self.cluster.now;
         self.client.next_at = now + 100 * MS;
         let request = match &self.client.in_flight {
             Some((sent, r)) if now >= sent + REQUEST_TIMEOUT => {
@@ -653,11 +625,13 @@ impl World {
         };
         self.client.in_flight = Some((now, request.clone()));
         let target = self.client.target;
-        self.send_request(Addr::Client, target, request);
+        self.send_request(Address::Client(CLIENT), target, request);
     }
 
-    fn client_reply(&mut self, from: Addr, response: ControllerResponse) {
-        let Addr::Ctl(from) = from else { return };
+    fn client_reply(&mut self, from: Address, response: ControllerResponse) {
+        let Address::Controller(from) = from else {
+            return;
+        };
         let ControllerResponse::CreateTopic { name, result } = response else {
             return;
         };
@@ -688,33 +662,29 @@ impl World {
     fn crash(&mut self, id: NodeId) {
         self.stats.crashes += 1;
         let down_for = self.rng.gen_range(10 * MS..600 * MS);
-        let node = self.nodes.get_mut(&id).expect("node");
-        if let Some(ctl) = node.ctl.take() {
-            drop(ctl.into_storage());
-        }
-        power_loss(&node.disk, &mut self.rng);
-        node.restart_at = Some(self.now + down_for);
+        let rng = &mut self.rng;
+        self.cluster
+            .crash_controller_with(id, |disk| power_loss(disk, rng));
+        self.restart_at.insert(id, self.cluster.now + down_for);
     }
 
     fn restart(&mut self, id: NodeId) -> Result<(), String> {
         let config = self.config(id);
-        let now = self.now;
-        let node = self.nodes.get_mut(&id).expect("node");
-        node.restart_at = None;
-        match QuorumController::open(node.disk.clone(), config, now) {
-            Ok(c) => {
-                if c.raft().snapshot().last_index > 0 {
-                    self.stats.restored_from_snapshot += 1;
-                }
-                node.ctl = Some(c)
-            }
-            Err(e) => return Err(self.fail(format!("node {id} does not reopen: {e}"))),
+        self.restart_at.remove(&id);
+        if let Err(e) = self.cluster.open_quorum_controller(id, config) {
+            return Err(self.fail(format!("node {id} does not reopen: {e}")));
         }
-        self.observe(id)
+        if self
+            .ctl(id)
+            .is_some_and(|c| c.raft().snapshot().last_index > 0)
+        {
+            self.stats.restored_from_snapshot += 1;
+        }
+        self.after(id)
     }
 
     fn fault(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let ids = self.ids();
         let active = self.active();
         let pick = |rng: &mut ChaCha8Rng| ids[rng.gen_range(0..ids.len())];
         match self.rng.gen_range(0..10) {
@@ -726,13 +696,15 @@ impl World {
                 };
                 self.isolated = BTreeSet::from([victim]);
                 self.links.isolate(victim, &ids);
-                self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
+                self.set_cuts();
+                self.heal_at = Some(self.cluster.now + self.rng.gen_range(100 * MS..1_200 * MS));
             }
             // Split the controllers into two random groups.
             3 => {
                 self.isolated.clear();
                 self.links.split(&ids, &mut self.rng);
-                self.heal_at = Some(self.now + self.rng.gen_range(100 * MS..1_200 * MS));
+                self.set_cuts();
+                self.heal_at = Some(self.cluster.now + self.rng.gen_range(100 * MS..1_200 * MS));
             }
             // Crash a controller (often the active one).
             4..=6 => {
@@ -740,7 +712,7 @@ impl World {
                     Some(l) if self.rng.gen_bool(0.6) => l,
                     _ => pick(&mut self.rng),
                 };
-                if self.nodes[&victim].ctl.is_some() {
+                if self.ctl(victim).is_some() {
                     self.crash(victim);
                 }
             }
@@ -763,8 +735,8 @@ impl World {
         }
         // At most one active controller per term, also among nodes that did not just act.
         let mut by_term: BTreeMap<Term, NodeId> = BTreeMap::new();
-        for (&id, n) in &self.nodes {
-            let Some(c) = &n.ctl else { continue };
+        for id in self.ids() {
+            let Some(c) = self.ctl(id) else { continue };
             if c.is_active() {
                 if let Some(other) = by_term.insert(c.raft().term(), id) {
                     return Err(self.fail(format!(
@@ -778,15 +750,15 @@ impl World {
     }
 
     fn final_checks(&mut self) -> Result<(), String> {
-        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
-            if self.nodes[&id].ctl.is_none() {
+        for id in self.ids() {
+            if self.ctl(id).is_none() {
                 self.restart(id)?;
             }
         }
         self.heal();
         // Settle: an active controller, every broker registered, unfenced and caught up,
         // every node holding the whole history.
-        let deadline = self.now + 3_000 * MS;
+        let deadline = self.cluster.now + 3_000 * MS;
         loop {
             let settled = self.active().is_some_and(|a| {
                 let image = self.ctl(a).expect("live").committed_image();
@@ -794,17 +766,16 @@ impl World {
                 BROKERS
                     .iter()
                     .all(|&b| image.is_unfenced(b) && self.brokers[&b].image.next_offset == end)
-                    && self.nodes.values().all(|n| {
-                        n.ctl
-                            .as_ref()
+                    && self.ids().into_iter().all(|id| {
+                        self.ctl(id)
                             .is_some_and(|c| c.records().len() as Offset == end)
                     })
             });
             if settled {
                 // Every node's committed image (restored from snapshots, then applied) is
                 // the image of its records.
-                for (&id, n) in &self.nodes {
-                    let c = n.ctl.as_ref().expect("live");
+                for id in self.ids() {
+                    let c = self.ctl(id).expect("live");
                     let replayed = MetadataImage::from_records(c.records())
                         .map_err(|e| self.fail(format!("node {id}: records replay: {e}")))?;
                     if &replayed != c.committed_image() {
@@ -815,15 +786,11 @@ impl World {
                 }
                 return Ok(());
             }
-            if self.now > deadline {
+            if self.cluster.now > deadline {
                 let nodes: Vec<(NodeId, bool, usize)> = self
-                    .nodes
-                    .iter()
-                    .filter_map(|(&id, n)| {
-                        n.ctl
-                            .as_ref()
-                            .map(|c| (id, c.is_active(), c.records().len()))
-                    })
+                    .ids()
+                    .into_iter()
+                    .filter_map(|id| self.ctl(id).map(|c| (id, c.is_active(), c.records().len())))
                     .collect();
                 let brokers: Vec<(NodeId, Offset)> = self
                     .brokers
@@ -835,7 +802,7 @@ impl World {
                     self.history.len()
                 )));
             }
-            let until = self.now + 10 * MS;
+            let until = self.cluster.now + 10 * MS;
             self.run_until(until)?;
         }
     }
@@ -905,12 +872,12 @@ fn ask(
     for_: Nanos,
 ) -> Vec<ControllerResponse> {
     w.replies.clear();
-    w.send_request(Addr::Client, to, request);
-    let until = w.now + for_;
+    w.send_request(Address::Client(CLIENT), to, request);
+    let until = w.cluster.now + for_;
     w.run_until(until).unwrap();
     w.replies
         .drain(..)
-        .filter(|(to, _)| *to == Addr::Client)
+        .filter(|(to, _)| *to == Address::Client(CLIENT))
         .map(|(_, r)| r)
         .collect()
 }
@@ -929,11 +896,11 @@ fn create(name: &str) -> ControllerRequest {
 
 fn register(w: &mut World, to: NodeId, b: NodeId) {
     w.replies.clear();
-    w.send_request(Addr::Broker(b), to, crate::testing::register_request(b, 1));
-    let until = w.now + 50 * MS;
+    w.send_request(Address::Node(b), to, crate::testing::register_request(b, 1));
+    let until = w.cluster.now + 50 * MS;
     w.run_until(until).unwrap();
     assert!(
-        w.replies.iter().any(|(to, r)| *to == Addr::Broker(b)
+        w.replies.iter().any(|(to, r)| *to == Address::Node(b)
             && matches!(r, ControllerResponse::RegisterBroker(Ok(_)))),
         "{:?}",
         w.replies
@@ -995,25 +962,28 @@ fn a_leader_that_loses_its_quorum_fails_its_pending_requests() {
     register(&mut w, active, 101);
     // Cut the active controller from its peers (not from the client): its proposal can
     // never commit.
-    w.links.isolate(active, &[1, 2, 3]);
+    let ctl = Address::Controller;
+    w.cluster.net.isolate(ctl(active), [1, 2, 3].map(ctl));
     w.replies.clear();
-    w.send_request(Addr::Client, active, create("t"));
-    let until = w.now + 50 * MS;
+    w.send_request(Address::Client(CLIENT), active, create("t"));
+    let until = w.cluster.now + 50 * MS;
     w.run_until(until).unwrap();
     assert!(
-        w.replies.iter().all(|(to, _)| *to != Addr::Client),
+        w.replies
+            .iter()
+            .all(|(to, _)| *to != Address::Client(CLIENT)),
         "answered before commit: {:?}",
         w.replies
     );
     assert!(w.ctl(active).unwrap().is_active());
     // Check-quorum (one election timeout) makes it step down: the waiting request fails
     // with the retriable NotController, and the uncommitted topic is gone from its image.
-    let until = w.now + 300 * MS;
+    let until = w.cluster.now + 300 * MS;
     w.run_until(until).unwrap();
     let client: Vec<&ControllerResponse> = w
         .replies
         .iter()
-        .filter(|(to, _)| *to == Addr::Client)
+        .filter(|(to, _)| *to == Address::Client(CLIENT))
         .map(|(_, r)| r)
         .collect();
     assert!(
@@ -1045,15 +1015,18 @@ fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() 
     let (mut w, active) = calm_quorum();
     register(&mut w, active, 101);
     // The broker goes silent, and so does the active controller: a new one takes over.
-    let silent_from = w.now;
+    let silent_from = w.cluster.now;
     w.crash(active);
-    w.nodes.get_mut(&active).unwrap().restart_at = Some(Nanos::MAX);
+    w.restart_at.insert(active, Nanos::MAX);
     let mut took_over = None;
     while took_over.is_none() {
-        let until = w.now + MS;
+        let until = w.cluster.now + MS;
         w.run_until(until).unwrap();
-        took_over = w.active().map(|a| (a, w.now));
-        assert!(w.now < silent_from + 2_000 * MS, "no new active controller");
+        took_over = w.active().map(|a| (a, w.cluster.now));
+        assert!(
+            w.cluster.now < silent_from + 2_000 * MS,
+            "no new active controller"
+        );
     }
     let (new, at) = took_over.unwrap();
     assert_ne!(new, active);
@@ -1066,7 +1039,7 @@ fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() 
     // The session timeout (400 ms from the last contact) passes during the grace period:
     // the broker is still unfenced, since the new controller never heard from it.
     w.run_until(at + grace - 5 * MS).unwrap();
-    assert!(silent_from + 400 * MS < w.now);
+    assert!(silent_from + 400 * MS < w.cluster.now);
     assert!(!fenced(&w), "fenced before the grace period ended");
     w.run_until(at + grace + 100 * MS).unwrap();
     assert!(
@@ -1079,24 +1052,19 @@ fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() 
 /// request for request (same replies, same records), since both run `ControllerState`.
 #[test]
 fn a_one_node_quorum_decides_what_the_single_controller_decides() {
-    let mut single = Controller::open(MemStorage::new(), ControllerConfig::default(), 0).unwrap();
-    let mut quorum =
-        QuorumController::open(MemStorage::new(), QuorumConfig::new(1, vec![1]), 0).unwrap();
-    let mut now = 0;
-    while !quorum.is_active() {
-        now = quorum.next_timeout().expect("a timer");
-        quorum.tick(now);
-        assert!(now < 10_000 * MS, "a 1-node quorum activates on its own");
+    let mut single = Cluster::new();
+    single.start_controller(ControllerConfig::default());
+    let mut quorum = Cluster::new();
+    let config = QuorumConfig::new(1, vec![1]);
+    quorum.open_quorum_controller(1, config).unwrap();
+    while !quorum.quorum_controller(1).unwrap().is_active() {
+        quorum.now = quorum.next_timeout().expect("a timer");
+        quorum.tick_all();
+        assert!(
+            quorum.now < 10_000 * MS,
+            "a 1-node quorum activates on its own"
+        );
     }
-    quorum.drain_outputs();
-    let replies = |outs: Vec<ControllerOutput>| -> Vec<ControllerResponse> {
-        outs.into_iter()
-            .filter_map(|o| match o {
-                ControllerOutput::Send { response, .. } => Some(response),
-                ControllerOutput::Event(_) => None,
-            })
-            .collect()
-    };
     let mut requests: Vec<(Requester, ControllerRequest)> = Vec::new();
     for &b in &BROKERS {
         requests.push((Requester::Broker(b), crate::testing::register_request(b, 1)));
@@ -1113,19 +1081,15 @@ fn a_one_node_quorum_decides_what_the_single_controller_decides() {
         ControllerRequest::ElectPreferredLeaders { partitions: None },
     ));
     for (from, request) in requests {
-        now += 10 * MS;
-        single.handle(now, from, request.clone());
-        quorum.handle(now, from, request);
-        let q: Vec<ControllerOutput> = quorum
-            .drain_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                QuorumOutput::Controller(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(replies(single.drain_outputs()), replies(q));
+        for c in [&mut single, &mut quorum] {
+            c.now += 10 * MS;
+        }
+        let (want, _) = single.ask_controller(from, request.clone());
+        let (got, _) = quorum.ask_controller(from, request);
+        assert_eq!(want, got);
     }
+    let single = single.single_controller().unwrap();
+    let quorum = quorum.quorum_controller(1).unwrap();
     assert_eq!(single.records(), quorum.records());
     assert!(quorum.records().len() > 5);
 }

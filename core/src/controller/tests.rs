@@ -4,19 +4,14 @@ use super::*;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 
 use crate::log::MemStorage;
-
-type Store = MemStorage;
-
-fn store() -> Store {
-    MemStorage::new()
-}
+use crate::testing::{Cluster, Delivery as _};
 
 const SEC: Nanos = 1_000_000_000;
 
-/// A controller plus a clock, with shorthands for the usual requests.
+/// The single controller in core's shared harness (no brokers run: the tests play them,
+/// and the client), with shorthands for the usual requests.
 struct Harness {
-    c: Controller<Store>,
-    now: Nanos,
+    cluster: Cluster,
     /// Broker epochs from registration replies.
     epochs: std::collections::BTreeMap<NodeId, Offset>,
 }
@@ -27,11 +22,19 @@ impl Harness {
     }
 
     fn with_config(config: ControllerConfig) -> Self {
+        let mut cluster = Cluster::new();
+        cluster.start_controller(config);
         Self {
-            c: Controller::open(store(), config, 0).expect("open"),
-            now: 0,
+            cluster,
             epochs: Default::default(),
         }
+    }
+
+    /// The controller (up).
+    fn c(&self) -> &Controller<MemStorage> {
+        self.cluster
+            .single_controller()
+            .expect("the controller is up")
     }
 
     fn request(&mut self, from: Requester, req: ControllerRequest) -> ControllerResponse {
@@ -43,7 +46,7 @@ impl Harness {
         from: Requester,
         req: ControllerRequest,
     ) -> (ControllerResponse, Vec<ControllerEvent>) {
-        crate::testing::ask_controller(&mut self.c, self.now, from, req)
+        self.cluster.ask_controller(from, req)
     }
 
     fn register(&mut self, b: NodeId) -> Offset {
@@ -81,7 +84,7 @@ impl Harness {
 
     /// A heartbeat from a broker that is up to date with metadata.
     fn heartbeat(&mut self, b: NodeId) -> HeartbeatReply {
-        let end = self.c.metadata_end_offset();
+        let end = self.c().metadata_end_offset();
         self.heartbeat_from(b, end).expect("heartbeat")
     }
 
@@ -132,31 +135,32 @@ impl Harness {
         }
     }
 
-    /// Advances time by `dt`, with `alive` heartbeating every second on the way.
+    /// Advances time by `dt`, with `alive` heartbeating every second on the way; the events
+    /// the controller's ticks caused.
     fn run(&mut self, dt: Nanos, alive: &[NodeId]) -> Vec<ControllerEvent> {
         let mut events = Vec::new();
-        let end = self.now + dt;
-        while self.now < end {
-            self.now = (self.now + SEC).min(end);
+        let end = self.cluster.now + dt;
+        while self.cluster.now < end {
+            self.cluster.now = (self.cluster.now + SEC).min(end);
             for &b in alive {
                 self.heartbeat(b);
             }
-            self.c.tick(self.now);
-            events.extend(self.c.drain_outputs().into_iter().filter_map(|o| match o {
-                ControllerOutput::Event(e) => Some(e),
-                ControllerOutput::Send { .. } => None,
-            }));
+            let seen = self.cluster.controller_events.len();
+            self.cluster.tick_all();
+            self.cluster.deliver_all();
+            let ticked = self.cluster.controller_events.drain(seen..);
+            events.extend(ticked.map(|(_, e)| e));
         }
         events
     }
 
     fn part(&self, tp: &TopicPartition) -> PartitionState {
-        self.c.image().partition(tp).expect("partition").clone()
+        self.c().image().partition(tp).expect("partition").clone()
     }
 
     fn assert_replays(&self) {
-        let replayed = MetadataImage::from_records(self.c.records()).expect("replays");
-        assert_eq!(&replayed, self.c.image());
+        let replayed = MetadataImage::from_records(self.c().records()).expect("replays");
+        assert_eq!(&replayed, self.c().image());
     }
 }
 
@@ -171,7 +175,7 @@ fn create_topic_spreads_replicas_over_live_brokers() {
         h.register(b);
     }
     h.create("t", 6, 3, false);
-    let topic = h.c.image().topic("t").unwrap().clone();
+    let topic = h.c().image().topic("t").unwrap().clone();
     assert_eq!(topic.partitions.len(), 6);
     let mut leaders = std::collections::BTreeSet::new();
     for state in topic.partitions.values() {
@@ -247,14 +251,14 @@ fn create_topic_rejects_bad_input() {
             other => panic!("{req:?}: {other:?}"),
         }
     }
-    assert!(h.c.image().topics.is_empty());
+    assert!(h.c().image().topics.is_empty());
     // Brokers 2 and 3 exist but are fenced. A manual assignment may name fenced brokers as
     // long as one replica is live (only the live ones start in the ISR), as in Kafka.
     for b in [2, 3] {
         h.register(b);
     }
-    h.run(h.c.config().session_timeout + SEC, &[1]);
-    assert!(!h.c.image().is_unfenced(2) && !h.c.image().is_unfenced(3));
+    h.run(h.c().config().session_timeout + SEC, &[1]);
+    assert!(!h.c().image().is_unfenced(2) && !h.c().image().is_unfenced(3));
     match h.request(
         Requester::Client(1),
         create("m", rf2.clone(), Some(vec![vec![2, 3]])),
@@ -306,7 +310,7 @@ fn delete_topic_and_recreate_gets_new_id() {
             result: Ok(())
         }
     );
-    assert!(h.c.image().topic("t").is_none());
+    assert!(h.c().image().topic("t").is_none());
     assert!(matches!(
         del(&mut h),
         ControllerResponse::DeleteTopic {
@@ -333,12 +337,12 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
     assert_eq!(led_by_1.len(), 1);
 
     // Broker 1 stops heartbeating; 2 and 3 keep going.
-    let events = h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    let events = h.run(h.c().config().session_timeout + SEC, &[2, 3]);
     assert!(events.contains(&ControllerEvent::BrokerFenced {
         broker: 1,
         reason: FenceReason::SessionTimeout
     }));
-    assert!(!h.c.image().is_unfenced(1));
+    assert!(!h.c().image().is_unfenced(1));
     for p in 0..3 {
         let (old, new) = (&before[p as usize], h.part(&tp("t", p)));
         assert!(!new.isr.contains(&1), "fenced broker leaves the ISR");
@@ -369,7 +373,7 @@ fn broker_fencing_moves_leadership_and_bumps_epochs() {
         panic!("{r:?}")
     };
     h.epochs.insert(1, reg.broker_epoch);
-    assert!(h.c.image().is_unfenced(1));
+    assert!(h.c().image().is_unfenced(1));
     assert!(events
         .iter()
         .all(|e| !matches!(e, ControllerEvent::LeaderChanged { .. })));
@@ -395,7 +399,7 @@ fn fenced_last_isr_member_stays_and_partition_goes_leaderless() {
         .alter(&t0, leader, s.leader_epoch, s.partition_epoch, vec![leader])
         .unwrap();
     assert_eq!(s.isr, vec![leader]);
-    h.run(h.c.config().session_timeout + SEC, &[follower]);
+    h.run(h.c().config().session_timeout + SEC, &[follower]);
     let s2 = h.part(&t0);
     assert_eq!(s2.leader, None, "no ISR member is alive");
     assert_eq!(s2.isr, vec![leader], "the last ISR member is kept");
@@ -403,7 +407,7 @@ fn fenced_last_isr_member_stays_and_partition_goes_leaderless() {
     assert_eq!(s2.partition_epoch, s.partition_epoch + 1);
 
     // It comes back: once it has seen its own fencing it is unfenced and leads again.
-    let since = match h.c.image().broker(leader).unwrap().state {
+    let since = match h.c().image().broker(leader).unwrap().state {
         BrokerState::Fenced { since } => since,
         s => panic!("{s:?}"),
     };
@@ -487,8 +491,8 @@ fn alter_partition_fencing() {
         );
     }
     // A fenced broker cannot be added back.
-    h.run(h.c.config().session_timeout + SEC, &[l, others[0]]);
-    assert!(!h.c.image().is_unfenced(others[1]));
+    h.run(h.c().config().session_timeout + SEC, &[l, others[0]]);
+    assert!(!h.c().image().is_unfenced(others[1]));
     let s2 = h.part(&t0);
     assert!(matches!(
         h.alter(&t0, l, s2.leader_epoch, s2.partition_epoch, s2.replicas.clone()),
@@ -497,7 +501,7 @@ fn alter_partition_fencing() {
     assert_eq!(h.part(&t0), s2, "rejections change nothing");
 
     // A deposed leader's proposal is rejected.
-    h.run(h.c.config().session_timeout + SEC, &[others[0]]);
+    h.run(h.c().config().session_timeout + SEC, &[others[0]]);
     let s3 = h.part(&t0);
     assert_eq!(s3.leader, Some(others[0]));
     assert!(matches!(
@@ -553,7 +557,7 @@ fn unclean_election_only_when_enabled_and_reported() {
             .unwrap();
     }
     // Broker 1, the only ISR member of both, dies.
-    let events = h.run(h.c.config().session_timeout + SEC, &[2]);
+    let events = h.run(h.c().config().session_timeout + SEC, &[2]);
     let clean = h.part(&tp("clean", 0));
     assert_eq!((clean.leader, clean.isr.clone()), (None, vec![1]));
     let dirty = h.part(&tp("dirty", 0));
@@ -623,13 +627,13 @@ fn heartbeat_pull_delivers_missed_records() {
         }
     }
     assert!(rounds > 1);
-    assert_eq!(&image, h.c.image());
+    assert_eq!(&image, h.c().image());
     // A late, reordered reply changes nothing.
     assert_eq!(image.apply_delta(&stale.metadata), Ok(0));
-    assert_eq!(&image, h.c.image());
+    assert_eq!(&image, h.c().image());
     // A gap (a delta from beyond what the image has) is refused, not misapplied.
     h.create("c", 1, 1, false);
-    let end = h.c.metadata_end_offset();
+    let end = h.c().metadata_end_offset();
     let r = h.heartbeat_from(2, end - 1).unwrap();
     assert!(matches!(
         image.apply_delta(&r.metadata),
@@ -663,7 +667,7 @@ fn heartbeat_errors_and_reregistration() {
     assert_eq!(s2.leader, Some(2));
     assert_eq!(s2.isr, vec![2]);
     assert!(s2.leader_epoch > s.leader_epoch);
-    assert!(h.c.image().is_unfenced(1));
+    assert!(h.c().image().is_unfenced(1));
     // The old incarnation's heartbeats are stale.
     match h.request(
         Requester::Broker(1),
@@ -744,23 +748,25 @@ fn producer_ids_are_unique() {
         }
     }
     assert_eq!(ids, (0..7).collect::<Vec<_>>());
-    assert_eq!(h.c.image().next_producer_id, 9, "three blocks reserved");
+    assert_eq!(h.c().image().next_producer_id, 9, "three blocks reserved");
 }
 
 #[test]
 fn next_timeout_is_the_earliest_session_deadline() {
     let mut h = Harness::new();
-    assert_eq!(h.c.next_timeout(), None);
+    assert_eq!(h.c().next_timeout(), None);
     h.register(1);
-    h.now = 2 * SEC;
+    h.cluster.now = 2 * SEC;
     h.register(2);
-    let st = h.c.config().session_timeout;
-    assert_eq!(h.c.next_timeout(), Some(st));
-    h.c.tick(st - 1);
-    assert!(h.c.image().is_unfenced(1));
-    h.c.tick(st);
-    assert!(!h.c.image().is_unfenced(1));
-    assert_eq!(h.c.next_timeout(), Some(2 * SEC + st));
+    let st = h.c().config().session_timeout;
+    assert_eq!(h.c().next_timeout(), Some(st));
+    h.cluster.now = st - 1;
+    h.cluster.tick_all();
+    assert!(h.c().image().is_unfenced(1));
+    h.cluster.now = st;
+    h.cluster.tick_all();
+    assert!(!h.c().image().is_unfenced(1));
+    assert_eq!(h.c().next_timeout(), Some(2 * SEC + st));
 }
 
 /// Some history worth replaying: brokers, topics, a fencing, ISR changes, producer ids.
@@ -782,30 +788,29 @@ fn busy_harness() -> Harness {
     for _ in 0..5 {
         h.request(Requester::Client(1), ControllerRequest::InitProducerId);
     }
-    h.run(h.c.config().session_timeout + SEC, &[1, 2]);
-    assert!(!h.c.image().is_unfenced(3));
+    h.run(h.c().config().session_timeout + SEC, &[1, 2]);
+    assert!(!h.c().image().is_unfenced(3));
     h
 }
 
 fn reopen(h: &mut Harness, at: Nanos) -> Result<(), ControllerOpenError> {
-    let storage = h.c.storage().clone();
+    let config = h.c().config().clone();
     // Power loss: unsynced bytes are gone (there should be none).
-    storage.crash_lose_unsynced();
-    h.c = Controller::open(storage, h.c.config().clone(), at)?;
-    h.now = at;
-    Ok(())
+    h.cluster.crash_controller(1);
+    h.cluster.now = at;
+    h.cluster.open_controller(config)
 }
 
 #[test]
 fn controller_restart_replays_its_log_to_an_identical_image() {
     let mut h = busy_harness();
-    let image = h.c.image().clone();
-    let records = h.c.records().to_vec();
-    let last_pid = h.c.image().next_producer_id;
-    let at = h.now + 100 * SEC;
+    let image = h.c().image().clone();
+    let records = h.c().records().to_vec();
+    let last_pid = h.c().image().next_producer_id;
+    let at = h.cluster.now + 100 * SEC;
     reopen(&mut h, at).unwrap();
-    assert_eq!(h.c.image(), &image);
-    assert_eq!(h.c.records(), &records[..]);
+    assert_eq!(h.c().image(), &image);
+    assert_eq!(h.c().records(), &records[..]);
     // Producer ids are never reused: a fresh block starts after every reserved one.
     match h.request(Requester::Client(1), ControllerRequest::InitProducerId) {
         ControllerResponse::InitProducerId(Ok(p)) => assert_eq!(p.producer_id, last_pid),
@@ -816,9 +821,9 @@ fn controller_restart_replays_its_log_to_an_identical_image() {
     assert!(!r.fenced);
     // Grace period: nobody could heartbeat while the controller was down, so no broker is
     // fenced before `restart_grace` has passed...
-    let grace = h.c.config().restart_grace;
+    let grace = h.c().config().restart_grace;
     assert!(h.run(grace - SEC, &[1]).is_empty());
-    assert!(h.c.image().is_unfenced(2));
+    assert!(h.c().image().is_unfenced(2));
     // ...but a broker that stays silent after it is.
     let events = h.run(2 * SEC, &[1]);
     assert_eq!(
@@ -837,17 +842,17 @@ fn large_decisions_span_several_batches_and_replay() {
     h.register(1);
     // 1 MiB batches; ~20k partition records do not fit in one.
     h.create("big", 20_000, 1, false);
-    let image = h.c.image().clone();
+    let image = h.c().image().clone();
     reopen(&mut h, 0).unwrap();
-    assert_eq!(h.c.image(), &image);
-    assert_eq!(h.c.image().topic("big").unwrap().partitions.len(), 20_000);
+    assert_eq!(h.c().image(), &image);
+    assert_eq!(h.c().image().topic("big").unwrap().partitions.len(), 20_000);
 }
 
 #[test]
 fn metadata_log_write_failure_stops_the_controller_until_reopened() {
     let mut h = busy_harness();
-    let image = h.c.image().clone();
-    let storage = h.c.storage().clone();
+    let image = h.c().image().clone();
+    let storage = h.c().storage().clone();
     storage.set_capacity(Some(storage.used_bytes()));
     let (r, events) = h.request_with_events(
         Requester::Client(1),
@@ -863,9 +868,9 @@ fn metadata_log_write_failure_stops_the_controller_until_reopened() {
     assert!(events
         .iter()
         .any(|e| matches!(e, ControllerEvent::StorageFailed { .. })));
-    assert_eq!(h.c.image(), &image, "nothing applied that is not durable");
-    assert!(h.c.failed().is_some());
-    assert_eq!(h.c.next_timeout(), None);
+    assert_eq!(h.c().image(), &image, "nothing applied that is not durable");
+    assert!(h.c().failed().is_some());
+    assert_eq!(h.c().next_timeout(), None);
     // Everything else is refused too, but metadata reads are served.
     assert!(matches!(
         h.request(Requester::Client(1), ControllerRequest::InitProducerId),
@@ -884,30 +889,31 @@ fn metadata_log_write_failure_stops_the_controller_until_reopened() {
     }
     // Space comes back; the restarted controller has exactly the durable state.
     storage.set_capacity(None);
-    let now = h.now;
+    let now = h.cluster.now;
     reopen(&mut h, now).unwrap();
-    assert_eq!(h.c.image(), &image);
+    assert_eq!(h.c().image(), &image);
     h.request(
         Requester::Client(1),
         ControllerRequest::DeleteTopic { name: "a".into() },
     );
-    assert!(h.c.image().topic("a").is_none());
+    assert!(h.c().image().topic("a").is_none());
 }
 
 #[test]
 fn corrupt_metadata_log_is_a_typed_open_error() {
-    let h = busy_harness();
-    let storage = h.c.storage().clone();
+    let mut h = busy_harness();
+    let storage = h.c().storage().clone();
     let (path, len, _) = storage
         .files()
         .into_iter()
         .find(|(p, _, _)| p.ends_with(".log"))
         .expect("a segment");
     assert!(storage.flip_bit(&path, len / 2, 3));
-    let config = h.c.config().clone();
-    let storage2 = h.c.into_storage();
-    drop(storage2);
-    match Controller::open(storage, config, 0) {
+    let config = h.c().config().clone();
+    // Stopped (nothing lost) and opened again on the flipped bit.
+    h.cluster.controllers.remove(&1);
+    h.cluster.now = 0;
+    match h.cluster.open_controller(config) {
         Err(ControllerOpenError::Log(crate::log::LogError::Corrupt { .. })) => {}
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("opened a corrupt metadata log"),
@@ -951,7 +957,7 @@ fn controlled_shutdown_moves_leaders_and_shrinks_isrs() {
 
     let reply = h.controlled_shutdown(1).expect("accepted");
     assert_eq!(reply.broker, 1);
-    assert_eq!(reply.metadata_offset, h.c.metadata_end_offset());
+    assert_eq!(reply.metadata_offset, h.c().metadata_end_offset());
     for (p, old) in before.iter().enumerate() {
         let now = h.part(&tp("t", p as u32));
         assert!(
@@ -1004,7 +1010,7 @@ fn controlled_shutdown_moves_leaders_and_shrinks_isrs() {
         Err(ControllerError::StaleBrokerEpoch { .. })
     ));
     // Another broker cannot ask for broker 1.
-    let epoch = h.c.image().broker(1).unwrap().broker_epoch;
+    let epoch = h.c().image().broker(1).unwrap().broker_epoch;
     assert!(matches!(
         h.request(
             Requester::Broker(2),
@@ -1077,7 +1083,7 @@ fn heartbeat_reporting(
     corrupt: Vec<TopicPartition>,
 ) {
     let broker_epoch = h.epochs[&b];
-    let metadata_offset = h.c.metadata_end_offset();
+    let metadata_offset = h.c().metadata_end_offset();
     let r = h.request(
         Requester::Broker(b),
         ControllerRequest::BrokerHeartbeat {
@@ -1109,7 +1115,7 @@ fn elr_member_is_elected_when_the_last_isr_member_dies() {
     let s = shrink(&mut h, &t, vec![1]);
     assert_eq!((s.isr.clone(), s.elr.clone()), (vec![1], vec![2]));
     // Broker 1 (leader, last ISR member) dies; 2 and 3 stay alive.
-    let events = h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    let events = h.run(h.c().config().session_timeout + SEC, &[2, 3]);
     let s = h.part(&t);
     assert_eq!(s.leader, Some(2), "the ELR member leads");
     assert_eq!(s.isr, vec![2]);
@@ -1150,7 +1156,7 @@ fn without_elr_the_same_history_leaves_the_partition_leaderless() {
     shrink(&mut h, &t, vec![1, 2]);
     let s = shrink(&mut h, &t, vec![1]);
     assert!(s.elr.is_empty());
-    h.run(h.c.config().session_timeout + SEC, &[2, 3]);
+    h.run(h.c().config().session_timeout + SEC, &[2, 3]);
     let s = h.part(&t);
     assert_eq!((s.leader, s.isr), (None, vec![1]));
     h.assert_replays();
@@ -1232,15 +1238,15 @@ fn check_decision_names_the_elect_out_of_isr_bug() {
     h.alter(&t, leader, s.leader_epoch, s.partition_epoch, vec![leader])
         .expect("shrink to the leader");
     for _ in 0..60 {
-        let before = h.c.image().clone();
-        let from = h.c.records().len();
+        let before = h.c().image().clone();
+        let from = h.c().records().len();
         let events = h.run(SEC, &[other]);
         if h.part(&t).leader != Some(other) {
             continue;
         }
-        let records = &h.c.records()[from..];
+        let records = &h.c().records()[from..];
         assert_eq!(
-            check_decision(&before, h.c.image(), records, &events),
+            check_decision(&before, h.c().image(), records, &events),
             Err(ControllerCheckError::UnreportedUncleanElection {
                 tp: t.clone(),
                 leader: other,

@@ -301,7 +301,6 @@ impl GroupCoordinator {
     }
 
     /// A request from client `from`; the response (now or later) carries `correlation`.
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     pub fn handle(
         &mut self,
         now: Nanos,
@@ -313,22 +312,7 @@ impl GroupCoordinator {
             to: from,
             correlation,
         };
-        let gate = match self.phase {
-            CoordinatorPhase::Unloaded => Err(GroupError::NotCoordinator),
-            CoordinatorPhase::Loading { .. } => Err(GroupError::CoordinatorLoadInProgress),
-            CoordinatorPhase::LoadFailed { .. } => Err(GroupError::CoordinatorNotAvailable),
-            CoordinatorPhase::Active { .. } => {
-                let g = request.group_id();
-                if g.is_empty() {
-                    Err(GroupError::InvalidGroupId)
-                } else if coordinator_partition(g, self.num_partitions) != self.partition {
-                    Err(GroupError::NotCoordinator)
-                } else {
-                    Ok(())
-                }
-            }
-        };
-        if let Err(e) = gate {
+        if let Err(e) = self.gate(&request) {
             self.fx.respond(w, GroupResponse::error_for(&request, e));
             return;
         }
@@ -343,18 +327,7 @@ impl GroupCoordinator {
                     partition: self.partition,
                 })),
             ),
-            GroupRequest::JoinGroup(req) => {
-                let id = req.group_id.clone();
-                let g = self
-                    .groups
-                    .entry(id.clone())
-                    .or_insert_with(|| Group::new(id.clone()));
-                g.join(now, w, req, cfg, fx);
-                // A refused first join leaves nothing behind.
-                if g.is_pristine() {
-                    self.groups.remove(&id);
-                }
-            }
+            GroupRequest::JoinGroup(req) => self.join(now, w, req),
             GroupRequest::SyncGroup(req) => match self.groups.get_mut(&req.group_id) {
                 Some(g) => g.sync(now, w, req, cfg, fx),
                 None => fx.respond(
@@ -377,96 +350,146 @@ impl GroupCoordinator {
                 fx.respond(w, GroupResponse::LeaveGroup(r));
             }
             GroupRequest::OffsetCommit(req) => {
-                if req
-                    .offsets
-                    .values()
-                    .any(|o| o.metadata.len() > cfg.max_metadata_bytes)
-                {
-                    fx.respond(
-                        w,
-                        GroupResponse::OffsetCommit(Err(GroupError::OffsetMetadataTooLarge)),
-                    );
+                if !self.offset_commit(now, w, req) {
                     return;
                 }
-                let g = match (self.groups.get_mut(&req.group_id), &req.committer) {
-                    (Some(g), _) => g,
-                    // Offsets of a group nobody ever joined: a simple consumer or an operator.
-                    (None, Committer::Admin) => self
-                        .groups
-                        .entry(req.group_id.clone())
-                        .or_insert_with(|| Group::new(req.group_id.clone())),
-                    (None, Committer::Member { .. }) => {
-                        fx.respond(
-                            w,
-                            GroupResponse::OffsetCommit(Err(GroupError::UnknownMemberId)),
-                        );
-                        return;
-                    }
-                };
-                match g.check_commit(now, &req.committer, cfg) {
-                    Ok(()) => g.commit(w, &req.committer, req.offsets, fx),
-                    Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
-                }
             }
-            GroupRequest::OffsetFetch(req) => {
-                // Answer only after a barrier append commits: a deposed leader that has not
-                // heard of its successor (cut off from the controller) must not serve its
-                // stale offsets (seeds 382, 488: `group-acked-commit-lost`). Refusals need
-                // no barrier.
-                let r = match self.groups.get(&req.group_id) {
-                    Some(g) => g.fetch(&req),
-                    None => Ok(BTreeMap::new()),
-                };
-                match r {
-                    Ok(_) => {
-                        fx.append(
-                            vec![records::barrier_record()],
-                            PendingAppend::Read {
-                                request: req,
-                                waiter: w,
-                            },
-                        );
-                    }
-                    Err(e) => fx.respond(w, GroupResponse::OffsetFetch(Err(e))),
-                }
-            }
+            GroupRequest::OffsetFetch(req) => self.offset_fetch(w, req),
             GroupRequest::DescribeGroup { group_id } => {
-                let d = match self.groups.get(&group_id) {
-                    Some(g) => GroupDescription {
-                        group_id,
-                        state: format!("{:?}", g.state),
-                        generation: g.generation,
-                        protocol: g.protocol.clone(),
-                        leader: g.leader.clone(),
-                        members: g
-                            .members
-                            .values()
-                            .map(|m| MemberDescription {
-                                member_id: m.id.clone(),
-                                group_instance_id: m.instance_id.clone(),
-                                assignment: m.assignment.clone(),
-                            })
-                            .collect(),
-                        offsets: g
-                            .offsets
-                            .iter()
-                            .map(|(tp, c)| (tp.clone(), c.value.clone()))
-                            .collect(),
-                    },
-                    None => GroupDescription {
-                        group_id,
-                        state: "Dead".into(),
-                        generation: 0,
-                        protocol: None,
-                        leader: None,
-                        members: Vec::new(),
-                        offsets: BTreeMap::new(),
-                    },
-                };
-                fx.respond(w, GroupResponse::DescribeGroup(Ok(d)));
+                let d = self.describe(group_id);
+                self.fx.respond(w, GroupResponse::DescribeGroup(Ok(d)));
             }
         }
         self.check_invariants(&gid);
+    }
+
+    /// Whether this coordinator takes requests for the request's group now.
+    fn gate(&self, request: &GroupRequest) -> Result<(), GroupError> {
+        match self.phase {
+            CoordinatorPhase::Unloaded => Err(GroupError::NotCoordinator),
+            CoordinatorPhase::Loading { .. } => Err(GroupError::CoordinatorLoadInProgress),
+            CoordinatorPhase::LoadFailed { .. } => Err(GroupError::CoordinatorNotAvailable),
+            CoordinatorPhase::Active { .. } => {
+                let g = request.group_id();
+                if g.is_empty() {
+                    Err(GroupError::InvalidGroupId)
+                } else if coordinator_partition(g, self.num_partitions) != self.partition {
+                    Err(GroupError::NotCoordinator)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn join(&mut self, now: Nanos, w: Waiter, req: JoinGroupRequest) {
+        let id = req.group_id.clone();
+        let g = self
+            .groups
+            .entry(id.clone())
+            .or_insert_with(|| Group::new(id.clone()));
+        g.join(now, w, req, &self.config, &mut self.fx);
+        // A refused first join leaves nothing behind.
+        if g.is_pristine() {
+            self.groups.remove(&id);
+        }
+    }
+
+    /// An offset commit; false when it is refused before it reaches a group (too much
+    /// metadata, or a member of a group that does not exist).
+    fn offset_commit(&mut self, now: Nanos, w: Waiter, req: OffsetCommitRequest) -> bool {
+        let cfg = &self.config;
+        let fx = &mut self.fx;
+        if req
+            .offsets
+            .values()
+            .any(|o| o.metadata.len() > cfg.max_metadata_bytes)
+        {
+            fx.respond(
+                w,
+                GroupResponse::OffsetCommit(Err(GroupError::OffsetMetadataTooLarge)),
+            );
+            return false;
+        }
+        let g = match (self.groups.get_mut(&req.group_id), &req.committer) {
+            (Some(g), _) => g,
+            // Offsets of a group nobody ever joined: a simple consumer or an operator.
+            (None, Committer::Admin) => self
+                .groups
+                .entry(req.group_id.clone())
+                .or_insert_with(|| Group::new(req.group_id.clone())),
+            (None, Committer::Member { .. }) => {
+                fx.respond(
+                    w,
+                    GroupResponse::OffsetCommit(Err(GroupError::UnknownMemberId)),
+                );
+                return false;
+            }
+        };
+        match g.check_commit(now, &req.committer, cfg) {
+            Ok(()) => g.commit(w, &req.committer, req.offsets, fx),
+            Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
+        }
+        true
+    }
+
+    /// An offset fetch: answered only after a barrier append commits. A deposed leader
+    /// that has not heard of its successor (cut off from the controller) must not serve
+    /// its stale offsets (seeds 382, 488: `group-acked-commit-lost`). Refusals need no
+    /// barrier.
+    fn offset_fetch(&mut self, w: Waiter, req: OffsetFetchRequest) {
+        let r = match self.groups.get(&req.group_id) {
+            Some(g) => g.fetch(&req),
+            None => Ok(BTreeMap::new()),
+        };
+        match r {
+            Ok(_) => {
+                self.fx.append(
+                    vec![records::barrier_record()],
+                    PendingAppend::Read {
+                        request: req,
+                        waiter: w,
+                    },
+                );
+            }
+            Err(e) => self.fx.respond(w, GroupResponse::OffsetFetch(Err(e))),
+        }
+    }
+
+    /// What DescribeGroup says of `group_id` ("Dead" for a group it does not know).
+    fn describe(&self, group_id: String) -> GroupDescription {
+        match self.groups.get(&group_id) {
+            Some(g) => GroupDescription {
+                group_id,
+                state: format!("{:?}", g.state),
+                generation: g.generation,
+                protocol: g.protocol.clone(),
+                leader: g.leader.clone(),
+                members: g
+                    .members
+                    .values()
+                    .map(|m| MemberDescription {
+                        member_id: m.id.clone(),
+                        group_instance_id: m.instance_id.clone(),
+                        assignment: m.assignment.clone(),
+                    })
+                    .collect(),
+                offsets: g
+                    .offsets
+                    .iter()
+                    .map(|(tp, c)| (tp.clone(), c.value.clone()))
+                    .collect(),
+            },
+            None => GroupDescription {
+                group_id,
+                state: "Dead".into(),
+                generation: 0,
+                protocol: None,
+                leader: None,
+                members: Vec::new(),
+                offsets: BTreeMap::new(),
+            },
+        }
     }
 
     /// The host's report on an `Append` effect.

@@ -3,16 +3,19 @@
 use super::cluster::{first_failure, sweep, Options};
 use super::*;
 use crate::log::MemStorage;
+use crate::testing::{self, Delivery};
 use crate::types::{Nanos, NodeId};
 use std::collections::BTreeMap;
 
 const MS: Nanos = 1_000_000;
 
+/// Raft nodes on core's shared harness network ([`testing::Net`]): tests deliver in order,
+/// only what a filter lets through, and every delivery moves the clock by 1 ns.
 struct Net {
     now: Nanos,
     nodes: BTreeMap<NodeId, Option<Raft<MemStorage>>>,
     disks: BTreeMap<NodeId, MemStorage>,
-    queue: Vec<(NodeId, NodeId, Message)>,
+    net: testing::Net<NodeId, Message>,
     applied: BTreeMap<NodeId, Vec<Entry>>,
     restored: BTreeMap<NodeId, Snapshot>,
     n: u32,
@@ -29,7 +32,7 @@ impl Net {
             now: 0,
             nodes: BTreeMap::new(),
             disks: BTreeMap::new(),
-            queue: Vec::new(),
+            net: testing::Net::default(),
             applied: BTreeMap::new(),
             restored: BTreeMap::new(),
             n,
@@ -66,7 +69,7 @@ impl Net {
     fn collect(&mut self, id: NodeId) {
         for o in self.m(id).drain_outputs() {
             match o {
-                RaftOutput::Send { to, message } => self.queue.push((id, to, message)),
+                RaftOutput::Send { to, message } => self.net.send(id, to, message),
                 RaftOutput::Apply(es) => self.applied.entry(id).or_default().extend(es),
                 RaftOutput::RestoreSnapshot(s) => {
                     self.restored.insert(id, s);
@@ -88,31 +91,9 @@ impl Net {
         self.m(id).tick(now);
         self.collect(id);
     }
-    /// Delivers queued messages whose (from, to) passes `ok` until none is left; the rest
-    /// are dropped.
-    fn deliver(&mut self, ok: impl Fn(NodeId, NodeId) -> bool) {
-        self.deliver_if(|from, to, _| ok(from, to));
-    }
-    /// As [`Net::deliver`], judging each message too.
-    fn deliver_if(&mut self, ok: impl Fn(NodeId, NodeId, &Message) -> bool) {
-        while !self.queue.is_empty() {
-            let batch = std::mem::take(&mut self.queue);
-            for (from, to, msg) in batch {
-                if ok(from, to, &msg) && self.nodes[&to].is_some() {
-                    self.now += 1;
-                    let now = self.now;
-                    self.m(to).handle(now, from, msg);
-                    self.collect(to);
-                }
-            }
-        }
-    }
-    fn all(&mut self) {
-        self.deliver(|_, _| true);
-    }
     fn elect(&mut self, id: NodeId, ok: impl Fn(NodeId, NodeId) -> bool + Copy) {
         self.timeout(id);
-        self.deliver(ok);
+        self.deliver_only(|f, t, _| ok(f, t));
         assert_eq!(self.r(id).role(), Role::Leader, "node {id} was not elected");
     }
     fn propose(&mut self, id: NodeId, v: u8) -> Index {
@@ -125,7 +106,27 @@ impl Net {
         let r = self.nodes.insert(id, None).unwrap().unwrap();
         drop(r.into_storage());
         self.disks[&id].crash_lose_unsynced();
-        self.queue.retain(|(f, t, _)| *f != id && *t != id);
+        self.net.lose_to(id);
+        self.net.lose_from(id);
+    }
+}
+
+impl Delivery for Net {
+    type Addr = NodeId;
+    type Msg = Message;
+
+    fn net(&mut self) -> &mut testing::Net<NodeId, Message> {
+        &mut self.net
+    }
+
+    /// A message to a crashed node is lost.
+    fn step(&mut self, from: NodeId, to: NodeId, msg: Message) {
+        if self.nodes[&to].is_some() {
+            self.now += 1;
+            let now = self.now;
+            self.m(to).handle(now, from, msg);
+            self.collect(to);
+        }
     }
 }
 
@@ -135,9 +136,9 @@ fn election_and_replication() {
     net.elect(1, |_, _| true);
     assert_eq!(net.r(1).term(), 1);
     let i = net.propose(1, 9);
-    net.all();
+    net.deliver_all();
     net.tick(1, 10 * MS); // heartbeat carries the commit index
-    net.all();
+    net.deliver_all();
     for id in 1..=3 {
         assert_eq!(net.r(id).leader(), Some(1));
         assert_eq!(net.r(id).commit_index(), i, "node {id}");
@@ -154,18 +155,18 @@ fn log_repair_overwrites_an_uncommitted_divergent_suffix() {
     for v in 0..3 {
         net.propose(1, v);
     }
-    net.queue.clear();
+    net.net.queue.clear();
     net.crash(1);
     net.elect(2, |_, _| true);
     net.propose(2, 7);
-    net.all();
+    net.deliver_all();
     net.start(1);
     net.tick(2, 10 * MS);
     for _ in 0..6 {
-        net.all();
+        net.deliver_all();
         net.tick(2, 10 * MS);
     }
-    net.all();
+    net.deliver_all();
     assert_eq!(
         net.r(1).entries(),
         net.r(2).entries(),
@@ -183,30 +184,30 @@ fn pre_vote_keeps_a_partitioned_node_from_disrupting_the_leader() {
     let mut net = Net::new(3, RaftBugs::default());
     net.elect(1, |_, _| true);
     net.tick(1, 10 * MS);
-    net.all();
+    net.deliver_all();
     // The leader keeps hearing from 2 while 3 waits for its election timeout (check-quorum
     // counts only followers heard within the last election timeout).
     let keep_leading = |net: &mut Net| {
         let until = net.r(3).next_timeout().expect("a timer");
         while net.now < until {
             net.tick(1, 10 * MS);
-            net.deliver(|f, t| f != 3 && t != 3);
+            net.deliver_only(|f, t, _| f != 3 && t != 3);
         }
     };
     // 3 is cut off and times out again and again: pre-vote never passes, its term stays.
     for _ in 0..5 {
         keep_leading(&mut net);
         net.timeout(3);
-        net.deliver(|f, t| f != 3 && t != 3);
-        net.queue.clear();
+        net.deliver_only(|f, t, _| f != 3 && t != 3);
+        net.net.queue.clear();
         net.tick(1, 10 * MS);
-        net.deliver(|f, t| f != 3 && t != 3);
+        net.deliver_only(|f, t, _| f != 3 && t != 3);
     }
     assert_eq!(net.r(3).term(), 1, "pre-vote does not bump the term");
     // 3 comes back and campaigns: 2 heard from 1 recently and refuses; 1 keeps leading.
     keep_leading(&mut net);
     net.timeout(3);
-    net.all();
+    net.deliver_all();
     assert_eq!(net.r(1).role(), Role::Leader);
     assert_eq!(net.r(1).term(), 1);
 }
@@ -216,7 +217,7 @@ fn isolated_leader(bugs: RaftBugs) -> Role {
     net.elect(1, |_, _| true);
     for _ in 0..30 {
         net.tick(1, 10 * MS);
-        net.queue.clear(); // nobody answers
+        net.net.queue.clear(); // nobody answers
     }
     net.r(1).role()
 }
@@ -237,10 +238,10 @@ fn laggard_gets_a_snapshot_and_catches_up() {
     net.elect(1, |_, _| true);
     for v in 0..10 {
         net.propose(1, v);
-        net.deliver(|f, t| f != 3 && t != 3);
+        net.deliver_only(|f, t, _| f != 3 && t != 3);
     }
     net.tick(1, 10 * MS);
-    net.deliver(|f, t| f != 3 && t != 3);
+    net.deliver_only(|f, t, _| f != 3 && t != 3);
     let applied = net.r(1).applied_index();
     for id in [1, 2] {
         net.m(id).compact(applied, b"image".to_vec()).unwrap();
@@ -248,7 +249,7 @@ fn laggard_gets_a_snapshot_and_catches_up() {
     assert_eq!(net.r(1).snapshot().last_index, applied);
     for _ in 0..5 {
         net.tick(1, 10 * MS);
-        net.all();
+        net.deliver_all();
     }
     assert_eq!(net.restored[&3].last_index, applied);
     assert_eq!(net.restored[&3].data, b"image");
@@ -262,10 +263,10 @@ fn restart_recovers_term_vote_log_and_snapshot() {
     net.elect(1, |_, _| true);
     for v in 0..5 {
         net.propose(1, v);
-        net.all();
+        net.deliver_all();
     }
     net.tick(1, 10 * MS);
-    net.all();
+    net.deliver_all();
     let applied = net.r(2).applied_index();
     net.m(2).compact(applied - 2, b"img".to_vec()).unwrap();
     let (term, vote, entries, snap) = {
@@ -347,7 +348,7 @@ fn second_candidate_wins_after_voter_restart(bugs: RaftBugs, vote_retry: Option<
     net.timeout(2);
     // 1 and 2 never hear each other; 2's first RequestVote to 3 is lost, and so is 1's
     // first Append (3 keeps a log as short as 2's, so it may still vote for 2).
-    net.deliver_if(|f, t, m| {
+    net.deliver_only(|f, t, m| {
         f != t
             && (f == 3 || t == 3)
             && !(f == 2 && matches!(m, Message::RequestVote { .. }))
@@ -359,7 +360,7 @@ fn second_candidate_wins_after_voter_restart(bugs: RaftBugs, vote_retry: Option<
     net.crash(3);
     net.start(3);
     net.tick(2, 30 * MS);
-    net.deliver(|f, t| f != t && (f == 3 || t == 3));
+    net.deliver_only(|f, t, _| f != t && (f == 3 || t == 3));
     net.r(2).role() == Role::Leader && net.r(2).term() == net.r(1).term()
 }
 
@@ -385,7 +386,7 @@ fn a_leader_holds_its_lease_only_while_a_majority_answers_recent_appends() {
     let mut net = Net::new(3, RaftBugs::named("no-check-quorum").unwrap());
     net.elect(1, |_, _| true);
     net.tick(1, 10 * MS);
-    net.all();
+    net.deliver_all();
     let now = net.now;
     assert!(net.r(1).has_lease(now), "answered just now");
     assert!(!net.r(2).has_lease(now), "a follower holds no lease");
@@ -395,7 +396,7 @@ fn a_leader_holds_its_lease_only_while_a_majority_answers_recent_appends() {
     let mut t = 0;
     while t <= timeout {
         net.tick(1, 10 * MS);
-        net.queue.clear();
+        net.net.queue.clear();
         t += 10 * MS;
     }
     assert_eq!(net.r(1).role(), Role::Leader);

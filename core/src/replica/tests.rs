@@ -1,11 +1,13 @@
 //! Scripted replica-level tests: three replicas over `PartitionLog`s on `MemStorage`, metadata decisions
-//! made by the test (standing in for the controller), every message routed by hand so
-//! each KIP-101/279/320 sequence is reproduced step by step.
+//! made by the test (standing in for the controller), on core's shared harness network
+//! ([`testing::Net`]), delivered one message at a time where a KIP-101/279/320 sequence
+//! needs it reproduced step by step.
 
 use super::*;
 use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo};
 use crate::message::*;
-use std::collections::{BTreeMap, VecDeque};
+use crate::testing::{self, Delivery};
+use std::collections::BTreeMap;
 
 const MS: Nanos = 1_000_000;
 /// The consumer the scripted reads come from (producers are `Client(0)`).
@@ -76,11 +78,9 @@ struct Net<L: TestLog> {
     nodes: BTreeMap<NodeId, Replica<L>>,
     /// Logs of crashed nodes, waiting for a restart.
     down: BTreeMap<NodeId, L>,
-    queue: VecDeque<(NodeId, Address, Message)>,
+    net: testing::Net<Address, Message>,
     responses: Vec<ProduceResponse>,
     proposals: Vec<IsrProposal>,
-    /// Links that drop everything (from, to).
-    cut: Vec<(NodeId, NodeId)>,
     correlation: u64,
     /// Every replica event, with the node that emitted it.
     events: Vec<(NodeId, Event)>,
@@ -97,10 +97,9 @@ impl<L: TestLog> Net<L> {
             config,
             nodes,
             down: BTreeMap::new(),
-            queue: VecDeque::new(),
+            net: testing::Net::default(),
             responses: Vec::new(),
             proposals: Vec::new(),
-            cut: Vec::new(),
             correlation: 0,
             events: Vec::new(),
         }
@@ -114,7 +113,7 @@ impl<L: TestLog> Net<L> {
         for (&id, r) in self.nodes.iter_mut() {
             for e in r.drain_effects() {
                 match e {
-                    ReplicaEffect::Send { to, msg } => self.queue.push_back((id, to, msg)),
+                    ReplicaEffect::Send { to, msg } => self.net.send(Address::Node(id), to, msg),
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
                     ReplicaEffect::Event(e) => self.events.push((id, e)),
                     ReplicaEffect::LocalProduceAnswer(r) => panic!("no local produces here: {r:?}"),
@@ -134,29 +133,10 @@ impl<L: TestLog> Net<L> {
         self.collect();
     }
 
-    fn deliver_one(&mut self) -> bool {
-        let Some((from, to, msg)) = self.queue.pop_front() else {
-            return false;
-        };
-        let Address::Node(dst) = to else {
-            if let Message::ProduceResponse(r) = msg {
-                self.responses.push(r);
-            }
-            return true;
-        };
-        if self.cut.contains(&(from, dst)) || !self.nodes.contains_key(&dst) {
-            return true;
-        }
-        let now = self.now;
-        let r = self.r(dst);
-        match msg {
-            // Answered as an effect (collected below), now or when the long poll ends.
-            Message::Fetch(req) => r.handle_fetch(now, req),
-            Message::FetchResponse(resp) => r.handle_fetch_response(now, from, resp),
-            other => panic!("unexpected {other:?}"),
-        }
-        self.collect();
-        true
+    /// Cuts exactly these links between replicas (from, to); `&[]` heals.
+    fn cut(&mut self, links: &[(NodeId, NodeId)]) {
+        let node = Address::Node;
+        self.net.cut = links.iter().map(|&(f, t)| (node(f), node(t))).collect();
     }
 
     /// Node `id`'s answer to `asker` for the request `ask` hands it, taken off the network;
@@ -167,12 +147,13 @@ impl<L: TestLog> Net<L> {
         asker: Address,
         ask: impl FnOnce(&mut Replica<L>),
     ) -> Option<Message> {
-        let before = self.queue.len();
+        let before = self.net.queue.len();
         ask(self.r(id));
         self.collect();
-        let i = (before..self.queue.len())
-            .find(|&i| self.queue[i].0 == id && self.queue[i].1 == asker)?;
-        self.queue.remove(i).map(|(_, _, msg)| msg)
+        let queue = &mut self.net.queue;
+        let i = (before..queue.len())
+            .find(|&i| queue[i].0 == Address::Node(id) && queue[i].1 == asker)?;
+        queue.remove(i).map(|(_, _, msg)| msg)
     }
 
     /// A follower's fetch at node `id` (the request names the follower), answered now or
@@ -199,14 +180,6 @@ impl<L: TestLog> Net<L> {
         match self.answer(id, READER, |r| r.handle_list_offsets(READER, req)) {
             Some(Message::ListOffsetsResponse(resp)) => resp,
             other => panic!("a list-offsets answered {other:?}"),
-        }
-    }
-
-    fn deliver_all(&mut self) {
-        let mut n = 0;
-        while self.deliver_one() {
-            n += 1;
-            assert!(n < 10_000, "message storm");
         }
     }
 
@@ -254,8 +227,8 @@ impl<L: TestLog> Net<L> {
     fn crash(&mut self, id: NodeId) {
         let r = self.nodes.remove(&id).unwrap();
         self.down.insert(id, TestLog::crash(r.log));
-        self.queue
-            .retain(|(f, t, _)| *f != id && *t != Address::Node(id));
+        self.net.lose_to(Address::Node(id));
+        self.net.lose_from(Address::Node(id));
     }
 
     fn restart(&mut self, id: NodeId) {
@@ -283,6 +256,36 @@ impl<L: TestLog> Net<L> {
     }
 }
 
+impl<L: TestLog> Delivery for Net<L> {
+    type Addr = Address;
+    type Msg = Message;
+
+    fn net(&mut self) -> &mut testing::Net<Address, Message> {
+        &mut self.net
+    }
+
+    /// A produce response lands in `responses`; a message to a crashed replica is lost.
+    fn step(&mut self, from: Address, to: Address, msg: Message) {
+        let Address::Node(dst) = to else {
+            if let Message::ProduceResponse(r) = msg {
+                self.responses.push(r);
+            }
+            return;
+        };
+        let (Address::Node(src), Some(r)) = (from, self.nodes.get_mut(&dst)) else {
+            return;
+        };
+        let now = self.now;
+        match msg {
+            // Answered as an effect (collected below), now or when the long poll ends.
+            Message::Fetch(req) => r.handle_fetch(now, req),
+            Message::FetchResponse(resp) => r.handle_fetch_response(now, src, resp),
+            other => panic!("unexpected {other:?}"),
+        }
+        self.collect();
+    }
+}
+
 fn config() -> ReplicaConfig {
     ReplicaConfig {
         replica_lag_time_max: 100 * MS,
@@ -307,11 +310,11 @@ macro_rules! replica_suite {
         #[test]
         fn normal_replication_advances_hw_and_acknowledges() {
             let mut net = three();
-            net.cut = vec![(1, 2), (1, 3)];
+            net.cut(&[(1, 2), (1, 3)]);
             let c = net.produce(1, Acks::All, &["a", "b"]);
             net.run(10 * MS);
             assert_eq!(net.response(c), None, "acks=all waits for the ISR");
-            net.cut.clear();
+            net.cut(&[]);
             net.run(100 * MS);
             let ack = net.response(c).unwrap().clone().unwrap();
             // Offset 0 is leader 1's epoch marker.
@@ -341,7 +344,7 @@ macro_rules! replica_suite {
         #[test]
         fn consumers_only_see_records_below_hw() {
             let mut net = three();
-            net.cut = vec![(2, 1), (3, 1)]; // followers cannot fetch
+            net.cut(&[(2, 1), (3, 1)]); // followers cannot fetch
             net.produce(1, Acks::Leader, &["a"]);
             net.deliver_all();
             let req = ConsumerFetchRequest {
@@ -358,7 +361,7 @@ macro_rules! replica_suite {
                 recs.batches.is_empty(),
                 "uncommitted record visible: {recs:?}"
             );
-            net.cut.clear();
+            net.cut(&[]);
             net.run(100 * MS); // dropped fetches time out and are resent
             let recs = net.consumer_fetch(1, &req).result.unwrap();
             assert_eq!(recs.batches.len(), 1, "marker left out, data batch visible");
@@ -497,13 +500,13 @@ macro_rules! replica_suite {
             let now = net.now;
             net.r(2).tick(now);
             net.collect();
-            assert!(net.deliver_one()); // fetch(1) -> leader
-            assert!(net.deliver_one()); // m1 -> follower, which fetches(2) at once
-            assert!(net.deliver_one()); // fetch(2) -> leader: HW 2, m1 acknowledged
-            net.cut = vec![(1, 2)];
+            assert!(net.deliver_next()); // fetch(1) -> leader
+            assert!(net.deliver_next()); // m1 -> follower, which fetches(2) at once
+            assert!(net.deliver_next()); // fetch(2) -> leader: HW 2, m1 acknowledged
+            net.cut(&[(1, 2)]);
             net.deliver_all();
             let ack = net.response(c).and_then(|r| r.clone().ok());
-            net.cut = vec![(1, 2)];
+            net.cut(&[(1, 2)]);
             net.run(5 * MS);
             assert!(net.r(2).high_watermark() < net.r(1).high_watermark());
             // 2 restarts, then 1 dies and 2 takes over.
@@ -574,11 +577,11 @@ macro_rules! replica_suite {
             net.produce(1, Acks::All, &["m1"]);
             net.run(5 * MS);
             // m2 reaches only the leader's (flushed) log.
-            net.cut = vec![(1, 2), (2, 1)];
+            net.cut(&[(1, 2), (2, 1)]);
             net.produce(1, Acks::Leader, &["m2"]);
             net.crash(1);
             net.crash(2);
-            net.cut.clear();
+            net.cut(&[]);
             net.restart(2);
             net.elect(&[2], Some(2), 2, 2, &[2]);
             let c = net.produce(2, Acks::All, &["m3"]);
@@ -602,7 +605,7 @@ macro_rules! replica_suite {
             net.run(5 * MS);
             net.produce(1, Acks::All, &["a"]);
             net.run(5 * MS);
-            net.cut = vec![(1, 2), (2, 1)];
+            net.cut(&[(1, 2), (2, 1)]);
             net.produce(1, Acks::Leader, &["b1"]); // only on 1
                                                    // Fast failover to 2, which writes its own record at the same offset.
             net.elect(&[2], Some(2), 2, 2, &[1, 2]);
@@ -610,7 +613,7 @@ macro_rules! replica_suite {
             net.run(2 * MS);
             // And straight back to 1, before 1 fetched anything of epoch 2.
             net.elect(&[1, 2], Some(1), 3, 3, &[1, 2]);
-            net.cut.clear();
+            net.cut(&[]);
             net.run(20 * MS);
             (net.values(1), net.values(2))
         }
@@ -627,7 +630,7 @@ macro_rules! replica_suite {
             net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
             net.run(5 * MS);
             // 3 drops out of the ISR; 1 and 2 commit two records.
-            net.cut = vec![(1, 3), (3, 1), (2, 3), (3, 2)];
+            net.cut(&[(1, 3), (3, 1), (2, 3), (3, 2)]);
             net.elect(&[1, 2], Some(1), 1, 2, &[1, 2]);
             let c = net.produce(1, Acks::All, &["a", "b"]);
             net.run(50 * MS);
@@ -639,7 +642,7 @@ macro_rules! replica_suite {
             net.produce(3, Acks::Leader, &["x"]);
             net.run(5 * MS);
             // 2 follows the unclean leader: it must drop committed records to match it.
-            net.cut.clear();
+            net.cut(&[]);
             net.elect(&[2, 3], Some(3), 2, 4, &[3]);
             net.run(50 * MS);
             assert_eq!(net.values(2), net.values(3));
@@ -673,7 +676,7 @@ macro_rules! replica_suite {
             );
             net.elect(&[1, 2, 3], Some(1), 1, 1, &[1, 2, 3]);
             net.run(5 * MS);
-            net.cut = vec![(1, 3), (3, 1), (2, 3), (3, 2)];
+            net.cut(&[(1, 3), (3, 1), (2, 3), (3, 2)]);
             net.elect(&[1, 2], Some(1), 1, 2, &[1, 2]);
             net.produce(1, Acks::All, &["a", "b"]);
             net.run(50 * MS);
@@ -688,7 +691,7 @@ macro_rules! replica_suite {
             net.crash(1);
             net.elect(&[3], Some(3), 2, 3, &[3]);
             net.produce(3, Acks::Leader, &["x"]);
-            net.cut.clear();
+            net.cut(&[]);
             net.elect(&[2, 3], Some(3), 2, 4, &[2, 3]);
             net.run(50 * MS);
             assert_eq!(net.r(3).high_watermark(), 3);
@@ -926,7 +929,7 @@ macro_rules! replica_suite {
         fn zombie_leader_cannot_acknowledge_and_is_deposed() {
             let mut net = three();
             // Leader 1 is cut off; 2 becomes leader at epoch 2 (1 does not hear of it).
-            net.cut = vec![(1, 2), (1, 3), (2, 1), (3, 1)];
+            net.cut(&[(1, 2), (1, 3), (2, 1), (3, 1)]);
             net.elect(&[2, 3], Some(2), 2, 2, &[2, 3]);
             let zombie = net.produce(1, Acks::All, &["zombie"]);
             let good = net.produce(2, Acks::All, &["good"]);
@@ -965,7 +968,7 @@ macro_rules! replica_suite {
                 FetchResult::Error(FetchError::UnknownLeaderEpoch { .. })
             ));
             // Metadata reaches the zombie: pending write fails NotLeader, log converges.
-            net.cut.clear();
+            net.cut(&[]);
             net.elect(&[1], Some(2), 2, 2, &[2, 3]);
             net.deliver_all();
             assert!(matches!(
@@ -1049,14 +1052,14 @@ macro_rules! replica_suite {
             net.run(10 * MS);
             // New leader 2 starts with its follower HW; it moves past the old epoch's data only
             // once its own epoch marker is replicated.
-            net.cut = vec![(1, 2), (3, 2)];
+            net.cut(&[(1, 2), (3, 2)]);
             net.elect(&[1, 2, 3], Some(2), 2, 2, &[1, 2, 3]);
             let hw = net.r(2).high_watermark();
             let marker_at = net.r(2).log().log_end_offset() - 1;
             net.run(5 * MS);
             assert_eq!(net.r(2).high_watermark(), hw);
             assert!(hw <= marker_at);
-            net.cut.clear();
+            net.cut(&[]);
             net.run(100 * MS); // the cut fetches time out and are resent
             assert_eq!(net.r(2).high_watermark(), marker_at + 1);
         }
@@ -1066,7 +1069,7 @@ macro_rules! replica_suite {
             let mut net = three();
             net.run(5 * MS);
             // Both followers are caught up: their fetches are parked at the leader.
-            assert!(net.queue.is_empty());
+            assert!(net.net.queue.is_empty());
             let before = net.r(2).log().log_end_offset();
             let c = net.produce(1, Acks::All, &["a"]);
             // The append answers the held fetches at once; no polling delay.

@@ -85,7 +85,7 @@ fn a_cut_off_consumer_stops_before_its_partitions_move_and_rejoins_later() {
     let mut w = world_of(3, AssignorKind::Range, AppMode::Auto);
     w.run(5 * S);
     let before = w.stable_generation().unwrap();
-    w.cut[1] = true;
+    w.cut(1, true);
     // `World::check` asserts after every step that no partition has two owners.
     w.run(15 * S);
     assert_eq!(
@@ -95,7 +95,7 @@ fn a_cut_off_consumer_stops_before_its_partitions_move_and_rejoins_later() {
     assert!(w.consumer(1).assignment().is_empty());
     assert_covering(&w, &[0, 2]);
     assert!(w.stable_generation().unwrap() > before);
-    w.cut[1] = false;
+    w.cut(1, false);
     w.run(15 * S);
     assert_covering(&w, &[0, 1, 2]);
     assert!(w.all_processed());
@@ -254,11 +254,11 @@ fn a_replaced_static_zombie_is_fenced_and_stops() {
     // The operator restarts b elsewhere while the old b is merely cut off: static membership
     // trusts the instance id, so for a moment both think they own b's partitions.
     w.check_ownership = false;
-    w.cut[1] = true;
+    w.cut(1, true);
     let c = static_config(&w, "b");
     let b2 = w.add(c, AppMode::Auto);
     w.run(2 * S);
-    w.cut[1] = false;
+    w.cut(1, false);
     w.run(8 * S);
     assert!(w
         .events

@@ -102,8 +102,8 @@ fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
             Op::AddStatic(_) => {}
             Op::Crash(i) => w.crash(i as usize % n),
             Op::Close(i) => w.close(i as usize % n),
-            Op::Cut(i) => w.cut[i as usize % n] = true,
-            Op::Heal(i) => w.cut[i as usize % n] = false,
+            Op::Cut(i) => w.cut(i as usize % n, true),
+            Op::Heal(i) => w.cut(i as usize % n, false),
             Op::Failover(k) => w.failover(k as usize),
             Op::AckDelay(d) => w.ack_delay_steps = d as u32,
             Op::Zombie(z, p) => w.zombie_commit(z as usize, &TopicPartition::new(TOPIC, p as u32)),
@@ -115,9 +115,7 @@ fn run_schedule(kind: u8, ops: Vec<Op>, seed: u64, delay_pct: u32, loss: u32) {
         w.flush();
     }
     // Heal everything and make sure one consumer is alive, then let the group settle.
-    for c in w.cut.iter_mut() {
-        *c = false;
-    }
+    w.net.cut.clear();
     w.ack_delay_steps = 0;
     w.faults = None;
     let live = (0..w.consumers.len()).any(|i| {

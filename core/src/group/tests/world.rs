@@ -1,27 +1,35 @@
 //! A small deterministic world: real `GroupConsumer`s, one hosted `GroupCoordinator` (which
 //! can fail over to a fresh instance loading the `__consumer_offsets` log), and a data topic
-//! whose partitions hold records `0..hw`. Messages are delivered in FIFO order; a cut
-//! consumer's traffic is dropped both ways. Invariants are checked after every step.
+//! whose partitions hold records `0..hw`. Messages go over core's shared harness network
+//! ([`testing::Net`]) in FIFO order; a cut consumer's traffic is dropped both ways.
+//! Invariants are checked after every step.
 
 use super::harness::{config, MS, S};
 use crate::group::records;
 use crate::group::*;
 use crate::log::RecordBatch;
+use crate::testing::{self, Delivery};
 use crate::types::{Nanos, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub const TOPIC: &str = "t";
 pub const STEP: Nanos = 50 * MS;
 
-enum Msg {
-    ToBroker {
-        client: usize,
+/// Who is on the network: a consumer (by index; 998 and 999 are the zombie and the admin),
+/// or the brokers (the coordinator and the data topic's leaders).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Peer {
+    Consumer(usize),
+    Brokers,
+}
+
+pub enum Msg {
+    Request {
         corr: CorrelationId,
         to: Destination,
         req: ConsumerRequest,
     },
-    ToClient {
-        client: usize,
+    Response {
         corr: CorrelationId,
         resp: ConsumerResponse,
     },
@@ -50,12 +58,11 @@ pub struct World {
     ack_wait: u32,
     pub consumers: Vec<Option<GroupConsumer>>,
     pub modes: Vec<AppMode>,
-    pub cut: Vec<bool>,
     /// `close` was called (the consumer may still be committing on its way out).
     pub closing: Vec<bool>,
     instances: Vec<Option<InstanceId>>,
     pub hw: BTreeMap<TopicPartition, Offset>,
-    queue: VecDeque<Msg>,
+    pub net: testing::Net<Peer, Msg>,
     pub events: Vec<(usize, ConsumerEvent)>,
     pub processed: BTreeMap<TopicPartition, BTreeSet<Offset>>,
     /// Highest committed offset seen per partition, and the explicit resets performed.
@@ -70,7 +77,7 @@ pub struct World {
     /// `max_delay_steps` steps — which also reorders —, per-mille lost).
     pub faults: Option<(rand_chacha::ChaCha8Rng, u32, u32)>,
     pub max_delay_steps: u64,
-    delayed: Vec<(Nanos, Msg)>,
+    delayed: Vec<(Nanos, (Peer, Peer, Msg))>,
     pub resets: u32,
     /// Target of the last explicit reset per partition: records below it may be skipped.
     pub reset_to: BTreeMap<TopicPartition, Offset>,
@@ -94,13 +101,12 @@ impl World {
             ack_wait: 0,
             consumers: Vec::new(),
             modes: Vec::new(),
-            cut: Vec::new(),
             closing: Vec::new(),
             instances: Vec::new(),
             hw: (0..partitions)
                 .map(|p| (TopicPartition::new(TOPIC, p), records))
                 .collect(),
-            queue: VecDeque::new(),
+            net: testing::Net::default(),
             events: Vec::new(),
             processed: BTreeMap::new(),
             high_commit: BTreeMap::new(),
@@ -136,7 +142,6 @@ impl World {
         c.subscribe(self.now, &[TOPIC]);
         self.consumers.push(Some(c));
         self.modes.push(mode);
-        self.cut.push(false);
         self.closing.push(false);
         let i = self.consumers.len() - 1;
         self.collect(i);
@@ -150,6 +155,18 @@ impl World {
 
     pub fn consumer(&self, i: usize) -> &GroupConsumer {
         self.consumers[i].as_ref().expect("alive")
+    }
+
+    /// Cuts (or heals) consumer `i` off from the brokers, both ways.
+    pub fn cut(&mut self, i: usize, cut: bool) {
+        let (c, b) = (Peer::Consumer(i), Peer::Brokers);
+        for link in [(c, b), (b, c)] {
+            if cut {
+                self.net.cut.insert(link);
+            } else {
+                self.net.cut.remove(&link);
+            }
+        }
     }
 
     /// Crash: the process is gone, nothing is sent on its behalf.
@@ -177,14 +194,12 @@ impl World {
                     correlation,
                     request,
                 } => {
-                    if !self.cut[i] {
-                        self.queue.push_back(Msg::ToBroker {
-                            client: i,
-                            corr: correlation,
-                            to,
-                            req: request,
-                        });
-                    }
+                    let msg = Msg::Request {
+                        corr: correlation,
+                        to,
+                        req: request,
+                    };
+                    self.net.send(Peer::Consumer(i), Peer::Brokers, msg);
                 }
                 ConsumerOutput::Event(e) => {
                     if let ConsumerEvent::CommitCompleted { result: Ok(m), .. } = &e {
@@ -208,11 +223,14 @@ impl World {
                     to,
                     correlation,
                     response,
-                } => self.queue.push_back(Msg::ToClient {
-                    client: to as usize,
-                    corr: correlation,
-                    resp: ConsumerResponse::Group(response),
-                }),
+                } => self.net.send(
+                    Peer::Brokers,
+                    Peer::Consumer(to as usize),
+                    Msg::Response {
+                        corr: correlation,
+                        resp: ConsumerResponse::Group(response),
+                    },
+                ),
                 CoordinatorOutput::Committed { .. } => {}
                 CoordinatorOutput::Append {
                     id,
@@ -271,7 +289,10 @@ impl World {
         to: Destination,
         req: ConsumerRequest,
     ) {
-        let reply = |w: &mut World, resp| w.queue.push_back(Msg::ToClient { client, corr, resp });
+        let reply = |w: &mut World, resp| {
+            let msg = Msg::Response { corr, resp };
+            w.net.send(Peer::Brokers, Peer::Consumer(client), msg);
+        };
         match req {
             ConsumerRequest::Group(GroupRequest::FindCoordinator { group_id }) => {
                 let up = matches!(self.coord.phase(), CoordinatorPhase::Active { .. });
@@ -341,47 +362,26 @@ impl World {
         }
     }
 
-    /// Deliver queued messages until the network is quiet.
+    /// Deliver queued messages until the network is quiet; while faults are on, a
+    /// consumer's message may be lost or delayed (which reorders) first.
     pub fn flush(&mut self) {
         for _ in 0..100_000 {
-            let Some(m) = self.queue.pop_front() else {
+            let Some((from, to, m)) = self.net.queue.pop_front() else {
                 self.check();
                 return;
             };
-            let client = match &m {
-                Msg::ToBroker { client, .. } | Msg::ToClient { client, .. } => *client,
-            };
-            if let Some((rng, delay_pct, loss_permille)) =
-                self.faults.as_mut().filter(|_| client < self.cut.len())
-            {
+            if let Some((rng, delay_pct, loss_permille)) = self.faults.as_mut() {
                 use rand::Rng;
                 if rng.gen_range(0..1000) < *loss_permille {
                     continue;
                 }
                 if rng.gen_range(0..100) < *delay_pct {
                     let steps = rng.gen_range(1..=self.max_delay_steps);
-                    self.delayed.push((self.now + steps * STEP, m));
+                    self.delayed.push((self.now + steps * STEP, (from, to, m)));
                     continue;
                 }
             }
-            match m {
-                Msg::ToBroker {
-                    client,
-                    corr,
-                    to,
-                    req,
-                } => self.broker(client, corr, to, req),
-                Msg::ToClient { client, corr, resp } => {
-                    if self.cut.get(client).copied().unwrap_or(true) {
-                        continue;
-                    }
-                    if let Some(c) = self.consumers[client].as_mut() {
-                        c.handle_response(self.now, corr, resp);
-                        self.collect(client);
-                    }
-                }
-            }
-            self.check();
+            self.deliver(from, to, m);
         }
         panic!("network never went quiet");
     }
@@ -428,8 +428,8 @@ impl World {
             .partition(|(t, _)| *t <= now);
         self.delayed = later;
         let faults = self.faults.take();
-        for (_, m) in due {
-            self.queue.push_back(m);
+        for (_, (from, to, m)) in due {
+            self.net.send(from, to, m);
         }
         self.flush();
         self.faults = faults;
@@ -504,18 +504,17 @@ impl World {
         self.coord.handle(self.now, 998, 1, req);
         self.coordinator_outputs();
         self.ack_appends();
-        let accepted = self.queue.iter().any(|m| {
-            matches!(
-                m,
-                Msg::ToClient {
-                    client: 998,
-                    resp: ConsumerResponse::Group(GroupResponse::OffsetCommit(Ok(()))),
-                    ..
-                }
-            )
+        let accepted = self.net.queue.iter().any(|(_, to, m)| {
+            *to == Peer::Consumer(998)
+                && matches!(
+                    m,
+                    Msg::Response {
+                        resp: ConsumerResponse::Group(GroupResponse::OffsetCommit(Ok(()))),
+                        ..
+                    }
+                )
         });
-        self.queue
-            .retain(|m| !matches!(m, Msg::ToClient { client: 998, .. }));
+        self.net.lose_to(Peer::Consumer(998));
         let active = matches!(self.coord.phase(), CoordinatorPhase::Active { .. });
         // A live identity may still be refused, as StaleCommit, when it committed since.
         assert!(
@@ -601,18 +600,17 @@ impl World {
         self.coord.handle(self.now, 999, 1, req);
         self.coordinator_outputs();
         self.ack_appends();
-        let ok = self.queue.iter().any(|m| {
-            matches!(
-                m,
-                Msg::ToClient {
-                    client: 999,
-                    resp: ConsumerResponse::Group(GroupResponse::OffsetCommit(Ok(()))),
-                    ..
-                }
-            )
+        let ok = self.net.queue.iter().any(|(_, to, m)| {
+            *to == Peer::Consumer(999)
+                && matches!(
+                    m,
+                    Msg::Response {
+                        resp: ConsumerResponse::Group(GroupResponse::OffsetCommit(Ok(()))),
+                        ..
+                    }
+                )
         });
-        self.queue
-            .retain(|m| !matches!(m, Msg::ToClient { client: 999, .. }));
+        self.net.lose_to(Peer::Consumer(999));
         if ok {
             self.resets += 1;
             self.reset_to.insert(tp.clone(), offset);
@@ -679,5 +677,32 @@ impl World {
             let done = self.processed.get(tp);
             (from..*hw).all(|o| done.is_some_and(|s| s.contains(&o)))
         })
+    }
+}
+
+impl Delivery for World {
+    type Addr = Peer;
+    type Msg = Msg;
+
+    fn net(&mut self) -> &mut testing::Net<Peer, Msg> {
+        &mut self.net
+    }
+
+    /// A request reaches the brokers played here; a response, its consumer unless that
+    /// one crashed. The invariants are checked after each.
+    fn step(&mut self, from: Peer, to: Peer, msg: Msg) {
+        match (from, to, msg) {
+            (Peer::Consumer(client), Peer::Brokers, Msg::Request { corr, to, req }) => {
+                self.broker(client, corr, to, req)
+            }
+            (Peer::Brokers, Peer::Consumer(client), Msg::Response { corr, resp }) => {
+                if let Some(c) = self.consumers.get_mut(client).and_then(Option::as_mut) {
+                    c.handle_response(self.now, corr, resp);
+                    self.collect(client);
+                }
+            }
+            (from, to, _) => panic!("misrouted from {from:?} to {to:?}"),
+        }
+        self.check();
     }
 }

@@ -25,9 +25,117 @@ struct Validated {
     file_len: u64,
 }
 
+/// What [`PartitionLog::open`] found in the segments it loaded or validated.
+#[derive(Default)]
+struct Recovered {
+    /// Leader epochs and their start offsets, in log order.
+    epochs: Vec<(LeaderEpoch, Offset)>,
+    /// (segment index, end offset) of the segment cut at a fault; later ones go.
+    cut: Option<(usize, Offset)>,
+    /// Indexes of the segments validated (their indexes are rebuilt).
+    validated: Vec<usize>,
+}
+
+/// Index files whose segment is gone (a crash during deletion) are removed.
+fn remove_orphan_indexes<S: Storage>(
+    storage: &mut S,
+    dir: &str,
+    names: &[String],
+    bases: &[Offset],
+) -> Result<(), LogError> {
+    for n in names {
+        let base = n
+            .strip_suffix(".index")
+            .or_else(|| n.strip_suffix(".timeindex"))
+            .and_then(|d| parse_log_name(&format!("{d}.log")));
+        if let Some(b) = base {
+            if !bases.contains(&b) {
+                storage.remove(&join(dir, n))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The recovery point checkpoint, if there is a readable one.
+fn read_recovery_checkpoint<S: Storage>(
+    storage: &mut S,
+    dir: &str,
+    rp_path: &str,
+) -> Result<Option<Offset>, LogError> {
+    if !storage.exists(rp_path) {
+        return Ok(None);
+    }
+    let bytes = storage.read_all(rp_path)?;
+    match checkpoint::decode_recovery_point(&bytes) {
+        Ok(rp) => Ok(Some(rp)),
+        Err(e) => {
+            tracing::warn!(dir = %dir, error = %e, "unreadable recovery-point checkpoint; validating the whole log");
+            Ok(None)
+        }
+    }
+}
+
+/// The leader-epoch checkpoint, if there is a readable one (else the cache is rebuilt).
+fn read_epoch_checkpoint<S: Storage>(
+    storage: &mut S,
+    dir: &str,
+) -> Result<Option<EpochCache>, LogError> {
+    let ep_path = join(dir, EPOCH_CHECKPOINT);
+    if !storage.exists(&ep_path) {
+        return Ok(None);
+    }
+    match EpochCache::decode(&storage.read_all(&ep_path)?) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            tracing::warn!(dir = %dir, error = %e, "unreadable leader-epoch checkpoint; rebuilding it");
+            Ok(None)
+        }
+    }
+}
+
+/// A validated segment's fault (cut point, reason, file length): where it stopped being
+/// valid, or its end when it does not end where the next segment begins.
+fn segment_fault(v: &Validated, expected_end: Option<Offset>) -> Option<(u64, String, u64)> {
+    if let Some((pos, reason)) = &v.fault {
+        return Some((*pos, reason.clone(), v.file_len));
+    }
+    let next = expected_end?;
+    (v.seg.next_offset != next).then(|| {
+        let reason = format!(
+            "segment ends at offset {} but the next segment starts at {next}",
+            v.seg.next_offset
+        );
+        (v.seg.size, reason, v.file_len)
+    })
+}
+
+/// Logs what recovery did: a warning when it cut the tail, else a debug line.
+fn trace_summary(dir: &str, summary: &RecoverySummary) {
+    let leo = summary.log_end_offset;
+    if summary.bytes_truncated > 0 || summary.corruption.is_some() {
+        tracing::warn!(
+            dir = %dir,
+            bytes_truncated = summary.bytes_truncated,
+            batches_truncated = summary.batches_truncated,
+            segments_deleted = summary.segments_deleted,
+            corruption = summary.corruption.is_some(),
+            reason = summary.truncation_reason.as_deref().unwrap_or(""),
+            log_end_offset = leo,
+            "log recovery cut the log tail"
+        );
+    } else {
+        tracing::debug!(
+            dir = %dir,
+            batches_validated = summary.batches_validated,
+            log_end_offset = leo,
+            "log recovered cleanly"
+        );
+    }
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Opens (or creates) the log in `dir`, recovering from any crash. See docs/format.md.
-    #[allow(clippy::too_many_lines)] // split pending: predates the lint
     pub fn open(
         mut storage: S,
         dir: &str,
@@ -37,45 +145,12 @@ impl<S: Storage> PartitionLog<S> {
         let dir = dir.trim_end_matches('/').to_string();
         let names = storage.list(&dir)?;
         let bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
-        // Index files whose segment is gone (a crash during deletion) are removed.
-        for n in &names {
-            let base = n
-                .strip_suffix(".index")
-                .or_else(|| n.strip_suffix(".timeindex"))
-                .and_then(|d| parse_log_name(&format!("{d}.log")));
-            if let Some(b) = base {
-                if !bases.contains(&b) {
-                    storage.remove(&join(&dir, n))?;
-                }
-            }
-        }
+        remove_orphan_indexes(&mut storage, &dir, &names, &bases)?;
         let mut summary = RecoverySummary::default();
         let rp_path = join(&dir, RECOVERY_CHECKPOINT);
-        let ck_rp = if storage.exists(&rp_path) {
-            let bytes = storage.read_all(&rp_path)?;
-            match checkpoint::decode_recovery_point(&bytes) {
-                Ok(rp) => Some(rp),
-                Err(e) => {
-                    tracing::warn!(dir = %dir, error = %e, "unreadable recovery-point checkpoint; validating the whole log");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let ck_rp = read_recovery_checkpoint(&mut storage, &dir, &rp_path)?;
         summary.recovery_point = ck_rp;
-        let ep_path = join(&dir, EPOCH_CHECKPOINT);
-        let mut epochs = if storage.exists(&ep_path) {
-            match EpochCache::decode(&storage.read_all(&ep_path)?) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!(dir = %dir, error = %e, "unreadable leader-epoch checkpoint; rebuilding it");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let epochs = read_epoch_checkpoint(&mut storage, &dir)?;
 
         let mut log = PartitionLog {
             storage,
@@ -92,154 +167,30 @@ impl<S: Storage> PartitionLog<S> {
         };
 
         if bases.is_empty() {
-            if ck_rp.is_some_and(|rp| rp > 0) {
-                return Err(corrupt(
-                    &log.dir,
-                    0,
-                    ck_rp.unwrap_or(0),
-                    "recovery point checkpoint present but no segment files",
-                ));
-            }
-            log.create_segment(0)?;
-            if epochs.is_some() {
-                log.write_epoch_checkpoint()?;
-            }
-            log.flush()?;
+            log.open_empty(ck_rp, epochs.is_some())?;
             return Ok((log, summary));
         }
 
         let first = bases[0];
         let rp = ck_rp.unwrap_or(first).max(first);
-        // Segments wholly below the recovery point are trusted (their indexes are loaded);
-        // the one holding it and all later ones are validated batch by batch.
-        let k = bases.partition_point(|&b| b <= rp).saturating_sub(1);
         let rebuild_epochs = epochs.is_none();
         summary.epoch_cache_rebuilt = rebuild_epochs;
-        let mut found_epochs: Vec<(LeaderEpoch, Offset)> = Vec::new();
-        let mut cut: Option<(usize, Offset)> = None; // (segment index, offset) of a cut
-        let mut validated = Vec::new();
-        let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let expected_end = bases.get(i + 1).copied();
-            let mut trusted = None;
-            if i < k {
-                trusted = log.load_trusted(base, expected_end.unwrap_or(base))?;
-            }
-            let (seg, fault) = match trusted {
-                Some(seg) => {
-                    if rebuild_epochs {
-                        found_epochs.extend(log.scan_epochs(&seg)?);
-                    }
-                    (seg, None)
-                }
-                None => {
-                    // The segment holding the recovery point resumes from it (when the
-                    // epoch checkpoint is sound, so no epochs below it need finding).
-                    let resume = (i == k && !rebuild_epochs && rp > base).then_some(rp);
-                    let v = log.validate_segment(base, resume)?;
-                    validated.push(i);
-                    summary.segments_validated += 1;
-                    summary.batches_validated += v.batches;
-                    summary.bytes_validated += v.bytes;
-                    found_epochs.extend(v.epochs.iter().copied());
-                    let mut fault = v.fault.map(|(pos, reason)| (pos, reason, v.file_len));
-                    // A segment ending early, or not where the next begins, cuts the rest.
-                    if fault.is_none() {
-                        if let Some(next) = expected_end {
-                            if v.seg.next_offset != next {
-                                fault = Some((
-                                    v.seg.size,
-                                    format!(
-                                        "segment ends at offset {} but the next segment starts at {next}",
-                                        v.seg.next_offset
-                                    ),
-                                    v.file_len,
-                                ));
-                            }
-                        }
-                    }
-                    (v.seg, fault)
-                }
-            };
-            let path = seg.log_path().to_owned();
-            let end = seg.next_offset;
-            log.segments.push(seg);
-            if let Some((pos, reason, file_len)) = fault {
-                // Corruption, not a torn tail, if flushed data is bad or valid data follows.
-                let follows = log.valid_batch_follows(&path, pos, file_len)?;
-                let is_corruption = end < rp || follows;
-                let why = if end < rp {
-                    format!("{reason} (below the recovery point {rp})")
-                } else if follows {
-                    format!("{reason} (valid data follows)")
-                } else {
-                    reason.clone()
-                };
-                if is_corruption {
-                    if !log.config.truncate_on_corruption {
-                        tracing::error!(path = %path, pos, offset = end, reason = %why, "corrupt log segment");
-                        return Err(corrupt(&path, pos, end, why));
-                    }
-                    summary.corruption = Some(CorruptionReport {
-                        path: path.clone(),
-                        pos,
-                        offset: end,
-                        reason: why.clone(),
-                    });
-                }
-                crate::probe!(LogRecoveryTruncated);
-                summary.truncation_reason = Some(why);
-                summary.bytes_truncated += file_len.saturating_sub(pos);
-                summary.batches_truncated += log.count_batches(&path, pos, file_len)?;
-                if file_len > pos {
-                    log.storage.truncate(&path, pos)?;
-                }
-                cut = Some((i, end));
-                break;
-            }
-            i += 1;
-        }
-        if let Some((i, _)) = cut {
-            for &b in &bases[i + 1..] {
-                let path = join(&log.dir, &log_name(b));
-                let len = log.storage.len(&path)?;
-                summary.bytes_truncated += len;
-                summary.batches_truncated += log.count_batches(&path, 0, len)?;
-                summary.segments_deleted += 1;
-                log.remove_segment_files(&Segment::new(&log.dir, b))?;
-            }
+        let found = log.recover_segments(&bases, rp, rebuild_epochs, &mut summary)?;
+        if let Some((i, _)) = found.cut {
+            log.delete_segments(&bases[i + 1..], &mut summary)?;
         }
         // Persist rebuilt indexes of validated segments.
-        for idx in validated {
+        for idx in found.validated {
             log.rewrite_indexes(idx)?;
             log.segments[idx].dirty = true;
         }
 
         let leo = log.log_end_offset();
-        if leo < rp && summary.corruption.is_none() && cut.is_none() {
-            let why = format!("recovered log ends at {leo}, below the recovery point {rp}");
-            let path = log
-                .segments
-                .last()
-                .map(|s| s.log_path().to_owned())
-                .unwrap_or_default();
-            if !log.config.truncate_on_corruption {
-                return Err(corrupt(&path, 0, leo, why));
-            }
-            summary.corruption = Some(CorruptionReport {
-                path,
-                pos: 0,
-                offset: leo,
-                reason: why,
-            });
+        if summary.corruption.is_none() && found.cut.is_none() {
+            log.check_end_reaches(rp, leo, &mut summary)?;
         }
-        let mut cache = if rebuild_epochs {
-            EpochCache::default()
-        } else {
-            epochs.take().unwrap_or_default()
-        };
-        for (e, o) in found_epochs {
+        let mut cache = epochs.unwrap_or_default();
+        for (e, o) in found.epochs {
             cache.assign(e, o);
         }
         cache.truncate_from_start(log.log_start_offset());
@@ -252,26 +203,165 @@ impl<S: Storage> PartitionLog<S> {
         summary.segments = log.segments.len();
         summary.log_start_offset = log.log_start_offset();
         summary.log_end_offset = leo;
-        if summary.bytes_truncated > 0 || summary.corruption.is_some() {
-            tracing::warn!(
-                dir = %log.dir,
-                bytes_truncated = summary.bytes_truncated,
-                batches_truncated = summary.batches_truncated,
-                segments_deleted = summary.segments_deleted,
-                corruption = summary.corruption.is_some(),
-                reason = summary.truncation_reason.as_deref().unwrap_or(""),
-                log_end_offset = leo,
-                "log recovery cut the log tail"
-            );
-        } else {
-            tracing::debug!(
-                dir = %log.dir,
-                batches_validated = summary.batches_validated,
-                log_end_offset = leo,
-                "log recovered cleanly"
-            );
-        }
+        trace_summary(&log.dir, &summary);
         Ok((log, summary))
+    }
+
+    /// A log with no segment files yet: its first segment (an epoch checkpoint that was
+    /// there is written back). A recovery point above 0 means the segments were lost.
+    fn open_empty(&mut self, ck_rp: Option<Offset>, had_epochs: bool) -> Result<(), LogError> {
+        if ck_rp.is_some_and(|rp| rp > 0) {
+            return Err(corrupt(
+                &self.dir,
+                0,
+                ck_rp.unwrap_or(0),
+                "recovery point checkpoint present but no segment files",
+            ));
+        }
+        self.create_segment(0)?;
+        if had_epochs {
+            self.write_epoch_checkpoint()?;
+        }
+        self.flush()
+    }
+
+    /// Loads or validates the segments in order: those wholly below the recovery point
+    /// are trusted (their indexes are loaded); the one holding it and all later ones are
+    /// validated batch by batch, up to the first fault, which is cut there.
+    fn recover_segments(
+        &mut self,
+        bases: &[Offset],
+        rp: Offset,
+        rebuild_epochs: bool,
+        summary: &mut RecoverySummary,
+    ) -> Result<Recovered, LogError> {
+        let k = bases.partition_point(|&b| b <= rp).saturating_sub(1);
+        let mut found = Recovered::default();
+        for (i, &base) in bases.iter().enumerate() {
+            let expected_end = bases.get(i + 1).copied();
+            let mut trusted = None;
+            if i < k {
+                trusted = self.load_trusted(base, expected_end.unwrap_or(base))?;
+            }
+            let (seg, fault) = match trusted {
+                Some(seg) => {
+                    if rebuild_epochs {
+                        found.epochs.extend(self.scan_epochs(&seg)?);
+                    }
+                    (seg, None)
+                }
+                None => {
+                    // The segment holding the recovery point resumes from it (when the
+                    // epoch checkpoint is sound, so no epochs below it need finding).
+                    let resume = (i == k && !rebuild_epochs && rp > base).then_some(rp);
+                    let v = self.validate_segment(base, resume)?;
+                    found.validated.push(i);
+                    summary.segments_validated += 1;
+                    summary.batches_validated += v.batches;
+                    summary.bytes_validated += v.bytes;
+                    found.epochs.extend(v.epochs.iter().copied());
+                    let fault = segment_fault(&v, expected_end);
+                    (v.seg, fault)
+                }
+            };
+            let path = seg.log_path().to_owned();
+            let end = seg.next_offset;
+            self.segments.push(seg);
+            if let Some((pos, reason, file_len)) = fault {
+                self.cut_at_fault(&path, (pos, reason, file_len), end, rp, summary)?;
+                found.cut = Some((i, end));
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Cuts segment `path` (ending at offset `end`) at its fault: a torn tail, or, if
+    /// flushed data is bad or valid data follows, corruption (an error unless the config
+    /// truncates on corruption).
+    fn cut_at_fault(
+        &mut self,
+        path: &str,
+        (pos, reason, file_len): (u64, String, u64),
+        end: Offset,
+        rp: Offset,
+        summary: &mut RecoverySummary,
+    ) -> Result<(), LogError> {
+        let follows = self.valid_batch_follows(path, pos, file_len)?;
+        let is_corruption = end < rp || follows;
+        let why = if end < rp {
+            format!("{reason} (below the recovery point {rp})")
+        } else if follows {
+            format!("{reason} (valid data follows)")
+        } else {
+            reason.clone()
+        };
+        if is_corruption {
+            if !self.config.truncate_on_corruption {
+                tracing::error!(path = %path, pos, offset = end, reason = %why, "corrupt log segment");
+                return Err(corrupt(path, pos, end, why));
+            }
+            summary.corruption = Some(CorruptionReport {
+                path: path.to_owned(),
+                pos,
+                offset: end,
+                reason: why.clone(),
+            });
+        }
+        crate::probe!(LogRecoveryTruncated);
+        summary.truncation_reason = Some(why);
+        summary.bytes_truncated += file_len.saturating_sub(pos);
+        summary.batches_truncated += self.count_batches(path, pos, file_len)?;
+        if file_len > pos {
+            self.storage.truncate(path, pos)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the segments after a cut, counting what they held as truncated.
+    fn delete_segments(
+        &mut self,
+        bases: &[Offset],
+        summary: &mut RecoverySummary,
+    ) -> Result<(), LogError> {
+        for &b in bases {
+            let path = join(&self.dir, &log_name(b));
+            let len = self.storage.len(&path)?;
+            summary.bytes_truncated += len;
+            summary.batches_truncated += self.count_batches(&path, 0, len)?;
+            summary.segments_deleted += 1;
+            self.remove_segment_files(&Segment::new(&self.dir, b))?;
+        }
+        Ok(())
+    }
+
+    /// A log that recovered cleanly must reach its recovery point: ending below it is
+    /// corruption.
+    fn check_end_reaches(
+        &self,
+        rp: Offset,
+        leo: Offset,
+        summary: &mut RecoverySummary,
+    ) -> Result<(), LogError> {
+        if leo >= rp {
+            return Ok(());
+        }
+        let why = format!("recovered log ends at {leo}, below the recovery point {rp}");
+        let path = self
+            .segments
+            .last()
+            .map(|s| s.log_path().to_owned())
+            .unwrap_or_default();
+        if !self.config.truncate_on_corruption {
+            return Err(corrupt(&path, 0, leo, why));
+        }
+        summary.corruption = Some(CorruptionReport {
+            path,
+            pos: 0,
+            offset: leo,
+            reason: why,
+        });
+        Ok(())
     }
 
     /// Loads a segment wholly below the recovery point from its index files, or None if
