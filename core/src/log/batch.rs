@@ -313,21 +313,24 @@ impl BatchHeader {
     pub fn next_offset(&self) -> Offset {
         self.base_offset.saturating_add(self.record_count as u64)
     }
+
+    /// The whole batch (header included) at the start of `buf`, or `Truncated` when `buf`
+    /// ends before it does.
+    pub fn whole<'a>(&self, buf: &'a [u8]) -> Result<&'a [u8], DecodeError> {
+        let total = self.total_len();
+        buf.get(..total).ok_or(DecodeError::Truncated {
+            what: "batch body",
+            pos: 0,
+            need: total,
+            have: buf.len(),
+        })
+    }
 }
 
 /// Checks the CRC of one whole encoded batch (`buf` must hold exactly or at least the batch).
 pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
     let h = BatchHeader::parse(buf)?;
-    let total = h.total_len();
-    if buf.len() < total {
-        return Err(DecodeError::Truncated {
-            what: "batch body",
-            pos: 0,
-            need: total,
-            have: buf.len(),
-        });
-    }
-    let computed = crc32fast::hash(&buf[CRC_START..total]);
+    let computed = crc32fast::hash(&h.whole(buf)?[CRC_START..]);
     if computed != h.crc {
         crate::probe!(LogCrcMismatch);
         return Err(DecodeError::CrcMismatch {
@@ -509,22 +512,14 @@ pub fn walk_records<'a>(
     h: &BatchHeader,
     mut visit: impl FnMut(RecordRef<'a>),
 ) -> Result<usize, DecodeError> {
-    let total = h.total_len();
-    if buf.len() < total {
-        return Err(DecodeError::Truncated {
-            what: "batch body",
-            pos: 0,
-            need: total,
-            have: buf.len(),
-        });
-    }
+    let body = h.whole(buf)?;
+    let total = body.len();
     if h.base_offset.checked_add(h.record_count as u64).is_none() {
         return Err(DecodeError::Malformed(format!(
             "base offset {} + record count {} overflows",
             h.base_offset, h.record_count
         )));
     }
-    let body = &buf[..total];
     let mut c = Cursor {
         buf: body,
         pos: BATCH_HEADER_LEN,
@@ -609,12 +604,7 @@ fn exactly_one(buf: &[u8], h: &BatchHeader) -> Result<(), DecodeError> {
         Some(extra) => Err(DecodeError::Malformed(format!(
             "{extra} bytes after the batch (one batch expected)"
         ))),
-        None => Err(DecodeError::Truncated {
-            what: "batch body",
-            pos: 0,
-            need: h.total_len(),
-            have: buf.len(),
-        }),
+        None => h.whole(buf).map(|_| ()),
     }
 }
 
