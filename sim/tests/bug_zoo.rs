@@ -322,8 +322,9 @@ const BOUND_NO_CHECK_QUORUM: u64 = 30;
 /// `Append` and crashing before its own no-op follows, which random schedules rarely line
 /// up: `skein sim zoo --windows 1` with the `controller_bridges` shape plus one entry per
 /// `Append` (and broker crashes and partitions at weight 1) found it on 1 of 300 seeds of
-/// 300 s; 0 of 100 seeds each with 5 controllers, faults up to 500 ms, or broker faults at
-/// weight 2, and 0 in every shape tried before controller bridges existed
+/// 300 s; 0 of 100 seeds each in eight variants (5 controllers, faults up to 500 ms, broker
+/// faults at weight 2-3, 10-12 faults a second, 40-100 ms messages), and 0 in every shape
+/// tried before controller bridges existed
 /// (docs/scenarios.md, "The bug zoo"). Too rare for a bound.
 const BOUND_COMMIT_PREVIOUS_TERM: Option<u64> = None;
 
