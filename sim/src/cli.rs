@@ -73,6 +73,9 @@ pub struct SimOpts {
     /// Controller nodes: 1, or a Raft quorum of 3 or 5 [default: 3].
     #[arg(long)]
     pub controllers: Option<u32>,
+    /// Most entries in one Raft `Append` between quorum controllers [default: 64].
+    #[arg(long)]
+    pub raft_max_entries_per_append: Option<usize>,
     /// Partitions of the test topic [default: 6].
     #[arg(long)]
     pub partitions: Option<u32>,
@@ -104,8 +107,8 @@ pub struct SimOpts {
     pub fault_rate: Option<f64>,
     /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
     /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
-    /// read-errors disk-full slow-disk member-crash member-pause client-crash client-pause
-    /// client-isolate).
+    /// read-errors disk-full slow-disk controller-bridge member-crash member-pause
+    /// member-isolate client-crash client-pause client-isolate).
     #[arg(long, value_name = "KIND=N,...")]
     pub fault_weights: Option<String>,
     /// At most this many brokers crashed or paused at once in random schedules [default: 1].
@@ -146,6 +149,7 @@ impl SimOpts {
             liveness,
             brokers,
             controllers,
+            raft_max_entries_per_append,
             partitions,
             replication_factor,
             min_insync_replicas,
@@ -198,6 +202,7 @@ impl SimOpts {
         flag!(
             brokers => "brokers",
             controllers => "controllers",
+            raft_max_entries_per_append => "raft-max-entries-per-append",
             partitions => "partitions",
             replication_factor => "replication-factor",
             min_insync_replicas => "min-insync-replicas",

@@ -9,6 +9,7 @@ use crate::net::NetConfig;
 use crate::scenario::{Acks, Expect, Scenario};
 use crate::time::{SimTime, MILLIS, SECS};
 use skein_core::group::AssignorKind;
+use skein_core::raft::RaftConfig;
 
 /// Simulated disk speed. Latencies are charged to the node doing the I/O: its outputs leave
 /// only after its writes and fsyncs complete, and it handles nothing else meanwhile.
@@ -48,6 +49,11 @@ pub struct SimConfig {
     /// Controller nodes: 1 (a single controller, the default) or a Raft quorum of 3 or 5
     /// (controller ids 1..=N).
     pub controllers: u32,
+    /// Most entries in one Raft `Append` between quorum controllers
+    /// (`RaftConfig::max_entries_per_append`, 64 by default). 1 makes a leader that probes
+    /// a lagging follower send an older term's entries one at a time before its own no-op:
+    /// the shape in which the `commit-previous-term` bug (Raft's figure 8) can commit one.
+    pub raft_max_entries_per_append: usize,
     pub partitions: u32,
     pub replication_factor: u32,
     pub min_insync_replicas: u32,
@@ -89,6 +95,8 @@ impl Default for SimConfig {
             liveness: 20 * SECS,
             brokers: 3,
             controllers: 3,
+            // Raft's own default.
+            raft_max_entries_per_append: RaftConfig::new(1, vec![1]).max_entries_per_append,
             partitions: 6,
             replication_factor: 3,
             min_insync_replicas: 2,
@@ -162,6 +170,7 @@ impl SimConfig {
         set!(
             brokers,
             controllers,
+            raft_max_entries_per_append,
             partitions,
             replication_factor,
             min_insync_replicas,
@@ -343,6 +352,9 @@ impl SimConfig {
                 "--controllers must be 1, 3 or 5 (a Raft quorum of an odd size), not {}",
                 self.controllers
             ));
+        }
+        if self.raft_max_entries_per_append == 0 {
+            return Err("--raft-max-entries-per-append must be at least 1".into());
         }
         if self.replication_factor == 0 || self.replication_factor > self.brokers {
             return Err(format!(

@@ -6,7 +6,8 @@
 //! name = "zombie-leader"
 //! description = "The leader of every partition is isolated; a new one is elected."
 //! [cluster]            # all optional: brokers, controllers (1, 3 or 5), partitions,
-//! brokers = 3          # replication_factor, min_insync_replicas, unclean_leader_election
+//! brokers = 3          # replication_factor, min_insync_replicas, unclean_leader_election,
+//!                      # raft_max_entries_per_append (the controllers' Raft; default 64)
 //! [workload]           # producers, consumers, produce_rate (requests per sim second),
 //! producers = 2        # acks (0, 1 or "all"), idempotent; group_members, group_id,
 //!                      # group_commit ("sync" or "async"), group_assignor, group_static
@@ -100,6 +101,8 @@ pub struct Scenario {
     pub brokers: Option<u32>,
     /// `[cluster] controllers`: 1, 3 or 5.
     pub controllers: Option<u32>,
+    /// `[cluster] raft_max_entries_per_append`: at least 1.
+    pub raft_max_entries_per_append: Option<usize>,
     pub partitions: Option<u32>,
     pub replication_factor: Option<u32>,
     pub min_insync_replicas: Option<u32>,

@@ -128,6 +128,18 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
         1,
         "consumer-skipped-records",
     ),
+    (
+        "raft-vote-forgotten.toml",
+        "vote-not-persisted",
+        3,
+        "raft-two-leaders",
+    ),
+    (
+        "raft-figure-8.toml",
+        "commit-previous-term",
+        8,
+        "metadata-commit-lost",
+    ),
 ];
 
 #[test]

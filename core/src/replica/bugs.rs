@@ -16,6 +16,8 @@ pub const BUG_NAMES: &[&str] = &[
     "no-elr",
     "stale-producer-epoch",
     "consumer-ignores-truncation",
+    "vote-not-persisted",
+    "commit-previous-term",
     "no-check-quorum",
 ];
 
@@ -70,9 +72,9 @@ pub struct Bugs {
     pub consumer_ignores_truncation: bool,
     /// The controller quorum's Raft bugs (see [`crate::raft::RaftBugs`]). Only a quorum of
     /// controllers runs Raft: with a single controller they change nothing. All three are
-    /// switched by name, but only `no-check-quorum` is a zoo row (in [`BUG_NAMES`]): the
-    /// simulator does not reach the other two yet (docs/controller.md, "Bug zoo"); core's
-    /// Raft tests catch them.
+    /// zoo rows (in [`BUG_NAMES`]): each fails a named scenario in the simulator
+    /// (`raft-vote-forgotten`, `raft-figure-8`, `raft-leader-isolated`; docs/controller.md,
+    /// "Bug flags"), and core's Raft tests catch them too.
     #[serde(default)]
     pub raft: crate::raft::RaftBugs,
 }

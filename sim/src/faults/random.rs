@@ -41,7 +41,9 @@ pub fn random_schedule(
         (rates.read_errors, 8),
         (rates.disk_full, 9),
         (rates.slow_disk, 10),
-        (0, 11),
+        // Weight 0 by default: a kind that is never picked consumes no draws, so every
+        // existing seed keeps its schedule.
+        (rates.controller_bridge, 11),
     ];
     let total: u32 = kinds.iter().map(|k| k.0).sum();
     if total == 0 {
@@ -67,7 +69,8 @@ pub fn random_schedule(
         }
         let node_id = rng.gen_range(1..=brokers);
         let node = NodeRef::Broker(node_id);
-        let remaining = end - t;
+        // Durations stay within the time left and the rates' cap on fault lengths.
+        let remaining = (end - t).min(rates.max_duration());
         let short =
             |rng: &mut ChaCha8Rng, lo: u64, hi: u64| between(rng, lo, hi.min(remaining.max(lo)));
         let down_now = down_until.iter().filter(|&&u| u > t).count() as u32;
@@ -118,11 +121,37 @@ pub fn random_schedule(
                     }
                 }
             }
+            11 => {
+                if controllers < 3 {
+                    continue;
+                }
+                controller_bridge(controllers, remaining, rng)
+            }
             _ => draw_stateless(kind, node, (brokers, controllers), remaining, rng),
         };
         out.push(Scheduled { at: t, fault });
     }
     out
+}
+
+/// A partition of the controller quorum (3 or more controllers) with one controller as the
+/// bridge: the others split into two halves (as even as they come) that cannot talk to each
+/// other, while the bridge and every broker still reach everyone. Neither half is a
+/// majority without the bridge, so both can ask it for votes: the shape of a double vote
+/// (`vote-not-persisted`). Lasts 100 ms to 5 s, like [`random_schedule`]'s partitions.
+fn controller_bridge(controllers: u32, remaining: SimTime, rng: &mut ChaCha8Rng) -> Fault {
+    let bridge = rng.gen_range(1..=controllers);
+    let mut others: Vec<NodeRef> = (1..=controllers)
+        .filter(|&k| k != bridge)
+        .map(|k| NodeRef::Controller(ControllerTag(k)))
+        .collect();
+    others.shuffle(rng);
+    let b = others.split_off(others.len() / 2);
+    let hi = (5 * SECS).min(remaining.max(100 * MILLIS));
+    Fault::Partition {
+        shape: Partition::Split { a: others, b },
+        duration: Some(between(rng, 100 * MILLIS, hi)),
+    }
 }
 
 /// A broker fault of `kind` 4..=10 of [`random_schedule`] (clock, partition, clog, disk)

@@ -1,5 +1,6 @@
 //! The weights of each fault kind in random schedules, and how often faults come.
 
+use crate::time::{SimTime, MILLIS};
 use serde::{Deserialize, Serialize};
 
 /// Relative weights of each fault kind in random schedules, and how often faults come.
@@ -21,8 +22,18 @@ pub struct FaultRates {
     pub read_errors: u32,
     pub disk_full: u32,
     pub slow_disk: u32,
+    /// Partitions of the controller quorum through one controller (`controller-bridge`:
+    /// the other controllers split into two halves that only the bridge joins; 3 or more
+    /// controllers, otherwise not drawn). Weight 0 in the default mix, so existing seeds keep
+    /// their schedules; Raft shapes turn it on.
+    pub controller_bridge: u32,
     /// At most this many brokers down at once (crashed or paused).
     pub max_down: u32,
+    /// The longest fault of [`random_schedule`] in milliseconds (down time of a crash,
+    /// pause, partition, clog, disk fault), as if the fault window ended that soon after it
+    /// struck; 0 (the default): each kind's own maximum (3 to 5 s), so no run changes.
+    /// Member and client faults keep theirs.
+    pub max_duration_ms: u32,
     /// Group member faults, drawn from their own stream (see [`random_member_schedule`]).
     pub member_crash: u32,
     pub member_pause: u32,
@@ -53,7 +64,9 @@ impl Default for FaultRates {
             read_errors: 1,
             disk_full: 1,
             slow_disk: 1,
+            controller_bridge: 0,
             max_down: 1,
+            max_duration_ms: 0,
             member_crash: 2,
             member_pause: 2,
             member_isolate: 0,
@@ -91,6 +104,15 @@ impl FaultRates {
             + self.read_errors
             + self.disk_full
             + self.slow_disk
+            + self.controller_bridge
+    }
+
+    /// The cap [`FaultRates::max_duration_ms`] puts on a random fault's length.
+    pub fn max_duration(&self) -> SimTime {
+        match self.max_duration_ms {
+            0 => SimTime::MAX,
+            ms => u64::from(ms) * MILLIS,
+        }
     }
 
     /// Names of the weights, as `--fault-weights` and scenario files spell them.
@@ -106,6 +128,7 @@ impl FaultRates {
         "read-errors",
         "disk-full",
         "slow-disk",
+        "controller-bridge",
         "member-crash",
         "member-pause",
         "member-isolate",
@@ -128,6 +151,7 @@ impl FaultRates {
             "read-errors" => &mut self.read_errors,
             "disk-full" => &mut self.disk_full,
             "slow-disk" => &mut self.slow_disk,
+            "controller-bridge" => &mut self.controller_bridge,
             "member-crash" => &mut self.member_crash,
             "member-pause" => &mut self.member_pause,
             "member-isolate" => &mut self.member_isolate,

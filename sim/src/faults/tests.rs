@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::rng::{stream, Subsystem};
-use crate::time::SECS;
+use crate::time::{MILLIS, SECS};
 
 /// The default weights at `per_second` faults a second.
 fn rates_at(per_second: f64) -> FaultRates {
@@ -225,4 +225,76 @@ fn max_down_is_respected() {
             intervals.push((f.at, f.at + d));
         }
     }
+}
+
+#[test]
+fn controller_bridges_split_the_other_controllers_and_need_a_quorum() {
+    let mut r = rates_at(4.0);
+    r.set_weights("crash=0,power-loss=0,pause=0,controller-crash=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,controller-bridge=1").unwrap();
+    let draw = |controllers, seed| {
+        random_schedule(
+            &r,
+            3,
+            controllers,
+            SECS,
+            30 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        )
+    };
+    // One controller has no quorum to split: nothing is drawn.
+    assert!(draw(1, 1).is_empty());
+    for controllers in [3, 5] {
+        let s = seeded_and_varied(|seed| draw(controllers, seed));
+        for f in &s {
+            let Fault::Partition {
+                shape: Partition::Split { a, b },
+                duration: Some(d),
+            } = &f.fault
+            else {
+                panic!("not a controller bridge: {f:?}");
+            };
+            assert!((100 * MILLIS..=5 * SECS).contains(d), "{f:?}");
+            // The halves: every controller but one, none twice, none a broker.
+            let mut all: Vec<u32> = a
+                .iter()
+                .chain(b)
+                .map(|n| match n {
+                    NodeRef::Controller(ControllerTag(k)) if *k >= 1 => *k,
+                    other => panic!("{other:?} in a controller bridge"),
+                })
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len() as u32, controllers - 1, "{f:?}");
+            assert_eq!(a.len(), (controllers as usize - 1) / 2, "{f:?}");
+            assert_eq!(b.len(), (controllers as usize - 1) / 2, "{f:?}");
+        }
+    }
+}
+
+#[test]
+fn max_duration_caps_every_random_fault() {
+    let mut r = rates_at(4.0);
+    let uncapped = random_schedule(&r, 3, 3, SECS, 30 * SECS, &mut stream(1, Subsystem::Faults));
+    r.max_duration_ms = 300;
+    let s = random_schedule(&r, 3, 3, SECS, 30 * SECS, &mut stream(1, Subsystem::Faults));
+    assert!(s.len() >= 20, "{s:?}");
+    let longest = |s: &[Scheduled]| {
+        s.iter()
+            .filter_map(|f| match &f.fault {
+                Fault::Crash { restart_after, .. } => *restart_after,
+                Fault::Pause { duration, .. }
+                | Fault::Clog { duration, .. }
+                | Fault::ClockStall { duration, .. }
+                | Fault::ReadErrors { duration, .. }
+                | Fault::DiskFull { duration, .. }
+                | Fault::SlowDisk { duration, .. } => Some(*duration),
+                Fault::Partition { duration, .. } => *duration,
+                _ => None,
+            })
+            .max()
+            .expect("faults with lengths")
+    };
+    assert!(longest(&uncapped) > 300 * MILLIS);
+    assert!(longest(&s) <= 300 * MILLIS, "{s:?}");
 }

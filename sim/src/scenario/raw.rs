@@ -31,6 +31,7 @@ pub(super) struct RawScenario {
 pub(super) struct RawCluster {
     pub(super) brokers: Option<Spanned<u32>>,
     pub(super) controllers: Option<Spanned<u32>>,
+    pub(super) raft_max_entries_per_append: Option<Spanned<u32>>,
     pub(super) partitions: Option<Spanned<u32>>,
     pub(super) replication_factor: Option<Spanned<u32>>,
     pub(super) min_insync_replicas: Option<Spanned<u32>>,
@@ -247,6 +248,11 @@ impl RawCluster {
             }
             v => v.as_ref().map(|v| *v.get_ref()),
         };
+        sc.raft_max_entries_per_append = positive(
+            &c.raft_max_entries_per_append,
+            "cluster.raft_max_entries_per_append",
+        )?
+        .map(|n| n as usize);
         sc.partitions = positive(&c.partitions, "cluster.partitions")?;
         sc.replication_factor = positive(&c.replication_factor, "cluster.replication_factor")?;
         sc.min_insync_replicas = positive(&c.min_insync_replicas, "cluster.min_insync_replicas")?;

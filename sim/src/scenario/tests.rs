@@ -402,3 +402,26 @@ fn nonsense_is_refused_by_name() {
         .unwrap_err()
         .contains("broker 5 does not exist"));
 }
+
+#[test]
+fn raft_max_entries_per_append_is_read_checked_and_applied() {
+    let sc = Scenario::parse(
+        "fig8.toml",
+        "[cluster]\ncontrollers = 3\nraft_max_entries_per_append = 1\n",
+    )
+    .unwrap();
+    assert_eq!(sc.raft_max_entries_per_append, Some(1));
+    let mut c = crate::config::SimConfig::default();
+    assert_eq!(c.raft_max_entries_per_append, 64, "Raft's own default");
+    c.apply_scenario(&sc);
+    assert_eq!(c.raft_max_entries_per_append, 1);
+    // A file that does not set it keeps the default.
+    let mut d = crate::config::SimConfig::default();
+    d.apply_scenario(&Scenario::parse("good.toml", GOOD).unwrap());
+    assert_eq!(d.raft_max_entries_per_append, 64);
+    let e = err("[cluster]\nraft_max_entries_per_append = 0\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(2), Some("cluster.raft_max_entries_per_append"))
+    );
+}

@@ -229,8 +229,10 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
     let _ = writeln!(o, "seed = {}", cfg.seed);
     let _ = writeln!(
         o,
-        "\n[cluster]\nbrokers = {}\npartitions = {}\nreplication_factor = {}\nmin_insync_replicas = {}\nunclean_leader_election = {}",
+        "\n[cluster]\nbrokers = {}\ncontrollers = {}\nraft_max_entries_per_append = {}\npartitions = {}\nreplication_factor = {}\nmin_insync_replicas = {}\nunclean_leader_election = {}",
         cfg.brokers,
+        cfg.controllers,
+        cfg.raft_max_entries_per_append,
         cfg.partitions,
         cfg.replication_factor,
         cfg.min_insync_replicas,
