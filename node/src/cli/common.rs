@@ -62,10 +62,21 @@ pub fn spinner(msg: &str) -> indicatif::ProgressBar {
 
 /// `n` distinct free TCP ports on 127.0.0.1 (each listener is held until all are picked).
 pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
+    let listeners = reserve_ports(n)?;
+    listener_ports(&listeners)
+}
+
+/// `n` listeners on distinct free ports of 127.0.0.1, for a caller that must keep the OS
+/// from handing those ports to its own next `bind(port 0)` before it releases them.
+pub fn reserve_ports(n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()
-        .context("cannot pick free ports on 127.0.0.1")?;
+        .context("cannot pick free ports on 127.0.0.1")
+}
+
+/// The ports `listeners` hold.
+pub fn listener_ports(listeners: &[std::net::TcpListener]) -> anyhow::Result<Vec<u16>> {
     Ok(listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))

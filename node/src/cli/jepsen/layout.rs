@@ -22,6 +22,9 @@ pub struct Layout {
     pub names: Vec<String>,
     /// Where each node listens.
     pub real: Vec<SocketAddr>,
+    /// The `real` ports, held bound until [`Layout::release_ports`]: the proxy links bind
+    /// port 0 in between, and the OS would otherwise hand one of them a node's port.
+    reserved: Vec<std::net::TcpListener>,
 }
 
 impl Layout {
@@ -34,7 +37,8 @@ impl Layout {
                 .collect()
         };
         names.extend((1..=brokers).map(|id| format!("broker-{id}")));
-        let real = crate::cli::common::free_ports(names.len())?
+        let reserved = crate::cli::common::reserve_ports(names.len())?;
+        let real = crate::cli::common::listener_ports(&reserved)?
             .into_iter()
             .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
             .collect();
@@ -43,7 +47,13 @@ impl Layout {
             brokers,
             names,
             real,
+            reserved,
         })
+    }
+
+    /// Frees the nodes' ports for the nodes to listen on (after the proxy links are open).
+    pub fn release_ports(&mut self) {
+        self.reserved.clear();
     }
 
     pub fn topology(&self) -> Topology {

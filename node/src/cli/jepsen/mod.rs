@@ -210,9 +210,10 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
     let dir = dir.canonicalize()?;
 
     // Real listeners, and a proxy link per ordered pair of nodes.
-    let layout = Layout::new(args.controllers, BROKERS)?;
+    let mut layout = Layout::new(args.controllers, BROKERS)?;
     let mut proxy = Proxy::new();
     layout.write_configs(&dir, &mut proxy, &args.bugs)?;
+    layout.release_ports();
     let client_cluster = layout.client_cluster();
     std::fs::write(
         dir.join("cluster.toml"),
