@@ -458,27 +458,25 @@ impl GroupCoordinator {
 
     /// What DescribeGroup says of `group_id` ("Dead" for a group it does not know).
     fn describe(&self, group_id: String) -> GroupDescription {
-        match self.groups.get(&group_id) {
-            Some(g) => GroupDescription {
+        match self.group(&group_id) {
+            Some(v) => GroupDescription {
                 group_id,
-                state: format!("{:?}", g.state),
-                generation: g.generation,
-                protocol: g.protocol.clone(),
-                leader: g.leader.clone(),
-                members: g
+                state: format!("{:?}", v.state),
+                generation: v.generation,
+                protocol: v.protocol,
+                leader: v.leader,
+                members: v
                     .members
-                    .values()
-                    .map(|m| MemberDescription {
-                        member_id: m.id.clone(),
-                        group_instance_id: m.instance_id.clone(),
-                        assignment: m.assignment.clone(),
-                    })
+                    .into_iter()
+                    .map(
+                        |(member_id, (group_instance_id, assignment))| MemberDescription {
+                            member_id,
+                            group_instance_id,
+                            assignment,
+                        },
+                    )
                     .collect(),
-                offsets: g
-                    .offsets
-                    .iter()
-                    .map(|(tp, c)| (tp.clone(), c.value.clone()))
-                    .collect(),
+                offsets: v.offsets,
             },
             None => GroupDescription {
                 group_id,
