@@ -340,6 +340,29 @@ impl Cluster {
         let controllers = self.controllers.values().filter_map(|c| c.poll_timeout());
         brokers.chain(controllers).min()
     }
+
+    /// One request to the single controller from `from` (a client, or a broker the test
+    /// plays itself) and what it caused: its one reply, asserted to come back to `from`,
+    /// and the controller's events.
+    pub fn ask_controller(
+        &mut self,
+        from: Requester,
+        req: ControllerRequest,
+    ) -> (ControllerResponse, Vec<ControllerEvent>) {
+        let seen = self.controller_events.len();
+        let msg = Message::ControllerRequest(req);
+        let mut replies = self.ask(from.into(), Address::Controller(1), msg);
+        assert_eq!(
+            replies.len(),
+            1,
+            "exactly one reply per request, back to who asked: {replies:?}"
+        );
+        let Some(Message::ControllerResponse(reply)) = replies.pop() else {
+            panic!("a controller reply, got {replies:?}")
+        };
+        let events = self.controller_events[seen..].iter();
+        (reply, events.map(|(_, e)| e.clone()).collect())
+    }
 }
 
 impl Delivery for Cluster {
@@ -377,31 +400,6 @@ fn take<T>(from: &mut Vec<T>, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
     let (taken, kept) = std::mem::take(from).into_iter().partition(|t| pick(t));
     *from = kept;
     taken
-}
-
-impl Cluster {
-    /// One request to the single controller from `from` (a client, or a broker the test
-    /// plays itself) and what it caused: its one reply, asserted to come back to `from`,
-    /// and the controller's events.
-    pub fn ask_controller(
-        &mut self,
-        from: Requester,
-        req: ControllerRequest,
-    ) -> (ControllerResponse, Vec<ControllerEvent>) {
-        let seen = self.controller_events.len();
-        let msg = Message::ControllerRequest(req);
-        let mut replies = self.ask(from.into(), Address::Controller(1), msg);
-        assert_eq!(
-            replies.len(),
-            1,
-            "exactly one reply per request, back to who asked: {replies:?}"
-        );
-        let Some(Message::ControllerResponse(reply)) = replies.pop() else {
-            panic!("a controller reply, got {replies:?}")
-        };
-        let events = self.controller_events[seen..].iter();
-        (reply, events.map(|(_, e)| e.clone()).collect())
-    }
 }
 
 /// A healthy broker's registration (no offline or corrupt partitions to report).
