@@ -156,17 +156,13 @@ pub fn controller_config(cfg: &ValidNodeConfig) -> ControllerConfig {
 
 /// A quorum controller's configuration: the Raft voters are the cluster's controller ids.
 fn quorum_config(cfg: &ValidNodeConfig, id: u32) -> QuorumConfig {
-    let defaults = RaftConfig::new(id, cfg.cluster.controller_ids());
     let raft = RaftConfig {
         // Election jitter must differ between the voters.
         seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(id),
         bugs: cfg.bugs.raft,
-        // Resend RequestVote to silent voters once per heartbeat interval (as the
-        // simulator does, sim/src/world/setup.rs): a voter that restarts mid-election hears
-        // the campaign again instead of the term being lost.
-        vote_retry: Some(defaults.heartbeat_interval),
-        ..defaults
-    };
+        ..RaftConfig::new(id, cfg.cluster.controller_ids())
+    }
+    .retrying_votes();
     QuorumConfig {
         controller: controller_config(cfg),
         raft,

@@ -54,6 +54,18 @@ impl RaftConfig {
         }
     }
 
+    /// The controllers' setting (simulator and node alike): resend `RequestVote` to silent
+    /// voters once per heartbeat interval. An election lasts one to two election timeouts,
+    /// so a voter that restarts or rejoins during it hears the campaign within a heartbeat,
+    /// as it would hear a leader: at most ten small retries a term. Core's own tests keep
+    /// `new`'s default (`None`) unless they ask for this.
+    pub fn retrying_votes(self) -> Self {
+        Self {
+            vote_retry: Some(self.heartbeat_interval),
+            ..self
+        }
+    }
+
     fn validate(&self) -> Result<(), String> {
         let mut v = self.voters.clone();
         v.sort_unstable();

@@ -296,19 +296,13 @@ impl World {
             let raft = RaftConfig {
                 election_timeout: RAFT_ELECTION_TIMEOUT,
                 heartbeat_interval: RAFT_ELECTION_TIMEOUT / 10,
-                // A candidate asks voters that have not answered again as often as a leader
-                // heartbeats (KRaft retries vote requests too): a voter that restarts or
-                // rejoins during an election (which lasts one to two election timeouts)
-                // hears the campaign within a heartbeat, as it would hear a leader, and a
-                // lost request no longer costs the term. Ten retries a term at most; each
-                // is one small message per silent voter.
-                vote_retry: Some(RAFT_ELECTION_TIMEOUT / 10),
                 // Election jitter differs per node and per seed.
                 seed: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ id as u64,
                 max_entries_per_append: self.cfg.raft_max_entries_per_append,
                 bugs: config.bugs.raft,
                 ..RaftConfig::new(id, voters)
-            };
+            }
+            .retrying_votes();
             let config = QuorumConfig {
                 controller: config,
                 raft,
