@@ -113,6 +113,7 @@ fn forget(
 }
 
 /// What [`Broker::sync_group_leadership`] reads of a local `__consumer_offsets` leader.
+#[derive(Clone, Copy)]
 struct LeaderView {
     leader_epoch: LeaderEpoch,
     high_watermark: Offset,
@@ -312,19 +313,35 @@ impl<S: Storage + Clone> Broker<S> {
         else {
             return changed;
         };
+        // The local leaders among partitions `0..n`, in partition order: the few fields
+        // needed, not a whole `view()` (which clones the ISR sets), and no `TopicPartition`
+        // built: this runs on every pump, several times per step.
+        let mut views = [None; 8];
+        let mut more: Vec<(u32, LeaderView)> = Vec::new();
+        for (p, r) in self.replicas.in_topic(CONSUMER_OFFSETS_TOPIC) {
+            if p >= n || r.role() != Role::Leader {
+                continue;
+            }
+            let v = LeaderView {
+                leader_epoch: r.leader_epoch(),
+                high_watermark: r.high_watermark(),
+                log_start_offset: r.log().log_start_offset(),
+                log_end_offset: r.log().log_end_offset(),
+            };
+            match views.get_mut(p as usize) {
+                Some(slot) => *slot = Some(v),
+                None => more.push((p, v)),
+            }
+        }
+        if views.iter().all(Option::is_none) && more.is_empty() && self.groups.leading.is_empty()
+        {
+            return changed; // nothing led here before or now
+        }
         for p in 0..n {
-            // The few fields needed, not a whole `view()` (which clones the ISR sets), and
-            // no `TopicPartition` built: this runs on every pump, several times per step.
-            let leads = self
-                .replicas
-                .get_in(CONSUMER_OFFSETS_TOPIC, p)
-                .filter(|r| r.role() == Role::Leader)
-                .map(|r| LeaderView {
-                    leader_epoch: r.leader_epoch(),
-                    high_watermark: r.high_watermark(),
-                    log_start_offset: r.log().log_start_offset(),
-                    log_end_offset: r.log().log_end_offset(),
-                });
+            let leads = match views.get(p as usize) {
+                Some(v) => *v,
+                None => more.iter().find(|(q, _)| *q == p).map(|(_, v)| *v),
+            };
             let was = self.groups.leading.get(&p).copied();
             let g = &mut self.groups;
             let coord = g.coordinators.as_mut().expect("checked");
@@ -454,6 +471,9 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Match produce answers to appends; report completed appends in issue order.
     fn process_group_acks(&mut self, now: Nanos) -> bool {
+        if self.groups.acks.is_empty() && self.groups.in_flight.is_empty() {
+            return false; // nothing to match or complete
+        }
         let acks = std::mem::take(&mut self.groups.acks);
         for resp in acks {
             let Some(p) = self.groups.by_correlation.remove(&resp.correlation) else {
@@ -482,7 +502,7 @@ impl<S: Storage + Clone> Broker<S> {
         for (&p, queue) in self.groups.in_flight.iter_mut() {
             let hw = self
                 .replicas
-                .get(&offsets_tp(p))
+                .get_in(CONSUMER_OFFSETS_TOPIC, p)
                 .map_or(0, |r| r.high_watermark());
             for f in queue.iter_mut().filter(|f| f.result.is_none()) {
                 if let Some((base, end)) = f.landed {

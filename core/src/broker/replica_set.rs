@@ -93,6 +93,20 @@ impl<S: Storage> ReplicaSet<S> {
         Some(&self.slots[i].1.replica)
     }
 
+    /// The replicas of `topic`, by partition, in partition order: one binary search for
+    /// the whole topic (the group pump walks every `__consumer_offsets` partition on every
+    /// pump, several times a step).
+    pub fn in_topic<'a>(
+        &'a self,
+        topic: &'a str,
+    ) -> impl Iterator<Item = (u32, &'a HostedReplica<S>)> + 'a {
+        let start = self.slots.partition_point(|(k, _)| k.topic.as_str() < topic);
+        self.slots[start..]
+            .iter()
+            .take_while(move |(k, _)| k.topic == topic)
+            .map(|(k, s)| (k.partition, &s.replica))
+    }
+
     pub fn get(&self, tp: &TopicPartition) -> Option<&HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         Some(&self.slots[i].1.replica)
