@@ -266,6 +266,9 @@ impl BatchHeader {
     /// Parses the fixed header at the start of `buf` (which may hold more than one batch).
     /// Checks the version and that the length covers the header; not the CRC.
     pub fn parse(buf: &[u8]) -> Result<Self, DecodeError> {
+        if let Some(h) = buf.first_chunk::<BATCH_HEADER_LEN>() {
+            return Self::parse_whole(h);
+        }
         let mut c = Cursor::new(buf);
         let base_offset = c.u64("base_offset")?;
         let batch_length = c.u32("batch_length")?;
@@ -301,6 +304,44 @@ impl BatchHeader {
             max_timestamp,
             producer,
             record_count,
+        })
+    }
+
+    /// [`Self::parse`] of a buffer that holds the whole header: fields read at their fixed
+    /// places, with the same checks in the same order (no field can be truncated). The
+    /// cursor's per-field calls were ~1/3 of a log read's instructions.
+    fn parse_whole(h: &[u8; BATCH_HEADER_LEN]) -> Result<Self, DecodeError> {
+        fn be<const N: usize>(h: &[u8; BATCH_HEADER_LEN], at: usize) -> [u8; N] {
+            let mut a = [0u8; N];
+            a.copy_from_slice(&h[at..at + N]);
+            a
+        }
+        let base_offset = u64::from_be_bytes(be(h, 0));
+        let batch_length = u32::from_be_bytes(be(h, 8));
+        let magic = h[12];
+        if magic != BATCH_MAGIC {
+            return Err(DecodeError::UnsupportedVersion(magic));
+        }
+        if (batch_length as usize) < BATCH_HEADER_LEN - LOG_OVERHEAD {
+            return Err(DecodeError::LengthTooSmall(batch_length));
+        }
+        let producer_id = u64::from_be_bytes(be(h, 39));
+        let producer = (producer_id != NO_PRODUCER).then(|| ProducerInfo {
+            producer_id,
+            producer_epoch: u16::from_be_bytes(be(h, 47)),
+            base_sequence: u32::from_be_bytes(be(h, 49)),
+        });
+        Ok(Self {
+            base_offset,
+            batch_length,
+            magic,
+            crc: u32::from_be_bytes(be(h, 13)),
+            partition_leader_epoch: u32::from_be_bytes(be(h, 17)),
+            attributes: u16::from_be_bytes(be(h, 21)),
+            first_timestamp: i64::from_be_bytes(be(h, 23)),
+            max_timestamp: i64::from_be_bytes(be(h, 31)),
+            producer,
+            record_count: u32::from_be_bytes(be(h, 53)),
         })
     }
 
