@@ -75,6 +75,10 @@ pub(super) struct GroupHost {
     pub(super) acks: Vec<ProduceResponse>,
     /// When this broker last asked the controller to create `__consumer_offsets`.
     create_requested_at: Option<Nanos>,
+    /// `__consumer_offsets`' partition count in the image as of the image's `next_offset`
+    /// (the image changes only by applying records, each of which moves that offset): the
+    /// pump asks on every round, and a lookup by topic name compares strings.
+    offsets_partitions: Option<(Offset, Option<u32>)>,
 }
 
 impl GroupHost {
@@ -268,10 +272,18 @@ impl<S: Storage + Clone> Broker<S> {
     /// Make the hosted coordinators follow the local `__consumer_offsets` replicas.
     fn sync_group_leadership(&mut self, now: Nanos) -> bool {
         let mut changed = false;
-        let n = self
-            .image
-            .topic(CONSUMER_OFFSETS_TOPIC)
-            .map(|t| t.config.partitions);
+        let at = self.image.next_offset;
+        let n = match self.groups.offsets_partitions {
+            Some((cached_at, n)) if cached_at == at => n,
+            _ => {
+                let n = self
+                    .image
+                    .topic(CONSUMER_OFFSETS_TOPIC)
+                    .map(|t| t.config.partitions);
+                self.groups.offsets_partitions = Some((at, n));
+                n
+            }
+        };
         let current = self
             .groups
             .coordinators

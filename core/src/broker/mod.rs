@@ -655,20 +655,21 @@ impl<S: Storage + Clone> Broker<S> {
                 Some(t) => t + self.config.heartbeat_interval,
             }),
         };
-        let replicas = self.replicas.next_timeout();
-        let open_retry = (!self.failed.is_empty()).then_some(self.next_open_retry);
-        [
-            controller,
-            replicas,
-            self.groups.next_timeout(),
-            self.shutdown_deadline(),
-            open_retry,
-            Some(self.next_retention),
-            Some(self.next_hw_checkpoint),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        // The earliest of the timers, folded as they come (asked after every step).
+        let mut t = self.next_retention.min(self.next_hw_checkpoint);
+        let mut fold = |o: Option<Nanos>| {
+            if let Some(x) = o {
+                t = t.min(x);
+            }
+        };
+        fold(controller);
+        fold(self.replicas.next_timeout());
+        fold(self.groups.next_timeout());
+        fold(self.shutdown_deadline());
+        if !self.failed.is_empty() {
+            fold(Some(self.next_open_retry));
+        }
+        Some(t)
     }
 
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
@@ -811,7 +812,10 @@ impl<S: Storage + Clone> Broker<S> {
         let controller = Address::Controller(self.controller);
         // Called after every step and every group pump round; most replicas have nothing.
         for r in self.replicas.with_effects_mut() {
-            for effect in r.drain_effects() {
+            let effects = r.drain_effects();
+            // Most effects become one output: grow once, not by doubling from empty.
+            self.outputs.reserve(effects.len());
+            for effect in effects {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.
                     ReplicaEffect::LocalProduceAnswer(resp) => {
