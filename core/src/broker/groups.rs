@@ -79,6 +79,10 @@ pub(super) struct GroupHost {
     /// (the image changes only by applying records, each of which moves that offset): the
     /// pump asks on every round, and a lookup by topic name compares strings.
     offsets_partitions: Option<(Offset, Option<u32>)>,
+    /// The image offset and [`super::replica_set::ReplicaSet::offsets_generation`] when
+    /// the last leadership sync ended: while both stand, nothing it reads has changed and
+    /// another sync would change nothing (it leaves every partition as its replica says).
+    synced_at: Option<(Offset, u64)>,
 }
 
 impl GroupHost {
@@ -271,6 +275,20 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Make the hosted coordinators follow the local `__consumer_offsets` replicas.
     fn sync_group_leadership(&mut self, now: Nanos) -> bool {
+        let key = (self.image.next_offset, self.replicas.offsets_generation());
+        if self.groups.synced_at == Some(key) {
+            return false;
+        }
+        let changed = self.sync_group_leadership_now(now);
+        // After the sync's own changes (a load reads the log, a failed one fails it).
+        self.groups.synced_at = Some((
+            self.image.next_offset,
+            self.replicas.offsets_generation(),
+        ));
+        changed
+    }
+
+    fn sync_group_leadership_now(&mut self, now: Nanos) -> bool {
         let mut changed = false;
         let at = self.image.next_offset;
         let n = match self.groups.offsets_partitions {

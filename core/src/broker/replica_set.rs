@@ -9,6 +9,7 @@
 //! `next_timeout` does nothing, because `next_timeout` names every deadline `tick` acts on
 //! (the trace hashes of the pinned seeds were unchanged by this shortcut).
 
+use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
 use crate::types::{Nanos, TopicPartition};
@@ -18,14 +19,17 @@ type HostedReplica<S> = Replica<PartitionLog<S>>;
 
 struct Slot<S: Storage> {
     replica: HostedReplica<S>,
+    /// A `__consumer_offsets` replica (see [`ReplicaSet::offsets_generation`]).
+    offsets: bool,
     /// `None`: not known (the replica may have changed since it was computed).
     timeout: Cell<Option<Option<Nanos>>>,
 }
 
 impl<S: Storage> Slot<S> {
-    fn new(replica: HostedReplica<S>) -> Self {
+    fn new(tp: &TopicPartition, replica: HostedReplica<S>) -> Self {
         Self {
             replica,
+            offsets: tp.topic == CONSUMER_OFFSETS_TOPIC,
             timeout: Cell::new(None),
         }
     }
@@ -44,8 +48,13 @@ impl<S: Storage> Slot<S> {
         }
     }
 
-    fn get_mut(&mut self) -> &mut HostedReplica<S> {
+    /// The replica, mutably: its cached timer is forgotten and, for a `__consumer_offsets`
+    /// replica, `offsets_gen` moves.
+    fn get_mut(&mut self, offsets_gen: &mut u64) -> &mut HostedReplica<S> {
         self.timeout.set(None);
+        if self.offsets {
+            *offsets_gen += 1;
+        }
         &mut self.replica
     }
 }
@@ -55,11 +64,24 @@ impl<S: Storage> Slot<S> {
 /// changed only when the broker starts or stops hosting a partition.
 pub(super) struct ReplicaSet<S: Storage> {
     slots: Vec<(TopicPartition, Slot<S>)>,
+    /// Moves whenever a `__consumer_offsets` replica may have changed (hosted, dropped or
+    /// reached mutably): the group pump follows those replicas after every step, and skips
+    /// the walk while this has not moved.
+    offsets_gen: u64,
 }
 
 impl<S: Storage> ReplicaSet<S> {
     pub fn new() -> Self {
-        Self { slots: Vec::new() }
+        Self {
+            slots: Vec::new(),
+            offsets_gen: 0,
+        }
+    }
+
+    /// See the `offsets_gen` field: equal values mean no `__consumer_offsets` replica
+    /// changed in between.
+    pub fn offsets_generation(&self) -> u64 {
+        self.offsets_gen
     }
 
     fn find(&self, tp: &TopicPartition) -> Result<usize, usize> {
@@ -68,14 +90,17 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// Host `replica` for `tp`, replacing the one hosted before (like `BTreeMap::insert`).
     pub fn insert(&mut self, tp: TopicPartition, replica: HostedReplica<S>) {
+        self.offsets_gen += 1;
+        let slot = Slot::new(&tp, replica);
         match self.find(&tp) {
-            Ok(i) => self.slots[i].1 = Slot::new(replica),
-            Err(i) => self.slots.insert(i, (tp, Slot::new(replica))),
+            Ok(i) => self.slots[i].1 = slot,
+            Err(i) => self.slots.insert(i, (tp, slot)),
         }
     }
 
     pub fn remove(&mut self, tp: &TopicPartition) -> Option<HostedReplica<S>> {
         let i = self.find(tp).ok()?;
+        self.offsets_gen += 1;
         Some(self.slots.remove(i).1.replica)
     }
 
@@ -114,7 +139,7 @@ impl<S: Storage> ReplicaSet<S> {
 
     pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut HostedReplica<S>> {
         let i = self.find(tp).ok()?;
-        Some(self.slots[i].1.get_mut())
+        Some(self.slots[i].1.get_mut(&mut self.offsets_gen))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &TopicPartition> {
@@ -131,15 +156,19 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// Every replica, mutably (each one's cached timer forgotten).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut HostedReplica<S>)> {
-        self.slots.iter_mut().map(|(tp, s)| (&*tp, s.get_mut()))
+        let gen = &mut self.offsets_gen;
+        self.slots
+            .iter_mut()
+            .map(move |(tp, s)| (&*tp, s.get_mut(gen)))
     }
 
     /// The replicas that have effects to drain, mutably; the others keep their cache.
     pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut HostedReplica<S>> {
+        let gen = &mut self.offsets_gen;
         self.slots
             .iter_mut()
             .filter(|(_, s)| s.replica.has_effects())
-            .map(|(_, s)| s.get_mut())
+            .map(move |(_, s)| s.get_mut(gen))
     }
 
     /// The earliest timer of any replica.
@@ -151,7 +180,7 @@ impl<S: Storage> ReplicaSet<S> {
     pub fn tick_due(&mut self, now: Nanos) {
         for (_, slot) in self.slots.iter_mut() {
             if slot.timeout().is_some_and(|t| t <= now) {
-                slot.get_mut().tick(now);
+                slot.get_mut(&mut self.offsets_gen).tick(now);
             }
         }
     }
