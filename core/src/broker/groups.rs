@@ -281,10 +281,7 @@ impl<S: Storage + Clone> Broker<S> {
         }
         let changed = self.sync_group_leadership_now(now);
         // After the sync's own changes (a load reads the log, a failed one fails it).
-        self.groups.synced_at = Some((
-            self.image.next_offset,
-            self.replicas.offsets_generation(),
-        ));
+        self.groups.synced_at = Some((self.image.next_offset, self.replicas.offsets_generation()));
         changed
     }
 
@@ -363,8 +360,7 @@ impl<S: Storage + Clone> Broker<S> {
                 None => more.push((p, v)),
             }
         }
-        if views.iter().all(Option::is_none) && more.is_empty() && self.groups.leading.is_empty()
-        {
+        if views.iter().all(Option::is_none) && more.is_empty() && self.groups.leading.is_empty() {
             return changed; // nothing led here before or now
         }
         for p in 0..n {

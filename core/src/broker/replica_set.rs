@@ -125,7 +125,9 @@ impl<S: Storage> ReplicaSet<S> {
         &'a self,
         topic: &'a str,
     ) -> impl Iterator<Item = (u32, &'a HostedReplica<S>)> + 'a {
-        let start = self.slots.partition_point(|(k, _)| k.topic.as_str() < topic);
+        let start = self
+            .slots
+            .partition_point(|(k, _)| k.topic.as_str() < topic);
         self.slots[start..]
             .iter()
             .take_while(move |(k, _)| k.topic == topic)
