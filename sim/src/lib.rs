@@ -24,6 +24,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod disk;
+pub mod fasthash;
 pub mod faults;
 pub mod group_client;
 pub mod group_invariants;
