@@ -47,10 +47,20 @@ pub struct GroupChecker {
     /// Offsets below this were checked as processed.
     verified: BTreeMap<u32, Offset>,
     reported_unprocessed: BTreeSet<(u32, Offset)>,
+    /// Bumped whenever `coordinator_epoch`, `loaded_on` or `committed` changes: while it
+    /// stands still, observing a coordinator state already observed on that broker is a
+    /// no-op (see [`GroupChecker::coordinator_unchanged`]).
+    version: u64,
+    /// Per broker: `version` after its last observation, and the state observed.
+    seen: BTreeMap<NodeId, (u64, CoordinatorState)>,
     /// Coordinator loads of the group seen (failovers + the first load).
     pub loads: u64,
     pub commits_acked: u64,
 }
+
+/// What the group's coordinator on one broker holds: `None` unless it is active, else its
+/// epoch and the committed offsets of the simulator's topic, by partition.
+pub type CoordinatorState = Option<(LeaderEpoch, Vec<(u32, Offset)>)>;
 
 impl GroupChecker {
     pub fn new(partitions: u32) -> Self {
@@ -90,7 +100,10 @@ impl GroupChecker {
                     list.push((now, to));
                 }
                 if let Some(c) = self.committed.get_mut(&p) {
-                    *c = (*c).min(to);
+                    if to < *c {
+                        *c = to;
+                        self.version += 1;
+                    }
                 }
             }
             GroupObs::Fetched { sent_at, offsets } => {
@@ -207,23 +220,66 @@ impl GroupChecker {
     /// (committed offsets of the simulator's topic, by partition in ascending order, each
     /// partition once: a `Vec`, not a map, as this runs after every broker step); `None`:
     /// not active there.
+    /// Whether observing `broker`'s coordinator at `epoch` holding `offsets` would change
+    /// nothing: the same state was observed there last and nothing the observation reads
+    /// or writes has changed since (so it would judge exactly as it did then, finding
+    /// nothing new). Lets the world skip building the state on every broker step.
+    pub fn coordinator_unchanged(
+        &self,
+        broker: NodeId,
+        state: Option<(LeaderEpoch, impl Iterator<Item = (u32, Offset)>)>,
+    ) -> bool {
+        let Some((version, seen)) = self.seen.get(&broker) else {
+            return false;
+        };
+        if *version != self.version {
+            return false;
+        }
+        match (seen, state) {
+            (None, None) => true,
+            (Some((e, offsets)), Some((epoch, mut now))) => {
+                *e == epoch
+                    && offsets.iter().all(|o| now.next() == Some(*o))
+                    && now.next().is_none()
+            }
+            _ => false,
+        }
+    }
+
     pub fn on_coordinator(
         &mut self,
         v: &mut Checker,
         now: SimTime,
         broker: NodeId,
-        state: Option<(LeaderEpoch, Vec<(u32, Offset)>)>,
+        state: CoordinatorState,
     ) {
-        let Some((epoch, offsets)) = state else {
-            self.loaded_on.remove(&broker);
+        self.judge_coordinator(v, now, broker, state.as_ref());
+        self.seen.insert(broker, (self.version, state));
+    }
+
+    fn judge_coordinator(
+        &mut self,
+        v: &mut Checker,
+        now: SimTime,
+        broker: NodeId,
+        state: Option<&(LeaderEpoch, Vec<(u32, Offset)>)>,
+    ) {
+        let Some(&(epoch, ref offsets)) = state else {
+            if self.loaded_on.remove(&broker).is_some() {
+                self.version += 1;
+            }
             return;
         };
         if self.coordinator_epoch.is_some_and(|e| epoch < e) {
             return; // a deposed coordinator that has not heard yet: not in charge
         }
-        self.coordinator_epoch = Some(epoch);
+        if self.coordinator_epoch != Some(epoch) {
+            self.coordinator_epoch = Some(epoch);
+            self.version += 1;
+        }
         if self.loaded_on.get(&broker) != Some(&epoch) {
             self.loaded_on.insert(broker, epoch);
+            self.version += 1;
             self.loads += 1;
             for (&p, list) in &self.acked {
                 let Some(&(_, a)) = list.last() else { continue };
@@ -234,14 +290,20 @@ impl GroupChecker {
                 }
             }
         }
-        for (p, o) in offsets {
+        for &(p, o) in offsets {
             if let Some(&prev) = self.committed.get(&p) {
                 if o < prev {
                     let d = format!("partition {p}: the committed offset went back from {prev} to {o} (coordinator on broker {broker}, epoch {epoch})");
                     v.violation(GROUP_OFFSET_REGRESSION, now, d);
                 }
             }
-            self.committed.insert(p, o);
+            self.set_committed(p, o);
+        }
+    }
+
+    fn set_committed(&mut self, p: u32, o: Offset) {
+        if self.committed.insert(p, o) != Some(o) {
+            self.version += 1;
         }
     }
 
@@ -267,13 +329,15 @@ impl GroupChecker {
                     v.violation(GROUP_OFFSET_REGRESSION, now, d);
                 }
             }
-            self.committed.insert(p, o);
+            self.set_committed(p, o);
         }
     }
 
     /// A broker's process died: its coordinator is gone.
     pub fn on_broker_down(&mut self, broker: NodeId) {
-        self.loaded_on.remove(&broker);
+        if self.loaded_on.remove(&broker).is_some() {
+            self.version += 1;
+        }
     }
 
     /// End of run. With `settled_since` (the last fault healed then and nothing happened

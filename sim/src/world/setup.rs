@@ -244,6 +244,7 @@ impl World {
             produce_sizes: BTreeMap::new(),
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
             members,
+            coordinator_partition: None,
             next_producer_index: cfg.producers + 1,
             moved_clients: BTreeMap::new(),
         };
