@@ -109,8 +109,8 @@ impl World {
                         .brokers
                         .get(&id)
                         .and_then(|s| s.machine.as_ref())
-                        .and_then(|b| b.replica_view(&r.tp))
-                        .map_or(0, |v| v.high_watermark);
+                        .and_then(|b| b.high_watermark(&r.tp))
+                        .unwrap_or(0);
                     self.checker
                         .on_served(now, id, r.tp.partition, &recs.batches, hw);
                 }
