@@ -216,10 +216,6 @@ impl GroupChecker {
         self.known.entry(p).or_default().insert(o);
     }
 
-    /// The coordinator of the group on `broker` is active at `epoch` and holds `offsets`
-    /// (committed offsets of the simulator's topic, by partition in ascending order, each
-    /// partition once: a `Vec`, not a map, as this runs after every broker step); `None`:
-    /// not active there.
     /// Whether observing `broker`'s coordinator at `epoch` holding `offsets` would change
     /// nothing: the same state was observed there last and nothing the observation reads
     /// or writes has changed since (so it would judge exactly as it did then, finding
@@ -246,6 +242,10 @@ impl GroupChecker {
         }
     }
 
+    /// The coordinator of the group on `broker` is active at `epoch` and holds `offsets`
+    /// (committed offsets of the simulator's topic, by partition in ascending order, each
+    /// partition once: a `Vec`, not a map, as this runs after every broker step); `None`:
+    /// not active there.
     pub fn on_coordinator(
         &mut self,
         v: &mut Checker,
