@@ -19,11 +19,13 @@ use crate::rng::{between, exponential};
 use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use skein_core::client::group_wire;
 use skein_core::client::{
     ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
     Truncation,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
+use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
@@ -187,6 +189,39 @@ impl MetaCache {
 
     pub(crate) fn invalidate(&mut self) {
         self.cache.invalidate();
+    }
+
+    /// Core's routing of a group member's request ([`group_wire::route`]): it only looks
+    /// leaders up (asking for a refresh when one is missing), so the mirrored leaders stay
+    /// as they are; it runs for every request a member sends.
+    pub(crate) fn route(
+        &mut self,
+        to: &Destination,
+        request: &ConsumerRequest,
+    ) -> group_wire::Route {
+        group_wire::route(to, request, &mut self.cache)
+    }
+
+    /// Core's reading of a broker's answer to a group member ([`group_wire::from_message`]).
+    /// Only a metadata answer and a refused fetch or offset lookup teach the cache leaders;
+    /// after any other answer (most: group protocol, records) the mirror needs no refresh.
+    pub(crate) fn answer(
+        &mut self,
+        pending: group_wire::Pending,
+        from: Option<NodeId>,
+        msg: Message,
+    ) -> Option<ConsumerResponse> {
+        let teaches = match &msg {
+            Message::MetadataResponse(_) => true,
+            Message::ListOffsetsResponse(r) => r.result.is_err(),
+            Message::ConsumerFetchResponse(r) => r.result.is_err(),
+            _ => false,
+        };
+        if teaches {
+            self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
+        } else {
+            group_wire::from_message(pending, from, msg, &mut self.cache)
+        }
     }
 
     fn missing(&self, partitions: u32) -> bool {
