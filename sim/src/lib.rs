@@ -36,6 +36,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod shrink;
+pub mod slots;
 pub mod sweep;
 pub mod time;
 pub mod trace;
