@@ -53,15 +53,13 @@ impl Checker {
         client: u64,
         p: u32,
         to: Offset,
-        records: &[(Offset, String)],
+        records: impl IntoIterator<Item = (Offset, String)>,
         epoch: LeaderEpoch,
     ) {
         let t = self.consumers.entry((client, p)).or_default();
         t.position = to;
         t.served_epoch = Some(epoch);
-        for (o, v) in records {
-            t.read.insert(*o, v.clone());
-        }
+        t.read.extend(records);
     }
 
     /// Group member `client` starts reading `p` at `at` (a new assignment, a reset or a
