@@ -143,6 +143,14 @@ impl GroupChecker {
                         }
                     }
                 }
+                // Most steps own what the last one did: compared before building a set.
+                let same = self
+                    .owned
+                    .get(&member)
+                    .is_some_and(|o| o.len() == parts.len() && parts.iter().all(|p| o.contains(p)));
+                if same && parts.windows(2).all(|w| w[0] < w[1]) {
+                    return;
+                }
                 parts.iter().copied().collect()
             }
             None => BTreeSet::new(),
