@@ -241,7 +241,7 @@ impl World {
             healed_at: 0,
             faults_after_heal: false,
             out: ClientOut::default(),
-            produce_sizes: BTreeMap::new(),
+            produce_sizes: Default::default(),
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
             members,
             coordinator_partition: None,
