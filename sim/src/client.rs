@@ -171,11 +171,19 @@ impl MetaCache {
         }
     }
 
+    /// Asked many times per client step: inlined, with the cache lookup (a partition
+    /// outside the topic, never in practice) out of line.
+    #[inline]
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
         match self.leaders.get(p as usize) {
             Some(l) => *l,
-            None => self.cache.leader(&tp(p)),
+            None => self.cached_leader(p),
         }
+    }
+
+    #[cold]
+    fn cached_leader(&self, p: u32) -> Option<NodeId> {
+        self.cache.leader(&tp(p))
     }
 
     /// Changes the cache with `f` and refreshes the leaders mirrored from it.
