@@ -16,19 +16,21 @@
 
 use crate::history::History;
 use crate::rng::{between, exponential};
+use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use skein_core::client::group_wire;
 use skein_core::client::{
     ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
     Truncation,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
+use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Value};
-use std::collections::BTreeMap;
 
 mod consumer;
 
@@ -169,11 +171,19 @@ impl MetaCache {
         }
     }
 
+    /// Asked many times per client step: inlined, with the cache lookup (a partition
+    /// outside the topic, never in practice) out of line.
+    #[inline]
     pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
         match self.leaders.get(p as usize) {
             Some(l) => *l,
-            None => self.cache.leader(&tp(p)),
+            None => self.cached_leader(p),
         }
+    }
+
+    #[cold]
+    fn cached_leader(&self, p: u32) -> Option<NodeId> {
+        self.cache.leader(&tp(p))
     }
 
     /// Changes the cache with `f` and refreshes the leaders mirrored from it.
@@ -187,6 +197,39 @@ impl MetaCache {
 
     pub(crate) fn invalidate(&mut self) {
         self.cache.invalidate();
+    }
+
+    /// Core's routing of a group member's request ([`group_wire::route`]): it only looks
+    /// leaders up (asking for a refresh when one is missing), so the mirrored leaders stay
+    /// as they are; it runs for every request a member sends.
+    pub(crate) fn route(
+        &mut self,
+        to: &Destination,
+        request: &ConsumerRequest,
+    ) -> group_wire::Route {
+        group_wire::route(to, request, &mut self.cache)
+    }
+
+    /// Core's reading of a broker's answer to a group member ([`group_wire::from_message`]).
+    /// Only a metadata answer and a refused fetch or offset lookup teach the cache leaders;
+    /// after any other answer (most: group protocol, records) the mirror needs no refresh.
+    pub(crate) fn answer(
+        &mut self,
+        pending: group_wire::Pending,
+        from: Option<NodeId>,
+        msg: Message,
+    ) -> Option<ConsumerResponse> {
+        let teaches = match &msg {
+            Message::MetadataResponse(_) => true,
+            Message::ListOffsetsResponse(r) => r.result.is_err(),
+            Message::ConsumerFetchResponse(r) => r.result.is_err(),
+            _ => false,
+        };
+        if teaches {
+            self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
+        } else {
+            group_wire::from_message(pending, from, msg, &mut self.cache)
+        }
     }
 
     fn missing(&self, partitions: u32) -> bool {
@@ -263,8 +306,8 @@ pub struct Producer {
     /// Stop sending new batches at this time (values still queued are dropped, never sent).
     stop_dispatch: SimTime,
     /// Values waiting for their partition's in-flight batch to finish.
-    queued: BTreeMap<u32, std::collections::VecDeque<String>>,
-    in_flight: BTreeMap<u32, InFlight>,
+    queued: PartitionSlots<std::collections::VecDeque<String>>,
+    in_flight: PartitionSlots<InFlight>,
     fenced: bool,
     pub sends: u64,
     pub acked: u64,
@@ -312,8 +355,8 @@ impl Producer {
             next_send: start_at,
             stop_at,
             stop_dispatch,
-            queued: BTreeMap::new(),
-            in_flight: BTreeMap::new(),
+            queued: PartitionSlots::default(),
+            in_flight: PartitionSlots::default(),
             fenced: false,
             sends: 0,
             acked: 0,
@@ -361,7 +404,7 @@ impl Producer {
             self.produced += 1;
             let value = format!("p{}-{}", self.index, self.produced);
             let p = ctx.rng.gen_range(0..self.partitions);
-            self.queued.entry(p).or_default().push_back(value);
+            self.queued.get_or_default(p).push_back(value);
             self.next_send += exponential(ctx.rng, self.mean_gap).max(1);
         }
         // Request timeouts: the same batch (same sequence) goes again.
@@ -369,7 +412,7 @@ impl Producer {
         for (p, f) in self.in_flight.iter_mut() {
             let waiting = f.send_at.is_none() && f.checking.is_none();
             if waiting && ctx.now >= f.sent_at + REQUEST_TIMEOUT {
-                if let Ok(b) = self.producer.resend(&tp(*p), &f.batch) {
+                if let Ok(b) = self.producer.resend(&tp(p), &f.batch) {
                     f.batch = b;
                 }
                 f.send_at = Some(ctx.now);
@@ -439,8 +482,8 @@ impl Producer {
             self.queued.clear();
         }
         for p in 0..self.partitions {
-            if !self.in_flight.contains_key(&p) {
-                let values: Vec<String> = match self.queued.get_mut(&p) {
+            if !self.in_flight.contains_key(p) {
+                let values: Vec<String> = match self.queued.get_mut(p) {
                     Some(q) if !q.is_empty() => {
                         let n = q.len().min(MAX_BATCH_RECORDS);
                         q.drain(..n).collect()
@@ -472,7 +515,7 @@ impl Producer {
             let Some(leader) = self.meta.leader(p) else {
                 continue;
             };
-            let f = self.in_flight.get_mut(&p).expect("just checked");
+            let f = self.in_flight.get_mut(p).expect("just checked");
             if f.send_at.is_some_and(|t| t <= ctx.now) {
                 self.corr += 1;
                 f.corr = Some(self.corr);
@@ -491,7 +534,7 @@ impl Producer {
                 ));
                 if self.acks == Acks::None {
                     // Fire and forget: the outcome is unknown.
-                    let f = self.in_flight.remove(&p).expect("present");
+                    let f = self.in_flight.remove(p).expect("present");
                     self.producer.forget(&tp(p), &f.batch);
                     self.record(ctx, p, &f.values, EventType::Info);
                 }
@@ -548,7 +591,7 @@ impl Producer {
 
     fn on_produce_response(&mut self, r: ProduceResponse, ctx: &mut Ctx<'_>) {
         let p = r.tp.partition;
-        let Some(f) = self.in_flight.get(&p) else {
+        let Some(f) = self.in_flight.get(p) else {
             return;
         };
         if f.corr != Some(r.correlation) {
@@ -586,13 +629,13 @@ impl Producer {
         }
         let waiting: Vec<u32> = (self.in_flight.iter())
             .filter(|(_, f)| f.checking.is_some())
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p)
             .collect();
         for p in waiting {
             // An earlier step of this loop may have settled this batch already: an epoch
             // bump re-stamps and resends every batch in flight (its check is moot), a fence
             // abandons them all.
-            let Some(f) = self.in_flight.get_mut(&p) else {
+            let Some(f) = self.in_flight.get_mut(p) else {
                 continue;
             };
             let Some(result) = f.checking.take() else {
@@ -623,7 +666,7 @@ impl Producer {
     ) {
         match step {
             ProduceStep::Acked { base_offset, .. } => {
-                let f = self.in_flight.remove(&p).expect("present");
+                let f = self.in_flight.remove(p).expect("present");
                 self.acked += f.values.len() as u64;
                 // The batch as the leader placed it: one record per value, in order.
                 let placed = f.batch.at(base_offset);
@@ -647,13 +690,13 @@ impl Producer {
                 if refresh_metadata {
                     self.meta.invalidate();
                 }
-                let f = self.in_flight.get_mut(&p).expect("present");
+                let f = self.in_flight.get_mut(p).expect("present");
                 f.batch = batch;
                 f.corr = None;
                 f.send_at = Some(ctx.now + RETRY_BACKOFF + between(ctx.rng, 0, RETRY_BACKOFF));
             }
             ProduceStep::CheckLeader => {
-                let f = self.in_flight.get_mut(&p).expect("present");
+                let f = self.in_flight.get_mut(p).expect("present");
                 f.corr = None;
                 f.send_at = None;
                 f.checking = Some(result);
@@ -661,7 +704,7 @@ impl Producer {
             ProduceStep::EpochBumped { resend } => {
                 // Every batch in flight goes again, re-stamped under the new epoch.
                 for (t, batch) in resend {
-                    if let Some(f) = self.in_flight.get_mut(&t.partition) {
+                    if let Some(f) = self.in_flight.get_mut(t.partition) {
                         f.batch = batch;
                         f.corr = None;
                         f.checking = None;
@@ -671,7 +714,7 @@ impl Producer {
             }
             ProduceStep::Failed(_) => {
                 // Certainly not written.
-                let f = self.in_flight.remove(&p).expect("present");
+                let f = self.in_flight.remove(p).expect("present");
                 self.record(ctx, p, &f.values, EventType::Fail);
             }
             ProduceStep::Fenced(_) => {
@@ -690,10 +733,10 @@ impl Producer {
         if self.next_send < self.stop_at && !self.fenced {
             at(self.next_send);
         }
-        for (p, f) in &self.in_flight {
+        for (p, f) in self.in_flight.iter() {
             match f.send_at {
                 // Without a known leader the metadata wake-up below covers it.
-                Some(s) if self.ready() && self.meta.leader(*p).is_some() => at(s),
+                Some(s) if self.ready() && self.meta.leader(p).is_some() => at(s),
                 Some(_) => {}
                 None if f.checking.is_some() => {
                     at(self.view_sent.map_or(0, |s| s + METADATA_TIMEOUT))
@@ -703,7 +746,7 @@ impl Producer {
         }
         if self.ready()
             && self.queued.iter().any(|(p, q)| {
-                !q.is_empty() && !self.in_flight.contains_key(p) && self.meta.leader(*p).is_some()
+                !q.is_empty() && !self.in_flight.contains_key(p) && self.meta.leader(p).is_some()
             })
         {
             at(0);

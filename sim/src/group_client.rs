@@ -378,9 +378,7 @@ impl GroupMember {
             }
             _ => None,
         };
-        let r = self
-            .meta
-            .with_cache(|cache| group_wire::from_message(p.wire, from, msg, cache));
+        let r = self.meta.answer(p.wire, from, msg);
         if let Some(r) = r {
             self.consumer_mut()
                 .handle_response(ctx.now, p.consumer_corr, r);
@@ -579,9 +577,7 @@ impl GroupMember {
         request: ConsumerRequest,
         ctx: &mut Ctx<'_>,
     ) -> Option<ConsumerResponse> {
-        let route = self
-            .meta
-            .with_cache(|cache| group_wire::route(&to, &request, cache));
+        let route = self.meta.route(&to, &request);
         let addr = match route {
             Route::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
             Route::Node(n) => Address::Node(n),

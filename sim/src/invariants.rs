@@ -150,6 +150,7 @@ pub struct Violation {
     pub detail: String,
 }
 
+use crate::fasthash::{FastMap, FastSet};
 use crate::trace::Fnv1a;
 use skein_core::log::RecordBatch;
 use skein_core::replica::{ReplicaView, Role};
@@ -238,7 +239,9 @@ pub struct Checker {
     counts: BTreeMap<&'static str, u64>,
     /// Acknowledged acks=all records per partition, in acknowledgement order.
     acked: BTreeMap<u32, Vec<Acked>>,
-    acked_at: BTreeMap<(u32, Offset), String>,
+    /// The acknowledged value at each offset. Hashed (looked up per read and per ack);
+    /// `finish_liveness` sorts what it reports.
+    acked_at: FastMap<(u32, Offset), String>,
     /// The committed log as first seen below some replica's HW: offset -> record digest.
     /// The replication invariants cover every topic (the simulator's and
     /// `__consumer_offsets`), so their state is keyed by topic partition.
@@ -256,10 +259,10 @@ pub struct Checker {
     acking: BTreeMap<(u32, LeaderEpoch), NodeId>,
     /// Per (partition, epoch): the offset the epoch's leader started at.
     epoch_start: BTreeMap<(u32, LeaderEpoch), Offset>,
-    /// First value read at each offset.
-    reads: BTreeMap<(u32, Offset), String>,
-    /// Acknowledged records read back at their offset.
-    read_acked: BTreeSet<(u32, Offset)>,
+    /// First value read at each offset (hashed: looked up per read, never iterated).
+    reads: FastMap<(u32, Offset), String>,
+    /// Acknowledged records read back at their offset (membership only).
+    read_acked: FastSet<(u32, Offset)>,
     /// Highest leader epoch seen per partition, to count leader changes.
     epochs: BTreeMap<u32, LeaderEpoch>,
     /// (partition, epoch) of leaders the controller elected from outside the ISR.
@@ -537,12 +540,13 @@ impl Checker {
             );
             self.violate(LIVENESS, now, d);
         }
-        let unread: Vec<(u32, Offset)> = self
+        let mut unread: Vec<(u32, Offset)> = self
             .acked_at
             .keys()
             .filter(|k| !self.read_acked.contains(k))
             .copied()
             .collect();
+        unread.sort_unstable();
         if let Some((p, o)) = unread.first() {
             let d = format!(
                 "{} acknowledged records not read back {} after the last fault healed (first: partition {p} offset {o} {:?})",

@@ -14,6 +14,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::hash::Hash;
+
+use crate::fasthash::FastMap;
 
 /// Per-message behaviour of the network.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,20 +161,21 @@ pub struct Network<A> {
     /// The cuts in force, by id, so each timed partition ends on its own.
     cuts: BTreeMap<u64, BTreeSet<(A, A)>>,
     next_cut: u64,
-    clogged_until: BTreeMap<(A, A), SimTime>,
-    last_arrival: BTreeMap<(A, A), SimTime>,
+    /// Looked up per message, never iterated: hashed.
+    clogged_until: FastMap<(A, A), SimTime>,
+    last_arrival: FastMap<(A, A), SimTime>,
     pub stats: NetStats,
 }
 
-impl<A: Ord + Copy + Debug> Network<A> {
+impl<A: Ord + Copy + Debug + Hash> Network<A> {
     pub fn new(config: NetConfig) -> Self {
         Self {
             config,
             blocked: BTreeSet::new(),
             cuts: BTreeMap::new(),
             next_cut: 0,
-            clogged_until: BTreeMap::new(),
-            last_arrival: BTreeMap::new(),
+            clogged_until: FastMap::default(),
+            last_arrival: FastMap::default(),
             stats: NetStats::default(),
         }
     }

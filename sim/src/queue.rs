@@ -137,6 +137,35 @@ mod tests {
     }
 
     #[test]
+    fn pops_in_key_order_under_random_interleaving() {
+        // Against a reference: a BinaryHeap of (time, seq), pushes and pops interleaved,
+        // times near now and far ahead, ties at one instant.
+        use rand::{Rng, SeedableRng};
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut q = EventQueue::new();
+        let mut reference = BinaryHeap::new();
+        for _ in 0..200_000 {
+            if rng.gen_bool(0.52) {
+                let at = match rng.gen_range(0..4) {
+                    0 => q.now(),
+                    1 => q.now() + rng.gen_range(0..1_000),
+                    2 => q.now() + rng.gen_range(0..1_000_000_000),
+                    _ => q.now().saturating_sub(5),
+                };
+                let seq = q.push(at, ());
+                reference.push(Reverse((at.max(q.now()), seq)));
+            } else {
+                assert_eq!(q.peek_time(), reference.peek().map(|Reverse((t, _))| *t));
+                let got = q.pop().map(|(t, s, _)| (t, s));
+                assert_eq!(got, reference.pop().map(|Reverse(k)| k));
+            }
+            assert_eq!(q.len(), reference.len());
+        }
+    }
+
+    #[test]
     fn past_events_run_now() {
         let mut q = EventQueue::new();
         q.push(100, 1);

@@ -62,6 +62,7 @@ impl Default for Fnv1a {
 }
 
 impl Fnv1a {
+    #[inline]
     pub fn bytes(&mut self, data: &[u8]) {
         let mut h = self.0;
         for &b in data {
@@ -71,10 +72,24 @@ impl Fnv1a {
         self.0 = h;
     }
 
+    /// The eight little-endian bytes of `v` (as `bytes(&v.to_le_bytes())`), spelled out:
+    /// every traced event hashes several words, and a loop over a slice here was not
+    /// always unrolled.
+    #[inline]
     pub fn u64(&mut self, v: u64) {
-        self.bytes(&v.to_le_bytes());
+        let mut h = self.0;
+        h = (h ^ (v & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 8) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 16) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 24) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 32) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 40) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ ((v >> 48) & 0xff)).wrapping_mul(FNV_PRIME);
+        h = (h ^ (v >> 56)).wrapping_mul(FNV_PRIME);
+        self.0 = h;
     }
 
+    #[inline]
     pub fn str(&mut self, s: &str) {
         self.u64(s.len() as u64);
         self.bytes(s.as_bytes());
@@ -211,7 +226,9 @@ impl Tracer {
     }
 
     /// Records one event. `words` are hashed (cheap, always); `detail` is called only when
-    /// a trace file is being written.
+    /// a trace file is being written. Inlined: at each call site `kind` and `node` are
+    /// constants, so their hashing unrolls (out of line it was a byte loop, 4% of a run).
+    #[inline(always)]
     pub fn event(
         &mut self,
         time: u64,
@@ -284,6 +301,16 @@ mod tests {
         let mut h = Fnv1a::default();
         h.bytes(b"foobar");
         assert_eq!(h.finish(), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn u64_hashes_its_little_endian_bytes() {
+        for v in [0, 1, 0xff, 0x0123_4567_89ab_cdef, u64::MAX, 1 << 63] {
+            let (mut a, mut b) = (Fnv1a::default(), Fnv1a::default());
+            a.u64(v);
+            b.bytes(&v.to_le_bytes());
+            assert_eq!(a.finish(), b.finish(), "{v:#x}");
+        }
     }
 
     #[test]

@@ -276,9 +276,13 @@ struct World {
     faults_after_heal: bool,
     out: ClientOut,
     /// Records per produce request, by (client, correlation), for the acknowledgement checks.
-    produce_sizes: BTreeMap<(u64, u64), u32>,
+    /// (Looked up per acknowledgement, never iterated: hashed.)
+    produce_sizes: crate::fasthash::FastMap<(u64, u64), u32>,
     /// The group invariants, when the workload has group members.
     group: Option<GroupChecker>,
+    /// The group's `__consumer_offsets` partition, for the partition count it was computed
+    /// for (observe_coordinator runs after every broker step).
+    coordinator_partition: Option<(u32, u32)>,
     /// Client index of each group member (member n at `members[n - 1]`).
     members: Vec<usize>,
     /// History events already passed to the tracer's recorder.

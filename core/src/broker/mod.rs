@@ -534,6 +534,12 @@ impl<S: Storage + Clone> Broker<S> {
         self.replicas.get(tp).map(|r| r.view())
     }
 
+    /// The high watermark of `tp` here, if this broker holds it: a [`Broker::replica_view`]'s,
+    /// without building the whole view (the simulator asks on every consumer fetch answer).
+    pub fn high_watermark(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.replicas.get(tp).map(|r| r.high_watermark())
+    }
+
     pub fn views(&self) -> Vec<ReplicaView> {
         self.replicas.values().map(|r| r.view()).collect()
     }

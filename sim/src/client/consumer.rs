@@ -15,9 +15,11 @@ pub struct Consumer {
     meta: MetaCache,
     corr: u64,
     assigned: bool,
-    cursors: BTreeMap<u32, FetchCursor>,
-    next_poll: BTreeMap<u32, SimTime>,
-    polls: BTreeMap<u32, Poll>,
+    /// Per partition, by number (0..partitions): asked about on every step and wake-up,
+    /// so slots rather than maps.
+    cursors: Vec<FetchCursor>,
+    next_poll: Vec<SimTime>,
+    polls: Vec<Option<Poll>>,
     pub records: u64,
 }
 
@@ -31,9 +33,9 @@ impl Consumer {
             meta: MetaCache::new(partitions),
             corr: 0,
             assigned: false,
-            cursors: (0..partitions).map(|p| (p, cursor.clone())).collect(),
-            next_poll: (0..partitions).map(|p| (p, 0)).collect(),
-            polls: BTreeMap::new(),
+            cursors: vec![cursor; partitions as usize],
+            next_poll: vec![0; partitions as usize],
+            polls: (0..partitions).map(|_| None).collect(),
             records: 0,
         }
     }
@@ -55,9 +57,9 @@ impl Consumer {
             }
         }
         for p in 0..self.partitions {
-            if let Some(poll) = self.polls.get(&p) {
+            if let Some(poll) = &self.polls[p as usize] {
                 if ctx.now >= poll.sent_at + REQUEST_TIMEOUT {
-                    self.polls.remove(&p);
+                    self.polls[p as usize] = None;
                     ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
                     self.meta.invalidate();
                 }
@@ -69,20 +71,17 @@ impl Consumer {
 
     fn send_polls(&mut self, ctx: &mut Ctx<'_>) {
         for p in 0..self.partitions {
-            if self.polls.contains_key(&p) || self.next_poll[&p] > ctx.now {
+            if self.polls[p as usize].is_some() || self.next_poll[p as usize] > ctx.now {
                 continue;
             }
             let Some(leader) = self.meta.leader(p) else {
                 continue;
             };
             self.corr += 1;
-            self.polls.insert(
-                p,
-                Poll {
-                    corr: self.corr,
-                    sent_at: ctx.now,
-                },
-            );
+            self.polls[p as usize] = Some(Poll {
+                corr: self.corr,
+                sent_at: ctx.now,
+            });
             ctx.event(
                 self.client,
                 p,
@@ -92,7 +91,11 @@ impl Consumer {
             );
             ctx.out.sends.push((
                 Address::Node(leader),
-                Message::ConsumerFetch(self.cursors[&p].request(self.corr, tp(p), 64 * 1024)),
+                Message::ConsumerFetch(self.cursors[p as usize].request(
+                    self.corr,
+                    tp(p),
+                    64 * 1024,
+                )),
             ));
         }
     }
@@ -109,10 +112,13 @@ impl Consumer {
 
     fn on_fetch(&mut self, from: Address, r: ConsumerFetchResponse, ctx: &mut Ctx<'_>) {
         let p = r.tp.partition;
-        if self.polls.get(&p).map(|x| x.corr) != Some(r.correlation) {
+        let Some(slot) = self.polls.get_mut(p as usize) else {
+            return;
+        };
+        if slot.as_ref().map(|x| x.corr) != Some(r.correlation) {
             return;
         }
-        self.polls.remove(&p);
+        *slot = None;
         let process = process_id(self.client, p);
         let served_by = match from {
             Address::Node(n) => n,
@@ -120,7 +126,7 @@ impl Consumer {
         };
         match r.result {
             Ok(recs) => {
-                let cursor = self.cursors.entry(p).or_insert_with(|| FetchCursor::new(0));
+                let cursor = &mut self.cursors[p as usize];
                 let pos = cursor.position();
                 let taken = cursor.take(&recs);
                 let mut out = Vec::new();
@@ -145,7 +151,7 @@ impl Consumer {
                     epoch: recs.leader_epoch,
                 });
                 let delay = if next > pos { 0 } else { POLL_INTERVAL };
-                self.next_poll.insert(p, ctx.now + delay);
+                self.next_poll[p as usize] = ctx.now + delay;
                 ctx.history.push(
                     ctx.now,
                     process,
@@ -164,14 +170,14 @@ impl Consumer {
                 );
                 // A truncation (the cursor moved back to the divergence point) or records
                 // deleted by retention (it moved to the log start): core's cursor decides.
-                if let Some(cursor) = self.cursors.get_mut(&p) {
+                if let Some(cursor) = self.cursors.get_mut(p as usize) {
                     if let Some(truncation) = cursor.on_error(&e) {
                         ctx.out.cursor.push(CursorObs::Truncated { p, truncation });
                     }
                 }
                 let from = Some(served_by).filter(|n| *n != 0);
                 self.meta.with_cache(|c| c.on_fetch_error(&r.tp, from, &e));
-                self.next_poll.insert(p, ctx.now + RETRY_BACKOFF);
+                self.next_poll[p as usize] = ctx.now + RETRY_BACKOFF;
             }
         }
     }
@@ -183,9 +189,9 @@ impl Consumer {
             at(0);
         }
         for p in 0..self.partitions {
-            match self.polls.get(&p) {
+            match &self.polls[p as usize] {
                 Some(poll) => at(poll.sent_at + REQUEST_TIMEOUT),
-                None if self.meta.leader(p).is_some() => at(self.next_poll[&p]),
+                None if self.meta.leader(p).is_some() => at(self.next_poll[p as usize]),
                 None => {}
             }
         }
@@ -193,13 +199,18 @@ impl Consumer {
     }
 
     pub fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        for p in std::mem::take(&mut self.polls).into_keys() {
+        for p in 0..self.partitions {
+            if self.polls[p as usize].take().is_none() {
+                continue;
+            }
             ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
         }
     }
 
     /// Next offset this consumer will read in partition `p`.
     pub fn position(&self, p: u32) -> Offset {
-        self.cursors.get(&p).map_or(0, FetchCursor::position)
+        self.cursors
+            .get(p as usize)
+            .map_or(0, FetchCursor::position)
     }
 }

@@ -92,13 +92,21 @@ impl Checker {
         next_offset: Offset,
         delta: Option<&MetadataDelta>,
     ) {
-        let before = match self.metadata.brokers.get(&broker) {
-            Some(&(inc, off)) if inc == incarnation => off,
+        let slot = self
+            .metadata
+            .brokers
+            .entry(broker)
+            .or_insert((incarnation, 0));
+        let before = match *slot {
+            (inc, off) if inc == incarnation => off,
             _ => 0, // a new process replays from an empty image
         };
-        self.metadata
-            .brokers
-            .insert(broker, (incarnation, next_offset));
+        *slot = (incarnation, next_offset);
+        let committed = self.metadata.committed.len() as Offset;
+        if next_offset == before && next_offset <= committed {
+            // Nothing applied since the last step (most steps): nothing to judge.
+            return;
+        }
         if next_offset < before {
             let d = format!(
                 "broker {broker} (incarnation {incarnation}) went back from metadata offset {before} to {next_offset}"
@@ -106,7 +114,6 @@ impl Checker {
             self.violate(METADATA_IN_ORDER, now, d);
             return;
         }
-        let committed = self.metadata.committed.len() as Offset;
         if next_offset > committed {
             let d = format!(
                 "broker {broker} applied metadata up to offset {next_offset}, but only {committed} records were ever committed"

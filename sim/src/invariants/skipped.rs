@@ -14,11 +14,12 @@
 //! off, paused or crashed has not been told yet, which is not a skip).
 
 use super::{Checker, SKIPPED_RECORDS};
+use crate::fasthash::FastMap;
 use crate::time::SimTime;
 use skein_core::client::Truncation;
 use skein_core::log::RecordBatch;
 use skein_core::{LeaderEpoch, Offset};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// What one consumer did in one partition.
 #[derive(Default)]
@@ -29,8 +30,8 @@ pub(super) struct ConsumerTrack {
     position: Offset,
     /// The leader epoch of the last fetch answer.
     served_epoch: Option<LeaderEpoch>,
-    /// The last value read at each offset.
-    read: BTreeMap<Offset, String>,
+    /// The last value read at each offset (looked up only).
+    read: FastMap<Offset, String>,
     /// `[to, from)` of every truncation the consumer reported.
     truncated: Vec<(Offset, Offset)>,
 }
@@ -52,15 +53,13 @@ impl Checker {
         client: u64,
         p: u32,
         to: Offset,
-        records: &[(Offset, String)],
+        records: impl IntoIterator<Item = (Offset, String)>,
         epoch: LeaderEpoch,
     ) {
         let t = self.consumers.entry((client, p)).or_default();
         t.position = to;
         t.served_epoch = Some(epoch);
-        for (o, v) in records {
-            t.read.insert(*o, v.clone());
-        }
+        t.read.extend(records);
     }
 
     /// Group member `client` starts reading `p` at `at` (a new assignment, a reset or a
@@ -98,14 +97,8 @@ impl Checker {
 
     /// Drops the first reads of partition `p` at offsets `from` and above.
     pub(crate) fn forget_reads_from(&mut self, p: u32, from: Offset) {
-        let gone: Vec<(u32, Offset)> = self
-            .reads
-            .range((p, from)..(p + 1, 0))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in gone {
-            self.reads.remove(&k);
-        }
+        // A hashed map: a scan, but truncations are rare and reads are looked up per record.
+        self.reads.retain(|&(q, o), _| q != p || o < from);
     }
 
     /// End of run, for one partition: every consumer in `live` judged against `log`.

@@ -289,7 +289,7 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     let mut c = Checker::new();
     let old = [(0, s("a")), (1, s("b")), (2, s("c"))];
     for client in [1, 2] {
-        c.on_consumer_poll(client, 0, 3, &old, 1);
+        c.on_consumer_poll(client, 0, 3, old.clone(), 1);
         for (o, v) in &old {
             c.on_read(1, 0, *o, v, 1);
         }
@@ -304,13 +304,13 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     };
     c.on_consumer_truncation(1, 0, &t);
     let new = [(1, s("x")), (2, s("y")), (3, s("z"))];
-    c.on_consumer_poll(1, 0, 4, &new, 2);
+    c.on_consumer_poll(1, 0, 4, new.clone(), 2);
     for (o, v) in &new {
         c.on_read(2, 0, *o, v, 3);
     }
     assert_eq!(c.count(RECORD_CHANGED), 0);
     // Consumer 2 ignores it, waits past 3 and reads only z.
-    c.on_consumer_poll(2, 0, 4, &[(3, s("z"))], 2);
+    c.on_consumer_poll(2, 0, 4, [(3, s("z"))], 2);
     let log = FinalLog {
         partition: 0,
         leader_epoch: 2,
@@ -329,7 +329,7 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     assert!(v[0].detail.contains("2 records skipped"), "{v:?}");
     // Not judged: a consumer that is gone, or was last answered by another epoch's leader.
     let mut c2 = Checker::new();
-    c2.on_consumer_poll(2, 0, 4, &[(3, s("z"))], 1);
+    c2.on_consumer_poll(2, 0, 4, [(3, s("z"))], 1);
     c2.finish_skipped(5, &live, &log);
     c2.finish_skipped(5, &BTreeSet::new(), &log);
     assert_eq!(c2.count(SKIPPED_RECORDS), 0);

@@ -15,32 +15,52 @@ use skein_core::replica::{ReplicaView, Role};
 use skein_core::{NodeId, Offset, TopicPartition};
 
 impl World {
-    /// Feeds the group checks with what the group's coordinator on broker `id` holds.
+    /// Feeds the group checks with what the group's coordinator on broker `id` holds. Runs
+    /// after every broker step, so it first asks the checks whether that state is the one
+    /// they last saw there with nothing changed since, and builds it only if not.
     pub(super) fn observe_coordinator(&mut self, id: NodeId, now: SimTime) {
         let Some(gc) = self.group.as_mut() else {
             return;
         };
         let gid = &self.cfg.group_id;
-        let state = self
+        let cache = &mut self.coordinator_partition;
+        let coordinator = self
             .brokers
             .get(&id)
             .and_then(|s| s.machine.as_ref())
             .and_then(|b| b.group_coordinators())
-            .and_then(|cs| cs.coordinator(coordinator_partition(gid, cs.num_partitions())))
+            .and_then(|cs| {
+                let n = cs.num_partitions();
+                // The group's partition is a hash of its id: computed once per count.
+                let p = match *cache {
+                    Some((m, p)) if m == n => p,
+                    _ => {
+                        let p = coordinator_partition(gid, n);
+                        *cache = Some((n, p));
+                        p
+                    }
+                };
+                cs.coordinator(p)
+            })
             .and_then(|c| match c.phase() {
-                CoordinatorPhase::Active { epoch } => {
-                    let offsets = c
-                        .committed_offsets(gid)
-                        .map(|it| {
-                            it.filter(|(tp, _)| tp.topic == TOPIC)
-                                .map(|(tp, o)| (tp.partition, o))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    Some((*epoch, offsets))
-                }
+                CoordinatorPhase::Active { epoch } => Some((*epoch, c)),
                 _ => None,
             });
+        fn offsets<'a>(
+            c: &'a skein_core::group::GroupCoordinator,
+            gid: &'a str,
+        ) -> impl Iterator<Item = (u32, Offset)> + 'a {
+            c.committed_offsets(gid)
+                .into_iter()
+                .flatten()
+                .filter_map(|(tp, o)| (tp.topic == TOPIC).then_some((tp.partition, o)))
+        }
+        let unchanged =
+            gc.coordinator_unchanged(id, coordinator.map(|(e, c)| (e, offsets(c, gid))));
+        if unchanged {
+            return;
+        }
+        let state = coordinator.map(|(e, c)| (e, offsets(c, gid).collect()));
         gc.on_coordinator(&mut self.checker, now, id, state);
     }
 
@@ -89,8 +109,8 @@ impl World {
                         .brokers
                         .get(&id)
                         .and_then(|s| s.machine.as_ref())
-                        .and_then(|b| b.replica_view(&r.tp))
-                        .map_or(0, |v| v.high_watermark);
+                        .and_then(|b| b.high_watermark(&r.tp))
+                        .unwrap_or(0);
                     self.checker
                         .on_served(now, id, r.tp.partition, &recs.batches, hw);
                 }

@@ -241,9 +241,10 @@ impl World {
             healed_at: 0,
             faults_after_heal: false,
             out: ClientOut::default(),
-            produce_sizes: BTreeMap::new(),
+            produce_sizes: Default::default(),
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),
             members,
+            coordinator_partition: None,
             next_producer_index: cfg.producers + 1,
             moved_clients: BTreeMap::new(),
         };

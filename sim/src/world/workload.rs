@@ -134,9 +134,7 @@ impl World {
                     records,
                     epoch,
                     ..
-                } => self
-                    .checker
-                    .on_consumer_poll(client, p, to, &records, epoch),
+                } => self.checker.on_consumer_poll(client, p, to, records, epoch),
                 CursorObs::Truncated { p, truncation: t } => {
                     tracing::info!(client, partition = p, "{t}");
                     let seq = self.q.len() as u64;
