@@ -323,6 +323,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn append_checks_a_new_path_and_keeps_appending_to_a_known_one() {
+        let mut m = MemStorage::new();
+        for bad in ["", "/a", "a//b", "a/../b", "a\\b"] {
+            assert!(
+                matches!(m.append(bad, b"x"), Err(StorageError::InvalidPath { .. })),
+                "{bad:?} accepted"
+            );
+            assert!(!m.exists(bad));
+        }
+        m.append("d/a", b"he").unwrap();
+        m.append("d/a", b"llo").unwrap();
+        assert_eq!(m.contents("d/a").unwrap(), b"hello");
+    }
+
+    #[test]
+    #[should_panic(expected = "invalid path")]
+    fn put_raw_refuses_an_invalid_path() {
+        MemStorage::new().put_raw("/abs", b"x");
+    }
+
+    #[test]
     fn crash_keeps_synced_and_clamps() {
         let mut m = MemStorage::new();
         m.append("d/a", b"hello").unwrap();
