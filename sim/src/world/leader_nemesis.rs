@@ -1,7 +1,7 @@
 //! The leader nemesis ("partition the leader", as Jepsen does, aimed as FoundationDB's
 //! BUGGIFY aims faults): with `[faults] new_leader_isolate` above 0, a controller that has
 //! just become Raft leader of a new term is, with that probability, isolated from every node
-//! a random 0 to 4 message delays later, for 300 ms to 3 s. Cut off right after it wins,
+//! a random 0 to 6 message delays later, for 300 ms to 3 s. Cut off right after it wins,
 //! its no-op (or the entry it was probing) reaches nobody or only some: the chain of
 //! stranded entries of Raft's figure 8 (`commit-previous-term`), which faults at random
 //! times almost never line up. Draws come from a stream of their own, so the seed's other
@@ -50,7 +50,7 @@ impl World {
         if now >= end || !chance(&mut n.rng, self.cfg.rates.new_leader_isolate) {
             return;
         }
-        let delay = between(&mut n.rng, 0, 4 * self.cfg.network.latency_max);
+        let delay = between(&mut n.rng, 0, 6 * self.cfg.network.latency_max);
         let at = now + delay;
         let cap = self.cfg.rates.max_duration().max(300 * MILLIS);
         let hi = (3 * SECS).min(cap).min(end.saturating_sub(at));
