@@ -29,7 +29,7 @@ pub fn random_schedule(
         return out;
     }
     let mean_gap = (SECS as f64 / rates.per_second) as u64;
-    let kinds: [(u32, u8); 13] = [
+    let kinds: [(u32, u8); 12] = [
         (rates.crash, 0),
         (rates.power_loss, 1),
         (rates.controller_crash, 2),
@@ -44,7 +44,6 @@ pub fn random_schedule(
         // Weight 0 by default: a kind that is never picked consumes no draws, so every
         // existing seed keeps its schedule.
         (rates.controller_bridge, 11),
-        (rates.controller_leader, 12),
     ];
     let total: u32 = kinds.iter().map(|k| k.0).sum();
     if total == 0 {
@@ -127,19 +126,6 @@ pub fn random_schedule(
                     continue;
                 }
                 controller_bridge(controllers, remaining, rng)
-            }
-            12 => {
-                if controllers < 3 {
-                    continue;
-                }
-                // "The controller": resolved to the active one (the Raft leader of the
-                // highest term) when it strikes.
-                Fault::Partition {
-                    shape: Partition::Isolate {
-                        node: NodeRef::CONTROLLER,
-                    },
-                    duration: Some(short(rng, 100 * MILLIS, 5 * SECS)),
-                }
             }
             _ => draw_stateless(kind, node, (brokers, controllers), remaining, rng),
         };

@@ -27,12 +27,6 @@ pub struct FaultRates {
     /// controllers, otherwise not drawn). Weight 0 in the default mix, so existing seeds keep
     /// their schedules; Raft shapes turn it on.
     pub controller_bridge: u32,
-    /// The Raft leader cut off (`controller-leader`: the active controller when the fault
-    /// strikes, isolated from every node; a controller quorum only, otherwise not drawn): the
-    /// "partition the leader" nemesis, which strands whatever the leader appended in the
-    /// last message delay. Weight 0 in the default mix, so existing seeds keep their
-    /// schedules; the `commit-previous-term` shape turns it on.
-    pub controller_leader: u32,
     /// The probability that a controller that has just become Raft leader is isolated from
     /// every node 0 to 4 message delays later, for 300 ms to 3 s (the leader nemesis,
     /// sim/src/world/leader_nemesis.rs: event-driven, from a stream of its own; a controller
@@ -76,7 +70,6 @@ impl Default for FaultRates {
             disk_full: 1,
             slow_disk: 1,
             controller_bridge: 0,
-            controller_leader: 0,
             new_leader_isolate: 0.0,
             max_down: 1,
             max_duration_ms: 0,
@@ -118,7 +111,6 @@ impl FaultRates {
             + self.disk_full
             + self.slow_disk
             + self.controller_bridge
-            + self.controller_leader
     }
 
     /// The cap [`FaultRates::max_duration_ms`] puts on a random fault's length.
@@ -143,7 +135,6 @@ impl FaultRates {
         "disk-full",
         "slow-disk",
         "controller-bridge",
-        "controller-leader",
         "member-crash",
         "member-pause",
         "member-isolate",
@@ -167,7 +158,6 @@ impl FaultRates {
             "disk-full" => &mut self.disk_full,
             "slow-disk" => &mut self.slow_disk,
             "controller-bridge" => &mut self.controller_bridge,
-            "controller-leader" => &mut self.controller_leader,
             "member-crash" => &mut self.member_crash,
             "member-pause" => &mut self.member_pause,
             "member-isolate" => &mut self.member_isolate,
