@@ -39,6 +39,7 @@ use std::io::Write;
 mod client_faults;
 mod controllers;
 mod delivery;
+mod leader_nemesis;
 mod node_faults;
 mod observe;
 mod report;
@@ -257,6 +258,8 @@ struct World {
     /// their clock, so `fenced-broker-ack` does not judge them.
     clock_faulted: std::collections::BTreeSet<NodeId>,
     /// Which controller the admin client asks, and the one it asked last until it answers.
+    /// Isolates new Raft leaders (`[faults] new_leader_isolate`); `None`: off.
+    leader_nemesis: Option<leader_nemesis::LeaderNemesis>,
     admin_router: skein_core::client::ControllerRouter,
     admin_asked: Option<NodeId>,
     /// The highest Raft commit index any quorum node was seen at (a committed entry may be

@@ -27,6 +27,11 @@ pub struct FaultRates {
     /// controllers, otherwise not drawn). Weight 0 in the default mix, so existing seeds keep
     /// their schedules; Raft shapes turn it on.
     pub controller_bridge: u32,
+    /// The probability that a controller that has just become Raft leader is isolated from
+    /// every node 0 to 4 message delays later, for 300 ms to 3 s (the leader nemesis,
+    /// sim/src/world/leader_nemesis.rs: event-driven, from a stream of its own; a controller
+    /// quorum only). 0 (the default): never, so no run changes.
+    pub new_leader_isolate: f64,
     /// At most this many brokers down at once (crashed or paused).
     pub max_down: u32,
     /// The longest fault of [`random_schedule`] in milliseconds (down time of a crash,
@@ -65,6 +70,7 @@ impl Default for FaultRates {
             disk_full: 1,
             slow_disk: 1,
             controller_bridge: 0,
+            new_leader_isolate: 0.0,
             max_down: 1,
             max_duration_ms: 0,
             member_crash: 2,

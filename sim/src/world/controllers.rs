@@ -88,7 +88,9 @@ impl World {
             entries: raft.entries(),
             commit: raft.commit_index(),
         };
+        let (term, leader) = (view.term, view.leader);
         self.checker.on_raft(now, id, view);
+        self.leader_nemesis(now, id, term, leader);
     }
 
     /// Feeds `metadata-in-order` controller `id`'s committed metadata records.

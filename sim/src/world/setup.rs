@@ -228,6 +228,7 @@ impl World {
             brokers,
             controllers,
             clock_faulted: Default::default(),
+            leader_nemesis: super::leader_nemesis::LeaderNemesis::new(cfg),
             admin_router: skein_core::client::ControllerRouter::new(cfg.controllers),
             admin_asked: None,
             raft_commit_seen: 0,
