@@ -26,6 +26,7 @@ use crate::invariants::Checker;
 use crate::net::Network;
 use crate::queue::EventQueue;
 use crate::report::SimReport;
+use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS};
 use crate::trace::{Fields, Tracer};
 use rand_chacha::ChaCha8Rng;
@@ -238,7 +239,7 @@ pub fn run_recorded(
 }
 
 /// The brokers' slots, by id.
-type BrokerSlots = BTreeMap<NodeId, Slot<Broker<SimDisk>>>;
+type BrokerSlots = PartitionSlots<Slot<Broker<SimDisk>>>;
 
 struct World {
     cfg: SimConfig,
