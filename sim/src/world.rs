@@ -26,7 +26,6 @@ use crate::invariants::Checker;
 use crate::net::Network;
 use crate::queue::EventQueue;
 use crate::report::SimReport;
-use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS};
 use crate::trace::{Fields, Tracer};
 use rand_chacha::ChaCha8Rng;
@@ -239,7 +238,7 @@ pub fn run_recorded(
 }
 
 /// The brokers' slots, by id.
-type BrokerSlots = PartitionSlots<Slot<Broker<SimDisk>>>;
+type BrokerSlots = BTreeMap<NodeId, Slot<Broker<SimDisk>>>;
 
 struct World {
     cfg: SimConfig,
