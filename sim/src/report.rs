@@ -91,6 +91,11 @@ pub struct SimReport {
     pub atlas: Vec<(String, u64)>,
     /// Hits of every coverage probe (`skein_core::probe`), in report order, hit or not.
     pub probes: Vec<(&'static str, u64)>,
+    /// The faults the leader nemesis scheduled as elections happened (`[faults]
+    /// new_leader_isolate`), in order: not part of the schedule drawn before the run, so
+    /// `shrink` adds them to it to replay the run with random faults off.
+    #[serde(skip)]
+    pub nemesis_faults: Vec<crate::faults::Scheduled>,
 }
 
 impl SimReport {

@@ -298,9 +298,13 @@ pub fn shrink(
                 what: "any invariant".into(),
             })?,
     };
-    // The realised schedule as explicit faults, random faults off: the same run.
+    // The realised schedule as explicit faults, random faults off: the same run. The
+    // leader nemesis' faults were drawn during the run; they join the schedule too.
+    let mut schedule = realised_schedule(cfg);
+    schedule.extend(original.nemesis_faults.iter().cloned());
+    schedule.sort_by_key(|s| s.at);
     let captured = SimConfig {
-        schedule: realised_schedule(cfg),
+        schedule,
         random_faults: false,
         expect: None,
         ..cfg.clone()

@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 fn node(n: &NodeRef) -> String {
     match n {
         NodeRef::Broker(id) => id.to_string(),
-        NodeRef::Controller(_) => "\"controller\"".into(),
+        // `controller` (the active one) or `controller:K`, as scenario files spell them.
+        NodeRef::Controller(c) => format!("\"{c}\""),
         NodeRef::LeaderOf(l) => format!("\"{l}\""),
     }
 }
@@ -352,6 +353,14 @@ mod tests {
             },
             Fault::Partition {
                 shape: Partition::Isolate { node: Broker(2) },
+                duration: Some(2 * SECS),
+            },
+            // A quorum member by number (the leader nemesis' target): `controller:K`, not
+            // the active controller.
+            Fault::Partition {
+                shape: Partition::Isolate {
+                    node: Controller(crate::faults::ControllerTag(2)),
+                },
                 duration: Some(2 * SECS),
             },
             Fault::Partition {

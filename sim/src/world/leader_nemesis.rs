@@ -16,10 +16,12 @@ use rand_chacha::ChaCha8Rng;
 use skein_core::NodeId;
 use std::collections::BTreeMap;
 
-/// The nemesis' stream and the newest term each controller was seen leading.
+/// The nemesis' stream, the newest term each controller was seen leading, and the faults
+/// it scheduled (the run's report carries them, so `shrink` can replay them explicitly).
 pub(super) struct LeaderNemesis {
     rng: ChaCha8Rng,
     led: BTreeMap<NodeId, u64>,
+    pub(super) struck: Vec<crate::faults::Scheduled>,
 }
 
 impl LeaderNemesis {
@@ -30,6 +32,7 @@ impl LeaderNemesis {
             || Self {
                 rng: substream(cfg.seed, Subsystem::Faults, 3),
                 led: BTreeMap::new(),
+                struck: Vec::new(),
             },
         )
     }
@@ -64,6 +67,10 @@ impl World {
             },
             duration: Some(duration),
         };
+        n.struck.push(crate::faults::Scheduled {
+            at,
+            fault: fault.clone(),
+        });
         self.q.push(at, Ev::Fault(fault));
     }
 }

@@ -102,6 +102,11 @@ impl World {
             violations,
             history_summary,
             probes: Vec::new(),
+            nemesis_faults: self
+                .leader_nemesis
+                .as_ref()
+                .map(|n| n.struck.clone())
+                .unwrap_or_default(),
         })
     }
 
