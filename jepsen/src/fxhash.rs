@@ -1,16 +1,17 @@
-//! FxHash (the multiply-rotate hash rustc uses) with a murmur3 finish, for the checker's
-//! lookup tables.
+//! FxHash (the multiply-rotate hash rustc uses) with a murmur3 finish, for lookup tables:
+//! the checker's, and the simulator's hot paths (which re-export it as `fasthash`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hash maps here are lookup tables only: their order never reaches the report. They hash
 /// with FxHash (as rustc does) because SipHash's DoS resistance buys nothing for a checker
 /// and cost a sixth of its time.
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FastSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
 
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher {
+pub struct FxHasher {
     hash: u64,
 }
 

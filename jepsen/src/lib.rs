@@ -14,7 +14,7 @@
 
 pub mod check;
 mod fast;
-mod fxhash;
+pub mod fxhash;
 pub mod history;
 pub mod io;
 pub mod nemesis;
