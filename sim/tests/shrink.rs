@@ -50,15 +50,7 @@ fn a_bug_found_by_a_random_seed_shrinks_to_a_scenario_that_reproduces_it() {
     assert!(!shrunk.config.random_faults);
     assert!(shrunk.report.failed_invariants().contains(&first));
 
-    // Written out and read back, the scenario reproduces the shrunk run exactly.
-    let text = scenario_toml(&shrunk.config, "shrunk", "test", first);
-    let sc = Scenario::parse("shrunk.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut replay = SimConfig::default();
-    replay.apply_scenario(&sc);
-    replay.seed = cfg.seed;
-    replay.bugs = cfg.bugs.clone();
-    let r = common::run(&replay);
-    assert_eq!(r.trace_hash, shrunk.report.trace_hash, "{text}");
+    let (sc, mut replay, r) = written_and_replayed(&shrunk, &cfg);
     assert!(skein_sim::scenario::Expect::met(sc.expect.as_ref(), &r));
     // And without the bug the same scenario passes: the failure is the bug's.
     replay.bugs.clear();
@@ -91,6 +83,16 @@ fn a_leader_nemesis_finding_shrinks_to_a_scenario_that_reproduces_it() {
         shrunk.original_faults > skein_sim::realised_schedule(&cfg).len(),
         "the capture holds the nemesis' faults besides the drawn ones"
     );
+    let (_, _, r) = written_and_replayed(&shrunk, &cfg);
+    assert!(r.failed_invariants().contains(&"metadata-commit-lost"));
+}
+
+/// Writes the shrunk run as a scenario file, reads it back and runs it with `cfg`'s seed
+/// and bugs: it must reproduce the shrunk run's trace exactly.
+fn written_and_replayed(
+    shrunk: &skein_sim::shrink::Shrunk,
+    cfg: &SimConfig,
+) -> (Scenario, SimConfig, skein_sim::report::SimReport) {
     let text = scenario_toml(&shrunk.config, "shrunk", "test", shrunk.invariant);
     let sc = Scenario::parse("shrunk.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut replay = SimConfig::default();
@@ -99,5 +101,5 @@ fn a_leader_nemesis_finding_shrinks_to_a_scenario_that_reproduces_it() {
     replay.bugs = cfg.bugs.clone();
     let r = common::run(&replay);
     assert_eq!(r.trace_hash, shrunk.report.trace_hash, "{text}");
-    assert!(r.failed_invariants().contains(&"metadata-commit-lost"));
+    (sc, replay, r)
 }
