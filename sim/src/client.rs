@@ -187,10 +187,15 @@ impl MetaCache {
     }
 
     /// Changes the cache with `f` and refreshes the leaders mirrored from it.
+    /// The mirror is refreshed only when core's cache says a leader may have changed
+    /// (`LeaderCache::version`), so most answers (group protocol, records) cost no refresh.
     pub(crate) fn with_cache<R>(&mut self, f: impl FnOnce(&mut LeaderCache) -> R) -> R {
+        let before = self.cache.version();
         let r = f(&mut self.cache);
-        for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
-            *l = self.cache.leader(key);
+        if self.cache.version() != before {
+            for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
+                *l = self.cache.leader(key);
+            }
         }
         r
     }
@@ -199,37 +204,23 @@ impl MetaCache {
         self.cache.invalidate();
     }
 
-    /// Core's routing of a group member's request ([`group_wire::route`]): it only looks
-    /// leaders up (asking for a refresh when one is missing), so the mirrored leaders stay
-    /// as they are; it runs for every request a member sends.
+    /// Core's routing of a group member's request ([`group_wire::route`]).
     pub(crate) fn route(
         &mut self,
         to: &Destination,
         request: &ConsumerRequest,
     ) -> group_wire::Route {
-        group_wire::route(to, request, &mut self.cache)
+        self.with_cache(|c| group_wire::route(to, request, c))
     }
 
     /// Core's reading of a broker's answer to a group member ([`group_wire::from_message`]).
-    /// Only a metadata answer and a refused fetch or offset lookup teach the cache leaders;
-    /// after any other answer (most: group protocol, records) the mirror needs no refresh.
     pub(crate) fn answer(
         &mut self,
         pending: group_wire::Pending,
         from: Option<NodeId>,
         msg: Message,
     ) -> Option<ConsumerResponse> {
-        let teaches = match &msg {
-            Message::MetadataResponse(_) => true,
-            Message::ListOffsetsResponse(r) => r.result.is_err(),
-            Message::ConsumerFetchResponse(r) => r.result.is_err(),
-            _ => false,
-        };
-        if teaches {
-            self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
-        } else {
-            group_wire::from_message(pending, from, msg, &mut self.cache)
-        }
+        self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
     }
 
     fn missing(&self, partitions: u32) -> bool {

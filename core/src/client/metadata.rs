@@ -23,6 +23,10 @@ pub struct LeaderCache {
     last_request: Option<Nanos>,
     timeout: Nanos,
     min_interval: Nanos,
+    /// Bumped by every call that may change a leader: a driver mirroring leaders (the
+    /// simulator's clients) refreshes its copy when this moved, not by its own list of
+    /// which answers teach the cache.
+    version: u64,
 }
 
 impl LeaderCache {
@@ -36,7 +40,13 @@ impl LeaderCache {
             last_request: None,
             timeout,
             min_interval,
+            version: 0,
         }
+    }
+
+    /// Moves whenever a leader may have changed (see the field).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The leader of `tp`, if one is known.
@@ -71,6 +81,7 @@ impl LeaderCache {
         leader: Option<NodeId>,
         epoch: LeaderEpoch,
     ) {
+        self.version += 1;
         let e = self.leaders.entry(tp.clone()).or_insert((None, 0));
         if epoch >= e.1 {
             *e = (leader, epoch);
@@ -80,6 +91,7 @@ impl LeaderCache {
     /// Forgets `tp`'s leader and asks for a refresh. A `hint` from the broker that refused
     /// (`NotLeader { leader }`) is taken at once when it names another broker.
     pub fn not_leader(&mut self, tp: &TopicPartition, from: Option<NodeId>, hint: Option<NodeId>) {
+        self.version += 1;
         let e = self.leaders.entry(tp.clone()).or_insert((None, 0));
         e.0 = hint.filter(|h| Some(*h) != from);
         self.stale = true;

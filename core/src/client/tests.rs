@@ -173,15 +173,30 @@ fn leader_cache_never_steps_back_and_refreshes_when_stale() {
         c.poll_refresh(10, 2, &topics, true).is_none(),
         "one in flight"
     );
+    let v = c.version();
     c.learn(&metadata(1, Some(2), 5));
     assert_eq!(c.leader(&tp()), Some(2));
+    assert_ne!(
+        c.version(),
+        v,
+        "learning a leader moves the version mirrors follow"
+    );
     c.learn(&metadata(7, Some(1), 4));
     assert_eq!(
         c.leader(&tp()),
         Some(2),
         "a lagging broker's older view is ignored"
     );
+    let v = c.version();
+    let _ = c.leader(&tp());
+    c.invalidate();
+    assert_eq!(
+        c.version(),
+        v,
+        "looking up or asking for a refresh changes no leader"
+    );
     c.not_leader(&tp(), Some(2), Some(3));
+    assert_ne!(c.version(), v, "a refusal changes a leader");
     assert_eq!(
         c.leader(&tp()),
         Some(3),
