@@ -643,8 +643,14 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Effects since the last call, in order.
     pub fn drain_outputs(&mut self) -> Vec<Output> {
+        self.drain_outputs_iter().collect()
+    }
+
+    /// [`Broker::drain_outputs`] without giving up the buffer (it keeps its capacity for the
+    /// next step).
+    pub fn drain_outputs_iter(&mut self) -> std::vec::Drain<'_, Output> {
         self.collect_replica_effects();
-        std::mem::take(&mut self.outputs)
+        self.outputs.drain(..)
     }
 
     /// When `tick` next has something to do.
@@ -818,10 +824,7 @@ impl<S: Storage + Clone> Broker<S> {
         let controller = Address::Controller(self.controller);
         // Called after every step and every group pump round; most replicas have nothing.
         for r in self.replicas.with_effects_mut() {
-            let effects = r.drain_effects();
-            // Most effects become one output: grow once, not by doubling from empty.
-            self.outputs.reserve(effects.len());
-            for effect in effects {
+            for effect in r.drain_effects_iter() {
                 self.outputs.push(match effect {
                     // Answers to this broker's own (group coordinator) appends.
                     ReplicaEffect::LocalProduceAnswer(resp) => {

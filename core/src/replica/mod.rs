@@ -430,9 +430,14 @@ impl<L: ReplicaLog> Replica<L> {
     /// Take the effects produced so far. Drivers call it after every call into the
     /// replica, so debug builds check the replica's invariants here (`check.rs`).
     pub fn drain_effects(&mut self) -> Vec<ReplicaEffect> {
+        self.drain_effects_iter().collect()
+    }
+
+    /// [`Replica::drain_effects`] keeping the buffer's capacity for the next step.
+    pub fn drain_effects_iter(&mut self) -> std::vec::Drain<'_, ReplicaEffect> {
         #[cfg(debug_assertions)]
         self.debug_check();
-        std::mem::take(&mut self.effects)
+        self.effects.drain(..)
     }
 
     /// Whether `drain_effects` would return anything.

@@ -356,7 +356,8 @@ impl World {
         let Some(b) = slot.machine.as_mut() else {
             return;
         };
-        let outputs = b.poll_outputs();
+        let mut outputs = std::mem::take(&mut self.node_out);
+        b.poll_outputs_into(&mut outputs);
         let next = b.poll_timeout();
         if self.tracer.recording() {
             let views = b.views();
@@ -369,7 +370,7 @@ impl World {
             );
         }
         let from = Address::Node(id);
-        for o in outputs {
+        for o in outputs.drain(..) {
             if let NodeOutput::Broker(e) = &o {
                 let seq = self.q.len() as u64;
                 self.tracer
@@ -420,6 +421,7 @@ impl World {
                 _ => {}
             }
         }
+        self.node_out = outputs;
         self.set_node_timer(Address::Node(id), now, next);
         self.observe_coordinator(id, now);
         // A delivered delta was judged right after its step; this sees every other step.

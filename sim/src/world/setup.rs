@@ -219,6 +219,7 @@ impl World {
             broker_config,
             controller_config,
             q: EventQueue::new(),
+            node_out: Vec::new(),
             net: Network::new(cfg.network.clone()),
             net_rng: stream(seed, Subsystem::Network),
             disk_rng: stream(seed, Subsystem::Disk),
