@@ -60,6 +60,9 @@ probes! {
     ProduceNotEnoughReplicas = "replica.produce-not-enough-replicas",
     /// A replica's log failed a read (CRC, I/O) and it went offline for the partition.
     ReplicaWentOffline = "replica.offline",
+    /// A leader's flush failed (a full disk) with data unflushed: it is tried again on a
+    /// timer, not only at the next append (seed 5503).
+    LeaderFlushRetry = "replica.leader-flush-retry",
     /// A damaged batch was refilled with another replica's intact copy (peer repair).
     ReplicaPeerRepaired = "replica.peer-repaired",
     /// An idempotent retry matched a batch already in the log: acknowledged, not rewritten.

@@ -252,7 +252,7 @@ impl<L: ReplicaLog> Replica<L> {
 
     fn after_leader_append(&mut self, now: Nanos) {
         if self.config.flush_interval == 0 {
-            self.flush_log();
+            self.flush_or_retry(now);
         } else if self.flush_due.is_none() {
             self.flush_due = Some(now + self.config.flush_interval);
         }

@@ -39,8 +39,12 @@ use std::collections::BTreeSet;
 /// Re-exported from the batch module, where it now lives (kept for existing paths).
 pub use crate::log::CONTROL_BATCH_BIT;
 
+/// How soon a leader tries a failed flush again ([`Replica::flush_or_retry`]).
+const FLUSH_RETRY: Nanos = 100_000_000;
+
 /// Per-replica tunables (the broker fills them from `BrokerConfig` and topic config).
 #[derive(Clone, Debug, PartialEq, Eq)]
+
 pub struct ReplicaConfig {
     /// A follower that has not caught up to the leader's log end for this long leaves
     /// the ISR (`replica.lag.time.max.ms`).
@@ -467,7 +471,7 @@ impl<L: ReplicaLog> Replica<L> {
         if let Some(due) = self.flush_due {
             if now >= due {
                 self.flush_due = None;
-                self.flush_log();
+                self.flush_or_retry(now);
                 self.leader_maybe_advance_hw(now);
             }
         }
@@ -686,6 +690,18 @@ impl<L: ReplicaLog> Replica<L> {
                 self.log_error("flush", e);
                 false
             }
+        }
+    }
+
+    /// A leader's flush: when it fails (a full disk) and data stays unflushed, it is tried
+    /// again after [`FLUSH_RETRY`]. The leader's own flushed offset bounds the HW, and
+    /// only the next append would otherwise flush again: a partition nobody writes to
+    /// until its HW moves (`__consumer_offsets` while its coordinator waits to load) kept
+    /// its HW below its log end for good (seed 5503, docs/simulation.md).
+    pub(crate) fn flush_or_retry(&mut self, now: Nanos) {
+        if !self.flush_log() && self.log.flushed_offset() < self.log.log_end_offset() {
+            crate::probe!(LeaderFlushRetry);
+            self.flush_due = Some(now + FLUSH_RETRY);
         }
     }
 

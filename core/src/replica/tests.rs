@@ -1344,3 +1344,57 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
         vec![(Address::Node(2), "fetch"), (Address::Client(0), "produce")]
     );
 }
+
+/// A leader whose flush failed (a full disk) tries again on a timer: with
+/// no further append the HW would otherwise stay below the log end for good, and a
+/// `__consumer_offsets` coordinator waiting for HW = log end never loaded (seed 5503).
+#[test]
+fn a_failed_leader_flush_is_retried_without_another_append() {
+    let disk = MemStorage::new();
+    let (log, _) = PartitionLog::open(disk.clone(), "t-0", LogConfig::default()).expect("open");
+    let cfg = ReplicaConfig {
+        flush_interval: 20 * MS,
+        min_insync_replicas: 1,
+        ..config()
+    };
+    let mut r = Replica::new(tp(), 1, log, cfg);
+    r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
+    let mut now = 0;
+    let mut run_to = |r: &mut Replica<PartitionLog<MemStorage>>, until: Nanos| {
+        while let Some(t) = r.next_timeout().filter(|&t| t <= until) {
+            now = now.max(t);
+            r.tick(now);
+        }
+        now = until;
+    };
+    run_to(&mut r, 25 * MS);
+    let req = ProduceRequest {
+        correlation: 1,
+        tp: tp(),
+        acks: Acks::All,
+        timeout: 10_000 * MS,
+        batch: batch(&["v"]),
+    };
+    r.handle_produce(25 * MS, Address::Client(7), req);
+    // The disk fills before the group-commit flush: the segment syncs, the recovery-point
+    // journal's append fails.
+    disk.set_capacity(Some(0));
+    run_to(&mut r, 100 * MS);
+    let leo = r.log().log_end_offset();
+    assert!(
+        r.high_watermark() < leo,
+        "nothing new is durable while the disk is full"
+    );
+    disk.set_capacity(None);
+    // No append follows: only the retry can flush.
+    run_to(&mut r, 400 * MS);
+    assert_eq!(
+        r.high_watermark(),
+        leo,
+        "the retried flush commits the tail"
+    );
+    let acked = r.drain_effects().into_iter().any(|e| {
+        matches!(e, ReplicaEffect::Send { msg: Message::ProduceResponse(resp), .. } if resp.result.is_ok())
+    });
+    assert!(acked, "the waiting acks=all produce is acknowledged");
+}
