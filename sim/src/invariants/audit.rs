@@ -26,6 +26,9 @@ impl Checker {
             from = view.log_end_offset; // truncated: re-verify what comes back
         }
         let hw = self.comparable_below(view).max(from);
+        // What this pass read of the log, `[lo, hi)` and its batches: the acknowledged-write
+        // check below reuses it when its range lies within (the log cannot change between).
+        let mut seen: Option<(Offset, Offset, Vec<RecordBatch>)> = None;
         if hw > from {
             if let Ok(batches) = read(from, hw) {
                 let recs = records_in(&batches, from, hw);
@@ -47,7 +50,9 @@ impl Checker {
                     self.violate(REPLICA_DIVERGENCE, now, d);
                 }
                 self.check_producer_epochs(now, broker, tp, &batches, from, hw);
+                let read_from = from;
                 from = if recs.is_empty() { from } else { upto };
+                seen = Some((read_from, hw, batches));
             }
         }
         self.verified.insert(key, from);
@@ -95,14 +100,18 @@ impl Checker {
                 .unwrap_or(0)
                 .min(view.log_end_offset);
             let held: BTreeMap<Offset, Option<Vec<u8>>> = if hi > lo {
-                match read(lo, hi) {
-                    Ok(batches) => records_in(&batches, lo, hi)
-                        .into_iter()
-                        .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
-                        .collect(),
-                    // Unreadable now (an injected read error): try again at the next audit.
-                    Err(_) => return,
-                }
+                let batches = match seen.filter(|(f, b, _)| *f <= lo && hi <= *b) {
+                    Some((_, _, batches)) => batches,
+                    None => match read(lo, hi) {
+                        Ok(batches) => batches,
+                        // Unreadable now (an injected read error): try again at the next audit.
+                        Err(_) => return,
+                    },
+                };
+                records_in(&batches, lo, hi)
+                    .into_iter()
+                    .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
+                    .collect()
             } else {
                 BTreeMap::new()
             };
