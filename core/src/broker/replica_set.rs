@@ -243,7 +243,12 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// The earliest timer of any replica.
     pub fn next_timeout(&self) -> Option<Nanos> {
-        let walk = || self.slots.iter().map(|(_, s)| s.timeout()).fold(None, earliest);
+        let walk = || {
+            self.slots
+                .iter()
+                .map(|(_, s)| s.timeout())
+                .fold(None, earliest)
+        };
         let t = match self.earliest.min.get() {
             Some(min) => {
                 let mut touched = self.earliest.touched.borrow_mut();
