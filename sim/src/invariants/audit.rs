@@ -15,47 +15,9 @@ impl Checker {
         let tp = &view.tp;
         self.check_hw_range(now, broker, view);
         self.reconcile_unclean(broker, view, read);
-        let key = (broker, tp.clone());
-        let mut from = self
-            .verified
-            .get(&key)
-            .copied()
-            .unwrap_or(0)
-            .max(view.log_start_offset);
-        if view.log_end_offset < from {
-            from = view.log_end_offset; // truncated: re-verify what comes back
-        }
-        let hw = self.comparable_below(view).max(from);
         // What this pass read of the log, `[lo, hi)` and its batches: the acknowledged-write
         // check below reuses it when its range lies within (the log cannot change between).
-        let mut seen: Option<(Offset, Offset, Vec<RecordBatch>)> = None;
-        if hw > from {
-            if let Ok(batches) = read(from, hw) {
-                let recs = records_in(&batches, from, hw);
-                let mut upto = from;
-                let committed = self.committed.entry(tp.clone()).or_default();
-                let mut bad = Vec::new();
-                for (o, d, _) in &recs {
-                    match committed.get(o) {
-                        Some(c) if c != d => bad.push(*o),
-                        Some(_) => {}
-                        None => {
-                            committed.insert(*o, *d);
-                        }
-                    }
-                    upto = upto.max(o + 1);
-                }
-                if let Some(o) = bad.first() {
-                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
-                    self.violate(REPLICA_DIVERGENCE, now, d);
-                }
-                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
-                let read_from = from;
-                from = if recs.is_empty() { from } else { upto };
-                seen = Some((read_from, hw, batches));
-            }
-        }
-        self.verified.insert(key, from);
+        let seen = self.check_divergence(now, broker, view, read);
 
         if view.role == Role::Leader {
             self.note_presumed_leader(now, broker, view);
@@ -145,6 +107,59 @@ impl Checker {
             let d = format!("partition {p}: leader {broker} at epoch {}: acknowledged record lost: {first} ({} lost)", view.leader_epoch, missing.len());
             self.violate(ACKED_WRITE_LOST, now, d);
         }
+    }
+
+    /// replica-divergence (and fenced-producer-write) on `view`'s log from where it was last
+    /// verified up to its comparable HW; moves the verified cursor. Returns what it read:
+    /// `[from, below)` and its batches.
+    fn check_divergence(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        view: &ReplicaView,
+        read: LogReader<'_>,
+    ) -> Option<(Offset, Offset, Vec<RecordBatch>)> {
+        let tp = &view.tp;
+        let key = (broker, tp.clone());
+        let mut from = self
+            .verified
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+            .max(view.log_start_offset);
+        if view.log_end_offset < from {
+            from = view.log_end_offset; // truncated: re-verify what comes back
+        }
+        let hw = self.comparable_below(view).max(from);
+        let mut seen: Option<(Offset, Offset, Vec<RecordBatch>)> = None;
+        if hw > from {
+            if let Ok(batches) = read(from, hw) {
+                let recs = records_in(&batches, from, hw);
+                let mut upto = from;
+                let committed = self.committed.entry(tp.clone()).or_default();
+                let mut bad = Vec::new();
+                for (o, d, _) in &recs {
+                    match committed.get(o) {
+                        Some(c) if c != d => bad.push(*o),
+                        Some(_) => {}
+                        None => {
+                            committed.insert(*o, *d);
+                        }
+                    }
+                    upto = upto.max(o + 1);
+                }
+                if let Some(o) = bad.first() {
+                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
+                    self.violate(REPLICA_DIVERGENCE, now, d);
+                }
+                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
+                let read_from = from;
+                from = if recs.is_empty() { from } else { upto };
+                seen = Some((read_from, hw, batches));
+            }
+        }
+        self.verified.insert(key, from);
+        seen
     }
 
     /// fenced-producer-write over the batches of `[from, below)` a broker holds below its
