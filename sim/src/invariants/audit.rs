@@ -15,42 +15,9 @@ impl Checker {
         let tp = &view.tp;
         self.check_hw_range(now, broker, view);
         self.reconcile_unclean(broker, view, read);
-        let key = (broker, tp.clone());
-        let mut from = self
-            .verified
-            .get(&key)
-            .copied()
-            .unwrap_or(0)
-            .max(view.log_start_offset);
-        if view.log_end_offset < from {
-            from = view.log_end_offset; // truncated: re-verify what comes back
-        }
-        let hw = self.comparable_below(view).max(from);
-        if hw > from {
-            if let Ok(batches) = read(from, hw) {
-                let recs = records_in(&batches, from, hw);
-                let mut upto = from;
-                let committed = self.committed.entry(tp.clone()).or_default();
-                let mut bad = Vec::new();
-                for (o, d, _) in &recs {
-                    match committed.get(o) {
-                        Some(c) if c != d => bad.push(*o),
-                        Some(_) => {}
-                        None => {
-                            committed.insert(*o, *d);
-                        }
-                    }
-                    upto = upto.max(o + 1);
-                }
-                if let Some(o) = bad.first() {
-                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
-                    self.violate(REPLICA_DIVERGENCE, now, d);
-                }
-                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
-                from = if recs.is_empty() { from } else { upto };
-            }
-        }
-        self.verified.insert(key, from);
+        // What this pass read of the log, `[lo, hi)` and its batches: the acknowledged-write
+        // check below reuses it when its range lies within (the log cannot change between).
+        let seen = self.check_divergence(now, broker, view, read);
 
         if view.role == Role::Leader {
             self.note_presumed_leader(now, broker, view);
@@ -95,14 +62,18 @@ impl Checker {
                 .unwrap_or(0)
                 .min(view.log_end_offset);
             let held: BTreeMap<Offset, Option<Vec<u8>>> = if hi > lo {
-                match read(lo, hi) {
-                    Ok(batches) => records_in(&batches, lo, hi)
-                        .into_iter()
-                        .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
-                        .collect(),
-                    // Unreadable now (an injected read error): try again at the next audit.
-                    Err(_) => return,
-                }
+                let batches = match seen.filter(|(f, b, _)| *f <= lo && hi <= *b) {
+                    Some((_, _, batches)) => batches,
+                    None => match read(lo, hi) {
+                        Ok(batches) => batches,
+                        // Unreadable now (an injected read error): try again at the next audit.
+                        Err(_) => return,
+                    },
+                };
+                records_in(&batches, lo, hi)
+                    .into_iter()
+                    .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
+                    .collect()
             } else {
                 BTreeMap::new()
             };
@@ -136,6 +107,59 @@ impl Checker {
             let d = format!("partition {p}: leader {broker} at epoch {}: acknowledged record lost: {first} ({} lost)", view.leader_epoch, missing.len());
             self.violate(ACKED_WRITE_LOST, now, d);
         }
+    }
+
+    /// replica-divergence (and fenced-producer-write) on `view`'s log from where it was last
+    /// verified up to its comparable HW; moves the verified cursor. Returns what it read:
+    /// `[from, below)` and its batches.
+    fn check_divergence(
+        &mut self,
+        now: SimTime,
+        broker: NodeId,
+        view: &ReplicaView,
+        read: LogReader<'_>,
+    ) -> Option<(Offset, Offset, Vec<RecordBatch>)> {
+        let tp = &view.tp;
+        let key = (broker, tp.clone());
+        let mut from = self
+            .verified
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+            .max(view.log_start_offset);
+        if view.log_end_offset < from {
+            from = view.log_end_offset; // truncated: re-verify what comes back
+        }
+        let hw = self.comparable_below(view).max(from);
+        let mut seen: Option<(Offset, Offset, Vec<RecordBatch>)> = None;
+        if hw > from {
+            if let Ok(batches) = read(from, hw) {
+                let recs = records_in(&batches, from, hw);
+                let mut upto = from;
+                let committed = self.committed.entry(tp.clone()).or_default();
+                let mut bad = Vec::new();
+                for (o, d, _) in &recs {
+                    match committed.get(o) {
+                        Some(c) if c != d => bad.push(*o),
+                        Some(_) => {}
+                        None => {
+                            committed.insert(*o, *d);
+                        }
+                    }
+                    upto = upto.max(o + 1);
+                }
+                if let Some(o) = bad.first() {
+                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
+                    self.violate(REPLICA_DIVERGENCE, now, d);
+                }
+                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
+                let read_from = from;
+                from = if recs.is_empty() { from } else { upto };
+                seen = Some((read_from, hw, batches));
+            }
+        }
+        self.verified.insert(key, from);
+        seen
     }
 
     /// fenced-producer-write over the batches of `[from, below)` a broker holds below its
