@@ -8,15 +8,12 @@
 //! visit only the replicas whose timer is due: a replica's `tick` before its
 //! `next_timeout` does nothing, because `next_timeout` names every deadline `tick` acts on
 //! (the trace hashes of the pinned seeds were unchanged by this shortcut).
-//!
-//! The earliest timer over all replicas is cached as well ([`EarliestTimer`]): walking a
-//! dozen slots after every step was still ~3% of a simulation's instructions.
 
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
 use crate::types::{Nanos, TopicPartition};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 type HostedReplica<S> = Replica<PartitionLog<S>>;
 
@@ -51,68 +48,14 @@ impl<S: Storage> Slot<S> {
         }
     }
 
-    /// The replica (slot `i`), mutably: its cached timer is forgotten (and `earliest` told)
-    /// and, for a `__consumer_offsets` replica, `offsets_gen` moves.
-    fn get_mut(
-        &mut self,
-        i: usize,
-        earliest: &EarliestTimer,
-        offsets_gen: &mut u64,
-    ) -> &mut HostedReplica<S> {
-        earliest.touch(i, self.timeout.take());
+    /// The replica, mutably: its cached timer is forgotten and, for a `__consumer_offsets`
+    /// replica, `offsets_gen` moves.
+    fn get_mut(&mut self, offsets_gen: &mut u64) -> &mut HostedReplica<S> {
+        self.timeout.set(None);
         if self.offsets {
             *offsets_gen += 1;
         }
         &mut self.replica
-    }
-}
-
-/// `a` or `b`, whichever is earlier; `None` is no timer (never).
-fn earliest(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-/// The earliest timer of all slots, kept without walking them after every step.
-///
-/// While `min` is known, every slot whose timer is not cached is listed in `touched`, and
-/// every listed slot's timer was later than `min` when it was reached: the slots that set
-/// `min` are untouched, so the earliest is `min` folded with the listed slots' new timers.
-/// Reaching a slot whose timer was `min` forgets `min` (the next ask walks every slot).
-struct EarliestTimer {
-    min: Cell<Option<Option<Nanos>>>,
-    touched: RefCell<Vec<usize>>,
-}
-
-impl EarliestTimer {
-    fn new() -> Self {
-        Self {
-            min: Cell::new(None),
-            touched: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn forget(&self) {
-        self.min.set(None);
-        self.touched.borrow_mut().clear();
-    }
-
-    /// Slot `i`, whose cached timer was `old` (`None`: not cached), may change now.
-    fn touch(&self, i: usize, old: Option<Option<Nanos>>) {
-        let Some(min) = self.min.get() else {
-            return;
-        };
-        match old {
-            // Not cached while `min` is known: listed already.
-            None => {}
-            Some(old) if old != min && earliest(old, min) == min => {
-                self.touched.borrow_mut().push(i)
-            }
-            Some(_) => self.forget(),
-        }
     }
 }
 
@@ -125,7 +68,6 @@ pub(super) struct ReplicaSet<S: Storage> {
     /// reached mutably): the group pump follows those replicas after every step, and skips
     /// the walk while this has not moved.
     offsets_gen: u64,
-    earliest: EarliestTimer,
 }
 
 impl<S: Storage> ReplicaSet<S> {
@@ -133,7 +75,6 @@ impl<S: Storage> ReplicaSet<S> {
         Self {
             slots: Vec::new(),
             offsets_gen: 0,
-            earliest: EarliestTimer::new(),
         }
     }
 
@@ -150,7 +91,6 @@ impl<S: Storage> ReplicaSet<S> {
     /// Host `replica` for `tp`, replacing the one hosted before (like `BTreeMap::insert`).
     pub fn insert(&mut self, tp: TopicPartition, replica: HostedReplica<S>) {
         self.offsets_gen += 1;
-        self.earliest.forget(); // slot numbers move
         let slot = Slot::new(&tp, replica);
         match self.find(&tp) {
             Ok(i) => self.slots[i].1 = slot,
@@ -161,7 +101,6 @@ impl<S: Storage> ReplicaSet<S> {
     pub fn remove(&mut self, tp: &TopicPartition) -> Option<HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         self.offsets_gen += 1;
-        self.earliest.forget(); // slot numbers move
         Some(self.slots.remove(i).1.replica)
     }
 
@@ -202,11 +141,7 @@ impl<S: Storage> ReplicaSet<S> {
 
     pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut HostedReplica<S>> {
         let i = self.find(tp).ok()?;
-        Some(
-            self.slots[i]
-                .1
-                .get_mut(i, &self.earliest, &mut self.offsets_gen),
-        )
+        Some(self.slots[i].1.get_mut(&mut self.offsets_gen))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &TopicPartition> {
@@ -223,55 +158,31 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// Every replica, mutably (each one's cached timer forgotten).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut HostedReplica<S>)> {
-        let (gen, earliest) = (&mut self.offsets_gen, &self.earliest);
-        earliest.forget(); // every slot is reached
+        let gen = &mut self.offsets_gen;
         self.slots
             .iter_mut()
-            .enumerate()
-            .map(move |(i, (tp, s))| (&*tp, s.get_mut(i, earliest, gen)))
+            .map(move |(tp, s)| (&*tp, s.get_mut(gen)))
     }
 
     /// The replicas that have effects to drain, mutably; the others keep their cache.
     pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut HostedReplica<S>> {
-        let (gen, earliest) = (&mut self.offsets_gen, &self.earliest);
+        let gen = &mut self.offsets_gen;
         self.slots
             .iter_mut()
-            .enumerate()
-            .filter(|(_, (_, s))| s.replica.has_effects())
-            .map(move |(i, (_, s))| s.get_mut(i, earliest, gen))
+            .filter(|(_, s)| s.replica.has_effects())
+            .map(move |(_, s)| s.get_mut(gen))
     }
 
     /// The earliest timer of any replica.
     pub fn next_timeout(&self) -> Option<Nanos> {
-        let walk = || {
-            self.slots
-                .iter()
-                .map(|(_, s)| s.timeout())
-                .fold(None, earliest)
-        };
-        let t = match self.earliest.min.get() {
-            Some(min) => {
-                let mut touched = self.earliest.touched.borrow_mut();
-                let t = touched
-                    .drain(..)
-                    .map(|i| self.slots[i].1.timeout())
-                    .fold(min, earliest);
-                drop(touched);
-                debug_assert_eq!(t, walk(), "stale earliest replica timer");
-                t
-            }
-            None => walk(),
-        };
-        self.earliest.min.set(Some(t));
-        t
+        self.slots.iter().filter_map(|(_, s)| s.timeout()).min()
     }
 
     /// Tick the replicas whose timer is due at `now`. The others would do nothing.
     pub fn tick_due(&mut self, now: Nanos) {
-        for (i, (_, slot)) in self.slots.iter_mut().enumerate() {
+        for (_, slot) in self.slots.iter_mut() {
             if slot.timeout().is_some_and(|t| t <= now) {
-                slot.get_mut(i, &self.earliest, &mut self.offsets_gen)
-                    .tick(now);
+                slot.get_mut(&mut self.offsets_gen).tick(now);
             }
         }
     }
