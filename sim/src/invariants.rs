@@ -158,6 +158,7 @@ use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod audit;
+mod committed;
 mod matching;
 mod metadata;
 mod quorum;
@@ -245,7 +246,7 @@ pub struct Checker {
     /// The committed log as first seen below some replica's HW: offset -> record digest.
     /// The replication invariants cover every topic (the simulator's and
     /// `__consumer_offsets`), so their state is keyed by topic partition.
-    committed: BTreeMap<TopicPartition, BTreeMap<Offset, u64>>,
+    committed: BTreeMap<TopicPartition, committed::CommittedLog>,
     /// Per (broker, partition): offsets below this were checked against `committed`.
     verified: BTreeMap<(NodeId, TopicPartition), Offset>,
     /// Per (broker, partition): the last HW announced as leader, with its epoch.
@@ -278,7 +279,7 @@ pub struct Checker {
     unclean_floor: BTreeMap<TopicPartition, Vec<(LeaderEpoch, Offset)>>,
     /// Per (partition, producer id) in the committed log: the highest producer epoch seen
     /// and the lowest offset of a batch carrying it (fenced-producer-write's state).
-    producer_epochs: BTreeMap<(TopicPartition, u64), (u16, Offset)>,
+    producer_epochs: BTreeMap<TopicPartition, BTreeMap<u64, (u16, Offset)>>,
     /// Per (client, partition): what a partition consumer's cursor did
     /// (consumer-skipped-records' state).
     consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,

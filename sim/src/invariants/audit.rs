@@ -139,12 +139,10 @@ impl Checker {
                 let committed = self.committed.entry(tp.clone()).or_default();
                 let mut bad = Vec::new();
                 for (o, d, _) in &recs {
-                    match committed.get(o) {
-                        Some(c) if c != d => bad.push(*o),
+                    match committed.get(*o) {
+                        Some(c) if c != *d => bad.push(*o),
                         Some(_) => {}
-                        None => {
-                            committed.insert(*o, *d);
-                        }
+                        None => committed.insert(*o, *d),
                     }
                     upto = upto.max(o + 1);
                 }
@@ -176,16 +174,19 @@ impl Checker {
         if self.had_unclean_election(tp) {
             return;
         }
+        if !self.producer_epochs.contains_key(tp) {
+            self.producer_epochs.insert(tp.clone(), BTreeMap::new());
+        }
+        let epochs = self.producer_epochs.get_mut(tp).expect("inserted above");
+        let mut zombies = Vec::new();
         for b in batches {
             let Some(p) = &b.producer else { continue };
             if b.last_offset() < from || b.base_offset >= below || b.records.is_empty() {
                 continue;
             }
-            let key = (tp.clone(), p.producer_id);
-            match self.producer_epochs.get_mut(&key) {
+            match epochs.get_mut(&p.producer_id) {
                 None => {
-                    self.producer_epochs
-                        .insert(key, (p.producer_epoch, b.base_offset));
+                    epochs.insert(p.producer_id, (p.producer_epoch, b.base_offset));
                 }
                 Some((epoch, at)) if p.producer_epoch > *epoch => {
                     *epoch = p.producer_epoch;
@@ -196,7 +197,7 @@ impl Checker {
                     // Only a batch after the newer epoch's first one is a zombie write; one
                     // before it was written while its epoch was still current.
                     if b.base_offset > *at {
-                        let d = format!(
+                        zombies.push(format!(
                             "partition {}: broker {broker} holds at offset {} a batch of producer {} at epoch {}, after epoch {} began at offset {}: a fenced producer's write was appended",
                             part(tp),
                             b.base_offset,
@@ -204,11 +205,13 @@ impl Checker {
                             p.producer_epoch,
                             epoch,
                             at
-                        );
-                        self.violate(FENCED_PRODUCER_WRITE, now, d);
+                        ));
                     }
                 }
             }
+        }
+        for d in zombies {
+            self.violate(FENCED_PRODUCER_WRITE, now, d);
         }
     }
 }

@@ -100,10 +100,10 @@ impl Checker {
         };
         let committed = self.committed.entry(tp.clone()).or_default();
         let departs = committed
-            .range(lo..hi)
+            .range(lo, hi)
             .find(|(o, c)| held.get(o) != Some(c))
-            .map_or(hi, |(o, _)| *o);
-        committed.split_off(&departs);
+            .map_or(hi, |(o, _)| o);
+        committed.truncate(departs);
         for ((_, q), v) in self.verified.iter_mut() {
             if q == tp {
                 *v = (*v).min(departs);
@@ -208,9 +208,9 @@ impl Checker {
             return;
         };
         let bad: Vec<Offset> = committed
-            .range(from..bound)
+            .range(from, bound)
             .filter(|(o, c)| held.get(o) != Some(c))
-            .map(|(o, _)| *o)
+            .map(|(o, _)| o)
             .collect();
         if let Some(o) = bad.first() {
             let d = format!(
