@@ -18,6 +18,7 @@
 pub mod broker;
 pub mod client;
 pub mod controller;
+pub mod fxhash;
 pub mod group;
 pub mod log;
 pub mod message;

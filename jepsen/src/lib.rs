@@ -14,7 +14,7 @@
 
 pub mod check;
 mod fast;
-pub mod fxhash;
+pub use skein_core::fxhash;
 pub mod history;
 pub mod io;
 pub mod nemesis;

@@ -3,10 +3,10 @@
 //! The std hasher (SipHash, randomly keyed) costs more than the lookups it serves here, and
 //! a BTreeMap's search costs a comparison per level. Maps built on [`FastMap`] are only ever
 //! looked up, inserted into and removed from, never iterated where order could matter, so
-//! the run stays deterministic (docs/simulation.md). The hasher is the history checker's
-//! (`skein_jepsen::fxhash`: FxHash with a murmur3 finish), one mechanism for both.
+//! the run stays deterministic (docs/simulation.md). The hasher is the one core defines
+//! (`skein_core::fxhash`: FxHash with a murmur3 finish), one mechanism for all three users.
 
-pub use skein_jepsen::fxhash::{FastMap, FastSet};
+pub use skein_core::fxhash::{FastMap, FastSet};
 
 #[cfg(test)]
 mod tests {

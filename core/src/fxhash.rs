@@ -1,5 +1,7 @@
 //! FxHash (the multiply-rotate hash rustc uses) with a murmur3 finish, for lookup tables:
-//! the checker's, and the simulator's hot paths (which re-export it as `fasthash`).
+//! the in-memory disk's, the history checker's (`skein_jepsen::fxhash` re-exports it) and
+//! the simulator's hot paths (`skein_sim::fasthash`). Never iterate one where order could
+//! reach a result: its order is not part of the run's meaning.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
