@@ -7,12 +7,14 @@
 //! always the one `Replica::next_timeout` would return now. The same cache lets a tick
 //! visit only the replicas whose timer is due: a replica's `tick` before its
 //! `next_timeout` does nothing, because `next_timeout` names every deadline `tick` acts on
-//! (the trace hashes of the pinned seeds were unchanged by this shortcut).
+//! (the trace hashes of the pinned seeds were unchanged by this shortcut). Whether the
+//! replica is offline is cached alongside: the broker asks after every step whether its
+//! offline partitions changed, and on nearly every step none is offline.
 
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
-use crate::types::{Nanos, TopicPartition};
+use crate::types::{earliest, Nanos, TopicPartition};
 use std::cell::Cell;
 
 type HostedReplica<S> = Replica<PartitionLog<S>>;
@@ -22,7 +24,37 @@ struct Slot<S: Storage> {
     /// A `__consumer_offsets` replica (see [`ReplicaSet::offsets_generation`]).
     offsets: bool,
     /// `None`: not known (the replica may have changed since it was computed).
-    timeout: Cell<Option<Option<Nanos>>>,
+    cached: Cell<Option<Cached>>,
+}
+
+/// What a slot caches of its replica, computed together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cached {
+    timeout: Option<Nanos>,
+    /// [`offline`]
+    offline: bool,
+}
+
+impl Cached {
+    fn of<S: Storage>(r: &HostedReplica<S>) -> Self {
+        Self {
+            timeout: r.next_timeout(),
+            offline: offline(r),
+        }
+    }
+}
+
+/// Whether the replica counts among the broker's offline partitions (its log failed a read,
+/// or it waits for a newer epoch after failing as leader).
+pub(super) fn offline<S: Storage>(r: &HostedReplica<S>) -> bool {
+    r.log_failure().is_some() || r.awaiting_new_epoch()
+}
+
+/// The earliest timer of a set of replicas, and whether any of them is offline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Summary {
+    pub timeout: Option<Nanos>,
+    pub offline: bool,
 }
 
 impl<S: Storage> Slot<S> {
@@ -30,28 +62,32 @@ impl<S: Storage> Slot<S> {
         Self {
             replica,
             offsets: tp.topic == CONSUMER_OFFSETS_TOPIC,
-            timeout: Cell::new(None),
+            cached: Cell::new(None),
+        }
+    }
+
+    fn cached(&self) -> Cached {
+        match self.cached.get() {
+            Some(c) => {
+                debug_assert_eq!(c, Cached::of(&self.replica), "stale replica timer cache");
+                c
+            }
+            None => {
+                let c = Cached::of(&self.replica);
+                self.cached.set(Some(c));
+                c
+            }
         }
     }
 
     fn timeout(&self) -> Option<Nanos> {
-        match self.timeout.get() {
-            Some(t) => {
-                debug_assert_eq!(t, self.replica.next_timeout(), "stale replica timer cache");
-                t
-            }
-            None => {
-                let t = self.replica.next_timeout();
-                self.timeout.set(Some(t));
-                t
-            }
-        }
+        self.cached().timeout
     }
 
     /// The replica, mutably: its cached timer is forgotten and, for a `__consumer_offsets`
     /// replica, `offsets_gen` moves.
     fn get_mut(&mut self, offsets_gen: &mut u64) -> &mut HostedReplica<S> {
-        self.timeout.set(None);
+        self.cached.set(None);
         if self.offsets {
             *offsets_gen += 1;
         }
@@ -173,9 +209,18 @@ impl<S: Storage> ReplicaSet<S> {
             .map(move |(_, s)| s.get_mut(gen))
     }
 
-    /// The earliest timer of any replica.
-    pub fn next_timeout(&self) -> Option<Nanos> {
-        self.slots.iter().filter_map(|(_, s)| s.timeout()).min()
+    /// The earliest timer of any replica, and whether any replica is offline.
+    pub fn summary(&self) -> Summary {
+        let mut sum = Summary {
+            timeout: None,
+            offline: false,
+        };
+        for (_, s) in &self.slots {
+            let c = s.cached();
+            sum.timeout = earliest(sum.timeout, c.timeout);
+            sum.offline |= c.offline;
+        }
+        sum
     }
 
     /// Tick the replicas whose timer is due at `now`. The others would do nothing.
