@@ -638,7 +638,11 @@ impl<S: Storage + Clone> Broker<S> {
                 break;
             }
             at = next;
-            out.extend(batches);
+            if out.is_empty() {
+                out = batches; // most reads take one round: no copy
+            } else {
+                out.extend(batches);
+            }
         }
         Some(Ok(out))
     }

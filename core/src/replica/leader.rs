@@ -653,10 +653,8 @@ impl<L: ReplicaLog> Replica<L> {
         if !l.waiting.iter().any(|w| w.required <= hw) {
             return;
         }
-        let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
-            .into_iter()
-            .partition(|w| w.required <= hw);
-        l.waiting = rest;
+        // Taken out in place: `waiting` keeps its capacity for the next produce.
+        let done: Vec<_> = l.waiting.extract_if(.., |w| w.required <= hw).collect();
         for w in done {
             let result = if isr_size < min_insync {
                 Err(ProduceError::NotEnoughReplicasAfterAppend {
@@ -794,10 +792,7 @@ impl<L: ReplicaLog> Replica<L> {
             return;
         };
         // Produce timeouts.
-        let (expired, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
-            .into_iter()
-            .partition(|w| w.deadline <= now);
-        l.waiting = rest;
+        let expired: Vec<_> = l.waiting.extract_if(.., |w| w.deadline <= now).collect();
         // ISR maintenance.
         let mut action = None;
         match &l.pending {
