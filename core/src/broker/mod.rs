@@ -556,22 +556,24 @@ impl<S: Storage + Clone> Broker<S> {
         let failed_reads = self
             .replicas
             .iter()
-            .filter(|(_, r)| r.log_failure().is_some() || r.awaiting_new_epoch())
+            .filter(|(_, r)| replica_set::offline(r))
             .map(|(tp, _)| tp.clone());
         self.failed.keys().cloned().chain(failed_reads).collect()
     }
 
     /// Whether [`Self::offline_partitions`] differs from what the last heartbeat reported,
-    /// without building the set: `next_timeout` asks after every step.
-    fn offline_changed(&self) -> bool {
+    /// without building the set: `next_timeout` asks after every step. `replicas_offline`:
+    /// whether any hosted replica is offline (the replica set's [`replica_set::Summary`]).
+    fn offline_changed(&self, replicas_offline: bool) -> bool {
+        if !replicas_offline && self.failed.is_empty() {
+            // Nothing is offline (nearly every step): a change iff the last report named some.
+            return !self.reported_offline.is_empty();
+        }
         // A partition in both sources is counted once, as in the set.
         let failed_reads = self
             .replicas
             .iter()
-            .filter(|(tp, r)| {
-                (r.log_failure().is_some() || r.awaiting_new_epoch())
-                    && !self.failed.contains_key(*tp)
-            })
+            .filter(|(tp, r)| replica_set::offline(r) && !self.failed.contains_key(*tp))
             .map(|(tp, _)| tp);
         let mut n = 0;
         for tp in self.failed.keys().chain(failed_reads) {
@@ -636,7 +638,11 @@ impl<S: Storage + Clone> Broker<S> {
                 break;
             }
             at = next;
-            out.extend(batches);
+            if out.is_empty() {
+                out = batches; // most reads take one round: no copy
+            } else {
+                out.extend(batches);
+            }
         }
         Some(Ok(out))
     }
@@ -655,6 +661,7 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// When `tick` next has something to do.
     pub fn next_timeout(&self) -> Option<Nanos> {
+        let replicas = self.replicas.summary();
         let controller = match self.registration {
             Registration::Unregistered { sent_at: None } => None,
             Registration::Unregistered { sent_at: Some(t) } => {
@@ -662,7 +669,7 @@ impl<S: Storage + Clone> Broker<S> {
             }
             Registration::Registered { .. } => Some(match self.heartbeat_sent_at {
                 None => 0,
-                Some(_) if !self.heartbeat_in_flight && self.offline_changed() => 0,
+                Some(_) if !self.heartbeat_in_flight && self.offline_changed(replicas.offline) => 0,
                 Some(t) if self.heartbeat_in_flight => t + self.config.controller_timeout,
                 Some(t) => t + self.config.heartbeat_interval,
             }),
@@ -675,7 +682,7 @@ impl<S: Storage + Clone> Broker<S> {
             }
         };
         fold(controller);
-        fold(self.replicas.next_timeout());
+        fold(replicas.timeout);
         fold(self.groups.next_timeout());
         fold(self.shutdown_deadline());
         if !self.failed.is_empty() {
@@ -723,7 +730,8 @@ impl<S: Storage + Clone> Broker<S> {
                 };
                 // A newly offline partition is reported at once (unless a heartbeat is
                 // already on its way: its reply prompts no wait for the next one).
-                let news = !self.heartbeat_in_flight && self.offline_changed();
+                let news = !self.heartbeat_in_flight
+                    && self.offline_changed(self.replicas.summary().offline);
                 if due || news {
                     self.send_heartbeat(now);
                 }

@@ -700,6 +700,10 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
         BrokerEvent::Replica(Event::LogFailed { .. })
     )));
     assert!(w.brokers[&old].offline_partitions().contains(&tp()));
+    // Reported at once: a heartbeat is due now, unless one is already on its way (the
+    // replica set's cached offline flag must have seen the failure).
+    let b = &w.brokers[&old];
+    assert!(b.heartbeat_in_flight || b.next_timeout() == Some(0));
     // The controller hears of it in a heartbeat and elects another ISR member.
     let moved = w.run_until(500 * MS, |w| {
         controller_leader(w).is_some_and(|l| l != old) && w.leader().is_some_and(|l| l != old)

@@ -18,14 +18,20 @@ use crate::group::coordinator::*;
 use crate::group::protocol::*;
 use crate::log::RecordBatch;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 pub struct GroupCoordinators {
     node: NodeId,
     num_partitions: u32,
     config: GroupConfig,
+    /// Reached mutably only through [`GroupCoordinators::hosted_mut`], which forgets
+    /// `timeout`.
     hosted: BTreeMap<u32, GroupCoordinator>,
     outputs: Vec<CoordinatorOutput>,
+    /// [`GroupCoordinators::next_timeout`], cached (`None`: not known): a broker asks after
+    /// every step, and most steps do not reach a coordinator.
+    timeout: Cell<Option<Option<Nanos>>>,
 }
 
 impl GroupCoordinators {
@@ -37,7 +43,19 @@ impl GroupCoordinators {
             config,
             hosted: BTreeMap::new(),
             outputs: Vec::new(),
+            timeout: Cell::new(None),
         }
+    }
+
+    /// The coordinators, mutably (their cached timer forgotten), and the outputs.
+    fn hosted_mut(
+        &mut self,
+    ) -> (
+        &mut BTreeMap<u32, GroupCoordinator>,
+        &mut Vec<CoordinatorOutput>,
+    ) {
+        self.timeout.set(None);
+        (&mut self.hosted, &mut self.outputs)
     }
 
     pub fn num_partitions(&self) -> u32 {
@@ -51,12 +69,12 @@ impl GroupCoordinators {
 
     pub fn become_leader(&mut self, partition: u32, epoch: LeaderEpoch) {
         let (node, n, cfg) = (self.node, self.num_partitions, self.config.clone());
-        let c = self
-            .hosted
+        let (hosted, outputs) = self.hosted_mut();
+        let c = hosted
             .entry(partition)
             .or_insert_with(|| GroupCoordinator::new(node, partition, n, cfg));
         c.begin_load(epoch);
-        self.outputs.extend(c.drain_outputs());
+        outputs.extend(c.drain_outputs());
     }
 
     pub fn load_batches(
@@ -64,20 +82,21 @@ impl GroupCoordinators {
         partition: u32,
         batches: &[RecordBatch],
     ) -> Result<(), LoadError> {
-        match self.hosted.get_mut(&partition) {
+        match self.hosted_mut().0.get_mut(&partition) {
             Some(c) => c.load_batches(batches),
             None => Ok(()),
         }
     }
 
     pub fn complete_load(&mut self, now: Nanos, partition: u32) -> Option<LoadSummary> {
-        self.hosted
+        self.hosted_mut()
+            .0
             .get_mut(&partition)
             .map(|c| c.complete_load(now))
     }
 
     pub fn resign(&mut self, partition: u32) {
-        if let Some(mut c) = self.hosted.remove(&partition) {
+        if let Some(mut c) = self.hosted_mut().0.remove(&partition) {
             c.unload();
             self.outputs.extend(c.drain_outputs());
         }
@@ -91,12 +110,13 @@ impl GroupCoordinators {
         request: GroupRequest,
     ) {
         let p = coordinator_partition(request.group_id(), self.num_partitions);
-        match self.hosted.get_mut(&p) {
+        let (hosted, outputs) = self.hosted_mut();
+        match hosted.get_mut(&p) {
             Some(c) => {
                 c.handle(now, from, correlation, request);
-                self.outputs.extend(c.drain_outputs());
+                outputs.extend(c.drain_outputs());
             }
-            None => self.outputs.push(CoordinatorOutput::Respond {
+            None => outputs.push(CoordinatorOutput::Respond {
                 to: from,
                 correlation,
                 response: GroupResponse::error_for(&request, GroupError::NotCoordinator),
@@ -111,21 +131,34 @@ impl GroupCoordinators {
         id: AppendId,
         result: Result<Offset, AppendError>,
     ) {
-        if let Some(c) = self.hosted.get_mut(&partition) {
+        let (hosted, outputs) = self.hosted_mut();
+        if let Some(c) = hosted.get_mut(&partition) {
             c.append_completed(now, id, result);
-            self.outputs.extend(c.drain_outputs());
+            outputs.extend(c.drain_outputs());
         }
     }
 
     pub fn tick(&mut self, now: Nanos) {
-        for c in self.hosted.values_mut() {
+        let (hosted, outputs) = self.hosted_mut();
+        for c in hosted.values_mut() {
             c.tick(now);
-            self.outputs.extend(c.drain_outputs());
+            outputs.extend(c.drain_outputs());
         }
     }
 
     pub fn next_timeout(&self) -> Option<Nanos> {
-        self.hosted.values().filter_map(|c| c.next_timeout()).min()
+        let compute = || self.hosted.values().filter_map(|c| c.next_timeout()).min();
+        match self.timeout.get() {
+            Some(t) => {
+                debug_assert_eq!(t, compute(), "stale coordinator timer cache");
+                t
+            }
+            None => {
+                let t = compute();
+                self.timeout.set(Some(t));
+                t
+            }
+        }
     }
 
     pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {

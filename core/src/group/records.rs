@@ -161,8 +161,13 @@ impl W {
     }
 }
 
+/// Room for a usual key or offset value, allocated once (a commit writes one of each per
+/// partition; growing from empty reallocated three or four times): a longer one still grows.
+const KEY_CAPACITY: usize = 64;
+const OFFSET_VALUE_CAPACITY: usize = 128;
+
 pub fn encode_key(key: &RecordKey) -> Vec<u8> {
-    let mut w = W(Vec::new());
+    let mut w = W(Vec::with_capacity(KEY_CAPACITY));
     match key {
         RecordKey::Offset { group, tp } => {
             w.u16(OFFSET_KEY_VERSION);
@@ -180,7 +185,7 @@ pub fn encode_key(key: &RecordKey) -> Vec<u8> {
 }
 
 pub fn encode_offset_value(v: &OffsetAndMetadata, stamp: Option<&CommitStamp>) -> Vec<u8> {
-    let mut w = W(Vec::new());
+    let mut w = W(Vec::with_capacity(OFFSET_VALUE_CAPACITY));
     w.u16(OFFSET_VALUE_VERSION);
     w.u64(v.offset);
     match v.leader_epoch {

@@ -24,17 +24,7 @@ pub(crate) fn encode_rp_line(rp: u64) -> Vec<u8> {
     // Written out by hand, not with `format!`: every flush appends a line (~1,000
     // instructions each through `fmt`, 1.3% of a simulation; docs/PERFORMANCE.md).
     let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    let mut n = rp;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let num = &digits[start..];
+    let num = crate::types::decimal(rp, &mut digits).as_bytes();
     let crc = crc32fast::hash(num);
     let mut line = Vec::with_capacity(num.len() + 10);
     line.extend_from_slice(num);

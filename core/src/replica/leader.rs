@@ -12,6 +12,8 @@ use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::types::earliest;
+
 /// What the leader knows about one follower in its current epoch.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Progress {
@@ -98,24 +100,31 @@ impl LeaderState {
     /// When the first ISR follower would count as lagging (the leader itself has no
     /// progress entry, so it is never considered).
     fn lag_due(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
-        self.isr
-            .iter()
-            .filter_map(|r| self.followers.get(r))
-            .map(|p| p.last_caught_up + cfg.replica_lag_time_max + 1)
-            .min()
+        // The followers in the ISR: walking the followers (one fewer than the replicas)
+        // asks the ISR set once per follower, instead of the progress map once per member.
+        let mut due = None;
+        for (r, p) in &self.followers {
+            if self.isr.contains(r) {
+                due = earliest(due, Some(p.last_caught_up + cfg.replica_lag_time_max + 1));
+            }
+        }
+        due
     }
 
+    /// Folded by hand with [`earliest`]: asked after nearly every step of a leader replica.
     pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
-        let produce = self.waiting.iter().map(|w| w.deadline).min();
-        let parked = self.parked.values().map(|p| p.deadline).min();
         let isr = match &self.pending {
             Some(p) => Some(p.sent_at + cfg.alter_partition_retry),
             None => self.lag_due(cfg).map(|d| d.max(self.propose_not_before)),
         };
-        [produce, parked, isr, self.marker_retry_at]
-            .into_iter()
-            .flatten()
-            .min()
+        let mut t = earliest(isr, self.marker_retry_at);
+        for w in &self.waiting {
+            t = earliest(t, Some(w.deadline));
+        }
+        for p in self.parked.values() {
+            t = earliest(t, Some(p.deadline));
+        }
+        t
     }
 }
 
@@ -644,10 +653,8 @@ impl<L: ReplicaLog> Replica<L> {
         if !l.waiting.iter().any(|w| w.required <= hw) {
             return;
         }
-        let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
-            .into_iter()
-            .partition(|w| w.required <= hw);
-        l.waiting = rest;
+        // Taken out in place: `waiting` keeps its capacity for the next produce.
+        let done: Vec<_> = l.waiting.extract_if(.., |w| w.required <= hw).collect();
         for w in done {
             let result = if isr_size < min_insync {
                 Err(ProduceError::NotEnoughReplicasAfterAppend {
@@ -785,10 +792,7 @@ impl<L: ReplicaLog> Replica<L> {
             return;
         };
         // Produce timeouts.
-        let (expired, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut l.waiting)
-            .into_iter()
-            .partition(|w| w.deadline <= now);
-        l.waiting = rest;
+        let expired: Vec<_> = l.waiting.extract_if(.., |w| w.deadline <= now).collect();
         // ISR maintenance.
         let mut action = None;
         match &l.pending {

@@ -30,7 +30,7 @@ pub use log::{Appended, LogFailure, ReplicaLog};
 use crate::log::RecordBatch;
 use crate::message::{Address, Message, ProduceError, ProduceResponse};
 use crate::types::{
-    LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
+    earliest, LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition,
 };
 use follower::FollowerState;
 use leader::LeaderState;
@@ -459,7 +459,7 @@ impl<L: ReplicaLog> Replica<L> {
             RoleState::Follower(f) => f.next_timeout(&self.config),
             RoleState::Offline => None,
         };
-        [role, self.flush_due].into_iter().flatten().min()
+        earliest(role, self.flush_due)
     }
 
     /// Timers: fetch retries (follower), ISR lag checks, AlterPartition retries, produce
