@@ -70,7 +70,9 @@ enum Ev {
         from: Address,
         to: Address,
         incarnation: u64,
-        msg: Message,
+        /// Boxed: a `Message` is 160 bytes, and every event (timers too) was copied at that
+        /// size into and out of the queue's slots; one allocation per message costs less.
+        msg: Box<Message>,
         /// When it was sent, and whether it is the network's second copy (for the viewer).
         sent: SimTime,
         duplicate: bool,

@@ -117,7 +117,7 @@ impl World {
                             from,
                             to,
                             incarnation,
-                            msg: msg.clone(),
+                            msg: Box::new(msg.clone()),
                             sent: at,
                             duplicate: true,
                         },
@@ -129,7 +129,7 @@ impl World {
                         from,
                         to,
                         incarnation,
-                        msg,
+                        msg: Box::new(msg),
                         sent: at,
                         duplicate: false,
                     },
@@ -143,7 +143,7 @@ impl World {
         now: SimTime,
         seq: u64,
         (from, to, incarnation): (Address, Address, u64),
-        msg: Message,
+        msg: Box<Message>,
         (sent, duplicate): (SimTime, bool),
     ) {
         // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
@@ -194,7 +194,7 @@ impl World {
         if !self.net.can_deliver(from, to) {
             return; // cut by a partition while in flight
         }
-        self.hand_over(now, (from, to, incarnation), msg);
+        self.hand_over(now, (from, to, incarnation), *msg);
     }
 
     /// Tells the viewer's recorder about a delivery and how it arrives: cut by a
