@@ -12,6 +12,48 @@ use std::collections::BinaryHeap;
 /// Bits of a heap key below the sequence number: the event's slot.
 const SLOT_BITS: u32 = 24;
 
+/// Values parked under small integer handles, their slots reused through a free list: the
+/// event queue keeps its events here, the world its messages in flight (a box per message
+/// cost a malloc and a free each, which this reuse avoids).
+pub struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    /// Parks `value`; the handle gives it back once.
+    #[inline]
+    pub fn insert(&mut self, value: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(value);
+                i
+            }
+            None => {
+                self.slots.push(Some(value));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes back the value parked under `handle` (a handle is used once).
+    #[inline]
+    pub fn take(&mut self, handle: u32) -> T {
+        let value = self.slots[handle as usize].take().expect("a parked value");
+        self.free.push(handle);
+        value
+    }
+}
+
 /// A priority queue of future events.
 ///
 /// The heap orders small keys (time, sequence, slot); the events themselves wait in a slab
@@ -22,8 +64,7 @@ const SLOT_BITS: u32 = 24;
 /// (2^40 of them and 2^24 events waiting at once are far beyond any run).
 pub struct EventQueue<E> {
     heap: BinaryHeap<Reverse<u128>>,
-    slots: Vec<Option<E>>,
-    free: Vec<u32>,
+    slots: Slab<E>,
     next_seq: u64,
     now: SimTime,
 }
@@ -38,8 +79,7 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slab::default(),
             next_seq: 0,
             now: 0,
         }
@@ -54,16 +94,7 @@ impl<E> EventQueue<E> {
     pub fn push(&mut self, at: SimTime, event: E) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(event);
-                i
-            }
-            None => {
-                self.slots.push(Some(event));
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let slot = self.slots.insert(event);
         assert!(
             seq < 1 << (64 - SLOT_BITS) && slot < 1 << SLOT_BITS,
             "event queue key space exhausted (sequence {seq}, slot {slot})"
@@ -82,8 +113,7 @@ impl<E> EventQueue<E> {
         let (seq, slot) = (low >> SLOT_BITS, (low & ((1 << SLOT_BITS) - 1)) as u32);
         debug_assert!(at >= self.now, "the event queue went back in time");
         self.now = at;
-        let event = self.slots[slot as usize].take().expect("a queued slot");
-        self.free.push(slot);
+        let event = self.slots.take(slot);
         Some((at, seq, event))
     }
 

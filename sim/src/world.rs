@@ -24,7 +24,7 @@ use crate::group_invariants::GroupChecker;
 use crate::history::History;
 use crate::invariants::Checker;
 use crate::net::Network;
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, Slab};
 use crate::report::SimReport;
 use crate::time::{SimTime, MILLIS};
 use crate::trace::{Fields, Tracer};
@@ -70,9 +70,9 @@ enum Ev {
         from: Address,
         to: Address,
         incarnation: u64,
-        /// Boxed: a `Message` is 160 bytes, and every event (timers too) was copied at that
-        /// size into and out of the queue's slots; one allocation per message costs less.
-        msg: Box<Message>,
+        /// The message's handle in `World::in_flight`: a `Message` is 160 bytes, and every
+        /// event (timers too) would be copied at that size into and out of the queue's slots.
+        msg: u32,
         /// When it was sent, and whether it is the network's second copy (for the viewer).
         sent: SimTime,
         duplicate: bool,
@@ -248,6 +248,8 @@ struct World {
     broker_config: BrokerConfig,
     controller_config: ControllerConfig,
     q: EventQueue<Ev>,
+    /// The messages of the queue's `Ev::Deliver` events.
+    in_flight: Slab<Message>,
     net: Network<Address>,
     net_rng: ChaCha8Rng,
     disk_rng: ChaCha8Rng,

@@ -117,7 +117,7 @@ impl World {
                             from,
                             to,
                             incarnation,
-                            msg: Box::new(msg.clone()),
+                            msg: self.in_flight.insert(msg.clone()),
                             sent: at,
                             duplicate: true,
                         },
@@ -129,7 +129,7 @@ impl World {
                         from,
                         to,
                         incarnation,
-                        msg: Box::new(msg),
+                        msg: self.in_flight.insert(msg),
                         sent: at,
                         duplicate: false,
                     },
@@ -143,7 +143,7 @@ impl World {
         now: SimTime,
         seq: u64,
         (from, to, incarnation): (Address, Address, u64),
-        msg: Box<Message>,
+        msg: u32,
         (sent, duplicate): (SimTime, bool),
     ) {
         // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
@@ -170,6 +170,7 @@ impl World {
             );
             return;
         }
+        let msg = self.in_flight.take(msg);
         let (code, name) = msg_code(&msg);
         let verbose = self.tracer.verbose();
         self.tracer.event(
@@ -194,7 +195,7 @@ impl World {
         if !self.net.can_deliver(from, to) {
             return; // cut by a partition while in flight
         }
-        self.hand_over(now, (from, to, incarnation), *msg);
+        self.hand_over(now, (from, to, incarnation), msg);
     }
 
     /// Tells the viewer's recorder about a delivery and how it arrives: cut by a

@@ -19,7 +19,7 @@ use crate::group_invariants::GroupChecker;
 use crate::history::History;
 use crate::invariants::Checker;
 use crate::net::Network;
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, Slab};
 use crate::rng::{between, stream, substream, Subsystem};
 use crate::time::{SimTime, MILLIS, SECS};
 use crate::trace::{Fields, Tracer};
@@ -219,6 +219,7 @@ impl World {
             broker_config,
             controller_config,
             q: EventQueue::new(),
+            in_flight: Slab::default(),
             node_out: Vec::new(),
             net: Network::new(cfg.network.clone()),
             net_rng: stream(seed, Subsystem::Network),
