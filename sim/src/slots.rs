@@ -1,6 +1,7 @@
 //! Per-partition client state in slots indexed by partition number: the map a client asks
 //! on every step and every wake-up (`BTreeMap<u32, T>` cost a search per question).
-//! Iteration goes by partition number, as the map's did.
+//! Iteration goes by partition number, as the map's did. The world keeps its brokers in one
+//! too, by broker id, for the same reason.
 
 /// A map from partition number to `T`, backed by a `Vec` of slots.
 #[derive(Debug)]

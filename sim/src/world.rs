@@ -240,8 +240,9 @@ pub fn run_recorded(
     Ok((report, rec))
 }
 
-/// The brokers' slots, by id.
-type BrokerSlots = BTreeMap<NodeId, Slot<Broker<SimDisk>>>;
+/// The brokers' slots, by id (ids are small: `1..=brokers`). Looked up several times per
+/// event; a `BTreeMap` search cost more than the rest of some of those steps.
+type BrokerSlots = crate::slots::PartitionSlots<Slot<Broker<SimDisk>>>;
 
 struct World {
     cfg: SimConfig,

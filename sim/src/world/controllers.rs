@@ -113,7 +113,7 @@ impl World {
         id: NodeId,
         delta: Option<&skein_core::controller::MetadataDelta>,
     ) {
-        let Some(slot) = self.brokers.get(&id) else {
+        let Some(slot) = self.brokers.get(id) else {
             return;
         };
         let Some(b) = slot.machine.as_ref() else {

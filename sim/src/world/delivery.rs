@@ -95,7 +95,7 @@ pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
 impl World {
     pub(super) fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
         let incarnation = match to {
-            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.incarnation),
+            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.incarnation),
             Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.incarnation),
             Address::Client(_) => 0,
         };
@@ -149,7 +149,7 @@ impl World {
         // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
         // in arrival order).
         let free_at = match to {
-            Address::Node(n) => self.brokers.get(&n).map_or(0, |s| s.free_at()),
+            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.free_at()),
             Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.free_at()),
             Address::Client(c) => c
                 .checked_sub(1)
@@ -213,7 +213,7 @@ impl World {
             let alive = match to {
                 Address::Node(n) => self
                     .brokers
-                    .get(&n)
+                    .get(n)
                     .is_some_and(|s| s.incarnation == incarnation && s.machine.is_some()),
                 Address::Controller(n) => self
                     .controllers
@@ -250,7 +250,7 @@ impl World {
     ) {
         match to {
             Address::Node(n) => {
-                let Some(slot) = self.brokers.get_mut(&n) else {
+                let Some(slot) = self.brokers.get_mut(n) else {
                     return;
                 };
                 if slot.incarnation != incarnation {
@@ -300,7 +300,7 @@ impl World {
 
     pub(super) fn node_timer(&mut self, now: SimTime, seq: u64, node: Address, gen: u64) {
         let due = match node {
-            Address::Node(n) => match self.brokers.get_mut(&n) {
+            Address::Node(n) => match self.brokers.get_mut(n) {
                 Some(slot) => slot.timer_due(now, gen),
                 None => return,
             },
@@ -322,7 +322,7 @@ impl World {
             .event(now, seq, "tick", "", &[addr_code(node)], String::new);
         match node {
             Address::Node(n) => {
-                let Some(slot) = self.brokers.get_mut(&n) else {
+                let Some(slot) = self.brokers.get_mut(n) else {
                     return;
                 };
                 let local = slot.clock.local(now);
@@ -350,7 +350,7 @@ impl World {
     /// After a broker handled something: charge its disk time, route its outputs, feed
     /// the invariant checks, and set its timer.
     pub(super) fn after_broker_step(&mut self, id: NodeId, now: SimTime) {
-        let slot = self.brokers.get_mut(&id).expect("slot");
+        let slot = self.brokers.get_mut(id).expect("slot");
         let latency = slot.disk.take_latency();
         let send_at = now + latency;
         slot.busy_until = slot.busy_until.max(send_at);
@@ -481,7 +481,7 @@ impl World {
         let (gen, at) = {
             let (clock, timer_gen, timer_at) = match node {
                 Address::Node(n) => {
-                    let s = self.brokers.get_mut(&n).expect("slot");
+                    let s = self.brokers.get_mut(n).expect("slot");
                     (&s.clock, &mut s.timer_gen, &mut s.timer_at)
                 }
                 Address::Controller(n) => {

@@ -283,7 +283,7 @@ impl World {
             NodeRef::Broker(id) => {
                 &self
                     .brokers
-                    .get(&id)
+                    .get(id)
                     .expect("fault names a broker that exists")
                     .disk
             }
@@ -335,7 +335,7 @@ impl World {
         match node {
             NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
-                let Some(s) = self.brokers.get_mut(&id) else {
+                let Some(s) = self.brokers.get_mut(id) else {
                     return;
                 };
                 copy_in(&mut tmp, &s.clock, s.paused_until);
@@ -362,7 +362,7 @@ impl World {
             NodeRef::Broker(id) => (
                 Address::Node(id),
                 self.brokers
-                    .get(&id)
+                    .get(id)
                     .and_then(|s| s.machine.as_ref())
                     .and_then(|b| b.next_timeout()),
             ),
@@ -388,7 +388,7 @@ impl World {
         let (disk, was_up) = match node {
             NodeRef::LeaderOf(_) => return, // resolved before faults apply
             NodeRef::Broker(id) => {
-                let Some(s) = self.brokers.get_mut(&id) else {
+                let Some(s) = self.brokers.get_mut(id) else {
                     return;
                 };
                 let up = s.stop();
@@ -437,7 +437,7 @@ impl World {
         match node {
             NodeRef::LeaderOf(_) => {} // resolved before faults apply
             NodeRef::Broker(id) => {
-                if self.brokers.get(&id).is_some_and(|s| s.machine.is_none()) {
+                if self.brokers.get(id).is_some_and(|s| s.machine.is_none()) {
                     self.start_broker(id, now);
                 }
             }

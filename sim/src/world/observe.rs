@@ -26,7 +26,7 @@ impl World {
         let cache = &mut self.coordinator_partition;
         let coordinator = self
             .brokers
-            .get(&id)
+            .get(id)
             .and_then(|s| s.machine.as_ref())
             .and_then(|b| b.group_coordinators())
             .and_then(|cs| {
@@ -73,7 +73,7 @@ impl World {
         }
         let epoch = self
             .brokers
-            .get(&id)
+            .get(id)
             .and_then(|s| s.machine.as_ref())
             .and_then(|b| b.broker_epoch());
         if let Some(epoch) = epoch {
@@ -107,7 +107,7 @@ impl World {
                 if let Ok(recs) = &r.result {
                     let hw = self
                         .brokers
-                        .get(&id)
+                        .get(id)
                         .and_then(|s| s.machine.as_ref())
                         .and_then(|b| b.high_watermark(&r.tp))
                         .unwrap_or(0);
@@ -147,7 +147,7 @@ impl World {
                 None => Vec::new(),
             };
         let mut views: Vec<(NodeId, ReplicaView)> = Vec::new();
-        for (&id, slot) in &self.brokers {
+        for (id, slot) in self.brokers.iter() {
             if let Some(b) = slot.machine.as_ref() {
                 views.extend(b.views().into_iter().map(|v| (id, v)));
             }
@@ -187,7 +187,7 @@ impl World {
         } = answer;
         let view = |b: NodeId| {
             self.brokers
-                .get(&b)
+                .get(b)
                 .and_then(|s| s.machine.as_ref())
                 .and_then(|m| m.replica_view(&tp))
         };
@@ -245,7 +245,7 @@ impl World {
         tp: &TopicPartition,
         f: impl FnOnce(&mut invariants::Checker, invariants::LogReader<'_>),
     ) {
-        let Some(slot) = self.brokers.get_mut(&id) else {
+        let Some(slot) = self.brokers.get_mut(id) else {
             return;
         };
         let Some(b) = slot.machine.as_mut() else {
@@ -264,7 +264,7 @@ impl World {
             .iter()
             .filter_map(|(id, s)| {
                 let v = s.machine.as_ref()?.replica_view(&tp)?;
-                (v.role == Role::Leader).then_some((v.leader_epoch, *id))
+                (v.role == Role::Leader).then_some((v.leader_epoch, id))
             })
             .max()
             .map(|(_, id)| id)
@@ -322,7 +322,7 @@ impl World {
                 let Some(l) = state.leader else { return true };
                 let serving = self
                     .brokers
-                    .get(&l)
+                    .get(l)
                     .and_then(|s| s.machine.as_ref())
                     .and_then(|b| b.replica_view(&tp))
                     .is_some_and(|v| {
@@ -340,14 +340,15 @@ impl World {
         for p in 0..self.cfg.partitions {
             let Some(l) = self.leader_of(p) else { continue };
             let tp = TopicPartition::new(TOPIC, p);
-            let Some(lv) = self.brokers[&l]
-                .machine
-                .as_ref()
+            let Some(lv) = self
+                .brokers
+                .get(l)
+                .and_then(|s| s.machine.as_ref())
                 .and_then(|b| b.replica_view(&tp))
             else {
                 continue;
             };
-            for (&id, slot) in &self.brokers {
+            for (id, slot) in self.brokers.iter() {
                 let Some(v) = slot.machine.as_ref().and_then(|b| b.replica_view(&tp)) else {
                     continue;
                 };

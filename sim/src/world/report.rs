@@ -126,7 +126,7 @@ impl World {
                 continue;
             };
             let tp = TopicPartition::new(TOPIC, p);
-            let Some(view) = (self.brokers.get(&leader))
+            let Some(view) = (self.brokers.get(leader))
                 .and_then(|s| s.machine.as_ref())
                 .and_then(|b| b.replica_view(&tp))
             else {

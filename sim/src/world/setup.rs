@@ -129,7 +129,7 @@ fn node_configs(bugs: Bugs, controllers: u32) -> (BrokerConfig, ControllerConfig
 fn node_slots(cfg: &SimConfig) -> (BrokerSlots, BTreeMap<NodeId, Slot<CtlMachine>>) {
     let seed = cfg.seed;
     let mut clock_rng = stream(seed, Subsystem::Clock);
-    let mut brokers = BTreeMap::new();
+    let mut brokers = BrokerSlots::default();
     for id in 1..=cfg.brokers {
         let mut slot = Slot::new(SimDisk::new(
             cfg.disk.clone(),
@@ -337,7 +337,7 @@ impl World {
     }
 
     pub(super) fn start_broker(&mut self, id: NodeId, now: SimTime) {
-        let slot = self.brokers.get_mut(&id).expect("broker slot");
+        let slot = self.brokers.get_mut(id).expect("broker slot");
         let local = slot.clock.local(now);
         match Broker::open(id, self.broker_config.clone(), slot.disk.clone(), local) {
             Ok((b, _reports)) => {
