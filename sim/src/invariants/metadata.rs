@@ -21,7 +21,8 @@ pub(super) struct MetadataOrderState {
     /// The digest of each committed metadata record, by offset (as first seen committed).
     committed: Vec<u64>,
     /// Per broker: the process incarnation last seen and its image's next offset then.
-    brokers: BTreeMap<NodeId, (u64, Offset)>,
+    /// (Asked after every broker step: slots by id, not a map search.)
+    brokers: crate::slots::PartitionSlots<(u64, Offset)>,
     /// Per partition, as of the committed records seen: its leader and who was eligible
     /// to lead cleanly (ISR and ELR), to recognise an unclean election in the log itself.
     partitions: BTreeMap<TopicPartition, (Option<NodeId>, Vec<NodeId>)>,
@@ -92,11 +93,11 @@ impl Checker {
         next_offset: Offset,
         delta: Option<&MetadataDelta>,
     ) {
-        let slot = self
-            .metadata
-            .brokers
-            .entry(broker)
-            .or_insert((incarnation, 0));
+        let brokers = &mut self.metadata.brokers;
+        if !brokers.contains_key(broker) {
+            brokers.insert(broker, (incarnation, 0));
+        }
+        let slot = brokers.get_mut(broker).expect("inserted above");
         let before = match *slot {
             (inc, off) if inc == incarnation => off,
             _ => 0, // a new process replays from an empty image
