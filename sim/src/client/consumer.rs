@@ -129,8 +129,8 @@ impl Consumer {
                 let cursor = &mut self.cursors[p as usize];
                 let pos = cursor.position();
                 let taken = cursor.take(&recs);
-                let mut out = Vec::new();
-                let mut read = Vec::new();
+                let mut out = Vec::with_capacity(taken.records.len());
+                let mut read = Vec::with_capacity(taken.records.len());
                 for (offset, _, rec) in taken.records {
                     let value = rec
                         .value
