@@ -196,6 +196,21 @@ mod tests {
     }
 
     #[test]
+    fn slab_gives_back_what_it_holds_and_reuses_freed_slots() {
+        let mut s = Slab::default();
+        let a = s.insert("a");
+        let b = s.insert("b");
+        assert_ne!(a, b);
+        assert_eq!(s.take(a), "a");
+        // The freed slot is reused; the other value is untouched.
+        let c = s.insert("c");
+        assert_eq!(c, a);
+        assert_eq!(s.take(b), "b");
+        assert_eq!(s.take(c), "c");
+        assert_eq!(s.slots.len(), 2);
+    }
+
+    #[test]
     fn past_events_run_now() {
         let mut q = EventQueue::new();
         q.push(100, 1);
