@@ -64,10 +64,17 @@ impl Default for Fnv1a {
 impl Fnv1a {
     #[inline]
     pub fn bytes(&mut self, data: &[u8]) {
+        // Eight bytes per turn of the loop where it can (a turn per byte paid the loop's
+        // count and branch on each; messages' names are hashed on every delivery).
         let mut h = self.0;
-        for &b in data {
-            h ^= b as u64;
-            h = h.wrapping_mul(FNV_PRIME);
+        let mut chunks = data.chunks_exact(8);
+        for chunk in &mut chunks {
+            for &b in chunk {
+                h = (h ^ b as u64).wrapping_mul(FNV_PRIME);
+            }
+        }
+        for &b in chunks.remainder() {
+            h = (h ^ b as u64).wrapping_mul(FNV_PRIME);
         }
         self.0 = h;
     }
@@ -301,6 +308,21 @@ mod tests {
         let mut h = Fnv1a::default();
         h.bytes(b"foobar");
         assert_eq!(h.finish(), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn bytes_hashes_like_the_byte_loop() {
+        // Against FNV-1a written byte by byte, at lengths around the 8-byte chunks.
+        let data: Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in 0..data.len() {
+            let mut reference = FNV_OFFSET;
+            for &b in &data[..len] {
+                reference = (reference ^ b as u64).wrapping_mul(FNV_PRIME);
+            }
+            let mut h = Fnv1a::default();
+            h.bytes(&data[..len]);
+            assert_eq!(h.finish(), reference, "length {len}");
+        }
     }
 
     #[test]
