@@ -20,28 +20,50 @@ pub(crate) fn encode(kind: &str, lines: &[String]) -> Vec<u8> {
 const RP_JOURNAL_HEADER: &str = "skein-recovery-point v2\n";
 
 /// One recovery-point journal line: `<offset> <crc32 of the offset's text, hex>\n`.
-pub(crate) fn encode_rp_line(rp: u64) -> Vec<u8> {
-    // Written out by hand, not with `format!`: every flush appends a line (~1,000
-    // instructions each through `fmt`, 1.3% of a simulation; docs/PERFORMANCE.md).
+pub(crate) fn encode_rp_line(rp: u64) -> RpLine {
+    // Written out by hand into a stack buffer, not with `format!` into a `Vec`: every flush
+    // appends a line (~1,000 instructions each through `fmt`, then ~350 with a `Vec`, of a
+    // simulation's flushes; docs/PERFORMANCE.md).
     let mut digits = [0u8; 20];
     let num = crate::types::decimal(rp, &mut digits).as_bytes();
     let crc = crc32fast::hash(num);
-    let mut line = Vec::with_capacity(num.len() + 10);
-    line.extend_from_slice(num);
-    line.push(b' ');
-    line.extend(
-        (0..8)
-            .rev()
-            .map(|i| b"0123456789abcdef"[(crc >> (4 * i)) as usize & 0xf]),
-    );
-    line.push(b'\n');
+    let mut line = RpLine {
+        buf: [0; RP_LINE_MAX],
+        len: num.len() + 10,
+    };
+    line.buf[..num.len()].copy_from_slice(num);
+    line.buf[num.len()] = b' ';
+    for (i, b) in line.buf[num.len() + 1..num.len() + 9]
+        .iter_mut()
+        .enumerate()
+    {
+        *b = b"0123456789abcdef"[(crc >> (4 * (7 - i))) as usize & 0xf];
+    }
+    line.buf[num.len() + 9] = b'\n';
     line
+}
+
+/// The longest journal line: 20 digits, a space, 8 hex digits, a newline.
+const RP_LINE_MAX: usize = 30;
+
+/// A journal line ([`encode_rp_line`]), held without an allocation.
+pub(crate) struct RpLine {
+    buf: [u8; RP_LINE_MAX],
+    len: usize,
+}
+
+impl std::ops::Deref for RpLine {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 /// A fresh recovery-point journal holding `rp`, to be written with `write_atomic`.
 pub(crate) fn encode_rp_journal(rp: u64) -> Vec<u8> {
     let mut out = RP_JOURNAL_HEADER.as_bytes().to_vec();
-    out.extend(encode_rp_line(rp));
+    out.extend_from_slice(&encode_rp_line(rp));
     out
 }
 
@@ -131,21 +153,24 @@ mod tests {
             let num = rp.to_string();
             let crc = crc32fast::hash(num.as_bytes());
             let want = format!("{num} {crc:08x}\n");
-            assert_eq!(String::from_utf8(encode_rp_line(rp)).unwrap(), want);
+            assert_eq!(
+                String::from_utf8(encode_rp_line(rp).to_vec()).unwrap(),
+                want
+            );
         }
     }
 
     #[test]
     fn recovery_point_journal_takes_the_last_valid_line() {
         let mut j = encode_rp_journal(5);
-        j.extend(encode_rp_line(9));
-        j.extend(encode_rp_line(12));
+        j.extend_from_slice(&encode_rp_line(9));
+        j.extend_from_slice(&encode_rp_line(12));
         assert_eq!(decode_recovery_point(&j), Ok(12));
         // A line torn by a crash during its append: the one before wins.
         for cut in 1..encode_rp_line(40).len() {
             // (up to and including a line that lacks only its newline)
             let mut torn = j.clone();
-            torn.extend(&encode_rp_line(40)[..cut]);
+            torn.extend_from_slice(&encode_rp_line(40)[..cut]);
             assert_eq!(decode_recovery_point(&torn), Ok(12), "cut at {cut}");
         }
         // A flipped bit in the last line is caught by its CRC.
