@@ -53,8 +53,13 @@ impl<T> PartitionSlots<T> {
     where
         T: Default,
     {
+        self.get_or_insert_with(p, T::default)
+    }
+
+    /// The value at `p`, inserting `make()` first if there is none.
+    pub fn get_or_insert_with(&mut self, p: u32, make: impl FnOnce() -> T) -> &mut T {
         if !self.contains_key(p) {
-            self.insert(p, T::default());
+            self.insert(p, make());
         }
         self.get_mut(p).expect("just inserted")
     }

@@ -93,11 +93,10 @@ impl Checker {
         next_offset: Offset,
         delta: Option<&MetadataDelta>,
     ) {
-        let brokers = &mut self.metadata.brokers;
-        if !brokers.contains_key(broker) {
-            brokers.insert(broker, (incarnation, 0));
-        }
-        let slot = brokers.get_mut(broker).expect("inserted above");
+        let slot = self
+            .metadata
+            .brokers
+            .get_or_insert_with(broker, || (incarnation, 0));
         let before = match *slot {
             (inc, off) if inc == incarnation => off,
             _ => 0, // a new process replays from an empty image
