@@ -9,7 +9,7 @@
 
 use crate::controller::{ControllerRequest, ControllerResponse};
 use crate::group::{GroupRequest, GroupResponse};
-use crate::log::RecordBatch;
+use crate::log::{EncodedBatches, RecordBatch};
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -210,9 +210,10 @@ pub struct FetchResponse {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FetchResult {
-    /// The follower's log matches; here are the batches from `fetch_offset` on.
+    /// The follower's log matches; here are the batches from `fetch_offset` on, as the
+    /// leader's log stores them (the follower appends them verbatim).
     Records {
-        batches: Vec<RecordBatch>,
+        records: EncodedBatches,
         high_watermark: Offset,
         log_start_offset: Offset,
         log_end_offset: Offset,

@@ -3,6 +3,7 @@
 
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// A record header.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -637,6 +638,124 @@ pub fn check_encoded(buf: &[u8]) -> Result<(BatchHeader, bool), DecodeError> {
         next = next.wrapping_add(1);
     })?;
     Ok((h, dense))
+}
+
+/// Whole encoded batches back to back, exactly as a log stores them (its
+/// [`crate::log::PartitionLog::read_raw`]): what a leader sends a follower, which appends
+/// them verbatim, so a batch is neither decoded nor encoded again on its way.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct EncodedBatches(Vec<u8>);
+
+impl EncodedBatches {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each batch with its header ([`split_batches`]).
+    pub fn iter(&self) -> SplitBatches<'_> {
+        split_batches(&self.0)
+    }
+
+    /// The first batch's base offset and the last one's next offset, from their headers
+    /// (CRCs not checked); `None` when empty or unparsable.
+    pub fn offsets(&self) -> Option<(Offset, Offset)> {
+        let mut first = None;
+        let mut next = None;
+        for b in self.iter() {
+            let (h, _) = b.ok()?;
+            first.get_or_insert(h.base_offset);
+            next = Some(h.next_offset());
+        }
+        Some((first?, next?))
+    }
+}
+
+/// Sizes and offsets rather than a dump of the bytes.
+impl fmt::Debug for EncodedBatches {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offsets() {
+            Some((first, next)) => write!(
+                f,
+                "EncodedBatches({} bytes, offsets {first}..{next})",
+                self.0.len()
+            ),
+            None => write!(f, "EncodedBatches({} bytes)", self.0.len()),
+        }
+    }
+}
+
+/// As one byte string (bincode: the length, then the bytes in one copy) rather than a
+/// sequence of `u8`s, which serde's derive would give and bincode writes byte by byte.
+impl Serialize for EncodedBatches {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for EncodedBatches {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct BytesVisitor;
+        impl<'de> serde::de::Visitor<'de> for BytesVisitor {
+            type Value = EncodedBatches;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("encoded record batches")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                Ok(EncodedBatches(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Self::Value, E> {
+                Ok(EncodedBatches(v))
+            }
+            // Formats without a byte-string type (JSON) write a sequence of numbers.
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                while let Some(b) = seq.next_element()? {
+                    v.push(b);
+                }
+                Ok(EncodedBatches(v))
+            }
+        }
+        d.deserialize_byte_buf(BytesVisitor)
+    }
+}
+
+/// Walks a buffer of whole encoded batches back to back, giving each batch's header
+/// (parsed, its CRC not checked: [`check_encoded`] does that) and bytes. A header that
+/// does not parse, or a batch cut short, ends the walk with its error.
+pub fn split_batches(buf: &[u8]) -> SplitBatches<'_> {
+    SplitBatches { rest: buf }
+}
+
+/// The iterator of [`split_batches`].
+pub struct SplitBatches<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for SplitBatches<'a> {
+    type Item = Result<(BatchHeader, &'a [u8]), DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let r = BatchHeader::parse(self.rest).and_then(|h| Ok((h, h.whole(self.rest)?)));
+        match r {
+            Ok((_, bytes)) => self.rest = &self.rest[bytes.len()..],
+            Err(_) => self.rest = &[],
+        }
+        Some(r)
+    }
 }
 
 fn exactly_one(buf: &[u8], h: &BatchHeader) -> Result<(), DecodeError> {

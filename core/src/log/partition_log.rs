@@ -124,6 +124,12 @@ impl From<EncodeError> for LogError {
     }
 }
 
+impl From<DecodeError> for LogError {
+    fn from(e: DecodeError) -> Self {
+        LogError::InvalidBatch(e.to_string())
+    }
+}
+
 /// What an append did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -220,10 +226,6 @@ fn append_index<S: Storage>(
         *failed = Some(e.to_string());
         LogError::from(e)
     })
-}
-
-fn invalid(e: DecodeError) -> LogError {
-    LogError::InvalidBatch(e.to_string())
 }
 
 fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> LogError {
@@ -324,7 +326,7 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
         self.check_usable()?;
-        let header = BatchHeader::parse(batch).map_err(invalid)?;
+        let header = BatchHeader::parse(batch).map_err(LogError::from)?;
         if header.record_count == 0 {
             return Err(LogError::EmptyBatch);
         }
@@ -335,7 +337,7 @@ impl<S: Storage> PartitionLog<S> {
                 max: self.config.max_batch_bytes,
             });
         }
-        let header = place_encoded(batch, self.log_end_offset(), epoch).map_err(invalid)?;
+        let header = place_encoded(batch, self.log_end_offset(), epoch).map_err(LogError::from)?;
         self.append_bytes(batch, &header, now_ms)
     }
 
@@ -374,7 +376,7 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
         self.check_usable()?;
-        let (header, dense) = check_encoded(batch).map_err(invalid)?;
+        let (header, dense) = check_encoded(batch).map_err(LogError::from)?;
         if header.record_count == 0 {
             return Err(LogError::EmptyBatch);
         }
@@ -425,7 +427,7 @@ impl<S: Storage> PartitionLog<S> {
         let r = batch
             .encode_into(&mut bytes)
             .map_err(LogError::from)
-            .and_then(|()| BatchHeader::parse(&bytes).map_err(invalid))
+            .and_then(|()| BatchHeader::parse(&bytes).map_err(LogError::from))
             .and_then(|header| self.append_bytes(&bytes, &header, now_ms));
         bytes.clear(); // keeps the capacity; a printed log does not show the last batch
         self.scratch = bytes;

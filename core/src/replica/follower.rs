@@ -5,6 +5,7 @@
 use super::{
     now_ms, Event, LogFailure, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState,
 };
+use crate::log::verify_crc;
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 
@@ -191,36 +192,47 @@ impl<L: ReplicaLog> Replica<L> {
         let mut retry_at = now;
         match resp.result {
             FetchResult::Records {
-                batches,
+                records,
                 high_watermark,
                 log_end_offset,
                 ..
             } => {
                 let mut appended = false;
-                for b in batches {
+                // Headers are read before the CRC is checked: a damaged one can only skip a
+                // batch or stop here; the append checks every batch it writes.
+                for b in records.iter() {
+                    let (h, bytes) = match b {
+                        Ok(b) => b,
+                        Err(e) => {
+                            self.log_error("append as follower", e.into());
+                            break;
+                        }
+                    };
                     let leo = self.log.log_end_offset();
-                    if b.next_offset() <= leo {
+                    if h.next_offset() <= leo {
                         continue; // already have it (duplicate delivery)
                     }
-                    if b.base_offset != leo {
-                        tracing::warn!(tp = %self.tp, base = b.base_offset, leo, "fetched batch does not start at log end");
+                    if h.base_offset != leo {
+                        tracing::warn!(tp = %self.tp, base = h.base_offset, leo, "fetched batch does not start at log end");
                         break;
                     }
-                    // I1: epochs only grow along the log and never pass the leader's.
+                    // I1: epochs only grow along the log and never pass the leader's (for a
+                    // batch that is intact: a damaged one is refused by the append).
                     debug_assert!(
                         self.config.bugs.any()
-                            || (b.partition_leader_epoch <= self.leader_epoch
+                            || verify_crc(bytes).is_err()
+                            || (h.partition_leader_epoch <= self.leader_epoch
                                 && self
                                     .log
                                     .latest_epoch()
-                                    .is_none_or(|e| e <= b.partition_leader_epoch)),
+                                    .is_none_or(|e| e <= h.partition_leader_epoch)),
                         "{}: batch epoch {} out of order (log {:?}, leader {})",
                         self.tp,
-                        b.partition_leader_epoch,
+                        h.partition_leader_epoch,
                         self.log.latest_epoch(),
                         self.leader_epoch
                     );
-                    match self.log.append_as_follower(b, now_ms(now)) {
+                    match self.log.append_encoded_as_follower(bytes, now_ms(now)) {
                         Ok(()) => appended = true,
                         Err(e) => {
                             self.log_error("append as follower", e);

@@ -7,7 +7,7 @@ use super::{
     is_control, now_ms, Event, IsrProposal, ProduceOrigin, Replica, ReplicaConfig, ReplicaEffect,
     ReplicaLog, RoleState,
 };
-use crate::log::RecordBatch;
+use crate::log::{EncodedBatches, RecordBatch};
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::{BTreeMap, BTreeSet};
@@ -382,8 +382,8 @@ impl<L: ReplicaLog> Replica<L> {
 
     fn records_from(&mut self, from: Offset, max_bytes: usize) -> Result<FetchResult, FetchError> {
         let leo = self.log.log_end_offset();
-        let batches = if from < leo {
-            match self.log.read(from, max_bytes) {
+        let records = if from < leo {
+            match self.log.read_encoded(from, max_bytes) {
                 Ok(b) => b,
                 Err(e) => {
                     let msg = e.0.clone();
@@ -392,10 +392,10 @@ impl<L: ReplicaLog> Replica<L> {
                 }
             }
         } else {
-            Vec::new()
+            EncodedBatches::default()
         };
         Ok(FetchResult::Records {
-            batches,
+            records,
             high_watermark: self.high_watermark,
             log_start_offset: self.log.log_start_offset(),
             log_end_offset: leo,

@@ -4,8 +4,8 @@
 //! that it can be exercised against a tiny in-memory log in unit tests, and so the bug zoo
 //! can wrap a log if it ever needs to. [`PartitionLog`] implements it by delegation.
 
-use crate::log::LogError;
-use crate::log::{PartitionLog, RecordBatch, Storage};
+use crate::log::{DecodeError, LogError};
+use crate::log::{EncodedBatches, PartitionLog, RecordBatch, Storage};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Error from the log, rendered as text naming the problem (the replica reports it in a
@@ -41,14 +41,23 @@ pub trait ReplicaLog {
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<Appended, LogFailure>;
-    /// `batch.base_offset` must equal the log end offset.
-    fn append_as_follower(
+    /// One encoded batch copied from the leader, written verbatim once its CRC and records
+    /// check out; its base offset must equal the log end offset.
+    fn append_encoded_as_follower(
         &mut self,
-        batch: RecordBatch,
+        batch: &[u8],
         now_ms: TimestampMs,
     ) -> Result<(), LogFailure>;
     /// Whole batches covering offsets >= `from`, at least one if any.
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure>;
+    /// [`Self::read`]'s batches still encoded, as stored (what a follower's fetch carries);
+    /// fails when `read` would, short of a batch whose CRC holds but whose records do not
+    /// decode (the follower's append checks those).
+    fn read_encoded(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<EncodedBatches, LogFailure>;
     /// [`Self::read`]'s batches holding offsets below `below`, the last one's records at
     /// or past `below` dropped; fails when `read` would.
     fn read_below(
@@ -106,17 +115,26 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
             next_offset: PartitionLog::log_end_offset(self),
         })
     }
-    fn append_as_follower(
+    fn append_encoded_as_follower(
         &mut self,
-        batch: RecordBatch,
+        batch: &[u8],
         now_ms: TimestampMs,
     ) -> Result<(), LogFailure> {
-        PartitionLog::append_as_follower(self, batch, now_ms)
+        PartitionLog::append_encoded_as_follower(self, batch, now_ms)
             .map(|_| ())
             .map_err(fail)
     }
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure> {
         PartitionLog::read(self, from, max_bytes).map_err(fail)
+    }
+    fn read_encoded(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<EncodedBatches, LogFailure> {
+        PartitionLog::read_raw(self, from, max_bytes)
+            .map(EncodedBatches::new)
+            .map_err(fail)
     }
     fn read_below(
         &mut self,
@@ -150,6 +168,13 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
     fn replace_damaged(&mut self, batch: &RecordBatch) -> Result<(), LogFailure> {
         PartitionLog::replace_damaged(self, batch).map_err(fail)
+    }
+}
+
+/// A batch in a leader's answer that does not even parse.
+impl From<DecodeError> for LogFailure {
+    fn from(e: DecodeError) -> Self {
+        fail(e.into())
     }
 }
 

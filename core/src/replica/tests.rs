@@ -4,7 +4,7 @@
 //! needs it reproduced step by step.
 
 use super::*;
-use crate::log::{LogConfig, MemStorage, PartitionLog, ProducerInfo};
+use crate::log::{EncodedBatches, LogConfig, MemStorage, PartitionLog, ProducerInfo};
 use crate::message::*;
 use crate::testing::{self, Delivery};
 use std::collections::BTreeMap;
@@ -1104,6 +1104,85 @@ macro_rules! replica_suite {
                 matches!(r.result, FetchResult::Records { .. }),
                 "the bug serves a fetch of epoch 1 at epoch 3: {r:?}"
             );
+        }
+
+        #[test]
+        fn follower_appends_fetched_bytes_verbatim_and_refuses_a_damaged_batch() {
+            let mut net = three();
+            // Node 2 misses two batches.
+            net.cut(&[(1, 2)]);
+            net.produce(1, Acks::Leader, &["a", "b"]);
+            net.produce(1, Acks::Leader, &["c"]);
+            net.cut(&[]);
+            let start = net.r(2).log_mut().log_end_offset();
+            // Step until the leader answers node 2's next fetch with records; hold it.
+            let is_answer = |f, t, m: &Message| {
+                (f, t) == (Address::Node(1), Address::Node(2))
+                    && matches!(m, Message::FetchResponse(FetchResponse {
+                        result: FetchResult::Records { records, .. }, ..
+                    }) if !records.is_empty())
+            };
+            let mut answer = None;
+            for _ in 0..10_000 {
+                answer = net.net.take_where(is_answer);
+                if answer.is_some() {
+                    break;
+                }
+                if !net.deliver_next() {
+                    net.now += MS;
+                    let now = net.now;
+                    for r in net.nodes.values_mut() {
+                        r.tick(now);
+                    }
+                    net.collect();
+                }
+            }
+            let (from, to, Message::FetchResponse(resp)) = answer.expect("an answer") else {
+                unreachable!()
+            };
+            let FetchResult::Records { records, .. } = &resp.result else {
+                unreachable!()
+            };
+            let batches: Vec<_> = records.iter().map(|b| b.unwrap()).collect();
+            assert_eq!(batches.len(), 2, "{records:?}");
+            assert_eq!(batches[0].0.base_offset, start);
+            // One bit of the second batch's last record flipped in flight.
+            let mut bytes = records.as_bytes().to_vec();
+            *bytes.last_mut().unwrap() ^= 0x10;
+            let second = batches[1].0;
+            let mut damaged = resp.clone();
+            damaged.result = match resp.result {
+                FetchResult::Records {
+                    high_watermark,
+                    log_start_offset,
+                    log_end_offset,
+                    ..
+                } => FetchResult::Records {
+                    records: EncodedBatches::new(bytes),
+                    high_watermark,
+                    log_start_offset,
+                    log_end_offset,
+                },
+                _ => unreachable!(),
+            };
+            let errors = net.events.len();
+            net.step(from, to, Message::FetchResponse(damaged));
+            // The intact first batch is appended, the damaged one refused and reported.
+            assert_eq!(net.r(2).log_mut().log_end_offset(), second.base_offset);
+            assert!(
+                net.events[errors..].iter().any(|(id, e)| *id == 2
+                    && matches!(e, Event::LogError { op: "append as follower", error, .. }
+                        if error.contains("CRC"))),
+                "{:?}",
+                &net.events[errors..]
+            );
+            // The follower fetches again and catches up; its log holds the leader's bytes.
+            net.run(100 * MS);
+            let leo = net.r(1).log_mut().log_end_offset();
+            assert_eq!(net.r(2).log_mut().log_end_offset(), leo);
+            assert_eq!(net.values(2), net.values(1));
+            let on = |net: &mut Net<L>, id| net.r(id).log_mut().read_encoded(start, 1 << 20).unwrap();
+            assert_eq!(on(&mut net, 2), on(&mut net, 1));
         }
 
         #[test]

@@ -358,16 +358,14 @@ impl Recorder {
                 b = r.leader_epoch;
                 match &r.result {
                     FetchResult::Records {
-                        batches,
+                        records,
                         high_watermark,
                         log_end_offset,
                         ..
                     } => {
                         a = clip(*log_end_offset);
                         c = clip(*high_watermark);
-                        if !batches.is_empty() {
-                            let first = batches[0].base_offset;
-                            let next = batches[batches.len() - 1].next_offset();
+                        if let Some((first, next)) = records.offsets() {
                             text = Some(format!("records {first}..{}", next.saturating_sub(1)));
                         }
                     }
