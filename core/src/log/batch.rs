@@ -1157,6 +1157,45 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn encoded_batches_split_travel_as_one_byte_string_and_stop_at_damage() {
+        let a = sample().encode().unwrap();
+        let b = placed(sample(), 44, 8).encode().unwrap();
+        let both = EncodedBatches::new([a.clone(), b.clone()].concat());
+        let split: Vec<_> = both.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(split.len(), 2);
+        assert_eq!((split[0].0.base_offset, split[0].1), (42, &a[..]));
+        assert_eq!((split[1].0.base_offset, split[1].1), (44, &b[..]));
+        assert_eq!(both.offsets(), Some((42, 46)));
+        assert_eq!(
+            format!("{both:?}"),
+            format!(
+                "EncodedBatches({} bytes, offsets 42..46)",
+                a.len() + b.len()
+            )
+        );
+        // bincode: a u64 length, then the bytes as they are (not one element per byte).
+        let wire = bincode::serialize(&both).unwrap();
+        assert_eq!(wire.len(), 8 + a.len() + b.len());
+        assert_eq!(&wire[8..], both.as_bytes());
+        assert_eq!(bincode::deserialize::<EncodedBatches>(&wire).unwrap(), both);
+        // A format without byte strings (JSON) writes numbers; they read back the same.
+        let json = serde_json::to_string(&both).unwrap();
+        assert_eq!(serde_json::from_str::<EncodedBatches>(&json).unwrap(), both);
+        // A cut second batch: the first still splits, then the walk ends with the error.
+        let cut = EncodedBatches::new(both.as_bytes()[..a.len() + b.len() - 1].to_vec());
+        let mut it = cut.iter();
+        assert_eq!(it.next().unwrap().unwrap().1, &a[..]);
+        assert!(matches!(
+            it.next(),
+            Some(Err(DecodeError::Truncated { .. }))
+        ));
+        assert!(it.next().is_none());
+        assert_eq!(cut.offsets(), None);
+        assert_eq!(EncodedBatches::default().offsets(), None);
+        assert!(EncodedBatches::default().iter().next().is_none());
+    }
+
     /// What a leader's log makes of `b`: placed at `base` in `epoch`, deltas dense, the
     /// max timestamp the largest record timestamp.
     fn placed(mut b: RecordBatch, base: Offset, epoch: LeaderEpoch) -> RecordBatch {
@@ -1342,6 +1381,9 @@ mod tests {
             let _ = RecordBatch::decode(&bytes);
             let _ = RecordBatch::decode_all(&bytes);
             let _ = BatchHeader::parse(&bytes);
+            // What a follower does with a fetch answer's bytes before appending them.
+            let _ = split_batches(&bytes).count();
+            let _ = EncodedBatches::new(bytes).offsets();
         }
 
         #[test]

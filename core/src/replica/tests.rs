@@ -256,6 +256,74 @@ impl<L: TestLog> Net<L> {
     }
 }
 
+impl<L: TestLog> Net<L> {
+    /// Node 2 misses two batches led by node 1; steps until node 1 answers node 2's next
+    /// fetch with records and takes that answer off the network. Gives node 2's log end
+    /// then (where the answer starts) and the answer.
+    fn held_records_answer(&mut self) -> (Offset, FetchResponse) {
+        self.cut(&[(1, 2)]);
+        self.produce(1, Acks::Leader, &["a", "b"]);
+        self.produce(1, Acks::Leader, &["c"]);
+        self.cut(&[]);
+        let start = self.r(2).log_mut().log_end_offset();
+        let is_answer = |f, t, m: &Message| {
+            (f, t) == (NODE_1, NODE_2)
+                && matches!(m, Message::FetchResponse(FetchResponse {
+                    result: FetchResult::Records { records, .. }, ..
+                }) if !records.is_empty())
+        };
+        for _ in 0..10_000 {
+            if let Some((_, _, Message::FetchResponse(resp))) = self.net.take_where(is_answer) {
+                return (start, resp);
+            }
+            if !self.deliver_next() {
+                self.now += MS;
+                let now = self.now;
+                for r in self.nodes.values_mut() {
+                    r.tick(now);
+                }
+                self.collect();
+            }
+        }
+        panic!("node 1 never answered node 2 with records");
+    }
+
+    /// Whether a replica event since `since` reports a refused follower append whose error
+    /// mentions `needle`.
+    fn reported_append_error(&self, since: usize, needle: &str) -> bool {
+        self.events[since..].iter().any(|(id, e)| {
+            *id == 2
+                && matches!(e, Event::LogError { op: "append as follower", error, .. }
+                    if error.contains(needle))
+        })
+    }
+}
+
+const NODE_1: Address = Address::Node(1);
+const NODE_2: Address = Address::Node(2);
+
+/// `resp` (a records answer) carrying `bytes` instead, as if changed in flight.
+fn with_records(resp: FetchResponse, bytes: Vec<u8>) -> Message {
+    let FetchResult::Records {
+        high_watermark,
+        log_start_offset,
+        log_end_offset,
+        ..
+    } = resp.result
+    else {
+        panic!("not a records answer: {resp:?}")
+    };
+    Message::FetchResponse(FetchResponse {
+        result: FetchResult::Records {
+            records: EncodedBatches::new(bytes),
+            high_watermark,
+            log_start_offset,
+            log_end_offset,
+        },
+        ..resp
+    })
+}
+
 impl<L: TestLog> Delivery for Net<L> {
     type Addr = Address;
     type Msg = Message;
@@ -1109,73 +1177,22 @@ macro_rules! replica_suite {
         #[test]
         fn follower_appends_fetched_bytes_verbatim_and_refuses_a_damaged_batch() {
             let mut net = three();
-            // Node 2 misses two batches.
-            net.cut(&[(1, 2)]);
-            net.produce(1, Acks::Leader, &["a", "b"]);
-            net.produce(1, Acks::Leader, &["c"]);
-            net.cut(&[]);
-            let start = net.r(2).log_mut().log_end_offset();
-            // Step until the leader answers node 2's next fetch with records; hold it.
-            let is_answer = |f, t, m: &Message| {
-                (f, t) == (Address::Node(1), Address::Node(2))
-                    && matches!(m, Message::FetchResponse(FetchResponse {
-                        result: FetchResult::Records { records, .. }, ..
-                    }) if !records.is_empty())
-            };
-            let mut answer = None;
-            for _ in 0..10_000 {
-                answer = net.net.take_where(is_answer);
-                if answer.is_some() {
-                    break;
-                }
-                if !net.deliver_next() {
-                    net.now += MS;
-                    let now = net.now;
-                    for r in net.nodes.values_mut() {
-                        r.tick(now);
-                    }
-                    net.collect();
-                }
-            }
-            let (from, to, Message::FetchResponse(resp)) = answer.expect("an answer") else {
-                unreachable!()
-            };
+            let (start, resp) = net.held_records_answer();
             let FetchResult::Records { records, .. } = &resp.result else {
                 unreachable!()
             };
             let batches: Vec<_> = records.iter().map(|b| b.unwrap()).collect();
             assert_eq!(batches.len(), 2, "{records:?}");
             assert_eq!(batches[0].0.base_offset, start);
+            let second = batches[1].0;
             // One bit of the second batch's last record flipped in flight.
             let mut bytes = records.as_bytes().to_vec();
             *bytes.last_mut().unwrap() ^= 0x10;
-            let second = batches[1].0;
-            let mut damaged = resp.clone();
-            damaged.result = match resp.result {
-                FetchResult::Records {
-                    high_watermark,
-                    log_start_offset,
-                    log_end_offset,
-                    ..
-                } => FetchResult::Records {
-                    records: EncodedBatches::new(bytes),
-                    high_watermark,
-                    log_start_offset,
-                    log_end_offset,
-                },
-                _ => unreachable!(),
-            };
             let errors = net.events.len();
-            net.step(from, to, Message::FetchResponse(damaged));
+            net.step(NODE_1, NODE_2, with_records(resp, bytes));
             // The intact first batch is appended, the damaged one refused and reported.
             assert_eq!(net.r(2).log_mut().log_end_offset(), second.base_offset);
-            assert!(
-                net.events[errors..].iter().any(|(id, e)| *id == 2
-                    && matches!(e, Event::LogError { op: "append as follower", error, .. }
-                        if error.contains("CRC"))),
-                "{:?}",
-                &net.events[errors..]
-            );
+            assert!(net.reported_append_error(errors, "CRC"), "{:?}", &net.events[errors..]);
             // The follower fetches again and catches up; its log holds the leader's bytes.
             net.run(100 * MS);
             let leo = net.r(1).log_mut().log_end_offset();
@@ -1183,6 +1200,30 @@ macro_rules! replica_suite {
             assert_eq!(net.values(2), net.values(1));
             let on = |net: &mut Net<L>, id| net.r(id).log_mut().read_encoded(start, 1 << 20).unwrap();
             assert_eq!(on(&mut net, 2), on(&mut net, 1));
+        }
+
+        #[test]
+        fn follower_refuses_fetched_bytes_that_do_not_parse_and_fetches_again() {
+            // Cut inside the first batch's header, cut inside its records, not a batch at all.
+            let damage: [(&str, fn(&[u8]) -> Vec<u8>); 3] = [
+                ("header cut", |b| b[..20].to_vec()),
+                ("body cut", |b| b[..b.len() - 3].to_vec()),
+                ("garbage", |b| vec![0xff; b.len()]),
+            ];
+            for (what, damage) in damage {
+                let mut net = three();
+                let (start, resp) = net.held_records_answer();
+                let FetchResult::Records { records, .. } = &resp.result else {
+                    unreachable!()
+                };
+                let bytes = damage(&records.as_bytes()[..records.iter().next().unwrap().unwrap().1.len()]);
+                let errors = net.events.len();
+                net.step(NODE_1, NODE_2, with_records(resp, bytes));
+                assert_eq!(net.r(2).log_mut().log_end_offset(), start, "{what}");
+                assert!(net.reported_append_error(errors, ""), "{what}: {:?}", &net.events[errors..]);
+                net.run(100 * MS);
+                assert_eq!(net.values(2), net.values(1), "{what}");
+            }
         }
 
         #[test]
