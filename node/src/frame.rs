@@ -15,8 +15,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// `SKNF` in ASCII.
 pub const MAGIC: [u8; 4] = *b"SKNF";
-/// The only protocol version this build speaks.
-pub const VERSION: u8 = 1;
+/// The only protocol version this build speaks. Version 2: a replica `FetchResponse`
+/// carries the leader's encoded batches as one byte string (version 1 sent decoded
+/// `RecordBatch` structs), so a version-1 node must not read it.
+pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 16;
 /// Default largest payload accepted (and sent): 16 MiB.
 pub const DEFAULT_MAX_FRAME: u32 = 16 << 20;

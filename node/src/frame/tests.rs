@@ -190,6 +190,14 @@ fn typed_errors() {
         FrameError::UnsupportedVersion { found: 9 }
     );
 
+    // A version-1 node encoded replica fetch answers differently: refused, not misread.
+    let mut b = good.clone();
+    b[4] = 1;
+    assert_eq!(
+        decode(&b, MAX).unwrap_err(),
+        FrameError::UnsupportedVersion { found: 1 }
+    );
+
     let mut b = good.clone();
     b[7] = 1;
     assert_eq!(
