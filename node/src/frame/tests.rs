@@ -282,9 +282,9 @@ fn stream_reads_and_truncation() {
 #[test]
 fn documented_hello_bytes() {
     let bytes = encode(&Frame::Hello(Hello { from: Peer::Client }), MAX).unwrap();
-    assert_eq!(&bytes[..12], b"SKNF\x01\x00\x00\x00\x00\x00\x00\x01");
+    assert_eq!(&bytes[..12], b"SKNF\x02\x00\x00\x00\x00\x00\x00\x01");
     assert_eq!(&bytes[16..], [2u8]);
-    let crc = crc32fast::hash(&[1, 0, 0, 0, 0, 0, 0, 1, 2]);
+    let crc = crc32fast::hash(&[2, 0, 0, 0, 0, 0, 0, 1, 2]);
     assert_eq!(bytes[12..16], crc.to_be_bytes());
 }
 
