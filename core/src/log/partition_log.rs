@@ -208,6 +208,17 @@ pub struct PartitionLog<S: Storage> {
     /// Where `append_as_leader`/`append_as_follower` encode a batch: reused, so an append
     /// allocates nothing once it has grown to the largest batch.
     scratch: Vec<u8>,
+    /// The buffer of the last read's [`SegReader`], for the next (see [`keep_read_buf`]).
+    read_buf: Vec<u8>,
+}
+
+/// Keeps a reader's buffer for the next read unless it grew past [`SCAN_CHUNK`]: most
+/// reads are short (the tail of the log), and a log should not hold on to the buffer of
+/// one large read.
+fn keep_read_buf(slot: &mut Vec<u8>, buf: Vec<u8>) {
+    if buf.capacity() <= SCAN_CHUNK {
+        *slot = buf;
+    }
 }
 
 /// The recovery-point journal is rewritten whole once it holds this many lines (~100 KB).
@@ -716,7 +727,8 @@ impl<S: Storage> PartitionLog<S> {
                 (false, _) => (seg.base, 0),
             };
             let seg_end = seg.next_offset;
-            let mut r = SegReader::new(seg.log_path(), pos, seg.size, chunk);
+            let buf = std::mem::take(&mut self.read_buf);
+            let mut r = SegReader::with_buf(seg.log_path(), pos, seg.size, chunk, buf);
             loop {
                 match r.next(&mut self.storage)? {
                     Step::End => break,
@@ -751,10 +763,12 @@ impl<S: Storage> PartitionLog<S> {
                         // The first batch is returned whatever its size, so a reader
                         // always makes progress.
                         if total > 0 && total.saturating_add(len) > max_bytes {
+                            keep_read_buf(&mut self.read_buf, r.into_buf());
                             return Ok(());
                         }
                         total += len;
                         if !f(r.path(), pos, base, bytes, &header, seg_intact)? {
+                            keep_read_buf(&mut self.read_buf, r.into_buf());
                             return Ok(());
                         }
                     }
@@ -768,6 +782,7 @@ impl<S: Storage> PartitionLog<S> {
                     format!("segment data ends at offset {expected}, expected {seg_end}"),
                 ));
             }
+            keep_read_buf(&mut self.read_buf, r.into_buf());
             first = false;
             idx += 1;
         }

@@ -164,6 +164,7 @@ impl<S: Storage> PartitionLog<S> {
             recovery_path: rp_path.clone(),
             rp_journal_lines: 0,
             scratch: Vec::new(),
+            read_buf: Vec::new(),
         };
 
         if bases.is_empty() {
