@@ -7,8 +7,10 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-/// Size of each [`Chunks`] piece after the first.
-const CHUNK: usize = 64 << 10;
+/// Size of each [`Chunks`] piece. Small enough that the first piece's doublings copy
+/// little (files are often rewritten and regrown, like the recovery-point journal), large
+/// enough that most reads lie in one piece.
+const CHUNK: usize = 16 << 10;
 
 /// A file's bytes, kept in pieces of [`CHUNK`] bytes so that an append never moves the
 /// bytes already written: one `Vec` per file doubled as a segment filled, copying the

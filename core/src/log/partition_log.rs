@@ -210,6 +210,34 @@ pub struct PartitionLog<S: Storage> {
     scratch: Vec<u8>,
     /// The buffer of the last read's [`SegReader`], for the next (see [`keep_read_buf`]).
     read_buf: Vec<u8>,
+    /// Where `read`, `read_below` and `read_until` gather batches (see [`exact_result`]).
+    batch_scratch: Vec<RecordBatch>,
+    /// Where `read_raw` gathers bytes (see [`exact_result`]).
+    raw_scratch: Vec<u8>,
+}
+
+/// Scratch that grew past this many batches is not kept (most reads return a few).
+const KEEP_SCRATCH_BATCHES: usize = 64;
+
+/// What a read gathered in `buf`, a reused scratch, moved into a `Vec` of exactly its
+/// size: one allocation per read, where pushing into a fresh `Vec` reallocated (and
+/// copied) as it grew. `buf` goes back to `slot`, empty, unless it grew past `keep` items.
+fn exact_result<T>(
+    slot: &mut Vec<T>,
+    mut buf: Vec<T>,
+    keep: usize,
+    scanned: Result<(), LogError>,
+) -> Result<Vec<T>, LogError> {
+    let out = scanned.map(|()| {
+        let mut out = Vec::with_capacity(buf.len());
+        out.append(&mut buf);
+        out
+    });
+    buf.clear();
+    if buf.capacity() <= keep {
+        *slot = buf;
+    }
+    out
 }
 
 /// Keeps a reader's buffer for the next read unless it grew past [`SCAN_CHUNK`]: most
@@ -578,14 +606,14 @@ impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches covering offsets `>= from`, stopping before `max_bytes` would
     /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// [`Self::read`] cut at `below`: its batches holding offsets below `below`, the last
@@ -599,8 +627,8 @@ impl<S: Storage> PartitionLog<S> {
         below: Offset,
         max_bytes: usize,
     ) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, intact| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, intact| {
             if h.base_offset >= below && intact {
                 return Ok(false);
             }
@@ -613,8 +641,8 @@ impl<S: Storage> PartitionLog<S> {
                 out.push(b);
             }
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
@@ -625,13 +653,13 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         end: Offset,
     ) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
         if from >= end {
             // Still validate the range so a bad offset is reported.
             self.check_range(from)?;
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             if h.next_offset() > end {
                 return Ok(false);
             }
@@ -639,19 +667,19 @@ impl<S: Storage> PartitionLog<S> {
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// Like [`Self::read`] but returns the encoded batches back to back (CRC-checked, not
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |_, _, _, bytes, _, _| {
+        let mut out = std::mem::take(&mut self.raw_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |_, _, _, bytes, _, _| {
             out.extend_from_slice(bytes);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.raw_scratch, out, SCAN_CHUNK, scanned)
     }
 
     /// The first offset whose record timestamp is `>= ts`, or None if there is none.

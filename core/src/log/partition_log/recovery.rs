@@ -165,6 +165,8 @@ impl<S: Storage> PartitionLog<S> {
             rp_journal_lines: 0,
             scratch: Vec::new(),
             read_buf: Vec::new(),
+            batch_scratch: Vec::new(),
+            raw_scratch: Vec::new(),
         };
 
         if bases.is_empty() {
