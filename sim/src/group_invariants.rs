@@ -423,6 +423,32 @@ mod tests {
         assert_eq!(v.count(GROUP_SINGLE_OWNER), 1);
     }
 
+    /// The stamp last seen on a broker stands for its state: the same stamp is unchanged
+    /// without reading the offsets; another stamp compares them (and, equal, is adopted);
+    /// anything the checks recorded since (`version`) makes it changed whatever the stamp.
+    #[test]
+    fn a_seen_stamp_skips_the_comparison_and_a_new_one_compares() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(1);
+        let unread = || std::iter::from_fn(|| -> Option<(u32, Offset)> { panic!("read") });
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        g.on_coordinator(&mut v, 1, 1, Some((0, 1, 5)), Some((1, vec![(0, 3)])));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        // Another stamp: the offsets are compared.
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 4)].into_iter()))));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, unread()))));
+        // A restarted broker (another incarnation) is compared too.
+        assert!(!g.coordinator_unchanged(
+            1,
+            Some((1, 1, 6)),
+            None::<(LeaderEpoch, std::iter::Empty<(u32, Offset)>)>
+        ));
+        // Something the checks record changed since: the stamp does not help.
+        g.version += 1;
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
+    }
+
     #[test]
     fn unowned_partitions_after_the_heal_are_caught() {
         let mut v = Checker::new();
