@@ -208,7 +208,7 @@ pub struct PartitionLog<S: Storage> {
     /// Where `append_as_leader`/`append_as_follower` encode a batch: reused, so an append
     /// allocates nothing once it has grown to the largest batch.
     scratch: Vec<u8>,
-    /// The buffer of the last read's [`SegReader`], for the next (see [`keep_read_buf`]).
+    /// The buffer of the last read's [`SegReader`], for the next (see [`keep_scratch`]).
     read_buf: Vec<u8>,
     /// Where `read`, `read_below` and `read_until` gather batches (see [`exact_result`]).
     batch_scratch: Vec<RecordBatch>,
@@ -234,17 +234,15 @@ fn exact_result<T>(
         out
     });
     buf.clear();
-    if buf.capacity() <= keep {
-        *slot = buf;
-    }
+    keep_scratch(slot, buf, keep);
     out
 }
 
-/// Keeps a reader's buffer for the next read unless it grew past [`SCAN_CHUNK`]: most
-/// reads are short (the tail of the log), and a log should not hold on to the buffer of
-/// one large read.
-fn keep_read_buf(slot: &mut Vec<u8>, buf: Vec<u8>) {
-    if buf.capacity() <= SCAN_CHUNK {
+/// Puts a read's scratch back in `slot` for the next read unless it grew past `keep`
+/// items: most reads are short (the tail of the log), and a log should not hold on to
+/// what one large read needed.
+fn keep_scratch<T>(slot: &mut Vec<T>, buf: Vec<T>, keep: usize) {
+    if buf.capacity() <= keep {
         *slot = buf;
     }
 }
@@ -791,12 +789,12 @@ impl<S: Storage> PartitionLog<S> {
                         // The first batch is returned whatever its size, so a reader
                         // always makes progress.
                         if total > 0 && total.saturating_add(len) > max_bytes {
-                            keep_read_buf(&mut self.read_buf, r.into_buf());
+                            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
                             return Ok(());
                         }
                         total += len;
                         if !f(r.path(), pos, base, bytes, &header, seg_intact)? {
-                            keep_read_buf(&mut self.read_buf, r.into_buf());
+                            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
                             return Ok(());
                         }
                     }
@@ -810,7 +808,7 @@ impl<S: Storage> PartitionLog<S> {
                     format!("segment data ends at offset {expected}, expected {seg_end}"),
                 ));
             }
-            keep_read_buf(&mut self.read_buf, r.into_buf());
+            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
             first = false;
             idx += 1;
         }
