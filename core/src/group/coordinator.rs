@@ -132,11 +132,12 @@ impl GroupCoordinator {
     }
 
     /// A counter that moves whenever the phase or any group's committed offsets change
-    /// (and stands still otherwise): while it stands still, what [`Self::phase`] and
-    /// [`Self::committed_offsets`] return is unchanged, so an observer (the simulator's
-    /// checks, after every broker step) can skip re-reading them. A coordinator made by
-    /// [`super::GroupCoordinators`] starts past every count the host's dropped ones
-    /// reached, so one partition's coordinators never repeat a count on one host.
+    /// (and not for requests that change neither): while it stands still, [`Self::phase`]
+    /// and the offsets [`Self::committed_offsets`] lists are unchanged (a group it does
+    /// not hold has none), so an observer (the simulator's checks, after every broker
+    /// step) can skip re-reading them. A coordinator made by [`super::GroupCoordinators`]
+    /// starts past every count the host's dropped ones reached, so one partition's
+    /// coordinators never repeat a count on one host.
     pub fn changes(&self) -> u64 {
         self.changes
     }

@@ -64,7 +64,7 @@ impl GroupCoordinators {
 
     /// At least every [`GroupCoordinator::changes`] any coordinator here has shown: a
     /// host that replaces this one starts there ([`Self::start_changes_at`]).
-    pub fn changes_floor(&self) -> u64 {
+    pub(crate) fn changes_floor(&self) -> u64 {
         self.hosted
             .values()
             .map(|c| c.changes())
@@ -72,7 +72,7 @@ impl GroupCoordinators {
     }
 
     /// Coordinators made from now on count from past `floor` (a replacement host).
-    pub fn start_changes_at(&mut self, floor: u64) {
+    pub(crate) fn start_changes_at(&mut self, floor: u64) {
         self.changes_floor = self.changes_floor.max(floor);
     }
 
