@@ -178,6 +178,9 @@ pub struct GroupMember {
     /// Where this member's fetch cursor was after its last fetch or truncation, per
     /// partition (a fetch from elsewhere starts a new stint for consumer-skipped-records).
     cursor_at: BTreeMap<u32, Offset>,
+    /// The consumer's outputs being handled (kept between steps: drained into a fresh
+    /// `Vec` after every step, they were regrown each time).
+    outs: Vec<ConsumerOutput>,
     pub records: u64,
     pub commits_ok: u64,
     pub crashes: u64,
@@ -221,6 +224,7 @@ impl GroupMember {
             reset_seen: BTreeMap::new(),
             cursor_at: BTreeMap::new(),
             ignore_truncation: false,
+            outs: Vec::new(),
             records: 0,
             commits_ok: 0,
             crashes: 0,
@@ -468,12 +472,14 @@ impl GroupMember {
                     }
                 }
             }
-            let outs = self.consumer_mut().drain_outputs();
+            let mut outs = std::mem::take(&mut self.outs);
+            self.consumer_mut().drain_outputs_into(&mut outs);
             if outs.is_empty() {
+                self.outs = outs;
                 break;
             }
             let mut immediate = Vec::new();
-            for o in outs {
+            for o in outs.drain(..) {
                 match o {
                     ConsumerOutput::Send {
                         to,
@@ -487,6 +493,7 @@ impl GroupMember {
                     ConsumerOutput::Event(e) => self.on_event(e, ctx),
                 }
             }
+            self.outs = outs;
             for (corr, r) in immediate {
                 self.consumer_mut().handle_response(now, corr, r);
             }
@@ -504,7 +511,7 @@ impl GroupMember {
             self.partitions,
         );
         let c = self.consumer.as_ref().expect("up");
-        let mut owned: Vec<u32> = Vec::new();
+        let mut owned: Vec<u32> = Vec::with_capacity(self.partitions as usize);
         for t in c.assigned().filter(|t| t.topic == TOPIC) {
             let p = t.partition;
             owned.push(p);

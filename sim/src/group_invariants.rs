@@ -55,8 +55,9 @@ pub struct GroupChecker {
     /// stands still, observing a coordinator state already observed on that broker is a
     /// no-op (see [`GroupChecker::coordinator_unchanged`]).
     version: u64,
-    /// Per broker: `version` after its last observation, and the state observed.
-    seen: BTreeMap<NodeId, (u64, CoordinatorState)>,
+    /// Per broker: `version` after its last observation, the stamp of the coordinator
+    /// observed (see [`CoordinatorStamp`]) and the state observed.
+    seen: BTreeMap<NodeId, (u64, Option<CoordinatorStamp>, CoordinatorState)>,
     /// Coordinator loads of the group seen (failovers + the first load).
     pub loads: u64,
     pub commits_acked: u64,
@@ -65,6 +66,12 @@ pub struct GroupChecker {
 /// What the group's coordinator on one broker holds: `None` unless it is active, else its
 /// epoch and the committed offsets of the simulator's topic, by partition.
 pub type CoordinatorState = Option<(LeaderEpoch, Vec<(u32, Offset)>)>;
+
+/// Names one coordinator's state without reading it: the broker's incarnation, its
+/// `__consumer_offsets` partition count (a new count is a new host) and the coordinator's
+/// [`skein_core::group::GroupCoordinator::changes`]. Two observations on one broker with
+/// the same stamp saw the same state.
+pub type CoordinatorStamp = (u64, u32, u64);
 
 impl GroupChecker {
     pub fn new(partitions: u32) -> Self {
@@ -233,19 +240,25 @@ impl GroupChecker {
     /// Whether observing `broker`'s coordinator at `epoch` holding `offsets` would change
     /// nothing: the same state was observed there last and nothing the observation reads
     /// or writes has changed since (so it would judge exactly as it did then, finding
-    /// nothing new). Lets the world skip building the state on every broker step.
+    /// nothing new). Lets the world skip building the state on every broker step. The
+    /// state is compared only when `stamp` differs from the one last seen there (the
+    /// same stamp is the same state); a state found equal takes the new stamp.
     pub fn coordinator_unchanged(
-        &self,
+        &mut self,
         broker: NodeId,
+        stamp: Option<CoordinatorStamp>,
         state: Option<(LeaderEpoch, impl Iterator<Item = (u32, Offset)>)>,
     ) -> bool {
-        let Some((version, seen)) = self.seen.get(&broker) else {
+        let Some((version, seen_stamp, seen)) = self.seen.get_mut(&broker) else {
             return false;
         };
         if *version != self.version {
             return false;
         }
-        match (seen, state) {
+        if stamp.is_some() && *seen_stamp == stamp {
+            return true;
+        }
+        let same = match (&*seen, state) {
             (None, None) => true,
             (Some((e, offsets)), Some((epoch, mut now))) => {
                 *e == epoch
@@ -253,7 +266,11 @@ impl GroupChecker {
                     && now.next().is_none()
             }
             _ => false,
+        };
+        if same {
+            *seen_stamp = stamp;
         }
+        same
     }
 
     /// The coordinator of the group on `broker` is active at `epoch` and holds `offsets`
@@ -265,10 +282,11 @@ impl GroupChecker {
         v: &mut Checker,
         now: SimTime,
         broker: NodeId,
+        stamp: Option<CoordinatorStamp>,
         state: CoordinatorState,
     ) {
         self.judge_coordinator(v, now, broker, state.as_ref());
-        self.seen.insert(broker, (self.version, state));
+        self.seen.insert(broker, (self.version, stamp, state));
     }
 
     fn judge_coordinator(
@@ -405,6 +423,32 @@ mod tests {
         assert_eq!(v.count(GROUP_SINGLE_OWNER), 1);
     }
 
+    /// The stamp last seen on a broker stands for its state: the same stamp is unchanged
+    /// without reading the offsets; another stamp compares them (and, equal, is adopted);
+    /// anything the checks recorded since (`version`) makes it changed whatever the stamp.
+    #[test]
+    fn a_seen_stamp_skips_the_comparison_and_a_new_one_compares() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(1);
+        let unread = || std::iter::from_fn(|| -> Option<(u32, Offset)> { panic!("read") });
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        g.on_coordinator(&mut v, 1, 1, Some((0, 1, 5)), Some((1, vec![(0, 3)])));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        // Another stamp: the offsets are compared.
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 4)].into_iter()))));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, unread()))));
+        // A restarted broker (another incarnation) is compared too.
+        assert!(!g.coordinator_unchanged(
+            1,
+            Some((1, 1, 6)),
+            None::<(LeaderEpoch, std::iter::Empty<(u32, Offset)>)>
+        ));
+        // Something the checks record changed since: the stamp does not help.
+        g.version += 1;
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
+    }
+
     #[test]
     fn unowned_partitions_after_the_heal_are_caught() {
         let mut v = Checker::new();
@@ -441,19 +485,19 @@ mod tests {
             },
         );
         assert_eq!(v.count(GROUP_UNPROCESSED), 0);
-        g.on_coordinator(&mut v, 3, 1, Some((1, [(0, 5)].into())));
+        g.on_coordinator(&mut v, 3, 1, None, Some((1, [(0, 5)].into())));
         assert_eq!(v.count(GROUP_ACKED_COMMIT_LOST), 0);
-        g.on_coordinator(&mut v, 4, 1, Some((1, [(0, 3)].into())));
+        g.on_coordinator(&mut v, 4, 1, None, Some((1, [(0, 3)].into())));
         assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
         // A failover to a coordinator that lost the acknowledged commit.
-        g.on_coordinator(&mut v, 5, 2, Some((2, [(0, 4)].into())));
+        g.on_coordinator(&mut v, 5, 2, None, Some((2, [(0, 4)].into())));
         assert_eq!(v.count(GROUP_ACKED_COMMIT_LOST), 1);
         // A deposed coordinator is not in charge any more.
-        g.on_coordinator(&mut v, 6, 1, Some((1, [(0, 0)].into())));
+        g.on_coordinator(&mut v, 6, 1, None, Some((1, [(0, 0)].into())));
         assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
         // An explicit reset makes a lower commit legitimate.
         g.on_obs(&mut v, 7, GroupObs::Reset { p: 0, to: 2 });
-        g.on_coordinator(&mut v, 8, 2, Some((2, [(0, 2)].into())));
+        g.on_coordinator(&mut v, 8, 2, None, Some((2, [(0, 2)].into())));
         assert_eq!(v.count(GROUP_OFFSET_REGRESSION), 1);
         // Committing past records nobody processed.
         g.on_obs(

@@ -83,6 +83,9 @@ pub(super) struct GroupHost {
     /// the last leadership sync ended: while both stand, nothing it reads has changed and
     /// another sync would change nothing (it leaves every partition as its replica says).
     synced_at: Option<(Offset, u64)>,
+    /// [`GroupCoordinators::changes_floor`] of the last host dropped: the next one starts
+    /// there, so a coordinator's change count never repeats on this broker.
+    changes_floor: u64,
 }
 
 impl GroupHost {
@@ -311,6 +314,7 @@ impl<S: Storage + Clone> Broker<S> {
                     old.resign(p);
                     self.groups.forget_partition(p);
                 }
+                self.groups.changes_floor = old.changes_floor();
                 for o in old.drain_outputs() {
                     if let CoordinatorOutput::Respond {
                         to,
@@ -327,9 +331,12 @@ impl<S: Storage + Clone> Broker<S> {
                     || self.config.bugs.no_generation_fencing,
                 ..self.config.group.clone()
             };
-            self.groups.coordinators = n
-                .filter(|&n| n > 0)
-                .map(|n| GroupCoordinators::new(self.id, n, group_config.clone()));
+            let floor = self.groups.changes_floor;
+            self.groups.coordinators = n.filter(|&n| n > 0).map(|n| {
+                let mut c = GroupCoordinators::new(self.id, n, group_config.clone());
+                c.start_changes_at(floor);
+                c
+            });
             changed = true;
         }
         let Some(n) = self

@@ -41,7 +41,9 @@ pub fn take_records(
     high_watermark: Offset,
     next_offset: Offset,
 ) -> Taken<'_> {
-    let mut records = Vec::new();
+    // Sized for every record of the batches up front (most are taken): grown push by
+    // push it reallocated several times per fetch.
+    let mut records = Vec::with_capacity(batches.iter().map(|b| b.records.len()).sum());
     let mut next = position;
     for b in batches {
         for (o, r) in b.data_records() {

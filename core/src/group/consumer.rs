@@ -514,7 +514,9 @@ impl GroupConsumer {
                 }
             }
         }
-        let mut out = Vec::new();
+        // Sized up front: grown push by push it reallocated on most polls.
+        let buffered: usize = self.owned.values().map(|p| p.buffer.len()).sum();
+        let mut out = Vec::with_capacity(buffered.min(self.config.max_poll_records));
         'outer: loop {
             let mut progressed = false;
             for (_, p) in self.owned.iter_mut() {
@@ -743,6 +745,12 @@ impl GroupConsumer {
 
     pub fn drain_outputs(&mut self) -> Vec<ConsumerOutput> {
         std::mem::take(&mut self.outputs)
+    }
+
+    /// [`Self::drain_outputs`], appended to `out`: both keep their allocations, for a host
+    /// that drains after every step.
+    pub fn drain_outputs_into(&mut self, out: &mut Vec<ConsumerOutput>) {
+        out.append(&mut self.outputs);
     }
 
     // ---- internals ----------------------------------------------------------------------

@@ -91,6 +91,8 @@ pub struct GroupCoordinator {
     loading: BTreeMap<GroupId, Loaded>,
     summary: LoadSummary,
     fx: Effects,
+    /// [`Self::changes`].
+    changes: u64,
     /// Debug builds: each group's state at the previous call that touched it, for the
     /// monotonic checks of `check.rs` (cleared with every unload).
     #[cfg(debug_assertions)]
@@ -115,6 +117,7 @@ impl GroupCoordinator {
                 partition,
                 ..Effects::default()
             },
+            changes: 0,
             #[cfg(debug_assertions)]
             debug_checkpoints: BTreeMap::new(),
         }
@@ -128,10 +131,31 @@ impl GroupCoordinator {
         &self.phase
     }
 
+    /// A counter that moves whenever the phase or any group's committed offsets change
+    /// (and not for requests that change neither): while it stands still, [`Self::phase`]
+    /// and the offsets [`Self::committed_offsets`] lists are unchanged (a group it does
+    /// not hold has none), so an observer (the simulator's checks, after every broker
+    /// step) can skip re-reading them. A coordinator made by [`super::GroupCoordinators`]
+    /// starts past every count the host's dropped ones reached, so one partition's
+    /// coordinators never repeat a count on one host.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Starts [`Self::changes`] at `from` (a host's new coordinator).
+    pub(super) fn start_changes_at(&mut self, from: u64) {
+        self.changes = from;
+    }
+
+    fn changed(&mut self) {
+        self.changes += 1;
+    }
+
     /// This broker became leader of the partition at `epoch`: start rebuilding state.
     pub fn begin_load(&mut self, epoch: LeaderEpoch) {
         self.unload();
         self.phase = CoordinatorPhase::Loading { epoch };
+        self.changed();
         self.fx.epoch = epoch;
     }
 
@@ -154,6 +178,7 @@ impl GroupCoordinator {
                 epoch,
                 error: e.clone(),
             };
+            self.changed();
             return Err(e);
         }
         Ok(())
@@ -244,6 +269,7 @@ impl GroupCoordinator {
         self.summary.groups = self.groups.len();
         crate::probe!(CoordinatorLoaded);
         self.phase = CoordinatorPhase::Active { epoch };
+        self.changed();
         std::mem::take(&mut self.summary)
     }
 
@@ -296,6 +322,7 @@ impl GroupCoordinator {
         self.loading.clear();
         self.summary = LoadSummary::default();
         self.phase = CoordinatorPhase::Unloaded;
+        self.changed();
         #[cfg(debug_assertions)]
         self.debug_checkpoints.clear();
     }
@@ -517,6 +544,8 @@ impl GroupCoordinator {
                 if let Some(g) = self.groups.get_mut(&group) {
                     g.commit_done(&offsets, result.as_ref().ok().copied());
                     if result.is_ok() {
+                        // Only a completed append materialises offsets.
+                        self.changes += 1;
                         fx.outputs.push(CoordinatorOutput::Committed {
                             group: group.clone(),
                             epoch: fx.epoch,

@@ -32,6 +32,9 @@ pub struct GroupCoordinators {
     /// [`GroupCoordinators::next_timeout`], cached (`None`: not known): a broker asks after
     /// every step, and most steps do not reach a coordinator.
     timeout: Cell<Option<Option<Nanos>>>,
+    /// At least every [`GroupCoordinator::changes`] of a coordinator this host dropped: a
+    /// new one starts there, so a partition's count never repeats on this host.
+    changes_floor: u64,
 }
 
 impl GroupCoordinators {
@@ -44,6 +47,7 @@ impl GroupCoordinators {
             hosted: BTreeMap::new(),
             outputs: Vec::new(),
             timeout: Cell::new(None),
+            changes_floor: 0,
         }
     }
 
@@ -58,6 +62,20 @@ impl GroupCoordinators {
         (&mut self.hosted, &mut self.outputs)
     }
 
+    /// At least every [`GroupCoordinator::changes`] any coordinator here has shown: a
+    /// host that replaces this one starts there ([`Self::start_changes_at`]).
+    pub(crate) fn changes_floor(&self) -> u64 {
+        self.hosted
+            .values()
+            .map(|c| c.changes())
+            .fold(self.changes_floor, u64::max)
+    }
+
+    /// Coordinators made from now on count from past `floor` (a replacement host).
+    pub(crate) fn start_changes_at(&mut self, floor: u64) {
+        self.changes_floor = self.changes_floor.max(floor);
+    }
+
     pub fn num_partitions(&self) -> u32 {
         self.num_partitions
     }
@@ -69,10 +87,13 @@ impl GroupCoordinators {
 
     pub fn become_leader(&mut self, partition: u32, epoch: LeaderEpoch) {
         let (node, n, cfg) = (self.node, self.num_partitions, self.config.clone());
+        let floor = self.changes_floor;
         let (hosted, outputs) = self.hosted_mut();
-        let c = hosted
-            .entry(partition)
-            .or_insert_with(|| GroupCoordinator::new(node, partition, n, cfg));
+        let c = hosted.entry(partition).or_insert_with(|| {
+            let mut c = GroupCoordinator::new(node, partition, n, cfg);
+            c.start_changes_at(floor);
+            c
+        });
         c.begin_load(epoch);
         outputs.extend(c.drain_outputs());
     }
@@ -98,6 +119,7 @@ impl GroupCoordinators {
     pub fn resign(&mut self, partition: u32) {
         if let Some(mut c) = self.hosted_mut().0.remove(&partition) {
             c.unload();
+            self.changes_floor = self.changes_floor.max(c.changes());
             self.outputs.extend(c.drain_outputs());
         }
     }
@@ -232,5 +254,29 @@ mod tests {
             resp(&mut h),
             GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator))
         );
+    }
+
+    /// A partition's new coordinator (after a resignation) counts on from the old one's
+    /// [`GroupCoordinator::changes`], so an observer comparing counts cannot mistake it
+    /// for the coordinator it replaced.
+    #[test]
+    fn a_new_coordinator_counts_past_the_dropped_one() {
+        let mut h = GroupCoordinators::new(7, 4, GroupConfig::default());
+        let p = coordinator_partition("orders", 4);
+        h.become_leader(p, 3);
+        h.complete_load(0, p);
+        let old = h.coordinator(p).expect("hosted").changes();
+        h.resign(p);
+        assert!(h.coordinator(p).is_none());
+        h.become_leader(p, 4);
+        assert!(h.coordinator(p).expect("hosted").changes() > old);
+        h.complete_load(0, p);
+        let old = h.coordinator(p).expect("hosted").changes();
+        assert!(h.changes_floor() >= old);
+        // A host replacing this one (the broker's, when the partition count changes).
+        let mut next = GroupCoordinators::new(7, 4, GroupConfig::default());
+        next.start_changes_at(h.changes_floor());
+        next.become_leader(p, 5);
+        assert!(next.coordinator(p).expect("hosted").changes() > old);
     }
 }

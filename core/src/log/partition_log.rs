@@ -208,6 +208,43 @@ pub struct PartitionLog<S: Storage> {
     /// Where `append_as_leader`/`append_as_follower` encode a batch: reused, so an append
     /// allocates nothing once it has grown to the largest batch.
     scratch: Vec<u8>,
+    /// The buffer of the last read's [`SegReader`], for the next (see [`keep_scratch`]).
+    read_buf: Vec<u8>,
+    /// Where `read`, `read_below` and `read_until` gather batches (see [`exact_result`]).
+    batch_scratch: Vec<RecordBatch>,
+    /// Where `read_raw` gathers bytes (see [`exact_result`]).
+    raw_scratch: Vec<u8>,
+}
+
+/// Scratch that grew past this many batches is not kept (most reads return a few).
+const KEEP_SCRATCH_BATCHES: usize = 64;
+
+/// What a read gathered in `buf`, a reused scratch, moved into a `Vec` of exactly its
+/// size: one allocation per read, where pushing into a fresh `Vec` reallocated (and
+/// copied) as it grew. `buf` goes back to `slot`, empty, unless it grew past `keep` items.
+fn exact_result<T>(
+    slot: &mut Vec<T>,
+    mut buf: Vec<T>,
+    keep: usize,
+    scanned: Result<(), LogError>,
+) -> Result<Vec<T>, LogError> {
+    let out = scanned.map(|()| {
+        let mut out = Vec::with_capacity(buf.len());
+        out.append(&mut buf);
+        out
+    });
+    buf.clear();
+    keep_scratch(slot, buf, keep);
+    out
+}
+
+/// Puts a read's scratch back in `slot` for the next read unless it grew past `keep`
+/// items: most reads are short (the tail of the log), and a log should not hold on to
+/// what one large read needed.
+fn keep_scratch<T>(slot: &mut Vec<T>, buf: Vec<T>, keep: usize) {
+    if buf.capacity() <= keep {
+        *slot = buf;
+    }
 }
 
 /// The recovery-point journal is rewritten whole once it holds this many lines (~100 KB).
@@ -567,14 +604,14 @@ impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches covering offsets `>= from`, stopping before `max_bytes` would
     /// be exceeded (at least one batch if `from < LEO`). Every batch is CRC-checked.
     pub fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             let (b, _) = RecordBatch::decode_verified(bytes, h)
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// [`Self::read`] cut at `below`: its batches holding offsets below `below`, the last
@@ -588,8 +625,8 @@ impl<S: Storage> PartitionLog<S> {
         below: Offset,
         max_bytes: usize,
     ) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, intact| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, intact| {
             if h.base_offset >= below && intact {
                 return Ok(false);
             }
@@ -602,8 +639,8 @@ impl<S: Storage> PartitionLog<S> {
                 out.push(b);
             }
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
@@ -614,13 +651,13 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         end: Offset,
     ) -> Result<Vec<RecordBatch>, LogError> {
-        let mut out = Vec::new();
         if from >= end {
             // Still validate the range so a bad offset is reported.
             self.check_range(from)?;
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
+        let mut out = std::mem::take(&mut self.batch_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |path, pos, offset, bytes, h, _| {
             if h.next_offset() > end {
                 return Ok(false);
             }
@@ -628,19 +665,19 @@ impl<S: Storage> PartitionLog<S> {
                 .map_err(|e| corrupt(path, pos, offset, e.to_string()))?;
             out.push(b);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
     }
 
     /// Like [`Self::read`] but returns the encoded batches back to back (CRC-checked, not
     /// decoded): what a fetch response carries.
     pub fn read_raw(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<u8>, LogError> {
-        let mut out = Vec::new();
-        self.scan_batches(from, max_bytes, |_, _, _, bytes, _, _| {
+        let mut out = std::mem::take(&mut self.raw_scratch);
+        let scanned = self.scan_batches(from, max_bytes, |_, _, _, bytes, _, _| {
             out.extend_from_slice(bytes);
             Ok(true)
-        })?;
-        Ok(out)
+        });
+        exact_result(&mut self.raw_scratch, out, SCAN_CHUNK, scanned)
     }
 
     /// The first offset whose record timestamp is `>= ts`, or None if there is none.
@@ -716,7 +753,8 @@ impl<S: Storage> PartitionLog<S> {
                 (false, _) => (seg.base, 0),
             };
             let seg_end = seg.next_offset;
-            let mut r = SegReader::new(seg.log_path(), pos, seg.size, chunk);
+            let buf = std::mem::take(&mut self.read_buf);
+            let mut r = SegReader::with_buf(seg.log_path(), pos, seg.size, chunk, buf);
             loop {
                 match r.next(&mut self.storage)? {
                     Step::End => break,
@@ -751,10 +789,12 @@ impl<S: Storage> PartitionLog<S> {
                         // The first batch is returned whatever its size, so a reader
                         // always makes progress.
                         if total > 0 && total.saturating_add(len) > max_bytes {
+                            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
                             return Ok(());
                         }
                         total += len;
                         if !f(r.path(), pos, base, bytes, &header, seg_intact)? {
+                            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
                             return Ok(());
                         }
                     }
@@ -768,6 +808,7 @@ impl<S: Storage> PartitionLog<S> {
                     format!("segment data ends at offset {expected}, expected {seg_end}"),
                 ));
             }
+            keep_scratch(&mut self.read_buf, r.into_buf(), SCAN_CHUNK);
             first = false;
             idx += 1;
         }

@@ -342,14 +342,26 @@ pub(crate) struct SegReader<'p> {
 
 impl<'p> SegReader<'p> {
     pub fn new(path: &'p str, pos: u64, end: u64, chunk: usize) -> Self {
+        Self::with_buf(path, pos, end, chunk, Vec::new())
+    }
+
+    /// [`Self::new`], buffering in `buf`'s allocation (its bytes are ignored): a reader
+    /// per read allocated its buffer afresh each time.
+    pub fn with_buf(path: &'p str, pos: u64, end: u64, chunk: usize, mut buf: Vec<u8>) -> Self {
+        buf.clear();
         Self {
             path,
             pos,
             end,
-            buf: Vec::new(),
+            buf,
             buf_pos: 0,
             chunk: chunk.max(BATCH_HEADER_LEN),
         }
+    }
+
+    /// The buffer, for another reader ([`Self::with_buf`]).
+    pub fn into_buf(self) -> Vec<u8> {
+        self.buf
     }
 
     pub fn path(&self) -> &'p str {

@@ -24,9 +24,9 @@ impl World {
         };
         let gid = &self.cfg.group_id;
         let cache = &mut self.coordinator_partition;
-        let coordinator = self
-            .brokers
-            .get(id)
+        let slot = self.brokers.get(id);
+        let incarnation = slot.map_or(0, |s| s.incarnation);
+        let coordinator = slot
             .and_then(|s| s.machine.as_ref())
             .and_then(|b| b.group_coordinators())
             .and_then(|cs| {
@@ -40,12 +40,13 @@ impl World {
                         p
                     }
                 };
-                cs.coordinator(p)
-            })
-            .and_then(|c| match c.phase() {
-                CoordinatorPhase::Active { epoch } => Some((*epoch, c)),
-                _ => None,
+                cs.coordinator(p).map(|c| (n, c))
             });
+        let stamp = coordinator.map(|(n, c)| (incarnation, n, c.changes()));
+        let coordinator = coordinator.and_then(|(_, c)| match c.phase() {
+            CoordinatorPhase::Active { epoch } => Some((*epoch, c)),
+            _ => None,
+        });
         fn offsets<'a>(
             c: &'a skein_core::group::GroupCoordinator,
             gid: &'a str,
@@ -56,12 +57,12 @@ impl World {
                 .filter_map(|(tp, o)| (tp.topic == TOPIC).then_some((tp.partition, o)))
         }
         let unchanged =
-            gc.coordinator_unchanged(id, coordinator.map(|(e, c)| (e, offsets(c, gid))));
+            gc.coordinator_unchanged(id, stamp, coordinator.map(|(e, c)| (e, offsets(c, gid))));
         if unchanged {
             return;
         }
         let state = coordinator.map(|(e, c)| (e, offsets(c, gid).collect()));
-        gc.on_coordinator(&mut self.checker, now, id, state);
+        gc.on_coordinator(&mut self.checker, now, id, stamp, state);
     }
 
     /// fenced-broker-ack: an acknowledgement must not come from a broker the committed

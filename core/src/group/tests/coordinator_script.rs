@@ -608,3 +608,44 @@ fn describe_group_reports_members_assignment_and_offsets() {
     // Describing changes nothing.
     assert_eq!(h.view(), v);
 }
+
+/// `changes` moves when what an observer reads (the phase, committed offsets) changes and
+/// stands still for requests that change neither: the simulator's checks skip re-reading a
+/// coordinator whose count stood still, so a change that did not move it would go unseen.
+#[test]
+fn changes_move_on_commit_and_phase_not_on_a_no_op() {
+    let mut h = Harness::new();
+    let ids = three_members(&mut h);
+    let before = h.coord.changes();
+    assert_eq!(
+        h.call(1, heartbeat(&ids[0], 1)),
+        GroupResponse::Heartbeat(Ok(()))
+    );
+    assert!(offsets_of(h.fetch(1)).is_empty());
+    assert_eq!(
+        h.call(1, commit(&ids[0], 7, &[(0, 5)])),
+        GroupResponse::OffsetCommit(Err(GroupError::IllegalGeneration))
+    );
+    assert_eq!(h.coord.changes(), before, "no-ops moved the count");
+    // A commit changes the offsets when its append completes, not before.
+    h.auto_ack = false;
+    let c = h.send(1, commit(&ids[0], 1, &[(0, 5)]));
+    assert_eq!(h.coord.changes(), before);
+    h.ack_all();
+    assert_eq!(h.take(c), Some(GroupResponse::OffsetCommit(Ok(()))));
+    let committed = h.coord.changes();
+    assert!(committed > before, "a commit did not move the count");
+    // A failed append materialises nothing.
+    let c = h.send(1, commit(&ids[0], 1, &[(0, 9)]));
+    h.fail_appends(AppendError::NotEnoughReplicas);
+    assert!(matches!(
+        h.take(c),
+        Some(GroupResponse::OffsetCommit(Err(_)))
+    ));
+    assert_eq!(h.coord.changes(), committed);
+    h.coord.unload();
+    assert!(
+        h.coord.changes() > committed,
+        "unload did not move the count"
+    );
+}

@@ -164,6 +164,9 @@ impl<S: Storage> PartitionLog<S> {
             recovery_path: rp_path.clone(),
             rp_journal_lines: 0,
             scratch: Vec::new(),
+            read_buf: Vec::new(),
+            batch_scratch: Vec::new(),
+            raw_scratch: Vec::new(),
         };
 
         if bases.is_empty() {
