@@ -103,7 +103,7 @@ impl From<ControllerOutput> for NodeOutput {
         match o {
             ControllerOutput::Send { to, response } => NodeOutput::Send {
                 to: to.into(),
-                msg: Message::ControllerResponse(response),
+                msg: response.into(),
             },
             ControllerOutput::Event(e) => NodeOutput::Controller(e),
         }
@@ -330,9 +330,10 @@ mod tests {
             NodeOutput::Send { to, msg } => Some((*to, msg)),
             _ => None,
         });
-        let Some((to, Message::ControllerResponse(ControllerResponse::Metadata(_)))) = reply else {
+        let Some((to, Message::ControllerResponse(r))) = reply else {
             panic!("expected a metadata reply, got {outs:?}");
         };
+        assert!(matches!(**r, ControllerResponse::Metadata(_)), "{r:?}");
         assert_eq!(to, Address::Client(7));
     }
 

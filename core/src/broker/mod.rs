@@ -874,7 +874,7 @@ impl<S: Storage + Clone> Broker<S> {
                     offset: req.offset,
                     copy: RepairCopy::NotHeld,
                 };
-                self.reply(from, Message::RepairFetchResponse(resp));
+                self.reply(from, resp.into());
             }
         }
     }
@@ -923,7 +923,7 @@ impl<S: Storage + Clone> Broker<S> {
             Message::RepairFetch(req) => self.answer_repair_fetch(from, req),
             Message::RepairFetchResponse(resp) => {
                 if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
-                    r.handle_repair_fetch_response(now, n, resp);
+                    r.handle_repair_fetch_response(now, n, *resp);
                 }
             }
             Message::Produce(req) if req.tp.topic == CONSUMER_OFFSETS_TOPIC => {
@@ -957,7 +957,7 @@ impl<S: Storage + Clone> Broker<S> {
                 }
             }
             Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
-                Some(r) => r.handle_produce(now, from, req),
+                Some(r) => r.handle_produce(now, from, *req),
                 None if req.acks != Acks::None => {
                     let resp = ProduceResponse {
                         correlation: req.correlation,
@@ -998,11 +998,11 @@ impl<S: Storage + Clone> Broker<S> {
                 correlation,
                 request,
             } => match from {
-                Address::Client(c) => self.handle_group(now, c, correlation, request),
+                Address::Client(c) => self.handle_group(now, c, correlation, *request),
                 other => tracing::debug!(from = %other, "group request from a non-client ignored"),
             },
             Message::ControllerResponse(resp) => match from {
-                Address::Controller(c) => self.handle_controller(now, c, resp),
+                Address::Controller(c) => self.handle_controller(now, c, *resp),
                 other => {
                     tracing::debug!(from = %other, "controller response from a non-controller")
                 }
