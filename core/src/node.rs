@@ -316,6 +316,18 @@ mod tests {
         ControllerNode::Single(Box::new(c))
     }
 
+    /// Every message a broker sends travels as an output (pushed, converted, drained),
+    /// and LLVM copies values up to 128 bytes inline but calls memcpy above that: a large
+    /// event payload belongs in a box (as `BrokerEvent::LogOpened`'s summary is).
+    #[test]
+    fn outputs_stay_small() {
+        let sizes = [
+            std::mem::size_of::<NodeOutput>(),
+            std::mem::size_of::<crate::broker::Output>(),
+        ];
+        assert!(sizes.iter().all(|&s| s <= 128), "{sizes:?}");
+    }
+
     #[test]
     fn controller_reply_goes_back_to_the_sender_address() {
         let mut c = controller();

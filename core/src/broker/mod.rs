@@ -149,10 +149,11 @@ pub enum BrokerEvent {
     MetadataError {
         error: String,
     },
-    /// A partition log was opened (and recovered).
+    /// A partition log was opened (and recovered). The summary is boxed: inline it made
+    /// every broker output (each message it sends is one) a 216-byte value.
     LogOpened {
         tp: TopicPartition,
-        summary: RecoverySummary,
+        summary: Box<RecoverySummary>,
     },
     /// A partition log could not be opened; the partition stays unavailable here.
     LogOpenFailed {
@@ -357,7 +358,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.damaged.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
-                    summary: summary.clone(),
+                    summary: Box::new(summary.clone()),
                 }));
                 Some(summary)
             }
