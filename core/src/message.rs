@@ -38,14 +38,21 @@ impl fmt::Display for Address {
 }
 
 /// All traffic of a Skein cluster.
+///
+/// Payloads much larger than the common ones are boxed (build them with `From`, e.g.
+/// `Message::from(ProduceRequest { .. })`): every message is moved several times between
+/// sender and receiver, and a move copies the enum's full size whatever the variant, so
+/// one large variant made every fetch cost a 160-byte copy per hop. Serde writes a box
+/// exactly as its content, so the wire format is unchanged. `size_of_message_stays_small`
+/// pins the size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Message {
     /// Follower -> leader: pull records (also reports the follower's durable log end).
     Fetch(FetchRequest),
     /// Leader -> follower.
     FetchResponse(FetchResponse),
-    /// Client -> leader.
-    Produce(ProduceRequest),
+    /// Client -> leader. Boxed: the record batch makes it the largest hot payload.
+    Produce(Box<ProduceRequest>),
     /// Leader -> client (never sent for acks = 0).
     ProduceResponse(ProduceResponse),
     /// Client -> leader: read committed records (below the high watermark).
@@ -62,17 +69,17 @@ pub enum Message {
     /// leader of the group's `__consumer_offsets` partition.
     Group {
         correlation: u64,
-        request: GroupRequest,
+        request: Box<GroupRequest>,
     },
     /// Broker -> client: the answer to a `Group` request, with its correlation.
     GroupResponse {
         correlation: u64,
-        response: GroupResponse,
+        response: Box<GroupResponse>,
     },
     /// Broker or client -> controller.
     ControllerRequest(ControllerRequest),
     /// Controller -> broker or client.
-    ControllerResponse(ControllerResponse),
+    ControllerResponse(Box<ControllerResponse>),
     /// Controller -> controller: the quorum's Raft traffic (sender and receiver are
     /// `Address::Controller`s).
     Raft(crate::raft::Message),
@@ -80,7 +87,25 @@ pub enum Message {
     /// your copy of it (peer repair, see `PartitionLog::replace_damaged`).
     RepairFetch(RepairFetchRequest),
     /// Replica -> the damaged replica: its copy, if it reads intact.
-    RepairFetchResponse(RepairFetchResponse),
+    RepairFetchResponse(Box<RepairFetchResponse>),
+}
+
+impl From<ProduceRequest> for Message {
+    fn from(r: ProduceRequest) -> Self {
+        Message::Produce(Box::new(r))
+    }
+}
+
+impl From<ControllerResponse> for Message {
+    fn from(r: ControllerResponse) -> Self {
+        Message::ControllerResponse(Box::new(r))
+    }
+}
+
+impl From<RepairFetchResponse> for Message {
+    fn from(r: RepairFetchResponse) -> Self {
+        Message::RepairFetchResponse(Box::new(r))
+    }
 }
 
 impl Message {
@@ -112,6 +137,22 @@ impl Message {
             Message::Group { correlation, .. } => *correlation,
             _ => return None,
         })
+    }
+
+    /// A consumer-group request.
+    pub fn group(correlation: u64, request: GroupRequest) -> Self {
+        Message::Group {
+            correlation,
+            request: Box::new(request),
+        }
+    }
+
+    /// The answer to a consumer-group request.
+    pub fn group_response(correlation: u64, response: GroupResponse) -> Self {
+        Message::GroupResponse {
+            correlation,
+            response: Box::new(response),
+        }
     }
 
     /// The variant's name, for logs and traces (one place, so drivers never fall behind).
@@ -474,4 +515,20 @@ pub struct ListOffsetsResponse {
 pub struct ListedOffset {
     pub offset: Offset,
     pub leader_epoch: LeaderEpoch,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every move of a message copies this many bytes, and LLVM copies up to 128 inline but
+    /// calls memcpy above that: a new payload that grows the enum belongs in a box.
+    #[test]
+    fn size_of_message_stays_small() {
+        assert!(
+            std::mem::size_of::<Message>() <= 112,
+            "Message grew to {} bytes",
+            std::mem::size_of::<Message>()
+        );
+    }
 }

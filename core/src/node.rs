@@ -103,7 +103,7 @@ impl From<ControllerOutput> for NodeOutput {
         match o {
             ControllerOutput::Send { to, response } => NodeOutput::Send {
                 to: to.into(),
-                msg: Message::ControllerResponse(response),
+                msg: response.into(),
             },
             ControllerOutput::Event(e) => NodeOutput::Controller(e),
         }
@@ -316,6 +316,18 @@ mod tests {
         ControllerNode::Single(Box::new(c))
     }
 
+    /// Every message a broker sends travels as an output (pushed, converted, drained),
+    /// and LLVM copies values up to 128 bytes inline but calls memcpy above that: a large
+    /// event payload belongs in a box (as `BrokerEvent::LogOpened`'s summary is).
+    #[test]
+    fn outputs_stay_small() {
+        let sizes = [
+            std::mem::size_of::<NodeOutput>(),
+            std::mem::size_of::<crate::broker::Output>(),
+        ];
+        assert!(sizes.iter().all(|&s| s <= 128), "{sizes:?}");
+    }
+
     #[test]
     fn controller_reply_goes_back_to_the_sender_address() {
         let mut c = controller();
@@ -330,9 +342,10 @@ mod tests {
             NodeOutput::Send { to, msg } => Some((*to, msg)),
             _ => None,
         });
-        let Some((to, Message::ControllerResponse(ControllerResponse::Metadata(_)))) = reply else {
+        let Some((to, Message::ControllerResponse(r))) = reply else {
             panic!("expected a metadata reply, got {outs:?}");
         };
+        assert!(matches!(**r, ControllerResponse::Metadata(_)), "{r:?}");
         assert_eq!(to, Address::Client(7));
     }
 

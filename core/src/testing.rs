@@ -361,7 +361,7 @@ impl Cluster {
             panic!("a controller reply, got {replies:?}")
         };
         let events = self.controller_events[seen..].iter();
-        (reply, events.map(|(_, e)| e.clone()).collect())
+        (*reply, events.map(|(_, e)| e.clone()).collect())
     }
 }
 

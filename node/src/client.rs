@@ -360,7 +360,7 @@ impl Client {
             conn.send(Message::ControllerRequest(req)).await?;
             loop {
                 match conn.recv(timeout).await? {
-                    Message::ControllerResponse(r) => return Ok(r),
+                    Message::ControllerResponse(r) => return Ok(*r),
                     other => tracing::debug!(?other, "ignoring non-controller reply"),
                 }
             }
@@ -523,12 +523,9 @@ impl Client {
         request: skein_core::group::GroupRequest,
     ) -> Result<skein_core::group::GroupResponse, ClientError> {
         let correlation = self.correlation();
-        let msg = Message::Group {
-            correlation,
-            request,
-        };
+        let msg = Message::group(correlation, request);
         match self.broker_request(id, msg).await? {
-            Message::GroupResponse { response, .. } => Ok(response),
+            Message::GroupResponse { response, .. } => Ok(*response),
             other => Err(self.unexpected_from_broker(id, &other)),
         }
     }
@@ -723,7 +720,7 @@ impl Client {
                 Err(e) => e,
                 Ok(leader) => {
                     let correlation = self.correlation();
-                    let req = Message::Produce(ProduceRequest {
+                    let req = Message::from(ProduceRequest {
                         correlation,
                         tp: tp.clone(),
                         acks,

@@ -200,7 +200,7 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
 
         // A forged Produce whose CRC is wrong never reaches the log.
         let mut forged = encode(
-            &Frame::Msg(Message::Produce(skein_core::message::ProduceRequest {
+            &Frame::Msg(Message::from(skein_core::message::ProduceRequest {
                 correlation: 7,
                 tp: tp.clone(),
                 acks: skein_core::message::Acks::Leader,

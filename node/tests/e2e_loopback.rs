@@ -128,7 +128,7 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
         ));
         let mut acks = Vec::new();
         for correlation in [1, 2] {
-            conn.send(Message::Produce(ProduceRequest {
+            conn.send(Message::from(ProduceRequest {
                 correlation,
                 tp: tp.clone(),
                 acks: Acks::All,

@@ -527,7 +527,7 @@ impl Producer {
                 f.send_at = None;
                 ctx.out.sends.push((
                     Address::Node(leader),
-                    Message::Produce(ProduceRequest {
+                    Message::from(ProduceRequest {
                         correlation: self.corr,
                         tp: tp(p),
                         acks: self.acks,
@@ -548,7 +548,7 @@ impl Producer {
     pub fn handle(&mut self, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
             Message::MetadataResponse(r) => self.meta.on_response(&r),
-            Message::ControllerResponse(resp) => self.on_controller(resp, ctx),
+            Message::ControllerResponse(resp) => self.on_controller(*resp, ctx),
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}
         }

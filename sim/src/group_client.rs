@@ -333,13 +333,12 @@ impl GroupMember {
             }
             return;
         };
-        if let (
-            Some(parts),
-            Message::GroupResponse {
-                response: GroupResponse::OffsetFetch(Ok(map)),
-                ..
-            },
-        ) = (&p.offset_fetch, &msg)
+        let response = match &msg {
+            Message::GroupResponse { response, .. } => Some(&**response),
+            _ => None,
+        };
+        if let (Some(parts), Some(GroupResponse::OffsetFetch(Ok(map)))) =
+            (&p.offset_fetch, response)
         {
             let offsets = parts
                 .iter()

@@ -70,7 +70,7 @@ enum Ev {
         from: Address,
         to: Address,
         incarnation: u64,
-        /// The message's handle in `World::in_flight`: a `Message` is 160 bytes, and every
+        /// The message's handle in `World::in_flight`: a `Message` is ~100 bytes, and every
         /// event (timers too) would be copied at that size into and out of the queue's slots.
         msg: u32,
         /// When it was sent, and whether it is the network's second copy (for the viewer).

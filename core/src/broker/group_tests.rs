@@ -44,10 +44,7 @@ struct Member {
 impl World {
     fn send_group(&mut self, client: u64, to: NodeId, request: GroupRequest) -> u64 {
         self.correlation += 1;
-        let msg = Message::Group {
-            correlation: self.correlation,
-            request,
-        };
+        let msg = Message::group(self.correlation, request);
         self.net
             .queue
             .push_back((Address::Client(client), Address::Node(to), msg));
@@ -59,7 +56,7 @@ impl World {
             Message::GroupResponse {
                 correlation: c,
                 response,
-            } if *c == correlation => Some(response.clone()),
+            } if *c == correlation => Some((**response).clone()),
             _ => None,
         })
     }
@@ -339,11 +336,9 @@ fn three_consumers_join_through_brokers_and_get_a_full_assignment() {
         batch: super::tests::batch("x"),
     };
     let corr = w.correlation;
-    w.net.queue.push_back((
-        Address::Client(1),
-        Address::Node(coordinator),
-        Message::Produce(req),
-    ));
+    w.net
+        .queue
+        .push_back((Address::Client(1), Address::Node(coordinator), req.into()));
     w.deliver_all();
     assert!(matches!(
         w.produce_response(corr),

@@ -222,10 +222,7 @@ impl<S: Storage + Clone> Broker<S> {
     fn send_group_response(&mut self, client: u64, correlation: u64, response: GroupResponse) {
         self.outputs.push(Output::Send {
             to: Address::Client(client),
-            msg: Message::GroupResponse {
-                correlation,
-                response,
-            },
+            msg: Message::group_response(correlation, response),
         });
     }
 

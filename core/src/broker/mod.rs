@@ -149,10 +149,11 @@ pub enum BrokerEvent {
     MetadataError {
         error: String,
     },
-    /// A partition log was opened (and recovered).
+    /// A partition log was opened (and recovered). The summary is boxed: inline it made
+    /// every broker output (each message it sends is one) a 216-byte value.
     LogOpened {
         tp: TopicPartition,
-        summary: RecoverySummary,
+        summary: Box<RecoverySummary>,
     },
     /// A partition log could not be opened; the partition stays unavailable here.
     LogOpenFailed {
@@ -357,7 +358,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.damaged.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
-                    summary: summary.clone(),
+                    summary: Box::new(summary.clone()),
                 }));
                 Some(summary)
             }
@@ -874,7 +875,7 @@ impl<S: Storage + Clone> Broker<S> {
                     offset: req.offset,
                     copy: RepairCopy::NotHeld,
                 };
-                self.reply(from, Message::RepairFetchResponse(resp));
+                self.reply(from, resp.into());
             }
         }
     }
@@ -923,7 +924,7 @@ impl<S: Storage + Clone> Broker<S> {
             Message::RepairFetch(req) => self.answer_repair_fetch(from, req),
             Message::RepairFetchResponse(resp) => {
                 if let (Some(r), Address::Node(n)) = (self.replicas.get_mut(&resp.tp), from) {
-                    r.handle_repair_fetch_response(now, n, resp);
+                    r.handle_repair_fetch_response(now, n, *resp);
                 }
             }
             Message::Produce(req) if req.tp.topic == CONSUMER_OFFSETS_TOPIC => {
@@ -957,7 +958,7 @@ impl<S: Storage + Clone> Broker<S> {
                 }
             }
             Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
-                Some(r) => r.handle_produce(now, from, req),
+                Some(r) => r.handle_produce(now, from, *req),
                 None if req.acks != Acks::None => {
                     let resp = ProduceResponse {
                         correlation: req.correlation,
@@ -998,11 +999,11 @@ impl<S: Storage + Clone> Broker<S> {
                 correlation,
                 request,
             } => match from {
-                Address::Client(c) => self.handle_group(now, c, correlation, request),
+                Address::Client(c) => self.handle_group(now, c, correlation, *request),
                 other => tracing::debug!(from = %other, "group request from a non-client ignored"),
             },
             Message::ControllerResponse(resp) => match from {
-                Address::Controller(c) => self.handle_controller(now, c, resp),
+                Address::Controller(c) => self.handle_controller(now, c, *resp),
                 other => {
                     tracing::debug!(from = %other, "controller response from a non-controller")
                 }

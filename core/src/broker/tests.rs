@@ -182,7 +182,7 @@ impl World {
         };
         self.net
             .queue
-            .push_back((Address::Client(1), Address::Node(to), Message::Produce(req)));
+            .push_back((Address::Client(1), Address::Node(to), req.into()));
         self.correlation
     }
 
@@ -534,16 +534,14 @@ fn unknown_partitions_get_typed_errors() {
         timeout: MS,
         batch: batch("x"),
     };
-    w.net.queue.push_back((
-        Address::Client(1),
-        Address::Node(1),
-        Message::Produce(req.clone()),
-    ));
+    w.net
+        .queue
+        .push_back((Address::Client(1), Address::Node(1), req.clone().into()));
     req.acks = Acks::None;
     req.correlation = 501;
     w.net
         .queue
-        .push_back((Address::Client(1), Address::Node(1), Message::Produce(req)));
+        .push_back((Address::Client(1), Address::Node(1), req.into()));
     w.net.queue.push_back((
         Address::Node(2),
         Address::Node(1),
@@ -1020,11 +1018,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // Controller 1 is not active and names 3: the registration goes there at once.
     let refused =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: Some(3) }));
-    b.handle(
-        MS,
-        Address::Controller(1),
-        Message::ControllerResponse(refused),
-    );
+    b.handle(MS, Address::Controller(1), refused.into());
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1048,11 +1042,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // timer, then asks the next voter, instead of asking every voter as fast as they refuse.
     let electing =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: None }));
-    b.handle(
-        MS + 51 * MS,
-        Address::Controller(1),
-        Message::ControllerResponse(electing),
-    );
+    b.handle(MS + 51 * MS, Address::Controller(1), electing.into());
     assert!(controller_sends(&mut b).is_empty(), "no request at once");
     b.tick(MS + 100 * MS);
     let sent = controller_sends(&mut b);
@@ -1077,9 +1067,9 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         broker: 1,
         broker_epoch: 7,
     }));
-    b.handle(MS, Address::Controller(1), Message::ControllerResponse(ok));
+    b.handle(MS, Address::Controller(1), ok.into());
     let heartbeat = |fenced| {
-        Message::ControllerResponse(ControllerResponse::BrokerHeartbeat(Ok(HeartbeatReply {
+        Message::from(ControllerResponse::BrokerHeartbeat(Ok(HeartbeatReply {
             broker: 1,
             broker_epoch: 7,
             fenced,
@@ -1094,7 +1084,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
     b.handle(2 * MS, Address::Controller(1), heartbeat(false));
     assert!(!b.session_lapsed());
     let produce = |corr| {
-        Message::Produce(ProduceRequest {
+        Message::from(ProduceRequest {
             correlation: corr,
             tp: tp(),
             acks: Acks::All,

@@ -60,13 +60,7 @@ pub fn route(to: &Destination, request: &ConsumerRequest, leaders: &mut LeaderCa
 /// The wire message for `request`, under `correlation`, and what to remember of it.
 pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pending) {
     match request {
-        ConsumerRequest::Group(request) => (
-            Message::Group {
-                correlation,
-                request,
-            },
-            Pending::Group,
-        ),
+        ConsumerRequest::Group(request) => (Message::group(correlation, request), Pending::Group),
         ConsumerRequest::Metadata { topics } => (
             Message::Metadata(MetadataRequest {
                 correlation,
@@ -112,7 +106,7 @@ pub fn from_message(
 ) -> Option<ConsumerResponse> {
     Some(match (pending, msg) {
         (Pending::Group, Message::GroupResponse { response, .. }) => {
-            ConsumerResponse::Group(response)
+            ConsumerResponse::Group(*response)
         }
         (Pending::Metadata { topics }, Message::MetadataResponse(m)) => {
             leaders.learn(&m);

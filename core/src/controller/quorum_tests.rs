@@ -370,9 +370,9 @@ impl World {
         for (to, m) in delivered.chain(to_client) {
             match (to, m) {
                 (Address::Node(b), Message::ControllerResponse(r)) => {
-                    self.broker_reply(b, from, r)?
+                    self.broker_reply(b, from, *r)?
                 }
-                (Address::Client(_), Message::ControllerResponse(r)) => self.client_reply(from, r),
+                (Address::Client(_), Message::ControllerResponse(r)) => self.client_reply(from, *r),
                 (to, m) => return Err(self.fail(format!("misrouted {m:?} to {to:?}"))),
             }
         }
@@ -408,7 +408,7 @@ impl World {
                 }
                 Message::ControllerResponse(response) => {
                     self.check_reply(id, response)?;
-                    self.replies.push((to, response.clone()));
+                    self.replies.push((to, (**response).clone()));
                 }
                 _ => {}
             }

@@ -96,7 +96,7 @@ impl<L: ReplicaLog> Replica<L> {
             offset: req.offset,
             copy,
         };
-        self.reply_at(mark, from, Message::RepairFetchResponse(resp));
+        self.reply_at(mark, from, resp.into());
     }
 
     /// A peer's answer. A copy that fits refills the damaged slot, and the log is read

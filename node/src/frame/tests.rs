@@ -45,15 +45,13 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             any::<u64>(),
             prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 1..8)
         )
-            .prop_map(
-                |(t, p, c, vals)| Frame::Msg(Message::Produce(ProduceRequest {
-                    correlation: c,
-                    tp: TopicPartition::new(t, p),
-                    acks: Acks::All,
-                    timeout: 5,
-                    batch: batch(vals),
-                }))
-            ),
+            .prop_map(|(t, p, c, vals)| Frame::Msg(Message::from(ProduceRequest {
+                correlation: c,
+                tp: TopicPartition::new(t, p),
+                acks: Acks::All,
+                timeout: 5,
+                batch: batch(vals),
+            }))),
         (topic, any::<u64>(), any::<u64>(), any::<Option<u32>>()).prop_map(|(t, c, off, e)| {
             Frame::Msg(Message::Fetch(FetchRequest {
                 correlation: c,

@@ -45,17 +45,8 @@ const MS: u64 = 1_000_000;
 /// One group request to the local broker; its answer, or None after `timeout`.
 async fn call(s: &mut Session, request: GroupRequest, timeout: Duration) -> Option<GroupResponse> {
     let correlation = s.correlation();
-    match s
-        .call(
-            Message::Group {
-                correlation,
-                request,
-            },
-            timeout,
-        )
-        .await
-    {
-        Some(Message::GroupResponse { response, .. }) => Some(response),
+    match s.call(Message::group(correlation, request), timeout).await {
+        Some(Message::GroupResponse { response, .. }) => Some(*response),
         _ => None,
     }
 }

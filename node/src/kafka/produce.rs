@@ -59,7 +59,7 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
                     for batch in batches {
                         let correlation = s.correlation();
                         p.correlations.push(correlation);
-                        requests.push(Message::Produce(message::ProduceRequest {
+                        requests.push(Message::from(message::ProduceRequest {
                             correlation,
                             tp: tp.clone(),
                             acks,

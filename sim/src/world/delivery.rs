@@ -38,11 +38,12 @@ pub(super) struct DivergingAnswer {
 /// The metadata a message to a broker carries (a heartbeat reply's or a pulled delta),
 /// for `metadata-in-order`.
 fn metadata_delta(msg: &Message) -> Option<MetadataDelta> {
-    match msg {
-        Message::ControllerResponse(ControllerResponse::BrokerHeartbeat(Ok(r))) => {
-            Some(r.metadata.clone())
-        }
-        Message::ControllerResponse(ControllerResponse::Metadata(d)) => Some(d.clone()),
+    let Message::ControllerResponse(resp) = msg else {
+        return None;
+    };
+    match &**resp {
+        ControllerResponse::BrokerHeartbeat(Ok(r)) => Some(r.metadata.clone()),
+        ControllerResponse::Metadata(d) => Some(d.clone()),
         _ => None,
     }
 }

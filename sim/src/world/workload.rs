@@ -250,7 +250,7 @@ impl World {
                     return;
                 }
             }
-            if let ControllerResponse::CreateTopic { result, .. } = resp {
+            if let ControllerResponse::CreateTopic { result, .. } = *resp {
                 match result {
                     Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
                         self.topic_created = true;
