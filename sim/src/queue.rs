@@ -57,7 +57,7 @@ impl<T> Slab<T> {
 /// A priority queue of future events.
 ///
 /// The heap orders small keys (time, sequence, slot); the events themselves wait in a slab
-/// of slots reused through a free list. Sifting whole events (a `Message` is a few hundred
+/// of slots reused through a free list. Sifting whole events (a `Message` is ~100
 /// bytes) through the heap on every push and pop cost more than the rest of the queue.
 /// Each key is one `u128`, `time << 64 | seq << 24 | slot`, so a comparison is a single
 /// integer comparison: it orders as (time, seq) did, since sequence numbers are unique
