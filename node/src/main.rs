@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod cli;
+mod memory;
 
 /// mimalloc instead of the system allocator: allocation and freeing were ~20% of a
 /// simulation's instructions (docs/PERFORMANCE.md), and the broker allocates per request.

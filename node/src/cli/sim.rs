@@ -25,6 +25,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    crate::memory::no_huge_pages_for_simulation();
     match *args.command {
         SimCommand::Run(a) | SimCommand::Replay(a) => run_one(a),
         SimCommand::Sweep(a) => sweep(a),
