@@ -44,6 +44,10 @@ pub struct WorkStats {
     pub disk_read_bytes: u64,
     pub disk_appends: u64,
     pub disk_syncs: u64,
+    /// Client history events, and how many the run reserved room for up front (more
+    /// events than room means the history grew and was copied).
+    pub history_events: u64,
+    pub history_reserved: u64,
 }
 
 /// What a run did and found.

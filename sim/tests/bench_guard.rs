@@ -34,6 +34,13 @@ fn bench_seed_work_is_pinned() {
          update EVENTS and docs/PERFORMANCE.md"
     );
     assert!(
+        r.work.history_events <= r.work.history_reserved,
+        "the history outgrew the room reserved for it ({} events, {} reserved): \
+         History::for_run's estimate is low and the history was copied as it grew",
+        r.work.history_events,
+        r.work.history_reserved
+    );
+    assert!(
         reads <= MAX_READS_PER_EVENT,
         "{reads:.4} disk reads per event (bound {MAX_READS_PER_EVENT}): the read path does more work"
     );

@@ -68,6 +68,13 @@ fn sweep(seeds: std::ops::Range<u64>) {
         let r = run(&short(seed));
         faults += r.faults.values().sum::<u64>();
         acked += r.acked;
+        if r.work.history_events > r.work.history_reserved {
+            failures.push(format!(
+                "seed {seed}: the history outgrew its reserved room ({} events, {} reserved; \
+                 History::for_run's estimate is low)",
+                r.work.history_events, r.work.history_reserved
+            ));
+        }
         if !r.passed() {
             failures.push(format!(
                 "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed} {REPLAY_FLAGS}",

@@ -42,6 +42,8 @@ impl World {
             w.disk_reads += reads;
             w.disk_read_bytes += bytes;
         }
+        w.history_events = self.history.len() as u64;
+        w.history_reserved = self.history.reserved() as u64;
         w
     }
 

@@ -236,7 +236,7 @@ impl World {
             raft_commit_seen: 0,
             clients,
             checker: Checker::new(),
-            history: History::default(),
+            history: History::for_run(cfg),
             topic_created: false,
             admin_sent: None,
             fault_counts: BTreeMap::new(),
