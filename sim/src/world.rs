@@ -36,6 +36,17 @@ use skein_core::NodeId;
 use std::collections::BTreeMap;
 use std::io::Write;
 
+/// The tracer's slots of precomputed kind-and-node hashes for the events traced most
+/// (`Tracer::event_named`): one per call site, and one per message kind for deliveries.
+mod name_slots {
+    use crate::trace::NameSlot;
+    pub const TICK: NameSlot = NameSlot(0);
+    pub const CLIENT_TIMER: NameSlot = NameSlot(1);
+    pub const BROKER_EVENT: NameSlot = NameSlot(2);
+    /// A delivery's slot: this plus the message's code (1..=17, `msg_code`).
+    pub const DELIVER_BASE: usize = 8;
+}
+
 mod client_faults;
 mod controllers;
 mod delivery;

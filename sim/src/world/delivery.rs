@@ -4,11 +4,11 @@
 //! routing what a broker or a controller produced after each step (core's node driver,
 //! `skein_core::node`, speaks addresses for both).
 
-use super::{Ev, TimerDue, World, ADMIN};
+use super::{name_slots, Ev, TimerDue, World, ADMIN};
 use crate::client::TOPIC;
 use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
-use crate::trace::{Arrival, Fields};
+use crate::trace::{Arrival, Fields, NameSlot};
 use skein_core::broker::BrokerEvent;
 use skein_core::controller::{ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};
@@ -174,11 +174,11 @@ impl World {
         let msg = self.in_flight.take(msg);
         let (code, name) = msg_code(&msg);
         let verbose = self.tracer.verbose();
-        self.tracer.event(
+        self.tracer.event_named(
+            NameSlot(name_slots::DELIVER_BASE + code as usize),
             now,
             seq,
-            "deliver",
-            name,
+            ("deliver", name),
             &[addr_code(from), addr_code(to), code],
             || {
                 if verbose {
@@ -319,8 +319,14 @@ impl World {
             }
             TimerDue::Now => {}
         }
-        self.tracer
-            .event(now, seq, "tick", "", &[addr_code(node)], String::new);
+        self.tracer.event_named(
+            name_slots::TICK,
+            now,
+            seq,
+            ("tick", ""),
+            &[addr_code(node)],
+            String::new,
+        );
         match node {
             Address::Node(n) => {
                 let Some(slot) = self.brokers.get_mut(n) else {
@@ -375,10 +381,14 @@ impl World {
         for o in outputs.drain(..) {
             if let NodeOutput::Broker(e) = &o {
                 let seq = self.q.len() as u64;
-                self.tracer
-                    .event(now, seq, "broker-event", "", &[id as u64], || {
-                        format!("node-{id}: {e:?}")
-                    });
+                self.tracer.event_named(
+                    name_slots::BROKER_EVENT,
+                    now,
+                    seq,
+                    ("broker-event", ""),
+                    &[id as u64],
+                    || format!("node-{id}: {e:?}"),
+                );
                 self.tracer
                     .fields(now, Fields::BrokerEvent { node: id, event: e });
             }

@@ -54,8 +54,14 @@ impl World {
             self.q.push(t, Ev::ClientTimer { client, gen });
             return;
         }
-        self.tracer
-            .event(now, seq, "client-timer", "", &[client as u64], String::new);
+        self.tracer.event_named(
+            super::name_slots::CLIENT_TIMER,
+            now,
+            seq,
+            ("client-timer", ""),
+            &[client as u64],
+            String::new,
+        );
         self.clients[client].timer_at = None;
         self.client_step(client, now, None);
     }
