@@ -84,6 +84,13 @@ impl Fnv1a {
     /// always unrolled.
     #[inline]
     pub fn u64(&mut self, v: u64) {
+        if v < 256 {
+            // One byte, then seven zeros in one step: most event words are node, client
+            // and message numbers.
+            self.0 = (self.0 ^ v).wrapping_mul(FNV_PRIME);
+            self.run(&SEVEN_ZEROS);
+            return;
+        }
         let mut h = self.0;
         h = (h ^ (v & 0xff)).wrapping_mul(FNV_PRIME);
         h = (h ^ ((v >> 8) & 0xff)).wrapping_mul(FNV_PRIME);
@@ -130,17 +137,32 @@ pub struct FnvRun {
     /// P^k for the k bytes.
     mul: u64,
     /// G(l): the hash of the bytes started from state l.
-    table: Box<[u64; 256]>,
+    table: [u64; 256],
 }
 
+/// The run of a word's seven high bytes when they are zero.
+static SEVEN_ZEROS: FnvRun = FnvRun::of(&[0; 7]);
+
 impl FnvRun {
-    pub fn of(bytes: &[u8]) -> Self {
-        let mul = bytes.iter().fold(1u64, |m, _| m.wrapping_mul(FNV_PRIME));
-        let mut table = Box::new([0u64; 256]);
-        for (low, g) in table.iter_mut().enumerate() {
-            let mut h = Fnv1a(low as u64);
-            h.bytes(bytes);
-            *g = h.0;
+    /// Computed by the compiler for constants ([`SEVEN_ZEROS`]), at run time otherwise.
+    pub const fn of(bytes: &[u8]) -> Self {
+        let mut mul = 1u64;
+        let mut i = 0;
+        while i < bytes.len() {
+            mul = mul.wrapping_mul(FNV_PRIME);
+            i += 1;
+        }
+        let mut table = [0u64; 256];
+        let mut low = 0;
+        while low < 256 {
+            let mut h = low as u64;
+            let mut i = 0;
+            while i < bytes.len() {
+                h = (h ^ bytes[i] as u64).wrapping_mul(FNV_PRIME);
+                i += 1;
+            }
+            table[low] = h;
+            low += 1;
         }
         Self { mul, table }
     }
@@ -478,7 +500,7 @@ mod tests {
 
     #[test]
     fn u64_hashes_its_little_endian_bytes() {
-        for v in [0, 1, 0xff, 0x0123_4567_89ab_cdef, u64::MAX, 1 << 63] {
+        for v in [0, 1, 7, 0xfe, 0xff, 0x100, 0x1ff, 0x0123_4567_89ab_cdef, u64::MAX, 1 << 63] {
             let (mut a, mut b) = (Fnv1a::default(), Fnv1a::default());
             a.u64(v);
             b.bytes(&v.to_le_bytes());
