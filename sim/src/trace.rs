@@ -500,7 +500,18 @@ mod tests {
 
     #[test]
     fn u64_hashes_its_little_endian_bytes() {
-        for v in [0, 1, 7, 0xfe, 0xff, 0x100, 0x1ff, 0x0123_4567_89ab_cdef, u64::MAX, 1 << 63] {
+        for v in [
+            0,
+            1,
+            7,
+            0xfe,
+            0xff,
+            0x100,
+            0x1ff,
+            0x0123_4567_89ab_cdef,
+            u64::MAX,
+            1 << 63,
+        ] {
             let (mut a, mut b) = (Fnv1a::default(), Fnv1a::default());
             a.u64(v);
             b.bytes(&v.to_le_bytes());
