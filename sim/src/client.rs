@@ -30,7 +30,9 @@ use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
-use skein_jepsen::{AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Value};
+use skein_jepsen::{
+    AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Text, Value,
+};
 
 mod consumer;
 
@@ -77,9 +79,9 @@ pub fn client_of_process(process: u64) -> u64 {
 pub struct ClientOut {
     pub sends: Vec<(Address, Message)>,
     /// Acknowledged acks=all records: (partition, offset, value, leader epoch).
-    pub acked: Vec<(u32, Offset, String, LeaderEpoch)>,
+    pub acked: Vec<(u32, Offset, Text, LeaderEpoch)>,
     /// Records read: (partition, offset, value, served by).
-    pub read: Vec<(u32, Offset, String, NodeId)>,
+    pub read: Vec<(u32, Offset, Text, NodeId)>,
     /// What group members saw, for the group invariants.
     pub group: Vec<crate::group_client::GroupObs>,
     /// A group member asks to be paused for this long from now (a pause fault striking).
@@ -97,7 +99,7 @@ pub enum CursorObs {
         p: u32,
         from: Offset,
         to: Offset,
-        records: Vec<(Offset, String)>,
+        records: Vec<(Offset, Text)>,
         epoch: LeaderEpoch,
     },
     /// The cursor detected that the log was truncated under it and moved back.
@@ -252,15 +254,34 @@ impl MetaCache {
 }
 
 /// The value a producer writes: `p{index}-{n}`, built without `format!` (one per record
-/// produced; `format!` was ~870 instructions of it).
-fn value_text(index: u32, n: u64) -> String {
-    let mut buf = [0u8; 20];
-    let mut s = String::with_capacity(24);
-    s.push('p');
-    s.push_str(skein_core::types::decimal(index.into(), &mut buf));
-    s.push('-');
-    s.push_str(skein_core::types::decimal(n, &mut buf));
-    s
+/// produced; `format!` was ~870 instructions of it). A `Text` holds up to 24 bytes inline,
+/// so the value and its copies (history, acknowledgements, reads, the checks' records)
+/// need no allocation.
+fn value_text(index: u32, n: u64) -> Text {
+    let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+    let (i, n) = (
+        skein_core::types::decimal(index.into(), &mut a),
+        skein_core::types::decimal(n, &mut b),
+    );
+    // Gathered on the stack, then one copy into the inline form (`Text`'s own `push_str`
+    // costs more per call than the whole copy).
+    let mut out = [0u8; 42];
+    let len = 2 + i.len() + n.len();
+    out[0] = b'p';
+    out[1..1 + i.len()].copy_from_slice(i.as_bytes());
+    out[1 + i.len()] = b'-';
+    out[2 + i.len()..len].copy_from_slice(n.as_bytes());
+    Text::new(std::str::from_utf8(&out[..len]).expect("ASCII digits"))
+}
+
+/// A record's value as the checks and the history keep it: its bytes as text (invalid
+/// UTF-8 replaced, as `String::from_utf8_lossy` does), inline when short. Valid input is
+/// one copy; `Text::from_utf8_lossy` went piece by piece and cost ~3x.
+pub(crate) fn value_of(bytes: &[u8]) -> Text {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Text::new(s),
+        Err(_) => Text::new(String::from_utf8_lossy(bytes)),
+    }
 }
 
 pub(crate) fn tp(p: u32) -> TopicPartition {
@@ -268,7 +289,7 @@ pub(crate) fn tp(p: u32) -> TopicPartition {
 }
 
 struct InFlight {
-    values: Vec<String>,
+    values: Vec<Text>,
     batch: RecordBatch,
     /// Correlation of the latest attempt, once sent.
     corr: Option<u64>,
@@ -309,7 +330,7 @@ pub struct Producer {
     /// Stop sending new batches at this time (values still queued are dropped, never sent).
     stop_dispatch: SimTime,
     /// Values waiting for their partition's in-flight batch to finish.
-    queued: PartitionSlots<std::collections::VecDeque<String>>,
+    queued: PartitionSlots<std::collections::VecDeque<Text>>,
     in_flight: PartitionSlots<InFlight>,
     fenced: bool,
     pub sends: u64,
@@ -371,7 +392,7 @@ impl Producer {
     }
 
     /// Records a history event for every value of `values`.
-    fn record(&self, ctx: &mut Ctx<'_>, p: u32, values: &[String], kind: EventType) {
+    fn record(&self, ctx: &mut Ctx<'_>, p: u32, values: &[Text], kind: EventType) {
         for v in values {
             ctx.event(
                 self.client,
@@ -486,7 +507,7 @@ impl Producer {
         }
         for p in 0..self.partitions {
             if !self.in_flight.contains_key(p) {
-                let values: Vec<String> = match self.queued.get_mut(p) {
+                let values: Vec<Text> = match self.queued.get_mut(p) {
                     Some(q) if !q.is_empty() => {
                         let n = q.len().min(MAX_BATCH_RECORDS);
                         q.drain(..n).collect()
@@ -494,7 +515,7 @@ impl Producer {
                     _ => continue,
                 };
                 let now_ms = EPOCH_MS + (ctx.now / MILLIS) as i64;
-                let bytes = values.iter().map(|v| v.clone().into_bytes());
+                let bytes = values.iter().map(|v| v.as_bytes().to_vec());
                 let batch = RecordBatch::from_values(now_ms, bytes);
                 self.record(ctx, p, &values, EventType::Invoke);
                 let Ok(batch) = self.producer.prepare(&tp(p), batch) else {

@@ -33,7 +33,7 @@ use skein_core::message::{Address, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
-    SubscribeValue, Value,
+    SubscribeValue, Text, Value,
 };
 use std::collections::BTreeMap;
 
@@ -128,7 +128,7 @@ enum App {
     Idle { next_poll: SimTime },
     /// Processing polled records until `done_at`.
     Processing {
-        records: BTreeMap<u32, Vec<(Offset, String)>>,
+        records: BTreeMap<u32, Vec<(Offset, Text)>>,
         done_at: SimTime,
     },
     /// Waiting for the answer to a `commit_sync`.
@@ -365,13 +365,13 @@ impl GroupMember {
                         if self.consumer.as_ref().and_then(|c| c.fetch_position(&r.tp))
                             == Some(at) =>
                     {
-                        let read: Vec<(Offset, String)> =
+                        let read: Vec<(Offset, Text)> =
                             take_records(at, &recs.batches, recs.high_watermark, recs.next_offset)
                                 .records
                                 .into_iter()
                                 .map(|(o, _, rec)| {
                                     let v = rec.value.as_deref().unwrap_or_default();
-                                    (o, String::from_utf8_lossy(v).into_owned())
+                                    (o, crate::client::value_of(v))
                                 })
                                 .collect();
                         Some((r.tp.clone(), at, read, recs.leader_epoch))
@@ -536,12 +536,12 @@ impl GroupMember {
     fn begin_processing(&mut self, recs: Vec<ConsumedRecord>, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
         let n = recs.len() as u64;
-        let mut by_p: BTreeMap<u32, Vec<(Offset, String)>> = BTreeMap::new();
+        let mut by_p: BTreeMap<u32, Vec<(Offset, Text)>> = BTreeMap::new();
         for r in recs {
             let value = r
                 .value
                 .as_deref()
-                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .map(crate::client::value_of)
                 .unwrap_or_default();
             let p = r.tp.partition;
             let from = self.served.get(&p).copied().unwrap_or(0);

@@ -155,6 +155,7 @@ use crate::trace::Fnv1a;
 use skein_core::log::RecordBatch;
 use skein_core::replica::{ReplicaView, Role};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
+use skein_jepsen::Text;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod audit;
@@ -227,7 +228,7 @@ fn records_in(
 
 struct Acked {
     offset: Offset,
-    value: String,
+    value: Text,
     epoch: LeaderEpoch,
 }
 
@@ -244,7 +245,7 @@ pub struct Checker {
     acked: BTreeMap<u32, Vec<Acked>>,
     /// The acknowledged value at each offset. Hashed (looked up per read and per ack);
     /// `finish_liveness` sorts what it reports.
-    acked_at: FastMap<(u32, Offset), String>,
+    acked_at: FastMap<(u32, Offset), Text>,
     /// The committed log as first seen below some replica's HW: offset -> record digest.
     /// The replication invariants cover every topic (the simulator's and
     /// `__consumer_offsets`), so their state is keyed by topic partition.
@@ -263,7 +264,7 @@ pub struct Checker {
     /// Per (partition, epoch): the offset the epoch's leader started at.
     epoch_start: BTreeMap<(u32, LeaderEpoch), Offset>,
     /// First value read at each offset (hashed: looked up per read, never iterated).
-    reads: FastMap<(u32, Offset), String>,
+    reads: FastMap<(u32, Offset), Text>,
     /// Acknowledged records read back at their offset (membership only).
     read_acked: FastSet<(u32, Offset)>,
     /// Highest leader epoch seen per partition, to count leader changes.
@@ -349,7 +350,7 @@ impl Checker {
         now: SimTime,
         p: u32,
         offset: Offset,
-        value: String,
+        value: Text,
         epoch: LeaderEpoch,
     ) {
         if let Some(prev) = self.acked_at.get(&(p, offset)) {
@@ -521,7 +522,7 @@ impl Checker {
             }
             Some(_) => {}
             None => {
-                self.reads.insert((p, offset), value.to_string());
+                self.reads.insert((p, offset), Text::from(value));
             }
         }
         if let Some(acked) = self.acked_at.get(&(p, offset)) {

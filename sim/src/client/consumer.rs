@@ -135,7 +135,7 @@ impl Consumer {
                     let value = rec
                         .value
                         .as_deref()
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .map(value_of)
                         .unwrap_or_default();
                     out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
                     read.push((offset, value.clone()));

@@ -19,6 +19,7 @@ use crate::time::SimTime;
 use skein_core::client::Truncation;
 use skein_core::log::RecordBatch;
 use skein_core::{LeaderEpoch, Offset};
+use skein_jepsen::Text;
 use std::collections::BTreeSet;
 
 /// What one consumer did in one partition.
@@ -31,7 +32,7 @@ pub(super) struct ConsumerTrack {
     /// The leader epoch of the last fetch answer.
     served_epoch: Option<LeaderEpoch>,
     /// The last value read at each offset (looked up only).
-    read: FastMap<Offset, String>,
+    read: FastMap<Offset, Text>,
     /// `[to, from)` of every truncation the consumer reported.
     truncated: Vec<(Offset, Offset)>,
 }
@@ -53,7 +54,7 @@ impl Checker {
         client: u64,
         p: u32,
         to: Offset,
-        records: impl IntoIterator<Item = (Offset, String)>,
+        records: impl IntoIterator<Item = (Offset, Text)>,
         epoch: LeaderEpoch,
     ) {
         let t = self.consumers.entry((client, p)).or_default();
@@ -110,7 +111,7 @@ impl Checker {
                 continue;
             }
             let below = t.position.min(log.high_watermark);
-            let mut skipped: Vec<(Offset, String)> = Vec::new();
+            let mut skipped: Vec<(Offset, Text)> = Vec::new();
             for b in log.batches {
                 for (o, r) in b
                     .data_records()
@@ -119,7 +120,7 @@ impl Checker {
                     let value = r
                         .value
                         .as_deref()
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .map(crate::client::value_of)
                         .unwrap_or_default();
                     let covered = t.truncated.iter().any(|(lo, hi)| (*lo..*hi).contains(&o));
                     if t.read.get(&o) != Some(&value) && !covered {

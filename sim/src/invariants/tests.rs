@@ -284,7 +284,7 @@ fn strong_isr_and_hw_range() {
 #[test]
 fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is_not() {
     use skein_core::client::Truncation;
-    let s = |v: &str| v.to_string();
+    let s = |v: &str| skein_jepsen::Text::from(v);
     // Both consumers read a, b, c at 0..3 from the epoch-1 leader.
     let mut c = Checker::new();
     let old = [(0, s("a")), (1, s("b")), (2, s("c"))];
