@@ -132,11 +132,7 @@ impl Consumer {
                 let mut out = Vec::with_capacity(taken.records.len());
                 let mut read = Vec::with_capacity(taken.records.len());
                 for (offset, _, rec) in taken.records {
-                    let value = rec
-                        .value
-                        .as_deref()
-                        .map(value_of)
-                        .unwrap_or_default();
+                    let value = rec.value.as_deref().map(value_of).unwrap_or_default();
                     out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
                     read.push((offset, value.clone()));
                     ctx.out.read.push((p, offset, value, served_by));
