@@ -331,7 +331,7 @@ impl Tracer {
         self.hash.u64(seq);
         self.hash.str(kind);
         self.hash.str(node);
-        self.finish_event(time, seq, kind, node, words, detail);
+        self.finish_event((time, seq, kind, node), words, detail);
     }
 
     /// [`Self::event`] for the hot call sites, whose kind and node come from a small fixed
@@ -368,16 +368,15 @@ impl Tracer {
                 self.hash.str(node);
             }
         }
-        self.finish_event(time, seq, kind, node, words, detail);
+        self.finish_event((time, seq, kind, node), words, detail);
     }
 
+    /// The rest of an event, once its head (time, sequence number, kind, node) is hashed:
+    /// its words, the count, the trace file's line.
     #[inline(always)]
     fn finish_event(
         &mut self,
-        time: u64,
-        seq: u64,
-        kind: &str,
-        node: &str,
+        (time, seq, kind, node): (u64, u64, &str, &str),
         words: &[u64],
         detail: impl FnOnce() -> String,
     ) {
