@@ -21,13 +21,14 @@ pub struct History {
 impl History {
     /// An empty history with room reserved for what a run of `cfg` is likely to record:
     /// per produce request an invoke and a completion; per reader (consumer or group
-    /// member) a poll, invoke and completion, per two requests and ~50 idle polls a second;
-    /// a quarter more for crashes, assignments and commits. (Measured: 3.9 events per
-    /// request at `sim bench`'s 1,000 requests/s, 2 producers and 4 readers; the estimate
-    /// is 5.5.) Grown push by push, the history was the simulation's largest allocation
-    /// (~24 MB in `sim bench`'s 60 s) and each doubling copied it into fresh pages, about
-    /// half of the run's page faults. Room reserved and never written is address space
-    /// only, so the estimate errs high; a failed reservation is no error.
+    /// member) an invoke and a completion per poll, about one poll per two requests plus
+    /// ~50 idle polls a second; a quarter more for crashes, assignments and commits.
+    /// (Measured: 3.9 events per request at `sim bench`'s 1,000 requests/s with 2 producers
+    /// and 4 readers; the estimate is 5.5.) Grown push by push, the history was the
+    /// simulation's largest allocation (~24 MB in `sim bench`'s 60 s), and each doubling
+    /// copied it into fresh pages (a sixth of the bench's page faults). Room reserved and
+    /// never written is address space only, so the estimate errs high; a failed
+    /// reservation is no error.
     pub fn for_run(cfg: &SimConfig) -> Self {
         let secs = cfg.duration.div_ceil(SECS) as f64;
         let rate = cfg.produce_rate.max(0.0);
