@@ -14,7 +14,7 @@ const MAX_RESERVED_EVENTS: usize = 1 << 20;
 #[derive(Default)]
 pub struct History {
     events: Vec<Event>,
-    /// Events [`History::for_run`] reserved room for.
+    /// Events [`History::for_run`] asked room for.
     reserved: usize,
 }
 
@@ -34,13 +34,14 @@ impl History {
         let rate = cfg.produce_rate.max(0.0);
         let readers = f64::from(cfg.consumers + cfg.group_members);
         let estimate = secs * (2.0 * rate + readers * (rate / 2.0 + 100.0)) * 1.25;
+        let reserved = (estimate as usize).min(MAX_RESERVED_EVENTS);
         let mut events = Vec::new();
-        let _ = events.try_reserve_exact((estimate as usize).min(MAX_RESERVED_EVENTS));
-        let reserved = events.capacity();
+        let _ = events.try_reserve_exact(reserved);
         Self { events, reserved }
     }
 
-    /// Events room was reserved for up front: a longer history had to grow.
+    /// Events room was asked for up front (the estimate, whether or not the allocator gave
+    /// it): a longer history had to grow.
     pub fn reserved(&self) -> usize {
         self.reserved
     }
