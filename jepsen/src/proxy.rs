@@ -34,6 +34,8 @@ struct LinkState {
     /// Per forwarded chunk, per mille: the chance it waits [`RETRANSMIT`] (a lost segment)
     /// and, a tenth as often, that the connection is reset instead (0: not lossy).
     loss_permille: AtomicU64,
+    /// Connections accepted so far: numbers each connection's random stream.
+    accepted: AtomicU64,
 }
 
 /// How long a "lost" chunk waits on a lossy link: TCP's minimum retransmission timeout.
@@ -181,7 +183,11 @@ fn splice(client: TcpStream, server: TcpStream, state: Arc<LinkState>, stop: Arc
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let born = state.cuts.load(Ordering::SeqCst);
-    let seed = born ^ client.local_addr().map_or(0, |a| u64::from(a.port()));
+    // Each connection, and each direction of it, draws its own stream. (Seeding from the
+    // accepted socket's local port gave every connection the proxy's one listening port,
+    // so one unlucky first roll reset every connection on the link.)
+    let conn = state.accepted.fetch_add(1, Ordering::SeqCst);
+    let peer = client.peer_addr().map_or(0, |a| u64::from(a.port()));
     let pairs = [
         (client.try_clone(), server.try_clone()),
         (server.try_clone(), client.try_clone()),
@@ -191,7 +197,7 @@ fn splice(client: TcpStream, server: TcpStream, state: Arc<LinkState>, stop: Arc
             return;
         };
         let (state, stop) = (state.clone(), stop.clone());
-        let mut rng = XorShift(seed.wrapping_mul(2).wrapping_add(dir as u64) | 1);
+        let mut rng = XorShift::for_connection(conn, peer, dir as u64);
         std::thread::spawn(move || pump(from, to, &state, &stop, born, &mut rng));
     }
 }
@@ -256,6 +262,16 @@ fn degraded(state: &LinkState, rng: &mut XorShift) -> Option<Duration> {
 struct XorShift(u64);
 
 impl XorShift {
+    /// The stream of connection number `conn` (dialled from port `peer`), direction `dir`.
+    /// The inputs are small and close together, so they are spread by SplitMix64 first:
+    /// xorshift's first outputs from a small state are nearly the state itself.
+    fn for_connection(conn: u64, peer: u64, dir: u64) -> Self {
+        let mut z = (conn << 17 ^ peer << 1 ^ dir).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Self((z ^ (z >> 31)) | 1)
+    }
+
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -301,6 +317,28 @@ mod tests {
         let mut buf = [0u8; 4];
         c.read_exact(&mut buf)?;
         Ok(buf.to_vec())
+    }
+
+    #[test]
+    fn each_connection_and_direction_draws_its_own_losses() {
+        // On a fully lossy link a connection's first chunk resets it 1 time in 10. Streams
+        // shared between connections (or directions) would make that all or nothing.
+        let state = LinkState::default();
+        state.loss_permille.store(1000, Ordering::SeqCst);
+        let peer = 40_000;
+        for dir in 0..2 {
+            let resets = (0..1000)
+                .filter(|&conn| {
+                    let mut rng = XorShift::for_connection(conn, peer, dir);
+                    degraded(&state, &mut rng).is_none()
+                })
+                .count();
+            assert!((50..=150).contains(&resets), "dir {dir}: {resets} of 1000");
+        }
+        let first = |conn, peer, dir| XorShift::for_connection(conn, peer, dir).next();
+        assert_ne!(first(0, peer, 0), first(0, peer, 1));
+        assert_ne!(first(0, peer, 0), first(1, peer, 0));
+        assert_ne!(first(0, peer, 0), first(0, peer + 1, 0));
     }
 
     #[test]
