@@ -8,7 +8,7 @@ mod memory;
 /// mimalloc instead of the system allocator: allocation and freeing were ~20% of a
 /// simulation's instructions (docs/PERFORMANCE.md), and the broker allocates per request.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: memory::Allocator = memory::Allocator;
 
 #[derive(Parser)]
 #[command(
