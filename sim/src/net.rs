@@ -153,6 +153,36 @@ pub struct NetStats {
     pub clogged: u64,
 }
 
+/// An endpoint of the simulated network. Most have a small number of their own, so the
+/// state kept per link and looked up per message sits in a table, not a hashed map.
+pub trait Endpoint: Ord + Copy + Debug + Hash {
+    /// This endpoint's number below [`DENSE_ENDS`], if it has one.
+    fn dense(&self) -> Option<usize>;
+}
+
+/// Endpoints numbered for the per-link table: `DENSE_ENDS`² entries.
+pub const DENSE_ENDS: usize = 64;
+
+impl Endpoint for skein_core::message::Address {
+    /// Brokers 0..16, controllers 0..16 and clients 0..32 (the default world has 3, 3 and
+    /// a handful); any other endpoint's links go to the hashed map.
+    fn dense(&self) -> Option<usize> {
+        use skein_core::message::Address;
+        match *self {
+            Address::Node(n) if n < 16 => Some(n as usize),
+            Address::Controller(n) if n < 16 => Some(16 + n as usize),
+            Address::Client(c) if c < 32 => Some(32 + c as usize),
+            _ => None,
+        }
+    }
+}
+
+impl Endpoint for u32 {
+    fn dense(&self) -> Option<usize> {
+        (*self < DENSE_ENDS as u32).then_some(*self as usize)
+    }
+}
+
 /// The network between endpoints of type `A`.
 pub struct Network<A> {
     pub config: NetConfig,
@@ -163,11 +193,14 @@ pub struct Network<A> {
     next_cut: u64,
     /// Looked up per message, never iterated: hashed.
     clogged_until: FastMap<(A, A), SimTime>,
-    last_arrival: FastMap<(A, A), SimTime>,
+    /// When the last in-order message on a link arrives (FIFO per link): by the ends'
+    /// numbers where both have one ([`Endpoint::dense`]; 0: none yet), else hashed.
+    last_arrival: Vec<SimTime>,
+    last_arrival_other: FastMap<(A, A), SimTime>,
     pub stats: NetStats,
 }
 
-impl<A: Ord + Copy + Debug + Hash> Network<A> {
+impl<A: Endpoint> Network<A> {
     pub fn new(config: NetConfig) -> Self {
         Self {
             config,
@@ -175,8 +208,16 @@ impl<A: Ord + Copy + Debug + Hash> Network<A> {
             cuts: BTreeMap::new(),
             next_cut: 0,
             clogged_until: FastMap::default(),
-            last_arrival: FastMap::default(),
+            last_arrival: vec![0; DENSE_ENDS * DENSE_ENDS],
+            last_arrival_other: FastMap::default(),
             stats: NetStats::default(),
+        }
+    }
+
+    fn last_arrival_mut(&mut self, (from, to): (A, A)) -> &mut SimTime {
+        match (from.dense(), to.dense()) {
+            (Some(f), Some(t)) => &mut self.last_arrival[f * DENSE_ENDS + t],
+            _ => self.last_arrival_other.entry((from, to)).or_insert(0),
         }
     }
 
@@ -210,7 +251,7 @@ impl<A: Ord + Copy + Debug + Hash> Network<A> {
             self.stats.reordered += 1;
             at += self.latency(rng) * 4;
         } else {
-            let last = self.last_arrival.entry(link).or_insert(0);
+            let last = self.last_arrival_mut(link);
             at = at.max(*last);
             *last = at;
         }
@@ -272,6 +313,7 @@ impl<A: Ord + Copy + Debug + Hash> Network<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein_core::message::Address;
     use crate::rng::{stream, Subsystem};
 
     #[test]
@@ -291,6 +333,35 @@ mod tests {
                 f => panic!("unexpected {f:?}"),
             }
         }
+    }
+
+    /// FIFO holds per link whether its ends are numbered (the table) or not (the map), and
+    /// each link keeps its own order: the two stores never share an entry.
+    #[test]
+    fn fifo_per_link_in_the_table_and_the_map() {
+        let mut net: Network<u32> = Network::new(NetConfig {
+            latency_mean_extra: 50 * MILLIS,
+            ..NetConfig::default()
+        });
+        let mut rng = stream(3, Subsystem::Network);
+        let links = [(1, 2), (2, 1), (1, 1_000), (1_000, 1), (1_000, 2_000), (63, 64)];
+        let mut last = [0; 6];
+        for t in 0..500 {
+            for (i, &(from, to)) in links.iter().enumerate() {
+                match net.send(t * MILLIS, from, to, &mut rng) {
+                    Fate::Deliver { at, .. } => {
+                        assert!(at >= last[i], "{from}->{to}: {at} before {}", last[i]);
+                        last[i] = at;
+                    }
+                    f => panic!("unexpected {f:?}"),
+                }
+            }
+        }
+        assert_eq!(net.last_arrival_other.len(), 4);
+        assert!(Address::Client(40).dense().is_none() && Address::Node(16).dense().is_none());
+        let numbered = [Address::Node(0), Address::Controller(0), Address::Client(0)];
+        let n: BTreeSet<usize> = numbered.iter().filter_map(Endpoint::dense).collect();
+        assert_eq!(n.len(), 3, "distinct endpoints, distinct numbers");
     }
 
     #[test]
