@@ -150,7 +150,7 @@ pub struct Violation {
     pub detail: String,
 }
 
-use crate::fasthash::{FastMap, FastSet};
+use offset_map::PerPartition;
 use crate::trace::Fnv1a;
 use skein_core::log::RecordBatch;
 use skein_core::replica::{ReplicaView, Role};
@@ -159,9 +159,9 @@ use skein_jepsen::Text;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod audit;
-mod committed;
 mod matching;
 mod metadata;
+mod offset_map;
 mod quorum;
 mod skipped;
 mod spec;
@@ -243,13 +243,12 @@ pub struct Checker {
     counts: BTreeMap<&'static str, u64>,
     /// Acknowledged acks=all records per partition, in acknowledgement order.
     acked: BTreeMap<u32, Vec<Acked>>,
-    /// The acknowledged value at each offset. Hashed (looked up per read and per ack);
-    /// `finish_liveness` sorts what it reports.
-    acked_at: FastMap<(u32, Offset), Text>,
+    /// The acknowledged value at each offset (looked up per read and per ack).
+    acked_at: PerPartition<Text>,
     /// The committed log as first seen below some replica's HW: offset -> record digest.
     /// The replication invariants cover every topic (the simulator's and
     /// `__consumer_offsets`), so their state is keyed by topic partition.
-    committed: BTreeMap<TopicPartition, committed::CommittedLog>,
+    committed: BTreeMap<TopicPartition, offset_map::CommittedLog>,
     /// Per (broker, partition): offsets below this were checked against `committed`.
     verified: BTreeMap<(NodeId, TopicPartition), Offset>,
     /// Per (broker, partition): the last HW announced as leader, with its epoch.
@@ -263,10 +262,10 @@ pub struct Checker {
     acking: BTreeMap<(u32, LeaderEpoch), NodeId>,
     /// Per (partition, epoch): the offset the epoch's leader started at.
     epoch_start: BTreeMap<(u32, LeaderEpoch), Offset>,
-    /// First value read at each offset (hashed: looked up per read, never iterated).
-    reads: FastMap<(u32, Offset), Text>,
+    /// First value read at each offset (looked up per read).
+    reads: PerPartition<Text>,
     /// Acknowledged records read back at their offset (membership only).
-    read_acked: FastSet<(u32, Offset)>,
+    read_acked: PerPartition<()>,
     /// Highest leader epoch seen per partition, to count leader changes.
     epochs: BTreeMap<u32, LeaderEpoch>,
     /// (partition, epoch) of leaders the controller elected from outside the ISR.
@@ -353,22 +352,22 @@ impl Checker {
         value: Text,
         epoch: LeaderEpoch,
     ) {
-        if let Some(prev) = self.acked_at.get(&(p, offset)) {
+        if let Some(prev) = self.acked_at.get(p, offset) {
             if *prev != value {
                 let d = format!("partition {p} offset {offset}: acknowledged twice, as {prev:?} and as {value:?}");
                 self.violate(ACKED_WRITE_LOST, now, d);
             }
             return;
         }
-        if let Some(read) = self.reads.get(&(p, offset)) {
+        if let Some(read) = self.reads.get(p, offset) {
             if *read != value {
                 let d = format!("partition {p} offset {offset}: acknowledged {value:?} but a consumer read {read:?} there");
                 self.violate(ACKED_WRITE_LOST, now, d);
             } else {
-                self.read_acked.insert((p, offset));
+                self.read_acked.insert(p, offset, ());
             }
         }
-        self.acked_at.insert((p, offset), value.clone());
+        self.acked_at.insert(p, offset, value.clone());
         self.acked.entry(p).or_default().push(Acked {
             offset,
             value,
@@ -515,19 +514,19 @@ impl Checker {
 
     /// A consumer received the record `value` at `offset`.
     pub fn on_read(&mut self, now: SimTime, p: u32, offset: Offset, value: &str, from: NodeId) {
-        match self.reads.get(&(p, offset)) {
+        match self.reads.get(p, offset) {
             Some(prev) if prev != value => {
                 let d = format!("partition {p} offset {offset}: read {prev:?} earlier, now {value:?} from broker {from}");
                 self.violate(RECORD_CHANGED, now, d);
             }
             Some(_) => {}
             None => {
-                self.reads.insert((p, offset), Text::from(value));
+                self.reads.insert(p, offset, Text::from(value));
             }
         }
-        if let Some(acked) = self.acked_at.get(&(p, offset)) {
+        if let Some(acked) = self.acked_at.get(p, offset) {
             if acked == value {
-                self.read_acked.insert((p, offset));
+                self.read_acked.insert(p, offset, ());
             } else {
                 let d = format!("partition {p} offset {offset}: acknowledged {acked:?} but broker {from} served {value:?}");
                 self.violate(ACKED_WRITE_LOST, now, d);
@@ -544,19 +543,17 @@ impl Checker {
             );
             self.violate(LIVENESS, now, d);
         }
-        let mut unread: Vec<(u32, Offset)> = self
+        let unread: Vec<((u32, Offset), &Text)> = self
             .acked_at
-            .keys()
-            .filter(|k| !self.read_acked.contains(k))
-            .copied()
+            .iter()
+            .filter(|((p, o), _)| !self.read_acked.contains(*p, *o))
             .collect();
-        unread.sort_unstable();
-        if let Some((p, o)) = unread.first() {
+        if let Some(((p, o), value)) = unread.first() {
             let d = format!(
                 "{} acknowledged records not read back {} after the last fault healed (first: partition {p} offset {o} {:?})",
                 unread.len(),
                 crate::time::Human(bound),
-                self.acked_at[&(*p, *o)]
+                value
             );
             self.violate(LIVENESS, now, d);
         }

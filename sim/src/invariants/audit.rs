@@ -140,9 +140,11 @@ impl Checker {
                 let mut bad = Vec::new();
                 for (o, d, _) in &recs {
                     match committed.get(*o) {
-                        Some(c) if c != *d => bad.push(*o),
+                        Some(c) if c != d => bad.push(*o),
                         Some(_) => {}
-                        None => committed.insert(*o, *d),
+                        None => {
+                            committed.insert(*o, *d);
+                        }
                     }
                     upto = upto.max(o + 1);
                 }

@@ -98,8 +98,7 @@ impl Checker {
 
     /// Drops the first reads of partition `p` at offsets `from` and above.
     pub(crate) fn forget_reads_from(&mut self, p: u32, from: Offset) {
-        // A hashed map: a scan, but truncations are rare and reads are looked up per record.
-        self.reads.retain(|&(q, o), _| q != p || o < from);
+        self.reads.truncate(p, from);
     }
 
     /// End of run, for one partition: every consumer in `live` judged against `log`.
