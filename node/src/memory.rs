@@ -18,11 +18,12 @@ use libmimalloc_sys as mi;
 
 /// mimalloc, asked by the cheapest entry point that gives the layout's alignment.
 ///
-/// `mimalloc::MiMalloc` sends every request through `mi_malloc_aligned`, whose extra
-/// checks sit on the path of every allocation a simulation makes. Every mimalloc block is
-/// aligned to a machine word (its size classes are whole words), so for alignments up to a
-/// word plain `mi_malloc`/`mi_zalloc`/`mi_realloc` already give what is asked, as glibc's
-/// `malloc` does for Rust's `System` allocator; larger alignments keep the aligned calls.
+/// The `mimalloc` crate's `MiMalloc` sends every request through `mi_malloc_aligned`,
+/// whose extra checks sit on the path of every allocation a simulation makes. Every
+/// mimalloc block is aligned to a machine word (its size classes are whole words), so for
+/// alignments up to a word plain `mi_malloc`/`mi_zalloc`/`mi_realloc` already give what is
+/// asked, as glibc's `malloc` does for Rust's `System` allocator; larger alignments keep
+/// the aligned calls.
 pub struct Allocator;
 
 /// The alignment every mimalloc block has, whatever its size.
