@@ -107,6 +107,11 @@ fn disable_thp() -> bool {
 mod tests {
     use super::*;
 
+    /// Whether `p` is a multiple of `align` (a power of two).
+    fn aligned(p: *mut u8, align: usize) -> bool {
+        (p as usize) & (align - 1) == 0
+    }
+
     /// Every size class, every alignment a layout can ask (up to a page), zeroing and
     /// growing: what comes back is aligned, zeroed where asked, and keeps its contents.
     #[test]
@@ -118,14 +123,14 @@ mod tests {
                 // SAFETY: non-zero sizes; each block is freed once with its own layout.
                 unsafe {
                     let p = a.alloc(layout);
-                    assert!(!p.is_null() && p as usize % align == 0, "{size}/{align}");
+                    assert!(!p.is_null() && aligned(p, align), "{size}/{align}");
                     std::ptr::write_bytes(p, 0xA5, size);
                     let grown = a.realloc(p, layout, size * 2 + 1);
-                    assert!(!grown.is_null() && grown as usize % align == 0);
+                    assert!(!grown.is_null() && aligned(grown, align));
                     assert!((0..size).all(|i| *grown.add(i) == 0xA5), "{size}/{align}");
                     a.dealloc(grown, Layout::from_size_align(size * 2 + 1, align).unwrap());
                     let z = a.alloc_zeroed(layout);
-                    assert!(!z.is_null() && z as usize % align == 0);
+                    assert!(!z.is_null() && aligned(z, align));
                     assert!((0..size).all(|i| *z.add(i) == 0), "{size}/{align}");
                     a.dealloc(z, layout);
                 }

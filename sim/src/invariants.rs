@@ -150,8 +150,8 @@ pub struct Violation {
     pub detail: String,
 }
 
-use offset_map::PerPartition;
 use crate::trace::Fnv1a;
+use offset_map::PerPartition;
 use skein_core::log::RecordBatch;
 use skein_core::replica::{ReplicaView, Role};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};

@@ -313,8 +313,8 @@ impl<A: Endpoint> Network<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein_core::message::Address;
     use crate::rng::{stream, Subsystem};
+    use skein_core::message::Address;
 
     #[test]
     fn fifo_per_link_without_reorder() {
@@ -344,7 +344,14 @@ mod tests {
             ..NetConfig::default()
         });
         let mut rng = stream(3, Subsystem::Network);
-        let links = [(1, 2), (2, 1), (1, 1_000), (1_000, 1), (1_000, 2_000), (63, 64)];
+        let links = [
+            (1, 2),
+            (2, 1),
+            (1, 1_000),
+            (1_000, 1),
+            (1_000, 2_000),
+            (63, 64),
+        ];
         let mut last = [0; 6];
         for t in 0..500 {
             for (i, &(from, to)) in links.iter().enumerate() {
