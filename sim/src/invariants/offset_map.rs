@@ -10,6 +10,7 @@
 //! does the same at the cost of an index; holes (a compacted log's removed records, or a
 //! range nobody has shown yet) are `None`.
 
+use crate::slots::PartitionSlots;
 use skein_core::types::Offset;
 use std::collections::VecDeque;
 
@@ -85,18 +86,18 @@ impl<T> OffsetMap<T> {
     }
 }
 
-/// An [`OffsetMap`] per partition of the simulator's topic (numbered from 0), with a count
-/// of the values held.
+/// An [`OffsetMap`] per partition of the simulator's topic, in the simulator's slots by
+/// partition number, with a count of the values held.
 #[derive(Debug)]
 pub(super) struct PerPartition<T> {
-    maps: Vec<OffsetMap<T>>,
+    maps: PartitionSlots<OffsetMap<T>>,
     len: usize,
 }
 
 impl<T> Default for PerPartition<T> {
     fn default() -> Self {
         Self {
-            maps: Vec::new(),
+            maps: PartitionSlots::default(),
             len: 0,
         }
     }
@@ -104,7 +105,7 @@ impl<T> Default for PerPartition<T> {
 
 impl<T> PerPartition<T> {
     pub(super) fn get(&self, p: u32, offset: Offset) -> Option<&T> {
-        self.maps.get(p as usize)?.get(offset)
+        self.maps.get(p)?.get(offset)
     }
 
     pub(super) fn contains(&self, p: u32, offset: Offset) -> bool {
@@ -113,11 +114,10 @@ impl<T> PerPartition<T> {
 
     /// Records `value` at `offset` of partition `p`; returns what was there.
     pub(super) fn insert(&mut self, p: u32, offset: Offset, value: T) -> Option<T> {
-        let p = p as usize;
-        if p >= self.maps.len() {
-            self.maps.resize_with(p + 1, OffsetMap::default);
-        }
-        let old = self.maps[p].insert(offset, value);
+        let old = self
+            .maps
+            .get_or_insert_with(p, OffsetMap::default)
+            .insert(offset, value);
         if old.is_none() {
             self.len += 1;
         }
@@ -126,7 +126,7 @@ impl<T> PerPartition<T> {
 
     /// Forgets partition `p`'s offsets at or above `offset`.
     pub(super) fn truncate(&mut self, p: u32, offset: Offset) {
-        if let Some(m) = self.maps.get_mut(p as usize) {
+        if let Some(m) = self.maps.get_mut(p) {
             self.len -= m.truncate(offset);
         }
     }
@@ -140,8 +140,7 @@ impl<T> PerPartition<T> {
     pub(super) fn iter(&self) -> impl Iterator<Item = ((u32, Offset), &T)> {
         self.maps
             .iter()
-            .zip(0u32..)
-            .flat_map(|(m, p)| m.iter().map(move |(o, v)| ((p, o), v)))
+            .flat_map(|(p, m)| m.iter().map(move |(o, v)| ((p, o), v)))
     }
 }
 
