@@ -36,6 +36,7 @@ use skein_jepsen::{
     SubscribeValue, Text, Value,
 };
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 mod events;
 
@@ -100,10 +101,11 @@ impl CommitMode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupObs {
     /// The member's view after the step: its generation (when Stable in it) and the
-    /// partitions it owns; `None` while it is crashed.
+    /// partitions it owns; `None` while it is crashed. The list is shared: every step
+    /// reports one, and it seldom changes.
     Member {
         member: u32,
-        state: Option<(Option<GenerationId>, Vec<u32>)>,
+        state: Option<(Option<GenerationId>, Rc<[u32]>)>,
     },
     /// The application finished processing these offsets of partition `p`.
     Processed { p: u32, offsets: Vec<Offset> },
@@ -181,6 +183,11 @@ pub struct GroupMember {
     /// The consumer's outputs being handled (kept between steps: drained into a fresh
     /// `Vec` after every step, they were regrown each time).
     outs: Vec<ConsumerOutput>,
+    /// The owned partitions last reported in a [`GroupObs::Member`], and the list being
+    /// built after a step (kept to reuse its allocation): a new shared list only when the
+    /// two differ.
+    owned: Rc<[u32]>,
+    owned_now: Vec<u32>,
     pub records: u64,
     pub commits_ok: u64,
     pub crashes: u64,
@@ -225,6 +232,8 @@ impl GroupMember {
             cursor_at: BTreeMap::new(),
             ignore_truncation: false,
             outs: Vec::new(),
+            owned: Rc::new([]),
+            owned_now: Vec::new(),
             records: 0,
             commits_ok: 0,
             crashes: 0,
@@ -458,6 +467,8 @@ impl GroupMember {
     /// After the consumer handled something: poll if due, route its requests, report.
     fn after(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
+        // Taken once for the whole loop (putting it back costs a drop call).
+        let mut outs = std::mem::take(&mut self.outs);
         for _ in 0..16 {
             if let App::Idle { next_poll } = self.app {
                 if now >= next_poll {
@@ -471,10 +482,8 @@ impl GroupMember {
                     }
                 }
             }
-            let mut outs = std::mem::take(&mut self.outs);
             self.consumer_mut().drain_outputs_into(&mut outs);
             if outs.is_empty() {
-                self.outs = outs;
                 break;
             }
             let mut immediate = Vec::new();
@@ -492,11 +501,11 @@ impl GroupMember {
                     ConsumerOutput::Event(e) => self.on_event(e, ctx),
                 }
             }
-            self.outs = outs;
             for (corr, r) in immediate {
                 self.consumer_mut().handle_response(now, corr, r);
             }
         }
+        self.outs = outs;
         self.meta.poll(
             &mut self.wire,
             &mut Ctx {
@@ -510,16 +519,22 @@ impl GroupMember {
             self.partitions,
         );
         let c = self.consumer.as_ref().expect("up");
-        let mut owned: Vec<u32> = Vec::with_capacity(self.partitions as usize);
-        for t in c.assigned().filter(|t| t.topic == TOPIC) {
+        self.owned_now.clear();
+        for (t, pos, committed) in c.assigned_offsets() {
+            if t.topic != TOPIC {
+                continue;
+            }
             let p = t.partition;
-            owned.push(p);
-            if let (Some(pos), Some(committed)) = (c.position(t), c.committed(t)) {
+            self.owned_now.push(p);
+            if let (Some(pos), Some(committed)) = (pos, committed) {
                 if pos < committed && self.reset_seen.get(&p) != Some(&pos) {
                     self.reset_seen.insert(p, pos);
                     ctx.out.group.push(GroupObs::Reset { p, to: pos });
                 }
             }
+        }
+        if *self.owned != self.owned_now[..] {
+            self.owned = self.owned_now[..].into();
         }
         // Ownership is claimed for a generation once the member is Stable in it: while it
         // joins or syncs the next one it still holds what the last one gave it (cooperative
@@ -529,7 +544,7 @@ impl GroupMember {
         let stable = *c.phase() == MemberPhase::Stable;
         ctx.out.group.push(GroupObs::Member {
             member: self.index,
-            state: Some((c.generation().filter(|_| stable), owned)),
+            state: Some((c.generation().filter(|_| stable), self.owned.clone())),
         });
     }
 

@@ -16,6 +16,7 @@ use crate::time::{Human, SimTime};
 use skein_core::group::GenerationId;
 use skein_core::{LeaderEpoch, NodeId, Offset};
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 // The names live with the other invariants' (so `invariants` needs nothing from here);
 // re-exported under their usual paths.
@@ -136,12 +137,12 @@ impl GroupChecker {
         v: &mut Checker,
         now: SimTime,
         member: u32,
-        state: Option<(Option<GenerationId>, Vec<u32>)>,
+        state: Option<(Option<GenerationId>, Rc<[u32]>)>,
     ) {
         let set: BTreeSet<u32> = match &state {
             Some((generation, parts)) => {
                 if let Some(g) = generation {
-                    for &p in parts {
+                    for &p in parts.iter() {
                         match self.claims.get(&(*g, p)) {
                             Some(&m) if m != member => {
                                 let d = format!("partition {p}: members {m} and {member} both own it in generation {g}");
@@ -408,7 +409,7 @@ mod tests {
     fn member(m: u32, g: GenerationId, parts: &[u32]) -> GroupObs {
         GroupObs::Member {
             member: m,
-            state: Some((Some(g), parts.to_vec())),
+            state: Some((Some(g), parts.into())),
         }
     }
 

@@ -483,6 +483,16 @@ impl GroupConsumer {
     pub fn committed(&self, tp: &TopicPartition) -> Option<Offset> {
         self.owned.get(tp).and_then(|p| p.committed)
     }
+    /// Each assigned partition, in order, with its [`GroupConsumer::position`] and
+    /// [`GroupConsumer::committed`]: for a host that looks at all of them after every step,
+    /// without a lookup per partition.
+    pub fn assigned_offsets(
+        &self,
+    ) -> impl Iterator<Item = (&TopicPartition, Option<Offset>, Option<Offset>)> + '_ {
+        self.owned
+            .iter()
+            .map(|(tp, p)| (tp, p.position, p.committed))
+    }
 
     // ---- application calls --------------------------------------------------------------
 
