@@ -9,8 +9,8 @@
 //! run's [`Checker`] under the names below (defined in [`crate::invariants`] with the
 //! others), so reports and `[expect]` can name them.
 
-use crate::fasthash::FastSet;
 use crate::group_client::GroupObs;
+use crate::invariants::offset_map::PerPartition;
 use crate::invariants::Checker;
 use crate::time::{Human, SimTime};
 use skein_core::group::GenerationId;
@@ -44,11 +44,11 @@ pub struct GroupChecker {
     /// Per partition, (time, highest acknowledged commit so far), in time order; an
     /// explicit reset lowers the running value.
     acked: BTreeMap<u32, Vec<(SimTime, Offset)>>,
-    processed: BTreeMap<u32, BTreeSet<Offset>>,
-    known: BTreeMap<u32, BTreeSet<Offset>>,
-    /// The same offsets, for the membership test that spares `known` an insert of one it
-    /// holds (each record is reported known by every reader and its acknowledgement).
-    known_any: FastSet<(u32, Offset)>,
+    /// Offsets processed, and offsets known to hold a record, per partition: dense sets
+    /// (a partition's offsets are), as every acknowledgement and every record read is
+    /// reported known, each one several times.
+    processed: PerPartition<()>,
+    known: PerPartition<()>,
     /// Offsets below this were checked as processed.
     verified: BTreeMap<u32, Offset>,
     reported_unprocessed: BTreeSet<(u32, Offset)>,
@@ -97,7 +97,9 @@ impl GroupChecker {
         match obs {
             GroupObs::Member { member, state } => self.on_member(v, now, member, state),
             GroupObs::Processed { p, offsets } => {
-                self.processed.entry(p).or_default().extend(offsets);
+                for o in offsets {
+                    self.processed.insert(p, o, ());
+                }
             }
             GroupObs::CommitAcked { member, offsets } => {
                 self.commits_acked += 1;
@@ -208,19 +210,13 @@ impl GroupChecker {
         below: Offset,
         member: Option<u32>,
     ) {
-        let empty = BTreeSet::new();
-        let processed = self.processed.get(&p).unwrap_or(&empty);
         let missing: Vec<Offset> = self
             .known
-            .get(&p)
-            .map(|k| {
-                k.range(from..below)
-                    .filter(|o| !processed.contains(o))
-                    .filter(|o| !self.reported_unprocessed.contains(&(p, **o)))
-                    .copied()
-                    .collect()
-            })
-            .unwrap_or_default();
+            .range(p, from, below)
+            .map(|(o, _)| o)
+            .filter(|&o| !self.processed.contains(p, o))
+            .filter(|&o| !self.reported_unprocessed.contains(&(p, o)))
+            .collect();
         if let Some(first) = missing.first() {
             let who = member.map_or("the group".to_string(), |m| format!("member {m}"));
             let d = format!("partition {p}: {who} committed {below}, but offset {first} (a record known to exist) was never processed ({} such offsets)", missing.len());
@@ -233,9 +229,7 @@ impl GroupChecker {
 
     /// An offset of partition `p` is known to hold a record.
     pub fn on_known(&mut self, p: u32, o: Offset) {
-        if self.known_any.insert((p, o)) {
-            self.known.entry(p).or_default().insert(o);
-        }
+        self.known.insert(p, o, ());
     }
 
     /// Whether observing `broker`'s coordinator at `epoch` holding `offsets` would change

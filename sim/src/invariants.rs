@@ -161,7 +161,7 @@ use std::collections::{BTreeMap, BTreeSet};
 mod audit;
 mod matching;
 mod metadata;
-mod offset_map;
+pub(crate) mod offset_map;
 mod quorum;
 mod skipped;
 mod spec;

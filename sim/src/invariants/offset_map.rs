@@ -8,7 +8,8 @@
 //! and inserted: ordered maps made those lookups ~3% of a simulation, hashed ones ~1.5%.
 //! The offsets a log holds are dense from its start, so a deque indexed by `offset - base`
 //! does the same at the cost of an index; holes (a compacted log's removed records, or a
-//! range nobody has shown yet) are `None`.
+//! range nobody has shown yet) are `None`. The group checks keep their per-offset sets
+//! (records known to exist, records processed) in the same way.
 
 use crate::slots::PartitionSlots;
 use skein_core::types::Offset;
@@ -89,7 +90,7 @@ impl<T> OffsetMap<T> {
 /// An [`OffsetMap`] per partition of the simulator's topic, in the simulator's slots by
 /// partition number, with a count of the values held.
 #[derive(Debug)]
-pub(super) struct PerPartition<T> {
+pub(crate) struct PerPartition<T> {
     maps: PartitionSlots<OffsetMap<T>>,
     len: usize,
 }
@@ -108,12 +109,12 @@ impl<T> PerPartition<T> {
         self.maps.get(p)?.get(offset)
     }
 
-    pub(super) fn contains(&self, p: u32, offset: Offset) -> bool {
+    pub(crate) fn contains(&self, p: u32, offset: Offset) -> bool {
         self.get(p, offset).is_some()
     }
 
     /// Records `value` at `offset` of partition `p`; returns what was there.
-    pub(super) fn insert(&mut self, p: u32, offset: Offset, value: T) -> Option<T> {
+    pub(crate) fn insert(&mut self, p: u32, offset: Offset, value: T) -> Option<T> {
         let old = self
             .maps
             .get_or_insert_with(p, OffsetMap::default)
@@ -122,6 +123,19 @@ impl<T> PerPartition<T> {
             self.len += 1;
         }
         old
+    }
+
+    /// Partition `p`'s recorded `(offset, value)`s in `[from, below)`, in offset order.
+    pub(crate) fn range(
+        &self,
+        p: u32,
+        from: Offset,
+        below: Offset,
+    ) -> impl Iterator<Item = (Offset, &T)> {
+        self.maps
+            .get(p)
+            .into_iter()
+            .flat_map(move |m| m.range(from, below))
     }
 
     /// Forgets partition `p`'s offsets at or above `offset`.
