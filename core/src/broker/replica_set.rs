@@ -9,46 +9,49 @@
 //! `next_timeout` does nothing, because `next_timeout` names every deadline `tick` acts on
 //! (the trace hashes of the pinned seeds were unchanged by this shortcut). Whether the
 //! replica is offline is cached alongside: the broker asks after every step whether its
-//! offline partitions changed, and on nearly every step none is offline.
+//! offline partitions changed, and on nearly every step none is offline. The same way to a
+//! `&mut Replica` forgets the cached summary and notes that a replica may have effects.
 
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
-use crate::types::{earliest, Nanos, TopicPartition};
+use crate::types::{Nanos, TopicPartition};
 use std::cell::Cell;
 use std::ops::Range;
 
 type HostedReplica<S> = Replica<PartitionLog<S>>;
 
+/// A slot's entry in [`ReplicaSet::timers`] while its replica may have changed since its
+/// timer was cached.
+const STALE: Nanos = Nanos::MAX - 1;
+/// A slot's entry in [`ReplicaSet::timers`] for a replica with no timer (above every
+/// timer, so the earliest entry is a plain minimum).
+const NO_TIMER: Nanos = Nanos::MAX;
+
 struct Slot<S: Storage> {
     replica: HostedReplica<S>,
     /// A `__consumer_offsets` replica (see [`ReplicaSet::offsets_generation`]).
     offsets: bool,
-    /// `None`: not known (the replica may have changed since it was computed).
-    cached: Cell<Option<Cached>>,
-}
-
-/// What a slot caches of its replica, computed together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Cached {
-    timeout: Option<Nanos>,
-    /// [`offline`]
-    offline: bool,
-}
-
-impl Cached {
-    fn of<S: Storage>(r: &HostedReplica<S>) -> Self {
-        Self {
-            timeout: r.next_timeout(),
-            offline: offline(r),
-        }
-    }
 }
 
 /// Whether the replica counts among the broker's offline partitions (its log failed a read,
 /// or it waits for a newer epoch after failing as leader).
 pub(super) fn offline<S: Storage>(r: &HostedReplica<S>) -> bool {
     r.log_failure().is_some() || r.awaiting_new_epoch()
+}
+
+/// A replica's next timer as [`ReplicaSet::timers`] holds it.
+fn timer_of<S: Storage>(r: &HostedReplica<S>) -> Nanos {
+    match r.next_timeout() {
+        Some(t) => {
+            debug_assert!(
+                t < STALE,
+                "a replica timer collides with the cache's markers"
+            );
+            t
+        }
+        None => NO_TIMER,
+    }
 }
 
 /// The earliest timer of a set of replicas, and whether any of them is offline.
@@ -63,36 +66,7 @@ impl<S: Storage> Slot<S> {
         Self {
             replica,
             offsets: tp.topic == CONSUMER_OFFSETS_TOPIC,
-            cached: Cell::new(None),
         }
-    }
-
-    fn cached(&self) -> Cached {
-        match self.cached.get() {
-            Some(c) => {
-                debug_assert_eq!(c, Cached::of(&self.replica), "stale replica timer cache");
-                c
-            }
-            None => {
-                let c = Cached::of(&self.replica);
-                self.cached.set(Some(c));
-                c
-            }
-        }
-    }
-
-    fn timeout(&self) -> Option<Nanos> {
-        self.cached().timeout
-    }
-
-    /// The replica, mutably: its cached timer is forgotten and, for a `__consumer_offsets`
-    /// replica, `offsets_gen` moves.
-    fn get_mut(&mut self, offsets_gen: &mut u64) -> &mut HostedReplica<S> {
-        self.cached.set(None);
-        if self.offsets {
-            *offsets_gen += 1;
-        }
-        &mut self.replica
     }
 }
 
@@ -101,6 +75,21 @@ impl<S: Storage> Slot<S> {
 /// changed only when the broker starts or stops hosting a partition.
 pub(super) struct ReplicaSet<S: Storage> {
     slots: Vec<(TopicPartition, Slot<S>)>,
+    /// Each slot's cached replica timer, by slot index ([`NO_TIMER`]: none; [`STALE`]: not
+    /// known). Apart from the replicas: the summary after every step folds this dense
+    /// array, not a field of each (large) slot.
+    timers: Vec<Cell<Nanos>>,
+    /// Whether each slot's replica was offline when its timer was last cached, by slot
+    /// index; `offline_count` counts the `true`s (kept as entries are refreshed).
+    offline: Vec<Cell<bool>>,
+    offline_count: Cell<usize>,
+    /// The last summary, until a replica is reached mutably (or hosted or dropped): many
+    /// steps reach none, and the driver asks after every step.
+    summary: Cell<Option<Summary>>,
+    /// False when no replica can have effects to drain: cleared by a drain, set when a
+    /// replica is reached mutably (the only way one gets effects). The broker drains after
+    /// every step and every group pump round, mostly with nothing new.
+    maybe_effects: bool,
     /// Moves whenever a `__consumer_offsets` replica may have changed (hosted, dropped or
     /// reached mutably): the group pump follows those replicas after every step, and skips
     /// the walk while this has not moved.
@@ -116,6 +105,11 @@ impl<S: Storage> ReplicaSet<S> {
     pub fn new() -> Self {
         Self {
             slots: Vec::new(),
+            timers: Vec::new(),
+            offline: Vec::new(),
+            offline_count: Cell::new(0),
+            summary: Cell::new(None),
+            maybe_effects: false,
             offsets_gen: 0,
             topics: Vec::new(),
         }
@@ -136,14 +130,15 @@ impl<S: Storage> ReplicaSet<S> {
     /// The slots of `topic`, as a range of indices (empty, where it would start, if the
     /// topic is not hosted).
     fn topic_range(&self, topic: &str) -> Range<usize> {
-        let found = self.topics.binary_search_by(|(t, _)| {
-            t.len()
-                .cmp(&topic.len())
-                .then_with(|| t.as_str().cmp(topic))
-        });
+        // A scan, not a binary search: a broker hosts a few topics, mostly of different
+        // lengths, so nearly every name is compared only with its own.
+        let found = self
+            .topics
+            .iter()
+            .find(|(t, _)| t.len() == topic.len() && t.as_str() == topic);
         match found {
-            Ok(i) => self.topics[i].1.clone(),
-            Err(_) => {
+            Some((_, r)) => r.clone(),
+            None => {
                 let at = self
                     .slots
                     .partition_point(|(k, _)| k.topic.as_str() < topic);
@@ -166,10 +161,17 @@ impl<S: Storage> ReplicaSet<S> {
 
     fn find_in(&self, topic: &str, partition: u32) -> Result<usize, usize> {
         let r = self.topic_range(topic);
-        let found = self.slots[r.clone()]
-            .binary_search_by(|(k, _)| k.partition.cmp(&partition))
-            .map(|i| r.start + i)
-            .map_err(|i| r.start + i);
+        // A broker mostly hosts every partition of a topic, 0 to n - 1: try the slot that
+        // partition would then be in before searching.
+        let guess = r.start + partition as usize;
+        let found = if guess < r.end && self.slots[guess].0.partition == partition {
+            Ok(guess)
+        } else {
+            self.slots[r.clone()]
+                .binary_search_by(|(k, _)| k.partition.cmp(&partition))
+                .map(|i| r.start + i)
+                .map_err(|i| r.start + i)
+        };
         debug_assert_eq!(
             found,
             self.slots
@@ -179,14 +181,72 @@ impl<S: Storage> ReplicaSet<S> {
         found
     }
 
+    /// Slot `i`'s replica, mutably: its cached timer and the summary are forgotten, it may
+    /// get effects, and for a `__consumer_offsets` replica `offsets_gen` moves.
+    fn reach(&mut self, i: usize) -> &mut HostedReplica<S> {
+        *self.timers[i].get_mut() = STALE;
+        *self.summary.get_mut() = None;
+        self.maybe_effects = true;
+        let slot = &mut self.slots[i].1;
+        if slot.offsets {
+            self.offsets_gen += 1;
+        }
+        &mut slot.replica
+    }
+
+    /// Slot `i`'s timer, computed (with its offline flag) if not known.
+    fn timer(&self, i: usize) -> Nanos {
+        match self.timers[i].get() {
+            STALE => self.refresh(i),
+            t => self.checked(i, t),
+        }
+    }
+
+    /// `t`, slot `i`'s cached timer, checked against its replica in debug builds.
+    fn checked(&self, i: usize, t: Nanos) -> Nanos {
+        debug_assert_eq!(
+            t,
+            timer_of(&self.slots[i].1.replica),
+            "stale replica timer cache"
+        );
+        debug_assert_eq!(
+            self.offline[i].get(),
+            offline(&self.slots[i].1.replica),
+            "stale offline cache"
+        );
+        t
+    }
+
+    /// Out of line: about one slot per step needs it, the fold walks them all.
+    #[inline(never)]
+    fn refresh(&self, i: usize) -> Nanos {
+        let r = &self.slots[i].1.replica;
+        let t = timer_of(r);
+        self.timers[i].set(t);
+        let now = offline(r);
+        if self.offline[i].replace(now) != now {
+            let n = self.offline_count.get();
+            self.offline_count.set(if now { n + 1 } else { n - 1 });
+        }
+        t
+    }
+
     /// Host `replica` for `tp`, replacing the one hosted before (like `BTreeMap::insert`).
     pub fn insert(&mut self, tp: TopicPartition, replica: HostedReplica<S>) {
         self.offsets_gen += 1;
+        *self.summary.get_mut() = None;
+        self.maybe_effects = true;
         let slot = Slot::new(&tp, replica);
         match self.find(&tp) {
-            Ok(i) => self.slots[i].1 = slot,
+            Ok(i) => {
+                self.slots[i].1 = slot;
+                // Its offline flag still counts the replaced replica: the refresh adjusts.
+                *self.timers[i].get_mut() = STALE;
+            }
             Err(i) => {
                 self.slots.insert(i, (tp, slot));
+                self.timers.insert(i, Cell::new(STALE));
+                self.offline.insert(i, Cell::new(false));
                 self.index_topics();
             }
         }
@@ -195,7 +255,12 @@ impl<S: Storage> ReplicaSet<S> {
     pub fn remove(&mut self, tp: &TopicPartition) -> Option<HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         self.offsets_gen += 1;
+        *self.summary.get_mut() = None;
         let (_, slot) = self.slots.remove(i);
+        self.timers.remove(i);
+        if self.offline.remove(i).into_inner() {
+            *self.offline_count.get_mut() -= 1;
+        }
         self.index_topics();
         Some(slot.replica)
     }
@@ -230,7 +295,7 @@ impl<S: Storage> ReplicaSet<S> {
 
     pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut HostedReplica<S>> {
         let i = self.find(tp).ok()?;
-        Some(self.slots[i].1.get_mut(&mut self.offsets_gen))
+        Some(self.reach(i))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &TopicPartition> {
@@ -247,40 +312,87 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// Every replica, mutably (each one's cached timer forgotten).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut HostedReplica<S>)> {
+        *self.summary.get_mut() = None;
+        self.maybe_effects = true;
         let gen = &mut self.offsets_gen;
         self.slots
             .iter_mut()
-            .map(move |(tp, s)| (&*tp, s.get_mut(gen)))
+            .zip(self.timers.iter_mut())
+            .map(move |((tp, s), t)| {
+                *t.get_mut() = STALE;
+                if s.offsets {
+                    *gen += 1;
+                }
+                (&*tp, &mut s.replica)
+            })
     }
 
-    /// The replicas that have effects to drain, mutably; the others keep their cache.
+    /// False if no replica has effects to drain (see the `maybe_effects` field).
+    pub fn maybe_effects(&self) -> bool {
+        debug_assert!(
+            self.maybe_effects || self.slots.iter().all(|(_, s)| !s.replica.has_effects()),
+            "a replica got effects without being reached mutably"
+        );
+        self.maybe_effects
+    }
+
+    /// The replicas that have effects to drain, mutably; the others keep their cache. The
+    /// caller drains every one (the next call looks only if a replica was reached since).
     pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut HostedReplica<S>> {
+        let any = std::mem::take(&mut self.maybe_effects);
+        debug_assert!(
+            any || self.slots.iter().all(|(_, s)| !s.replica.has_effects()),
+            "a replica got effects without being reached mutably"
+        );
+        let slots = if any { &mut self.slots[..] } else { &mut [] };
         let gen = &mut self.offsets_gen;
-        self.slots
+        let summary = &self.summary;
+        slots
             .iter_mut()
-            .filter(|(_, s)| s.replica.has_effects())
-            .map(move |(_, s)| s.get_mut(gen))
+            .zip(self.timers.iter_mut())
+            .filter(|((_, s), _)| s.replica.has_effects())
+            .map(move |((_, s), t)| {
+                *t.get_mut() = STALE;
+                summary.set(None);
+                if s.offsets {
+                    *gen += 1;
+                }
+                &mut s.replica
+            })
     }
 
     /// The earliest timer of any replica, and whether any replica is offline.
     pub fn summary(&self) -> Summary {
-        let mut sum = Summary {
-            timeout: None,
-            offline: false,
-        };
-        for (_, s) in &self.slots {
-            let c = s.cached();
-            sum.timeout = earliest(sum.timeout, c.timeout);
-            sum.offline |= c.offline;
+        if let Some(s) = self.summary.get() {
+            debug_assert_eq!(s, self.fold(), "stale replica summary");
+            return s;
         }
-        sum
+        let s = self.fold();
+        self.summary.set(Some(s));
+        s
+    }
+
+    fn fold(&self) -> Summary {
+        let mut earliest = NO_TIMER;
+        for (i, t) in self.timers.iter().enumerate() {
+            let t = match t.get() {
+                STALE => self.refresh(i),
+                t => self.checked(i, t),
+            };
+            earliest = earliest.min(t);
+        }
+        Summary {
+            timeout: (earliest != NO_TIMER).then_some(earliest),
+            offline: self.offline_count.get() > 0,
+        }
     }
 
     /// Tick the replicas whose timer is due at `now`. The others would do nothing.
     pub fn tick_due(&mut self, now: Nanos) {
-        for (_, slot) in self.slots.iter_mut() {
-            if slot.timeout().is_some_and(|t| t <= now) {
-                slot.get_mut(&mut self.offsets_gen).tick(now);
+        debug_assert!(now < STALE);
+        for i in 0..self.slots.len() {
+            if self.timer(i) <= now {
+                self.reach(i).tick(now);
             }
         }
     }
