@@ -702,31 +702,140 @@ impl Serialize for EncodedBatches {
 
 impl<'de> Deserialize<'de> for EncodedBatches {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct BytesVisitor;
-        impl<'de> serde::de::Visitor<'de> for BytesVisitor {
-            type Value = EncodedBatches;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("encoded record batches")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-                Ok(EncodedBatches(v.to_vec()))
-            }
-            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Self::Value, E> {
-                Ok(EncodedBatches(v))
-            }
-            // Formats without a byte-string type (JSON) write a sequence of numbers.
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-                while let Some(b) = seq.next_element()? {
-                    v.push(b);
-                }
-                Ok(EncodedBatches(v))
-            }
+        deserialize_byte_string(d, "encoded record batches").map(EncodedBatches)
+    }
+}
+
+/// Reads what `serialize_bytes` wrote: a byte string, or (formats without one, e.g. JSON)
+/// a sequence of numbers.
+fn deserialize_byte_string<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+) -> Result<Vec<u8>, D::Error> {
+    struct BytesVisitor(&'static str);
+    impl<'de> serde::de::Visitor<'de> for BytesVisitor {
+        type Value = Vec<u8>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
         }
-        d.deserialize_byte_buf(BytesVisitor)
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+            Ok(v.to_vec())
+        }
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Self::Value, E> {
+            Ok(v)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+            while let Some(b) = seq.next_element()? {
+                v.push(b);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_byte_buf(BytesVisitor(what))
+}
+
+/// One encoded batch as a producer sends it to the leader, in the log's batch format
+/// (docs/format.md) but not yet placed: the leader's log checks it and sets base offset,
+/// leader epoch, offset deltas and max timestamp in place
+/// ([`crate::log::PartitionLog::append_encoded_as_leader`]), so its records are encoded
+/// once, by the producer, and never decoded on the way to disk.
+///
+/// Built from a [`RecordBatch`] by [`EncodedBatch::encode`]; bytes from elsewhere (a
+/// frame, a test) are taken as they are by [`EncodedBatch::from_bytes`] and trusted only
+/// once checked ([`check_encoded`]).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct EncodedBatch(Vec<u8>);
+
+impl EncodedBatch {
+    /// `batch` in the log's format.
+    pub fn encode(batch: &RecordBatch) -> Result<Self, EncodeError> {
+        batch.encode().map(Self)
+    }
+
+    /// Bytes as they came, unchecked.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes, for a leader to place in place.
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The fixed header, parsed but not checked against the CRC: its fields are the
+    /// sender's word until [`check_encoded`] (or the log's append) has passed.
+    pub fn header(&self) -> Result<BatchHeader, DecodeError> {
+        BatchHeader::parse(&self.0)
+    }
+
+    /// The header's record count, 0 when it does not parse (for counters and displays).
+    pub fn record_count(&self) -> u32 {
+        self.header().map_or(0, |h| h.record_count)
+    }
+
+    /// The batch decoded, once its CRC and structure check out (exactly one batch).
+    pub fn decode(&self) -> Result<RecordBatch, DecodeError> {
+        let h = verify_crc(&self.0)?;
+        exactly_one(&self.0, &h)?;
+        RecordBatch::decode_verified(&self.0, &h).map(|(b, _)| b)
+    }
+}
+
+/// Size and what the header says rather than a dump of the bytes.
+impl fmt::Debug for EncodedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.header() {
+            Ok(h) => {
+                write!(
+                    f,
+                    "EncodedBatch({} bytes, {} records",
+                    self.0.len(),
+                    h.record_count
+                )?;
+                if let Some(p) = h.producer {
+                    write!(
+                        f,
+                        ", producer {} epoch {} sequence {}",
+                        p.producer_id, p.producer_epoch, p.base_sequence
+                    )?;
+                }
+                f.write_str(")")
+            }
+            Err(_) => write!(f, "EncodedBatch({} bytes, unparsable)", self.0.len()),
+        }
+    }
+}
+
+/// A byte string, as [`EncodedBatches`].
+impl Serialize for EncodedBatch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for EncodedBatch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_byte_string(d, "an encoded record batch").map(EncodedBatch)
     }
 }
 
@@ -1274,6 +1383,55 @@ mod tests {
         place_encoded(&mut enc, 3, 2).unwrap();
         assert_eq!(enc, placed(sparse, 3, 2).encode().unwrap());
         assert!(check_encoded(&enc).unwrap().1);
+    }
+
+    #[test]
+    fn encoded_batch_is_the_log_format_as_one_byte_string() {
+        let b = sample();
+        let e = EncodedBatch::encode(&b).unwrap();
+        assert_eq!(e.as_bytes(), &b.encode().unwrap()[..]);
+        assert_eq!(
+            e.header().unwrap(),
+            BatchHeader::parse(e.as_bytes()).unwrap()
+        );
+        assert_eq!((e.record_count(), e.len()), (2, b.encoded_len()));
+        assert_eq!(e.decode().unwrap(), b);
+        assert_eq!(
+            format!("{e:?}"),
+            format!(
+                "EncodedBatch({} bytes, 2 records, producer 9 epoch 2 sequence 100)",
+                e.len()
+            )
+        );
+        let plain = EncodedBatch::encode(&b.clone().with_producer(None)).unwrap();
+        assert_eq!(
+            format!("{plain:?}"),
+            format!("EncodedBatch({} bytes, 2 records)", plain.len())
+        );
+        let junk = EncodedBatch::from_bytes(b"junk".to_vec());
+        assert_eq!(format!("{junk:?}"), "EncodedBatch(4 bytes, unparsable)");
+        assert_eq!(junk.record_count(), 0);
+        assert!(matches!(junk.decode(), Err(DecodeError::Truncated { .. })));
+        // One batch exactly: trailing bytes are refused.
+        let mut long = e.clone().into_bytes();
+        long.push(0);
+        let long = EncodedBatch::from_bytes(long);
+        assert!(matches!(long.decode(), Err(DecodeError::Malformed(_))));
+        // bincode: a u64 length, then the bytes as they are.
+        let wire = bincode::serialize(&e).unwrap();
+        assert_eq!(wire.len(), 8 + e.len());
+        assert_eq!(&wire[8..], e.as_bytes());
+        assert_eq!(bincode::deserialize::<EncodedBatch>(&wire).unwrap(), e);
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<EncodedBatch>(&json).unwrap(), e);
+        assert!(matches!(
+            EncodedBatch::encode(&b.with_producer(Some(ProducerInfo {
+                producer_id: u64::MAX,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }))),
+            Err(EncodeError::ReservedProducerId(_))
+        ));
     }
 
     fn arb_record() -> impl Strategy<Value = Record> {
