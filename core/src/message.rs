@@ -9,7 +9,7 @@
 
 use crate::controller::{ControllerRequest, ControllerResponse};
 use crate::group::{GroupRequest, GroupResponse};
-use crate::log::{EncodedBatches, RecordBatch};
+use crate::log::{EncodedBatch, EncodedBatches, RecordBatch};
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -322,9 +322,10 @@ pub struct ProduceRequest {
     pub acks: Acks,
     /// How long the leader may wait for replication before answering RequestTimedOut.
     pub timeout: crate::types::Nanos,
-    /// Offsets and epoch are assigned by the leader; producer info (if any) is checked
-    /// against the partition's producer state table.
-    pub batch: RecordBatch,
+    /// One batch in the log's format, as the producer encoded it: the leader checks it
+    /// and places it (offsets, epoch, max timestamp) without decoding its records, and
+    /// checks its producer info (if any) against the partition's producer state table.
+    pub batch: EncodedBatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,6 +370,12 @@ pub enum ProduceError {
     InvalidRecord(String),
     #[error("storage error: {0}")]
     Storage(String),
+    /// The batch's bytes do not check out (CRC, length, format version, record structure):
+    /// damaged on the way or badly encoded. Nothing was written; sending it again cannot help.
+    #[error("corrupt record batch: {0}")]
+    CorruptBatch(String),
+    #[error("record batch of {size} bytes exceeds the partition's limit of {max}")]
+    BatchTooLarge { size: usize, max: usize },
 }
 
 // ---------------------------------------------------------------------------------------

@@ -205,7 +205,10 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
                 tp: tp.clone(),
                 acks: skein_core::message::Acks::Leader,
                 timeout: 1_000_000_000,
-                batch: skein_core::log::RecordBatch::from_values(0, [b"evil".to_vec()]),
+                batch: skein_core::log::EncodedBatch::encode(
+                    &skein_core::log::RecordBatch::from_values(0, [b"evil".to_vec()]),
+                )
+                .unwrap(),
             })),
             DEFAULT_MAX_FRAME,
         )

@@ -89,7 +89,7 @@ async fn produce_and_consume(fsync: FsyncPolicy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
     use skein_core::controller::{ControllerRequest, ControllerResponse};
-    use skein_core::log::{ProducerInfo, RecordBatch};
+    use skein_core::log::{EncodedBatch, ProducerInfo, RecordBatch};
     use skein_core::message::{Message, ProduceRequest};
     use skein_node::client::Conn;
 
@@ -133,7 +133,7 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
                 tp: tp.clone(),
                 acks: Acks::All,
                 timeout: 5_000_000_000,
-                batch: batch.clone(),
+                batch: EncodedBatch::encode(&batch).unwrap(),
             }))
             .await
             .unwrap();

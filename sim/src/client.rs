@@ -27,7 +27,7 @@ use skein_core::client::{
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
-use skein_core::log::RecordBatch;
+use skein_core::log::{EncodedBatch, RecordBatch};
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{
@@ -546,6 +546,10 @@ impl Producer {
                 f.sent_at = ctx.now;
                 f.sent_to = leader;
                 f.send_at = None;
+                // Encoded at each send, as the producer stamped it last: the leader's log
+                // writes these bytes. Short text values in at most MAX_BATCH_RECORDS
+                // records are far below the format's 4 GiB limit.
+                let batch = EncodedBatch::encode(&f.batch).expect("a simulated batch encodes");
                 ctx.out.sends.push((
                     Address::Node(leader),
                     Message::from(ProduceRequest {
@@ -553,7 +557,7 @@ impl Producer {
                         tp: tp(p),
                         acks: self.acks,
                         timeout: PRODUCE_TIMEOUT,
-                        batch: f.batch.clone(),
+                        batch,
                     }),
                 ));
                 if self.acks == Acks::None {

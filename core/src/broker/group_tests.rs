@@ -333,7 +333,7 @@ fn three_consumers_join_through_brokers_and_get_a_full_assignment() {
         tp: TopicPartition::new(CONSUMER_OFFSETS_TOPIC, 0),
         acks: Acks::All,
         timeout: 100 * MS,
-        batch: super::tests::batch("x"),
+        batch: crate::log::EncodedBatch::encode(&super::tests::batch("x")).unwrap(),
     };
     let corr = w.correlation;
     w.net

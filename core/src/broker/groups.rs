@@ -36,7 +36,7 @@ use crate::group::{
     find_coordinator, AppendError, AppendId, CoordinatorOutput, GroupCoordinators, GroupRequest,
     GroupResponse, CONSUMER_OFFSETS_TOPIC,
 };
-use crate::log::{Record, RecordBatch, Storage};
+use crate::log::{EncodedBatch, Record, RecordBatch, Storage};
 use crate::message::*;
 use crate::replica::{ProduceOrigin, Role};
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
@@ -457,15 +457,27 @@ impl<S: Storage + Clone> Broker<S> {
             .get(&tp)
             .is_some_and(|r| r.role() == Role::Leader && r.leader_epoch() == leader_epoch);
         let queue = self.groups.in_flight.entry(p).or_default();
-        if !leads || !self.groups.leading.contains_key(&p) {
-            queue.push(InFlight {
-                correlation,
-                id,
-                landed: None,
-                result: Some(Err(AppendError::NotLeader)),
-            });
-            return;
-        }
+        let batch = if !leads || !self.groups.leading.contains_key(&p) {
+            Err(AppendError::NotLeader)
+        } else {
+            // Encoded here, as a producer encodes: the leader's log places these bytes.
+            // Failure is mapped as the leader's refusals are (`append_error`).
+            let ts = (now / 1_000_000) as i64;
+            EncodedBatch::encode(&RecordBatch::of_records(ts, records))
+                .map_err(|e| AppendError::Storage(format!("cannot encode the batch: {e}")))
+        };
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                queue.push(InFlight {
+                    correlation,
+                    id,
+                    landed: None,
+                    result: Some(Err(e)),
+                });
+                return;
+            }
+        };
         queue.push(InFlight {
             correlation,
             id,
@@ -473,13 +485,12 @@ impl<S: Storage + Clone> Broker<S> {
             result: None,
         });
         self.groups.by_correlation.insert(correlation, p);
-        let ts = (now / 1_000_000) as i64;
         let req = ProduceRequest {
             correlation,
             tp: tp.clone(),
             acks: Acks::All,
             timeout: self.config.group_append_timeout,
-            batch: RecordBatch::of_records(ts, records),
+            batch,
         };
         if let Some(r) = self.replicas.get_mut(&tp) {
             let before = r.log().log_end_offset();

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, TopicConfig};
-use crate::log::{MemStorage, ProducerInfo};
+use crate::log::{EncodedBatch, MemStorage, ProducerInfo};
 use crate::node::Machine as _;
 use crate::testing::{Cluster, Delivery as _};
 
@@ -178,7 +178,7 @@ impl World {
             tp: tp(),
             acks,
             timeout: 500 * MS,
-            batch,
+            batch: EncodedBatch::encode(&batch).expect("encodable"),
         };
         self.net
             .queue
@@ -532,7 +532,7 @@ fn unknown_partitions_get_typed_errors() {
         tp: other.clone(),
         acks: Acks::All,
         timeout: MS,
-        batch: batch("x"),
+        batch: EncodedBatch::encode(&batch("x")).unwrap(),
     };
     w.net
         .queue
@@ -1089,7 +1089,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
             tp: tp(),
             acks: Acks::All,
             timeout: 100 * MS,
-            batch: batch("v"),
+            batch: EncodedBatch::encode(&batch("v")).unwrap(),
         })
     };
     let answer = |b: &mut Broker<MemStorage>| {

@@ -1,7 +1,7 @@
 //! The replica's use of the control branch's `ProducerStateTable`: one check per incoming
 //! batch, mapped onto what the produce path needs.
 
-use crate::log::RecordBatch;
+use crate::log::BatchHeader;
 pub use crate::producer::ProducerStateTable;
 use crate::producer::SequenceCheck;
 use crate::types::Offset;
@@ -19,11 +19,12 @@ pub enum ProducerCheck {
     UnknownProducerId(String),
 }
 
-pub(crate) fn check(table: &ProducerStateTable, batch: &RecordBatch) -> ProducerCheck {
+/// `batch`: the incoming batch's header (producer identity and record count).
+pub(crate) fn check(table: &ProducerStateTable, batch: &BatchHeader) -> ProducerCheck {
     let Some(info) = &batch.producer else {
         return ProducerCheck::Append;
     };
-    match table.check(info, batch.record_count()) {
+    match table.check(info, batch.record_count) {
         SequenceCheck::Append => ProducerCheck::Append,
         SequenceCheck::Duplicate { base_offset, .. } => ProducerCheck::Duplicate { base_offset },
         SequenceCheck::OutOfOrderSequence { expected, received } => {
@@ -45,7 +46,12 @@ pub(crate) fn check(table: &ProducerStateTable, batch: &RecordBatch) -> Producer
     }
 }
 
-/// Record a batch now in the log (with its final base offset).
-pub(crate) fn record(table: &mut ProducerStateTable, batch: &RecordBatch) {
-    table.load_batch(batch);
+/// Record a batch now in the log at `base_offset` (`batch`: its header as the producer
+/// sent it).
+pub(crate) fn record(table: &mut ProducerStateTable, batch: &BatchHeader, base_offset: Offset) {
+    if let Some(info) = &batch.producer {
+        if batch.record_count > 0 {
+            table.record_append(info, batch.record_count, base_offset);
+        }
+    }
 }

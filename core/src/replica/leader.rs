@@ -4,10 +4,12 @@
 
 use super::idempotence::ProducerCheck;
 use super::{
-    is_control, now_ms, Event, IsrProposal, ProduceOrigin, Replica, ReplicaConfig, ReplicaEffect,
-    ReplicaLog, RoleState,
+    is_control, now_ms, EncodedAppendError, Event, IsrProposal, ProduceOrigin, Replica,
+    ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState,
 };
-use crate::log::{EncodedBatches, RecordBatch};
+use crate::log::{
+    check_encoded, BatchHeader, EncodedBatch, EncodedBatches, RecordBatch, CONTROL_BATCH_BIT,
+};
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::{BTreeMap, BTreeSet};
@@ -674,17 +676,20 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// A produce request from `from` (a client's, or the hosting broker's own). Responses
     /// (if any) leave as effects: a `Send` to a remote asker, a `LocalProduceAnswer` to the
-    /// broker itself.
+    /// broker itself. The batch stays encoded: what the leader needs (record count,
+    /// producer identity, control bit) comes from its header, and the log checks and
+    /// places the bytes ([`ReplicaLog::append_encoded_as_leader`]).
     pub fn handle_produce(
         &mut self,
         now: Nanos,
         from: impl Into<ProduceOrigin>,
-        req: ProduceRequest,
+        mut req: ProduceRequest,
     ) {
         let from = from.into();
+        let (acks, correlation) = (req.acks, req.correlation);
         let reply = |r: &mut Self, result| {
-            if req.acks != Acks::None {
-                r.respond_produce(from, req.correlation, result);
+            if acks != Acks::None {
+                r.respond_produce(from, correlation, result);
             }
         };
         let RoleState::Leader(l) = &self.role else {
@@ -694,12 +699,27 @@ impl<L: ReplicaLog> Replica<L> {
             };
             return reply(self, Err(e));
         };
-        if req.batch.records.is_empty() {
-            return reply(self, Err(ProduceError::InvalidRecord("empty batch".into())));
+        let header = match req.batch.header() {
+            Ok(h) => h,
+            Err(e) => return reply(self, Err(ProduceError::CorruptBatch(e.to_string()))),
+        };
+        // The header is the sender's word until its CRC is checked. An append leaves that
+        // to the log (which hashes the bytes once, as it places them); every answer given
+        // without appending checks first, so damaged bytes are always answered as such.
+        let refuse = |r: &mut Self, batch: &EncodedBatch, e: ProduceError| {
+            let e = match check_encoded(batch.as_bytes()) {
+                Ok(_) => e,
+                Err(d) => ProduceError::CorruptBatch(d.to_string()),
+            };
+            reply(r, Err(e))
+        };
+        if header.record_count == 0 {
+            let e = ProduceError::InvalidRecord("empty batch".into());
+            return refuse(self, &req.batch, e);
         }
-        if is_control(&req.batch) {
+        if header.attributes & CONTROL_BATCH_BIT != 0 {
             let e = ProduceError::InvalidRecord("clients may not write control batches".into());
-            return reply(self, Err(e));
+            return refuse(self, &req.batch, e);
         }
         let isr_size = l.maximal_isr_iter().count();
         let min_insync = self.config.min_insync_replicas;
@@ -711,8 +731,8 @@ impl<L: ReplicaLog> Replica<L> {
             };
             return reply(self, Err(e));
         }
-        let count = req.batch.records.len() as u64;
-        let check = match super::idempotence::check(&self.producers, &req.batch) {
+        let count = u64::from(header.record_count);
+        let check = match super::idempotence::check(&self.producers, &header) {
             // The bug zoo's stale-producer-epoch: a fenced epoch's batch is written as new.
             ProducerCheck::InvalidProducerEpoch(_) if self.config.bugs.stale_producer_epoch => {
                 ProducerCheck::Append
@@ -721,41 +741,27 @@ impl<L: ReplicaLog> Replica<L> {
         };
         let (base_offset, next_offset, duplicate) = match check {
             ProducerCheck::Duplicate { base_offset } => {
+                if let Err(d) = check_encoded(req.batch.as_bytes()) {
+                    return reply(self, Err(ProduceError::CorruptBatch(d.to_string())));
+                }
                 crate::probe!(IdempotentDuplicate);
                 (base_offset, base_offset + count, true)
             }
             ProducerCheck::OutOfOrderSequence(m) => {
                 crate::probe!(IdempotentOutOfOrder);
-                return reply(self, Err(ProduceError::OutOfOrderSequence(m)));
+                return refuse(self, &req.batch, ProduceError::OutOfOrderSequence(m));
             }
             ProducerCheck::InvalidProducerEpoch(m) => {
                 crate::probe!(IdempotentStaleEpoch);
-                return reply(self, Err(ProduceError::InvalidProducerEpoch(m)));
+                return refuse(self, &req.batch, ProduceError::InvalidProducerEpoch(m));
             }
             ProducerCheck::UnknownProducerId(m) => {
-                return reply(self, Err(ProduceError::UnknownProducerId(m)))
+                return refuse(self, &req.batch, ProduceError::UnknownProducerId(m))
             }
-            ProducerCheck::Append => {
-                let mut batch = req.batch.clone();
-                match self
-                    .log
-                    .append_as_leader(req.batch.clone(), self.leader_epoch, now_ms(now))
-                {
-                    Ok(a) => {
-                        batch.base_offset = a.base_offset;
-                        batch.partition_leader_epoch = self.leader_epoch;
-                        super::idempotence::record(&mut self.producers, &batch);
-                        self.after_leader_append(now);
-                        self.answer_parked(now, false);
-                        (a.base_offset, a.next_offset, false)
-                    }
-                    Err(e) => {
-                        let m = e.0.clone();
-                        self.log_error("append", e);
-                        return reply(self, Err(ProduceError::Storage(m)));
-                    }
-                }
-            }
+            ProducerCheck::Append => match self.append_produced(now, &header, &mut req.batch) {
+                Ok((base_offset, next_offset)) => (base_offset, next_offset, false),
+                Err(e) => return reply(self, Err(e)),
+            },
         };
         match req.acks {
             Acks::None => {}
@@ -781,6 +787,39 @@ impl<L: ReplicaLog> Replica<L> {
             }
         }
         self.leader_maybe_advance_hw(now);
+    }
+
+    /// Appends a produced batch (whose header is `header`) that the producer state table
+    /// let through: the log checks its bytes and places them at the log end. The offsets
+    /// it got, or the answer to give.
+    fn append_produced(
+        &mut self,
+        now: Nanos,
+        header: &BatchHeader,
+        batch: &mut EncodedBatch,
+    ) -> Result<(Offset, Offset), ProduceError> {
+        let epoch = self.leader_epoch;
+        match (self.log).append_encoded_as_leader(batch.as_mut_bytes(), epoch, now_ms(now)) {
+            Ok(a) => {
+                // The log checked the CRC: the header's fields are the batch's.
+                super::idempotence::record(&mut self.producers, header, a.base_offset);
+                self.after_leader_append(now);
+                self.answer_parked(now, false);
+                Ok((a.base_offset, a.next_offset))
+            }
+            Err(EncodedAppendError::Corrupt(m)) => Err(ProduceError::CorruptBatch(m)),
+            Err(EncodedAppendError::Empty) => {
+                Err(ProduceError::InvalidRecord("empty batch".into()))
+            }
+            Err(EncodedAppendError::TooLarge { size, max }) => {
+                Err(ProduceError::BatchTooLarge { size, max })
+            }
+            Err(EncodedAppendError::Log(e)) => {
+                let m = e.0.clone();
+                self.log_error("append", e);
+                Err(ProduceError::Storage(m))
+            }
+        }
     }
 
     pub(crate) fn leader_tick(&mut self, now: Nanos) {

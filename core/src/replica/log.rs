@@ -30,6 +30,24 @@ pub struct Appended {
     pub next_offset: Offset,
 }
 
+/// Why a leader's log did not append a producer's encoded batch.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncodedAppendError {
+    /// The bytes do not check out (CRC, length, version, records): nothing was written and
+    /// the log is as it was.
+    #[error("corrupt batch: {0}")]
+    Corrupt(String),
+    /// No records: nothing was written.
+    #[error("empty batch")]
+    Empty,
+    /// Over the log's `max_batch_bytes`: nothing was written.
+    #[error("batch of {size} bytes exceeds max_batch_bytes {max}")]
+    TooLarge { size: usize, max: usize },
+    /// The log itself failed (storage), as any other append may.
+    #[error(transparent)]
+    Log(LogFailure),
+}
+
 pub trait ReplicaLog {
     fn log_start_offset(&self) -> Offset;
     fn log_end_offset(&self) -> Offset;
@@ -41,6 +59,16 @@ pub trait ReplicaLog {
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<Appended, LogFailure>;
+    /// One encoded batch from a producer (exactly one, filling `batch`), checked once and
+    /// placed in place at the log end in `epoch` (base offset, epoch, offset deltas, max
+    /// timestamp), then written: no record is decoded. A batch refused for what it holds
+    /// leaves the log unchanged.
+    fn append_encoded_as_leader(
+        &mut self,
+        batch: &mut [u8],
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<Appended, EncodedAppendError>;
     /// One encoded batch copied from the leader, written verbatim once its CRC and records
     /// check out; its base offset must equal the log end offset.
     fn append_encoded_as_follower(
@@ -114,6 +142,26 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
             base_offset: base,
             next_offset: PartitionLog::log_end_offset(self),
         })
+    }
+    fn append_encoded_as_leader(
+        &mut self,
+        batch: &mut [u8],
+        epoch: LeaderEpoch,
+        now_ms: TimestampMs,
+    ) -> Result<Appended, EncodedAppendError> {
+        match PartitionLog::append_encoded_as_leader(self, batch, epoch, now_ms) {
+            Ok(a) => Ok(Appended {
+                base_offset: a.base_offset,
+                next_offset: a.last_offset + 1,
+            }),
+            // What the batch holds: the log checked it before touching anything.
+            Err(LogError::InvalidBatch(m)) => Err(EncodedAppendError::Corrupt(m)),
+            Err(LogError::EmptyBatch) => Err(EncodedAppendError::Empty),
+            Err(LogError::BatchTooLarge { size, max }) => {
+                Err(EncodedAppendError::TooLarge { size, max })
+            }
+            Err(e) => Err(EncodedAppendError::Log(fail(e))),
+        }
     }
     fn append_encoded_as_follower(
         &mut self,

@@ -25,7 +25,7 @@ pub use bugs::{Bugs, UnknownBug, BUG_NAMES};
 pub use check::{CheckError, Checkpoint};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
-pub use log::{Appended, LogFailure, ReplicaLog};
+pub use log::{Appended, EncodedAppendError, LogFailure, ReplicaLog};
 
 use crate::log::RecordBatch;
 use crate::message::{Address, Message, ProduceError, ProduceResponse};
@@ -718,7 +718,7 @@ impl<L: ReplicaLog> Replica<L> {
     /// replica offline instead. Returns whether the table is complete.
     pub(crate) fn rebuild_producer_state(&mut self) -> bool {
         let mut table = ProducerStateTable::default();
-        match self.scan_log(|b| idempotence::record(&mut table, b)) {
+        match self.scan_log(|b| table.load_batch(b)) {
             Ok(()) => {
                 self.producers = table;
                 true

@@ -4,7 +4,7 @@
 //! needs it reproduced step by step.
 
 use super::*;
-use crate::log::{EncodedBatches, LogConfig, MemStorage, PartitionLog, ProducerInfo};
+use crate::log::{EncodedBatch, EncodedBatches, LogConfig, MemStorage, PartitionLog, ProducerInfo};
 use crate::message::*;
 use crate::testing::{self, Delivery};
 use std::collections::BTreeMap;
@@ -209,7 +209,7 @@ impl<L: TestLog> Net<L> {
             tp: tp(),
             acks,
             timeout: 1000 * MS,
-            batch,
+            batch: EncodedBatch::encode(&batch).expect("encodable"),
         };
         self.r(node).handle_produce(now, Address::Client(0), req);
         self.collect();
@@ -1393,7 +1393,7 @@ fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
         tp: tp(),
         acks: Acks::Leader,
         timeout: MS,
-        batch: batch(&["v"]),
+        batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
     };
     r.handle_produce(0, ProduceOrigin::Local, req(1));
     r.handle_produce(0, Address::Client(7), req(2));
@@ -1425,7 +1425,7 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
         tp: tp(),
         acks: Acks::All,
         timeout: 1_000 * MS,
-        batch: batch(&["v"]),
+        batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
     };
     r.handle_produce(0, Address::Client(0), produce);
     assert!(r.drain_effects().is_empty(), "waits for follower 2");
@@ -1493,7 +1493,7 @@ fn a_failed_leader_flush_is_retried_without_another_append() {
         tp: tp(),
         acks: Acks::All,
         timeout: 10_000 * MS,
-        batch: batch(&["v"]),
+        batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
     };
     r.handle_produce(25 * MS, Address::Client(7), req);
     // The disk fills before the group-commit flush: the segment syncs, the recovery-point
@@ -1517,4 +1517,214 @@ fn a_failed_leader_flush_is_retried_without_another_append() {
         matches!(e, ReplicaEffect::Send { msg: Message::ProduceResponse(resp), .. } if resp.result.is_ok())
     });
     assert!(acked, "the waiting acks=all produce is acknowledged");
+}
+
+/// A leader that is the partition's only replica, over a fresh log with `log_config`.
+fn lone_leader(log_config: LogConfig) -> Replica<PartitionLog<MemStorage>> {
+    let (log, _) = PartitionLog::open(MemStorage::new(), "t-0", log_config).expect("open");
+    let mut r = Replica::new(tp(), 1, log, config());
+    r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
+    r.drain_effects();
+    r
+}
+
+/// `bytes` produced (acks=1) to `r` as they are; its answer.
+fn produce_bytes(
+    r: &mut Replica<PartitionLog<MemStorage>>,
+    bytes: Vec<u8>,
+) -> Result<ProduceAck, ProduceError> {
+    let req = ProduceRequest {
+        correlation: 3,
+        tp: tp(),
+        acks: Acks::Leader,
+        timeout: MS,
+        batch: EncodedBatch::from_bytes(bytes),
+    };
+    r.handle_produce(MS, Address::Client(7), req);
+    r.drain_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            ReplicaEffect::Send {
+                msg: Message::ProduceResponse(resp),
+                ..
+            } => Some(resp.result),
+            _ => None,
+        })
+        .expect("answered")
+}
+
+/// What the whole log holds, as stored.
+fn stored(r: &mut Replica<PartitionLog<MemStorage>>) -> Vec<u8> {
+    let start = r.log().log_start_offset();
+    let bytes = r.log_mut().read_encoded(start, usize::MAX).expect("read");
+    bytes.as_bytes().to_vec()
+}
+
+/// The CRC of an encoded batch made right again after an edit.
+fn fix_crc(b: &mut [u8]) {
+    use crate::log::{CRC_POS, CRC_START};
+    let crc = crc32fast::hash(&b[CRC_START..]);
+    b[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The produce path passes the producer's bytes through: the leader's log holds exactly
+/// what the producer encoded, with only base offset, epoch, offset deltas and max
+/// timestamp set in place (and the CRC made to match). Decoding and encoding again would
+/// not give these bytes: the producer fields of this plain batch are not the values the
+/// encoder writes for "no producer".
+#[test]
+fn the_leader_writes_the_producers_bytes_with_offsets_placed() {
+    use crate::log::{place_encoded, Record};
+    let mut r = lone_leader(LogConfig::default());
+    let before = r.log().log_end_offset();
+    assert!(before > 0, "the epoch marker is in the log");
+    let mut records: Vec<Record> = (0..3u32)
+        .map(|i| Record::new(i * 4, None, Some(vec![b'a' + i as u8; 5])))
+        .collect();
+    records[1].timestamp_delta = 9;
+    let mut sent = RecordBatch::of_records(1_000, records).encode().unwrap();
+    // No producer id, but zeros (not u16::MAX, u32::MAX) in its epoch and sequence.
+    sent[47..53].fill(0);
+    fix_crc(&mut sent);
+    let ack = produce_bytes(&mut r, sent.clone()).expect("appended");
+    assert_eq!(ack.base_offset, before);
+    let mut want = sent.clone();
+    let h = place_encoded(&mut want, before, 1).unwrap();
+    assert_eq!((h.max_timestamp, h.next_offset()), (1_009, before + 3));
+    let all = stored(&mut r);
+    assert_eq!(&all[all.len() - want.len()..], &want[..]);
+    assert_eq!(r.log().log_end_offset(), before + 3);
+    let decoded = RecordBatch::decode(&want).unwrap().0;
+    assert_ne!(decoded.encode().unwrap(), want, "re-encoding would differ");
+
+    // An idempotent producer's batch: its sequence lands in the producer state table, so
+    // a retry of the same bytes is a duplicate with the original offset.
+    let info = ProducerInfo {
+        producer_id: 11,
+        producer_epoch: 0,
+        base_sequence: 0,
+    };
+    let b = batch(&["x", "y"]).with_producer(Some(info));
+    let sent = EncodedBatch::encode(&b).unwrap().into_bytes();
+    let first = produce_bytes(&mut r, sent.clone()).expect("appended");
+    assert_eq!((first.base_offset, first.duplicate), (before + 3, false));
+    let again = produce_bytes(&mut r, sent.clone()).expect("answered");
+    assert_eq!((again.base_offset, again.duplicate), (before + 3, true));
+    assert_eq!(r.log().log_end_offset(), before + 5, "written once");
+    let tail = stored(&mut r);
+    let placed = b.at(before + 3).in_epoch(1).encode().unwrap();
+    assert_eq!(&tail[tail.len() - placed.len()..], &placed[..]);
+}
+
+/// Bytes that are not one good batch get an answer naming the problem, never a panic, and
+/// leave the log (and the replica's leadership) as they were; none of the answers is one
+/// a producer would retry.
+#[test]
+fn a_malformed_produce_batch_is_refused_by_name_and_nothing_is_written() {
+    use crate::log::{BATCH_HEADER_LEN, CONTROL_BATCH_BIT};
+    let config = LogConfig {
+        max_batch_bytes: 300,
+        ..LogConfig::default()
+    };
+    let mut r = lone_leader(config);
+    let info = ProducerInfo {
+        producer_id: 11,
+        producer_epoch: 0,
+        base_sequence: 0,
+    };
+    let good = EncodedBatch::encode(&batch(&["good", "one"]).with_producer(Some(info)))
+        .unwrap()
+        .into_bytes();
+    produce_bytes(&mut r, good.clone()).expect("a good batch is appended");
+    let log_before = stored(&mut r);
+    let end_before = r.log().log_end_offset();
+
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    let mut magic = good.clone();
+    magic[12] = 9;
+    let mut trailing = good.clone();
+    trailing.push(0);
+    let mut lying = good.clone();
+    lying[BATCH_HEADER_LEN..BATCH_HEADER_LEN + 4].copy_from_slice(&1000u32.to_be_bytes());
+    fix_crc(&mut lying);
+    let empty = batch(&[]).encode().unwrap();
+    let mut empty_flipped = empty.clone();
+    empty_flipped[20] ^= 1;
+    let mut control = batch(&["c"]).encode().unwrap();
+    control[21..23].copy_from_slice(&CONTROL_BATCH_BIT.to_be_bytes());
+    fix_crc(&mut control);
+    let big = batch(&[&"v".repeat(400)]).encode().unwrap();
+    let big_len = big.len();
+    // A retry of the appended batch (a duplicate) whose bytes were damaged on the way.
+    let mut dup_flipped = good.clone();
+    dup_flipped[BATCH_HEADER_LEN + 20] ^= 1;
+
+    type Check = Box<dyn Fn(&ProduceError) -> bool>;
+    let corrupt = |needle: &'static str| -> Check {
+        Box::new(move |e| matches!(e, ProduceError::CorruptBatch(m) if m.contains(needle)))
+    };
+    let cases: Vec<(&str, Vec<u8>, Check)> = vec![
+        ("bad CRC", flipped, corrupt("CRC mismatch")),
+        (
+            "truncated",
+            good[..good.len() - 1].to_vec(),
+            corrupt("truncated"),
+        ),
+        ("not a batch", b"evil".to_vec(), corrupt("truncated")),
+        ("no bytes", Vec::new(), corrupt("truncated")),
+        (
+            "wrong magic",
+            magic,
+            corrupt("unsupported batch format version 9"),
+        ),
+        (
+            "trailing bytes",
+            trailing,
+            corrupt("1 bytes after the batch"),
+        ),
+        ("lying record length", lying, corrupt("record 0")),
+        (
+            "zero records",
+            empty,
+            Box::new(|e| matches!(e, ProduceError::InvalidRecord(m) if m == "empty batch")),
+        ),
+        (
+            "zero records, damaged",
+            empty_flipped,
+            corrupt("CRC mismatch"),
+        ),
+        (
+            "control batch",
+            control,
+            Box::new(|e| matches!(e, ProduceError::InvalidRecord(m) if m.contains("control"))),
+        ),
+        (
+            "too large",
+            big,
+            Box::new(move |e| {
+                *e == ProduceError::BatchTooLarge {
+                    size: big_len,
+                    max: 300,
+                }
+            }),
+        ),
+        ("damaged duplicate", dup_flipped, corrupt("CRC mismatch")),
+    ];
+    for (what, bytes, expected) in cases {
+        let e = produce_bytes(&mut r, bytes).expect_err(what);
+        assert!(expected(&e), "{what}: {e:?}");
+        assert!(!crate::client::retriable(&e), "{what}: {e} is final");
+        assert_eq!(r.log().log_end_offset(), end_before, "{what}");
+        assert_eq!(stored(&mut r), log_before, "{what}: the log is unchanged");
+        assert_eq!(r.role(), Role::Leader, "{what}: still leading");
+    }
+    // The producer's next batch still follows its last good one.
+    let next = ProducerInfo {
+        base_sequence: 2,
+        ..info
+    };
+    let b = batch(&["next"]).with_producer(Some(next));
+    let ack = produce_bytes(&mut r, EncodedBatch::encode(&b).unwrap().into_bytes());
+    assert_eq!(ack.map(|a| a.base_offset), Ok(end_before));
 }

@@ -1,7 +1,7 @@
 use super::*;
 use proptest::prelude::*;
 use skein_core::controller::{ControllerRequest, TopicConfig};
-use skein_core::log::{EncodedBatches, RecordBatch};
+use skein_core::log::{EncodedBatch, EncodedBatches, RecordBatch};
 use skein_core::message::*;
 use skein_core::types::TopicPartition;
 
@@ -50,7 +50,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 tp: TopicPartition::new(t, p),
                 acks: Acks::All,
                 timeout: 5,
-                batch: batch(vals),
+                batch: EncodedBatch::encode(&batch(vals)).unwrap(),
             }))),
         (topic, any::<u64>(), any::<u64>(), any::<Option<u32>>()).prop_map(|(t, c, off, e)| {
             Frame::Msg(Message::Fetch(FetchRequest {

@@ -23,6 +23,8 @@ pub fn produce(e: &ProduceError) -> i16 {
         ProduceError::UnknownProducerId(_) => E::UnknownProducerId,
         ProduceError::InvalidRecord(_) => E::InvalidRecord,
         ProduceError::Storage(_) => E::KafkaStorageError,
+        ProduceError::CorruptBatch(_) => E::CorruptMessage,
+        ProduceError::BatchTooLarge { .. } => E::MessageTooLarge,
     }
     .code()
 }
@@ -105,6 +107,10 @@ pub fn corrupt_message() -> i16 {
     E::CorruptMessage.code()
 }
 
+pub fn message_too_large() -> i16 {
+    E::MessageTooLarge.code()
+}
+
 pub fn unsupported_version() -> i16 {
     E::UnsupportedVersion.code()
 }
@@ -131,6 +137,9 @@ mod tests {
         };
         assert_eq!(produce(&few), 19);
         assert_eq!(produce(&ProduceError::RequestTimedOut), 7);
+        assert_eq!(produce(&ProduceError::CorruptBatch("crc".into())), 2);
+        let big = ProduceError::BatchTooLarge { size: 9, max: 8 };
+        assert_eq!(produce(&big), 10);
         let range = ConsumerFetchError::OffsetOutOfRange {
             offset: 9,
             log_start_offset: 0,

@@ -1,5 +1,6 @@
 //! Produce: each partition's record batches (decoded, CRC-32C checked) become Skein
-//! produce requests to the local broker, one per batch, with the same acks. acks = 0 gets
+//! produce requests to the local broker, one per batch re-encoded in Skein's batch format,
+//! with the same acks. acks = 0 gets
 //! no response at all, as in Kafka.
 
 use super::errors;
@@ -8,6 +9,7 @@ use super::session::Session;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
+use skein_core::log::{EncodeError, EncodedBatch, RecordBatch};
 use skein_core::message::{self, Acks, Message};
 use skein_core::types::TopicPartition;
 use std::time::Duration;
@@ -47,10 +49,12 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
             let batches = match (&part.records, u32::try_from(part.index)) {
                 (_, Err(_)) => Err(errors::unknown_topic()),
                 (None, _) => Ok(Vec::new()),
-                (Some(r), _) => decode_batches(r.clone()).map_err(|e| {
-                    tracing::debug!(error = %e, "kafka: produce refused");
-                    errors::corrupt_message()
-                }),
+                (Some(r), _) => decode_batches(r.clone())
+                    .map_err(|e| {
+                        tracing::debug!(error = %e, "kafka: produce refused");
+                        errors::corrupt_message()
+                    })
+                    .and_then(|batches| encode_all(&batches)),
             };
             match batches {
                 Err(code) => p.error = Some(code),
@@ -114,6 +118,23 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
     Some(resp)
 }
 
+/// Skein's batches in the log's format, as a Skein producer sends them (the leader's log
+/// writes these bytes); all or none, so a partition's batches are refused together.
+fn encode_all(batches: &[RecordBatch]) -> Result<Vec<EncodedBatch>, i16> {
+    batches
+        .iter()
+        .map(|b| {
+            EncodedBatch::encode(b).map_err(|e| {
+                tracing::debug!(error = %e, "kafka: produce refused");
+                match e {
+                    EncodeError::TooLarge(_) => errors::message_too_large(),
+                    EncodeError::ReservedProducerId(_) => errors::corrupt_message(),
+                }
+            })
+        })
+        .collect()
+}
+
 fn refuse_all(req: &ProduceRequest, code: i16) -> ProduceResponse {
     let mut resp = ProduceResponse::default();
     for t in &req.topic_data {
@@ -134,4 +155,40 @@ fn refuse_all(req: &ProduceRequest, code: i16) -> ProduceResponse {
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::records::encode_batches;
+    use skein_core::log::ProducerInfo;
+
+    /// A Kafka producer's batches reach the leader in Skein's batch format, one encoded
+    /// batch per Kafka batch, each reading back as the batch the listener decoded.
+    #[test]
+    fn kafka_batches_are_sent_in_skeins_format() {
+        let idem = ProducerInfo {
+            producer_id: 7,
+            producer_epoch: 1,
+            base_sequence: 40,
+        };
+        let batches = vec![
+            RecordBatch::from_values(5, [b"a".to_vec(), b"b".to_vec()]),
+            RecordBatch::from_values(6, [b"c".to_vec()]).with_producer(Some(idem)),
+        ];
+        let decoded = decode_batches(encode_batches(&batches).unwrap()).unwrap();
+        let encoded = encode_all(&decoded).unwrap();
+        assert_eq!(encoded.len(), 2);
+        for (e, b) in encoded.iter().zip(&decoded) {
+            assert_eq!(e.as_bytes(), b.encode().unwrap());
+            assert_eq!(&e.decode().unwrap(), b);
+        }
+        // A batch Skein cannot encode is refused as corrupt, not sent.
+        let reserved = ProducerInfo {
+            producer_id: u64::MAX,
+            ..idem
+        };
+        let bad = [RecordBatch::from_values(6, [b"c".to_vec()]).with_producer(Some(reserved))];
+        assert_eq!(encode_all(&bad), Err(errors::corrupt_message()));
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::super::leader::{PendingIsr, WaitingProduce};
 use super::*;
-use crate::log::{LogConfig, MemStorage, PartitionLog, RecordBatch};
+use crate::log::{EncodedBatch, LogConfig, MemStorage, PartitionLog, RecordBatch};
 use crate::message::{Acks, Address, ProduceRequest};
 use crate::replica::{ReplicaConfig, ReplicaEffect};
 
@@ -53,7 +53,8 @@ fn a_correct_replica_passes_through_produce_replication_and_failover() {
         tp: tp(),
         acks: Acks::All,
         timeout: 1_000_000_000,
-        batch: RecordBatch::from_values(0, [b"a".to_vec(), b"b".to_vec()]),
+        batch: EncodedBatch::encode(&RecordBatch::from_values(0, [b"a".to_vec(), b"b".to_vec()]))
+            .unwrap(),
     };
     r.handle_produce(0, Address::Node(9), req);
     assert_eq!(r.check(), Ok(()));
