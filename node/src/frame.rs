@@ -17,8 +17,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub const MAGIC: [u8; 4] = *b"SKNF";
 /// The only protocol version this build speaks. Version 2: a replica `FetchResponse`
 /// carries the leader's encoded batches as one byte string (version 1 sent decoded
-/// `RecordBatch` structs), so a version-1 node must not read it.
-pub const VERSION: u8 = 2;
+/// `RecordBatch` structs), so a version-1 node must not read it. Version 3: a
+/// `ProduceRequest` carries its batch encoded in the log's format, as one byte string
+/// (version 2 sent a decoded `RecordBatch`), and `ProduceError` gained `CorruptBatch` and
+/// `BatchTooLarge`.
+pub const VERSION: u8 = 3;
 pub const HEADER_LEN: usize = 16;
 /// Default largest payload accepted (and sent): 16 MiB.
 pub const DEFAULT_MAX_FRAME: u32 = 16 << 20;

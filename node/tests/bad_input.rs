@@ -5,7 +5,9 @@
 mod common;
 
 use common::TestCluster;
-use skein_core::message::{Message, MetadataRequest};
+use skein_core::log::{EncodedBatch, RecordBatch};
+use skein_core::message::{Acks, Message, MetadataRequest, ProduceError, ProduceRequest};
+use skein_core::types::TopicPartition;
 use skein_node::client::Conn;
 use skein_node::frame::{
     encode, kind, raw_frame, read_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME, HEADER_LEN,
@@ -112,6 +114,56 @@ fn assert_logged(needle: &str) {
     );
 }
 
+/// Well-formed frames whose batch bytes are not a good batch: each is answered with an
+/// error naming the problem (the connection stays open), and nothing is written.
+async fn corrupt_batches_are_refused_by_name(addr: SocketAddr, tp: &TopicPartition) {
+    let good = EncodedBatch::encode(&RecordBatch::from_values(0, [b"evil".to_vec()]))
+        .unwrap()
+        .into_bytes();
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    let mut magic = good.clone();
+    magic[12] = 9;
+    let empty = EncodedBatch::encode(&RecordBatch::from_values(0, []))
+        .unwrap()
+        .into_bytes();
+    let cases: [(&str, Vec<u8>, &str); 5] = [
+        ("bad CRC", flipped, "CRC mismatch"),
+        ("truncated", good[..good.len() - 1].to_vec(), "truncated"),
+        ("wrong magic", magic, "unsupported batch format version 9"),
+        ("not a batch", b"evil".to_vec(), "truncated"),
+        ("zero records", empty, "empty batch"),
+    ];
+    let mut conn = Conn::connect(addr, DEFAULT_MAX_FRAME).await.unwrap();
+    for (i, (what, bytes, needle)) in cases.into_iter().enumerate() {
+        let correlation = 100 + i as u64;
+        conn.send(Message::from(ProduceRequest {
+            correlation,
+            tp: tp.clone(),
+            acks: Acks::Leader,
+            timeout: 1_000_000_000,
+            batch: EncodedBatch::from_bytes(bytes),
+        }))
+        .await
+        .unwrap();
+        match conn.recv(Duration::from_secs(5)).await.unwrap() {
+            Message::ProduceResponse(r) => {
+                assert_eq!(r.correlation, correlation);
+                let e = r.result.expect_err(what);
+                assert!(
+                    matches!(
+                        e,
+                        ProduceError::CorruptBatch(_) | ProduceError::InvalidRecord(_)
+                    ),
+                    "{what}: {e:?}"
+                );
+                assert!(e.to_string().contains(needle), "{what}: {e}");
+            }
+            other => panic!("{what}: expected a ProduceResponse, got {other:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
     logs();
@@ -125,7 +177,7 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
             .create_topic("keep", skein_core::controller::TopicConfig::default())
             .await
             .unwrap();
-        let tp = skein_core::types::TopicPartition::new("keep", 0);
+        let tp = TopicPartition::new("keep", 0);
         client
             .produce(
                 &tp,
@@ -200,15 +252,13 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
 
         // A forged Produce whose CRC is wrong never reaches the log.
         let mut forged = encode(
-            &Frame::Msg(Message::from(skein_core::message::ProduceRequest {
+            &Frame::Msg(Message::from(ProduceRequest {
                 correlation: 7,
                 tp: tp.clone(),
-                acks: skein_core::message::Acks::Leader,
+                acks: Acks::Leader,
                 timeout: 1_000_000_000,
-                batch: skein_core::log::EncodedBatch::encode(
-                    &skein_core::log::RecordBatch::from_values(0, [b"evil".to_vec()]),
-                )
-                .unwrap(),
+                batch: EncodedBatch::encode(&RecordBatch::from_values(0, [b"evil".to_vec()]))
+                    .unwrap(),
             })),
             DEFAULT_MAX_FRAME,
         )
@@ -217,6 +267,10 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
         forged[last] ^= 1;
         let r = send_bad(addr, &[hello(), forged].concat(), false).await;
         assert!(r.contains("CRC mismatch"), "{r}");
+
+        // Good frames, bad batches: answered by name, nothing written (checked below).
+        corrupt_batches_are_refused_by_name(addr, &tp).await;
+        still_serves(addr).await;
 
         let end_after = client
             .list_offset(&tp, skein_core::message::OffsetSpec::Latest)

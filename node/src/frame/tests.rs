@@ -188,13 +188,16 @@ fn typed_errors() {
         FrameError::UnsupportedVersion { found: 9 }
     );
 
-    // A version-1 node encoded replica fetch answers differently: refused, not misread.
-    let mut b = good.clone();
-    b[4] = 1;
-    assert_eq!(
-        decode(&b, MAX).unwrap_err(),
-        FrameError::UnsupportedVersion { found: 1 }
-    );
+    // Version-1 and version-2 nodes encoded replica fetch answers (1) and produce requests
+    // (1, 2) differently: refused, not misread.
+    for old in [1, 2] {
+        let mut b = good.clone();
+        b[4] = old;
+        assert_eq!(
+            decode(&b, MAX).unwrap_err(),
+            FrameError::UnsupportedVersion { found: old }
+        );
+    }
 
     let mut b = good.clone();
     b[7] = 1;
@@ -280,9 +283,9 @@ fn stream_reads_and_truncation() {
 #[test]
 fn documented_hello_bytes() {
     let bytes = encode(&Frame::Hello(Hello { from: Peer::Client }), MAX).unwrap();
-    assert_eq!(&bytes[..12], b"SKNF\x02\x00\x00\x00\x00\x00\x00\x01");
+    assert_eq!(&bytes[..12], b"SKNF\x03\x00\x00\x00\x00\x00\x00\x01");
     assert_eq!(&bytes[16..], [2u8]);
-    let crc = crc32fast::hash(&[2, 0, 0, 0, 0, 0, 0, 1, 2]);
+    let crc = crc32fast::hash(&[3, 0, 0, 0, 0, 0, 0, 1, 2]);
     assert_eq!(bytes[12..16], crc.to_be_bytes());
 }
 
@@ -316,4 +319,41 @@ fn fetch_response_carries_the_encoded_batches_verbatim() {
     );
     let (back, _) = decode(&bytes, MAX).unwrap();
     assert_eq!(back, Frame::Msg(Message::FetchResponse(resp)));
+}
+
+/// A produce request's batch travels as the producer encoded it, in the log's format: the
+/// frame's payload holds those bytes in one piece, and they read back as the same batch.
+#[test]
+fn produce_request_carries_the_encoded_batch_verbatim() {
+    // 0xff: bincode would write such a byte in 3 bytes were the batch a sequence of u8s.
+    let b = batch(vec![b"a".to_vec(), vec![0xff; 4]]);
+    let encoded = EncodedBatch::encode(&b).unwrap();
+    let req = ProduceRequest {
+        correlation: 4,
+        tp: TopicPartition::new("t", 0),
+        acks: Acks::All,
+        timeout: 5,
+        batch: encoded.clone(),
+    };
+    let bytes = encode(&Frame::Msg(Message::from(req.clone())), MAX).unwrap();
+    let payload = &bytes[HEADER_LEN..];
+    let sent = encoded.as_bytes();
+    assert!(
+        payload.windows(sent.len()).any(|w| w == sent),
+        "the batch's bytes in the payload"
+    );
+    assert!(payload.len() < sent.len() + 16, "{} bytes", payload.len());
+    let (back, _) = decode(&bytes, MAX).unwrap();
+    let Frame::Msg(Message::Produce(back)) = back else {
+        panic!("not a produce request: {back:?}")
+    };
+    assert_eq!(*back, req);
+    assert_eq!(back.batch.decode().unwrap(), b);
+    // A version-2 node sent a decoded RecordBatch here: such a frame is refused, not misread.
+    let mut old = bytes.clone();
+    old[4] = 2;
+    assert_eq!(
+        decode(&old, MAX).unwrap_err(),
+        FrameError::UnsupportedVersion { found: 2 }
+    );
 }
