@@ -187,9 +187,20 @@ pub const MAX_KEPT: usize = 16;
 /// Identity of the record at an offset, as replicas must agree on it: the batch's leader
 /// epoch and attributes, and the record's key and value.
 pub fn record_digest(batch: &RecordBatch, record: &skein_core::log::Record) -> u64 {
+    record_digest_from(batch_digest(batch), record)
+}
+
+/// The state of [`record_digest`] after the batch's fields, the same for all its records:
+/// hashed once per batch, not once per record.
+fn batch_digest(batch: &RecordBatch) -> Fnv1a {
     let mut h = Fnv1a::default();
     h.u64(batch.partition_leader_epoch as u64);
     h.u64(batch.attributes as u64);
+    h
+}
+
+/// [`record_digest`] of `record`, from its batch's [`batch_digest`].
+fn record_digest_from(mut h: Fnv1a, record: &skein_core::log::Record) -> u64 {
     match &record.key {
         Some(k) => {
             h.u64(k.len() as u64 + 1);
@@ -217,9 +228,10 @@ fn records_in(
     // copied) it several times per audited replica.
     let mut out = Vec::with_capacity(batches.iter().map(|b| b.records.len()).sum());
     for b in batches {
+        let h = batch_digest(b);
         for (o, r) in b.iter_offsets() {
             if o >= from && o < below {
-                out.push((o, record_digest(b, r), r.value.as_deref()));
+                out.push((o, record_digest_from(h, r), r.value.as_deref()));
             }
         }
     }
@@ -230,6 +242,44 @@ struct Acked {
     offset: Offset,
     value: Text,
     epoch: LeaderEpoch,
+}
+
+/// `(offset, x)` pairs of records in the order read, as a lookup by offset: where two
+/// records claim one offset the one read last answers, as in a map collected from them
+/// (what this replaced; a sorted vector costs no node per record).
+struct ByOffset<T>(Vec<(Offset, T)>);
+
+impl<T: Copy> ByOffset<T> {
+    fn new(mut v: Vec<(Offset, T)>) -> Self {
+        // A log's records come in offset order; the sort is stable (read order kept among
+        // equal offsets), so the last of them answers below.
+        if v.windows(2).any(|w| w[0].0 > w[1].0) {
+            v.sort_by_key(|e| e.0);
+        }
+        Self(v)
+    }
+
+    fn get(&self, offset: Offset) -> Option<T> {
+        let i = self.0.partition_point(|e| e.0 <= offset);
+        self.0[..i].last().filter(|e| e.0 == offset).map(|e| e.1)
+    }
+}
+
+/// The replication invariants' state of one partition, kept together so that an audit
+/// finds it with one search by topic name (two topics) and an index, and no clone of the
+/// name (maps keyed by `(broker, topic partition)` cost a clone and a search comparing
+/// names, several times per audited replica).
+#[derive(Default)]
+struct PartitionAudit {
+    /// The committed log as first seen below some replica's HW: offset -> record digest.
+    committed: offset_map::CommittedLog,
+    /// Per broker: offsets below this were checked against `committed`.
+    verified: BTreeMap<NodeId, Offset>,
+    /// Per broker: the last HW announced as leader, with its epoch.
+    leader_hw: BTreeMap<NodeId, (LeaderEpoch, Offset)>,
+    /// Per producer id in the committed log: the highest producer epoch seen and the
+    /// lowest offset of a batch carrying it (fenced-producer-write's state).
+    producer_epochs: BTreeMap<u64, (u16, Offset)>,
 }
 
 /// Reads a broker's local log: `(from, below) -> batches`, for audits.
@@ -245,14 +295,9 @@ pub struct Checker {
     acked: BTreeMap<u32, Vec<Acked>>,
     /// The acknowledged value at each offset (looked up per read and per ack).
     acked_at: PerPartition<Text>,
-    /// The committed log as first seen below some replica's HW: offset -> record digest.
-    /// The replication invariants cover every topic (the simulator's and
-    /// `__consumer_offsets`), so their state is keyed by topic partition.
-    committed: BTreeMap<TopicPartition, offset_map::CommittedLog>,
-    /// Per (broker, partition): offsets below this were checked against `committed`.
-    verified: BTreeMap<(NodeId, TopicPartition), Offset>,
-    /// Per (broker, partition): the last HW announced as leader, with its epoch.
-    leader_hw: BTreeMap<(NodeId, TopicPartition), (LeaderEpoch, Offset)>,
+    /// The replication invariants' state per partition. They cover every topic (the
+    /// simulator's and `__consumer_offsets`): per topic, by partition number (dense from 0).
+    parts: BTreeMap<String, Vec<PartitionAudit>>,
     /// In the current audit pass: per partition, the highest HW of a replica presuming
     /// leadership, and which (strong-isr's bound for the controller's ISR).
     presumed_hw: BTreeMap<TopicPartition, (NodeId, Offset)>,
@@ -279,9 +324,6 @@ pub struct Checker {
     /// has not yet followed such a leader (holds no epoch of it or later) is compared only
     /// below that offset, the lowest one if it has followed none of several.
     unclean_floor: BTreeMap<TopicPartition, Vec<(LeaderEpoch, Offset)>>,
-    /// Per (partition, producer id) in the committed log: the highest producer epoch seen
-    /// and the lowest offset of a batch carrying it (fenced-producer-write's state).
-    producer_epochs: BTreeMap<TopicPartition, BTreeMap<u64, (u16, Offset)>>,
     /// Per (client, partition): what a partition consumer's cursor did
     /// (consumer-skipped-records' state).
     consumers: BTreeMap<(u64, u32), skipped::ConsumerTrack>,
@@ -297,6 +339,37 @@ pub struct Checker {
 impl Checker {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// `tp`'s replication state, created empty when first asked for.
+    fn partition_mut(&mut self, tp: &TopicPartition) -> &mut PartitionAudit {
+        if !self.parts.contains_key(tp.topic.as_str()) {
+            self.parts.insert(tp.topic.clone(), Vec::new());
+        }
+        let parts = self
+            .parts
+            .get_mut(tp.topic.as_str())
+            .expect("inserted above");
+        let i = tp.partition as usize;
+        if parts.len() <= i {
+            parts.resize_with(i + 1, PartitionAudit::default);
+        }
+        &mut parts[i]
+    }
+
+    /// `tp`'s replication state, if it has any.
+    fn partition(&self, tp: &TopicPartition) -> Option<&PartitionAudit> {
+        self.parts
+            .get(tp.topic.as_str())?
+            .get(tp.partition as usize)
+    }
+
+    /// Where `broker`'s copy of `tp` was last verified up to (0 if never).
+    fn verified(&self, broker: NodeId, tp: &TopicPartition) -> Offset {
+        self.partition(tp)
+            .and_then(|p| p.verified.get(&broker))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn violate(&mut self, invariant: &'static str, at: SimTime, detail: String) {
@@ -473,8 +546,8 @@ impl Checker {
         if tp.topic == crate::client::TOPIC {
             self.note_epoch(tp.partition, epoch);
         }
-        let key = (broker, tp.clone());
-        match self.leader_hw.get(&key).copied() {
+        let leader_hw = &mut self.partition_mut(tp).leader_hw;
+        match leader_hw.get(&broker).copied() {
             Some((e, prev)) if e == epoch && hw < prev => {
                 let d = format!("partition {}: leader {broker} moved its HW back from {prev} to {hw} within epoch {epoch}", part(tp));
                 self.violate(HW_REGRESSION, now, d);
@@ -482,7 +555,7 @@ impl Checker {
             Some((e, prev)) if e == epoch && hw <= prev => {}
             Some((e, _)) if e > epoch => {}
             _ => {
-                self.leader_hw.insert(key, (epoch, hw));
+                leader_hw.insert(broker, (epoch, hw));
             }
         }
     }

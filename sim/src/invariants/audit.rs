@@ -47,10 +47,11 @@ impl Checker {
         // The acknowledged records this leader must hold and has not been checked for: up
         // to the first one acknowledged by a newer epoch (a deposed leader need not have
         // what its successors acknowledged).
-        let pending: Vec<&Acked> = acked[n..]
+        let pending = &acked[n..];
+        let pending = &pending[..pending
             .iter()
             .take_while(|a| a.epoch <= view.leader_epoch)
-            .collect();
+            .count()];
         let mut missing: Vec<String> = Vec::new();
         if !pending.is_empty() {
             // One read for all of them: a log read costs the length of the range.
@@ -61,23 +62,32 @@ impl Checker {
                 .max()
                 .unwrap_or(0)
                 .min(view.log_end_offset);
-            let held: BTreeMap<Offset, Option<Vec<u8>>> = if hi > lo {
-                let batches = match seen.filter(|(f, b, _)| *f <= lo && hi <= *b) {
-                    Some((_, _, batches)) => batches,
-                    None => match read(lo, hi) {
-                        Ok(batches) => batches,
+            let read_now;
+            let batches: &[RecordBatch] = if hi > lo {
+                match &seen {
+                    Some((f, b, batches)) if *f <= lo && hi <= *b => batches,
+                    _ => match read(lo, hi) {
+                        Ok(batches) => {
+                            read_now = batches;
+                            &read_now
+                        }
                         // Unreadable now (an injected read error): try again at the next audit.
                         Err(_) => return,
                     },
-                };
-                records_in(&batches, lo, hi)
-                    .into_iter()
-                    .map(|(o, _, v)| (o, v.map(<[u8]>::to_vec)))
-                    .collect()
+                }
             } else {
-                BTreeMap::new()
+                &[]
             };
-            for a in &pending {
+            // Values only: the records' digests are replica-divergence's business.
+            let held = ByOffset::new(
+                batches
+                    .iter()
+                    .flat_map(RecordBatch::iter_offsets)
+                    .filter(|(o, _)| lo <= *o && *o < hi)
+                    .map(|(o, r)| (o, r.value.as_deref()))
+                    .collect(),
+            );
+            for a in pending {
                 if a.offset >= view.log_end_offset {
                     missing.push(format!(
                         "offset {} ({:?}) is past its log end {}",
@@ -85,12 +95,12 @@ impl Checker {
                     ));
                     continue;
                 }
-                match held.get(&a.offset) {
-                    Some(Some(v)) if v.as_slice() == a.value.as_bytes() => {}
+                match held.get(a.offset) {
+                    Some(Some(v)) if v == a.value.as_bytes() => {}
                     Some(v) => missing.push(format!(
                         "offset {} holds {:?}, not {:?}",
                         a.offset,
-                        v.as_deref().map(String::from_utf8_lossy),
+                        v.map(String::from_utf8_lossy),
                         a.value
                     )),
                     None => missing.push(format!(
@@ -120,100 +130,112 @@ impl Checker {
         read: LogReader<'_>,
     ) -> Option<(Offset, Offset, Vec<RecordBatch>)> {
         let tp = &view.tp;
-        let key = (broker, tp.clone());
-        let mut from = self
+        let comparable = self.comparable_below(view);
+        let judge_epochs = !self.had_unclean_election(tp);
+        let st = self.partition_mut(tp);
+        let mut from = st
             .verified
-            .get(&key)
+            .get(&broker)
             .copied()
             .unwrap_or(0)
             .max(view.log_start_offset);
         if view.log_end_offset < from {
             from = view.log_end_offset; // truncated: re-verify what comes back
         }
-        let hw = self.comparable_below(view).max(from);
+        let hw = comparable.max(from);
         let mut seen: Option<(Offset, Offset, Vec<RecordBatch>)> = None;
+        // (first differing offset, how many differ), and fenced-producer-write's findings.
+        let mut bad: Option<(Offset, usize)> = None;
+        let mut zombies = Vec::new();
         if hw > from {
             if let Ok(batches) = read(from, hw) {
-                let recs = records_in(&batches, from, hw);
+                // Each record in range is digested and compared (or committed) as it comes:
+                // no list of them is built.
                 let mut upto = from;
-                let committed = self.committed.entry(tp.clone()).or_default();
-                let mut bad = Vec::new();
-                for (o, d, _) in &recs {
-                    match committed.get(*o) {
-                        Some(c) if c != d => bad.push(*o),
-                        Some(_) => {}
-                        None => {
-                            committed.insert(*o, *d);
+                let mut any = false;
+                for b in &batches {
+                    let h = batch_digest(b);
+                    for (o, r) in b.iter_offsets() {
+                        if o < from || o >= hw {
+                            continue;
                         }
+                        let d = record_digest_from(h, r);
+                        match st.committed.get(o) {
+                            Some(c) if *c != d => {
+                                let (_, n) = bad.get_or_insert((o, 0));
+                                *n += 1;
+                            }
+                            Some(_) => {}
+                            None => {
+                                st.committed.insert(o, d);
+                            }
+                        }
+                        upto = upto.max(o + 1);
+                        any = true;
                     }
-                    upto = upto.max(o + 1);
                 }
-                if let Some(o) = bad.first() {
-                    let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({} offsets differ)", part(tp), bad.len());
-                    self.violate(REPLICA_DIVERGENCE, now, d);
+                if judge_epochs {
+                    zombies =
+                        producer_epochs(&mut st.producer_epochs, broker, tp, &batches, from, hw);
                 }
-                self.check_producer_epochs(now, broker, tp, &batches, from, hw);
                 let read_from = from;
-                from = if recs.is_empty() { from } else { upto };
+                from = if any { upto } else { from };
                 seen = Some((read_from, hw, batches));
             }
         }
-        self.verified.insert(key, from);
-        seen
-    }
-
-    /// fenced-producer-write over the batches of `[from, below)` a broker holds below its
-    /// HW: each producer id's epoch must not go back along the log.
-    fn check_producer_epochs(
-        &mut self,
-        now: SimTime,
-        broker: NodeId,
-        tp: &TopicPartition,
-        batches: &[RecordBatch],
-        from: Offset,
-        below: Offset,
-    ) {
-        if self.had_unclean_election(tp) {
-            return;
-        }
-        if !self.producer_epochs.contains_key(tp) {
-            self.producer_epochs.insert(tp.clone(), BTreeMap::new());
-        }
-        let epochs = self.producer_epochs.get_mut(tp).expect("inserted above");
-        let mut zombies = Vec::new();
-        for b in batches {
-            let Some(p) = &b.producer else { continue };
-            if b.last_offset() < from || b.base_offset >= below || b.records.is_empty() {
-                continue;
-            }
-            match epochs.get_mut(&p.producer_id) {
-                None => {
-                    epochs.insert(p.producer_id, (p.producer_epoch, b.base_offset));
-                }
-                Some((epoch, at)) if p.producer_epoch > *epoch => {
-                    *epoch = p.producer_epoch;
-                    *at = b.base_offset;
-                }
-                Some((epoch, at)) if p.producer_epoch == *epoch => *at = (*at).min(b.base_offset),
-                Some((epoch, at)) => {
-                    // Only a batch after the newer epoch's first one is a zombie write; one
-                    // before it was written while its epoch was still current.
-                    if b.base_offset > *at {
-                        zombies.push(format!(
-                            "partition {}: broker {broker} holds at offset {} a batch of producer {} at epoch {}, after epoch {} began at offset {}: a fenced producer's write was appended",
-                            part(tp),
-                            b.base_offset,
-                            p.producer_id,
-                            p.producer_epoch,
-                            epoch,
-                            at
-                        ));
-                    }
-                }
-            }
+        st.verified.insert(broker, from);
+        if let Some((o, n)) = bad {
+            let d = format!("partition {}: broker {broker} holds a different record at offset {o} below its HW {hw} ({n} offsets differ)", part(tp));
+            self.violate(REPLICA_DIVERGENCE, now, d);
         }
         for d in zombies {
             self.violate(FENCED_PRODUCER_WRITE, now, d);
         }
+        seen
     }
+}
+
+/// fenced-producer-write over the batches of `[from, below)` a broker holds below its HW:
+/// each producer id's epoch must not go back along the log. Returns the violations found.
+fn producer_epochs(
+    epochs: &mut BTreeMap<u64, (u16, Offset)>,
+    broker: NodeId,
+    tp: &TopicPartition,
+    batches: &[RecordBatch],
+    from: Offset,
+    below: Offset,
+) -> Vec<String> {
+    let mut zombies = Vec::new();
+    for b in batches {
+        let Some(p) = &b.producer else { continue };
+        if b.last_offset() < from || b.base_offset >= below || b.records.is_empty() {
+            continue;
+        }
+        match epochs.get_mut(&p.producer_id) {
+            None => {
+                epochs.insert(p.producer_id, (p.producer_epoch, b.base_offset));
+            }
+            Some((epoch, at)) if p.producer_epoch > *epoch => {
+                *epoch = p.producer_epoch;
+                *at = b.base_offset;
+            }
+            Some((epoch, at)) if p.producer_epoch == *epoch => *at = (*at).min(b.base_offset),
+            Some((epoch, at)) => {
+                // Only a batch after the newer epoch's first one is a zombie write; one
+                // before it was written while its epoch was still current.
+                if b.base_offset > *at {
+                    zombies.push(format!(
+                        "partition {}: broker {broker} holds at offset {} a batch of producer {} at epoch {}, after epoch {} began at offset {}: a fenced producer's write was appended",
+                        part(tp),
+                        b.base_offset,
+                        p.producer_id,
+                        p.producer_epoch,
+                        epoch,
+                        at
+                    ));
+                }
+            }
+        }
+    }
+    zombies
 }

@@ -32,7 +32,7 @@ impl Checker {
         leader: NodeId,
         below: Offset,
     ) -> Offset {
-        let v = |b: NodeId| self.verified.get(&(b, tp.clone())).copied().unwrap_or(0);
+        let v = |b: NodeId| self.verified(b, tp);
         v(follower).min(v(leader)).min(below)
     }
 

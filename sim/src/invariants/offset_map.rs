@@ -52,7 +52,12 @@ impl<T> OffsetMap<T> {
             self.base -= 1;
         }
         let i = (offset - self.base) as usize;
-        if i >= self.slots.len() {
+        if i == self.slots.len() {
+            // The usual case, the next offset: one push rather than a resize.
+            self.slots.push_back(Some(value));
+            return None;
+        }
+        if i > self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
         self.slots[i].replace(value)

@@ -4,11 +4,10 @@
 //! re-based after an unclean election. The world feeds them from its audits: every replica
 //! of every topic, plus the controller's partition states.
 
-use super::{part, records_in, Checker, LogReader, LEADER_IN_ISR, STRONG_ISR, VALID_HW};
+use super::{part, records_in, ByOffset, Checker, LogReader, LEADER_IN_ISR, STRONG_ISR, VALID_HW};
 use crate::time::SimTime;
 use skein_core::replica::{ReplicaView, Role};
 use skein_core::{NodeId, Offset, TopicPartition};
-use std::collections::BTreeMap;
 
 impl Checker {
     /// Starts an audit pass: forgets the previous pass's leader HWs.
@@ -86,7 +85,7 @@ impl Checker {
         }
         let lo = view.log_start_offset;
         let hi = marker.min(view.log_end_offset);
-        let held: BTreeMap<Offset, u64> = if hi > lo {
+        let held = ByOffset::new(if hi > lo {
             match read(lo, hi) {
                 Ok(batches) => records_in(&batches, lo, hi)
                     .into_iter()
@@ -96,18 +95,17 @@ impl Checker {
                 Err(_) => return,
             }
         } else {
-            BTreeMap::new()
-        };
-        let committed = self.committed.entry(tp.clone()).or_default();
-        let departs = committed
+            Vec::new()
+        });
+        let st = self.partition_mut(tp);
+        let departs = st
+            .committed
             .range(lo, hi)
-            .find(|(o, c)| held.get(o) != Some(c))
+            .find(|(o, c)| held.get(*o) != Some(**c))
             .map_or(hi, |(o, _)| o);
-        committed.truncate(departs);
-        for ((_, q), v) in self.verified.iter_mut() {
-            if q == tp {
-                *v = (*v).min(departs);
-            }
+        st.committed.truncate(departs);
+        for v in st.verified.values_mut() {
+            *v = (*v).min(departs);
         }
         self.unclean_floor
             .entry(tp.clone())
@@ -172,19 +170,17 @@ impl Checker {
         read: LogReader<'_>,
     ) {
         let tp = &view.tp;
+        if view.role == Role::Leader || view.log_corrupt {
+            return;
+        }
         let Some(&(leader, bound)) = self.presumed_hw.get(tp) else {
             return;
         };
-        if leader == broker || view.role == Role::Leader || view.log_corrupt {
+        if leader == broker {
             return;
         }
         let bound = bound.min(self.stale_bound(view));
-        let from = self
-            .verified
-            .get(&(broker, tp.clone()))
-            .copied()
-            .unwrap_or(0)
-            .max(view.log_start_offset);
+        let from = self.verified(broker, tp).max(view.log_start_offset);
         if bound <= from {
             return;
         }
@@ -200,16 +196,19 @@ impl Checker {
         let Ok(batches) = read(from, bound) else {
             return;
         };
-        let held: BTreeMap<Offset, u64> = records_in(&batches, from, bound)
-            .into_iter()
-            .map(|(o, d, _)| (o, d))
-            .collect();
-        let Some(committed) = self.committed.get(tp) else {
+        let held = ByOffset::new(
+            records_in(&batches, from, bound)
+                .into_iter()
+                .map(|(o, d, _)| (o, d))
+                .collect(),
+        );
+        let Some(st) = self.partition(tp) else {
             return;
         };
-        let bad: Vec<Offset> = committed
+        let bad: Vec<Offset> = st
+            .committed
             .range(from, bound)
-            .filter(|(o, c)| held.get(o) != Some(c))
+            .filter(|(o, c)| held.get(*o) != Some(**c))
             .map(|(o, _)| o)
             .collect();
         if let Some(o) = bad.first() {

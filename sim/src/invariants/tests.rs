@@ -520,3 +520,48 @@ fn metadata_reordered_skipped_backwards_or_uncommitted_fires() {
         );
     }
 }
+
+/// The record digest is FNV-1a over (batch epoch, attributes, key, value) as it always
+/// was: hashing the batch's fields once per batch (`batch_digest`) changed nothing.
+#[test]
+fn record_digest_is_fnv_over_epoch_attributes_key_and_value() {
+    let mut b = batch(7, 3, &["a", "value two", ""]);
+    b.attributes = 0x20;
+    b.records[1].key = Some(b"k".to_vec());
+    b.records[2].value = None;
+    for r in &b.records {
+        let mut h = Fnv1a::default();
+        h.u64(3);
+        h.u64(0x20);
+        for f in [&r.key, &r.value] {
+            match f {
+                Some(x) => {
+                    h.u64(x.len() as u64 + 1);
+                    h.bytes(x);
+                }
+                None => h.u64(0),
+            }
+        }
+        assert_eq!(record_digest(&b, r), h.finish());
+        assert_eq!(record_digest_from(batch_digest(&b), r), h.finish());
+    }
+}
+
+/// `ByOffset` answers as a map collected from the same pairs in the same order: sorted or
+/// not, and with the last of several pairs at one offset winning.
+#[test]
+fn by_offset_answers_as_a_collected_map() {
+    let cases: &[&[(Offset, u64)]] = &[
+        &[],
+        &[(3, 1), (4, 2), (5, 3)],
+        &[(5, 1), (3, 2), (4, 3), (3, 4)],
+        &[(2, 1), (2, 2), (9, 3), (2, 5)],
+    ];
+    for pairs in cases {
+        let model: BTreeMap<Offset, u64> = pairs.iter().copied().collect();
+        let by = ByOffset::new(pairs.to_vec());
+        for o in 0..12 {
+            assert_eq!(by.get(o), model.get(&o).copied(), "{pairs:?} at {o}");
+        }
+    }
+}
