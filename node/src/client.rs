@@ -17,7 +17,7 @@ use skein_core::client::{
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
-use skein_core::log::{EncodeError, EncodedBatch, RecordBatch};
+use skein_core::log::{EncodeError, RecordBatch};
 use skein_core::message::*;
 use skein_core::producer::ProducerError;
 use skein_core::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
@@ -725,20 +725,15 @@ impl Client {
                 Err(e) => e,
                 Ok(leader) => {
                     let correlation = self.correlation();
-                    // Encoded as stamped now (a retry may carry a new epoch): the leader's
-                    // log writes these bytes.
-                    let encoded =
-                        EncodedBatch::encode(&batch).map_err(|error| ClientError::Encode {
-                            tp: tp.clone(),
-                            error,
-                        })?;
-                    let req = Message::from(ProduceRequest {
-                        correlation,
-                        tp: tp.clone(),
-                        acks,
-                        timeout: self.opts.request_timeout.as_nanos() as u64,
-                        batch: encoded,
-                    });
+                    // Encoded as stamped now (a retry may carry a new epoch).
+                    let timeout = self.opts.request_timeout.as_nanos() as u64;
+                    let req =
+                        ProduceClient::request(correlation, tp.clone(), acks, timeout, &batch)
+                            .map(Message::from)
+                            .map_err(|error| ClientError::Encode {
+                                tp: tp.clone(),
+                                error,
+                            })?;
                     if acks == Acks::None {
                         // Fire and forget: only a failure to hand the batch to a live
                         // connection is retried (nothing was sent then).

@@ -27,7 +27,7 @@ use skein_core::client::{
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
-use skein_core::log::{EncodedBatch, RecordBatch};
+use skein_core::log::RecordBatch;
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{
@@ -546,20 +546,15 @@ impl Producer {
                 f.sent_at = ctx.now;
                 f.sent_to = leader;
                 f.send_at = None;
-                // Encoded at each send, as the producer stamped it last: the leader's log
-                // writes these bytes. Short text values in at most MAX_BATCH_RECORDS
-                // records are far below the format's 4 GiB limit.
-                let batch = EncodedBatch::encode(&f.batch).expect("a simulated batch encodes");
-                ctx.out.sends.push((
-                    Address::Node(leader),
-                    Message::from(ProduceRequest {
-                        correlation: self.corr,
-                        tp: tp(p),
-                        acks: self.acks,
-                        timeout: PRODUCE_TIMEOUT,
-                        batch,
-                    }),
-                ));
+                // Encoded at each send, as the producer stamped it last. Short text values
+                // in at most MAX_BATCH_RECORDS records are far below the format's 4 GiB
+                // limit.
+                let req =
+                    ProduceClient::request(self.corr, tp(p), self.acks, PRODUCE_TIMEOUT, &f.batch)
+                        .expect("a simulated batch encodes");
+                ctx.out
+                    .sends
+                    .push((Address::Node(leader), Message::from(req)));
                 if self.acks == Acks::None {
                     // Fire and forget: the outcome is unknown.
                     let f = self.in_flight.remove(p).expect("present");

@@ -2,10 +2,10 @@
 //! classification of errors, one answer to a lost sequence, for every producer.
 
 use crate::controller::ProducerIdAndEpoch;
-use crate::log::RecordBatch;
-use crate::message::{ProduceAck, ProduceError};
+use crate::log::{EncodeError, EncodedBatch, RecordBatch};
+use crate::message::{Acks, ProduceAck, ProduceError, ProduceRequest};
 use crate::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
-use crate::types::{Offset, TopicPartition};
+use crate::types::{Nanos, Offset, TopicPartition};
 
 /// Whether sending the same batch again may succeed. A storage error is retriable: the
 /// leader's disk refused the append (nothing was written), and leadership moves off a
@@ -135,6 +135,25 @@ impl ProduceClient {
             (Some(p), Some(info)) => p.retry(tp, info.base_sequence),
             _ => Ok(batch.clone()),
         }
+    }
+
+    /// The request that sends `batch` (as [`Self::prepare`] or a resend stamped it) to
+    /// `tp`'s leader, encoded once here: the leader's log writes these bytes as they are,
+    /// so every producer (simulated or real) builds its request this one way.
+    pub fn request(
+        correlation: u64,
+        tp: TopicPartition,
+        acks: Acks,
+        timeout: Nanos,
+        batch: &RecordBatch,
+    ) -> Result<ProduceRequest, EncodeError> {
+        Ok(ProduceRequest {
+            correlation,
+            tp,
+            acks,
+            timeout,
+            batch: EncodedBatch::encode(batch)?,
+        })
     }
 
     /// An acks=0 batch was handed to the network: its outcome will never be known, so it

@@ -287,3 +287,22 @@ fn a_lost_sequence_bumps_the_epoch_and_resends_only_on_the_leaders_word() {
     }
     assert_eq!(p.producer().unwrap().producer_epoch, 1);
 }
+
+#[test]
+fn a_request_carries_the_stamped_batch_encoded() {
+    let mut p = ProduceClient::idempotent();
+    p.init(ProducerIdAndEpoch {
+        producer_id: 4,
+        producer_epoch: 2,
+    });
+    let b = p.prepare(&tp(), values(3)).unwrap();
+    let req = ProduceClient::request(7, tp(), crate::message::Acks::All, 1_000, &b).unwrap();
+    assert_eq!((req.correlation, req.tp, req.timeout), (7, tp(), 1_000));
+    assert_eq!(req.acks, crate::message::Acks::All);
+    // The leader reads the producer's stamp from the header, and the records are the
+    // batch's own.
+    let h = req.batch.header().unwrap();
+    let stamp = h.producer.expect("an idempotent batch");
+    assert_eq!((stamp.producer_id, stamp.producer_epoch), (4, 2));
+    assert_eq!(req.batch.decode().unwrap(), b);
+}
