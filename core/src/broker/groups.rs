@@ -97,6 +97,8 @@ impl GroupHost {
         self.coordinators.as_mut()
     }
 
+    /// Inlined: the broker asks after every step, and the answer is mostly cached.
+    #[inline]
     pub(super) fn next_timeout(&self) -> Option<Nanos> {
         self.coordinators.as_ref().and_then(|c| c.next_timeout())
     }

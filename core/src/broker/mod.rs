@@ -565,11 +565,18 @@ impl<S: Storage + Clone> Broker<S> {
     /// Whether [`Self::offline_partitions`] differs from what the last heartbeat reported,
     /// without building the set: `next_timeout` asks after every step. `replicas_offline`:
     /// whether any hosted replica is offline (the replica set's [`replica_set::Summary`]).
+    /// Inlined for the common case, the walk kept apart.
+    #[inline]
     fn offline_changed(&self, replicas_offline: bool) -> bool {
         if !replicas_offline && self.failed.is_empty() {
             // Nothing is offline (nearly every step): a change iff the last report named some.
             return !self.reported_offline.is_empty();
         }
+        self.offline_changed_walk()
+    }
+
+    #[inline(never)]
+    fn offline_changed_walk(&self) -> bool {
         // A partition in both sources is counted once, as in the set.
         let failed_reads = self
             .replicas

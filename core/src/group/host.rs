@@ -168,6 +168,8 @@ impl GroupCoordinators {
         }
     }
 
+    /// Inlined: a broker asks after every step, and the answer is mostly cached.
+    #[inline]
     pub fn next_timeout(&self) -> Option<Nanos> {
         let compute = || self.hosted.values().filter_map(|c| c.next_timeout()).min();
         match self.timeout.get() {
