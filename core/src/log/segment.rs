@@ -330,12 +330,41 @@ pub(crate) enum Step {
     },
 }
 
+/// Why [`SegReader::next`] found no batch, for [`fault`] to word.
+enum Fault {
+    ShortHeader { avail: u64 },
+    Header(DecodeError),
+    OverCap { len: usize },
+    PastEnd { len: usize, avail: u64 },
+}
+
+#[cold]
+#[inline(never)]
+fn fault(pos: u64, f: Fault) -> Step {
+    let reason = match f {
+        Fault::ShortHeader { avail } => {
+            format!("truncated batch header: {avail} bytes left in file")
+        }
+        Fault::Header(e) => e.to_string(),
+        Fault::OverCap { len } => {
+            format!("batch length {len} exceeds the {MAX_BATCH_LEN_ON_DISK}-byte cap")
+        }
+        Fault::PastEnd { len, avail } => {
+            format!("batch length {len} runs past end of file ({avail} bytes left)")
+        }
+    };
+    Step::Fault { pos, reason }
+}
+
 /// Buffered sequential reader of batches in `[pos, end)` of one file.
 pub(crate) struct SegReader<'p> {
     path: &'p str,
     pub pos: u64,
     end: u64,
+    /// `buf[..filled]` holds the file's bytes from `buf_pos`; past `filled` are stale bytes
+    /// of earlier reads, kept so a read needs not zero the buffer before filling it.
     buf: Vec<u8>,
+    filled: usize,
     buf_pos: u64,
     chunk: usize,
 }
@@ -347,13 +376,13 @@ impl<'p> SegReader<'p> {
 
     /// [`Self::new`], buffering in `buf`'s allocation (its bytes are ignored): a reader
     /// per read allocated its buffer afresh each time.
-    pub fn with_buf(path: &'p str, pos: u64, end: u64, chunk: usize, mut buf: Vec<u8>) -> Self {
-        buf.clear();
+    pub fn with_buf(path: &'p str, pos: u64, end: u64, chunk: usize, buf: Vec<u8>) -> Self {
         Self {
             path,
             pos,
             end,
             buf,
+            filled: 0,
             buf_pos: 0,
             chunk: chunk.max(BATCH_HEADER_LEN),
         }
@@ -368,17 +397,37 @@ impl<'p> SegReader<'p> {
         self.path
     }
 
+    /// Makes `[pos, pos + len)` buffered: most calls find it already is, so that check is
+    /// inlined and the read is not.
+    #[inline]
     fn ensure<S: Storage>(&mut self, s: &mut S, pos: u64, len: usize) -> Result<(), StorageError> {
-        let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
+        let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.filled as u64;
         if have {
             return Ok(());
         }
-        let n = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
-        self.buf.resize(n, 0);
-        self.buf_pos = pos;
-        s.read_exact_at(self.path, pos, &mut self.buf)
+        self.fill(s, pos, len)
     }
 
+    #[inline(never)]
+    fn fill<S: Storage>(&mut self, s: &mut S, pos: u64, len: usize) -> Result<(), StorageError> {
+        let n = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
+        // Grown (zeroed) only past what earlier reads initialised: the read overwrites
+        // `..n` anyway, and zeroing it each time cost as much as the read's copy.
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
+        self.filled = 0;
+        self.buf_pos = pos;
+        s.read_exact_at(self.path, pos, &mut self.buf[..n])?;
+        self.filled = n;
+        Ok(())
+    }
+
+    /// The next batch's header, or why there is none. The faults' messages are built out
+    /// of line ([`fault`]) and the header parse is inlined here: a read steps through every
+    /// batch it returns, and the parse's call and the copies of the header it returned were
+    /// a sizeable part of a short read.
+    #[inline]
     pub fn next<S: Storage>(&mut self, s: &mut S) -> Result<Step, StorageError> {
         let pos = self.pos;
         if pos >= self.end {
@@ -386,33 +435,19 @@ impl<'p> SegReader<'p> {
         }
         let avail = self.end - pos;
         if avail < BATCH_HEADER_LEN as u64 {
-            return Ok(Step::Fault {
-                pos,
-                reason: format!("truncated batch header: {avail} bytes left in file"),
-            });
+            return Ok(fault(pos, Fault::ShortHeader { avail }));
         }
         self.ensure(s, pos, BATCH_HEADER_LEN)?;
         let header = match BatchHeader::parse(self.bytes(pos, BATCH_HEADER_LEN)) {
             Ok(h) => h,
-            Err(e) => {
-                return Ok(Step::Fault {
-                    pos,
-                    reason: e.to_string(),
-                })
-            }
+            Err(e) => return Ok(fault(pos, Fault::Header(e))),
         };
         let len = header.total_len();
         if len > MAX_BATCH_LEN_ON_DISK {
-            return Ok(Step::Fault {
-                pos,
-                reason: format!("batch length {len} exceeds the {MAX_BATCH_LEN_ON_DISK}-byte cap"),
-            });
+            return Ok(fault(pos, Fault::OverCap { len }));
         }
         if len as u64 > avail {
-            return Ok(Step::Fault {
-                pos,
-                reason: format!("batch length {len} runs past end of file ({avail} bytes left)"),
-            });
+            return Ok(fault(pos, Fault::PastEnd { len, avail }));
         }
         self.ensure(s, pos, len)?;
         self.pos = pos + len as u64;
@@ -420,8 +455,9 @@ impl<'p> SegReader<'p> {
     }
 
     /// Bytes of a batch returned by the last `next` (always buffered).
+    #[inline]
     pub fn bytes(&self, pos: u64, len: usize) -> &[u8] {
         let start = (pos - self.buf_pos) as usize;
-        &self.buf[start..start + len]
+        &self.buf[..self.filled][start..start + len]
     }
 }
