@@ -426,8 +426,9 @@ impl<'p> SegReader<'p> {
     /// The next batch's header, or why there is none. The faults' messages are built out
     /// of line ([`fault`]) and the header parse is inlined here: a read steps through every
     /// batch it returns, and the parse's call and the copies of the header it returned were
-    /// a sizeable part of a short read.
-    #[inline]
+    /// a sizeable part of a short read. Inlined into its callers too (fat LTO kept it a
+    /// call under a plain `#[inline]`), for the same reason.
+    #[inline(always)]
     pub fn next<S: Storage>(&mut self, s: &mut S) -> Result<Step, StorageError> {
         let pos = self.pos;
         if pos >= self.end {
