@@ -237,12 +237,14 @@ impl GroupChecker {
     /// or writes has changed since (so it would judge exactly as it did then, finding
     /// nothing new). Lets the world skip building the state on every broker step. The
     /// state is compared only when `stamp` differs from the one last seen there (the
-    /// same stamp is the same state); a state found equal takes the new stamp.
-    pub fn coordinator_unchanged(
+    /// same stamp is the same state); a state found equal takes the new stamp. `state`
+    /// gives the state, called only to compare (finding the group's offsets costs a
+    /// search, and nearly every step has the stamp seen last).
+    pub fn coordinator_unchanged<I: Iterator<Item = (u32, Offset)>>(
         &mut self,
         broker: NodeId,
         stamp: Option<CoordinatorStamp>,
-        state: Option<(LeaderEpoch, impl Iterator<Item = (u32, Offset)>)>,
+        state: impl FnOnce() -> Option<(LeaderEpoch, I)>,
     ) -> bool {
         let Some((version, seen_stamp, seen)) = self.seen.get_mut(&broker) else {
             return false;
@@ -253,7 +255,7 @@ impl GroupChecker {
         if stamp.is_some() && *seen_stamp == stamp {
             return true;
         }
-        let same = match (&*seen, state) {
+        let same = match (&*seen, state()) {
             (None, None) => true,
             (Some((e, offsets)), Some((epoch, mut now))) => {
                 *e == epoch
@@ -425,23 +427,24 @@ mod tests {
     fn a_seen_stamp_skips_the_comparison_and_a_new_one_compares() {
         let mut v = Checker::new();
         let mut g = GroupChecker::new(1);
-        let unread = || std::iter::from_fn(|| -> Option<(u32, Offset)> { panic!("read") });
-        assert!(!g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        // The state, never to be built.
+        let unread =
+            || -> Option<(LeaderEpoch, std::iter::Empty<(u32, Offset)>)> { panic!("read") };
+        let state = |o: Offset| move || Some((1, [(0, o)].into_iter()));
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 5)), unread));
         g.on_coordinator(&mut v, 1, 1, Some((0, 1, 5)), Some((1, vec![(0, 3)])));
-        assert!(g.coordinator_unchanged(1, Some((0, 1, 5)), Some((1, unread()))));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 5)), unread));
         // Another stamp: the offsets are compared.
-        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 4)].into_iter()))));
-        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
-        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, unread()))));
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), state(4)));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), state(3)));
+        assert!(g.coordinator_unchanged(1, Some((0, 1, 6)), unread));
         // A restarted broker (another incarnation) is compared too.
-        assert!(!g.coordinator_unchanged(
-            1,
-            Some((1, 1, 6)),
+        assert!(!g.coordinator_unchanged(1, Some((1, 1, 6)), || {
             None::<(LeaderEpoch, std::iter::Empty<(u32, Offset)>)>
-        ));
+        }));
         // Something the checks record changed since: the stamp does not help.
         g.version += 1;
-        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), Some((1, [(0, 3)].into_iter()))));
+        assert!(!g.coordinator_unchanged(1, Some((0, 1, 6)), state(3)));
     }
 
     #[test]

@@ -294,8 +294,8 @@ struct World {
     /// Whether scenario faults continue past the final heal (liveness then not judged).
     faults_after_heal: bool,
     out: ClientOut,
-    /// A node's outputs of one step, kept between steps so polling them allocates nothing.
-    node_out: Vec<skein_core::node::NodeOutput>,
+    /// A broker's outputs of one step, kept between steps so taking them allocates nothing.
+    node_out: Vec<skein_core::broker::Output>,
     /// Records per produce request, by (client, correlation), for the acknowledgement checks.
     /// (Looked up per acknowledgement, never iterated: hashed.)
     produce_sizes: crate::fasthash::FastMap<(u64, u64), u32>,

@@ -667,6 +667,18 @@ impl<S: Storage + Clone> Broker<S> {
         self.outputs.drain(..)
     }
 
+    /// Moves the effects since the last call, in order, to the end of `out`. An empty
+    /// `out` (the common case) swaps buffers instead: no output is copied, and both keep
+    /// their capacity (the simulator takes a broker's outputs after every step).
+    pub fn take_outputs_into(&mut self, out: &mut Vec<Output>) {
+        self.collect_replica_effects();
+        if out.is_empty() {
+            std::mem::swap(&mut self.outputs, out);
+        } else {
+            out.append(&mut self.outputs);
+        }
+    }
+
     /// When `tick` next has something to do.
     pub fn next_timeout(&self) -> Option<Nanos> {
         let replicas = self.replicas.summary();

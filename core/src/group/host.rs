@@ -188,6 +188,11 @@ impl GroupCoordinators {
     pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {
         std::mem::take(&mut self.outputs)
     }
+
+    /// Whether [`Self::drain_outputs`] would give anything.
+    pub fn has_outputs(&self) -> bool {
+        !self.outputs.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::client::TOPIC;
 use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
 use crate::trace::{Arrival, Fields, NameSlot};
-use skein_core::broker::BrokerEvent;
+use skein_core::broker::{BrokerEvent, Output};
 use skein_core::controller::{ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};
 use skein_core::node::{Machine, NodeOutput};
@@ -365,7 +365,9 @@ impl World {
             return;
         };
         let mut outputs = std::mem::take(&mut self.node_out);
-        b.poll_outputs_into(&mut outputs);
+        // The broker's own outputs (the driver's `NodeOutput`s carry the same): taken by
+        // swapping buffers, not moved one by one.
+        b.take_outputs_into(&mut outputs);
         let next = b.poll_timeout();
         if self.tracer.recording() {
             let views = b.views();
@@ -379,7 +381,7 @@ impl World {
         }
         let from = Address::Node(id);
         for o in outputs.drain(..) {
-            if let NodeOutput::Broker(e) = &o {
+            if let Output::Event(e) = &o {
                 let seq = self.q.len() as u64;
                 self.tracer.event_named(
                     name_slots::BROKER_EVENT,
@@ -393,7 +395,7 @@ impl World {
                     .fields(now, Fields::BrokerEvent { node: id, event: e });
             }
             match o {
-                NodeOutput::Send { to, msg } => {
+                Output::Send { to, msg } => {
                     if let Address::Client(c) = to {
                         self.check_client_response(id, c, now, &msg);
                     }
@@ -401,7 +403,7 @@ impl World {
                 }
                 // The replication invariants watch every topic (the simulator's and
                 // __consumer_offsets); the client-facing ones only the simulator's.
-                NodeOutput::Broker(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
                     tp,
                     leader_epoch,
                     high_watermark,
@@ -409,14 +411,14 @@ impl World {
                     self.checker
                         .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
                 }
-                NodeOutput::Broker(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
+                Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
                     tp,
                     epoch,
                     log_end_offset,
                 })) => {
                     self.checker.on_became_leader(&tp, epoch, log_end_offset);
                 }
-                NodeOutput::Broker(BrokerEvent::OffsetsCommitted {
+                Output::Event(BrokerEvent::OffsetsCommitted {
                     group,
                     coordinator_epoch,
                     offsets,

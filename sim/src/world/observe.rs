@@ -57,7 +57,7 @@ impl World {
                 .filter_map(|(tp, o)| (tp.topic == TOPIC).then_some((tp.partition, o)))
         }
         let unchanged =
-            gc.coordinator_unchanged(id, stamp, coordinator.map(|(e, c)| (e, offsets(c, gid))));
+            gc.coordinator_unchanged(id, stamp, || coordinator.map(|(e, c)| (e, offsets(c, gid))));
         if unchanged {
             return;
         }
