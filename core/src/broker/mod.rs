@@ -562,6 +562,11 @@ impl<S: Storage + Clone> Broker<S> {
         self.failed.keys().cloned().chain(failed_reads).collect()
     }
 
+    /// Whether [`Self::offline_partitions`] is not empty, without building it.
+    fn any_offline(&self) -> bool {
+        !self.failed.is_empty() || self.replicas.summary().offline
+    }
+
     /// Whether [`Self::offline_partitions`] differs from what the last heartbeat reported,
     /// without building the set: `next_timeout` asks after every step. `replicas_offline`:
     /// whether any hosted replica is offline (the replica set's [`replica_set::Summary`]).
@@ -757,7 +762,8 @@ impl<S: Storage + Clone> Broker<S> {
                 }
             }
         }
-        let offline_before = self.offline_partitions();
+        // Nearly always nothing is offline before or after: then no set is built.
+        let offline_before = self.any_offline().then(|| self.offline_partitions());
         self.replicas.tick_due(now);
         self.close_unusable_logs();
         // An offline log read through again, or one that failed to open is due another
@@ -766,7 +772,10 @@ impl<S: Storage + Clone> Broker<S> {
         if retry_open {
             self.next_open_retry = now + self.config.log_recheck_interval;
         }
-        let recovered = self.offline_partitions() != offline_before;
+        let recovered = match offline_before {
+            Some(before) => self.offline_partitions() != before,
+            None => self.any_offline(),
+        };
         let caught_up = self.metadata_end > 0 && self.image.next_offset >= self.metadata_end;
         if (retry_open || recovered) && caught_up {
             self.reconcile(now);

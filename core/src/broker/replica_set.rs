@@ -191,10 +191,12 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// What `binary_search` over the slots (by topic, then partition) gives, through the
     /// topic index.
+    #[inline]
     fn find(&self, tp: &TopicPartition) -> Result<usize, usize> {
         self.find_in(&tp.topic, tp.partition)
     }
 
+    #[inline]
     fn find_in(&self, topic: &str, partition: u32) -> Result<usize, usize> {
         let r = self.topic_range(topic);
         // A broker mostly hosts every partition of a topic, 0 to n - 1: try the slot that
@@ -203,10 +205,7 @@ impl<S: Storage> ReplicaSet<S> {
         let found = if guess < r.end && self.slots[guess].0.partition == partition {
             Ok(guess)
         } else {
-            self.slots[r.clone()]
-                .binary_search_by(|(k, _)| k.partition.cmp(&partition))
-                .map(|i| r.start + i)
-                .map_err(|i| r.start + i)
+            self.search_in(r, partition)
         };
         debug_assert_eq!(
             found,
@@ -215,6 +214,16 @@ impl<S: Storage> ReplicaSet<S> {
             "stale topic index"
         );
         found
+    }
+
+    /// [`Self::find_in`]'s search of the topic's slots `r`, when the guess missed. Out of
+    /// line: lookups are inlined where made (several per step), and nearly all hit.
+    #[inline(never)]
+    fn search_in(&self, r: Range<usize>, partition: u32) -> Result<usize, usize> {
+        self.slots[r.clone()]
+            .binary_search_by(|(k, _)| k.partition.cmp(&partition))
+            .map(|i| r.start + i)
+            .map_err(|i| r.start + i)
     }
 
     /// Slot `i`'s replica, mutably: its cached timer is forgotten (and with it maybe the
@@ -327,11 +336,13 @@ impl<S: Storage> ReplicaSet<S> {
             .map(|(k, s)| (k.partition, &s.replica))
     }
 
+    #[inline]
     pub fn get(&self, tp: &TopicPartition) -> Option<&HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         Some(&self.slots[i].1.replica)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut HostedReplica<S>> {
         let i = self.find(tp).ok()?;
         Some(self.reach(i))
