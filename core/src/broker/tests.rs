@@ -1136,3 +1136,25 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         Some(Err(ProduceError::NotLeader { .. }))
     ));
 }
+
+/// `take_outputs_into` gives what `drain_outputs` would, in order, after what the buffer
+/// already holds (an empty one is swapped in), and leaves nothing behind.
+#[test]
+fn taking_outputs_into_a_buffer_keeps_their_order_after_its_own() {
+    let open = || {
+        Broker::open(1, broker_config(), MemStorage::new(), 0)
+            .unwrap()
+            .0
+    };
+    let want = open().drain_outputs();
+    assert!(!want.is_empty(), "a new broker registers");
+    let mut b = open();
+    let mut out = Vec::new();
+    b.take_outputs_into(&mut out);
+    assert_eq!(out, want);
+    assert!(b.drain_outputs().is_empty());
+    let mut b = open();
+    b.take_outputs_into(&mut out);
+    assert_eq!(out, [want.clone(), want].concat());
+    assert!(b.drain_outputs().is_empty());
+}
