@@ -1041,13 +1041,19 @@ fn crc_shift(d: u32, n: usize) -> u32 {
     crc_mul(x, d)
 }
 
+/// From how many bytes of records on [`place_encoded`] shifts the CRC ([`crc_shift`], a few
+/// bitwise polynomial products, ~1,000 instructions whatever the size) instead of hashing
+/// the records again (crc32fast: ~200 instructions for the few hundred bytes of a typical
+/// batch, about a quarter of an instruction per byte beyond).
+const CRC_SHIFT_MIN: usize = 4096;
+
 /// Places one encoded batch (filling `buf` exactly, as a producer sent it) the way a
 /// leader's log places a [`RecordBatch`] it appends: checks the CRC and every record, then
 /// sets the base offset, the leader epoch, dense offset deltas and the max timestamp (the
 /// largest record timestamp) in place and recomputes the CRC. The bytes are then exactly
 /// what encoding the decoded batch, so placed, would give. The records' bytes are hashed
-/// once: with dense deltas only the fixed header changes, and the new CRC follows from the
-/// old one and the header's ([`crc_shift`]).
+/// once when they are many ([`CRC_SHIFT_MIN`]): with dense deltas only the fixed header
+/// changes, and the new CRC follows from the old one and the header's ([`crc_shift`]).
 pub fn place_encoded(
     buf: &mut [u8],
     base_offset: Offset,
@@ -1055,7 +1061,8 @@ pub fn place_encoded(
 ) -> Result<BatchHeader, DecodeError> {
     let h = verify_crc(buf)?;
     exactly_one(buf, &h)?;
-    let old_fixed = crc32fast::hash(&buf[CRC_START..BATCH_HEADER_LEN]);
+    let shift = buf.len() - BATCH_HEADER_LEN >= CRC_SHIFT_MIN;
+    let old_fixed = shift.then(|| crc32fast::hash(&buf[CRC_START..BATCH_HEADER_LEN]));
     let first = h.first_timestamp;
     let mut max_ts = first;
     let mut sparse = Vec::new();
@@ -1073,13 +1080,14 @@ pub fn place_encoded(
     for (pos, delta) in &sparse {
         buf[*pos..*pos + 4].copy_from_slice(&delta.to_be_bytes());
     }
-    let crc = if sparse.is_empty() {
+    let crc = match old_fixed.filter(|_| sparse.is_empty()) {
         // Only the fixed header changed: CRC-32 is affine, so the new CRC is the old one
         // plus the change the header's difference makes, shifted past the records.
-        let new_fixed = crc32fast::hash(&buf[CRC_START..BATCH_HEADER_LEN]);
-        h.crc ^ crc_shift(old_fixed ^ new_fixed, buf.len() - BATCH_HEADER_LEN)
-    } else {
-        crc32fast::hash(&buf[CRC_START..])
+        Some(old_fixed) => {
+            let new_fixed = crc32fast::hash(&buf[CRC_START..BATCH_HEADER_LEN]);
+            h.crc ^ crc_shift(old_fixed ^ new_fixed, buf.len() - BATCH_HEADER_LEN)
+        }
+        None => crc32fast::hash(&buf[CRC_START..]),
     };
     buf[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
     Ok(BatchHeader {
@@ -1505,6 +1513,24 @@ mod tests {
         assert_eq!((h.base_offset, h.partition_leader_epoch), (1000, 9));
         assert_eq!(h.max_timestamp, 1_700_000_000_005);
         assert_eq!(check_encoded(&enc).unwrap(), (h, true));
+    }
+
+    /// Both ways of finding the placed CRC (hashing the records again, shifting the old CRC)
+    /// give the placed encoding, at the sizes around where one takes over from the other.
+    #[test]
+    fn place_encoded_either_side_of_the_crc_shift_threshold() {
+        for extra in [0, 1, 100] {
+            for size in [CRC_SHIFT_MIN - 200, CRC_SHIFT_MIN, CRC_SHIFT_MIN + 3000] {
+                let mut b = sample();
+                b.records[1].value = Some(vec![7; size + extra]);
+                let records_len = b.encode().unwrap().len() - BATCH_HEADER_LEN;
+                assert!(records_len.abs_diff(size) < 200, "{records_len} vs {size}");
+                let mut enc = b.encode().unwrap();
+                let h = place_encoded(&mut enc, 77, 3).unwrap();
+                assert_eq!(enc, placed(b, 77, 3).encode().unwrap(), "size {size}");
+                assert_eq!(h, BatchHeader::parse(&enc).unwrap());
+            }
+        }
     }
 
     #[test]

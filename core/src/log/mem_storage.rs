@@ -125,11 +125,18 @@ struct MemFile {
 
 #[derive(Debug, Default)]
 struct Disk {
-    /// Looked up by path on every append, sync and read: hashed, because a BTreeMap's
-    /// comparisons of paths that share long prefixes (`topic-3/00000000000000000000.log`)
-    /// made the simulated disk ~5% of a simulation. Anything that walks the files sorts
-    /// their paths first ([`Disk::sorted_paths`]), so no hash order reaches a run.
-    files: FastMap<String, MemFile>,
+    /// Each path's place in `slots`. Hashed, because a BTreeMap's comparisons of paths that
+    /// share long prefixes (`topic-3/00000000000000000000.log`) made the simulated disk ~5%
+    /// of a simulation. Anything that walks the files sorts their paths first
+    /// ([`Disk::sorted_paths`]), so no hash order reaches a run.
+    files: FastMap<String, usize>,
+    /// The files; `None` is a free place (reused by the next new file). A path keeps its
+    /// place until it is removed, so a handle may remember it ([`Recent`]).
+    slots: Vec<Option<MemFile>>,
+    free: Vec<usize>,
+    /// Paths removed so far: a place a handle remembers is still its path's while this
+    /// has not changed.
+    removals: u64,
     capacity: Option<u64>,
     read_error_all: bool,
     read_error_paths: BTreeSet<String>,
@@ -151,7 +158,11 @@ impl Disk {
     }
     fn used(&self) -> u64 {
         // A sum: the order does not matter.
-        self.files.values().map(|f| f.data.len() as u64).sum()
+        self.slots
+            .iter()
+            .flatten()
+            .map(|f| f.data.len() as u64)
+            .sum()
     }
     fn check_space(&self, path: &str, extra: u64) -> Result<(), StorageError> {
         match self.capacity {
@@ -160,6 +171,91 @@ impl Disk {
             }),
             _ => Ok(()),
         }
+    }
+    fn get(&self, path: &str) -> Option<&MemFile> {
+        self.files.get(path).map(|&i| self.at(i))
+    }
+    fn get_mut(&mut self, path: &str) -> Option<&mut MemFile> {
+        let i = *self.files.get(path)?;
+        Some(self.at_mut(i))
+    }
+    fn at(&self, slot: usize) -> &MemFile {
+        self.slots[slot].as_ref().expect("a listed file's place")
+    }
+    fn at_mut(&mut self, slot: usize) -> &mut MemFile {
+        self.slots[slot].as_mut().expect("a listed file's place")
+    }
+    /// Makes `path` hold `file`: in its place if it exists (so remembered places stay
+    /// right), else in a free or new one. Returns the place.
+    fn put(&mut self, path: &str, file: MemFile) -> usize {
+        if let Some(&i) = self.files.get(path) {
+            self.slots[i] = Some(file);
+            return i;
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(file);
+                i
+            }
+            None => {
+                self.slots.push(Some(file));
+                self.slots.len() - 1
+            }
+        };
+        self.files.insert(path.to_string(), i);
+        i
+    }
+    fn remove(&mut self, path: &str) {
+        if let Some(i) = self.files.remove(path) {
+            self.slots[i] = None;
+            self.free.push(i);
+            self.removals += 1;
+        }
+    }
+}
+
+/// The places ([`Disk::slots`]) of the files one handle used last: a log names the same few
+/// files (its active segment and indexes, the recovery-point journal) on every append,
+/// sync and read, and hashing the path each time was ~2% of a simulation. Comparing the
+/// path with a few remembered ones (mostly of other lengths) is cheaper. Valid while
+/// [`Disk::removals`] is `removals`; a miss asks the map.
+#[derive(Clone, Debug, Default)]
+struct Recent {
+    removals: u64,
+    entries: Vec<(String, usize)>,
+    /// The entry a miss replaces once `entries` is full.
+    next: usize,
+}
+
+/// Files a handle remembers: a log's active segment, its two indexes, the journal, and a
+/// few older segments it reads.
+const RECENT: usize = 8;
+
+impl Recent {
+    /// The place of `path` on `disk`, remembered for next time.
+    #[inline]
+    fn find(&mut self, disk: &Disk, path: &str) -> Option<usize> {
+        if self.removals != disk.removals {
+            self.entries.clear();
+            self.removals = disk.removals;
+        }
+        if let Some(&(_, i)) = self.entries.iter().find(|(p, _)| p == path) {
+            debug_assert_eq!(disk.files.get(path), Some(&i));
+            return Some(i);
+        }
+        self.miss(disk, path)
+    }
+
+    #[cold]
+    fn miss(&mut self, disk: &Disk, path: &str) -> Option<usize> {
+        let i = *disk.files.get(path)?;
+        if self.entries.len() < RECENT {
+            self.entries.push((path.to_string(), i));
+        } else {
+            self.entries[self.next] = (path.to_string(), i);
+            self.next = (self.next + 1) % RECENT;
+        }
+        Some(i)
     }
 }
 
@@ -176,6 +272,7 @@ pub struct CrashFile {
 #[derive(Clone, Debug, Default)]
 pub struct MemStorage {
     disk: Rc<RefCell<Disk>>,
+    recent: Recent,
 }
 
 impl MemStorage {
@@ -191,9 +288,9 @@ impl MemStorage {
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         for path in disk.sorted_paths() {
-            disk.last_gen += 1;
-            let f = disk.files.get_mut(&path).expect("a listed path");
-            f.gen = disk.last_gen;
+            let gen = disk.fresh_gen();
+            let f = disk.get_mut(&path).expect("a listed path");
+            f.gen = gen;
             let cf = CrashFile {
                 path,
                 len: f.data.len() as u64,
@@ -214,7 +311,7 @@ impl MemStorage {
     pub fn flip_bit(&self, path: &str, pos: u64, bit: u8) -> bool {
         let mut disk = self.disk.borrow_mut();
         let gen = disk.fresh_gen();
-        match disk.files.get_mut(path) {
+        match disk.get_mut(path) {
             Some(f) if bit < 8 => match f.data.byte_mut(pos as usize) {
                 Some(b) => {
                     *b ^= 1 << bit;
@@ -262,7 +359,7 @@ impl MemStorage {
         disk.sorted_paths()
             .into_iter()
             .map(|p| {
-                let f = &disk.files[&p];
+                let f = disk.get(&p).expect("a listed path");
                 (p, f.data.len() as u64, f.synced_len)
             })
             .collect()
@@ -275,7 +372,7 @@ impl MemStorage {
 
     /// A copy of a file's bytes (for tests and debugging), ignoring injected read errors.
     pub fn contents(&self, path: &str) -> Option<Vec<u8>> {
-        self.disk.borrow().files.get(path).map(|f| f.data.to_vec())
+        self.disk.borrow().get(path).map(|f| f.data.to_vec())
     }
 
     /// Overwrites a file's bytes directly, as synced (for tests that plant bad files).
@@ -284,8 +381,8 @@ impl MemStorage {
         validate_path(path).expect("put_raw: invalid path");
         let mut disk = self.disk.borrow_mut();
         let gen = disk.fresh_gen();
-        disk.files.insert(
-            path.to_string(),
+        disk.put(
+            path,
             MemFile {
                 data: Chunks::from_slice(data),
                 synced_len: data.len() as u64,
@@ -330,14 +427,13 @@ impl Storage for MemStorage {
     fn len(&self, path: &str) -> Result<u64, StorageError> {
         self.disk
             .borrow()
-            .files
             .get(path)
             .map(|f| f.data.len() as u64)
             .ok_or_else(|| not_found(path))
     }
 
     fn generation(&self, path: &str) -> Option<u64> {
-        self.disk.borrow().files.get(path).map(|f| f.gen)
+        self.disk.borrow().get(path).map(|f| f.gen)
     }
 
     fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
@@ -347,7 +443,11 @@ impl Storage for MemStorage {
                 path: path.to_string(),
             });
         }
-        let f = disk.files.get(path).ok_or_else(|| not_found(path))?;
+        let slot = self
+            .recent
+            .find(&disk, path)
+            .ok_or_else(|| not_found(path))?;
+        let f = disk.at(slot);
         if pos >= f.data.len() as u64 {
             return Ok(0);
         }
@@ -364,24 +464,24 @@ impl Storage for MemStorage {
         };
         let fits = (data.len() as u64).min(room) as usize;
         let write = fits > 0 || data.len() as u64 <= room;
-        match disk.files.get_mut(path) {
+        match self.recent.find(&disk, path) {
             // Every stored path was checked when its file was made (here, `write_atomic`,
             // `put_raw`): only a new one needs the check, which was 1.6% of a simulation.
-            Some(f) => {
+            Some(slot) => {
                 if write {
-                    f.data.extend_from_slice(&data[..fits]);
+                    disk.at_mut(slot).data.extend_from_slice(&data[..fits]);
                 }
             }
             None => {
                 validate_path(path)?;
                 if write {
                     let gen = disk.fresh_gen();
-                    let f = MemFile {
+                    let mut f = MemFile {
                         gen,
                         ..MemFile::default()
                     };
-                    let f = disk.files.entry(path.to_string()).or_insert(f);
                     f.data.extend_from_slice(&data[..fits]);
+                    disk.put(path, f);
                 }
             }
         }
@@ -401,7 +501,11 @@ impl Storage for MemStorage {
                 reason: "injected fsync failure".into(),
             });
         }
-        let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
+        let slot = self
+            .recent
+            .find(&disk, path)
+            .ok_or_else(|| not_found(path))?;
+        let f = disk.at_mut(slot);
         f.synced_len = f.data.len() as u64;
         Ok(())
     }
@@ -409,7 +513,7 @@ impl Storage for MemStorage {
     fn truncate(&mut self, path: &str, len: u64) -> Result<(), StorageError> {
         let mut disk = self.disk.borrow_mut();
         let gen = disk.fresh_gen();
-        let f = disk.files.get_mut(path).ok_or_else(|| not_found(path))?;
+        let f = disk.get_mut(path).ok_or_else(|| not_found(path))?;
         f.gen = gen;
         if (f.data.len() as u64) > len {
             f.data.truncate(len as usize);
@@ -419,18 +523,18 @@ impl Storage for MemStorage {
     }
 
     fn remove(&mut self, path: &str) -> Result<(), StorageError> {
-        self.disk.borrow_mut().files.remove(path);
+        self.disk.borrow_mut().remove(path);
         Ok(())
     }
 
     fn write_atomic(&mut self, path: &str, data: &[u8]) -> Result<(), StorageError> {
         validate_path(path)?;
         let mut disk = self.disk.borrow_mut();
-        let old = disk.files.get(path).map_or(0, |f| f.data.len() as u64);
+        let old = disk.get(path).map_or(0, |f| f.data.len() as u64);
         disk.check_space(path, (data.len() as u64).saturating_sub(old))?;
         let gen = disk.fresh_gen();
-        disk.files.insert(
-            path.to_string(),
+        disk.put(
+            path,
             MemFile {
                 data: Chunks::from_slice(data),
                 synced_len: data.len() as u64,
@@ -535,6 +639,43 @@ mod tests {
         m.crash(|_| keep as u64);
         check(&mut m, &want);
         assert_eq!(m.used_bytes(), want.len() as u64);
+    }
+
+    /// A handle remembers where its files are; a file removed (through any handle) and its
+    /// place reused by another must not leave it writing, syncing or reading the wrong file.
+    #[test]
+    fn remembered_files_follow_removal_and_reuse() {
+        let mut m = MemStorage::new();
+        let mut other = m.clone();
+        m.append("d/a", b"aa").unwrap();
+        m.append("d/b", b"bb").unwrap();
+        other.remove("d/a").unwrap();
+        other.append("d/c", b"cc").unwrap(); // takes a's old place
+        let mut buf = [0u8; 2];
+        assert!(matches!(
+            m.read_at("d/a", 0, &mut buf),
+            Err(StorageError::NotFound { .. })
+        ));
+        assert!(matches!(m.sync("d/a"), Err(StorageError::NotFound { .. })));
+        m.append("d/a", b"A").unwrap();
+        m.append("d/c", b"C").unwrap();
+        assert_eq!(m.contents("d/a").unwrap(), b"A");
+        assert_eq!(m.contents("d/c").unwrap(), b"ccC");
+        assert_eq!(m.contents("d/b").unwrap(), b"bb");
+        // Replacing a file keeps its place: remembered places stay right.
+        other.write_atomic("d/b", b"new").unwrap();
+        m.append("d/b", b"!").unwrap();
+        assert_eq!(m.contents("d/b").unwrap(), b"new!");
+        // More files than a handle remembers.
+        for i in 0..3 * RECENT {
+            m.append(&format!("e/{i}"), &[i as u8]).unwrap();
+        }
+        for i in (0..3 * RECENT).rev() {
+            m.append(&format!("e/{i}"), &[i as u8]).unwrap();
+            m.sync(&format!("e/{i}")).unwrap();
+            assert_eq!(m.contents(&format!("e/{i}")).unwrap(), [i as u8; 2]);
+        }
+        assert_eq!(m.files().len(), 3 + 3 * RECENT);
     }
 
     #[test]

@@ -646,9 +646,12 @@ impl<L: ReplicaLog> Replica<L> {
         } else {
             self.log.flushed_offset().min(leo)
         };
-        let maximal_len = l.maximal_isr_iter().count();
-        if !bugs.ack_before_isr {
-            for r in l.maximal_isr_iter().filter(|r| *r != self.me) {
+        // One walk of the maximal ISR for both its size and the followers' minimum (this
+        // runs after every leader step).
+        let mut maximal_len = 0;
+        for r in l.maximal_isr_iter() {
+            maximal_len += 1;
+            if !bugs.ack_before_isr && r != self.me {
                 let end = l.followers.get(&r).and_then(|p| p.log_end).unwrap_or(0);
                 candidate = candidate.min(end);
             }
