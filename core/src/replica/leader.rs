@@ -78,6 +78,8 @@ pub(crate) struct LeaderState {
     pub waiting: Vec<WaitingProduce>,
     /// Held fetches, one per follower (a newer fetch replaces an older one).
     pub parked: BTreeMap<NodeId, Parked>,
+    /// [`Replica::answer_parked`]'s buffer, empty between calls.
+    answering: Vec<(NodeId, Parked)>,
     /// The epoch marker could not be written (a full disk): when to try again. Until a
     /// batch of this epoch is in the log the HW cannot pass the epoch start, and a partition
     /// nobody produces to (`__consumer_offsets` before its coordinator has loaded) would
@@ -239,6 +241,7 @@ impl<L: ReplicaLog> Replica<L> {
             followers,
             waiting: Vec::new(),
             parked: BTreeMap::new(),
+            answering: Vec::new(),
             marker_retry_at,
             isr_caught_up: None,
         };
@@ -363,19 +366,12 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let ready: Vec<NodeId> = l
-            .parked
-            .iter()
-            .filter(|(_, p)| {
-                force || leo > p.fetch_offset || hw > p.follower_hw || now >= p.deadline
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        let ready: Vec<(NodeId, Parked)> = ready
-            .into_iter()
-            .filter_map(|id| l.parked.remove(&id).map(|p| (id, p)))
-            .collect();
-        for (id, p) in ready {
+        // Taken out in follower order into a kept buffer: this runs whenever the HW moves.
+        let mut ready = std::mem::take(&mut l.answering);
+        ready.extend(l.parked.extract_if(.., |_, p| {
+            force || leo > p.fetch_offset || hw > p.follower_hw || now >= p.deadline
+        }));
+        for (id, p) in ready.drain(..) {
             let result = self
                 .records_from(p.fetch_offset, p.max_bytes)
                 .unwrap_or_else(FetchResult::Error);
@@ -389,6 +385,9 @@ impl<L: ReplicaLog> Replica<L> {
                 to: Address::Node(id),
                 msg: Message::FetchResponse(resp),
             });
+        }
+        if let RoleState::Leader(l) = &mut self.role {
+            l.answering = ready;
         }
     }
 
@@ -543,7 +542,9 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
+        let known = l.followers.contains_key(&replica);
         let p = l.followers.entry(replica).or_default();
+        let before = p.last_caught_up;
         if offset >= leo {
             p.last_caught_up = now;
         } else if offset >= p.leo_at_last_fetch {
@@ -552,7 +553,12 @@ impl<L: ReplicaLog> Replica<L> {
         p.last_fetch = now;
         p.leo_at_last_fetch = leo;
         p.log_end = Some(offset);
-        l.recount_caught_up();
+        // `last_caught_up` only grows, so the ISR's earliest changes only when a new
+        // follower appears or the one holding it moves on (every fetch comes here).
+        if !known || l.isr_caught_up == Some(before) {
+            l.recount_caught_up();
+        }
+        debug_assert_eq!(l.isr_caught_up, l.isr_caught_up_now());
         // Rejoin: caught up to the HW, and into this epoch, and not fenced (the
         // controller would refuse it).
         let hw = self.high_watermark;
