@@ -70,6 +70,9 @@ pub(crate) struct LeaderState {
     /// have been (or, delayed in the network, may still be) accepted, so all count until
     /// the controller's answer or metadata moves the partition epoch on.
     pub proposed: BTreeSet<NodeId>,
+    /// `isr ∪ proposed` in order, kept by [`LeaderState::remaximize`] after every change
+    /// to either: the HW check, after every leader step, walked the two sets' union.
+    maximal: Vec<NodeId>,
     /// The latest proposal still waiting for an answer (resent on timeout).
     pub pending: Option<PendingIsr>,
     /// After a rejected proposal, do not propose again before this time.
@@ -101,10 +104,25 @@ impl LeaderState {
         self.maximal_isr_iter().collect()
     }
 
-    /// The members of [`LeaderState::maximal_isr`] in order, without building the set (the
-    /// HW check runs after every leader step).
+    /// The members of [`LeaderState::maximal_isr`] in order, without building the set.
     pub fn maximal_isr_iter(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.isr.union(&self.proposed).copied()
+    }
+
+    /// [`LeaderState::maximal_isr_iter`]'s members, as kept (the HW check runs after every
+    /// leader step).
+    fn maximal_isr_members(&self) -> &[NodeId] {
+        debug_assert!(
+            self.maximal.iter().copied().eq(self.maximal_isr_iter()),
+            "stale maximal ISR"
+        );
+        &self.maximal
+    }
+
+    /// Keeps `maximal`: called after every change to `isr` or `proposed`.
+    fn remaximize(&mut self) {
+        self.maximal.clear();
+        self.maximal.extend(self.isr.union(&self.proposed).copied());
     }
 
     /// The earliest `last_caught_up` of the followers in the ISR (the leader itself has no
@@ -126,9 +144,11 @@ impl LeaderState {
         self.isr_caught_up = self.isr_caught_up_now();
     }
 
-    /// Sets the ISR the controller confirmed.
+    /// Sets the ISR the controller confirmed; it settles every proposal made so far.
     fn set_isr(&mut self, isr: &[NodeId]) {
         self.isr = isr.iter().copied().collect();
+        self.proposed.clear();
+        self.remaximize();
         self.recount_caught_up();
     }
 
@@ -173,7 +193,6 @@ impl<L: ReplicaLog> Replica<L> {
                 if partition_epoch > self.partition_epoch {
                     // The controller changed the ISR (our proposal, or its own change).
                     l.set_isr(isr);
-                    l.proposed.clear();
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let ev = Event::IsrConfirmed {
@@ -236,6 +255,7 @@ impl<L: ReplicaLog> Replica<L> {
             epoch_start_offset,
             isr: isr.iter().copied().collect(),
             proposed: BTreeSet::new(),
+            maximal: Vec::new(),
             pending: None,
             propose_not_before: 0,
             followers,
@@ -245,6 +265,7 @@ impl<L: ReplicaLog> Replica<L> {
             marker_retry_at,
             isr_caught_up: None,
         };
+        state.remaximize();
         state.recount_caught_up();
         self.role = RoleState::Leader(state);
         let ev = Event::BecameLeader {
@@ -585,6 +606,7 @@ impl<L: ReplicaLog> Replica<L> {
             crate::probe!(IsrExpandProposed);
         }
         l.proposed.extend(new_isr.iter().copied());
+        l.remaximize();
         l.pending = Some(PendingIsr {
             isr: new_isr.clone(),
             sent_at: now,
@@ -616,7 +638,6 @@ impl<L: ReplicaLog> Replica<L> {
             } => {
                 if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
                     l.set_isr(&isr);
-                    l.proposed.clear();
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let tp = self.tp.clone();
@@ -652,12 +673,10 @@ impl<L: ReplicaLog> Replica<L> {
         } else {
             self.log.flushed_offset().min(leo)
         };
-        // One walk of the maximal ISR for both its size and the followers' minimum (this
-        // runs after every leader step).
-        let mut maximal_len = 0;
-        for r in l.maximal_isr_iter() {
-            maximal_len += 1;
-            if !bugs.ack_before_isr && r != self.me {
+        let maximal = l.maximal_isr_members();
+        let maximal_len = maximal.len();
+        if !bugs.ack_before_isr {
+            for &r in maximal.iter().filter(|r| **r != self.me) {
                 let end = l.followers.get(&r).and_then(|p| p.log_end).unwrap_or(0);
                 candidate = candidate.min(end);
             }
@@ -761,7 +780,7 @@ impl<L: ReplicaLog> Replica<L> {
             let e = ProduceError::InvalidRecord("clients may not write control batches".into());
             return refuse(self, &req.batch, e);
         }
-        let isr_size = l.maximal_isr_iter().count();
+        let isr_size = l.maximal_isr_members().len();
         let min_insync = self.config.min_insync_replicas;
         if req.acks == Acks::All && isr_size < min_insync {
             crate::probe!(ProduceNotEnoughReplicas);
