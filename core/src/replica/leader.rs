@@ -3,6 +3,7 @@
 //! watermark, produce requests and their acknowledgement, and consumer reads.
 
 use super::idempotence::ProducerCheck;
+use super::node_map::NodeMap;
 use super::{
     is_control, now_ms, EncodedAppendError, Event, IsrProposal, ProduceOrigin, Replica,
     ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState,
@@ -12,7 +13,7 @@ use crate::log::{
 };
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::types::earliest;
 
@@ -77,10 +78,10 @@ pub(crate) struct LeaderState {
     pub pending: Option<PendingIsr>,
     /// After a rejected proposal, do not propose again before this time.
     pub propose_not_before: Nanos,
-    pub followers: BTreeMap<NodeId, Progress>,
+    pub followers: NodeMap<Progress>,
     pub waiting: Vec<WaitingProduce>,
     /// Held fetches, one per follower (a newer fetch replaces an older one).
-    pub parked: BTreeMap<NodeId, Parked>,
+    pub parked: NodeMap<Parked>,
     /// [`Replica::answer_parked`]'s buffer, empty between calls.
     answering: Vec<(NodeId, Parked)>,
     /// The epoch marker could not be written (a full disk): when to try again. Until a
@@ -131,8 +132,8 @@ impl LeaderState {
         // The followers in the ISR: walking the followers (one fewer than the replicas)
         // asks the ISR set once per follower, instead of the progress map once per member.
         let mut at = None;
-        for (r, p) in &self.followers {
-            if self.isr.contains(r) {
+        for (r, p) in self.followers.iter() {
+            if self.isr.contains(&r) {
                 at = earliest(at, Some(p.last_caught_up));
             }
         }
@@ -260,7 +261,7 @@ impl<L: ReplicaLog> Replica<L> {
             propose_not_before: 0,
             followers,
             waiting: Vec::new(),
-            parked: BTreeMap::new(),
+            parked: NodeMap::default(),
             answering: Vec::new(),
             marker_retry_at,
             isr_caught_up: None,
@@ -389,9 +390,9 @@ impl<L: ReplicaLog> Replica<L> {
         };
         // Taken out in follower order into a kept buffer: this runs whenever the HW moves.
         let mut ready = std::mem::take(&mut l.answering);
-        ready.extend(l.parked.extract_if(.., |_, p| {
+        l.parked.take_into(&mut ready, |_, p| {
             force || leo > p.fetch_offset || hw > p.follower_hw || now >= p.deadline
-        }));
+        });
         for (id, p) in ready.drain(..) {
             let result = self
                 .records_from(p.fetch_offset, p.max_bytes)
@@ -564,7 +565,7 @@ impl<L: ReplicaLog> Replica<L> {
             return;
         };
         let known = l.followers.contains_key(&replica);
-        let p = l.followers.entry(replica).or_default();
+        let p = l.followers.entry_or_default(replica);
         let before = p.last_caught_up;
         if offset >= leo {
             p.last_caught_up = now;

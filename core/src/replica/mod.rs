@@ -15,6 +15,7 @@ mod follower;
 mod idempotence;
 mod leader;
 mod log;
+mod node_map;
 mod repair;
 
 #[cfg(test)]
