@@ -247,6 +247,8 @@ pub struct ReplicaView {
     pub log_corrupt: bool,
 }
 
+// Not boxed: one per hosted partition, and a leader's state is read on nearly every step.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum RoleState {
     Leader(LeaderState),
     Follower(FollowerState),

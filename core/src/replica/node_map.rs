@@ -124,9 +124,10 @@ mod tests {
                 3 => assert_eq!(m.get_mut(&key).map(|v| *v), b.get_mut(&key).map(|v| *v)),
                 4 => {
                     let mut out = Vec::new();
-                    m.take_into(&mut out, |k, v| (k as u64 + v) % 3 == 0);
-                    let want: Vec<(NodeId, u64)> =
-                        b.extract_if(.., |k, v| (*k as u64 + *v) % 3 == 0).collect();
+                    m.take_into(&mut out, |k, v| (k as u64 + v).is_multiple_of(3));
+                    let want: Vec<(NodeId, u64)> = b
+                        .extract_if(.., |k, v| (*k as u64 + *v).is_multiple_of(3))
+                        .collect();
                     assert_eq!(out, want);
                 }
                 _ => assert_eq!(m.contains_key(&key), b.contains_key(&key)),
