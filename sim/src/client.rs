@@ -161,6 +161,9 @@ pub(crate) struct MetaCache {
     leaders: Vec<Option<NodeId>>,
     /// What a metadata request asks for (built once, like `tps`).
     topics: [String; 1],
+    /// Whether any of `leaders` is unknown, kept with them: asked on every step and
+    /// wake-up.
+    missing: bool,
 }
 
 impl MetaCache {
@@ -170,6 +173,7 @@ impl MetaCache {
             tps: (0..partitions).map(tp).collect(),
             leaders: vec![None; partitions as usize],
             topics: [TOPIC.to_string()],
+            missing: partitions > 0,
         }
     }
 
@@ -198,6 +202,7 @@ impl MetaCache {
             for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
                 *l = self.cache.leader(key);
             }
+            self.missing = self.leaders.contains(&None);
         }
         r
     }
@@ -225,16 +230,13 @@ impl MetaCache {
         self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
     }
 
-    fn missing(&self, partitions: u32) -> bool {
-        (0..partitions).any(|p| self.leader(p).is_none())
-    }
-
-    /// Sends a metadata request if one is due.
-    pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>, partitions: u32) {
-        let missing = self.missing(partitions);
+    /// Sends a metadata request if one is due (a leader of the topic is unknown, or the
+    /// cache was marked stale).
+    pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>) {
+        debug_assert_eq!(self.missing, self.leaders.contains(&None));
         if let Some(req) = self
             .cache
-            .poll_refresh(ctx.now, *corr + 1, &self.topics, missing)
+            .poll_refresh(ctx.now, *corr + 1, &self.topics, self.missing)
         {
             *corr += 1;
             let to = ctx.rng.gen_range(1..=ctx.brokers);
@@ -248,8 +250,8 @@ impl MetaCache {
         self.with_cache(|c| c.learn(r));
     }
 
-    pub(crate) fn next_wake(&self, partitions: u32) -> Option<SimTime> {
-        self.cache.next_refresh(self.missing(partitions))
+    pub(crate) fn next_wake(&self) -> Option<SimTime> {
+        self.cache.next_refresh(self.missing)
     }
 }
 
@@ -277,7 +279,21 @@ fn value_text(index: u32, n: u64) -> Text {
 /// A record's value as the checks and the history keep it: its bytes as text (invalid
 /// UTF-8 replaced, as `String::from_utf8_lossy` does), inline when short. Valid input is
 /// one copy; `Text::from_utf8_lossy` went piece by piece and cost ~3x.
+///
+/// The workload's values are short ASCII: checked a word at a time (`is_ascii`, inlined),
+/// they skip `from_utf8`'s general validation, an out-of-line call that was most of the
+/// cost of a read record's value.
+#[inline]
 pub(crate) fn value_of(bytes: &[u8]) -> Text {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        return Text::new(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    value_of_utf8(bytes)
+}
+
+#[cold]
+fn value_of_utf8(bytes: &[u8]) -> Text {
     match std::str::from_utf8(bytes) {
         Ok(s) => Text::new(s),
         Err(_) => Text::new(String::from_utf8_lossy(bytes)),
@@ -448,7 +464,7 @@ impl Producer {
             self.meta.invalidate();
         }
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.meta.poll(&mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -574,7 +590,7 @@ impl Producer {
         }
         self.poll_init(ctx);
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.meta.poll(&mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -774,7 +790,7 @@ impl Producer {
         {
             at(0);
         }
-        if let Some(m) = self.meta.next_wake(self.partitions) {
+        if let Some(m) = self.meta.next_wake() {
             at(m);
         }
         t
@@ -797,6 +813,27 @@ mod tests {
     fn value_text_is_the_formatted_value() {
         for (i, n) in [(0, 0), (1, 9), (3, 10), (12, 123_456), (u32::MAX, u64::MAX)] {
             assert_eq!(super::value_text(i, n), format!("p{i}-{n}"));
+        }
+    }
+
+    #[test]
+    fn value_of_is_the_lossy_text() {
+        let long = "p7-".repeat(20);
+        let cases: [&[u8]; 7] = [
+            b"",
+            b"p1-2",
+            long.as_bytes(),
+            "caf\u{e9}-\u{1f980}".as_bytes(),
+            b"p1-\xff",
+            b"\xf0\x9f\xa6",
+            b"\x7f\x80",
+        ];
+        for bytes in cases {
+            assert_eq!(
+                super::value_of(bytes),
+                String::from_utf8_lossy(bytes),
+                "{bytes:?}"
+            );
         }
     }
 }

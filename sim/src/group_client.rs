@@ -516,7 +516,6 @@ impl GroupMember {
                 brokers: ctx.brokers,
                 controllers: ctx.controllers,
             },
-            self.partitions,
         );
         let c = self.consumer.as_ref().expect("up");
         self.owned_now.clear();
@@ -696,7 +695,7 @@ impl GroupMember {
             App::Processing { done_at, .. } => at(*done_at),
             App::Committing { since, .. } => at(since + FORGET_AFTER),
         }
-        if let Some(m) = self.meta.next_wake(self.partitions) {
+        if let Some(m) = self.meta.next_wake() {
             at(m);
         }
         t

@@ -65,7 +65,7 @@ impl Consumer {
                 }
             }
         }
-        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.meta.poll(&mut self.corr, ctx);
         self.send_polls(ctx);
     }
 
@@ -106,7 +106,7 @@ impl Consumer {
             Message::ConsumerFetchResponse(r) => self.on_fetch(from, r, ctx),
             _ => {}
         }
-        self.meta.poll(&mut self.corr, ctx, self.partitions);
+        self.meta.poll(&mut self.corr, ctx);
         self.send_polls(ctx);
     }
 
@@ -179,7 +179,7 @@ impl Consumer {
     }
 
     pub fn next_wake(&self) -> Option<SimTime> {
-        let mut t = self.meta.next_wake(self.partitions);
+        let mut t = self.meta.next_wake();
         let mut at = |x: SimTime| t = Some(t.map_or(x, |t: SimTime| t.min(x)));
         if !self.assigned {
             at(0);

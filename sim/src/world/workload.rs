@@ -3,7 +3,7 @@
 //! network), their timers, and the admin client that creates the topic.
 
 use super::{Client, Ev, World, ADMIN};
-use crate::client::{ClientOut, Ctx, CursorObs, Producer, TOPIC};
+use crate::client::{Ctx, CursorObs, Producer, TOPIC};
 use crate::config::SimConfig;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
@@ -92,19 +92,17 @@ impl World {
         now: SimTime,
         f: impl FnOnce(&mut Client, &mut Ctx<'_>),
     ) {
-        let mut out = std::mem::take(&mut self.out);
-        {
-            let mut ctx = Ctx::new(
-                now,
-                &mut self.history,
-                &mut self.work_rng,
-                &mut out,
-                &self.cfg,
-            );
-            f(&mut self.clients[idx].client, &mut ctx);
-        }
-        self.absorb_client_out(idx, now, &mut out);
-        self.out = out;
+        // The client writes into `self.out` in place: taken and put back, the whole
+        // `ClientOut` was copied twice and a spare one dropped per step.
+        let mut ctx = Ctx::new(
+            now,
+            &mut self.history,
+            &mut self.work_rng,
+            &mut self.out,
+            &self.cfg,
+        );
+        f(&mut self.clients[idx].client, &mut ctx);
+        self.absorb_client_out(idx, now);
     }
 
     /// A new producer instance at client `client` (a restart or a takeover), starting now.
@@ -115,10 +113,12 @@ impl World {
     }
 
     /// Routes what a client step produced: acknowledgements and reads to the checks, group
-    /// observations to the group checks, a pause to the client's slot, messages out.
-    pub(super) fn absorb_client_out(&mut self, idx: usize, now: SimTime, out: &mut ClientOut) {
+    /// observations to the group checks, a pause to the client's slot, messages out
+    /// (`self.out`, left empty with its allocations kept).
+    pub(super) fn absorb_client_out(&mut self, idx: usize, now: SimTime) {
         let from = Address::Client(idx as u64 + 1);
         self.history_to_tracer();
+        let out = &mut self.out;
         for (p, o, v, e) in out.acked.drain(..) {
             if let Some(g) = self.group.as_mut() {
                 g.on_known(p, o);
@@ -166,13 +166,16 @@ impl World {
         if let Some(d) = out.pause.take() {
             self.pause_client(idx, now, d);
         }
-        for (to, m) in out.sends.drain(..) {
+        // Taken for the loop (sending needs all of `self`), put back for its allocation.
+        let mut sends = std::mem::take(&mut self.out.sends);
+        for (to, m) in sends.drain(..) {
             if let Message::Produce(r) = &m {
                 self.produce_sizes
                     .insert((idx as u64 + 1, r.correlation), r.batch.record_count());
             }
             self.send(now, from, to, m);
         }
+        self.out.sends = sends;
     }
 
     pub(super) fn pause_client(&mut self, idx: usize, now: SimTime, d: SimTime) {
