@@ -26,6 +26,9 @@ type HostedReplica<S> = Replica<PartitionLog<S>>;
 /// A slot's entry in [`ReplicaSet::timers`] while its replica may have changed since its
 /// timer was cached.
 const STALE: Nanos = Nanos::MAX - 1;
+/// `ReplicaSet::reached` when no slot was reached, and when any may have been.
+const REACHED_NONE: (usize, usize) = (usize::MAX, 0);
+const REACHED_ALL: (usize, usize) = (0, usize::MAX);
 /// A slot's entry in [`ReplicaSet::timers`] for a replica with no timer (above every
 /// timer, so the earliest entry is a plain minimum).
 const NO_TIMER: Nanos = Nanos::MAX;
@@ -122,10 +125,12 @@ pub(super) struct ReplicaSet<S: Storage> {
     /// step, many steps reach no replica and most of the others one, and folding every
     /// slot after each was ~1% of a simulation's instructions.
     earliest: Cell<Earliest>,
-    /// False when no replica can have effects to drain: cleared by a drain, set when a
-    /// replica is reached mutably (the only way one gets effects). The broker drains after
-    /// every step and every group pump round, mostly with nothing new.
-    maybe_effects: bool,
+    /// The slots that can have effects to drain, as a span `[lo, hi)` of indices (empty
+    /// when `lo >= hi`): emptied by a drain, grown when a replica is reached mutably (the
+    /// only way one gets effects). The broker drains after every step and every group
+    /// pump round, mostly with nothing new, else after reaching one replica: walking all
+    /// of its slots to find that one cost more than the rest of the drain.
+    reached: (usize, usize),
     /// Moves whenever a `__consumer_offsets` replica may have changed (hosted, dropped or
     /// reached mutably): the group pump follows those replicas after every step, and skips
     /// the walk while this has not moved.
@@ -145,7 +150,7 @@ impl<S: Storage> ReplicaSet<S> {
             offline: Vec::new(),
             offline_count: Cell::new(0),
             earliest: Cell::new(Earliest::All(NO_TIMER)),
-            maybe_effects: false,
+            reached: REACHED_NONE,
             offsets_gen: 0,
             topics: Vec::new(),
         }
@@ -234,7 +239,7 @@ impl<S: Storage> ReplicaSet<S> {
         let t = std::mem::replace(self.timers[i].get_mut(), STALE);
         let e = self.earliest.get_mut();
         *e = without(*e, i, t);
-        self.maybe_effects = true;
+        self.reached = (self.reached.0.min(i), self.reached.1.max(i + 1));
         let slot = &mut self.slots[i].1;
         if slot.offsets {
             self.offsets_gen += 1;
@@ -283,7 +288,7 @@ impl<S: Storage> ReplicaSet<S> {
     pub fn insert(&mut self, tp: TopicPartition, replica: HostedReplica<S>) {
         self.offsets_gen += 1;
         *self.earliest.get_mut() = Earliest::Unknown;
-        self.maybe_effects = true;
+        self.reached = REACHED_ALL;
         let slot = Slot::new(&tp, replica);
         match self.find(&tp) {
             Ok(i) => {
@@ -304,6 +309,10 @@ impl<S: Storage> ReplicaSet<S> {
         let i = self.find(tp).ok()?;
         self.offsets_gen += 1;
         *self.earliest.get_mut() = Earliest::Unknown;
+        // The slots after it move down one: the reached span would be off by one.
+        if self.maybe_effects() {
+            self.reached = REACHED_ALL;
+        }
         let (_, slot) = self.slots.remove(i);
         self.timers.remove(i);
         if self.offline.remove(i).into_inner() {
@@ -363,7 +372,7 @@ impl<S: Storage> ReplicaSet<S> {
     /// Every replica, mutably (each one's cached timer forgotten).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut HostedReplica<S>)> {
         *self.earliest.get_mut() = Earliest::Unknown;
-        self.maybe_effects = true;
+        self.reached = REACHED_ALL;
         let gen = &mut self.offsets_gen;
         self.slots
             .iter_mut()
@@ -377,29 +386,36 @@ impl<S: Storage> ReplicaSet<S> {
             })
     }
 
-    /// False if no replica has effects to drain (see the `maybe_effects` field).
+    /// False if no replica has effects to drain (see the `reached` field).
     pub fn maybe_effects(&self) -> bool {
+        self.debug_check_reached();
+        self.reached.0 < self.reached.1
+    }
+
+    /// Only slots in the reached span have effects.
+    fn debug_check_reached(&self) {
+        let (lo, hi) = self.reached;
         debug_assert!(
-            self.maybe_effects || self.slots.iter().all(|(_, s)| !s.replica.has_effects()),
+            self.slots
+                .iter()
+                .enumerate()
+                .all(|(i, (_, s))| (lo <= i && i < hi) || !s.replica.has_effects()),
             "a replica got effects without being reached mutably"
         );
-        self.maybe_effects
     }
 
     /// The replicas that have effects to drain, mutably; the others keep their cache. The
     /// caller drains every one (the next call looks only if a replica was reached since).
     pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut HostedReplica<S>> {
-        let any = std::mem::take(&mut self.maybe_effects);
-        debug_assert!(
-            any || self.slots.iter().all(|(_, s)| !s.replica.has_effects()),
-            "a replica got effects without being reached mutably"
-        );
-        let slots = if any { &mut self.slots[..] } else { &mut [] };
+        self.debug_check_reached();
+        let (lo, hi) = std::mem::replace(&mut self.reached, REACHED_NONE);
+        let hi = hi.min(self.slots.len());
+        let span = lo.min(hi)..hi;
         let gen = &mut self.offsets_gen;
         let earliest = self.earliest.get_mut();
-        slots
+        self.slots[span.clone()]
             .iter_mut()
-            .zip(self.timers.iter_mut())
+            .zip(self.timers[span].iter_mut())
             .filter(|((_, s), _)| s.replica.has_effects())
             .map(move |((_, s), t)| {
                 // Nearly always a slot reached this step, so already stale (see `without`);

@@ -85,6 +85,10 @@ impl Checker {
     /// `next_offset`; `delta` is the metadata a message delivered in that step carried.
     /// Judges that the offset did not go back, stays within the committed log, and that
     /// the records applied in the step are the committed ones at their offsets.
+    ///
+    /// Returns whether it judged anything: when it did not (nothing applied, within the
+    /// committed log), the same call again before the broker steps or a controller commits
+    /// would not either, so the world skips its second look after a delivery.
     pub fn on_broker_metadata(
         &mut self,
         now: SimTime,
@@ -92,7 +96,7 @@ impl Checker {
         incarnation: u64,
         next_offset: Offset,
         delta: Option<&MetadataDelta>,
-    ) {
+    ) -> bool {
         let slot = self
             .metadata
             .brokers
@@ -105,25 +109,26 @@ impl Checker {
         let committed = self.metadata.committed.len() as Offset;
         if next_offset == before && next_offset <= committed {
             // Nothing applied since the last step (most steps): nothing to judge.
-            return;
+            return false;
         }
         if next_offset < before {
             let d = format!(
                 "broker {broker} (incarnation {incarnation}) went back from metadata offset {before} to {next_offset}"
             );
             self.violate(METADATA_IN_ORDER, now, d);
-            return;
+            return true;
         }
         if next_offset > committed {
             let d = format!(
                 "broker {broker} applied metadata up to offset {next_offset}, but only {committed} records were ever committed"
             );
             self.violate(METADATA_IN_ORDER, now, d);
-            return;
+            return true;
         }
         if let Some(d) = self.applied_mismatch(broker, before, next_offset, delta) {
             self.violate(METADATA_IN_ORDER, now, d);
         }
+        true
     }
 
     /// Why the records `before..after` the broker applied are not the committed ones, if

@@ -486,6 +486,22 @@ fn metadata_applied_in_order_passes_and_a_restart_replays_from_zero() {
     assert_eq!(c.count(METADATA_IN_ORDER), 0, "{:?}", c.violations());
 }
 
+/// The world skips its second look after a delivered step when the first judged nothing:
+/// then a second look must indeed judge nothing, and one after a judged step is still taken
+/// (an image past the committed log is reported by each look, as before).
+#[test]
+fn metadata_check_says_when_a_second_look_could_judge() {
+    let mut c = Checker::new();
+    let r = committed_metadata(&mut c);
+    assert!(c.on_broker_metadata(0, 7, 0, 2, Some(&delta(0, &r[..2]))));
+    assert!(!c.on_broker_metadata(1, 7, 0, 2, None), "nothing applied");
+    assert!(!c.on_broker_metadata(1, 7, 0, 2, None));
+    assert_eq!(c.count(METADATA_IN_ORDER), 0, "{:?}", c.violations());
+    assert!(c.on_broker_metadata(2, 7, 0, 4, Some(&delta(0, &r))));
+    assert!(c.on_broker_metadata(2, 7, 0, 4, None), "still past the log");
+    assert_eq!(c.count(METADATA_IN_ORDER), 2, "{:?}", c.violations());
+}
+
 /// One broker step: (incarnation, image offset after it, the delta delivered in it).
 type BrokerStep = (u64, Offset, Option<skein_core::controller::MetadataDelta>);
 

@@ -106,22 +106,23 @@ impl World {
     }
 
     /// After a step of broker `id` (`delta`: the metadata a message delivered in it
-    /// carried), `metadata-in-order` looks at its image's offset.
+    /// carried), `metadata-in-order` looks at its image's offset. Returns whether the
+    /// checker judged anything ([`crate::invariants::Checker::on_broker_metadata`]).
     pub(super) fn observe_broker_metadata(
         &mut self,
         now: crate::time::SimTime,
         id: NodeId,
         delta: Option<&skein_core::controller::MetadataDelta>,
-    ) {
+    ) -> bool {
         let Some(slot) = self.brokers.get(id) else {
-            return;
+            return false;
         };
         let Some(b) = slot.machine.as_ref() else {
-            return;
+            return false;
         };
         let offset = b.metadata_image().next_offset;
         self.checker
-            .on_broker_metadata(now, id, slot.incarnation, offset, delta);
+            .on_broker_metadata(now, id, slot.incarnation, offset, delta)
     }
 
     /// Feeds `fenced-broker-ack` the brokers fenced in the newest committed metadata.

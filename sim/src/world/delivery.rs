@@ -264,8 +264,10 @@ impl World {
                 let diverging = diverging_answer(from, &msg);
                 let delta = metadata_delta(&msg);
                 b.step(local, from, msg);
-                self.observe_broker_metadata(now, n, delta.as_ref());
-                self.after_broker_step(n, now);
+                // The delivered delta is judged right after the step; the look that
+                // `after_broker_step` takes again can only find something if this one did.
+                let judged = self.observe_broker_metadata(now, n, delta.as_ref());
+                self.route_broker_step(n, now, judged);
                 if let Some(answer) = diverging {
                     self.check_log_matching(now, n, answer);
                 }
@@ -357,6 +359,13 @@ impl World {
     /// After a broker handled something: charge its disk time, route its outputs, feed
     /// the invariant checks, and set its timer.
     pub(super) fn after_broker_step(&mut self, id: NodeId, now: SimTime) {
+        self.route_broker_step(id, now, true);
+    }
+
+    /// [`Self::after_broker_step`]; `observe_metadata`: whether to show the checker the
+    /// broker's metadata offset (false when a delivery's look just now judged nothing:
+    /// this one would not either).
+    fn route_broker_step(&mut self, id: NodeId, now: SimTime, observe_metadata: bool) {
         let slot = self.brokers.get_mut(id).expect("slot");
         let latency = slot.disk.take_latency();
         let send_at = now + latency;
@@ -381,19 +390,6 @@ impl World {
         }
         let from = Address::Node(id);
         for o in outputs.drain(..) {
-            if let Output::Event(e) = &o {
-                let seq = self.q.len() as u64;
-                self.tracer.event_named(
-                    name_slots::BROKER_EVENT,
-                    now,
-                    seq,
-                    ("broker-event", ""),
-                    &[id as u64],
-                    || format!("node-{id}: {e:?}"),
-                );
-                self.tracer
-                    .fields(now, Fields::BrokerEvent { node: id, event: e });
-            }
             match o {
                 Output::Send { to, msg } => {
                     if let Address::Client(c) = to {
@@ -401,45 +397,72 @@ impl World {
                     }
                     self.send(send_at, from, to, msg);
                 }
-                // The replication invariants watch every topic (the simulator's and
-                // __consumer_offsets); the client-facing ones only the simulator's.
-                Output::Event(BrokerEvent::Replica(ReplicaEvent::HighWatermark {
-                    tp,
-                    leader_epoch,
-                    high_watermark,
-                })) => {
-                    self.checker
-                        .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
-                }
-                Output::Event(BrokerEvent::Replica(ReplicaEvent::BecameLeader {
-                    tp,
-                    epoch,
-                    log_end_offset,
-                })) => {
-                    self.checker.on_became_leader(&tp, epoch, log_end_offset);
-                }
-                Output::Event(BrokerEvent::OffsetsCommitted {
-                    group,
-                    coordinator_epoch,
-                    offsets,
-                }) if group == self.cfg.group_id => {
-                    if let Some(gc) = self.group.as_mut() {
-                        let offsets: Vec<(u32, Offset)> = offsets
-                            .into_iter()
-                            .filter(|(tp, _)| tp.topic == TOPIC)
-                            .map(|(tp, o)| (tp.partition, o))
-                            .collect();
-                        gc.on_committed(&mut self.checker, now, id, coordinator_epoch, &offsets);
-                    }
-                }
-                _ => {}
+                Output::Event(e) => self.on_broker_event(id, now, e),
             }
         }
         self.node_out = outputs;
         self.set_node_timer(Address::Node(id), now, next);
         self.observe_coordinator(id, now);
         // A delivered delta was judged right after its step; this sees every other step.
-        self.observe_broker_metadata(now, id, None);
+        if observe_metadata {
+            self.observe_broker_metadata(now, id, None);
+        }
+    }
+
+    /// A broker's event (about one output in ten): traced, and fed to the checks. Kept out
+    /// of line, so the loop over a step's outputs (mostly sends) stays small.
+    #[inline(never)]
+    fn on_broker_event(&mut self, id: NodeId, now: SimTime, e: BrokerEvent) {
+        let seq = self.q.len() as u64;
+        self.tracer.event_named(
+            name_slots::BROKER_EVENT,
+            now,
+            seq,
+            ("broker-event", ""),
+            &[id as u64],
+            || format!("node-{id}: {e:?}"),
+        );
+        self.tracer.fields(
+            now,
+            Fields::BrokerEvent {
+                node: id,
+                event: &e,
+            },
+        );
+        match e {
+            // The replication invariants watch every topic (the simulator's and
+            // __consumer_offsets); the client-facing ones only the simulator's.
+            BrokerEvent::Replica(ReplicaEvent::HighWatermark {
+                tp,
+                leader_epoch,
+                high_watermark,
+            }) => {
+                self.checker
+                    .on_leader_hw(now, id, &tp, leader_epoch, high_watermark);
+            }
+            BrokerEvent::Replica(ReplicaEvent::BecameLeader {
+                tp,
+                epoch,
+                log_end_offset,
+            }) => {
+                self.checker.on_became_leader(&tp, epoch, log_end_offset);
+            }
+            BrokerEvent::OffsetsCommitted {
+                group,
+                coordinator_epoch,
+                offsets,
+            } if group == self.cfg.group_id => {
+                if let Some(gc) = self.group.as_mut() {
+                    let offsets: Vec<(u32, Offset)> = offsets
+                        .into_iter()
+                        .filter(|(tp, _)| tp.topic == TOPIC)
+                        .map(|(tp, o)| (tp.partition, o))
+                        .collect();
+                    gc.on_committed(&mut self.checker, now, id, coordinator_epoch, &offsets);
+                }
+            }
+            _ => {}
+        }
     }
 
     pub(super) fn after_controller_step(&mut self, id: NodeId, now: SimTime) {
