@@ -45,6 +45,14 @@ impl<T> Slab<T> {
         }
     }
 
+    /// The value parked under `handle`, left parked.
+    #[inline]
+    pub fn get(&self, handle: u32) -> &T {
+        self.slots[handle as usize]
+            .as_ref()
+            .expect("a parked value")
+    }
+
     /// Takes back the value parked under `handle` (a handle is used once).
     #[inline]
     pub fn take(&mut self, handle: u32) -> T {
@@ -201,6 +209,7 @@ mod tests {
         let a = s.insert("a");
         let b = s.insert("b");
         assert_ne!(a, b);
+        assert_eq!(*s.get(a), "a");
         assert_eq!(s.take(a), "a");
         // The freed slot is reused; the other value is untouched.
         let c = s.insert("c");

@@ -171,8 +171,10 @@ impl World {
             );
             return;
         }
-        let msg = self.in_flight.take(msg);
-        let (code, name) = msg_code(&msg);
+        // The message stays parked until its addressee takes it (`hand_over`): moved out
+        // here, it was copied on the stack at each step of the way.
+        let m = self.in_flight.get(msg);
+        let (code, name) = msg_code(m);
         let verbose = self.tracer.verbose();
         self.tracer.event_named(
             NameSlot(name_slots::DELIVER_BASE + code as usize),
@@ -182,7 +184,7 @@ impl World {
             &[addr_code(from), addr_code(to), code],
             || {
                 if verbose {
-                    let mut s = format!("{from} -> {to}: {msg:?}");
+                    let mut s = format!("{from} -> {to}: {m:?}");
                     s.truncate(600);
                     s
                 } else {
@@ -191,23 +193,25 @@ impl World {
             },
         );
         if self.tracer.recording() {
-            self.record_delivery(now, (from, to, incarnation), &msg, (sent, duplicate));
+            self.record_delivery(now, (from, to, incarnation), msg, (sent, duplicate));
         }
         if !self.net.can_deliver(from, to) {
+            self.in_flight.take(msg);
             return; // cut by a partition while in flight
         }
         self.hand_over(now, (from, to, incarnation), msg);
     }
 
-    /// Tells the viewer's recorder about a delivery and how it arrives: cut by a
-    /// partition, to a dead process, or handled.
+    /// Tells the viewer's recorder about a delivery (the message parked under `msg`) and
+    /// how it arrives: cut by a partition, to a dead process, or handled.
     fn record_delivery(
         &mut self,
         now: SimTime,
         (from, to, incarnation): (Address, Address, u64),
-        msg: &Message,
+        msg: u32,
         (sent, duplicate): (SimTime, bool),
     ) {
+        let msg = self.in_flight.get(msg);
         let arrival = if !self.net.can_deliver(from, to) {
             Arrival::Partitioned
         } else {
@@ -241,29 +245,29 @@ impl World {
         );
     }
 
-    /// Hands a delivered message to its addressee, if the process it was sent to (the same
-    /// incarnation) is still up.
+    /// Hands a delivered message (parked under `msg`) to its addressee, if the process it
+    /// was sent to (the same incarnation) is still up; else drops it.
     fn hand_over(
         &mut self,
         now: SimTime,
         (from, to, incarnation): (Address, Address, u64),
-        msg: Message,
+        msg: u32,
     ) {
         match to {
             Address::Node(n) => {
-                let Some(slot) = self.brokers.get_mut(n) else {
+                let up = self
+                    .brokers
+                    .get_mut(n)
+                    .filter(|s| s.incarnation == incarnation)
+                    .and_then(|s| Some((s.clock.local(now), s.machine.as_mut()?)));
+                let Some((local, b)) = up else {
+                    self.in_flight.take(msg);
                     return;
                 };
-                if slot.incarnation != incarnation {
-                    return;
-                }
-                let local = slot.clock.local(now);
-                let Some(b) = slot.machine.as_mut() else {
-                    return;
-                };
-                let diverging = diverging_answer(from, &msg);
-                let delta = metadata_delta(&msg);
-                b.step(local, from, msg);
+                let m = self.in_flight.get(msg);
+                let diverging = diverging_answer(from, m);
+                let delta = metadata_delta(m);
+                b.step(local, from, self.in_flight.take(msg));
                 // The delivered delta is judged right after the step; the look that
                 // `after_broker_step` takes again can only find something if this one did.
                 let judged = self.observe_broker_metadata(now, n, delta.as_ref());
@@ -273,22 +277,22 @@ impl World {
                 }
             }
             Address::Controller(id) => {
-                let Some(slot) = self.controllers.get_mut(&id) else {
+                let up = self
+                    .controllers
+                    .get_mut(&id)
+                    .filter(|s| s.incarnation == incarnation)
+                    .and_then(|s| Some((s.clock.local(now), s.machine.as_mut()?)));
+                let Some((local, c)) = up else {
+                    self.in_flight.take(msg);
                     return;
                 };
-                if slot.incarnation != incarnation {
-                    return;
-                }
-                let local = slot.clock.local(now);
-                let Some(c) = slot.machine.as_mut() else {
-                    return;
-                };
-                if !c.step(local, from, msg) {
+                if !c.step(local, from, self.in_flight.take(msg)) {
                     return;
                 }
                 self.after_controller_step(id, now);
             }
             Address::Client(c) => {
+                let msg = self.in_flight.take(msg);
                 if c == ADMIN {
                     self.admin(now, Some(msg));
                     return;
