@@ -57,8 +57,9 @@ pub struct GroupChecker {
     /// no-op (see [`GroupChecker::coordinator_unchanged`]).
     version: u64,
     /// Per broker: `version` after its last observation, the stamp of the coordinator
-    /// observed (see [`CoordinatorStamp`]) and the state observed.
-    seen: BTreeMap<NodeId, (u64, Option<CoordinatorStamp>, CoordinatorState)>,
+    /// observed (see [`CoordinatorStamp`]) and the state observed. (Asked after every
+    /// broker step: slots by id, not a map search.)
+    seen: crate::slots::PartitionSlots<(u64, Option<CoordinatorStamp>, CoordinatorState)>,
     /// Coordinator loads of the group seen (failovers + the first load).
     pub loads: u64,
     pub commits_acked: u64,
@@ -246,7 +247,7 @@ impl GroupChecker {
         stamp: Option<CoordinatorStamp>,
         state: impl FnOnce() -> Option<(LeaderEpoch, I)>,
     ) -> bool {
-        let Some((version, seen_stamp, seen)) = self.seen.get_mut(&broker) else {
+        let Some((version, seen_stamp, seen)) = self.seen.get_mut(broker) else {
             return false;
         };
         if *version != self.version {
