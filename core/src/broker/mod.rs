@@ -872,32 +872,21 @@ impl<S: Storage + Clone> Broker<S> {
         // Most replicas have nothing: only those with effects are visited.
         for r in self.replicas.with_effects_mut() {
             for effect in r.drain_effects_iter() {
-                self.outputs.push(match effect {
-                    // Answers to this broker's own (group coordinator) appends.
-                    ReplicaEffect::LocalProduceAnswer(resp) => {
-                        self.groups.acks.push(resp);
-                        continue;
-                    }
-                    // Cut off from the controller: the write may be committed, but this
-                    // broker may no longer speak for the partition (the client retries and
-                    // learns the outcome from the leader it finds).
-                    ReplicaEffect::Send {
-                        to,
-                        msg: Message::ProduceResponse(mut resp),
-                    } if lapsed && resp.result.is_ok() => {
-                        resp.result = Err(ProduceError::RequestTimedOut);
-                        Output::Send {
-                            to,
-                            msg: Message::ProduceResponse(resp),
+                match effect {
+                    // Nearly every effect: kept to a push, the others out of line.
+                    ReplicaEffect::Send { to, mut msg } => {
+                        if lapsed {
+                            lapse_answer(&mut msg);
                         }
+                        self.outputs.push(Output::Send { to, msg });
                     }
-                    ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
-                    ReplicaEffect::AlterPartition(p) => Output::Send {
-                        to: controller,
-                        msg: Message::ControllerRequest(alter_request(p)),
-                    },
-                    ReplicaEffect::Event(e) => Output::Event(BrokerEvent::Replica(e)),
-                });
+                    other => route_rare_effect(
+                        &mut self.outputs,
+                        &mut self.groups.acks,
+                        controller,
+                        other,
+                    ),
+                }
             }
         }
     }
@@ -1386,6 +1375,41 @@ fn not_controller(resp: &ControllerResponse) -> Option<Option<NodeId>> {
         ControllerError::NotController { leader } => Some(*leader),
         _ => None,
     }
+}
+
+/// Cut off from the controller: a produce answer's write may be committed, but this broker
+/// may no longer speak for the partition (the client retries and learns the outcome from
+/// the leader it finds).
+fn lapse_answer(msg: &mut Message) {
+    if let Message::ProduceResponse(resp) = msg {
+        if resp.result.is_ok() {
+            resp.result = Err(ProduceError::RequestTimedOut);
+        }
+    }
+}
+
+/// A replica's effect other than a message (see `Broker::drain_replica_effects`).
+#[inline(never)]
+fn route_rare_effect(
+    outputs: &mut Vec<Output>,
+    acks: &mut Vec<ProduceResponse>,
+    controller: Address,
+    effect: ReplicaEffect,
+) {
+    outputs.push(match effect {
+        // (The caller routes messages itself; this is for completeness.)
+        ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
+        // Answers to this broker's own (group coordinator) appends.
+        ReplicaEffect::LocalProduceAnswer(resp) => {
+            acks.push(resp);
+            return;
+        }
+        ReplicaEffect::AlterPartition(p) => Output::Send {
+            to: controller,
+            msg: Message::ControllerRequest(alter_request(p)),
+        },
+        ReplicaEffect::Event(e) => Output::Event(BrokerEvent::Replica(e)),
+    });
 }
 
 fn alter_request(p: IsrProposal) -> ControllerRequest {

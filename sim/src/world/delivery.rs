@@ -139,6 +139,10 @@ impl World {
         }
     }
 
+    /// Out of line: inlined into the run loop, it made the loop's hot code too big for
+    /// the instruction cache (on the 10 s bench seed, 6.7% more L1i misses for 0.6%
+    /// fewer instructions).
+    #[inline(never)]
     pub(super) fn deliver(
         &mut self,
         now: SimTime,
