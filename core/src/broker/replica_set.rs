@@ -507,7 +507,9 @@ mod tests {
         let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
         for n in 0..=base.len() {
             let a = &base[..n];
-            assert!(same_name(a, &a.to_vec()), "length {n}");
+            // Another buffer with the same bytes.
+            let copy = a.to_vec();
+            assert!(same_name(a, &copy), "length {n}");
             for i in 0..n {
                 let mut b = a.to_vec();
                 b[i] ^= 0x20;
