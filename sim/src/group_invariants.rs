@@ -52,6 +52,12 @@ pub struct GroupChecker {
     /// Offsets below this were checked as processed.
     verified: BTreeMap<u32, Offset>,
     reported_unprocessed: BTreeSet<(u32, Offset)>,
+    /// Per member: the last state [`GroupChecker::on_member`] took in that claimed nothing
+    /// another member had claimed. Every member step reports its state, nearly always
+    /// this one again, and taking it in again changes nothing: its claims are all the
+    /// member's (claims are never changed once made) and `owned` already holds its
+    /// partitions (only the member's own reports change its entry).
+    last_member_state: BTreeMap<u32, (GenerationId, Rc<[u32]>)>,
     /// Bumped whenever `coordinator_epoch`, `loaded_on` or `committed` changes: while it
     /// stands still, observing a coordinator state already observed on that broker is a
     /// no-op (see [`GroupChecker::coordinator_unchanged`]).
@@ -142,12 +148,23 @@ impl GroupChecker {
         member: u32,
         state: Option<(Option<GenerationId>, Rc<[u32]>)>,
     ) {
+        if let Some((Some(g), parts)) = &state {
+            if self
+                .last_member_state
+                .get(&member)
+                .is_some_and(|(lg, lp)| lg == g && (Rc::ptr_eq(lp, parts) || **lp == **parts))
+            {
+                return;
+            }
+        }
         let set: BTreeSet<u32> = match &state {
             Some((generation, parts)) => {
                 if let Some(g) = generation {
+                    let mut conflict = false;
                     for &p in parts.iter() {
                         match self.claims.get(&(*g, p)) {
                             Some(&m) if m != member => {
+                                conflict = true;
                                 let d = format!("partition {p}: members {m} and {member} both own it in generation {g}");
                                 v.violation(GROUP_SINGLE_OWNER, now, d);
                             }
@@ -157,6 +174,14 @@ impl GroupChecker {
                             }
                         }
                     }
+                    if conflict {
+                        self.last_member_state.remove(&member);
+                    } else {
+                        self.last_member_state
+                            .insert(member, (*g, Rc::clone(parts)));
+                    }
+                } else {
+                    self.last_member_state.remove(&member);
                 }
                 // Most steps own what the last one did: compared before building a set.
                 let same = self
@@ -168,7 +193,10 @@ impl GroupChecker {
                 }
                 parts.iter().copied().collect()
             }
-            None => BTreeSet::new(),
+            None => {
+                self.last_member_state.remove(&member);
+                BTreeSet::new()
+            }
         };
         if self.owned.get(&member) == Some(&set) {
             return;
@@ -419,6 +447,37 @@ mod tests {
         assert_eq!(v.count(GROUP_SINGLE_OWNER), 0, "different generations");
         g.on_obs(&mut v, 3, member(3, 2, &[1]));
         assert_eq!(v.count(GROUP_SINGLE_OWNER), 1);
+    }
+
+    /// A member's unchanged state taken in again (nearly every step) changes nothing, a
+    /// conflicting one counts at every report, and one after a crash is taken in anew.
+    #[test]
+    fn repeated_member_states_are_judged_as_before() {
+        let mut v = Checker::new();
+        let mut g = GroupChecker::new(2);
+        for t in 1..4 {
+            g.on_obs(&mut v, t, member(1, 1, &[0, 1]));
+        }
+        assert_eq!(v.count(GROUP_SINGLE_OWNER), 0);
+        g.on_obs(&mut v, 4, member(2, 1, &[1]));
+        g.on_obs(&mut v, 5, member(2, 1, &[1]));
+        assert_eq!(
+            v.count(GROUP_SINGLE_OWNER),
+            2,
+            "each report of the conflict"
+        );
+        // Member 1 crashes at 6 and is back in the same state at 8: partition 0 (member 2
+        // holds 1) had no owner from 6 to 8.
+        let crashed = GroupObs::Member {
+            member: 1,
+            state: None,
+        };
+        g.on_obs(&mut v, 6, crashed);
+        g.on_obs(&mut v, 8, member(1, 1, &[0, 1]));
+        g.on_obs(&mut v, 9, member(1, 1, &[0, 1]));
+        assert_eq!(g.unowned[&0], vec![(0, Some(1)), (6, Some(8))]);
+        assert_eq!(g.unowned[&1], vec![(0, Some(1))]);
+        assert_eq!(v.count(GROUP_SINGLE_OWNER), 2);
     }
 
     /// The stamp last seen on a broker stands for its state: the same stamp is unchanged

@@ -178,7 +178,12 @@ impl IdempotentProducer {
         if batch.records.is_empty() {
             return Err(ProducerError::EmptyBatch { tp: tp.clone() });
         }
-        let part = self.partitions.entry(tp.clone()).or_default();
+        // Looked up before inserting: `entry` would clone the name on every batch.
+        if !self.partitions.contains_key(tp) {
+            self.partitions
+                .insert(tp.clone(), PartitionSequences::default());
+        }
+        let part = self.partitions.get_mut(tp).expect("inserted above");
         // The window, not just the unacknowledged count, is bounded (see `in_flight`).
         if part.in_flight.len() >= MAX_IN_FLIGHT {
             return Err(ProducerError::TooManyInFlight {
