@@ -33,6 +33,7 @@ use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{
     AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Text, Value,
 };
+use std::sync::Arc;
 
 mod consumer;
 
@@ -192,6 +193,16 @@ impl MetaCache {
         self.cache.leader(&tp(p))
     }
 
+    /// Partition `p` of the topic as a key, without building one (a `String` each) when
+    /// it is one of the topic's partitions.
+    #[inline]
+    pub(crate) fn tp(&self, p: u32) -> std::borrow::Cow<'_, TopicPartition> {
+        match self.tps.get(p as usize) {
+            Some(t) => std::borrow::Cow::Borrowed(t),
+            None => std::borrow::Cow::Owned(tp(p)),
+        }
+    }
+
     /// Changes the cache with `f` and refreshes the leaders mirrored from it.
     /// The mirror is refreshed only when core's cache says a leader may have changed
     /// (`LeaderCache::version`), so most answers (group protocol, records) cost no refresh.
@@ -306,7 +317,8 @@ pub(crate) fn tp(p: u32) -> TopicPartition {
 
 struct InFlight {
     values: Vec<Text>,
-    batch: RecordBatch,
+    /// Shared with the idempotent producer's copy kept for retries.
+    batch: Arc<RecordBatch>,
     /// Correlation of the latest attempt, once sent.
     corr: Option<u64>,
     sent_at: SimTime,
@@ -452,8 +464,8 @@ impl Producer {
         for (p, f) in self.in_flight.iter_mut() {
             let waiting = f.send_at.is_none() && f.checking.is_none();
             if waiting && ctx.now >= f.sent_at + REQUEST_TIMEOUT {
-                if let Ok(b) = self.producer.resend(&tp(p), &f.batch) {
-                    f.batch = b;
+                if let Ok(b) = self.producer.resend(&self.meta.tp(p), &f.batch) {
+                    f.batch = Arc::new(b);
                 }
                 f.send_at = Some(ctx.now);
                 f.corr = None;
@@ -534,7 +546,7 @@ impl Producer {
                 let bytes = values.iter().map(|v| v.as_bytes().to_vec());
                 let batch = RecordBatch::from_values(now_ms, bytes);
                 self.record(ctx, p, &values, EventType::Invoke);
-                let Ok(batch) = self.producer.prepare(&tp(p), batch) else {
+                let Ok(batch) = self.producer.prepare_shared(&self.meta.tp(p), batch) else {
                     self.record(ctx, p, &values, EventType::Fail);
                     continue;
                 };
@@ -574,7 +586,7 @@ impl Producer {
                 if self.acks == Acks::None {
                     // Fire and forget: the outcome is unknown.
                     let f = self.in_flight.remove(p).expect("present");
-                    self.producer.forget(&tp(p), &f.batch);
+                    self.producer.forget(&self.meta.tp(p), &f.batch);
                     self.record(ctx, p, &f.values, EventType::Info);
                 }
             }
@@ -708,8 +720,9 @@ impl Producer {
                 let f = self.in_flight.remove(p).expect("present");
                 self.acked += f.values.len() as u64;
                 // The batch as the leader placed it: one record per value, in order.
-                let placed = f.batch.at(base_offset);
-                for ((offset, _), v) in placed.iter_offsets().zip(f.values) {
+                let offsets =
+                    (f.batch.records.iter()).map(|r| base_offset + u64::from(r.offset_delta));
+                for (offset, v) in offsets.zip(f.values) {
                     ctx.event(
                         self.client,
                         p,
@@ -730,7 +743,7 @@ impl Producer {
                     self.meta.invalidate();
                 }
                 let f = self.in_flight.get_mut(p).expect("present");
-                f.batch = batch;
+                f.batch = Arc::new(batch);
                 f.corr = None;
                 f.send_at = Some(ctx.now + RETRY_BACKOFF + between(ctx.rng, 0, RETRY_BACKOFF));
             }
@@ -744,7 +757,7 @@ impl Producer {
                 // Every batch in flight goes again, re-stamped under the new epoch.
                 for (t, batch) in resend {
                     if let Some(f) = self.in_flight.get_mut(t.partition) {
-                        f.batch = batch;
+                        f.batch = Arc::new(batch);
                         f.corr = None;
                         f.checking = None;
                         f.send_at = Some(ctx.now);
@@ -764,8 +777,13 @@ impl Producer {
     }
 
     pub fn next_wake(&self) -> Option<SimTime> {
-        let mut t: Option<SimTime> = None;
-        let mut at = |x: SimTime| t = Some(t.map_or(x, |t| t.min(x)));
+        // The earliest time, and whether there is one (a plain minimum: asked after every
+        // step, the `Option` updates cost more).
+        let (mut t, mut any) = (SimTime::MAX, false);
+        let mut at = |x: SimTime| {
+            t = t.min(x);
+            any = true;
+        };
         if self.idempotent && self.producer.producer().is_none() {
             at(self.init_sent.map_or(0, |s| s + METADATA_TIMEOUT));
         }
@@ -793,7 +811,7 @@ impl Producer {
         if let Some(m) = self.meta.next_wake() {
             at(m);
         }
-        t
+        any.then_some(t)
     }
 
     /// Ends the run: what is still in flight has an unknown outcome; what was never sent

@@ -383,7 +383,7 @@ impl GroupMember {
                                     (o, crate::client::value_of(v))
                                 })
                                 .collect();
-                        Some((r.tp.clone(), at, read, recs.leader_epoch))
+                        Some((r.tp.partition, at, read, recs.leader_epoch))
                     }
                     _ => None,
                 }
@@ -395,13 +395,13 @@ impl GroupMember {
             self.consumer_mut()
                 .handle_response(ctx.now, p.consumer_corr, r);
         }
-        if let Some((t, at, records, epoch)) = polled {
-            let part = t.partition;
+        if let Some((part, at, records, epoch)) = polled {
             if self.cursor_at.get(&part) != Some(&at) {
                 // A new stint: assigned, reset or sought since this member last read here.
                 ctx.out.cursor.push(CursorObs::Start { p: part, at });
             }
-            let to = self.consumer_mut().fetch_position(&t).unwrap_or(at);
+            let consumer = self.consumer.as_mut().expect("the member is up");
+            let to = consumer.fetch_position(&self.meta.tp(part)).unwrap_or(at);
             self.cursor_at.insert(part, to);
             ctx.out.cursor.push(CursorObs::Polled {
                 p: part,
@@ -681,8 +681,12 @@ impl GroupMember {
 
     pub fn next_wake(&self) -> Option<SimTime> {
         let c = self.consumer.as_ref()?;
-        let mut t: Option<SimTime> = None;
-        let mut at = |x: SimTime| t = Some(t.map_or(x, |t: SimTime| t.min(x)));
+        // A plain minimum and whether there is one (see `Producer::next_wake`).
+        let (mut t, mut any) = (SimTime::MAX, false);
+        let mut at = |x: SimTime| {
+            t = t.min(x);
+            any = true;
+        };
         if !self.subscribed {
             at(0);
         }
@@ -698,6 +702,6 @@ impl GroupMember {
         if let Some(m) = self.meta.next_wake() {
             at(m);
         }
-        t
+        any.then_some(t)
     }
 }

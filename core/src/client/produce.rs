@@ -6,6 +6,7 @@ use crate::log::{EncodeError, EncodedBatch, RecordBatch};
 use crate::message::{Acks, ProduceAck, ProduceError, ProduceRequest};
 use crate::producer::{Completion, IdempotentProducer, ProduceOutcome, ProducerError};
 use crate::types::{Nanos, Offset, TopicPartition};
+use std::sync::Arc;
 
 /// Whether sending the same batch again may succeed. A storage error is retriable: the
 /// leader's disk refused the append (nothing was written), and leadership moves off a
@@ -121,6 +122,19 @@ impl ProduceClient {
         match self.idem.as_mut() {
             Some(p) => p.stamp(tp, batch),
             None => Ok(batch),
+        }
+    }
+
+    /// [`Self::prepare`], the batch shared with the copy an idempotent producer keeps for
+    /// retries (a host that keeps the batch it sends need not copy it).
+    pub fn prepare_shared(
+        &mut self,
+        tp: &TopicPartition,
+        batch: RecordBatch,
+    ) -> Result<Arc<RecordBatch>, ProducerError> {
+        match self.idem.as_mut() {
+            Some(p) => p.stamp_shared(tp, batch),
+            None => Ok(Arc::new(batch)),
         }
     }
 

@@ -6,6 +6,7 @@ use crate::log::{ProducerInfo, RecordBatch};
 use crate::types::{Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Most batches in flight per partition (the broker remembers this many for duplicate
 /// detection, see [`super::MAX_CACHED_BATCHES`]).
@@ -67,7 +68,9 @@ pub enum ProducerError {
 /// A sent, not yet acknowledged batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InFlightBatch {
-    pub batch: RecordBatch,
+    /// Shared with the host that sends it ([`IdempotentProducer::stamp_shared`]): kept
+    /// for retries, it is not copied on every batch.
+    pub batch: Arc<RecordBatch>,
     /// Times sent so far.
     pub attempts: u32,
     /// Unanswered sends made before the latest acknowledgement on this partition: their
@@ -172,8 +175,17 @@ impl IdempotentProducer {
     pub fn stamp(
         &mut self,
         tp: &TopicPartition,
-        mut batch: RecordBatch,
+        batch: RecordBatch,
     ) -> Result<RecordBatch, ProducerError> {
+        self.stamp_shared(tp, batch).map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Self::stamp`], the batch to send shared with the copy kept for retries.
+    pub fn stamp_shared(
+        &mut self,
+        tp: &TopicPartition,
+        mut batch: RecordBatch,
+    ) -> Result<Arc<RecordBatch>, ProducerError> {
         let id = self.usable_id()?;
         if batch.records.is_empty() {
             return Err(ProducerError::EmptyBatch { tp: tp.clone() });
@@ -197,8 +209,9 @@ impl IdempotentProducer {
             base_sequence: part.next_sequence,
         });
         part.next_sequence = part.next_sequence.wrapping_add(batch.record_count());
+        let batch = Arc::new(batch);
         part.in_flight.push_back(InFlightBatch {
-            batch: batch.clone(),
+            batch: Arc::clone(&batch),
             attempts: 1,
             stale_sends: 0,
             fresh_sends: 1,
@@ -216,7 +229,7 @@ impl IdempotentProducer {
         self.usable_id()?;
         let entry = self.find(tp, base_sequence)?;
         entry.sent();
-        Ok(entry.batch.clone())
+        Ok(RecordBatch::clone(&entry.batch))
     }
 
     fn find(
@@ -292,7 +305,7 @@ impl IdempotentProducer {
             }
             ProduceOutcome::Retriable => {
                 part.in_flight[pos].sent();
-                Completion::Retry(part.in_flight[pos].batch.clone())
+                Completion::Retry(RecordBatch::clone(&part.in_flight[pos].batch))
             }
             // A sequence error is transient when an earlier batch has not landed yet (lost or
             // being retried; for the first batches the broker does not even know the
@@ -300,7 +313,7 @@ impl IdempotentProducer {
             // The batch is retried (after the earlier ones).
             _ if sequence_error && (pos > 0 || maybe_stale) => {
                 part.in_flight[pos].sent();
-                Completion::Retry(part.in_flight[pos].batch.clone())
+                Completion::Retry(RecordBatch::clone(&part.in_flight[pos].batch))
             }
             // The oldest batch, sent after everything before it was acknowledged, is out of
             // sequence: the broker lost this producer's state.
@@ -336,7 +349,7 @@ impl IdempotentProducer {
                 p.in_flight
                     .into_iter()
                     .filter(|b| !b.acked)
-                    .map(move |b| (tp.clone(), b.batch))
+                    .map(move |b| (tp.clone(), Arc::unwrap_or_clone(b.batch)))
             })
             .collect();
         Ok(abandoned)

@@ -351,3 +351,18 @@ fn rebuild_from_a_partition_log() {
     );
     assert_eq!(table.len(), 3);
 }
+
+/// A shared stamp is the batch `stamp` returns, the very one kept for retries (not a
+/// copy), and a retry or an epoch bump hands out its contents as before.
+#[test]
+fn a_shared_stamp_is_the_kept_batch() {
+    let (mut a, mut b) = (producer(7), producer(7));
+    let plain = a.stamp(&tp(), batch(2)).unwrap();
+    let shared = b.stamp_shared(&tp(), batch(2)).unwrap();
+    assert_eq!(*shared, plain);
+    let kept = b.in_flight(&tp()).next().unwrap();
+    assert!(std::sync::Arc::ptr_eq(&kept.batch, &shared));
+    assert_eq!(b.retry(&tp(), 0).unwrap(), plain);
+    let abandoned = b.bump_epoch().unwrap();
+    assert_eq!(abandoned, vec![(tp(), plain)]);
+}

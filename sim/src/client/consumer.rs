@@ -179,8 +179,13 @@ impl Consumer {
     }
 
     pub fn next_wake(&self) -> Option<SimTime> {
-        let mut t = self.meta.next_wake();
-        let mut at = |x: SimTime| t = Some(t.map_or(x, |t: SimTime| t.min(x)));
+        // A plain minimum and whether there is one (see `Producer::next_wake`).
+        let first = self.meta.next_wake();
+        let (mut t, mut any) = (first.unwrap_or(SimTime::MAX), first.is_some());
+        let mut at = |x: SimTime| {
+            t = t.min(x);
+            any = true;
+        };
         if !self.assigned {
             at(0);
         }
@@ -191,7 +196,7 @@ impl Consumer {
                 None => {}
             }
         }
-        t
+        any.then_some(t)
     }
 
     pub fn finish(&mut self, ctx: &mut Ctx<'_>) {

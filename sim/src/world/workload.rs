@@ -8,7 +8,7 @@ use crate::config::SimConfig;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
 use crate::trace::Fields;
-use skein_core::client::Route;
+use skein_core::client::{Route, Truncation};
 use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
 use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
 use skein_core::message::{Acks as CoreAcks, Address, Message};
@@ -142,17 +142,8 @@ impl World {
                     ..
                 } => self.checker.on_consumer_poll(client, p, to, records, epoch),
                 CursorObs::Truncated { p, truncation: t } => {
-                    tracing::info!(client, partition = p, "{t}");
                     let seq = self.q.len() as u64;
-                    self.tracer.event(
-                        now,
-                        seq,
-                        "truncation-detected",
-                        "",
-                        &[client, p as u64, t.from, t.to],
-                        || format!("client {client} partition {p}: {t}"),
-                    );
-                    self.checker.on_consumer_truncation(client, p, &t);
+                    truncation_seen(&mut self.tracer, &mut self.checker, now, seq, client, p, &t)
                 }
                 CursorObs::Start { p, at } => self.checker.on_consumer_start(client, p, at),
                 CursorObs::Stop { p } => self.checker.on_consumer_stop(client, p),
@@ -306,4 +297,29 @@ impl World {
         );
         self.q.push(now + 500 * MILLIS, Ev::Admin);
     }
+}
+
+/// Consumer `client` reported a truncation in partition `p`: traced and checked. Rare, so
+/// out of line (kept out of the hot client step's code).
+#[cold]
+#[inline(never)]
+fn truncation_seen(
+    tracer: &mut crate::trace::Tracer,
+    checker: &mut crate::invariants::Checker,
+    now: SimTime,
+    seq: u64,
+    client: u64,
+    p: u32,
+    t: &Truncation,
+) {
+    tracing::info!(client, partition = p, "{t}");
+    tracer.event(
+        now,
+        seq,
+        "truncation-detected",
+        "",
+        &[client, p as u64, t.from, t.to],
+        || format!("client {client} partition {p}: {t}"),
+    );
+    checker.on_consumer_truncation(client, p, t);
 }
