@@ -190,12 +190,7 @@ impl IdempotentProducer {
         if batch.records.is_empty() {
             return Err(ProducerError::EmptyBatch { tp: tp.clone() });
         }
-        // Looked up before inserting: `entry` would clone the name on every batch.
-        if !self.partitions.contains_key(tp) {
-            self.partitions
-                .insert(tp.clone(), PartitionSequences::default());
-        }
-        let part = self.partitions.get_mut(tp).expect("inserted above");
+        let part = self.partitions.entry(tp.clone()).or_default();
         // The window, not just the unacknowledged count, is bounded (see `in_flight`).
         if part.in_flight.len() >= MAX_IN_FLIGHT {
             return Err(ProducerError::TooManyInFlight {
