@@ -988,6 +988,37 @@ fn exactly_one(buf: &[u8], h: &BatchHeader) -> Result<(), DecodeError> {
 /// The reflected CRC-32 polynomial (crc32fast's, zlib's).
 const CRC_POLY: u32 = 0xedb8_8320;
 
+/// The byte-at-a-time table of the CRC polynomial (zlib's `crc_table[0]`).
+const CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ CRC_POLY
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// `crc32fast::hash` of a few bytes (a recovery-point line's digits), a byte at a time:
+/// for so few, crc32fast's setup costs more than the bytes.
+pub(crate) fn crc32_short(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
 /// `a * b` modulo the CRC polynomial, both reflected (zlib's `multmodp`).
 const fn crc_mul(a: u32, mut b: u32) -> u32 {
     let mut m = 1u32 << 31;
@@ -1381,6 +1412,16 @@ mod tests {
                 RecordBatch::decode_walked(enc, &h),
                 "bytes {enc:?}"
             );
+        }
+    }
+
+    #[test]
+    fn short_crc_is_crc32fast() {
+        let bytes: Vec<u8> = (0..=255u8).chain(b"1234567890".iter().copied()).collect();
+        for n in 0..bytes.len() {
+            for s in [&bytes[..n], &bytes[n..]] {
+                assert_eq!(crc32_short(s), crc32fast::hash(s));
+            }
         }
     }
 

@@ -25,8 +25,8 @@ pub(crate) fn encode_rp_line(rp: u64) -> RpLine {
     // appends a line (~1,000 instructions each through `fmt`, then ~350 with a `Vec`, of a
     // simulation's flushes; docs/PERFORMANCE.md).
     let mut digits = [0u8; 20];
-    let num = crate::types::decimal(rp, &mut digits).as_bytes();
-    let crc = crc32fast::hash(num);
+    let num = crate::types::decimal_digits(rp, &mut digits);
+    let crc = super::batch::crc32_short(num);
     let mut line = RpLine {
         buf: [0; RP_LINE_MAX],
         len: num.len() + 10,
