@@ -720,9 +720,7 @@ impl Producer {
                 let f = self.in_flight.remove(p).expect("present");
                 self.acked += f.values.len() as u64;
                 // The batch as the leader placed it: one record per value, in order.
-                let offsets =
-                    (f.batch.records.iter()).map(|r| base_offset + u64::from(r.offset_delta));
-                for (offset, v) in offsets.zip(f.values) {
+                for ((offset, _), v) in f.batch.offsets_at(base_offset).zip(f.values) {
                     ctx.event(
                         self.client,
                         p,

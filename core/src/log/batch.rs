@@ -150,9 +150,15 @@ impl RecordBatch {
 
     /// Every record with its absolute offset, control records included.
     pub fn iter_offsets(&self) -> impl Iterator<Item = (Offset, &Record)> + '_ {
+        self.offsets_at(self.base_offset)
+    }
+
+    /// The records with the offsets they take when the batch is placed at `base_offset`
+    /// (as [`Self::at`] then [`Self::iter_offsets`], without the copy).
+    pub fn offsets_at(&self, base_offset: Offset) -> impl Iterator<Item = (Offset, &Record)> + '_ {
         self.records
             .iter()
-            .map(|r| (self.base_offset + u64::from(r.offset_delta), r))
+            .map(move |r| (base_offset + u64::from(r.offset_delta), r))
     }
 
     /// The application records with their offsets: nothing for a control batch.
@@ -1263,6 +1269,11 @@ mod tests {
             [5]
         );
         assert_eq!(marker.data_records().count(), 0, "a marker holds no data");
+        let placed: Vec<_> = s.offsets_at(1_000).map(|(o, r)| (o, r.clone())).collect();
+        let moved = s.clone().at(1_000);
+        let want: Vec<_> = moved.iter_offsets().map(|(o, r)| (o, r.clone())).collect();
+        assert_eq!(placed, want);
+        assert_eq!(placed[1].0, 1_001);
     }
 
     #[test]
