@@ -667,6 +667,67 @@ impl Client {
         }
     }
 
+    /// Waits (up to `retry_for`) until every broker that answers serves `topic` with a
+    /// leader for each of its `partitions`. A broker learns of a new topic with its next
+    /// heartbeat; until then it answers "unknown topic", and clients that ask it (librdkafka
+    /// among them) may drop a topic they were already producing to. Returns the brokers
+    /// that serve it and, for each that does not, why.
+    pub async fn wait_topic_on_brokers(
+        &mut self,
+        topic: &str,
+        partitions: u32,
+    ) -> (Vec<NodeId>, Vec<(NodeId, String)>) {
+        let started = Instant::now();
+        let mut waiting: Vec<NodeId> = self.cluster.brokers.iter().map(|(id, _)| *id).collect();
+        let (mut ready, mut failed) = (Vec::new(), Vec::new());
+        while !waiting.is_empty() {
+            let mut left = Vec::new();
+            for id in waiting {
+                let correlation = self.correlation();
+                let req = Message::Metadata(MetadataRequest {
+                    correlation,
+                    topics: Some(vec![topic.to_string()]),
+                });
+                let why = match self.broker_request(id, req).await {
+                    Ok(Message::MetadataResponse(m)) => {
+                        let led = m
+                            .partitions
+                            .iter()
+                            .filter(|p| p.tp.topic == topic && p.leader.is_some())
+                            .count();
+                        if led == partitions as usize {
+                            ready.push(id);
+                            continue;
+                        }
+                        if m.unknown_topics.is_empty() {
+                            format!("{led} of {partitions} partitions have a leader")
+                        } else {
+                            "topic not known yet".to_string()
+                        }
+                    }
+                    Ok(other) => format!("unexpected answer {other:?}"),
+                    // Down or unreachable: not worth waiting for.
+                    Err(e) => {
+                        failed.push((id, e.to_string()));
+                        continue;
+                    }
+                };
+                if started.elapsed() >= self.opts.retry_for {
+                    failed.push((id, why));
+                } else {
+                    left.push(id);
+                }
+            }
+            waiting = left;
+            if !waiting.is_empty() {
+                tokio::time::sleep(self.opts.retry_backoff).await;
+            }
+        }
+        ready.sort_unstable();
+        failed.sort_unstable();
+        (ready, failed)
+    }
+
     /// Partition metadata, retried until it names a leader.
     async fn leader(&mut self, tp: &TopicPartition, refresh: bool) -> Result<NodeId, String> {
         if !refresh {

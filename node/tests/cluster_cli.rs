@@ -220,7 +220,12 @@ fn admin_stats(cf: &str, dir: &Path) {
 /// One key stays on one partition (of three), in order; an unknown topic and a node id
 /// outside the peer list are refused.
 fn keyed_and_refused(cf: &str, dir: &Path) {
-    ok(&at(cf, &["topic", "create", "k", "--partitions", "3"]));
+    let made = ok(&at(cf, &["topic", "create", "k", "--partitions", "3"]));
+    // It returns once every broker serves the topic, not only the controller.
+    assert!(
+        made.contains("served with leaders by broker(s) 1,2,3"),
+        "{made}"
+    );
     let keyed_lines: String = (0..30).map(|i| format!("k{i}\n")).collect();
     let keyed = run(
         &[

@@ -84,6 +84,16 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                 }
                 let id = c.create_topic(&name, config).await?;
                 println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}");
+                // Return once the brokers serve it, so that a client started next does
+                // not meet a broker that has not heard of it yet.
+                let (ready, failed) = c.wait_topic_on_brokers(&name, partitions).await;
+                if !ready.is_empty() {
+                    let ids: Vec<String> = ready.iter().map(ToString::to_string).collect();
+                    println!("served with leaders by broker(s) {}", ids.join(","));
+                }
+                for (id, why) in failed {
+                    eprintln!("warning: broker {id} does not serve {name} yet: {why}");
+                }
             }
             TopicCommand::Delete { name, cluster } => {
                 client(&cluster)?.delete_topic(&name).await?;

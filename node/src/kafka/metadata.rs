@@ -30,7 +30,7 @@ pub async fn handle(s: &mut Session, req: MetadataRequest, version: i16) -> Meta
     let correlation = s.correlation();
     let request = Message::Metadata(message::MetadataRequest {
         correlation,
-        topics: topics.clone(),
+        topics,
     });
     let me = s.ctx.node;
     let mut resp = MetadataResponse::default()
@@ -40,12 +40,11 @@ pub async fn handle(s: &mut Session, req: MetadataRequest, version: i16) -> Meta
         .with_controller_id(BrokerId(me as i32));
     let Some(Message::MetadataResponse(m)) = s.call(request, TIMEOUT).await else {
         tracing::debug!("kafka: no metadata answer from the local broker");
+        // No topics at all rather than an error per topic: librdkafka takes a topic
+        // error with no partitions as the topic's end and fails every record it holds
+        // for it, where a reply that leaves a topic out changes nothing and it asks
+        // again.
         resp.brokers = brokers(s, &[me]);
-        resp.topics = topics
-            .unwrap_or_default()
-            .into_iter()
-            .map(|t| topic_error(t, errors::leader_not_available()))
-            .collect();
         return resp;
     };
     resp.brokers = brokers(s, &m.brokers);
