@@ -245,20 +245,19 @@ fn bad_frames_close_only_their_connection() {
         MetadataRequestTopic::default().with_name(Some(TopicName("nope".into()))),
     ]));
     let frame = request(ApiKey::Metadata, 8, 6, &meta);
-    let mut waited = 0;
-    let m: MetadataResponse = loop {
-        let m: MetadataResponse = exchange(&mut s, ApiKey::Metadata, 8, &frame);
+    // CreateTopics answered once every broker served the topic: no broker lags now.
+    for other in c.kafka_addrs() {
+        let mut o = connect(&other);
+        let m: MetadataResponse = exchange(&mut o, ApiKey::Metadata, 8, &frame);
         let led = m
             .topics
             .iter()
             .flat_map(|t| &t.partitions)
-            .filter(|p| p.leader_id.0 > 0);
-        if led.count() == 3 || waited > 100 {
-            break m;
-        }
-        waited += 1;
-        std::thread::sleep(Duration::from_millis(100));
-    };
+            .filter(|p| p.leader_id.0 > 0)
+            .count();
+        assert_eq!(led, 3, "{other} right after CreateTopics: {m:?}");
+    }
+    let m: MetadataResponse = exchange(&mut s, ApiKey::Metadata, 8, &frame);
     assert_eq!(m.brokers.len(), 3);
     let made = m
         .topics

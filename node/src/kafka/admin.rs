@@ -81,6 +81,7 @@ pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsRe
     let mut client = admin_client(s, timeout);
     let live = s.ctx.cluster.brokers.len();
     let mut resp = CreateTopicsResponse::default();
+    let mut created = Vec::new();
     for topic in &req.topics {
         let mut out = CreatableTopicResult::default()
             .with_name(topic.name.clone())
@@ -111,14 +112,39 @@ pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsRe
                         }),
                         Err(e) => Err(e),
                     };
-                    if let Err(e) = result {
-                        out.error_code = errors::admin(&e);
-                        out.error_message = Some(StrBytes::from_string(e.to_string()));
+                    match result {
+                        Ok(()) => {
+                            created.push((topic.name.0.to_string(), out.num_partitions as u32))
+                        }
+                        Err(e) => {
+                            out.error_code = errors::admin(&e);
+                            out.error_message = Some(StrBytes::from_string(e.to_string()));
+                        }
                     }
                 }
             }
         }
         resp.topics.push(out);
+    }
+    // As Kafka does within the request's timeout: answer once the brokers serve the new
+    // topics, so that the client's next Metadata request, to whichever broker, finds them
+    // (librdkafka drops a topic that a lagging broker calls unknown). A timeout of 0 asks
+    // not to wait.
+    if req.timeout_ms > 0 {
+        let mut waiter = Client::new(
+            (*s.ctx.cluster).clone(),
+            ClientOptions {
+                request_timeout: timeout,
+                retry_for: timeout,
+                ..ClientOptions::default()
+            },
+        );
+        for (name, partitions) in created {
+            let (_, late) = waiter.wait_topic_on_brokers(&name, partitions).await;
+            for (id, why) in late {
+                tracing::debug!(topic = %name, broker = id, %why, "kafka: created topic not served yet");
+            }
+        }
     }
     resp
 }
