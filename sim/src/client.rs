@@ -272,19 +272,23 @@ impl MetaCache {
 /// need no allocation.
 fn value_text(index: u32, n: u64) -> Text {
     let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+    // Digits as bytes: each UTF-8 check (`decimal`'s, then the whole value's) cost about
+    // as much as writing the digits.
     let (i, n) = (
-        skein_core::types::decimal(index.into(), &mut a),
-        skein_core::types::decimal(n, &mut b),
+        skein_core::types::decimal_digits(index.into(), &mut a),
+        skein_core::types::decimal_digits(n, &mut b),
     );
     // Gathered on the stack, then one copy into the inline form (`Text`'s own `push_str`
     // costs more per call than the whole copy).
     let mut out = [0u8; 42];
     let len = 2 + i.len() + n.len();
     out[0] = b'p';
-    out[1..1 + i.len()].copy_from_slice(i.as_bytes());
+    out[1..1 + i.len()].copy_from_slice(i);
     out[1 + i.len()] = b'-';
-    out[2 + i.len()..len].copy_from_slice(n.as_bytes());
-    Text::new(std::str::from_utf8(&out[..len]).expect("ASCII digits"))
+    out[2 + i.len()..len].copy_from_slice(n);
+    debug_assert!(out[..len].is_ascii());
+    // SAFETY: 'p', '-' and decimal digits are ASCII, so valid UTF-8.
+    Text::new(unsafe { std::str::from_utf8_unchecked(&out[..len]) })
 }
 
 /// A record's value as the checks and the history keep it: its bytes as text (invalid

@@ -586,24 +586,27 @@ impl Checker {
     }
 
     /// A consumer received the record `value` at `offset`.
-    pub fn on_read(&mut self, now: SimTime, p: u32, offset: Offset, value: &str, from: NodeId) {
-        match self.reads.get(p, offset) {
-            Some(prev) if prev != value => {
+    pub fn on_read(&mut self, now: SimTime, p: u32, offset: Offset, value: Text, from: NodeId) {
+        let first = match self.reads.get(p, offset) {
+            Some(prev) if *prev != value => {
                 let d = format!("partition {p} offset {offset}: read {prev:?} earlier, now {value:?} from broker {from}");
                 self.violate(RECORD_CHANGED, now, d);
+                false
             }
-            Some(_) => {}
-            None => {
-                self.reads.insert(p, offset, Text::from(value));
-            }
-        }
+            Some(_) => false,
+            None => true,
+        };
         if let Some(acked) = self.acked_at.get(p, offset) {
-            if acked == value {
+            if *acked == value {
                 self.read_acked.insert(p, offset, ());
             } else {
                 let d = format!("partition {p} offset {offset}: acknowledged {acked:?} but broker {from} served {value:?}");
                 self.violate(ACKED_WRITE_LOST, now, d);
             }
+        }
+        // Kept after the checks above: the value moves in, not a copy of it.
+        if first {
+            self.reads.insert(p, offset, value);
         }
     }
 

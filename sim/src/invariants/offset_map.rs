@@ -119,15 +119,32 @@ impl<T> PerPartition<T> {
     }
 
     /// Records `value` at `offset` of partition `p`; returns what was there.
+    ///
+    /// Called for every acknowledgement and first read: the partition's map almost always
+    /// exists, so creating one is out of line (with it inline, the slot's replacement and
+    /// the drop of what it held made this too big to inline).
+    #[inline]
     pub(crate) fn insert(&mut self, p: u32, offset: Offset, value: T) -> Option<T> {
-        let old = self
-            .maps
-            .get_or_insert_with(p, OffsetMap::default)
-            .insert(offset, value);
+        let old = match self.maps.get_mut(p) {
+            Some(m) => m.insert(offset, value),
+            None => {
+                self.first_in(p, offset, value);
+                None
+            }
+        };
         if old.is_none() {
             self.len += 1;
         }
         old
+    }
+
+    /// The first value of partition `p` (its map created).
+    #[cold]
+    #[inline(never)]
+    fn first_in(&mut self, p: u32, offset: Offset, value: T) {
+        let mut m = OffsetMap::default();
+        m.insert(offset, value);
+        self.maps.insert(p, m);
     }
 
     /// Partition `p`'s recorded `(offset, value)`s in `[from, below)`, in offset order.

@@ -98,9 +98,9 @@ fn new_leader_missing_acked_record_is_a_loss() {
 fn reads_acks_and_hw_rules() {
     let mut c = Checker::new();
     c.on_client_ack(1, 0, 4, "v".into(), 1);
-    c.on_read(2, 0, 4, "v", 1);
+    c.on_read(2, 0, 4, "v".into(), 1);
     assert_eq!(c.read_acked_count(), 1);
-    c.on_read(3, 0, 4, "w", 2);
+    c.on_read(3, 0, 4, "w".into(), 2);
     assert_eq!(c.count(RECORD_CHANGED), 1);
     assert_eq!(c.count(ACKED_WRITE_LOST), 1);
     c.on_served(4, 1, 0, &[batch(3, 1, &["x", "y"])], 4);
@@ -136,8 +136,8 @@ fn a_late_first_violation_is_never_hidden() {
     let mut c = Checker::new();
     // 100 record-changed violations (more than any cap) ...
     for o in 0..100 {
-        c.on_read(o, 0, o, "a", 1);
-        c.on_read(o, 0, o, "b", 2);
+        c.on_read(o, 0, o, "a".into(), 1);
+        c.on_read(o, 0, o, "b".into(), 2);
     }
     // ... and only then the first of another invariant.
     let tp = TopicPartition::new("sim", 0);
@@ -291,7 +291,7 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     for client in [1, 2] {
         c.on_consumer_poll(client, 0, 3, old.clone(), 1);
         for (o, v) in &old {
-            c.on_read(1, 0, *o, v, 1);
+            c.on_read(1, 0, *o, v.clone(), 1);
         }
     }
     // An unclean leader at epoch 2 kept only offset 0 and wrote x, y, z at 1..4.
@@ -306,7 +306,7 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
     let new = [(1, s("x")), (2, s("y")), (3, s("z"))];
     c.on_consumer_poll(1, 0, 4, new.clone(), 2);
     for (o, v) in &new {
-        c.on_read(2, 0, *o, v, 3);
+        c.on_read(2, 0, *o, v.clone(), 3);
     }
     assert_eq!(c.count(RECORD_CHANGED), 0);
     // Consumer 2 ignores it, waits past 3 and reads only z.

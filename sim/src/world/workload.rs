@@ -129,7 +129,7 @@ impl World {
             if let Some(g) = self.group.as_mut() {
                 g.on_known(p, o);
             }
-            self.checker.on_read(now, p, o, &v, b);
+            self.checker.on_read(now, p, o, v, b);
         }
         let client = idx as u64 + 1;
         for obs in out.cursor.drain(..) {
