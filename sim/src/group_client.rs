@@ -18,7 +18,7 @@
 //! What the member saw goes to the world as [`GroupObs`] for the group invariants
 //! (`crate::group_invariants`).
 
-use crate::client::{process_id, tp, Ctx, CursorObs, MetaCache, POLL_INTERVAL, TOPIC};
+use crate::client::{process_id, tp, Ctx, CursorObs, MetaCache, POLL_INTERVAL, TOPIC, TOPIC_TEXT};
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -29,7 +29,7 @@ use skein_core::group::{
     ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, GenerationId, GroupConsumer,
     GroupRequest, GroupResponse, MemberPhase, OffsetReset,
 };
-use skein_core::message::{Address, Message};
+use skein_core::message::{Address, ConsumerRecords, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
     AssignValue, CommitOffset, CommitValue, EventType, Function, PollValue, PolledRecord,
@@ -191,6 +191,29 @@ pub struct GroupMember {
     pub records: u64,
     pub commits_ok: u64,
     pub crashes: u64,
+}
+
+/// A consumed record's value as the checks and the history keep it.
+fn consumed_value(r: &ConsumedRecord) -> Text {
+    r.value
+        .as_deref()
+        .map(crate::client::value_of)
+        .unwrap_or_default()
+}
+
+/// What a fetch answer the consumer no longer awaits would have given a reader at `at`
+/// (rare: the consumer timed the request out), for consumer-skipped-records.
+#[cold]
+#[inline(never)]
+fn unawaited_reads(at: Offset, recs: &ConsumerRecords) -> Vec<(Offset, Text)> {
+    take_records(at, &recs.batches, recs.high_watermark, recs.next_offset)
+        .records
+        .into_iter()
+        .map(|(o, _, rec)| {
+            let v = rec.value.as_deref().unwrap_or_default();
+            (o, crate::client::value_of(v))
+        })
+        .collect()
 }
 
 /// History process of a member's commits (its partitions use `process_id(client, p)`).
@@ -366,23 +389,19 @@ impl GroupMember {
             self.served.insert(r.tp.partition, n);
         }
         // A fetch answer the consumer's cursor will take (it starts where the cursor is):
-        // what it reads, for consumer-skipped-records.
+        // what it reads, for consumer-skipped-records. When the consumer awaits the answer,
+        // it takes exactly those records into its buffer, where they are read after it
+        // (one walk of the answer, the consumer's); otherwise they are taken here.
         let polled = match (&msg, p.fetch_from) {
             (Message::ConsumerFetchResponse(r), Some(at)) if r.tp.topic == TOPIC => {
+                let c = self.consumer.as_ref().expect("the member is up");
                 match &r.result {
-                    Ok(recs)
-                        if self.consumer.as_ref().and_then(|c| c.fetch_position(&r.tp))
-                            == Some(at) =>
-                    {
-                        let read: Vec<(Offset, Text)> =
-                            take_records(at, &recs.batches, recs.high_watermark, recs.next_offset)
-                                .records
-                                .into_iter()
-                                .map(|(o, _, rec)| {
-                                    let v = rec.value.as_deref().unwrap_or_default();
-                                    (o, crate::client::value_of(v))
-                                })
-                                .collect();
+                    Ok(recs) if c.fetch_position(&r.tp) == Some(at) => {
+                        let read = if c.awaits(p.consumer_corr) {
+                            None
+                        } else {
+                            Some(unawaited_reads(at, recs))
+                        };
                         Some((r.tp.partition, at, read, recs.leader_epoch))
                     }
                     _ => None,
@@ -395,13 +414,19 @@ impl GroupMember {
             self.consumer_mut()
                 .handle_response(ctx.now, p.consumer_corr, r);
         }
-        if let Some((part, at, records, epoch)) = polled {
+        if let Some((part, at, read, epoch)) = polled {
             if self.cursor_at.get(&part) != Some(&at) {
                 // A new stint: assigned, reset or sought since this member last read here.
                 ctx.out.cursor.push(CursorObs::Start { p: part, at });
             }
-            let consumer = self.consumer.as_mut().expect("the member is up");
-            let to = consumer.fetch_position(&self.meta.tp(part)).unwrap_or(at);
+            let consumer = self.consumer.as_ref().expect("the member is up");
+            let tp = self.meta.tp(part);
+            let records = read.unwrap_or_else(|| {
+                (consumer.buffered_from(&tp, at))
+                    .map(|r| (r.offset, consumed_value(r)))
+                    .collect()
+            });
+            let to = consumer.fetch_position(&tp).unwrap_or(at);
             self.cursor_at.insert(part, to);
             ctx.out.cursor.push(CursorObs::Polled {
                 p: part,
@@ -552,11 +577,7 @@ impl GroupMember {
         let n = recs.len() as u64;
         let mut by_p: BTreeMap<u32, Vec<(Offset, Text)>> = BTreeMap::new();
         for r in recs {
-            let value = r
-                .value
-                .as_deref()
-                .map(crate::client::value_of)
-                .unwrap_or_default();
+            let value = consumed_value(&r);
             let p = r.tp.partition;
             let from = self.served.get(&p).copied().unwrap_or(0);
             ctx.out.read.push((p, r.offset, value.clone(), from));

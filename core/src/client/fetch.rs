@@ -44,23 +44,42 @@ pub fn take_records(
     // Sized for every record of the batches up front (most are taken): grown push by
     // push it reallocated several times per fetch.
     let mut records = Vec::with_capacity(batches.iter().map(|b| b.records.len()).sum());
+    let next_offset = scan(
+        position,
+        batches,
+        high_watermark,
+        next_offset,
+        |o, _, b, r| records.push((o, b, r)),
+    );
+    Taken {
+        records,
+        next_offset,
+    }
+}
+
+/// The one walk behind [`take_records`] and the cursor's takes: calls `each` with the
+/// offset, the batch index, the batch and the record of every record taken, in offset order,
+/// and returns where the next fetch starts.
+fn scan<'a>(
+    position: Offset,
+    batches: &'a [RecordBatch],
+    high_watermark: Offset,
+    next_offset: Offset,
+    mut each: impl FnMut(Offset, (usize, usize), &'a RecordBatch, &'a Record),
+) -> Offset {
     let mut next = position;
-    for b in batches {
-        for (o, r) in b.data_records() {
+    for (bi, b) in batches.iter().enumerate() {
+        for (ri, (o, r)) in b.data_records().enumerate() {
             if o < next || o >= high_watermark {
                 continue;
             }
-            records.push((o, b, r));
+            each(o, (bi, ri), b, r);
             next = o + 1;
         }
     }
     // Every record returned was taken, so skipping what the broker read past them
     // (leader-epoch markers) loses nothing.
-    let next_offset = next.max(next_offset.min(high_watermark));
-    Taken {
-        records,
-        next_offset,
-    }
+    next.max(next_offset.min(high_watermark))
 }
 
 /// A truncation the cursor detected: the log under the reader was cut below its position,
@@ -170,26 +189,56 @@ impl FetchCursor {
     /// Takes the unread records of a fetch answer and moves past them (and past the
     /// markers the broker read), remembering the epoch of each batch moved past.
     pub fn take<'a>(&mut self, recs: &'a ConsumerRecords) -> Taken<'a> {
-        let taken = take_records(
-            self.position,
+        let mut records = Vec::with_capacity(recs.batches.iter().map(|b| b.records.len()).sum());
+        let next_offset = self.advance(recs, |o, _, b, r| records.push((o, b, r)));
+        Taken {
+            records,
+            next_offset,
+        }
+    }
+
+    /// [`take`](Self::take), giving where each record taken lies instead: `(offset, (batch
+    /// index, record index))` in `recs.batches`, into `out` (cleared first), for a host
+    /// that moves the records out of the answer rather than copying them. Returns where the
+    /// next fetch starts.
+    pub fn take_indexes(
+        &mut self,
+        recs: &ConsumerRecords,
+        out: &mut Vec<(Offset, (usize, usize))>,
+    ) -> Offset {
+        out.clear();
+        self.advance(recs, |o, at, _, _| out.push((o, at)))
+    }
+
+    /// Moves past the unread records of `recs` (handed to `each`) and the markers the
+    /// broker read, remembering the epoch of each batch moved past.
+    fn advance<'a>(
+        &mut self,
+        recs: &'a ConsumerRecords,
+        mut each: impl FnMut(Offset, (usize, usize), &'a RecordBatch, &'a Record),
+    ) -> Offset {
+        let start = self.position;
+        // Where the reader's view of the current epoch ends so far.
+        let mut seen_end = start;
+        let next_offset = scan(
+            start,
             &recs.batches,
             recs.high_watermark,
             recs.next_offset,
+            |o, at, b, r| {
+                self.enter_epoch(b.partition_leader_epoch, seen_end);
+                seen_end = o + 1;
+                each(o, at, b, r);
+            },
         );
-        // Where the reader's view of the current epoch ends so far.
-        let mut seen_end = self.position;
-        for (o, b, _) in &taken.records {
-            self.enter_epoch(b.partition_leader_epoch, seen_end);
-            seen_end = o + 1;
-        }
         if let Some(e) = recs.last_epoch {
             // The broker read up to next_offset: its last batch (a marker, perhaps).
-            if taken.next_offset == recs.next_offset && taken.next_offset > self.position {
+            if next_offset == recs.next_offset && next_offset > start {
                 self.enter_epoch(e, seen_end);
             }
         }
-        self.position = self.position.max(taken.next_offset);
-        taken
+        self.position = start.max(next_offset);
+        next_offset
     }
 
     /// Where the reader's view of `epoch` ends: the start of the first later epoch it read

@@ -371,6 +371,9 @@ pub struct GroupConsumer {
     /// Latest time seen: deadlines at or before it were already acted on (or wait on
     /// something with its own deadline), so `next_timeout` never reports them.
     last_now: Nanos,
+    /// Where the records a fetch answer gave lie in it (kept between answers for its
+    /// allocation): they are moved out of the answer into the buffer, not copied.
+    taken: Vec<(Offset, (usize, usize))>,
 }
 
 /// A consumer configuration that cannot work.
@@ -435,6 +438,7 @@ impl GroupConsumer {
             outputs: Vec::new(),
             last_now: 0,
             ignore_truncation: false,
+            taken: Vec::new(),
         })
     }
 
@@ -482,6 +486,28 @@ impl GroupConsumer {
             .and_then(|p| p.cursor.as_ref())
             .map(FetchCursor::position)
     }
+    /// The records fetched for `tp` at or above `from` and not yet returned by `poll`, in
+    /// offset order (a host that watches what each fetch gave, as the simulator's checks
+    /// do, reads them here rather than taking the answer's records a second time).
+    pub fn buffered_from(
+        &self,
+        tp: &TopicPartition,
+        from: Offset,
+    ) -> impl Iterator<Item = &ConsumedRecord> + '_ {
+        self.owned.get(tp).into_iter().flat_map(move |p| {
+            let i = p.buffer.partition_point(|r| r.offset < from);
+            p.buffer.range(i..)
+        })
+    }
+
+    /// Whether the request under `correlation` still awaits its answer (not timed out or
+    /// answered): an answer to it now is handled, not dropped.
+    pub fn awaits(&self, correlation: CorrelationId) -> bool {
+        (self.inflight)
+            .binary_search_by_key(&correlation, |r| r.0)
+            .is_ok()
+    }
+
     pub fn committed(&self, tp: &TopicPartition) -> Option<Offset> {
         self.owned.get(tp).and_then(|p| p.committed)
     }
@@ -1665,21 +1691,25 @@ impl GroupConsumer {
         };
         p.fetching = false;
         match r {
-            Ok(data) => {
+            Ok(mut data) => {
                 p.high_watermark = Some(data.high_watermark);
-                let taken = cursor.take(&data);
-                for (o, b, r) in taken.records {
+                let next_offset = cursor.take_indexes(&data, &mut self.taken);
+                // Each record is taken once, so its parts move out of the answer (dropped
+                // after) into the buffer.
+                for &(o, (bi, ri)) in &self.taken {
+                    let b = &mut data.batches[bi];
+                    let r = &mut b.records[ri];
                     p.buffer.push_back(ConsumedRecord {
                         tp: tp.clone(),
                         offset: o,
                         leader_epoch: b.partition_leader_epoch,
                         timestamp: b.first_timestamp + r.timestamp_delta,
-                        key: r.key.clone(),
-                        value: r.value.clone(),
-                        headers: r.headers.clone(),
+                        key: r.key.take(),
+                        value: r.value.take(),
+                        headers: std::mem::take(&mut r.headers),
                     });
                 }
-                if taken.next_offset == offset {
+                if next_offset == offset {
                     p.retry_at = now + self.config.fetch_idle_backoff;
                 }
             }
