@@ -42,6 +42,10 @@ pub use consumer::Consumer;
 /// The topic every simulated client uses.
 pub const TOPIC: &str = "sim";
 
+/// [`TOPIC`] as history text: a constant, where converting the `&str` copied it into a
+/// new `Text` for every history value.
+pub(crate) const TOPIC_TEXT: Text = Text::const_new(TOPIC);
+
 /// Wall-clock origin of simulated record timestamps (2026-01-01T00:00:00Z), so timestamps
 /// look like real ones.
 const EPOCH_MS: i64 = 1_767_225_600_000;
@@ -57,8 +61,8 @@ const METADATA_MIN_INTERVAL: SimTime = 50 * MILLIS;
 pub(crate) const POLL_INTERVAL: SimTime = 20 * MILLIS;
 
 /// A send's history value, with the producer's acks level (what its acknowledgement means).
-fn sent(p: u32, value: &str, acks: Acks) -> SendValue {
-    SendValue::new(TOPIC, p, value).with_acks(match acks {
+fn sent(p: u32, value: Text, acks: Acks) -> SendValue {
+    SendValue::new(TOPIC_TEXT, p, value).with_acks(match acks {
         Acks::None => skein_jepsen::Acks::None,
         Acks::Leader => skein_jepsen::Acks::Leader,
         Acks::All => skein_jepsen::Acks::All,
@@ -431,7 +435,7 @@ impl Producer {
                 p,
                 kind,
                 Function::Send,
-                Value::Send(sent(p, v, self.acks)),
+                Value::Send(sent(p, v.clone(), self.acks)),
             );
         }
     }
@@ -730,7 +734,7 @@ impl Producer {
                         p,
                         EventType::Ok,
                         Function::Send,
-                        Value::Send(sent(p, &v, self.acks).at(offset)),
+                        Value::Send(sent(p, v.clone(), self.acks).at(offset)),
                     );
                     if self.acks == Acks::All {
                         ctx.out.acked.push((p, offset, v, epoch));

@@ -591,7 +591,7 @@ impl GroupMember {
                 .push(now, process, EventType::Invoke, Function::Poll, Value::Null);
             let polled = recs
                 .iter()
-                .map(|(o, v)| PolledRecord::new(TOPIC, p, *o, v.as_str()))
+                .map(|(o, v)| PolledRecord::new(TOPIC_TEXT, p, *o, v.clone()))
                 .collect();
             ctx.history.push(
                 now,

@@ -133,7 +133,7 @@ impl Consumer {
                 let mut read = Vec::with_capacity(taken.records.len());
                 for (offset, _, rec) in taken.records {
                     let value = rec.value.as_deref().map(value_of).unwrap_or_default();
-                    out.push(PolledRecord::new(TOPIC, p, offset, value.as_str()));
+                    out.push(PolledRecord::new(TOPIC_TEXT, p, offset, value.clone()));
                     read.push((offset, value.clone()));
                     ctx.out.read.push((p, offset, value, served_by));
                 }
