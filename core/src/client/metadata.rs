@@ -121,7 +121,25 @@ impl LeaderCache {
 
     /// A metadata request for `topics` if one is due at `now` (a leader of interest is
     /// missing, or the cache was marked stale), numbered `correlation`.
+    #[inline]
     pub fn poll_refresh(
+        &mut self,
+        now: Nanos,
+        correlation: u64,
+        topics: &[String],
+        missing: bool,
+    ) -> Option<MetadataRequest> {
+        // Asked after every client step; nearly always nothing is pending and nothing
+        // wanted, answered here without a call.
+        if self.pending.is_none() && !(self.stale || missing) {
+            return None;
+        }
+        self.refresh_due(now, correlation, topics, missing)
+    }
+
+    /// [`Self::poll_refresh`] when a request is pending or wanted.
+    #[inline(never)]
+    fn refresh_due(
         &mut self,
         now: Nanos,
         correlation: u64,
