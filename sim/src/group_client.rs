@@ -19,6 +19,7 @@
 //! (`crate::group_invariants`).
 
 use crate::client::{process_id, tp, Ctx, CursorObs, MetaCache, POLL_INTERVAL, TOPIC, TOPIC_TEXT};
+use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -169,17 +170,19 @@ pub struct GroupMember {
     app: App,
     /// A pause waiting for the next batch to strike.
     pause_armed: Option<SimTime>,
-    /// The broker that last served each partition (for read checks).
-    served: BTreeMap<u32, NodeId>,
+    /// The broker that last served each partition (for read checks). This and the other
+    /// per-partition maps below are asked on every fetch answer or step: slots by
+    /// partition number, not ordered maps.
+    served: PartitionSlots<NodeId>,
     /// User commits invoked and not yet completed, with the generation they were made in.
     open_commits: BTreeMap<CommitId, Option<GenerationId>>,
     /// Last position seen below the known committed offset, per partition (reset detection).
-    reset_seen: BTreeMap<u32, Offset>,
+    reset_seen: PartitionSlots<Offset>,
     /// The bug zoo's `consumer-ignores-truncation`, for its consumer's cursors.
     ignore_truncation: bool,
     /// Where this member's fetch cursor was after its last fetch or truncation, per
     /// partition (a fetch from elsewhere starts a new stint for consumer-skipped-records).
-    cursor_at: BTreeMap<u32, Offset>,
+    cursor_at: PartitionSlots<Offset>,
     /// The consumer's outputs being handled (kept between steps: drained into a fresh
     /// `Vec` after every step, they were regrown each time).
     outs: Vec<ConsumerOutput>,
@@ -249,10 +252,10 @@ impl GroupMember {
             pending: BTreeMap::new(),
             app: App::Idle { next_poll: 0 },
             pause_armed: None,
-            served: BTreeMap::new(),
+            served: PartitionSlots::default(),
             open_commits: BTreeMap::new(),
-            reset_seen: BTreeMap::new(),
-            cursor_at: BTreeMap::new(),
+            reset_seen: PartitionSlots::default(),
+            cursor_at: PartitionSlots::default(),
             ignore_truncation: false,
             outs: Vec::new(),
             owned: Rc::new([]),
@@ -415,18 +418,15 @@ impl GroupMember {
                 .handle_response(ctx.now, p.consumer_corr, r);
         }
         if let Some((part, at, read, epoch)) = polled {
-            if self.cursor_at.get(&part) != Some(&at) {
+            if self.cursor_at.get(part) != Some(&at) {
                 // A new stint: assigned, reset or sought since this member last read here.
                 ctx.out.cursor.push(CursorObs::Start { p: part, at });
             }
             let consumer = self.consumer.as_ref().expect("the member is up");
-            let tp = self.meta.tp(part);
-            let records = read.unwrap_or_else(|| {
-                (consumer.buffered_from(&tp, at))
-                    .map(|r| (r.offset, consumed_value(r)))
-                    .collect()
-            });
-            let to = consumer.fetch_position(&tp).unwrap_or(at);
+            let (to, buffered) = consumer.buffered_from(&self.meta.tp(part), at);
+            let records =
+                read.unwrap_or_else(|| buffered.map(|r| (r.offset, consumed_value(r))).collect());
+            let to = to.unwrap_or(at);
             self.cursor_at.insert(part, to);
             ctx.out.cursor.push(CursorObs::Polled {
                 p: part,
@@ -551,7 +551,7 @@ impl GroupMember {
             let p = t.partition;
             self.owned_now.push(p);
             if let (Some(pos), Some(committed)) = (pos, committed) {
-                if pos < committed && self.reset_seen.get(&p) != Some(&pos) {
+                if pos < committed && self.reset_seen.get(p) != Some(&pos) {
                     self.reset_seen.insert(p, pos);
                     ctx.out.group.push(GroupObs::Reset { p, to: pos });
                 }
@@ -579,7 +579,7 @@ impl GroupMember {
         for r in recs {
             let value = consumed_value(&r);
             let p = r.tp.partition;
-            let from = self.served.get(&p).copied().unwrap_or(0);
+            let from = self.served.get(p).copied().unwrap_or(0);
             ctx.out.read.push((p, r.offset, value.clone(), from));
             by_p.entry(p).or_default().push((r.offset, value));
         }
@@ -666,7 +666,7 @@ impl GroupMember {
         self.pending.clear();
         self.pause_armed = None;
         self.reset_seen.clear();
-        for p in std::mem::take(&mut self.cursor_at).into_keys() {
+        for (p, _) in std::mem::take(&mut self.cursor_at) {
             ctx.out.cursor.push(CursorObs::Stop { p });
         }
         self.app = App::Idle { next_poll: 0 };

@@ -486,18 +486,22 @@ impl GroupConsumer {
             .and_then(|p| p.cursor.as_ref())
             .map(FetchCursor::position)
     }
-    /// The records fetched for `tp` at or above `from` and not yet returned by `poll`, in
-    /// offset order (a host that watches what each fetch gave, as the simulator's checks
-    /// do, reads them here rather than taking the answer's records a second time).
+    /// Partition `tp`'s [`Self::fetch_position`] and its records fetched at or above
+    /// `from` and not yet returned by `poll`, in offset order, in one lookup: for a host
+    /// that watches what each fetch gave, as the simulator's checks do, reading them here
+    /// rather than taking the answer's records a second time.
     pub fn buffered_from(
         &self,
         tp: &TopicPartition,
         from: Offset,
-    ) -> impl Iterator<Item = &ConsumedRecord> + '_ {
-        self.owned.get(tp).into_iter().flat_map(move |p| {
+    ) -> (Option<Offset>, impl Iterator<Item = &ConsumedRecord> + '_) {
+        let p = self.owned.get(tp);
+        let position = p.and_then(|p| p.cursor.as_ref()).map(FetchCursor::position);
+        let records = p.into_iter().flat_map(move |p| {
             let i = p.buffer.partition_point(|r| r.offset < from);
             p.buffer.range(i..)
-        })
+        });
+        (position, records)
     }
 
     /// Whether the request under `correlation` still awaits its answer (not timed out or

@@ -39,8 +39,8 @@ impl GroupMember {
             | ConsumerEvent::PartitionsLost { partitions } => {
                 for p in sim_parts(&partitions) {
                     self.assign_event(ctx, p, false);
-                    self.reset_seen.remove(&p);
-                    self.cursor_at.remove(&p);
+                    self.reset_seen.remove(p);
+                    self.cursor_at.remove(p);
                     ctx.out.cursor.push(CursorObs::Stop { p });
                 }
             }
