@@ -192,6 +192,12 @@ impl MetaCache {
         }
     }
 
+    /// The leader of each of the topic's partitions, by number, as [`Self::leader`] gives.
+    #[inline]
+    pub(crate) fn leaders(&self) -> &[Option<NodeId>] {
+        &self.leaders
+    }
+
     #[cold]
     fn cached_leader(&self, p: u32) -> Option<NodeId> {
         self.cache.leader(&tp(p))
@@ -572,31 +578,33 @@ impl Producer {
                     },
                 );
             }
+            let f = self.in_flight.get_mut(p).expect("just checked");
+            // Due first: most batches are waiting for an answer.
+            if f.send_at.is_none_or(|t| t > ctx.now) {
+                continue;
+            }
             let Some(leader) = self.meta.leader(p) else {
                 continue;
             };
-            let f = self.in_flight.get_mut(p).expect("just checked");
-            if f.send_at.is_some_and(|t| t <= ctx.now) {
-                self.corr += 1;
-                f.corr = Some(self.corr);
-                f.sent_at = ctx.now;
-                f.sent_to = leader;
-                f.send_at = None;
-                // Encoded at each send, as the producer stamped it last. Short text values
-                // in at most MAX_BATCH_RECORDS records are far below the format's 4 GiB
-                // limit.
-                let req =
-                    ProduceClient::request(self.corr, tp(p), self.acks, PRODUCE_TIMEOUT, &f.batch)
-                        .expect("a simulated batch encodes");
-                ctx.out
-                    .sends
-                    .push((Address::Node(leader), Message::from(req)));
-                if self.acks == Acks::None {
-                    // Fire and forget: the outcome is unknown.
-                    let f = self.in_flight.remove(p).expect("present");
-                    self.producer.forget(&self.meta.tp(p), &f.batch);
-                    self.record(ctx, p, &f.values, EventType::Info);
-                }
+            self.corr += 1;
+            f.corr = Some(self.corr);
+            f.sent_at = ctx.now;
+            f.sent_to = leader;
+            f.send_at = None;
+            // Encoded at each send, as the producer stamped it last. Short text values
+            // in at most MAX_BATCH_RECORDS records are far below the format's 4 GiB
+            // limit.
+            let req =
+                ProduceClient::request(self.corr, tp(p), self.acks, PRODUCE_TIMEOUT, &f.batch)
+                    .expect("a simulated batch encodes");
+            ctx.out
+                .sends
+                .push((Address::Node(leader), Message::from(req)));
+            if self.acks == Acks::None {
+                // Fire and forget: the outcome is unknown.
+                let f = self.in_flight.remove(p).expect("present");
+                self.producer.forget(&self.meta.tp(p), &f.batch);
+                self.record(ctx, p, &f.values, EventType::Info);
             }
         }
     }

@@ -189,10 +189,13 @@ impl Consumer {
         if !self.assigned {
             at(0);
         }
-        for p in 0..self.partitions {
-            match &self.polls[p as usize] {
+        // The per-partition slots side by side (all `partitions` long): asked after every
+        // step, indexing each by number cost a bounds check apiece.
+        let slots = self.polls.iter().zip(&self.next_poll);
+        for ((poll, next), leader) in slots.zip(self.meta.leaders()) {
+            match poll {
                 Some(poll) => at(poll.sent_at + REQUEST_TIMEOUT),
-                None if self.meta.leader(p).is_some() => at(self.next_poll[p as usize]),
+                None if leader.is_some() => at(*next),
                 None => {}
             }
         }
