@@ -246,6 +246,20 @@ impl Recent {
         self.miss(disk, path)
     }
 
+    /// [`Self::find`] for a caller holding only `&self` (it remembers nothing new): a
+    /// read asks the generation of every segment it scans, and hashing the path each time
+    /// was ~0.6% of a simulation.
+    #[inline]
+    fn peek(&self, disk: &Disk, path: &str) -> Option<usize> {
+        if self.removals == disk.removals {
+            if let Some(&(_, i)) = self.entries.iter().find(|(p, _)| p == path) {
+                debug_assert_eq!(disk.files.get(path), Some(&i));
+                return Some(i);
+            }
+        }
+        disk.files.get(path).copied()
+    }
+
     #[cold]
     fn miss(&mut self, disk: &Disk, path: &str) -> Option<usize> {
         let i = *disk.files.get(path)?;
@@ -433,7 +447,8 @@ impl Storage for MemStorage {
     }
 
     fn generation(&self, path: &str) -> Option<u64> {
-        self.disk.borrow().get(path).map(|f| f.gen)
+        let disk = self.disk.borrow();
+        self.recent.peek(&disk, path).map(|i| disk.at(i).gen)
     }
 
     fn read_at(&mut self, path: &str, pos: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
@@ -657,13 +672,24 @@ mod tests {
             Err(StorageError::NotFound { .. })
         ));
         assert!(matches!(m.sync("d/a"), Err(StorageError::NotFound { .. })));
+        // The generation of a remembered path asked through `&self` follows it too.
+        assert_eq!(m.generation("d/a"), None);
+        assert_eq!(m.generation("d/c"), other.generation("d/c"));
+        assert_ne!(m.generation("d/c"), m.generation("d/b"));
         m.append("d/a", b"A").unwrap();
         m.append("d/c", b"C").unwrap();
         assert_eq!(m.contents("d/a").unwrap(), b"A");
         assert_eq!(m.contents("d/c").unwrap(), b"ccC");
         assert_eq!(m.contents("d/b").unwrap(), b"bb");
         // Replacing a file keeps its place: remembered places stay right.
+        let gen_b = m.generation("d/b");
         other.write_atomic("d/b", b"new").unwrap();
+        assert_ne!(
+            m.generation("d/b"),
+            gen_b,
+            "a replaced file's generation changes"
+        );
+        assert_eq!(m.generation("d/b"), other.generation("d/b"));
         m.append("d/b", b"!").unwrap();
         assert_eq!(m.contents("d/b").unwrap(), b"new!");
         // More files than a handle remembers.
