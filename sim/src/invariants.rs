@@ -297,7 +297,9 @@ pub struct Checker {
     acked_at: PerPartition<Text>,
     /// The replication invariants' state per partition. They cover every topic (the
     /// simulator's and `__consumer_offsets`): per topic, by partition number (dense from 0).
-    parts: BTreeMap<String, Vec<PartitionAudit>>,
+    /// A list, not a map: a few topics, each call finds its topic in one scan (a map's
+    /// lookup then insert searched twice), and nothing walks it in order.
+    parts: Vec<(String, Vec<PartitionAudit>)>,
     /// In the current audit pass: per partition, the highest HW of a replica presuming
     /// leadership, and which (strong-isr's bound for the controller's ISR).
     presumed_hw: BTreeMap<TopicPartition, (NodeId, Offset)>,
@@ -343,13 +345,14 @@ impl Checker {
 
     /// `tp`'s replication state, created empty when first asked for.
     fn partition_mut(&mut self, tp: &TopicPartition) -> &mut PartitionAudit {
-        if !self.parts.contains_key(tp.topic.as_str()) {
-            self.parts.insert(tp.topic.clone(), Vec::new());
-        }
-        let parts = self
-            .parts
-            .get_mut(tp.topic.as_str())
-            .expect("inserted above");
+        let at = match self.topic_at(&tp.topic) {
+            Some(at) => at,
+            None => {
+                self.parts.push((tp.topic.clone(), Vec::new()));
+                self.parts.len() - 1
+            }
+        };
+        let parts = &mut self.parts[at].1;
         let i = tp.partition as usize;
         if parts.len() <= i {
             parts.resize_with(i + 1, PartitionAudit::default);
@@ -357,10 +360,15 @@ impl Checker {
         &mut parts[i]
     }
 
+    /// Where `topic` is in `parts`, if it has any state.
+    fn topic_at(&self, topic: &str) -> Option<usize> {
+        self.parts.iter().position(|(t, _)| t == topic)
+    }
+
     /// `tp`'s replication state, if it has any.
     fn partition(&self, tp: &TopicPartition) -> Option<&PartitionAudit> {
-        self.parts
-            .get(tp.topic.as_str())?
+        self.parts[self.topic_at(&tp.topic)?]
+            .1
             .get(tp.partition as usize)
     }
 
