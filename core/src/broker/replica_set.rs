@@ -265,6 +265,7 @@ impl<S: Storage> ReplicaSet<S> {
     }
 
     /// Slot `i`'s timer, computed (with its offline flag) if not known.
+    #[inline]
     fn timer(&self, i: usize) -> Nanos {
         match self.timers[i].get() {
             STALE => self.refresh(i),
@@ -449,7 +450,10 @@ impl<S: Storage> ReplicaSet<S> {
             })
     }
 
-    /// The earliest timer of any replica, and whether any replica is offline.
+    /// The earliest timer of any replica, and whether any replica is offline. Inlined into
+    /// the broker's `next_timeout` (asked after every step): the common cases are a few
+    /// instructions and a call of their own cost more; the fold of every slot is out of line.
+    #[inline]
     pub fn summary(&self) -> Summary {
         let earliest = match self.earliest.get() {
             Earliest::All(e) => e,
@@ -466,6 +470,7 @@ impl<S: Storage> ReplicaSet<S> {
     }
 
     /// Every slot's timer (refreshed where not known), folded.
+    #[inline(never)]
     fn fold(&self) -> Nanos {
         let mut earliest = NO_TIMER;
         for (i, t) in self.timers.iter().enumerate() {
