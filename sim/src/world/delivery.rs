@@ -94,35 +94,30 @@ pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
 }
 
 impl World {
+    /// Sends `msg` through the network model. Inlined, the message moves once, from the
+    /// caller straight into the in-flight slab (passed on by value, it was copied several
+    /// times on the way); its fate is decided out of line, and a dropped one is taken back
+    /// (a handle is never observed, only the message it holds).
+    #[inline]
     pub(super) fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
+        let msg = self.in_flight.insert(msg);
+        self.send_parked(at, from, to, msg);
+    }
+
+    /// [`Self::send`] of the message parked in the in-flight slab under `msg`.
+    #[inline(never)]
+    fn send_parked(&mut self, at: SimTime, from: Address, to: Address, msg: u32) {
         let incarnation = match to {
             Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.incarnation),
             Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.incarnation),
             Address::Client(_) => 0,
         };
         match self.net.send(at, from, to, &mut self.net_rng) {
-            Fate::Dropped(why) => self.tracer.fields(
-                at,
-                Fields::Dropped {
-                    from,
-                    to,
-                    partitioned: why == crate::net::DropReason::Partitioned,
-                    msg: &msg,
-                },
-            ),
+            Fate::Dropped(why) => self.trace_dropped(at, (from, to), why, msg),
             Fate::Deliver { at: t, duplicate } => {
+                // The copy is queued first (its sequence number orders it).
                 if let Some(d) = duplicate {
-                    self.q.push(
-                        d,
-                        Ev::Deliver {
-                            from,
-                            to,
-                            incarnation,
-                            msg: self.in_flight.insert(msg.clone()),
-                            sent: at,
-                            duplicate: true,
-                        },
-                    );
+                    self.send_duplicate(d, (from, to, incarnation), at, msg);
                 }
                 self.q.push(
                     t,
@@ -130,13 +125,60 @@ impl World {
                         from,
                         to,
                         incarnation,
-                        msg: self.in_flight.insert(msg),
+                        msg,
                         sent: at,
                         duplicate: false,
                     },
                 );
             }
         }
+    }
+
+    /// [`Self::send_parked`]'s rare arms, out of line: the message's deep clone inlined
+    /// made it several times the size of its common path.
+    #[cold]
+    #[inline(never)]
+    fn send_duplicate(
+        &mut self,
+        d: SimTime,
+        (from, to, incarnation): (Address, Address, u64),
+        sent: SimTime,
+        msg: u32,
+    ) {
+        let copy = self.in_flight.get(msg).clone();
+        self.q.push(
+            d,
+            Ev::Deliver {
+                from,
+                to,
+                incarnation,
+                msg: self.in_flight.insert(copy),
+                sent,
+                duplicate: true,
+            },
+        );
+    }
+
+    /// A dropped message: traced, and taken back from the slab.
+    #[cold]
+    #[inline(never)]
+    fn trace_dropped(
+        &mut self,
+        at: SimTime,
+        (from, to): (Address, Address),
+        why: crate::net::DropReason,
+        msg: u32,
+    ) {
+        let msg = self.in_flight.take(msg);
+        self.tracer.fields(
+            at,
+            Fields::Dropped {
+                from,
+                to,
+                partitioned: why == crate::net::DropReason::Partitioned,
+                msg: &msg,
+            },
+        );
     }
 
     /// Out of line: inlined into the run loop, it made the loop's hot code too big for
