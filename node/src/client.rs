@@ -667,7 +667,7 @@ impl Client {
         }
     }
 
-    /// Waits (up to `retry_for`) until every broker that answers serves `topic` with a
+    /// Waits (up to `within`) until every broker that answers serves `topic` with a
     /// leader for each of its `partitions`. A broker learns of a new topic with its next
     /// heartbeat; until then it answers "unknown topic", and clients that ask it (librdkafka
     /// among them) may drop a topic they were already producing to. Returns the brokers
@@ -676,6 +676,7 @@ impl Client {
         &mut self,
         topic: &str,
         partitions: u32,
+        within: Duration,
     ) -> (Vec<NodeId>, Vec<(NodeId, String)>) {
         let started = Instant::now();
         let mut waiting: Vec<NodeId> = self.cluster.brokers.iter().map(|(id, _)| *id).collect();
@@ -712,7 +713,7 @@ impl Client {
                         continue;
                     }
                 };
-                if started.elapsed() >= self.opts.retry_for {
+                if started.elapsed() >= within {
                     failed.push((id, why));
                 } else {
                     left.push(id);

@@ -92,7 +92,6 @@ fn without(earliest: Earliest, i: usize, t: Nanos) -> Earliest {
     }
 }
 
-/// The earliest timer of a set of replicas, and whether any of them is offline.
 /// `a == b` for two names of one length, without a `memcmp` call for short ones: every
 /// replica lookup compares the topic's name, and the call cost more than the rest of the
 /// lookup. Up to 16 bytes are compared as two words that overlap (or three bytes).
@@ -110,6 +109,7 @@ fn same_name(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// The earliest timer of a set of replicas, and whether any of them is offline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Summary {
     pub timeout: Option<Nanos>,

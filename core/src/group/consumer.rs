@@ -486,6 +486,7 @@ impl GroupConsumer {
             .and_then(|p| p.cursor.as_ref())
             .map(FetchCursor::position)
     }
+
     /// Partition `tp`'s [`Self::fetch_position`] and its records fetched at or above
     /// `from` and not yet returned by `poll`, in offset order, in one lookup: for a host
     /// that watches what each fetch gave, as the simulator's checks do, reading them here

@@ -86,7 +86,8 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                 println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}");
                 // Return once the brokers serve it, so that a client started next does
                 // not meet a broker that has not heard of it yet.
-                let (ready, failed) = c.wait_topic_on_brokers(&name, partitions).await;
+                let within = std::time::Duration::from_secs(30);
+                let (ready, failed) = c.wait_topic_on_brokers(&name, partitions, within).await;
                 if !ready.is_empty() {
                     let ids: Vec<String> = ready.iter().map(ToString::to_string).collect();
                     println!("served with leaders by broker(s) {}", ids.join(","));

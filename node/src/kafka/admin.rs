@@ -129,18 +129,14 @@ pub async fn handle(s: &mut Session, req: CreateTopicsRequest) -> CreateTopicsRe
     // As Kafka does within the request's timeout: answer once the brokers serve the new
     // topics, so that the client's next Metadata request, to whichever broker, finds them
     // (librdkafka drops a topic that a lagging broker calls unknown). A timeout of 0 asks
-    // not to wait.
+    // not to wait. One deadline for all of them.
     if req.timeout_ms > 0 {
-        let mut waiter = Client::new(
-            (*s.ctx.cluster).clone(),
-            ClientOptions {
-                request_timeout: timeout,
-                retry_for: timeout,
-                ..ClientOptions::default()
-            },
-        );
+        let deadline = tokio::time::Instant::now() + timeout;
         for (name, partitions) in created {
-            let (_, late) = waiter.wait_topic_on_brokers(&name, partitions).await;
+            let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let (_, late) = client
+                .wait_topic_on_brokers(&name, partitions, within)
+                .await;
             for (id, why) in late {
                 tracing::debug!(topic = %name, broker = id, %why, "kafka: created topic not served yet");
             }
