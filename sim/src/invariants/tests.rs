@@ -336,6 +336,50 @@ fn a_consumer_that_skips_records_silently_is_caught_and_a_reported_truncation_is
 }
 
 #[test]
+fn skipped_records_compare_values_as_the_text_a_consumer_reads() {
+    // A value that is not UTF-8 is read as its lossy text: the same record, not a skip;
+    // an empty value and a missing one both read as "".
+    let raw = |base: Offset, v: Vec<u8>| RecordBatch::from_values(0, [v]).at(base).in_epoch(1);
+    let mut empty = RecordBatch::from_values(0, [Vec::new()]).at(3).in_epoch(1);
+    empty.records[0].value = None;
+    let final_log = [
+        raw(0, b"p1-\xff".to_vec()),
+        raw(1, b"p1-2".to_vec()),
+        raw(2, Vec::new()),
+        empty,
+    ];
+    let read = [
+        (0, crate::client::value_of(b"p1-\xff")),
+        (1, "p1-2".into()),
+        (2, "".into()),
+        (3, "".into()),
+    ];
+    let mut c = Checker::new();
+    c.on_consumer_poll(1, 0, 4, read.clone(), 1);
+    // Consumer 2 read another text at 0.
+    c.on_consumer_poll(
+        2,
+        0,
+        4,
+        [(0, "p1-?".into())]
+            .into_iter()
+            .chain(read[1..].iter().cloned()),
+        1,
+    );
+    let log = FinalLog {
+        partition: 0,
+        leader_epoch: 1,
+        high_watermark: 4,
+        batches: &final_log,
+    };
+    c.finish_skipped(5, &[1, 2].into_iter().collect(), &log);
+    let v = c.violations();
+    assert_eq!(c.count(SKIPPED_RECORDS), 1, "{v:?}");
+    assert!(v[0].detail.contains("client-2 passed offset 0"), "{v:?}");
+    assert!(v[0].detail.contains("1 records skipped"), "{v:?}");
+}
+
+#[test]
 fn an_unclean_leader_that_never_took_office_hands_its_exemption_to_the_next() {
     // Seed 7 of the unclean zoo shape: broker 1 is elected uncleanly at epoch 3 while it
     // is down, and cleanly at epoch 5 from the ISR that election left ([1]). Meanwhile

@@ -193,30 +193,8 @@ impl World {
         msg: u32,
         (sent, duplicate): (SimTime, bool),
     ) {
-        // A busy or paused node takes the message when it is free (FIFO kept by re-queueing
-        // in arrival order).
-        let free_at = match to {
-            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.free_at()),
-            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.free_at()),
-            Address::Client(c) => c
-                .checked_sub(1)
-                .and_then(|i| self.clients.get(i as usize))
-                .map_or(0, |s| s.paused_until),
-        };
-        if free_at > now {
-            self.q.push(
-                free_at,
-                Ev::Deliver {
-                    from,
-                    to,
-                    incarnation,
-                    msg,
-                    sent,
-                    duplicate,
-                },
-            );
-            return;
-        }
+        // (A busy or paused addressee's messages were queued again by the run loop.)
+        debug_assert!(self.free_at(to) <= now, "delivered to a busy process");
         // The message stays parked until its addressee takes it (`hand_over`): moved out
         // here, it was copied on the stack at each step of the way.
         let m = self.in_flight.get(msg);
@@ -246,6 +224,20 @@ impl World {
             return; // cut by a partition while in flight
         }
         self.hand_over(now, (from, to, incarnation), msg);
+    }
+
+    /// When the process at `to` can next take a message: after its disk I/O and any
+    /// pause (0 for one that does not exist).
+    #[inline]
+    pub(super) fn free_at(&self, to: Address) -> SimTime {
+        match to {
+            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.free_at()),
+            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.free_at()),
+            Address::Client(c) => c
+                .checked_sub(1)
+                .and_then(|i| self.clients.get(i as usize))
+                .map_or(0, |s| s.paused_until),
+        }
     }
 
     /// Tells the viewer's recorder about a delivery (the message parked under `msg`) and
