@@ -33,6 +33,12 @@ fn bench_seed_work_is_pinned() {
         "the bench workload changed size: events per simulated second moved; if on purpose, \
          update EVENTS and docs/PERFORMANCE.md"
     );
+    assert_eq!(
+        r.trace_hash, TRACE_HASH,
+        "the bench run took another course (every event's time, order and content feed the \
+         hash): a speed change must leave it alone; if on purpose, update TRACE_HASH, the \
+         pinned hashes in docs/PERFORMANCE.md and say why"
+    );
     assert!(
         r.work.history_events <= r.work.history_reserved,
         "the history outgrew the room reserved for it ({} events, {} reserved): \
@@ -49,6 +55,11 @@ fn bench_seed_work_is_pinned() {
         "{bytes:.1} bytes read per event (bound {MAX_BYTES_PER_EVENT}): the read path copies more"
     );
 }
+
+/// The trace hash of the 10 s bench seed 0 (`work:` line of `skein sim bench`). Speed work
+/// on the event queue and the loop (such as a busy process's messages waiting in place)
+/// must keep it.
+const TRACE_HASH: u64 = 0x0ddee5c098d8b24b;
 
 /// Events of the 10 s bench seed 0 (11,051 per simulated second). 106,950 before issue 22's
 /// followers fetched again at once after an answer without records (0.700 -> 0.758
