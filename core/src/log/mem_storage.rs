@@ -12,6 +12,9 @@ use std::rc::Rc;
 /// enough that most reads lie in one piece.
 const CHUNK: usize = 16 << 10;
 
+/// A file's first piece grows by doubling up to this size, then to a whole [`CHUNK`].
+const FIRST_PIECE_DOUBLINGS: usize = 1 << 10;
+
 /// A file's bytes, kept in pieces of [`CHUNK`] bytes so that an append never moves the
 /// bytes already written: one `Vec` per file doubled as a segment filled, copying the
 /// whole file each time (~0.7% of a simulation). Every piece but the last is full; the
@@ -59,8 +62,13 @@ impl Chunks {
             let take = data.len().min(CHUNK - last.len());
             let need = last.len() + take;
             if need > last.capacity() {
-                // Doubling as a Vec would, but never past one chunk.
-                let cap = need.max(last.capacity() * 2).min(CHUNK);
+                // Doubling as a Vec would while the file is small, then straight to one
+                // chunk: the doublings' copies of the larger sizes were most of this.
+                let cap = if need > FIRST_PIECE_DOUBLINGS {
+                    CHUNK
+                } else {
+                    need.max(last.capacity() * 2).min(CHUNK)
+                };
                 last.reserve_exact(cap - last.len());
             }
             last.extend_from_slice(&data[..take]);
@@ -589,6 +597,8 @@ mod tests {
             0,
             1,
             7,
+            FIRST_PIECE_DOUBLINGS - 9,
+            20,
             CHUNK - 8,
             CHUNK,
             3,

@@ -210,7 +210,7 @@ pub struct PartitionLog<S: Storage> {
     scratch: Vec<u8>,
     /// The buffer of the last read's [`SegReader`], for the next (see [`keep_scratch`]).
     read_buf: Vec<u8>,
-    /// Where `read`, `read_below` and `read_until` gather batches (see [`exact_result`]).
+    /// Where `read`, `read_below` and `read_until` gather batches (see [`batch_result`]).
     batch_scratch: Vec<RecordBatch>,
     /// Where `read_raw` gathers bytes (see [`exact_result`]).
     raw_scratch: Vec<u8>,
@@ -218,6 +218,27 @@ pub struct PartitionLog<S: Storage> {
 
 /// Scratch that grew past this many batches is not kept (most reads return a few).
 const KEEP_SCRATCH_BATCHES: usize = 64;
+
+/// The least room a fresh batch scratch has ([`batch_result`]).
+const MIN_SCRATCH_BATCHES: usize = 8;
+
+/// What a batch read gathered in `buf`, the log's scratch: handed out as it is, `slot`
+/// getting a fresh scratch with room for a read like this one. One allocation per read,
+/// as [`exact_result`] makes, without its copy of every batch. A failed or empty read
+/// keeps `buf` as the scratch.
+fn batch_result(
+    slot: &mut Vec<RecordBatch>,
+    mut buf: Vec<RecordBatch>,
+    scanned: Result<(), LogError>,
+) -> Result<Vec<RecordBatch>, LogError> {
+    if scanned.is_err() || buf.is_empty() {
+        buf.clear();
+        keep_scratch(slot, buf, KEEP_SCRATCH_BATCHES);
+        return scanned.map(|()| Vec::new());
+    }
+    *slot = Vec::with_capacity(buf.len().clamp(MIN_SCRATCH_BATCHES, KEEP_SCRATCH_BATCHES));
+    Ok(buf)
+}
 
 /// What a read gathered in `buf`, a reused scratch, moved into a `Vec` of exactly its
 /// size: one allocation per read, where pushing into a fresh `Vec` reallocated (and
@@ -611,7 +632,7 @@ impl<S: Storage> PartitionLog<S> {
             out.push(b);
             Ok(true)
         });
-        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
+        batch_result(&mut self.batch_scratch, out, scanned)
     }
 
     /// [`Self::read`] cut at `below`: its batches holding offsets below `below`, the last
@@ -640,7 +661,7 @@ impl<S: Storage> PartitionLog<S> {
             }
             Ok(true)
         });
-        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
+        batch_result(&mut self.batch_scratch, out, scanned)
     }
 
     /// Like [`Self::read`] but only batches wholly below `end` (e.g. the high watermark,
@@ -666,7 +687,7 @@ impl<S: Storage> PartitionLog<S> {
             out.push(b);
             Ok(true)
         });
-        exact_result(&mut self.batch_scratch, out, KEEP_SCRATCH_BATCHES, scanned)
+        batch_result(&mut self.batch_scratch, out, scanned)
     }
 
     /// Like [`Self::read`] but returns the encoded batches back to back (CRC-checked, not
