@@ -1014,29 +1014,34 @@ impl GroupConsumer {
     }
 
     fn step_partitions(&mut self, now: Nanos) {
-        let mut fetches = Vec::new();
-        for (tp, p) in self.owned.iter_mut() {
+        // The map is taken out while its partitions send (`send` does not look at it): no
+        // list of the fetches, with a copy of each name, built first.
+        let mut owned = std::mem::take(&mut self.owned);
+        for (tp, p) in owned.iter_mut() {
             if let (Some(c), false) = (&p.cursor, p.fetching) {
                 if p.buffer.len() < self.config.max_buffered_records && now >= p.retry_at {
                     p.fetching = true;
-                    fetches.push((tp.clone(), c.position(), c.last_fetched_epoch()));
+                    let offset = c.position();
+                    let req = ConsumerRequest::Fetch {
+                        tp: tp.clone(),
+                        offset,
+                        max_bytes: self.config.fetch_max_bytes,
+                        last_fetched_epoch: c.last_fetched_epoch(),
+                    };
+                    self.send(
+                        now,
+                        Destination::LeaderOf(tp.clone()),
+                        req,
+                        Inflight::Fetch {
+                            tp: tp.clone(),
+                            offset,
+                        },
+                    );
                 }
             }
         }
-        for (tp, offset, last_fetched_epoch) in fetches {
-            let req = ConsumerRequest::Fetch {
-                tp: tp.clone(),
-                offset,
-                max_bytes: self.config.fetch_max_bytes,
-                last_fetched_epoch,
-            };
-            self.send(
-                now,
-                Destination::LeaderOf(tp.clone()),
-                req,
-                Inflight::Fetch { tp, offset },
-            );
-        }
+        debug_assert!(self.owned.is_empty(), "a send changed the owned partitions");
+        self.owned = owned;
     }
 
     fn send_join(&mut self, now: Nanos) {
