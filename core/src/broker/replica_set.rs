@@ -17,7 +17,7 @@
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
-use crate::types::{Nanos, TopicPartition};
+use crate::types::{same_name, Nanos, TopicPartition};
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -89,26 +89,6 @@ fn without(earliest: Earliest, i: usize, t: Nanos) -> Earliest {
         _ if t == STALE => earliest,
         Earliest::All(e) if t > e => Earliest::AllBut { slot: i, others: e },
         _ => Earliest::Unknown,
-    }
-}
-
-/// `a == b` for two names of one length, without a `memcmp` call for short ones: every
-/// replica lookup compares the topic's name, and the call cost more than the rest of the
-/// lookup. Up to 32 bytes are compared as two words that overlap (or three bytes): the
-/// 18-byte `__consumer_offsets`, which the group pump looks up on every round, included.
-#[inline]
-fn same_name(a: &[u8], b: &[u8]) -> bool {
-    debug_assert_eq!(a.len(), b.len());
-    let n = a.len();
-    let wide = |s: &[u8], i: usize| u128::from_le_bytes(s[i..i + 16].try_into().expect("16"));
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8"));
-    let half = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
-    match n {
-        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        17..=32 => wide(a, 0) == wide(b, 0) && wide(a, n - 16) == wide(b, n - 16),
-        _ => a == b,
     }
 }
 
@@ -507,29 +487,6 @@ impl<S: Storage> ReplicaSet<S> {
         for i in 0..self.slots.len() {
             if self.timer(i) <= now {
                 self.reach(i).tick(now);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_name;
-
-    /// As `==`: every length up to 40 (each shape of comparison, and `==` past 32), equal
-    /// names and names that differ in any one byte.
-    #[test]
-    fn same_name_is_equality() {
-        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
-        for n in 0..=base.len() {
-            let a = &base[..n];
-            // Another buffer with the same bytes.
-            let copy = a.to_vec();
-            assert!(same_name(a, &copy), "length {n}");
-            for i in 0..n {
-                let mut b = a.to_vec();
-                b[i] ^= 0x20;
-                assert!(!same_name(a, &b), "length {n}, byte {i}");
             }
         }
     }

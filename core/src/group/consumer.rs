@@ -19,6 +19,7 @@
 
 use crate::client::{FetchCursor, Truncation};
 use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
+use crate::group::owned::PartitionMap;
 use crate::group::protocol::*;
 use crate::log::Header;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TimestampMs, TopicPartition};
@@ -345,7 +346,7 @@ pub struct GroupConsumer {
     /// unknown then), and when to check them again.
     assigned_with: Option<TopicPartitions>,
     next_metadata_check: Nanos,
-    owned: BTreeMap<TopicPartition, PartitionState>,
+    owned: PartitionMap<PartitionState>,
     metadata: TopicPartitions,
     revoking: Option<(Vec<TopicPartition>, AfterRevoke)>,
     /// Correlation, request, when it was sent, when it times out; in correlation order
@@ -422,7 +423,7 @@ impl GroupConsumer {
             pending_join: None,
             assigned_with: None,
             next_metadata_check: 0,
-            owned: BTreeMap::new(),
+            owned: PartitionMap::default(),
             metadata: BTreeMap::new(),
             revoking: None,
             inflight: Vec::new(),

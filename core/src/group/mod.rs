@@ -16,6 +16,7 @@ mod check;
 pub mod consumer;
 pub mod coordinator;
 pub mod host;
+mod owned;
 pub mod protocol;
 pub mod records;
 pub mod state;
