@@ -442,22 +442,29 @@ impl RecordBatch {
         };
         let start = out.len();
         out.reserve(total);
-        out.extend_from_slice(&self.base_offset.to_be_bytes());
-        out.extend_from_slice(&((total - LOG_OVERHEAD) as u32).to_be_bytes());
-        out.push(BATCH_MAGIC);
-        out.extend_from_slice(&[0; 4]); // CRC, filled below
-        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
-        out.extend_from_slice(&self.attributes.to_be_bytes());
-        out.extend_from_slice(&self.first_timestamp.to_be_bytes());
-        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
-        out.extend_from_slice(&pid.to_be_bytes());
-        out.extend_from_slice(&pepoch.to_be_bytes());
-        out.extend_from_slice(&pseq.to_be_bytes());
-        out.extend_from_slice(&(self.records.len() as u32).to_be_bytes());
+        // The fixed header is laid out on the stack and appended once: field by field, each
+        // append checked the capacity and moved the length again.
+        let mut h = [0u8; BATCH_HEADER_LEN];
+        let mut put = |at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
+        put(0, &self.base_offset.to_be_bytes());
+        put(8, &((total - LOG_OVERHEAD) as u32).to_be_bytes());
+        put(12, &[BATCH_MAGIC]);
+        // CRC_POS..CRC_START stays 0 until the CRC is filled in below.
+        put(CRC_START, &self.partition_leader_epoch.to_be_bytes());
+        put(21, &self.attributes.to_be_bytes());
+        put(23, &self.first_timestamp.to_be_bytes());
+        put(31, &self.max_timestamp.to_be_bytes());
+        put(39, &pid.to_be_bytes());
+        put(47, &pepoch.to_be_bytes());
+        put(49, &pseq.to_be_bytes());
+        put(53, &(self.records.len() as u32).to_be_bytes());
+        out.extend_from_slice(&h);
         for r in &self.records {
-            out.extend_from_slice(&((record_len(r) - 4) as u32).to_be_bytes());
-            out.extend_from_slice(&r.offset_delta.to_be_bytes());
-            out.extend_from_slice(&r.timestamp_delta.to_be_bytes());
+            let mut fixed = [0u8; 16];
+            fixed[..4].copy_from_slice(&((record_len(r) - 4) as u32).to_be_bytes());
+            fixed[4..8].copy_from_slice(&r.offset_delta.to_be_bytes());
+            fixed[8..].copy_from_slice(&r.timestamp_delta.to_be_bytes());
+            out.extend_from_slice(&fixed);
             put_opt_bytes(out, r.key.as_deref());
             put_opt_bytes(out, r.value.as_deref());
             out.extend_from_slice(&(r.headers.len() as u32).to_be_bytes());
@@ -1136,6 +1143,7 @@ pub fn place_encoded(
     })
 }
 
+#[inline]
 fn put_opt_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
     match b {
         None => out.extend_from_slice(&(-1i32).to_be_bytes()),
@@ -1636,6 +1644,66 @@ mod tests {
         place_encoded(&mut enc, 3, 2).unwrap();
         assert_eq!(enc, placed(sparse, 3, 2).encode().unwrap());
         assert!(check_encoded(&enc).unwrap().1);
+    }
+
+    /// The encoding, byte for byte, against the format written out field by field
+    /// (docs/format.md): with and without a producer, keys, values and headers.
+    #[test]
+    fn encode_writes_the_documented_layout() {
+        fn be(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(b);
+        }
+        for b in [sample(), sample().with_producer(None)] {
+            let mut want = Vec::new();
+            be(&mut want, &b.base_offset.to_be_bytes());
+            be(
+                &mut want,
+                &((b.encoded_len() - LOG_OVERHEAD) as u32).to_be_bytes(),
+            );
+            want.push(BATCH_MAGIC);
+            be(&mut want, &[0; 4]);
+            be(&mut want, &b.partition_leader_epoch.to_be_bytes());
+            be(&mut want, &b.attributes.to_be_bytes());
+            be(&mut want, &b.first_timestamp.to_be_bytes());
+            be(&mut want, &b.max_timestamp.to_be_bytes());
+            let p = b.producer.unwrap_or(ProducerInfo {
+                producer_id: NO_PRODUCER,
+                producer_epoch: u16::MAX,
+                base_sequence: u32::MAX,
+            });
+            be(&mut want, &p.producer_id.to_be_bytes());
+            be(&mut want, &p.producer_epoch.to_be_bytes());
+            be(&mut want, &p.base_sequence.to_be_bytes());
+            be(&mut want, &(b.records.len() as u32).to_be_bytes());
+            for r in &b.records {
+                be(&mut want, &((record_len(r) - 4) as u32).to_be_bytes());
+                be(&mut want, &r.offset_delta.to_be_bytes());
+                be(&mut want, &r.timestamp_delta.to_be_bytes());
+                for f in [&r.key, &r.value] {
+                    match f {
+                        None => be(&mut want, &(-1i32).to_be_bytes()),
+                        Some(v) => {
+                            be(&mut want, &(v.len() as i32).to_be_bytes());
+                            be(&mut want, v);
+                        }
+                    }
+                }
+                be(&mut want, &(r.headers.len() as u32).to_be_bytes());
+                for h in &r.headers {
+                    be(&mut want, &(h.key.len() as u32).to_be_bytes());
+                    be(&mut want, h.key.as_bytes());
+                    be(&mut want, &(h.value.len() as u32).to_be_bytes());
+                    be(&mut want, &h.value);
+                }
+            }
+            let crc = crc32fast::hash(&want[CRC_START..]);
+            want[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+            assert_eq!(b.encode().unwrap(), want);
+            // Appended after other bytes, too.
+            let mut out = b"xyz".to_vec();
+            b.encode_into(&mut out).unwrap();
+            assert_eq!((&out[..3], &out[3..]), (&b"xyz"[..], &want[..]));
+        }
     }
 
     #[test]
