@@ -1363,7 +1363,7 @@ impl GroupConsumer {
                     .collect();
                 let added: Vec<TopicPartition> = new
                     .iter()
-                    .filter(|tp| !self.owned.contains_key(*tp))
+                    .filter(|tp| !self.owned.contains_key(tp))
                     .cloned()
                     .collect();
                 for tp in &added {
@@ -1438,7 +1438,7 @@ impl GroupConsumer {
         } else {
             offsets
                 .keys()
-                .find(|tp| !self.owned.contains_key(*tp))
+                .find(|tp| !self.owned.contains_key(tp))
                 .map(|tp| CommitError::NotOwned(tp.clone()))
         };
         if let Some(e) = refused {
