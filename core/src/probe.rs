@@ -99,6 +99,8 @@ probes! {
     LogRecoveryTruncated = "log.recovery-truncated",
     /// A batch failed its CRC on read.
     LogCrcMismatch = "log.crc-mismatch",
+    /// A compressed batch's records were decompressed (to check, place or decode it).
+    LogDecompressed = "log.decompressed",
 }
 
 thread_local! {

@@ -17,7 +17,7 @@ use skein_core::client::{
 use skein_core::controller::{
     ControllerError, ControllerRequest, ControllerResponse, MetadataImage, TopicConfig,
 };
-use skein_core::log::{EncodeError, RecordBatch};
+use skein_core::log::{Codec, EncodeError, RecordBatch};
 use skein_core::message::*;
 use skein_core::producer::ProducerError;
 use skein_core::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
@@ -252,6 +252,8 @@ pub struct Client {
     /// Per partition, the reader's place and the epoch of the last batch it read (core's
     /// cursor), so each fetch lets the leader detect a log truncated under the reader.
     cursors: BTreeMap<TopicPartition, FetchCursor>,
+    /// The codec produced batches are stored with (`set_compression`).
+    compression: Codec,
 }
 
 /// Acknowledgement of one produced batch.
@@ -276,11 +278,18 @@ impl Client {
             next_correlation: 1,
             producer: ProduceClient::plain(),
             cursors: BTreeMap::new(),
+            compression: Codec::None,
         }
     }
 
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Batches produced from now on are stored compressed with `codec` (the records
+    /// section of each batch, docs/format.md); consumers decode them whatever the codec.
+    pub fn set_compression(&mut self, codec: Codec) {
+        self.compression = codec;
     }
 
     fn correlation(&mut self) -> u64 {
@@ -777,7 +786,7 @@ impl Client {
         let keyed = values
             .into_iter()
             .map(|v| (key.map(<[u8]>::to_vec), Some(v)));
-        let batch = RecordBatch::new(now_ms, keyed);
+        let batch = RecordBatch::new(now_ms, keyed).with_codec(self.compression);
         let mut batch = self.producer.prepare(tp, batch)?;
         let started = Instant::now();
         let mut refresh = false;

@@ -114,6 +114,10 @@ pub struct SimOpts {
     /// At most this many brokers crashed or paused at once in random schedules [default: 1].
     #[arg(long)]
     pub max_down: Option<u32>,
+    /// Producers store some batches compressed (gzip, snappy, lz4 or zstd, a codec per
+    /// batch drawn from the seed; some stay uncompressed).
+    #[arg(long)]
+    pub compression: bool,
     /// Do not run the history checker at the end.
     #[arg(long)]
     pub no_history_check: bool,
@@ -168,6 +172,9 @@ impl SimOpts {
         if self.no_history_check {
             c.check_history = false;
         }
+        if self.compression {
+            c.compression = true;
+        }
         if self.no_bit_flips {
             c.rates.bit_flip = 0;
         }
@@ -214,6 +221,9 @@ impl SimOpts {
         );
         if let Some(m) = self.group_commit {
             s += &format!(" --group-commit {}", m.name());
+        }
+        if self.compression {
+            s += " --compression";
         }
         if self.no_history_check {
             s += " --no-history-check";

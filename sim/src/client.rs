@@ -27,7 +27,7 @@ use skein_core::client::{
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
-use skein_core::log::RecordBatch;
+use skein_core::log::{Codec, RecordBatch};
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::{
@@ -375,6 +375,10 @@ pub struct Producer {
     queued: PartitionSlots<std::collections::VecDeque<Text>>,
     in_flight: PartitionSlots<InFlight>,
     fenced: bool,
+    /// With compression on: the seed each batch's codec is drawn from (a hash of it, the
+    /// client and the batch's number, so no other draw of the run's RNG moves).
+    compress_seed: Option<u64>,
+    batches: u64,
     pub sends: u64,
     pub acked: u64,
 }
@@ -424,9 +428,36 @@ impl Producer {
             queued: PartitionSlots::default(),
             in_flight: PartitionSlots::default(),
             fenced: false,
+            compress_seed: None,
+            batches: 0,
             sends: 0,
             acked: 0,
         }
+    }
+
+    /// This producer storing its batches compressed, each with a codec (none included)
+    /// drawn from `seed` (`None`: never compressed).
+    pub fn compressing(self, seed: Option<u64>) -> Self {
+        Self {
+            compress_seed: seed,
+            ..self
+        }
+    }
+
+    /// `batch` with the codec drawn for this producer's next batch (unchanged when
+    /// compression is off).
+    fn with_codec(&mut self, batch: RecordBatch) -> RecordBatch {
+        let Some(seed) = self.compress_seed else {
+            return batch;
+        };
+        self.batches += 1;
+        // splitmix64's finaliser over seed, client and batch number.
+        let mut z =
+            seed ^ self.client.rotate_left(32) ^ self.batches.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        batch.with_codec(Codec::ALL[(z % Codec::ALL.len() as u64) as usize])
     }
 
     fn ready(&self) -> bool {
@@ -558,7 +589,7 @@ impl Producer {
                 };
                 let now_ms = EPOCH_MS + (ctx.now / MILLIS) as i64;
                 let bytes = values.iter().map(|v| v.as_bytes().to_vec());
-                let batch = RecordBatch::from_values(now_ms, bytes);
+                let batch = self.with_codec(RecordBatch::from_values(now_ms, bytes));
                 self.record(ctx, p, &values, EventType::Invoke);
                 let Ok(batch) = self.producer.prepare_shared(&self.meta.tp(p), batch) else {
                     self.record(ctx, p, &values, EventType::Fail);

@@ -72,6 +72,10 @@ pub struct SimConfig {
     pub produce_rate: f64,
     pub acks: Acks,
     pub idempotent: bool,
+    /// Producers store some batches compressed, each with a codec chosen from the seed
+    /// (`--compression`, scenario `[workload] compression`). Off by default: the default
+    /// run's trace is that of uncompressed batches.
+    pub compression: bool,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -111,6 +115,7 @@ impl Default for SimConfig {
             produce_rate: 200.0,
             acks: Acks::All,
             idempotent: true,
+            compression: false,
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),
@@ -184,6 +189,7 @@ impl SimConfig {
             produce_rate,
             acks,
             idempotent,
+            compression,
             duration,
             liveness,
             network

@@ -9,8 +9,10 @@
 //! brokers = 3          # replication_factor, min_insync_replicas, unclean_leader_election,
 //!                      # raft_max_entries_per_append (the controllers' Raft; default 64)
 //! [workload]           # producers, consumers, produce_rate (requests per sim second),
-//! producers = 2        # acks (0, 1 or "all"), idempotent; group_members, group_id,
-//!                      # group_commit ("sync" or "async"), group_assignor, group_static
+//! producers = 2        # acks (0, 1 or "all"), idempotent, compression (true: producers
+//!                      # compress some batches, a seeded codec each); group_members,
+//!                      # group_id, group_commit ("sync" or "async"), group_assignor,
+//!                      # group_static
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -117,6 +119,8 @@ pub struct Scenario {
     pub produce_rate: Option<f64>,
     pub acks: Option<Acks>,
     pub idempotent: Option<bool>,
+    /// `[workload] compression`: producers compress some batches (a seeded codec each).
+    pub compression: Option<bool>,
     pub duration: Option<SimTime>,
     pub liveness: Option<SimTime>,
     pub network: Option<NetConfig>,

@@ -1,6 +1,7 @@
 //! Record batches: the unit of append, replication and fetch.
 //! The on-disk/wire encoding is documented in `docs/format.md`.
 
+use super::codec::{Codec, CodecError, CODEC_MASK, MAX_DECOMPRESSED_LEN};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -39,7 +40,8 @@ pub struct RecordBatch {
     pub base_offset: Offset,
     /// Epoch of the leader that appended the batch. Drives the leader-epoch cache.
     pub partition_leader_epoch: LeaderEpoch,
-    /// Attribute bits (compression, control batch...). Zero for plain data today.
+    /// Attribute bits: the compression codec in the low 3 bits ([`Codec`]), the control
+    /// bit ([`CONTROL_BATCH_BIT`]). Zero for plain uncompressed data.
     pub attributes: u16,
     pub producer: Option<ProducerInfo>,
     pub first_timestamp: TimestampMs,
@@ -143,6 +145,19 @@ impl RecordBatch {
         }
     }
 
+    /// This batch stored with `codec` (its records section compressed when encoded).
+    pub fn with_codec(self, codec: Codec) -> Self {
+        Self {
+            attributes: codec.set_in(self.attributes),
+            ..self
+        }
+    }
+
+    /// The codec the batch is (to be) stored with; `Unknown` for codec bits 5-7.
+    pub fn codec(&self) -> Result<Codec, CodecError> {
+        Codec::of_attributes(self.attributes)
+    }
+
     /// Whether this is a control batch (a leader-epoch marker), not application data.
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_BATCH_BIT != 0
@@ -229,6 +244,8 @@ const NO_PRODUCER: u64 = u64::MAX;
 pub enum EncodeError {
     #[error("batch too large to encode: {0} bytes")]
     TooLarge(usize),
+    #[error("cannot compress the batch: {0}")]
+    Codec(CodecError),
     #[error("producer id {0:#x} is reserved to mean 'no producer'")]
     ReservedProducerId(u64),
 }
@@ -251,6 +268,10 @@ pub enum DecodeError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("malformed batch: {0}")]
     Malformed(String),
+    /// A compressed batch whose codec is unknown or whose records do not decompress
+    /// (a CRC-valid batch can still hold a damaged payload if it was written so).
+    #[error("compressed records: {0}")]
+    Codec(CodecError),
 }
 
 /// The fixed header of an encoded batch. Fields after the CRC are only trustworthy once
@@ -410,7 +431,8 @@ fn record_len(r: &Record) -> usize {
 }
 
 impl RecordBatch {
-    /// Size of the encoded batch in bytes.
+    /// Size of the encoded batch in bytes, uncompressed: exact for a batch without a
+    /// codec; a compressed batch's size is only known once compressed (`encode`).
     pub fn encoded_len(&self) -> usize {
         BATCH_HEADER_LEN + self.records.iter().map(record_len).sum::<usize>()
     }
@@ -422,8 +444,42 @@ impl RecordBatch {
         Ok(out)
     }
 
-    /// Appends the encoded batch to `out`.
+    /// Appends the encoded batch to `out`: its records section compressed with the
+    /// batch's codec, if it has one.
+    #[inline]
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        if self.attributes & CODEC_MASK != 0 {
+            return self.encode_compressed_into(out);
+        }
+        self.encode_plain_into(out)
+    }
+
+    /// [`Self::encode_into`] for a batch with a codec: encoded uncompressed (the header
+    /// already naming the codec), then the records section compressed behind the same
+    /// header, and the length and CRC set for the stored bytes.
+    #[inline(never)]
+    fn encode_compressed_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let codec = self.codec().map_err(EncodeError::Codec)?;
+        let mut plain = Vec::with_capacity(self.encoded_len());
+        self.encode_plain_into(&mut plain)?;
+        let start = out.len();
+        out.extend_from_slice(&plain[..BATCH_HEADER_LEN]);
+        codec.compress_into(&plain[BATCH_HEADER_LEN..], out);
+        let total = out.len() - start;
+        if total - LOG_OVERHEAD > u32::MAX as usize {
+            out.truncate(start);
+            return Err(EncodeError::TooLarge(total));
+        }
+        out[start + 8..start + LOG_OVERHEAD]
+            .copy_from_slice(&((total - LOG_OVERHEAD) as u32).to_be_bytes());
+        let crc = crc32fast::hash(&out[start + CRC_START..]);
+        out[start + CRC_POS..start + CRC_START].copy_from_slice(&crc.to_be_bytes());
+        Ok(())
+    }
+
+    /// The batch encoded with its records section as it is (whatever the codec bits say).
+    #[inline]
+    fn encode_plain_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let total = self.encoded_len();
         if total - LOG_OVERHEAD > u32::MAX as usize || self.records.len() > u32::MAX as usize {
             return Err(EncodeError::TooLarge(total));
@@ -494,12 +550,28 @@ impl RecordBatch {
         buf: &[u8],
         h: &BatchHeader,
     ) -> Result<(RecordBatch, usize), DecodeError> {
+        if h.attributes & CODEC_MASK != 0 {
+            return Self::decode_compressed(buf, h);
+        }
         match decode_fast(buf, h) {
             Some(records) => Ok((Self::with_header(h, records), h.total_len())),
             // Something is off (or unusual): the full walk finds the same batch or names
             // the error.
             None => Self::decode_walked(buf, h),
         }
+    }
+
+    /// [`Self::decode_verified`] of a compressed batch: its records section decompressed
+    /// behind its header, then decoded as an uncompressed batch would be. The batch keeps
+    /// its codec (attributes), so encoding it again stores it compressed again.
+    #[inline(never)]
+    fn decode_compressed(buf: &[u8], h: &BatchHeader) -> Result<(RecordBatch, usize), DecodeError> {
+        let (plain, ph) = decompressed(buf, h)?;
+        let records = match decode_fast(&plain, &ph) {
+            Some(records) => records,
+            None => Self::decode_walked(&plain, &ph)?.0.records,
+        };
+        Ok((Self::with_header(h, records), h.total_len()))
     }
 
     fn with_header(h: &BatchHeader, records: Vec<Record>) -> RecordBatch {
@@ -746,15 +818,48 @@ pub fn walk_records<'a>(
     Ok(total)
 }
 
+/// The batch at the start of `buf` (header `h`) with its records section decompressed:
+/// the same fixed header (its length field set for the decompressed records) followed by
+/// the records, and that header. Only for a batch with a codec.
+fn decompressed(buf: &[u8], h: &BatchHeader) -> Result<(Vec<u8>, BatchHeader), DecodeError> {
+    crate::probe!(LogDecompressed);
+    let whole = h.whole(buf)?;
+    let codec = Codec::of_attributes(h.attributes).map_err(DecodeError::Codec)?;
+    let guess = (4 * whole.len()).min(MAX_DECOMPRESSED_LEN);
+    let mut plain = Vec::with_capacity(BATCH_HEADER_LEN + guess);
+    plain.extend_from_slice(&whole[..BATCH_HEADER_LEN]);
+    codec
+        .decompress_into(&whole[BATCH_HEADER_LEN..], &mut plain, MAX_DECOMPRESSED_LEN)
+        .map_err(DecodeError::Codec)?;
+    let batch_length = (plain.len() - LOG_OVERHEAD) as u32;
+    plain[8..LOG_OVERHEAD].copy_from_slice(&batch_length.to_be_bytes());
+    Ok((plain, BatchHeader { batch_length, ..*h }))
+}
+
+/// [`walk_records`] of any batch: a compressed one's records are walked decompressed
+/// (their `pos` then counts in the decompressed batch). Returns the stored batch's length.
+pub fn walk_batch(
+    buf: &[u8],
+    h: &BatchHeader,
+    mut visit: impl FnMut(RecordRef<'_>),
+) -> Result<usize, DecodeError> {
+    if h.attributes & CODEC_MASK == 0 {
+        return walk_records(buf, h, visit);
+    }
+    let (plain, ph) = decompressed(buf, h)?;
+    walk_records(&plain, &ph, &mut visit)?;
+    Ok(h.total_len())
+}
+
 /// One encoded batch, filling `buf` exactly, checked as a log must before appending it
-/// verbatim: its CRC and every record ([`walk_records`]). Also says whether its offset
-/// deltas are dense (0, 1, ...), which a follower's log requires.
+/// verbatim: its CRC and every record ([`walk_batch`], decompressed if compressed). Also
+/// says whether its offset deltas are dense (0, 1, ...), which a follower's log requires.
 pub fn check_encoded(buf: &[u8]) -> Result<(BatchHeader, bool), DecodeError> {
     let h = verify_crc(buf)?;
     exactly_one(buf, &h)?;
     let mut next = 0u32;
     let mut dense = true;
-    walk_records(buf, &h, |r| {
+    walk_batch(buf, &h, |r| {
         dense &= r.offset_delta == next;
         next = next.wrapping_add(1);
     })?;
@@ -1111,13 +1216,19 @@ pub fn place_encoded(
     let mut max_ts = first;
     let mut sparse = Vec::new();
     let mut next = 0u32;
-    walk_records(buf, &h, |r| {
+    walk_batch(buf, &h, |r| {
         max_ts = max_ts.max(first.saturating_add(r.timestamp_delta));
         if r.offset_delta != next {
             sparse.push((r.pos + 4, next));
         }
         next = next.wrapping_add(1);
     })?;
+    if !sparse.is_empty() && h.attributes & CODEC_MASK != 0 {
+        // Renumbering would mean compressing again; Kafka's producers write dense deltas.
+        return Err(DecodeError::Malformed(
+            "a compressed batch's offset deltas must be 0, 1, 2, ...".to_string(),
+        ));
+    }
     buf[..8].copy_from_slice(&base_offset.to_be_bytes());
     buf[CRC_START..CRC_START + 4].copy_from_slice(&epoch.to_be_bytes());
     buf[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&max_ts.to_be_bytes());
@@ -1425,7 +1536,13 @@ mod tests {
             return;
         };
         let counts = [h.record_count, h.record_count.wrapping_add(1), 0];
-        for h in counts.map(|record_count| BatchHeader { record_count, ..h }) {
+        // Codec bits off: the walk reads the records section as it is stored.
+        let attributes = h.attributes & !CODEC_MASK;
+        for h in counts.map(|record_count| BatchHeader {
+            record_count,
+            attributes,
+            ..h
+        }) {
             assert_eq!(
                 RecordBatch::decode_verified(enc, &h),
                 RecordBatch::decode_walked(enc, &h),
@@ -1792,7 +1909,8 @@ mod tests {
                 |(base_offset, epoch, attributes, p, ft, mt, records)| RecordBatch {
                     base_offset,
                     partition_leader_epoch: epoch,
-                    attributes,
+                    // Uncompressed: `prop_compressed_*` cover the codecs.
+                    attributes: attributes & !CODEC_MASK,
                     producer: p.map(
                         |(producer_id, producer_epoch, base_sequence)| ProducerInfo {
                             producer_id,
@@ -1807,8 +1925,121 @@ mod tests {
             )
     }
 
+    /// A compressed batch: the header as the uncompressed encoding's (length and CRC
+    /// aside), the records section the codec's compression of the uncompressed one.
+    #[test]
+    fn compressed_batches_store_the_records_section_compressed() {
+        let mut b = sample();
+        b.records[0].value = Some(b"hello hello hello hello hello hello".repeat(20));
+        for codec in Codec::ALL.into_iter().skip(1) {
+            let cb = b.clone().with_codec(codec);
+            assert_eq!(cb.codec(), Ok(codec));
+            let plain = cb.encode_plain_for_test();
+            let enc = cb.encode().unwrap();
+            let z = codec.compress(&plain[BATCH_HEADER_LEN..]);
+            assert_eq!(&enc[BATCH_HEADER_LEN..], &z[..], "{codec}");
+            assert!(enc.len() < plain.len(), "{codec} made it smaller");
+            assert_eq!(enc[21..23], cb.attributes.to_be_bytes());
+            assert_eq!(
+                (&enc[..8], &enc[12..CRC_POS]),
+                (&plain[..8], &plain[12..CRC_POS])
+            );
+            assert_eq!(
+                &enc[CRC_START..BATCH_HEADER_LEN],
+                &plain[CRC_START..BATCH_HEADER_LEN]
+            );
+            let h = BatchHeader::parse(&enc).unwrap();
+            assert_eq!(h.total_len(), enc.len());
+            assert_eq!(h.crc, crc32fast::hash(&enc[CRC_START..]));
+            let (d, n) = RecordBatch::decode(&enc).unwrap();
+            assert_eq!((d, n), (cb.clone(), enc.len()));
+            assert_eq!(check_encoded(&enc).unwrap(), (h, true));
+            // Placed by a leader: header fields set, the compressed records untouched.
+            let mut placed_enc = enc.clone();
+            let ph = place_encoded(&mut placed_enc, 500, 3).unwrap();
+            assert_eq!(&placed_enc[BATCH_HEADER_LEN..], &enc[BATCH_HEADER_LEN..]);
+            assert_eq!(placed_enc, placed(cb.clone(), 500, 3).encode().unwrap());
+            assert_eq!(ph, BatchHeader::parse(&placed_enc).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_compressed_payload_that_does_not_decompress_is_refused_everywhere() {
+        let cb = sample().with_codec(Codec::Lz4);
+        let mut enc = cb.encode().unwrap();
+        // Garbage records under a valid CRC: what only a bad writer (or bit rot before
+        // the CRC was computed) makes.
+        for byte in &mut enc[BATCH_HEADER_LEN..] {
+            *byte = 0xa5;
+        }
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        let codec_err = |r: Result<_, DecodeError>| matches!(r, Err(DecodeError::Codec(_)));
+        assert!(codec_err(RecordBatch::decode(&enc).map(|_| ())));
+        assert!(codec_err(check_encoded(&enc).map(|_| ())));
+        let before = enc.clone();
+        assert!(codec_err(place_encoded(&mut enc, 1, 1).map(|_| ())));
+        assert_eq!(enc, before, "a refused batch is left as it was");
+        // Unknown codec bits (5-7): refused when encoding and decoding.
+        let mut unknown = sample();
+        unknown.attributes = 6;
+        assert_eq!(
+            unknown.encode(),
+            Err(EncodeError::Codec(CodecError::Unknown(6)))
+        );
+        let mut enc = sample().encode().unwrap();
+        enc[22] |= 7;
+        let crc = crc32fast::hash(&enc[CRC_START..]);
+        enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            RecordBatch::decode(&enc),
+            Err(DecodeError::Codec(CodecError::Unknown(7)))
+        );
+        // Sparse deltas cannot be renumbered inside compressed bytes: refused.
+        let mut sparse = sample().with_codec(Codec::Gzip);
+        sparse.records[1].offset_delta = 9;
+        let mut enc = sparse.encode().unwrap();
+        assert!(!check_encoded(&enc).unwrap().1);
+        assert!(matches!(
+            place_encoded(&mut enc, 0, 0),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    impl RecordBatch {
+        fn encode_plain_for_test(&self) -> Vec<u8> {
+            let mut out = Vec::new();
+            self.encode_plain_into(&mut out).unwrap();
+            out
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn prop_compressed_roundtrip(b in arb_batch(), codec in 1u8..=4) {
+            let b = b.with_codec(Codec::from_id(codec).unwrap());
+            let enc = b.encode().unwrap();
+            let (d, n) = RecordBatch::decode(&enc).unwrap();
+            prop_assert_eq!(n, enc.len());
+            prop_assert_eq!(d, b);
+        }
+
+        #[test]
+        fn prop_compressed_damage_never_panics(b in arb_batch(), codec in 1u8..=4, edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4)) {
+            let mut enc = b.with_codec(Codec::from_id(codec).unwrap()).encode().unwrap();
+            for (i, v) in edits {
+                let i = BATCH_HEADER_LEN + i % (enc.len() - BATCH_HEADER_LEN).max(1);
+                if let Some(byte) = enc.get_mut(i) {
+                    *byte = v;
+                }
+            }
+            let crc = crc32fast::hash(&enc[CRC_START..]);
+            enc[CRC_POS..CRC_START].copy_from_slice(&crc.to_be_bytes());
+            let decoded = RecordBatch::decode(&enc).ok().filter(|(_, n)| *n == enc.len());
+            prop_assert_eq!(check_encoded(&enc).is_ok(), decoded.is_some());
+        }
 
         #[test]
         fn prop_roundtrip(b in arb_batch()) {

@@ -3,6 +3,7 @@
 
 pub mod batch;
 mod checkpoint;
+pub mod codec;
 #[cfg(target_os = "linux")]
 mod direct_file;
 pub mod epoch_cache;
@@ -13,6 +14,7 @@ mod segment;
 pub mod storage;
 
 pub use batch::*;
+pub use codec::{Codec, CodecError, CODEC_MASK};
 pub use epoch_cache::{EpochCache, EpochEntry};
 pub use file_storage::FileStorage;
 pub use mem_storage::{CrashFile, MemStorage};

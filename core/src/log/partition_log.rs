@@ -7,6 +7,7 @@ use super::batch::{
     check_encoded, place_encoded, verify_crc, BatchHeader, DecodeError, EncodeError, RecordBatch,
 };
 use super::checkpoint;
+use super::codec::CODEC_MASK;
 use super::epoch_cache::EpochCache;
 use super::segment::{check_crc, SegReader, Segment, Step, Verified, MAX_BATCH_LEN_ON_DISK};
 use super::storage::{join, Storage, StorageError};
@@ -473,18 +474,22 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
         self.check_epoch(batch.partition_leader_epoch)?;
+        let max = self.config.max_batch_bytes;
+        // A compressed batch's size is known once compressed: checked after encoding.
+        let compressed = batch.attributes & CODEC_MASK != 0;
         let size = batch.encoded_len();
-        if size > self.config.max_batch_bytes {
-            return Err(LogError::BatchTooLarge {
-                size,
-                max: self.config.max_batch_bytes,
-            });
+        if size > max && !compressed {
+            return Err(LogError::BatchTooLarge { size, max });
         }
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
         let r = batch
             .encode_into(&mut bytes)
             .map_err(LogError::from)
+            .and_then(|()| match bytes.len() {
+                size if compressed && size > max => Err(LogError::BatchTooLarge { size, max }),
+                _ => Ok(()),
+            })
             .and_then(|()| BatchHeader::parse(&bytes).map_err(LogError::from))
             .and_then(|header| self.append_bytes(&bytes, &header, now_ms));
         bytes.clear(); // keeps the capacity; a printed log does not show the last batch

@@ -15,6 +15,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use skein_core::controller::{ControllerError, TopicConfig};
+use skein_core::log::Codec;
 use skein_core::message::{Acks, OffsetSpec};
 use skein_core::types::TopicPartition;
 use skein_node::client::{Client, ClientError, ClientOptions};
@@ -63,6 +64,9 @@ pub enum BenchCommand {
         /// Target records/s over all producers (default: as fast as possible).
         #[arg(long)]
         rate: Option<u64>,
+        /// Store each batch compressed: none, gzip, snappy, lz4 or zstd.
+        #[arg(long, default_value = "none")]
+        compression: Codec,
         #[command(flatten)]
         common: Common,
     },
@@ -90,6 +94,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 batch,
                 producers,
                 rate,
+                compression,
                 common,
             } => {
                 anyhow::ensure!(
@@ -110,6 +115,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     batch,
                     producers,
                     rate,
+                    compression,
                 )
                 .await
             }
@@ -187,6 +193,7 @@ async fn produce(
     batch: usize,
     producers: usize,
     rate: Option<u64>,
+    compression: Codec,
 ) -> anyhow::Result<ExitCode> {
     let batches = records.div_ceil(batch as u64);
     let next_batch = Arc::new(AtomicU64::new(0));
@@ -204,6 +211,7 @@ async fn produce(
         );
         tasks.push(tokio::spawn(async move {
             let mut c = Client::new(cluster, options());
+            c.set_compression(compression);
             let mut h = histogram();
             let payload = vec![b'x'; record_size];
             let mut sent = 0u64;

@@ -1,6 +1,7 @@
 //! `skein produce --topic t`: one record per stdin line, batched, offsets printed.
 
 use super::common::{client, runtime, ClusterArg};
+use skein_core::log::Codec;
 use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
 use std::io::BufRead;
@@ -55,6 +56,9 @@ pub struct ProduceArgs {
     /// Print one summary line per batch instead of one offset per record.
     #[arg(long)]
     pub quiet: bool,
+    /// Store each batch compressed: none, gzip, snappy, lz4 or zstd (Kafka's codecs).
+    #[arg(long, default_value = "none")]
+    pub compression: Codec,
     #[command(flatten)]
     pub cluster: ClusterArg,
 }
@@ -63,6 +67,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
     super::common::init_tracing("warn");
     anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
     let mut c = client(&args.cluster)?;
+    c.set_compression(args.compression);
     // Lines are read on a blocking thread and batched here: a batch goes out when full or
     // when stdin has been quiet for `linger_ms`.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(4096);

@@ -107,6 +107,11 @@ pub fn corrupt_message() -> i16 {
     E::CorruptMessage.code()
 }
 
+/// A produced batch names a compression codec Kafka does not have (attributes 5-7).
+pub fn unsupported_compression() -> i16 {
+    E::UnsupportedCompressionType.code()
+}
+
 pub fn message_too_large() -> i16 {
     E::MessageTooLarge.code()
 }
@@ -152,5 +157,6 @@ mod tests {
         assert_eq!(group(&GroupError::NotCoordinator), 16);
         assert_eq!(group(&GroupError::RebalanceInProgress), 27);
         assert_eq!(group(&GroupError::MemberIdRequired("m".into())), 79);
+        assert_eq!(unsupported_compression(), 76);
     }
 }

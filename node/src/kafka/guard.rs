@@ -318,7 +318,8 @@ pub fn check_records(records: &[u8]) -> Result<(), GuardError> {
         b.skip(4)?; // crc
         let attributes = b.i16()?;
         if magic != 2 || attributes & 0x7 != 0 {
-            // The decoder refuses these before reading any record.
+            // The decoder refuses other versions before reading any record; a compressed
+            // batch's records are checked once decompressed (records::decode_batches).
             continue;
         }
         b.pos = HEADER - 4;

@@ -4,7 +4,7 @@
 //! no response at all, as in Kafka.
 
 use super::errors;
-use super::records::decode_batches;
+use super::records::{decode_batches, RecordsError};
 use super::session::Session;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -50,10 +50,7 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
                 (_, Err(_)) => Err(errors::unknown_topic()),
                 (None, _) => Ok(Vec::new()),
                 (Some(r), _) => decode_batches(r.clone())
-                    .map_err(|e| {
-                        tracing::debug!(error = %e, "kafka: produce refused");
-                        errors::corrupt_message()
-                    })
+                    .map_err(|e| refused(&topic.name.0, part.index, &e))
                     .and_then(|batches| encode_all(&batches)),
             };
             match batches {
@@ -118,8 +115,25 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
     Some(resp)
 }
 
+/// The code for a produce whose records were refused: UNSUPPORTED_COMPRESSION_TYPE for a
+/// codec Kafka does not have (logged where an operator looks: the client only sees the
+/// code), CORRUPT_MESSAGE otherwise.
+fn refused(topic: &str, partition: i32, e: &RecordsError) -> i16 {
+    match e {
+        RecordsError::UnsupportedCompression { .. } => {
+            tracing::warn!(topic, partition, error = %e, "kafka: produce refused: unsupported compression codec");
+            errors::unsupported_compression()
+        }
+        _ => {
+            tracing::debug!(topic, partition, error = %e, "kafka: produce refused");
+            errors::corrupt_message()
+        }
+    }
+}
+
 /// Skein's batches in the log's format, as a Skein producer sends them (the leader's log
-/// writes these bytes); all or none, so a partition's batches are refused together.
+/// writes these bytes, compressed with the batch's codec); all or none, so a partition's
+/// batches are refused together.
 fn encode_all(batches: &[RecordBatch]) -> Result<Vec<EncodedBatch>, i16> {
     batches
         .iter()
@@ -129,6 +143,7 @@ fn encode_all(batches: &[RecordBatch]) -> Result<Vec<EncodedBatch>, i16> {
                 match e {
                     EncodeError::TooLarge(_) => errors::message_too_large(),
                     EncodeError::ReservedProducerId(_) => errors::corrupt_message(),
+                    EncodeError::Codec(_) => errors::unsupported_compression(),
                 }
             })
         })
@@ -161,7 +176,24 @@ fn refuse_all(req: &ProduceRequest, code: i16) -> ProduceResponse {
 mod tests {
     use super::*;
     use crate::kafka::records::encode_batches;
-    use skein_core::log::ProducerInfo;
+    use skein_core::log::{Codec, ProducerInfo};
+
+    /// A codec Kafka does not have is UNSUPPORTED_COMPRESSION_TYPE (76), which a client
+    /// reports, not CORRUPT_MESSAGE (2), which it retries as a CRC error.
+    #[test]
+    fn an_unknown_codec_is_answered_76_and_damage_2() {
+        let mut bytes = encode_batches(&[RecordBatch::from_values(5, [b"a".to_vec()])])
+            .unwrap()
+            .to_vec();
+        let good = bytes.clone();
+        bytes[22] |= 6;
+        let e = decode_batches(bytes.into()).unwrap_err();
+        assert_eq!(refused("t", 0, &e), 76);
+        let mut flipped = good;
+        *flipped.last_mut().unwrap() ^= 1;
+        let e = decode_batches(flipped.into()).unwrap_err();
+        assert_eq!(refused("t", 0, &e), 2);
+    }
 
     /// A Kafka producer's batches reach the leader in Skein's batch format, one encoded
     /// batch per Kafka batch, each reading back as the batch the listener decoded.
@@ -183,6 +215,16 @@ mod tests {
             assert_eq!(e.as_bytes(), b.encode().unwrap());
             assert_eq!(&e.decode().unwrap(), b);
         }
+        // A compressed Kafka batch is sent compressed with its codec, in Skein's format.
+        let values = (0..50).map(|i| format!("value {i} of a compressible batch").into_bytes());
+        let zstd = [RecordBatch::from_values(7, values).with_codec(Codec::Zstd)];
+        let decoded = decode_batches(encode_batches(&zstd).unwrap()).unwrap();
+        let encoded = encode_all(&decoded).unwrap();
+        assert_eq!(encoded[0].decode().unwrap(), zstd[0]);
+        assert!(
+            encoded[0].len() < zstd[0].encoded_len() / 2,
+            "stored compressed"
+        );
         // A batch Skein cannot encode is refused as corrupt, not sent.
         let reserved = ProducerInfo {
             producer_id: u64::MAX,

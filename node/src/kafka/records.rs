@@ -1,23 +1,38 @@
 //! Kafka record batch v2 (CRC-32C, decoded and encoded by `kafka_protocol::records`) to
 //! Skein's [`RecordBatch`] and back. One Kafka batch is one Skein batch: the leader
 //! assigns offsets and the epoch to the whole batch, and an idempotent producer's sequence
-//! numbers are per batch, as in Kafka.
+//! numbers are per batch, as in Kafka. A compressed Kafka batch becomes a Skein batch
+//! with the same codec (stored compressed), and a Skein batch goes out compressed with its
+//! own codec; both ways the records go through core's codecs (`skein_core::log::Codec`,
+//! Kafka's framings), handed to kafka-protocol through its custom-compression hooks.
 
+use super::guard::check_records;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record as KRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use skein_core::log::{Header, ProducerInfo, Record, RecordBatch};
+use skein_core::log::codec::MAX_DECOMPRESSED_LEN;
+use skein_core::log::{Codec, Header, ProducerInfo, Record, RecordBatch};
+use std::cell::Cell;
 
-/// Why a produced record set was refused (answered CORRUPT_MESSAGE / INVALID_RECORD).
+/// Size of a Kafka v2 batch's fixed header; its records section follows.
+const KAFKA_HEADER_LEN: usize = 61;
+/// Byte position of a Kafka v2 batch's attributes (i16).
+const KAFKA_ATTRIBUTES_POS: usize = 21;
+
+/// Why a produced record set was refused (answered CORRUPT_MESSAGE / INVALID_RECORD, or
+/// UNSUPPORTED_COMPRESSION_TYPE for `UnsupportedCompression`).
 #[derive(Debug, thiserror::Error)]
 pub enum RecordsError {
     #[error("cannot decode the record batches: {0}")]
     Decode(String),
-    #[error("compressed batches ({0:?}) are not supported; produce uncompressed")]
-    Compressed(Compression),
+    #[error(
+        "record batch at byte {pos} names compression codec {codec}, not one of Kafka's \
+         (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"
+    )]
+    UnsupportedCompression { pos: usize, codec: u8 },
     #[error("transactional and control batches are not supported")]
     Transactional,
     #[error("{0}")]
@@ -25,20 +40,79 @@ pub enum RecordsError {
 }
 
 /// Decodes a produce request's `records` into Skein batches (CRC-32C checked by the
-/// decoder; empty batches dropped).
+/// decoder; empty batches dropped). A compressed batch is decompressed by core's codec
+/// and its records checked like an uncompressed batch's ([`check_records`]: counts that
+/// the bytes can hold) before the decoder reads them, and gives a batch with its codec.
 pub fn decode_batches(mut records: Bytes) -> Result<Vec<RecordBatch>, RecordsError> {
-    let sets = RecordBatchDecoder::decode_all(&mut records)
-        .map_err(|e| RecordsError::Decode(format!("{e:#}")))?;
     let mut out = Vec::new();
-    for set in sets {
-        if set.compression != Compression::None {
-            return Err(RecordsError::Compressed(set.compression));
-        }
+    let total = records.len();
+    while !records.is_empty() {
+        let pos = total - records.len();
+        let codec = batch_codec(&records, pos)?;
+        // The records decompressed ahead, for the decoder's hook to hand over.
+        let plain = Cell::new(match codec {
+            Codec::None => None,
+            codec => decompress_checked(&records, codec)?,
+        });
+        let hook = |compressed: &mut Bytes, _: Compression| -> anyhow::Result<Bytes> {
+            Ok(plain.take().unwrap_or_else(|| compressed.clone()))
+        };
+        let set = RecordBatchDecoder::decode_with_custom_compression(&mut records, Some(hook))
+            .map_err(|e| RecordsError::Decode(format!("{e:#}")))?;
         if let Some(batch) = to_skein(&set.records)? {
-            out.push(batch);
+            out.push(batch.with_codec(codec));
         }
     }
     Ok(out)
+}
+
+/// The codec of the Kafka batch at the start of `records` (found at byte `pos` of the
+/// request's records). `None` when the header is cut short: the decoder names that.
+fn batch_codec(records: &[u8], pos: usize) -> Result<Codec, RecordsError> {
+    let Some(a) = records.get(KAFKA_ATTRIBUTES_POS..KAFKA_ATTRIBUTES_POS + 2) else {
+        return Ok(Codec::None);
+    };
+    let id = (u16::from_be_bytes([a[0], a[1]]) & 0x7) as u8;
+    Codec::from_id(id).map_err(|_| RecordsError::UnsupportedCompression { pos, codec: id })
+}
+
+/// The records section of the compressed Kafka batch at the start of `records`,
+/// decompressed, once the batch it makes uncompressed passes [`check_records`] (record
+/// and header counts the bytes can hold, so the decoder never reserves for a lie).
+/// `None` when the batch is cut short: the decoder names that.
+fn decompress_checked(records: &[u8], codec: Codec) -> Result<Option<Bytes>, RecordsError> {
+    let Some(len) = records.get(8..12) else {
+        return Ok(None);
+    };
+    let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    let batch = usize::try_from(len)
+        .ok()
+        .and_then(|len| records.get(..12 + len))
+        .filter(|b| b.len() >= KAFKA_HEADER_LEN);
+    let Some(batch) = batch else {
+        return Ok(None);
+    };
+    let mut plain = batch[..KAFKA_HEADER_LEN].to_vec();
+    codec
+        .decompress_into(&batch[KAFKA_HEADER_LEN..], &mut plain, MAX_DECOMPRESSED_LEN)
+        .map_err(|e| RecordsError::Decode(e.to_string()))?;
+    let plain_len = i32::try_from(plain.len() - 12)
+        .map_err(|_| RecordsError::Invalid("decompressed batch too large"))?;
+    plain[8..12].copy_from_slice(&plain_len.to_be_bytes());
+    plain[KAFKA_ATTRIBUTES_POS + 1] &= !0x7;
+    check_records(&plain).map_err(|e| RecordsError::Decode(format!("{codec} records: {e}")))?;
+    Ok(Some(Bytes::from(plain).slice(KAFKA_HEADER_LEN..)))
+}
+
+/// Kafka's name for a codec (the same numbering).
+fn kafka_compression(codec: Codec) -> Compression {
+    match codec {
+        Codec::None => Compression::None,
+        Codec::Gzip => Compression::Gzip,
+        Codec::Snappy => Compression::Snappy,
+        Codec::Lz4 => Compression::Lz4,
+        Codec::Zstd => Compression::Zstd,
+    }
 }
 
 fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
@@ -90,18 +164,41 @@ fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
     ))
 }
 
-/// Encodes Skein batches as concatenated Kafka record batches v2, one per Skein batch.
+/// Encodes Skein batches as concatenated Kafka record batches v2, one per Skein batch,
+/// each compressed with the Skein batch's codec (as it is stored).
 pub fn encode_batches(batches: &[RecordBatch]) -> anyhow::Result<Bytes> {
     let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
+    let compress = |plain: &mut BytesMut, out: &mut BytesMut, c: Compression| {
+        let mut z = Vec::new();
+        codec_of(c).compress_into(plain, &mut z);
+        out.extend_from_slice(&z);
+        anyhow::Ok(())
     };
     for batch in batches {
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: kafka_compression(batch.codec()?),
+        };
         let records = to_kafka(batch);
-        RecordBatchEncoder::encode(&mut buf, records.iter(), &options)?;
+        RecordBatchEncoder::encode_with_custom_compression(
+            &mut buf,
+            records.iter(),
+            &options,
+            Some(compress),
+        )?;
     }
     Ok(buf.freeze())
+}
+
+/// The codec kafka-protocol names (the same numbering).
+fn codec_of(c: Compression) -> Codec {
+    match c {
+        Compression::None => Codec::None,
+        Compression::Gzip => Codec::Gzip,
+        Compression::Snappy => Codec::Snappy,
+        Compression::Lz4 => Codec::Lz4,
+        Compression::Zstd => Codec::Zstd,
+    }
 }
 
 fn to_kafka(batch: &RecordBatch) -> Vec<KRecord> {
@@ -189,6 +286,86 @@ mod tests {
             .map(|b| b.clone().at(0).in_epoch(0))
             .collect();
         assert_eq!(back, want);
+    }
+
+    /// Each codec: a Skein batch goes out as a Kafka batch compressed with its codec, and
+    /// a compressed Kafka batch comes in as a Skein batch carrying that codec.
+    #[test]
+    fn compressed_batches_cross_with_their_codec() {
+        for codec in Codec::ALL {
+            let b = batch(10, None, 50).with_codec(codec);
+            let bytes = encode_batches(std::slice::from_ref(&b)).unwrap();
+            let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+            assert_eq!(codec_of(infos[0].compression), codec);
+            let plain = encode_batches(&[batch(10, None, 50)]).unwrap();
+            if codec != Codec::None {
+                assert!(bytes.len() < plain.len(), "{codec}: {} bytes", bytes.len());
+            }
+            let back = decode_batches(bytes).unwrap();
+            assert_eq!(back, vec![b.clone().at(0).in_epoch(0)], "{codec}");
+            assert_eq!(back[0].codec(), Ok(codec));
+        }
+    }
+
+    /// librdkafka writes raw snappy (no xerial framing); it is read too.
+    #[test]
+    fn raw_snappy_from_librdkafka_is_read() {
+        let b = batch(0, None, 20).with_codec(Codec::Snappy);
+        let raw = |plain: &mut BytesMut, out: &mut BytesMut, _: Compression| {
+            out.extend_from_slice(&snap::raw::Encoder::new().compress_vec(plain)?);
+            anyhow::Ok(())
+        };
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Snappy,
+        };
+        let records = to_kafka(&b);
+        RecordBatchEncoder::encode_with_custom_compression(
+            &mut buf,
+            records.iter(),
+            &options,
+            Some(raw),
+        )
+        .unwrap();
+        let back = decode_batches(buf.freeze()).unwrap();
+        assert_eq!(back, vec![b.at(0).in_epoch(0)]);
+    }
+
+    #[test]
+    fn an_unknown_codec_is_named_not_called_corrupt() {
+        let first = encode_batches(&[batch(0, None, 3)]).unwrap();
+        for id in 5..=7u8 {
+            let mut bytes = first.to_vec();
+            bytes.extend_from_slice(&first);
+            bytes[first.len() + KAFKA_ATTRIBUTES_POS + 1] |= id;
+            let e = decode_batches(Bytes::from(bytes)).unwrap_err();
+            assert!(
+                matches!(e, RecordsError::UnsupportedCompression { pos, codec } if pos == first.len() && codec == id),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&format!("codec {id}")), "{e}");
+        }
+    }
+
+    /// A compressed batch's records are checked before the decoder reads them: a record
+    /// count the decompressed bytes cannot hold is an error, not a huge reservation; a
+    /// payload that does not decompress names its codec.
+    #[test]
+    fn compressed_records_are_checked_before_decoding() {
+        for codec in Codec::ALL.into_iter().skip(1) {
+            let good = encode_batches(&[batch(0, None, 3).with_codec(codec)]).unwrap();
+            let mut lying = good.to_vec();
+            lying[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+            let e = decode_batches(Bytes::from(lying)).unwrap_err();
+            assert!(e.to_string().contains("record count"), "{codec}: {e}");
+            let mut garbled = good.to_vec();
+            for b in &mut garbled[KAFKA_HEADER_LEN..] {
+                *b = 0x5a;
+            }
+            let e = decode_batches(Bytes::from(garbled)).unwrap_err();
+            assert!(e.to_string().contains(codec.name()), "{codec}: {e}");
+        }
     }
 
     #[test]

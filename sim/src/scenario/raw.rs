@@ -46,6 +46,7 @@ pub(super) struct RawWorkload {
     pub(super) produce_rate: Option<Spanned<f64>>,
     pub(super) acks: Option<Spanned<toml::Value>>,
     pub(super) idempotent: Option<bool>,
+    pub(super) compression: Option<bool>,
     pub(super) group_members: Option<u32>,
     pub(super) group_id: Option<Spanned<String>>,
     pub(super) group_commit: Option<Spanned<String>>,
@@ -287,6 +288,7 @@ impl RawWorkload {
             sc.produce_rate = Some(*r.get_ref());
         }
         sc.idempotent = w.idempotent;
+        sc.compression = w.compression;
         sc.group_members = w.group_members;
         sc.group_static = w.group_static;
         if let Some(g) = w.group_id {

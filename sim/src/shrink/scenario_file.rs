@@ -249,6 +249,9 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
         "\n[workload]\nproducers = {}\nconsumers = {}\nproduce_rate = {}\nacks = {acks}\nidempotent = {}",
         cfg.producers, cfg.consumers, cfg.produce_rate, cfg.idempotent
     );
+    if cfg.compression {
+        let _ = writeln!(o, "compression = true");
+    }
     if cfg.group_members > 0 {
         let commit = cfg.group_commit.name();
         let _ = writeln!(

@@ -38,6 +38,7 @@ pub(super) fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTi
         stop_producing,
         stop_dispatch,
     )
+    .compressing(cfg.compression.then_some(cfg.seed))
 }
 
 impl World {
