@@ -424,5 +424,6 @@ pub fn heartbeat_request(
         metadata_offset,
         offline_partitions: Vec::new(),
         corrupt_partitions: Vec::new(),
+        log_info: Vec::new(),
     }
 }

@@ -63,7 +63,21 @@ fn cluster_up_topic_produce_consume_down() {
     let dir = tmp.path().join("data");
     let d = dir.to_str().unwrap();
 
-    let up = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
+    // One controller: this test reads the single controller's address from cluster.toml.
+    let up = run(
+        &[
+            "cluster",
+            "up",
+            "--brokers",
+            "3",
+            "--controllers",
+            "1",
+            "--dir",
+            d,
+        ],
+        "",
+        LIMIT,
+    );
     let _down = Down(dir.clone());
     assert!(ok(&up).contains("broker 3"), "{}", text(&up.stdout));
     let started = pids(&dir);
@@ -73,7 +87,20 @@ fn cluster_up_topic_produce_consume_down() {
     let cf = dir.join("cluster.toml");
     let cf = cf.to_str().unwrap();
 
-    let again = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
+    let again = run(
+        &[
+            "cluster",
+            "up",
+            "--brokers",
+            "3",
+            "--controllers",
+            "1",
+            "--dir",
+            d,
+        ],
+        "",
+        LIMIT,
+    );
     assert!(!again.status.success());
     says(&again, "already running");
 
@@ -274,7 +301,20 @@ fn keyed_and_refused(cf: &str, dir: &Path) {
 /// Restart on the same directory (new ports): the data is recovered; then topic delete
 /// (twice: the second is refused) and `cluster down`.
 fn restart_and_delete(cf: &str, d: &str, lines: &str) {
-    let up2 = run(&["cluster", "up", "--brokers", "3", "--dir", d], "", LIMIT);
+    let up2 = run(
+        &[
+            "cluster",
+            "up",
+            "--brokers",
+            "3",
+            "--controllers",
+            "1",
+            "--dir",
+            d,
+        ],
+        "",
+        LIMIT,
+    );
     assert!(
         up2.status.success(),
         "second cluster up failed: {}",

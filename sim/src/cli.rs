@@ -85,6 +85,10 @@ pub struct SimOpts {
     /// min.insync.replicas [default: 2].
     #[arg(long)]
     pub min_insync_replicas: Option<u32>,
+    /// KIP-966's unclean.recovery.strategy of the test topic: none, balanced or
+    /// aggressive [default: balanced].
+    #[arg(long, value_name = "STRATEGY")]
+    pub unclean_recovery_strategy: Option<skein_core::controller::UncleanRecoveryStrategy>,
     /// Simulated producers [default: 2].
     #[arg(long)]
     pub producers: Option<u32>,
@@ -169,6 +173,9 @@ impl SimOpts {
         if let Some(m) = self.group_commit {
             c.group_commit = m;
         }
+        if let Some(s) = self.unclean_recovery_strategy {
+            c.unclean_recovery_strategy = s;
+        }
         if self.no_history_check {
             c.check_history = false;
         }
@@ -224,6 +231,12 @@ impl SimOpts {
         }
         if self.compression {
             s += " --compression";
+        }
+        if let Some(u) = self.unclean_recovery_strategy {
+            s += &format!(
+                " --unclean-recovery-strategy {}",
+                u.name().to_ascii_lowercase()
+            );
         }
         if self.no_history_check {
             s += " --no-history-check";

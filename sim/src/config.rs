@@ -8,6 +8,7 @@ use crate::group_client::CommitMode;
 use crate::net::NetConfig;
 use crate::scenario::{Acks, Expect, Scenario};
 use crate::time::{SimTime, MILLIS, SECS};
+use skein_core::controller::UncleanRecoveryStrategy;
 use skein_core::group::AssignorKind;
 use skein_core::raft::RaftConfig;
 
@@ -58,6 +59,10 @@ pub struct SimConfig {
     pub replication_factor: u32,
     pub min_insync_replicas: u32,
     pub unclean_leader_election: bool,
+    /// The topic's KIP-966 `unclean.recovery.strategy` (Balanced by default, as in
+    /// Kafka): what the controller does for a partition none of whose ISR and ELR members
+    /// can lead.
+    pub unclean_recovery_strategy: UncleanRecoveryStrategy,
     pub producers: u32,
     pub consumers: u32,
     /// Members of one consumer group (`group_id`) reading the topic, commit-after-process.
@@ -105,6 +110,7 @@ impl Default for SimConfig {
             replication_factor: 3,
             min_insync_replicas: 2,
             unclean_leader_election: false,
+            unclean_recovery_strategy: UncleanRecoveryStrategy::default(),
             producers: 2,
             consumers: 2,
             group_members: 2,
@@ -180,6 +186,7 @@ impl SimConfig {
             replication_factor,
             min_insync_replicas,
             unclean_leader_election,
+            unclean_recovery_strategy,
             producers,
             consumers,
             group_id,

@@ -618,8 +618,31 @@ impl Checker {
         }
     }
 
-    /// End of run: liveness. `leaderless` lists partitions without a serving leader.
-    pub fn finish_liveness(&mut self, now: SimTime, leaderless: &[u32], bound: SimTime) {
+    /// The acknowledged records of partition `p`, by offset.
+    pub fn acked_records(&self, p: u32) -> Vec<(Offset, Text)> {
+        self.acked_at
+            .iter()
+            .filter(|((q, _), _)| *q == p)
+            .map(|((_, o), v)| (o, v.clone()))
+            .collect()
+    }
+
+    /// End of run: liveness. `leaderless` lists partitions without a serving leader;
+    /// `destroyed` the leaderless partitions where the injected faults destroyed every copy
+    /// of some acknowledged record (no replica can recover them, so their partition is not
+    /// judged: the report names them instead).
+    pub fn finish_liveness(
+        &mut self,
+        now: SimTime,
+        leaderless: &[u32],
+        destroyed: &BTreeSet<u32>,
+        bound: SimTime,
+    ) {
+        let leaderless: Vec<u32> = leaderless
+            .iter()
+            .copied()
+            .filter(|p| !destroyed.contains(p))
+            .collect();
         if !leaderless.is_empty() {
             let d = format!(
                 "partitions {leaderless:?} have no serving leader {} after the last fault healed",
@@ -630,7 +653,7 @@ impl Checker {
         let unread: Vec<((u32, Offset), &Text)> = self
             .acked_at
             .iter()
-            .filter(|((p, o), _)| !self.read_acked.contains(*p, *o))
+            .filter(|((p, o), _)| !self.read_acked.contains(*p, *o) && !destroyed.contains(p))
             .collect();
         if let Some(((p, o), value)) = unread.first() {
             let d = format!(

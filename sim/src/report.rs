@@ -84,6 +84,10 @@ pub struct SimReport {
     /// Leaders elected from outside the ISR (unclean election enabled): their data loss is
     /// reported by acked-write-lost, and expected.
     pub unclean_elections: u64,
+    /// Leaderless partitions where the injected faults destroyed every copy of some
+    /// acknowledged record, one line each naming the offsets: not a protocol failure
+    /// (`liveness` does not judge them), but reported and counted by sweeps.
+    pub copies_destroyed: Vec<String>,
     /// Per invariant, in [`NAMES`] order.
     pub verdicts: Vec<(&'static str, Verdict)>,
     /// The first violations of each invariant (at most `invariants::MAX_KEPT` each), in
@@ -228,6 +232,9 @@ impl fmt::Display for SimReport {
             self.indeterminate,
             self.records_polled
         )?;
+        for line in &self.copies_destroyed {
+            writeln!(f, "destroyed    {line}")?;
+        }
         if let Some(g) = &self.group {
             writeln!(
                 f,

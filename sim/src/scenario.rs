@@ -109,6 +109,8 @@ pub struct Scenario {
     pub replication_factor: Option<u32>,
     pub min_insync_replicas: Option<u32>,
     pub unclean_leader_election: Option<bool>,
+    /// `[cluster] unclean_recovery_strategy`: "none", "balanced" or "aggressive".
+    pub unclean_recovery_strategy: Option<skein_core::controller::UncleanRecoveryStrategy>,
     pub producers: Option<u32>,
     pub consumers: Option<u32>,
     pub group_members: Option<u32>,

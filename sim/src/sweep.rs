@@ -93,6 +93,10 @@ pub struct SeedResult {
     /// The fault atlas entries the run struck (`kind@role/moment`).
     #[serde(default)]
     pub atlas: Vec<String>,
+    /// "All copies of committed records destroyed by injected faults" findings (the
+    /// report's `copies_destroyed`): not failures, but counted and listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies_destroyed: Vec<String>,
 }
 
 /// Equal when the runs were the same: everything but the wall time.
@@ -108,6 +112,7 @@ impl PartialEq for SeedResult {
             && self.error == o.error
             && self.probes == o.probes
             && self.atlas == o.atlas
+            && self.copies_destroyed == o.copies_destroyed
     }
 }
 
@@ -141,6 +146,7 @@ impl SeedResult {
             error: None,
             probes: report.probes_hit().into_iter().map(String::from).collect(),
             atlas: report.atlas.iter().map(|(e, _)| e.clone()).collect(),
+            copies_destroyed: report.copies_destroyed.clone(),
         }
     }
 
@@ -158,6 +164,7 @@ impl SeedResult {
             error: Some(error),
             probes: Vec::new(),
             atlas: Vec::new(),
+            copies_destroyed: Vec::new(),
         }
     }
 
@@ -477,6 +484,21 @@ impl fmt::Display for Summary<'_> {
         for (inv, n) in r.by_invariant() {
             writeln!(f, "  {inv}: {n} seeds")?;
         }
+        let destroyed: Vec<&SeedResult> = r
+            .seeds
+            .iter()
+            .filter(|s| !s.copies_destroyed.is_empty())
+            .collect();
+        if !destroyed.is_empty() {
+            writeln!(
+                f,
+                "all copies of committed records destroyed by injected faults (not failures): {} seeds",
+                destroyed.len()
+            )?;
+            for s in destroyed {
+                writeln!(f, "  seed {}: {}", s.seed, s.copies_destroyed.join("; "))?;
+            }
+        }
         let probes = r.probe_runs();
         let never: Vec<&str> = probes
             .iter()
@@ -559,6 +581,7 @@ mod tests {
                 "crash@leader/{}",
                 ["steady", "electing"][seed as usize % 2]
             )],
+            copies_destroyed: Vec::new(),
         }
     }
 

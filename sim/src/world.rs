@@ -49,6 +49,7 @@ mod name_slots {
 
 mod client_faults;
 mod controllers;
+mod copies;
 mod delivery;
 mod leader_nemesis;
 mod node_faults;
@@ -293,6 +294,8 @@ struct World {
     healed_at: SimTime,
     /// Whether scenario faults continue past the final heal (liveness then not judged).
     faults_after_heal: bool,
+    /// The end of run's "all copies destroyed" findings (`copies.rs`), for the report.
+    copies_destroyed: Vec<String>,
     out: ClientOut,
     /// A broker's outputs of one step, kept between steps so taking them allocates nothing.
     node_out: Vec<skein_core::broker::Output>,

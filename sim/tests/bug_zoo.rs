@@ -126,6 +126,18 @@ fn unclean_isolate_and_crash(seed: u64) -> SimConfig {
     }
 }
 
+/// One in-sync copy is enough (`--min-insync-replicas 1`) under bit flips, power losses
+/// and partitions at twice the default rate (`--fault-weights
+/// bit-flip=4,power-loss=3,partition=3,<everything else>=0`): the ISR shrinks to one
+/// leader, a flipped bit makes its copy refuse to open after a power loss, and the unclean
+/// recovery manager must choose among the others (seed 161 of the default shape with
+/// `--min-insync-replicas 1` is this case).
+fn damaged_last_copy(seed: u64) -> SimConfig {
+    let mut c = doubled(seed, "crash=0,controller-crash=0,pause=0,clock=0,clog=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,client-crash=0,client-pause=0,client-isolate=0,bit-flip=4,power-loss=3,partition=3");
+    c.min_insync_replicas = 1;
+    c
+}
+
 /// A 3-controller Raft quorum under controller faults and partitions only, twice the
 /// default rate (`--controllers 3 --fault-rate 2 --fault-weights
 /// controller-crash=3,partition=3,<everything else>=0`): controller crashes, power losses
@@ -329,7 +341,23 @@ const ZOO: &[Row] = &[
         bound: Some(BOUND_NO_CHECK_QUORUM),
         sweep: quorum_faults,
     },
+    Row {
+        bug: "unclean-shorter-log",
+        scenario: "unclean-recovery-balanced.toml",
+        // Seed 161: the manager elects the worst answer (broker 3, cut at its damage at
+        // offset 25) instead of broker 1, which holds every acknowledged record. The sweep:
+        // `skein sim sweep --seeds 0..60` of `damaged_last_copy` finds it first at seed 38
+        // (acked-write-lost; one window measured), where the correct core passes (it
+        // recovers uncleanly without loss); the correct core passes all 60.
+        seed: 161,
+        invariant: "acked-write-lost",
+        bound: BOUND_UNCLEAN_SHORTER_LOG,
+        sweep: damaged_last_copy,
+    },
 ];
+
+/// Seeds of `damaged_last_copy` within which `unclean-shorter-log` must be found.
+const BOUND_UNCLEAN_SHORTER_LOG: Option<u64> = Some(60);
 
 /// Seeds of `quorum_faults` within which `no-check-quorum` must be found.
 const BOUND_NO_CHECK_QUORUM: u64 = 30;

@@ -473,6 +473,7 @@ async fn cluster_survives_kills_clogs_and_partitions() {
                 unclean_leader_election: false,
                 retention_ms: None,
                 retention_bytes: None,
+                ..TopicConfig::default()
             };
             c.create_topic(TOPIC, config).await.expect("create topic");
             c.wait_topic(TOPIC)

@@ -14,13 +14,14 @@
 
 use crate::controller::{
     ControllerError, ControllerRequest, ControllerResponse, HeartbeatReply, MetadataImage,
-    PartitionState,
+    PartitionState, ReplicaLogInfo,
 };
 use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use crate::log::{LogConfig, LogError, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
 use crate::replica::{
-    AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaView,
+    AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
+    ReplicaView,
 };
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -228,6 +229,9 @@ pub struct Broker<S: Storage + Clone> {
     image: MetadataImage,
     heartbeat_sent_at: Option<Nanos>,
     heartbeat_in_flight: bool,
+    /// The unclean recovery manager's standing query (the last heartbeat reply's): each
+    /// heartbeat answers it from the replicas (`log_info`).
+    log_info_queries: Vec<(TopicPartition, LeaderEpoch)>,
     /// The controller this broker believes active (one of `config.controllers`).
     controller: NodeId,
     /// When the oldest heartbeat sent since the last answered one left: an answer starts
@@ -253,6 +257,10 @@ pub struct Broker<S: Storage + Clone> {
     /// leader's log closed on a full disk was treated as damaged and deleted, though it
     /// held the only intact copy of a batch a bit flip had damaged on the new leader).
     damaged: BTreeSet<TopicPartition>,
+    /// For each log of `damaged` that refused to open: the offset of the corrupt batch its
+    /// recovery met, the HW last checkpointed for it (kept in later checkpoints) and its
+    /// topic id. What it answers the unclean recovery manager, since it cannot be read.
+    damaged_ends: BTreeMap<TopicPartition, (Offset, Offset, u64)>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
@@ -310,6 +318,7 @@ impl<S: Storage + Clone> Broker<S> {
             image: MetadataImage::new(),
             heartbeat_sent_at: None,
             heartbeat_in_flight: false,
+            log_info_queries: Vec::new(),
             controller,
             lease_from: None,
             lease_until: None,
@@ -321,6 +330,7 @@ impl<S: Storage + Clone> Broker<S> {
             topic_ids: BTreeMap::new(),
             failed: BTreeMap::new(),
             damaged: BTreeSet::new(),
+            damaged_ends: BTreeMap::new(),
             groups: groups::GroupHost::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
@@ -347,8 +357,18 @@ impl<S: Storage + Clone> Broker<S> {
         topic_id: u64,
         min_insync: usize,
     ) -> Option<RecoverySummary> {
+        self.open_replica_with(tp, topic_id, min_insync, self.config.log.clone())
+    }
+
+    fn open_replica_with(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: u64,
+        min_insync: usize,
+        log_config: LogConfig,
+    ) -> Option<RecoverySummary> {
         let dir = partition_dir(tp, topic_id);
-        match PartitionLog::open(self.storage.clone(), &dir, self.config.log.clone()) {
+        match PartitionLog::open(self.storage.clone(), &dir, log_config) {
             Ok((log, summary)) => {
                 let cfg = self.config.replica_config(min_insync);
                 self.replicas
@@ -356,6 +376,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.topic_ids.insert(tp.clone(), topic_id);
                 self.failed.remove(tp);
                 self.damaged.remove(tp);
+                self.damaged_ends.remove(tp);
                 self.outputs.push(Output::Event(BrokerEvent::LogOpened {
                     tp: tp.clone(),
                     summary: Box::new(summary.clone()),
@@ -365,10 +386,14 @@ impl<S: Storage + Clone> Broker<S> {
             Err(e) => {
                 tracing::error!(%tp, error = %e, "cannot open partition log");
                 self.failed.insert(tp.clone(), e.to_string());
-                if matches!(e, LogError::Corrupt { .. }) {
+                if let LogError::Corrupt { offset, .. } = &e {
                     self.damaged.insert(tp.clone());
+                    let hw = self.checkpointed_hw(tp, topic_id);
+                    self.damaged_ends
+                        .insert(tp.clone(), (*offset, hw, topic_id));
                 } else {
                     self.damaged.remove(tp);
+                    self.damaged_ends.remove(tp);
                 }
                 self.outputs.push(Output::Event(BrokerEvent::LogOpenFailed {
                     tp: tp.clone(),
@@ -406,7 +431,28 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
+    /// The HW the checkpoint file holds for `tp` (0 if none), for a log that did not open.
+    fn checkpointed_hw(&self, tp: &TopicPartition, topic_id: u64) -> Offset {
+        if let Some(&(_, hw, _)) = self.damaged_ends.get(tp) {
+            return hw;
+        }
+        let Ok(bytes) = self.storage.clone().read_all(HW_PATH) else {
+            return 0;
+        };
+        let entries: HwCheckpoint = bincode::deserialize(&bytes).unwrap_or_default();
+        entries
+            .into_iter()
+            .find(|(t, id, _)| t == tp && *id == topic_id)
+            .map_or(0, |(_, _, hw)| hw)
+    }
+
     fn checkpoint_high_watermarks(&mut self) {
+        // A log that did not open keeps its last known HW (the unclean recovery manager
+        // asks for it).
+        let unopened = self
+            .damaged_ends
+            .iter()
+            .map(|(tp, &(_, hw, id))| (tp.clone(), id, hw));
         let cp: HwCheckpoint = self
             .replicas
             .iter()
@@ -414,6 +460,7 @@ impl<S: Storage + Clone> Broker<S> {
                 let id = *self.topic_ids.get(tp)?;
                 Some((tp.clone(), id, r.high_watermark()))
             })
+            .chain(unopened)
             .collect();
         if cp == self.last_hw_checkpoint {
             return;
@@ -852,8 +899,52 @@ impl<S: Storage + Clone> Broker<S> {
             metadata_offset: self.image.next_offset,
             offline_partitions: self.reported_offline.iter().cloned().collect(),
             corrupt_partitions: self.corrupt_partitions().into_iter().collect(),
+            log_info: self.log_info(),
         };
         self.send_controller(req);
+    }
+
+    /// Answers to the unclean recovery manager's query: each queried replica's last epoch,
+    /// usable log end and HW. A log that reads answers with its log end; one a read found
+    /// damaged with where the damage starts (it cuts there if elected). Nothing for a log
+    /// that is briefly unreadable or did not open: what it holds is not known.
+    fn log_info(&self) -> Vec<ReplicaLogInfo> {
+        self.log_info_queries
+            .iter()
+            .filter_map(|(tp, leader_epoch)| {
+                let Some(r) = self.replicas.get(tp) else {
+                    // A log that refused to open at a corrupt batch: what precedes it is
+                    // usable (its epoch unknown), and the HW it last knew.
+                    let &(at, hw, _) = self.damaged_ends.get(tp)?;
+                    return Some(ReplicaLogInfo {
+                        tp: tp.clone(),
+                        leader_epoch: *leader_epoch,
+                        last_epoch: None,
+                        log_end: at,
+                        high_watermark: hw,
+                        damaged_at: Some(at),
+                    });
+                };
+                let log = r.log();
+                let (log_end, damaged_at) = match (r.log_failure(), r.damaged_at()) {
+                    (None, _) => (log.log_end_offset(), None),
+                    (Some(_), Some(at)) => (at, Some(at)),
+                    (Some(_), None) => return None,
+                };
+                let last_epoch = match log_end.checked_sub(1) {
+                    Some(last) if last >= log.log_start_offset() => log.epoch_at(last),
+                    _ => None,
+                };
+                Some(ReplicaLogInfo {
+                    tp: tp.clone(),
+                    leader_epoch: *leader_epoch,
+                    last_epoch,
+                    log_end,
+                    high_watermark: r.high_watermark(),
+                    damaged_at,
+                })
+            })
+            .collect()
     }
 
     /// Called after every step and every group pump round, mostly with no replica reached
@@ -896,11 +987,22 @@ impl<S: Storage + Clone> Broker<S> {
         match self.replicas.get_mut(&req.tp) {
             Some(r) => r.handle_repair_fetch(from, &req),
             None => {
+                // A log that refused to open may still hold the batch intact.
+                let unopened = self
+                    .damaged_ends
+                    .get(&req.tp)
+                    .map(|&(_, _, id)| partition_dir(&req.tp, id));
+                let copy = match unopened {
+                    Some(dir) => {
+                        unopened::copy_from_unopened(&mut self.storage, &dir, req.offset, req.epoch)
+                    }
+                    None => RepairCopy::NotHeld,
+                };
                 let resp = RepairFetchResponse {
                     correlation: req.correlation,
                     tp: req.tp,
                     offset: req.offset,
-                    copy: RepairCopy::NotHeld,
+                    copy,
                 };
                 self.reply(from, resp.into());
             }
@@ -1125,6 +1227,7 @@ impl<S: Storage + Clone> Broker<S> {
         }
         self.heartbeat_in_flight = false;
         self.fenced = reply.fenced;
+        self.log_info_queries = reply.log_info_queries;
         let from = self.lease_from.take();
         if let Some(timeout) = self.config.session_timeout {
             self.lease_until = from.filter(|_| !reply.fenced).map(|t| t + timeout);
@@ -1174,7 +1277,11 @@ impl<S: Storage + Clone> Broker<S> {
             .filter_map(|(tp, s)| {
                 let topic = self.image.topic(&tp.topic)?;
                 let min_insync = topic.config.min_insync_replicas as usize;
-                let unclean = topic.config.unclean_leader_election;
+                // After an unclean recovery a follower may hold more than the new leader
+                // below its HW: the truncation is allowed (and reported), as after an
+                // unclean election.
+                let unclean =
+                    topic.config.unclean_leader_election || s.recovered_at_epoch.is_some();
                 Some((tp, (s.clone(), topic.topic_id, min_insync, unclean)))
             })
             .collect();
@@ -1221,6 +1328,7 @@ impl<S: Storage + Clone> Broker<S> {
         // A log that failed to open for a partition no longer assigned here is not offline.
         self.failed.retain(|tp, _| wanted.contains_key(tp));
         self.damaged.retain(|tp| wanted.contains_key(tp));
+        self.damaged_ends.retain(|tp, _| wanted.contains_key(tp));
         for (tp, (state, topic_id, min_insync, unclean)) in wanted {
             if !self.replicas.contains_key(&tp)
                 && self.open_replica(&tp, topic_id, min_insync).is_some()
@@ -1252,6 +1360,7 @@ impl<S: Storage + Clone> Broker<S> {
                     self.replicas.remove(&tp);
                     self.failed.remove(&tp);
                     self.damaged.remove(&tp);
+                    self.damaged_ends.remove(&tp);
                     self.remove_partition_files(&tp, topic_id);
                     self.outputs
                         .push(Output::Event(BrokerEvent::PartitionRepaired {
@@ -1262,6 +1371,7 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                 }
             }
+            self.cut_for_recovery(&tp, &state);
             let Some(r) = self.replicas.get_mut(&tp) else {
                 continue; // the log did not open: offline here, retried later
             };
@@ -1284,6 +1394,50 @@ impl<S: Storage + Clone> Broker<S> {
         }
         if hosted_changed {
             self.save_meta();
+        }
+    }
+
+    /// Elected by an unclean recovery (KIP-966) with a log a read found damaged: cut it at
+    /// the first damaged batch, which is where the manager was told it ends, so it can
+    /// lead with what precedes the damage.
+    fn cut_for_recovery(&mut self, tp: &TopicPartition, state: &PartitionState) {
+        let elected =
+            state.leader == Some(self.id) && state.recovered_at_epoch == Some(state.leader_epoch);
+        if !elected {
+            return;
+        }
+        if !self.replicas.contains_key(tp) && self.damaged_ends.contains_key(tp) {
+            // The log refused to open: open it with recovery cutting at the corrupt batch.
+            let (Some(&(_, _, topic_id)), Some(topic)) =
+                (self.damaged_ends.get(tp), self.image.topic(&tp.topic))
+            else {
+                return;
+            };
+            let min_insync = topic.config.min_insync_replicas as usize;
+            let mut log_config = self.config.log.clone();
+            log_config.truncate_on_corruption = true;
+            tracing::warn!(%tp, "elected by unclean recovery: reopening the log cut at its damage");
+            if self
+                .open_replica_with(tp, topic_id, min_insync, log_config)
+                .is_some()
+            {
+                self.outputs
+                    .push(Output::Event(BrokerEvent::PartitionRepaired {
+                        tp: tp.clone(),
+                    }));
+                self.save_meta();
+            }
+            return;
+        }
+        let Some(r) = self.replicas.get_mut(tp).filter(|r| r.log_corrupt()) else {
+            return;
+        };
+        tracing::warn!(%tp, "elected by unclean recovery: cutting the log at its damage");
+        if r.repair_log() == Repair::Cut {
+            self.outputs
+                .push(Output::Event(BrokerEvent::PartitionRepaired {
+                    tp: tp.clone(),
+                }));
         }
     }
 
@@ -1427,6 +1581,7 @@ mod group_tests;
 mod groups;
 mod replica_set;
 mod shutdown;
+mod unopened;
 use replica_set::ReplicaSet;
 pub use shutdown::ShutdownPhase;
 #[cfg(test)]

@@ -1078,6 +1078,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
                 records: Vec::new(),
                 end_offset: 0,
             },
+            log_info_queries: Vec::new(),
         })))
     };
     // The heartbeat sent at registration (1 ms) is answered: leased until 101 ms.

@@ -65,6 +65,10 @@ pub struct PartitionState {
     pub leader_epoch: LeaderEpoch,
     /// Bumped on every leader or ISR change; AlterPartition must name the current one.
     pub partition_epoch: PartitionEpoch,
+    /// The leader epoch of the partition's latest unclean recovery (KIP-966), if it had
+    /// one: from then on its replicas may hold less than a high watermark they saw.
+    #[serde(default)]
+    pub recovered_at_epoch: Option<LeaderEpoch>,
 }
 
 impl PartitionState {
@@ -93,6 +97,7 @@ impl PartitionState {
                 leader: *leader,
                 leader_epoch: *leader_epoch,
                 partition_epoch: *partition_epoch,
+                recovered_at_epoch: None,
             },
         ))
     }
@@ -348,13 +353,38 @@ impl MetadataImage {
                 self.topics.remove(name);
             }
             r @ MetadataRecord::PartitionChanged { .. } => {
-                let (tp, new) = PartitionState::changed_by(r).expect("a partition change");
+                let (tp, mut new) = PartitionState::changed_by(r).expect("a partition change");
                 self.check_partition_change(offset, tp, &new)?;
                 let topic = self
                     .topics
                     .get_mut(&tp.topic)
                     .expect("checked by check_partition_change");
+                new.recovered_at_epoch = topic
+                    .partitions
+                    .get(&tp.partition)
+                    .and_then(|old| old.recovered_at_epoch);
                 topic.partitions.insert(tp.partition, new);
+            }
+            MetadataRecord::UncleanRecovery {
+                tp,
+                leader,
+                leader_epoch,
+                ..
+            } => {
+                let state = self
+                    .topics
+                    .get_mut(&tp.topic)
+                    .and_then(|t| t.partitions.get_mut(&tp.partition))
+                    .filter(|s| s.leader == Some(*leader) && s.leader_epoch == *leader_epoch)
+                    .ok_or_else(|| ImageError::InvalidPartition {
+                        offset,
+                        tp: tp.clone(),
+                        reason: format!(
+                            "unclean recovery names leader {leader} at epoch {leader_epoch}, \
+                             not the partition's current leader and epoch"
+                        ),
+                    })?;
+                state.recovered_at_epoch = Some(*leader_epoch);
             }
             MetadataRecord::ProducerIdsAllocated { first, count } => {
                 if *first < self.next_producer_id {

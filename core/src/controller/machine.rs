@@ -13,10 +13,11 @@ use super::image::{ImageError, MetadataDelta, MetadataImage, PartitionState};
 use super::metadata_log::{metadata_log_config, ControllerOpenError, MetadataLog};
 use super::record::MetadataRecord;
 use super::request::*;
-use super::topic_config::TopicConfig;
+use super::topic_config::{TopicConfig, UncleanRecoveryStrategy};
+use super::unclean_recovery::{self, Choice, Rounds};
 use crate::log::Storage;
 use crate::replica::Bugs;
-use crate::types::{Nanos, NodeId, Offset, TopicPartition};
+use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Controller tunables.
@@ -38,6 +39,10 @@ pub struct ControllerConfig {
     pub segment_bytes: u64,
     /// Bug zoo: `no_elr` switches eligible leader replicas (KIP-966) off.
     pub bugs: Bugs,
+    /// How long a Balanced unclean recovery waits for every ISR, ELR and last known ELR
+    /// member to answer before it decides with the answers it has (KIP-966's
+    /// `unclean.recovery.timeout.ms`, 5 min there; shorter here, like the other timeouts).
+    pub unclean_recovery_timeout: Nanos,
 }
 
 impl Default for ControllerConfig {
@@ -50,6 +55,7 @@ impl Default for ControllerConfig {
             dir: "__cluster_metadata-0".to_string(),
             segment_bytes: 64 << 20,
             bugs: Bugs::default(),
+            unclean_recovery_timeout: 10_000_000_000,
         }
     }
 }
@@ -272,6 +278,18 @@ impl Txn {
         let Some(state) = self.image.partition(tp).cloned() else {
             return Ok(());
         };
+        let damaged = self
+            .failed_logs
+            .get(tp)
+            .is_some_and(|f| f.contains(&broker));
+        if state.leader == Some(broker)
+            && state.recovered_at_epoch == Some(state.leader_epoch)
+            && damaged
+        {
+            // Elected by an unclean recovery for its damaged log: it cuts the damage before
+            // it leads, and reports it until it has seen the election.
+            return Ok(());
+        }
         if state.elr.contains(&broker) {
             // next_elr drops a replica whose log failed (once the partition is led).
             self.set_partition(tp, state.isr.clone(), state.leader, false)?;
@@ -302,6 +320,38 @@ impl Txn {
         for (tp, isr) in leaderless {
             self.elect(&tp, isr)?;
         }
+        Ok(())
+    }
+
+    /// Writes the unclean recovery manager's election of `leader` (KIP-966): the ISR
+    /// becomes just it, the ELR is cleared, and an `UncleanRecovery` record follows the
+    /// partition change so that the leader cuts a damaged log before it leads and the
+    /// replicas know records below their HW may be gone.
+    fn recover(
+        &mut self,
+        tp: &TopicPartition,
+        leader: NodeId,
+        log_end: Offset,
+        committed: Offset,
+        answers: usize,
+    ) -> Result<(), ControllerError> {
+        self.set_partition(tp, vec![leader], Some(leader), true)?;
+        let leader_epoch = self.image.partition(tp).map_or(0, |s| s.leader_epoch);
+        self.push(MetadataRecord::UncleanRecovery {
+            tp: tp.clone(),
+            leader,
+            leader_epoch,
+            log_end,
+        })?;
+        tracing::warn!(%tp, leader, leader_epoch, log_end, committed, answers, "unclean recovery");
+        self.events.push(ControllerEvent::UncleanRecovery {
+            tp: tp.clone(),
+            leader,
+            leader_epoch,
+            log_end,
+            committed,
+            answers,
+        });
         Ok(())
     }
 }
@@ -432,6 +482,9 @@ pub struct ControllerState<J> {
     /// never added to an ISR, until they register with a new incarnation. Not durable:
     /// a broker whose shutdown outlives a controller restart is fenced by its session.
     shutting_down: BTreeMap<NodeId, Offset>,
+    /// Unclean recoveries in progress (KIP-966; not durable, like `offline`: a new
+    /// active controller asks again).
+    recovery: Rounds,
 }
 
 impl<S: Storage> Controller<S> {
@@ -485,6 +538,7 @@ impl<J: Journal> ControllerState<J> {
             offline: BTreeMap::new(),
             corrupt: BTreeMap::new(),
             shutting_down: BTreeMap::new(),
+            recovery: Rounds::default(),
         }
     }
 
@@ -509,6 +563,7 @@ impl<J: Journal> ControllerState<J> {
         self.offline.clear();
         self.corrupt.clear();
         self.shutting_down.clear();
+        self.recovery.clear();
         self.producer_ids = 0..0;
     }
 
@@ -603,17 +658,29 @@ impl<J: Journal> ControllerState<J> {
         if self.failed.is_some() {
             return None;
         }
-        self.sessions
+        let sessions = self
+            .sessions
             .iter()
             .filter(|(b, _)| self.image.is_unfenced(**b))
             .map(|(_, &d)| d)
-            .min()
+            .min();
+        if self.recovery.is_empty() {
+            return sessions;
+        }
+        let recovery = self
+            .recovery
+            .next_deadline(self.config.unclean_recovery_timeout);
+        sessions.into_iter().chain(recovery).min()
     }
 
-    /// Fences every unfenced broker whose session deadline has passed.
+    /// Fences every unfenced broker whose session deadline has passed, and decides the
+    /// unclean recoveries whose wait is over.
     pub fn tick(&mut self, now: Nanos) {
         if self.failed.is_some() {
             return;
+        }
+        if !self.recovery.is_empty() {
+            self.run_recovery(now);
         }
         let expired: Vec<NodeId> = self
             .sessions
@@ -673,15 +740,17 @@ impl<J: Journal> ControllerState<J> {
                 metadata_offset,
                 offline_partitions,
                 corrupt_partitions,
+                log_info,
             } => ControllerResponse::BrokerHeartbeat(check_sender(from, broker).and_then(|_| {
                 self.note_corrupt(broker, corrupt_partitions);
-                self.heartbeat(
+                let reply = self.heartbeat(
                     now,
                     broker,
                     broker_epoch,
                     metadata_offset,
                     offline_partitions,
-                )
+                )?;
+                Ok(self.recovery_step(now, broker, log_info, reply))
             })),
             ControllerRequest::AlterPartition {
                 tp,
@@ -729,6 +798,128 @@ impl<J: Journal> ControllerState<J> {
                 check_sender(from, broker)
                     .and_then(|_| self.controlled_shutdown(now, broker, broker_epoch)),
             ),
+        }
+    }
+
+    /// A heartbeat's part in unclean recovery: its answers are recorded, the manager
+    /// decides, and the reply carries the standing queries for this broker (and any
+    /// election just written).
+    fn recovery_step(
+        &mut self,
+        now: Nanos,
+        broker: NodeId,
+        log_info: Vec<ReplicaLogInfo>,
+        mut reply: HeartbeatReply,
+    ) -> HeartbeatReply {
+        if !log_info.is_empty() {
+            self.recovery.answer(broker, log_info);
+        }
+        let end = self.committed_end_offset();
+        self.run_recovery(now);
+        if !self.recovery.is_empty() {
+            reply.log_info_queries = self.recovery.queries_for(&self.image, broker);
+        }
+        if self.committed_end_offset() != end {
+            reply.metadata = self.delta_from(reply.metadata.from);
+        }
+        reply
+    }
+
+    /// The unclean recovery manager's step (KIP-966): keeps one round per partition that
+    /// needs one (`unclean_recovery::needs_recovery`), and writes the elections the
+    /// answers decide (`unclean_recovery::choose`). Cheap when every partition is led.
+    fn run_recovery(&mut self, now: Nanos) {
+        let needed = self.partitions_needing_recovery();
+        if needed.is_empty() && self.recovery.is_empty() {
+            return;
+        }
+        self.recovery.sync(needed, now);
+        let timeout = self.config.unclean_recovery_timeout;
+        let image = &self.image;
+        let eligible = |b: NodeId| image.is_unfenced(b) && !self.shutting_down.contains_key(&b);
+        let decided: Vec<(TopicPartition, NodeId, Offset, Offset, usize)> = self
+            .recovery
+            .iter()
+            .filter_map(|(tp, round)| {
+                let state = image.partition(tp)?;
+                let strategy = self.recovery_strategy(tp);
+                let bug = self.config.bugs.unclean_shorter_log;
+                match unclean_recovery::choose(strategy, state, round, now, timeout, eligible, bug)
+                {
+                    Choice::Wait => None,
+                    Choice::Elect {
+                        leader,
+                        log_end,
+                        committed,
+                    } => Some((tp.clone(), leader, log_end, committed, round.answers.len())),
+                }
+            })
+            .collect();
+        if decided.is_empty() {
+            return;
+        }
+        let mut txn = self.begin();
+        let result = decided
+            .iter()
+            .try_for_each(|(tp, leader, end, committed, n)| {
+                txn.recover(tp, *leader, *end, *committed, *n)
+            });
+        if let Err(e) = result.and_then(|_| self.commit(txn, now)) {
+            tracing::warn!(error = %e, "unclean recovery failed");
+            return;
+        }
+        let led: Vec<(TopicPartition, LeaderEpoch)> = self
+            .recovery
+            .iter()
+            .filter(|(tp, _)| !decided.iter().any(|d| &d.0 == *tp))
+            .map(|(tp, r)| (tp.clone(), r.leader_epoch))
+            .collect();
+        self.recovery.sync(led, now);
+    }
+
+    /// Leaderless partitions, at their leader epoch, that need an unclean recovery.
+    fn partitions_needing_recovery(&self) -> Vec<(TopicPartition, LeaderEpoch)> {
+        let mut needed = Vec::new();
+        // Every heartbeat asks: nearly always every partition is led (no allocation then).
+        let any_leaderless = self
+            .image
+            .topics
+            .values()
+            .any(|t| t.partitions.values().any(|s| s.leader.is_none()));
+        if !any_leaderless {
+            return needed;
+        }
+        for (tp, state) in self.image.partitions() {
+            if state.leader.is_some() {
+                continue;
+            }
+            let offline = |b: NodeId| {
+                self.shutting_down.contains_key(&b)
+                    || self.offline.get(&b).is_some_and(|s| s.contains(&tp))
+            };
+            let can_lead = |b: NodeId| self.image.is_unfenced(b) && !offline(b);
+            let corrupt: BTreeSet<NodeId> = self
+                .corrupt
+                .iter()
+                .filter(|(_, tps)| tps.contains(&tp))
+                .map(|(&b, _)| b)
+                .collect();
+            let strategy = self.recovery_strategy(&tp);
+            if unclean_recovery::needs_recovery(strategy, state, can_lead, Some(&corrupt)) {
+                needed.push((tp, state.leader_epoch));
+            }
+        }
+        needed
+    }
+
+    /// The topic's unclean recovery strategy; None where unclean election is enabled (it
+    /// elects at once, without the manager) or the `no-elr` bug is on (no ELR to go by).
+    fn recovery_strategy(&self, tp: &TopicPartition) -> UncleanRecoveryStrategy {
+        match self.image.topic(&tp.topic) {
+            Some(t) if !t.config.unclean_leader_election && !self.config.bugs.no_elr => {
+                t.config.unclean_recovery_strategy
+            }
+            _ => UncleanRecoveryStrategy::None,
         }
     }
 
@@ -955,6 +1146,7 @@ impl<J: Journal> ControllerState<J> {
             broker_epoch,
             fenced: !self.image.is_unfenced(broker),
             metadata: self.delta_from(metadata_offset),
+            log_info_queries: Vec::new(),
         })
     }
 

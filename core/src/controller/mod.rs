@@ -19,6 +19,7 @@ mod quorum;
 pub mod record;
 pub mod request;
 pub mod topic_config;
+mod unclean_recovery;
 
 pub use check::{check_decision, ControllerCheckError};
 pub use election::{assign_replicas, elect_leader, Election};
@@ -35,9 +36,9 @@ pub use record::MetadataRecord;
 pub use request::{
     BrokerRegistration, ControlledShutdownReply, ControllerError, ControllerEvent,
     ControllerOutput, ControllerRequest, ControllerResponse, FenceReason, HeartbeatReply,
-    ProducerIdAndEpoch, Requester,
+    ProducerIdAndEpoch, ReplicaLogInfo, Requester,
 };
-pub use topic_config::TopicConfig;
+pub use topic_config::{TopicConfig, UncleanRecoveryStrategy};
 
 #[cfg(test)]
 mod proptests;

@@ -55,6 +55,17 @@ pub enum MetadataRecord {
         leader_epoch: LeaderEpoch,
         partition_epoch: PartitionEpoch,
     },
+    /// The preceding `PartitionChanged` (same batch) was an unclean recovery (KIP-966):
+    /// `leader` leads at `leader_epoch` with the usable log the manager chose it for. A
+    /// leader whose log a read found damaged cuts it at the first damaged batch before it
+    /// leads, and the partition's replicas may truncate below their high watermark from
+    /// now on (reported). Kept in the partition's state as `recovered_at_epoch`.
+    UncleanRecovery {
+        tp: TopicPartition,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+        log_end: Offset,
+    },
     /// Producer ids `first..first + count` are handed out; ids below `first + count` are
     /// never handed out again, even across controller restarts.
     ProducerIdsAllocated { first: u64, count: u64 },

@@ -40,6 +40,10 @@ pub enum ControllerRequest {
         metadata_offset: Offset,
         offline_partitions: Vec<TopicPartition>,
         corrupt_partitions: Vec<TopicPartition>,
+        /// Answers to the unclean recovery manager's queries of the last reply
+        /// ([`HeartbeatReply::log_info_queries`]), one per queried partition this broker
+        /// can read; sent again with every heartbeat while the query stands.
+        log_info: Vec<ReplicaLogInfo>,
     },
     /// A leader proposes a new ISR, naming the epochs its view is based on.
     AlterPartition {
@@ -101,6 +105,31 @@ pub struct HeartbeatReply {
     pub fenced: bool,
     /// Records the broker has not seen (bounded; pull again if `end_offset` is further).
     pub metadata: MetadataDelta,
+    /// The unclean recovery manager's query (KIP-966's GetReplicaLogInfo): for each
+    /// partition and the leader epoch it is leaderless at, report this broker's replica
+    /// in the next heartbeat ([`ReplicaLogInfo`]). Empty unless a partition hosted here
+    /// has no ISR or ELR member that can lead.
+    pub log_info_queries: Vec<(TopicPartition, LeaderEpoch)>,
+}
+
+/// A replica's answer to the unclean recovery manager: what its log holds that it can
+/// vouch for. The controller elects the replica with the highest `last_epoch`, then the
+/// longest `log_end` (docs/replication-controller.md, "Unclean recovery").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaLogInfo {
+    pub tp: TopicPartition,
+    /// The partition's leader epoch the query named (answers to an older query are
+    /// ignored).
+    pub leader_epoch: LeaderEpoch,
+    /// The leader epoch of the last record of the usable log (None: empty).
+    pub last_epoch: Option<LeaderEpoch>,
+    /// Where the usable log ends: the log end offset, or the first damaged batch of a log
+    /// that a read found damaged (the replica cuts there if elected).
+    pub log_end: Offset,
+    /// The replica's high watermark: every record below it was committed.
+    pub high_watermark: Offset,
+    /// The first damaged batch, if a read found one.
+    pub damaged_at: Option<Offset>,
 }
 
 /// Producer id and epoch for an idempotent producer.
@@ -286,6 +315,18 @@ pub enum ControllerEvent {
         leader: NodeId,
         leader_epoch: LeaderEpoch,
         previous_isr: Vec<NodeId>,
+    },
+    /// The unclean recovery manager elected `leader` (KIP-966): no ISR or ELR member could
+    /// lead. `log_end` is where its usable log ends, `committed` the highest high
+    /// watermark any answering replica reported (records between the two, if any, are
+    /// lost: only Aggressive elects below it), `answers` how many replicas answered.
+    UncleanRecovery {
+        tp: TopicPartition,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+        log_end: Offset,
+        committed: Offset,
+        answers: usize,
     },
     /// The metadata log could not be written; the controller refuses everything until it
     /// is reopened (which replays what did reach the disk).

@@ -1092,6 +1092,7 @@ fn heartbeat_reporting(
             metadata_offset,
             offline_partitions: offline,
             corrupt_partitions: corrupt,
+            log_info: Vec::new(),
         },
     );
     assert!(
@@ -1258,4 +1259,228 @@ fn check_decision_names_the_elect_out_of_isr_bug() {
         return;
     }
     panic!("the dead leader was never replaced");
+}
+
+/// A heartbeat from `b` reporting `corrupt` partitions damaged (and offline) and answering
+/// the unclean recovery manager with `log_info`; the reply.
+fn heartbeat_answering(
+    h: &mut Harness,
+    b: NodeId,
+    corrupt: Vec<TopicPartition>,
+    log_info: Vec<ReplicaLogInfo>,
+) -> HeartbeatReply {
+    let broker_epoch = h.epochs[&b];
+    let metadata_offset = h.c().metadata_end_offset();
+    match h.request(
+        Requester::Broker(b),
+        ControllerRequest::BrokerHeartbeat {
+            broker: b,
+            broker_epoch,
+            metadata_offset,
+            offline_partitions: corrupt.clone(),
+            corrupt_partitions: corrupt,
+            log_info,
+        },
+    ) {
+        ControllerResponse::BrokerHeartbeat(Ok(r)) => r,
+        other => panic!("heartbeat reply {other:?}"),
+    }
+}
+
+fn log_info(
+    t: &TopicPartition,
+    epoch: u32,
+    log_end: Offset,
+    hw: Offset,
+    damaged: bool,
+) -> ReplicaLogInfo {
+    ReplicaLogInfo {
+        tp: t.clone(),
+        leader_epoch: epoch,
+        last_epoch: Some(0),
+        log_end,
+        high_watermark: hw,
+        damaged_at: damaged.then_some(log_end),
+    }
+}
+
+/// A topic of one partition on brokers 1, 2, 3 (min.insync 1) under `strategy`, whose ISR
+/// shrank to broker 1, whose copy is then reported damaged: leaderless, at the returned
+/// leader epoch.
+fn last_isr_member_damaged(
+    h: &mut Harness,
+    strategy: UncleanRecoveryStrategy,
+) -> (TopicPartition, u32) {
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let r = h.request(
+        Requester::Client(0),
+        ControllerRequest::CreateTopic {
+            name: "u".into(),
+            config: TopicConfig {
+                replication_factor: 3,
+                unclean_recovery_strategy: strategy,
+                ..TopicConfig::default()
+            },
+            assignment: Some(vec![vec![1, 2, 3]]),
+        },
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::CreateTopic { result: Ok(_), .. }
+    ));
+    let t = tp("u", 0);
+    shrink(h, &t, vec![1]);
+    heartbeat_answering(h, 1, vec![t.clone()], Vec::new());
+    let s = h.part(&t);
+    assert_eq!((s.leader, s.isr.clone()), (None, vec![1]), "{s:?}");
+    (t, s.leader_epoch)
+}
+
+/// KIP-966's unclean recovery, Balanced: the last ISR member's copy is damaged, so the
+/// manager asks every replica, waits for the ISR member's answer, and elects the replica
+/// with the longest log (it reaches every reported HW); the election is written with an
+/// `UncleanRecovery` record and reported.
+#[test]
+fn balanced_recovery_elects_the_longest_log_once_the_damaged_member_answered() {
+    let mut h = Harness::new();
+    let (t, epoch) = last_isr_member_damaged(&mut h, UncleanRecoveryStrategy::Balanced);
+    let asked = h.heartbeat(2);
+    assert_eq!(asked.log_info_queries, vec![(t.clone(), epoch)]);
+    heartbeat_answering(
+        &mut h,
+        3,
+        Vec::new(),
+        vec![log_info(&t, epoch, 30, 20, false)],
+    );
+    heartbeat_answering(
+        &mut h,
+        2,
+        Vec::new(),
+        vec![log_info(&t, epoch, 40, 30, false)],
+    );
+    assert_eq!(h.part(&t).leader, None, "waits for the ISR member's answer");
+    let (_, events) = h.request_with_events(
+        Requester::Broker(1),
+        ControllerRequest::BrokerHeartbeat {
+            broker: 1,
+            broker_epoch: h.epochs[&1],
+            metadata_offset: h.c().metadata_end_offset(),
+            offline_partitions: vec![t.clone()],
+            corrupt_partitions: vec![t.clone()],
+            log_info: vec![log_info(&t, epoch, 35, 38, true)],
+        },
+    );
+    let s = h.part(&t);
+    assert_eq!((s.leader, s.isr.clone()), (Some(2), vec![2]), "{s:?}");
+    assert_eq!(s.recovered_at_epoch, Some(s.leader_epoch));
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            ControllerEvent::UncleanRecovery {
+                leader: 2,
+                log_end: 40,
+                committed: 38,
+                answers: 3,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, ControllerEvent::UncleanLeaderElection { leader: 2, .. })));
+    assert!(
+        h.heartbeat(3).log_info_queries.is_empty(),
+        "the round is over"
+    );
+    h.assert_replays();
+}
+
+/// Balanced never elects a replica whose log ends below a high watermark some replica
+/// reported, not even after the timeout; Aggressive elects the best answer at once (here
+/// the damaged member, which cuts at its damage); None never asks.
+#[test]
+fn balanced_refuses_to_lose_a_reported_commit_aggressive_does_not_none_never_asks() {
+    let mut h = Harness::new();
+    let (t, epoch) = last_isr_member_damaged(&mut h, UncleanRecoveryStrategy::Balanced);
+    heartbeat_answering(
+        &mut h,
+        1,
+        vec![t.clone()],
+        vec![log_info(&t, epoch, 35, 38, true)],
+    );
+    heartbeat_answering(
+        &mut h,
+        2,
+        Vec::new(),
+        vec![log_info(&t, epoch, 20, 20, false)],
+    );
+    h.cluster.now += 11 * SEC;
+    h.cluster.tick_all();
+    heartbeat_answering(
+        &mut h,
+        2,
+        Vec::new(),
+        vec![log_info(&t, epoch, 20, 20, false)],
+    );
+    assert_eq!(
+        h.part(&t).leader,
+        None,
+        "35 < 38 and 20 < 38: nobody keeps the commits"
+    );
+
+    let mut h = Harness::new();
+    let (t, epoch) = last_isr_member_damaged(&mut h, UncleanRecoveryStrategy::Aggressive);
+    heartbeat_answering(
+        &mut h,
+        1,
+        vec![t.clone()],
+        vec![log_info(&t, epoch, 35, 38, true)],
+    );
+    let s = h.part(&t);
+    assert_eq!(s.leader, Some(1), "the first answer is enough: {s:?}");
+    assert_eq!(s.recovered_at_epoch, Some(s.leader_epoch));
+    // Its next report still names the damage (it has not seen the election yet): it keeps
+    // the leadership and cuts.
+    heartbeat_answering(&mut h, 1, vec![t.clone()], Vec::new());
+    assert_eq!(h.part(&t).leader, Some(1));
+    h.assert_replays();
+
+    let mut h = Harness::new();
+    let (t, _) = last_isr_member_damaged(&mut h, UncleanRecoveryStrategy::None);
+    assert!(h.heartbeat(2).log_info_queries.is_empty());
+    assert_eq!(h.part(&t).leader, None);
+}
+
+/// Balanced waits for an ISR member that is only fenced (it comes back whole): no query.
+#[test]
+fn balanced_recovery_waits_for_a_fenced_isr_member() {
+    let mut h = Harness::new();
+    for b in [1, 2, 3] {
+        h.register(b);
+    }
+    let r = h.request(
+        Requester::Client(0),
+        ControllerRequest::CreateTopic {
+            name: "f".into(),
+            config: TopicConfig {
+                replication_factor: 3,
+                ..TopicConfig::default()
+            },
+            assignment: Some(vec![vec![1, 2, 3]]),
+        },
+    );
+    assert!(matches!(
+        r,
+        ControllerResponse::CreateTopic { result: Ok(_), .. }
+    ));
+    let t = tp("f", 0);
+    shrink(&mut h, &t, vec![1]);
+    // Broker 1's session runs out; 2 and 3 keep heartbeating.
+    h.run(8 * SEC, &[2, 3]);
+    let s = h.part(&t);
+    assert_eq!((s.leader, s.isr.clone()), (None, vec![1]), "{s:?}");
+    assert!(h.heartbeat(2).log_info_queries.is_empty());
 }

@@ -19,6 +19,7 @@ pub const BUG_NAMES: &[&str] = &[
     "vote-not-persisted",
     "commit-previous-term",
     "no-check-quorum",
+    "unclean-shorter-log",
 ];
 
 /// A `--bug` name that is not in [`BUG_NAMES`].
@@ -70,6 +71,12 @@ pub struct Bugs {
     /// until the log grows past its position and silently skips what was written at the
     /// truncated offsets. A client-side bug: the simulator's consumers read the flag.
     pub consumer_ignores_truncation: bool,
+    /// KIP-966's unclean recovery manager ranks the replicas' answers backwards (the lowest
+    /// last epoch, then the shortest log) and elects that replica, though it checks
+    /// Balanced's high-watermark rule against the right choice: a damaged or lagging copy
+    /// leads and the records only the longer logs held are lost.
+    #[serde(default)]
+    pub unclean_shorter_log: bool,
     /// The controller quorum's Raft bugs (see [`crate::raft::RaftBugs`]). Only a quorum of
     /// controllers runs Raft: with a single controller they change nothing. All three are
     /// zoo rows (in [`BUG_NAMES`]): each fails a named scenario in the simulator
@@ -107,6 +114,7 @@ impl Bugs {
             "vote-not-persisted" => &mut self.raft.vote_not_persisted,
             "commit-previous-term" => &mut self.raft.commit_previous_term,
             "no-check-quorum" => &mut self.raft.no_check_quorum,
+            "unclean-shorter-log" => &mut self.unclean_shorter_log,
             _ => return None,
         })
     }
@@ -122,6 +130,7 @@ impl Bugs {
             || self.stale_producer_epoch
             || self.no_elr
             || self.consumer_ignores_truncation
+            || self.unclean_shorter_log
             || self.raft.any()
     }
 }

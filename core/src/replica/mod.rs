@@ -382,6 +382,11 @@ impl<L: ReplicaLog> Replica<L> {
         self.failure.is_some() && self.corrupt_at.is_some()
     }
 
+    /// The first damaged offset a read found, while the log is offline for it.
+    pub fn damaged_at(&self) -> Option<Offset> {
+        self.corrupt_at.filter(|_| self.failure.is_some())
+    }
+
     /// Why this replica's log is offline, if it is (see [`Event::LogFailed`]).
     pub fn log_failure(&self) -> Option<&str> {
         self.failure.as_deref()

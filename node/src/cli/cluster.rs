@@ -30,9 +30,10 @@ pub enum ClusterCommand {
     Up {
         #[arg(long, default_value_t = 3)]
         brokers: u32,
-        /// Controllers: 1 (a single controller), or 3 or 5 for a Raft quorum that survives
-        /// the loss of 1 or 2 of them (docs/controller.md).
-        #[arg(long, default_value_t = 1)]
+        /// Controllers: 3 (the default) or 5 for a Raft quorum that survives the loss of 1
+        /// or 2 of them, or 1 for a single controller, a single point of failure
+        /// (docs/controller.md).
+        #[arg(long, default_value_t = 3)]
         controllers: u32,
         #[arg(long, default_value = "./data")]
         dir: PathBuf,
@@ -461,4 +462,31 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
     }
     std::fs::remove_file(dir.join(PID_FILE))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Top {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    }
+
+    fn controllers_of(args: &[&str]) -> u32 {
+        let top = Top::try_parse_from(args).expect("parses");
+        match top.cluster.command {
+            ClusterCommand::Up { controllers, .. } => controllers,
+            other => panic!("not up: {other:?}"),
+        }
+    }
+
+    /// No single point of failure by default: a quorum of three, one only when asked.
+    #[test]
+    fn cluster_up_starts_three_controllers_unless_told() {
+        assert_eq!(controllers_of(&["skein", "up"]), 3);
+        assert_eq!(controllers_of(&["skein", "up", "--controllers", "1"]), 1);
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::common::{client, runtime, ClusterArg};
 use anyhow::bail;
-use skein_core::controller::TopicConfig;
+use skein_core::controller::{TopicConfig, UncleanRecoveryStrategy};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -26,6 +26,11 @@ pub enum TopicCommand {
         /// Allow electing a leader outside the ISR (may lose acknowledged records).
         #[arg(long)]
         unclean_leader_election: bool,
+        /// KIP-966's unclean.recovery.strategy: what the controller does when no ISR or
+        /// ELR member can lead: none, balanced (ask every replica, elect only without
+        /// losing what any replica knew committed) or aggressive (elect the best at once).
+        #[arg(long, default_value = "balanced")]
+        unclean_recovery_strategy: UncleanRecoveryStrategy,
         #[arg(long)]
         retention_ms: Option<i64>,
         #[command(flatten)]
@@ -60,6 +65,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                 replication_factor,
                 min_insync_replicas,
                 unclean_leader_election,
+                unclean_recovery_strategy,
                 retention_ms,
                 cluster,
             } => {
@@ -76,6 +82,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                     replication_factor,
                     min_insync_replicas,
                     unclean_leader_election,
+                    unclean_recovery_strategy,
                     retention_ms,
                     retention_bytes: None,
                 };
@@ -115,9 +122,10 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                     bail!("unknown topic {name:?} (see `skein topic list`)");
                 };
                 println!(
-                    "topic {} (id {}): partitions={} replication_factor={} min_insync_replicas={} unclean_leader_election={}",
+                    "topic {} (id {}): partitions={} replication_factor={} min_insync_replicas={} unclean_leader_election={} unclean_recovery_strategy={}",
                     t.name, t.topic_id, t.config.partitions, t.config.replication_factor,
-                    t.config.min_insync_replicas, t.config.unclean_leader_election
+                    t.config.min_insync_replicas, t.config.unclean_leader_election,
+                    t.config.unclean_recovery_strategy.name()
                 );
                 for (p, s) in &t.partitions {
                     let leader = s.leader.map_or("none".to_string(), |l| l.to_string());

@@ -1,7 +1,8 @@
 //! CreateTopics, DeleteTopics, DescribeConfigs and InitProducerId, forwarded to Skein's
 //! controller through the ordinary Skein client (the controller speaks no Kafka; any broker
 //! accepts the request, see `metadata`'s controller id). Understood configs:
-//! min.insync.replicas, retention.ms, retention.bytes, unclean.leader.election.enable;
+//! min.insync.replicas, retention.ms, retention.bytes, unclean.leader.election.enable,
+//! unclean.recovery.strategy;
 //! others are refused (INVALID_CONFIG) and not described.
 
 use super::errors;
@@ -189,6 +190,7 @@ fn plan(topic: &CreatableTopic, brokers: usize) -> Result<(TopicConfig, Assignme
             "unclean.leader.election.enable" => {
                 config.unclean_leader_election = value == "true";
             }
+            "unclean.recovery.strategy" => config.unclean_recovery_strategy = value.parse()?,
             other => return Err(format!("config {other} is not supported by Skein")),
         }
     }
@@ -219,13 +221,14 @@ const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's ConfigType values (DescribeConfigs v3).
 const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 
 /// One described config: (name, value, Kafka type, whether it differs from the default).
 type Described = (&'static str, String, i8, bool);
 
-/// The Kafka names and values of the topic configs Skein has (the same four CreateTopics
+/// The Kafka names and values of the topic configs Skein has (the same five CreateTopics
 /// accepts), and whether each one was set rather than left at Skein's default.
 fn topic_configs(c: &TopicConfig) -> Vec<Described> {
     let d = TopicConfig::default();
@@ -256,10 +259,16 @@ fn topic_configs(c: &TopicConfig) -> Vec<Described> {
             TYPE_BOOLEAN,
             c.unclean_leader_election != d.unclean_leader_election,
         ),
+        (
+            "unclean.recovery.strategy",
+            c.unclean_recovery_strategy.name().to_string(),
+            TYPE_STRING,
+            c.unclean_recovery_strategy != d.unclean_recovery_strategy,
+        ),
     ]
 }
 
-/// DescribeConfigs v1-3, minimal: a topic's four Skein configs from the controller's image
+/// DescribeConfigs v1-3, minimal: a topic's five Skein configs from the controller's image
 /// (read-only here: there is no AlterConfigs); a broker has no described configs (an empty
 /// list, no error), any other resource type is refused with INVALID_REQUEST.
 pub async fn describe_configs(

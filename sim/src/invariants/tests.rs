@@ -123,10 +123,15 @@ fn reads_acks_and_hw_rules() {
     );
     c.on_broker_ack(10, 1, 0, 2, 10);
     assert_eq!(c.count(SPLIT_BRAIN), 2, "an offset of the newer epoch");
-    c.finish_liveness(11, &[], 0);
+    let none = std::collections::BTreeSet::new();
+    c.finish_liveness(11, &[], &none, 0);
     assert_eq!(c.count(LIVENESS), 0);
     c.on_client_ack(12, 1, 0, "z".into(), 1);
-    c.finish_liveness(13, &[2], 0);
+    // Every copy of partition 1's record destroyed by faults: not judged there.
+    let destroyed: std::collections::BTreeSet<u32> = [1].into();
+    c.finish_liveness(12, &[1], &destroyed, 0);
+    assert_eq!(c.count(LIVENESS), 0);
+    c.finish_liveness(13, &[2], &none, 0);
     assert_eq!(c.count(LIVENESS), 2);
 }
 

@@ -36,6 +36,7 @@ pub(super) struct RawCluster {
     pub(super) replication_factor: Option<Spanned<u32>>,
     pub(super) min_insync_replicas: Option<Spanned<u32>>,
     pub(super) unclean_leader_election: Option<bool>,
+    pub(super) unclean_recovery_strategy: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -258,6 +259,12 @@ impl RawCluster {
         sc.replication_factor = positive(&c.replication_factor, "cluster.replication_factor")?;
         sc.min_insync_replicas = positive(&c.min_insync_replicas, "cluster.min_insync_replicas")?;
         sc.unclean_leader_election = c.unclean_leader_election;
+        if let Some(s) = &c.unclean_recovery_strategy {
+            let parsed = s.get_ref().parse().map_err(|e: String| {
+                cx.err(Some(s.span()), "cluster.unclean_recovery_strategy", e)
+            })?;
+            sc.unclean_recovery_strategy = Some(parsed);
+        }
         if let (Some(rf), Some(b)) = (&c.replication_factor, sc.brokers) {
             if *rf.get_ref() > b {
                 return Err(cx.err(

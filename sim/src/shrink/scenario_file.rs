@@ -239,6 +239,11 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
         cfg.min_insync_replicas,
         cfg.unclean_leader_election
     );
+    let _ = writeln!(
+        o,
+        "unclean_recovery_strategy = {}",
+        quote(&cfg.unclean_recovery_strategy.name().to_ascii_lowercase())
+    );
     let acks = match cfg.acks {
         crate::scenario::Acks::None => "0",
         crate::scenario::Acks::Leader => "1",

@@ -100,6 +100,7 @@ impl World {
             work: self.work_stats(),
             leader_changes: self.checker.leader_changes,
             unclean_elections: self.checker.unclean_elections,
+            copies_destroyed: std::mem::take(&mut self.copies_destroyed),
             verdicts,
             violations,
             history_summary,
@@ -160,8 +161,13 @@ impl World {
             && liveness_window >= self.cfg.liveness.min(self.cfg.duration / 4);
         if judge_liveness {
             let leaderless = self.leaderless();
+            let destroyed = self.destroyed_copies(&leaderless);
+            if !destroyed.is_empty() {
+                self.note_destroyed(&destroyed, skipped);
+            }
+            let exempt: BTreeSet<u32> = destroyed.keys().copied().collect();
             self.checker
-                .finish_liveness(now, &leaderless, liveness_window);
+                .finish_liveness(now, &leaderless, &exempt, liveness_window);
             let stuck = self.stuck_followers();
             self.checker
                 .finish_replication(now, &stuck, liveness_window);
@@ -171,6 +177,29 @@ impl World {
             }
         }
         judge_liveness
+    }
+
+    /// Keeps the "all copies destroyed" findings for the report (`copies_destroyed`), and
+    /// says why `liveness` did not judge those partitions.
+    fn note_destroyed(
+        &mut self,
+        destroyed: &BTreeMap<u32, Vec<skein_core::Offset>>,
+        skipped: &mut BTreeMap<&'static str, String>,
+    ) {
+        let lines: Vec<String> = destroyed
+            .iter()
+            .map(|(p, offsets)| {
+                let shown: Vec<String> = offsets.iter().take(8).map(|o| o.to_string()).collect();
+                let more = if offsets.len() > 8 { ", ..." } else { "" };
+                format!(
+                    "partition {p}: all copies of committed records destroyed by injected faults ({} acknowledged records: offsets {}{more})",
+                    offsets.len(),
+                    shown.join(", ")
+                )
+            })
+            .collect();
+        skipped.insert(invariants::LIVENESS, lines.join("; "));
+        self.copies_destroyed = lines;
     }
 
     /// Lets every client finish (closing its open operations in the history) and sums

@@ -118,6 +118,8 @@ fn node_configs(bugs: Bugs, controllers: u32) -> (BrokerConfig, ControllerConfig
     let controller_config = ControllerConfig {
         session_timeout: 1_200 * MILLIS,
         restart_grace: 1_200 * MILLIS,
+        // Scaled down like the other timeouts (KIP-966: 5 min).
+        unclean_recovery_timeout: 3_000 * MILLIS,
         bugs,
         ..ControllerConfig::default()
     };
@@ -243,6 +245,7 @@ impl World {
             atlas: crate::atlas::Atlas::default(),
             healed_at: 0,
             faults_after_heal: false,
+            copies_destroyed: Vec::new(),
             out: ClientOut::default(),
             produce_sizes: Default::default(),
             group: (cfg.group_members > 0).then(|| GroupChecker::new(cfg.partitions)),

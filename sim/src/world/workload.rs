@@ -284,6 +284,7 @@ impl World {
             replication_factor: self.cfg.replication_factor as u16,
             min_insync_replicas: self.cfg.min_insync_replicas as u16,
             unclean_leader_election: self.cfg.unclean_leader_election,
+            unclean_recovery_strategy: self.cfg.unclean_recovery_strategy,
             ..TopicConfig::default()
         };
         self.send(
