@@ -125,6 +125,10 @@ pub struct SimOpts {
     /// Do not run the history checker at the end.
     #[arg(long)]
     pub no_history_check: bool,
+    /// Size-based retention of the data logs, per partition: `auto` (1 MiB in runs longer
+    /// than 5 minutes, none otherwise), `off`, or a size (`4MiB`) [default: auto].
+    #[arg(long, value_name = "auto|off|SIZE", value_parser = crate::config::Retention::parse)]
+    pub retention: Option<crate::config::Retention>,
     /// Leave bit flips out of random fault schedules (see "known findings" in
     /// docs/simulation.md: a flipped bit in the last in-sync copy of a partition leaves it leaderless).
     #[arg(long)]
@@ -181,6 +185,9 @@ impl SimOpts {
         }
         if self.compression {
             c.compression = true;
+        }
+        if let Some(r) = self.retention {
+            c.retention = r;
         }
         if self.no_bit_flips {
             c.rates.bit_flip = 0;
@@ -240,6 +247,9 @@ impl SimOpts {
         }
         if self.no_history_check {
             s += " --no-history-check";
+        }
+        if let Some(r) = self.retention {
+            s += &format!(" --retention {}", r.name());
         }
         if self.no_bit_flips {
             s += " --no-bit-flips";

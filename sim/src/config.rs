@@ -36,6 +36,80 @@ impl Default for DiskConfig {
     }
 }
 
+/// Runs longer than this keep their data logs bounded by default (`--retention auto`):
+/// five minutes, well past the default 60 s run (whose logs, and so trace hash, it leaves
+/// as they were), and short enough that an hour-long soak does not hold its whole log.
+pub const LONG_RUN: SimTime = 300 * SECS;
+
+/// The per-partition byte limit `--retention auto` sets on long runs: at the default
+/// workload (~1.6 KB a second per partition) about ten minutes of records, far more than
+/// any consumer or follower of the default shape falls behind (a crash or pause lasts
+/// seconds), so retention deletes only what everyone has read.
+pub const LONG_RUN_RETENTION_BYTES: u64 = 1 << 20;
+
+/// Size-based retention of the brokers' data logs (`--retention`). Retention deletes
+/// whole segments, so a limit also sets the segment size (a quarter of it).
+/// `__consumer_offsets` is never trimmed by size (core keeps internal topics whole, as
+/// Kafka compacts rather than deletes them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Retention {
+    /// [`LONG_RUN_RETENTION_BYTES`] when the run is longer than [`LONG_RUN`], else none.
+    #[default]
+    Auto,
+    /// Keep every record.
+    Off,
+    /// Keep at least this many bytes per partition; delete older whole segments.
+    Bytes(u64),
+}
+
+impl Retention {
+    /// Parses `auto`, `off` or a byte count (`1048576`, `512KiB`, `4MiB`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        match t {
+            "auto" => return Ok(Self::Auto),
+            "off" => return Ok(Self::Off),
+            _ => {}
+        }
+        let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+            Some(i) => t.split_at(i),
+            None => (t, ""),
+        };
+        let scale: u64 = match unit {
+            "" | "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => {
+                return Err(format!(
+                "--retention {s:?}: expected auto, off or a size such as 1048576, 512KiB or 4MiB"
+            ))
+            }
+        };
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("--retention {s:?}: {num:?} is not a whole number"))?;
+        match n.checked_mul(scale) {
+            Some(b) if b >= MIN_RETENTION_BYTES => Ok(Self::Bytes(b)),
+            _ => Err(format!(
+                "--retention {s:?}: at least {MIN_RETENTION_BYTES} bytes (four segments of 4 KiB), at most 2^64 - 1"
+            )),
+        }
+    }
+
+    /// As the flag would be typed.
+    pub fn name(self) -> String {
+        match self {
+            Self::Auto => "auto".into(),
+            Self::Off => "off".into(),
+            Self::Bytes(b) => b.to_string(),
+        }
+    }
+}
+
+/// The smallest `--retention` limit: four of the smallest segments.
+pub const MIN_RETENTION_BYTES: u64 = 16 << 10;
+
 /// Everything that determines a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
@@ -94,6 +168,8 @@ pub struct SimConfig {
     pub bugs: Vec<String>,
     pub scenario_name: Option<String>,
     pub expect: Option<Expect>,
+    /// Size-based retention of the data logs (`--retention`; on by default in long runs).
+    pub retention: Retention,
 }
 
 impl Default for SimConfig {
@@ -131,6 +207,7 @@ impl Default for SimConfig {
             bugs: Vec::new(),
             scenario_name: None,
             expect: None,
+            retention: Retention::Auto,
         }
     }
 }
@@ -218,6 +295,15 @@ impl SimConfig {
         }
         self.schedule = sc.schedule.clone();
         self.scenario_name = sc.name.clone().or_else(|| Some(sc.file.clone()));
+    }
+
+    /// The per-partition byte limit of the data logs, if any ([`Retention`]).
+    pub fn retention_bytes(&self) -> Option<u64> {
+        match self.retention {
+            Retention::Auto => (self.duration > LONG_RUN).then_some(LONG_RUN_RETENTION_BYTES),
+            Retention::Off => None,
+            Retention::Bytes(b) => Some(b),
+        }
     }
 
     /// When random faults stop: the liveness window plus a margin before the end.
@@ -414,5 +500,48 @@ impl SimConfig {
             return Err("--produce-rate must be a number >= 0".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_parses_sizes_and_refuses_nonsense_by_name() {
+        assert_eq!(Retention::parse("auto"), Ok(Retention::Auto));
+        assert_eq!(Retention::parse("off"), Ok(Retention::Off));
+        assert_eq!(Retention::parse("4MiB"), Ok(Retention::Bytes(4 << 20)));
+        assert_eq!(Retention::parse("512KiB"), Ok(Retention::Bytes(512 << 10)));
+        assert_eq!(Retention::parse("65536"), Ok(Retention::Bytes(65536)));
+        for bad in ["", "4MB", "-1", "1KiB", "lots", "99999999999GiB"] {
+            let e = Retention::parse(bad).unwrap_err();
+            assert!(e.contains("--retention"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn retention_is_on_by_default_only_past_the_long_run_threshold() {
+        let short = SimConfig::default();
+        assert_eq!(
+            short.retention_bytes(),
+            None,
+            "the default 60 s run keeps its logs"
+        );
+        let long = SimConfig {
+            duration: LONG_RUN + SECS,
+            ..SimConfig::default()
+        };
+        assert_eq!(long.retention_bytes(), Some(LONG_RUN_RETENTION_BYTES));
+        let off = SimConfig {
+            retention: Retention::Off,
+            ..long.clone()
+        };
+        assert_eq!(off.retention_bytes(), None);
+        let set = SimConfig {
+            retention: Retention::Bytes(1 << 16),
+            ..short
+        };
+        assert_eq!(set.retention_bytes(), Some(1 << 16));
     }
 }

@@ -244,6 +244,44 @@ struct Acked {
     epoch: LeaderEpoch,
 }
 
+/// A partition's acknowledged records in acknowledgement order, as a window: `dropped`
+/// records were pruned from the front (indexes into it stay those of the whole list).
+#[derive(Default)]
+struct AckedLog {
+    dropped: usize,
+    kept: Vec<Acked>,
+    /// The floor of the last [`AckedLog::prune`]: pruning looks again only when it rises.
+    floor: Offset,
+}
+
+impl AckedLog {
+    /// The records from index `n` of the whole list on (those still kept).
+    fn from(&self, n: usize) -> &[Acked] {
+        &self.kept[n.saturating_sub(self.dropped).min(self.kept.len())..]
+    }
+
+    /// Index (in the whole list) of the first record kept.
+    fn first_kept(&self) -> usize {
+        self.dropped
+    }
+
+    /// Drops the leading records below `floor` (the least log start of every replica: no
+    /// leader can hold them again, so the leader check would skip them anyway). Drained in
+    /// bulk, once at least half the kept records can go, so each record is moved O(1)
+    /// times.
+    fn prune(&mut self, floor: Offset) {
+        if floor <= self.floor {
+            return;
+        }
+        self.floor = floor;
+        let n = self.kept.iter().take_while(|a| a.offset < floor).count();
+        if n > 0 && n * 2 >= self.kept.len() {
+            self.kept.drain(..n);
+            self.dropped += n;
+        }
+    }
+}
+
 /// `(offset, x)` pairs of records in the order read, as a lookup by offset: where two
 /// records claim one offset the one read last answers, as in a map collected from them
 /// (what this replaced; a sorted vector costs no node per record).
@@ -291,8 +329,14 @@ pub struct Checker {
     /// Per invariant, its first [`MAX_KEPT`] violations in the order found.
     kept: BTreeMap<&'static str, Vec<Violation>>,
     counts: BTreeMap<&'static str, u64>,
-    /// Acknowledged acks=all records per partition, in acknowledgement order.
-    acked: BTreeMap<u32, Vec<Acked>>,
+    /// Acknowledged acks=all records per partition, in acknowledgement order, less those
+    /// below every replica's log start (`AckedLog::prune`).
+    acked: BTreeMap<u32, AckedLog>,
+    /// Per (partition of the simulator's topic, broker): the replica's log start as last
+    /// audited. A log start never goes back (retention and a follower restarting at its
+    /// leader's start only move it up), so no replica holds anything below the least of
+    /// them again.
+    log_starts: BTreeMap<(u32, NodeId), Offset>,
     /// The acknowledged value at each offset (looked up per read and per ack).
     acked_at: PerPartition<Text>,
     /// The replication invariants' state per partition. They cover every topic (the
@@ -303,8 +347,11 @@ pub struct Checker {
     /// In the current audit pass: per partition, the highest HW of a replica presuming
     /// leadership, and which (strong-isr's bound for the controller's ISR).
     presumed_hw: BTreeMap<TopicPartition, (NodeId, Offset)>,
-    /// Per partition: the leader last checked for acked records, and how many it holds.
-    leader_checked: BTreeMap<u32, (NodeId, LeaderEpoch, usize)>,
+    /// Per (partition, broker): the leader epoch at which that broker was last checked
+    /// for acked records as leader, and how many of them (a prefix of `acked`) it was
+    /// checked for. Forgotten when the broker restarts (`on_broker_restart`): a new process
+    /// is checked from the first record again.
+    leader_checked: BTreeMap<(u32, NodeId), (LeaderEpoch, usize)>,
     /// Per (partition, epoch): the broker that acknowledged writes at that epoch.
     acking: BTreeMap<(u32, LeaderEpoch), NodeId>,
     /// Per (partition, epoch): the offset the epoch's leader started at.
@@ -393,6 +440,12 @@ impl Checker {
         }
     }
 
+    /// Broker `broker` started a new process: its logs are what its disk kept, so as a
+    /// leader it is checked for every acknowledged record again.
+    pub fn on_broker_restart(&mut self, broker: NodeId) {
+        self.leader_checked.retain(|(_, b), _| *b != broker);
+    }
+
     /// Records a violation found by another checker (the group checks).
     pub fn violation(&mut self, invariant: &'static str, at: SimTime, detail: String) {
         self.violate(invariant, at, detail);
@@ -449,7 +502,7 @@ impl Checker {
             }
         }
         self.acked_at.insert(p, offset, value.clone());
-        self.acked.entry(p).or_default().push(Acked {
+        self.acked.entry(p).or_default().kept.push(Acked {
             offset,
             value,
             epoch,

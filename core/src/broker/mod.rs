@@ -368,7 +368,13 @@ impl<S: Storage + Clone> Broker<S> {
         log_config: LogConfig,
     ) -> Option<RecoverySummary> {
         let dir = partition_dir(tp, topic_id);
-        match PartitionLog::open(self.storage.clone(), &dir, log_config) {
+        let mut config = log_config;
+        if tp.topic == CONSUMER_OFFSETS_TOPIC {
+            // A size limit would delete a group's last commit of a partition nobody has
+            // committed lately; Kafka compacts this topic rather than trimming it.
+            config.retention_bytes = None;
+        }
+        match PartitionLog::open(self.storage.clone(), &dir, config) {
             Ok((log, summary)) => {
                 let cfg = self.config.replica_config(min_insync);
                 self.replicas

@@ -26,36 +26,52 @@ impl Checker {
             return;
         }
         let p = tp.partition;
+        let floor = self.note_log_start(p, broker, view);
         if view.role != Role::Leader {
             return;
         }
         self.note_epoch(p, view.leader_epoch);
         self.on_leader_hw(now, broker, tp, view.leader_epoch, view.high_watermark);
-        let (b, e, mut n) =
-            self.leader_checked
-                .get(&p)
-                .copied()
-                .unwrap_or((broker, view.leader_epoch, 0));
-        if (b, e) != (broker, view.leader_epoch) {
+        // How far this leader (this broker, process and epoch) was checked: kept per
+        // broker, so that two brokers both presuming leadership (a deposed one not told
+        // yet) each go on from where they were instead of starting again from the first
+        // acknowledged record at every alternation (a read of the whole log per audit).
+        let (e, mut n) = self
+            .leader_checked
+            .get(&(p, broker))
+            .copied()
+            .unwrap_or((view.leader_epoch, 0));
+        if e != view.leader_epoch {
             n = 0;
         }
-        let Some(acked) = self.acked.get(&p) else {
+        let Some(acked) = self.acked.get_mut(&p) else {
             self.leader_checked
-                .insert(p, (broker, view.leader_epoch, n));
+                .insert((p, broker), (view.leader_epoch, n));
             return;
         };
+        acked.prune(floor);
+        n = n.max(acked.first_kept());
         // The acknowledged records this leader must hold and has not been checked for: up
         // to the first one acknowledged by a newer epoch (a deposed leader need not have
         // what its successors acknowledged).
-        let pending = &acked[n..];
+        let pending = acked.from(n);
         let pending = &pending[..pending
             .iter()
             .take_while(|a| a.epoch <= view.leader_epoch)
             .count()];
+        // Below its log start retention deleted them (only runs with retention have a
+        // log start above 0): not required of this leader. An acknowledged record deleted
+        // before anyone read it still fails `liveness`, which wants every one read back.
+        let start = view.log_start_offset;
         let mut missing: Vec<String> = Vec::new();
         if !pending.is_empty() {
             // One read for all of them: a log read costs the length of the range.
-            let lo = pending.iter().map(|a| a.offset).min().unwrap_or(0);
+            let lo = pending
+                .iter()
+                .map(|a| a.offset)
+                .filter(|o| *o >= start)
+                .min()
+                .unwrap_or(start);
             let hi = pending
                 .iter()
                 .map(|a| a.offset + 1)
@@ -87,7 +103,7 @@ impl Checker {
                     .map(|(o, r)| (o, r.value.as_deref()))
                     .collect(),
             );
-            for a in pending {
+            for a in pending.iter().filter(|a| a.offset >= start) {
                 if a.offset >= view.log_end_offset {
                     missing.push(format!(
                         "offset {} ({:?}) is past its log end {}",
@@ -112,11 +128,26 @@ impl Checker {
             n += pending.len();
         }
         self.leader_checked
-            .insert(p, (broker, view.leader_epoch, n));
+            .insert((p, broker), (view.leader_epoch, n));
         if let Some(first) = missing.first() {
             let d = format!("partition {p}: leader {broker} at epoch {}: acknowledged record lost: {first} ({} lost)", view.leader_epoch, missing.len());
             self.violate(ACKED_WRITE_LOST, now, d);
         }
+    }
+
+    /// Records `broker`'s log start of partition `p`; returns the least log start of every
+    /// replica of `p` (below it no replica holds anything any more), 0 while some replica
+    /// has not been seen yet.
+    fn note_log_start(&mut self, p: u32, broker: NodeId, view: &ReplicaView) -> Offset {
+        self.log_starts.insert((p, broker), view.log_start_offset);
+        let mut floor = Offset::MAX;
+        for r in view.replicas.iter().chain(std::iter::once(&broker)) {
+            match self.log_starts.get(&(p, *r)) {
+                Some(s) => floor = floor.min(*s),
+                None => return 0,
+            }
+        }
+        floor
     }
 
     /// replica-divergence (and fenced-producer-write) on `view`'s log from where it was last

@@ -630,3 +630,162 @@ fn by_offset_answers_as_a_collected_map() {
         }
     }
 }
+
+/// A reader of `log` that adds to `read` the number of offsets each read asked for.
+fn counting_reader<'a>(
+    log: &'a [RecordBatch],
+    read: &'a std::cell::Cell<u64>,
+) -> impl FnMut(Offset, Offset) -> Result<Vec<RecordBatch>, String> + 'a {
+    move |from, below| {
+        read.set(read.get() + below.saturating_sub(from));
+        Ok(log
+            .iter()
+            .filter(|b| b.next_offset() > from && b.base_offset < below)
+            .cloned()
+            .collect())
+    }
+}
+
+/// Two brokers both presuming leadership (the deposed one not told yet) used to restart
+/// each other's acknowledged-record check from the first record at every alternation: a
+/// read of the whole log per audit, for as long as the deposed one lasted. Each leader is
+/// now checked once per (process, epoch), and a record one of them lacks is still found.
+#[test]
+fn alternating_presumed_leaders_are_each_checked_once() {
+    let values: Vec<String> = (0..100).map(|i| format!("v{i}")).collect();
+    let all: Vec<&str> = values.iter().map(String::as_str).collect();
+    let full = vec![batch(0, 1, &all)];
+    let mut lacking = all.clone();
+    lacking[40] = "other";
+    let short = vec![batch(0, 1, &lacking)];
+    let mut c = Checker::new();
+    for (o, v) in values.iter().enumerate() {
+        c.on_client_ack(1, 0, o as Offset, v.as_str().into(), 1);
+    }
+    let read = std::cell::Cell::new(0);
+    for round in 0..10 {
+        let now = 10 + round;
+        c.audit(
+            now,
+            1,
+            &view(Role::Leader, 2, 100, 100),
+            &mut counting_reader(&full, &read),
+        );
+        c.audit(
+            now,
+            2,
+            &view(Role::Leader, 1, 100, 100),
+            &mut counting_reader(&short, &read),
+        );
+    }
+    assert_eq!(c.count(ACKED_WRITE_LOST), 1, "broker 2's loss, found once");
+    // Each broker's log read once by divergence and once by the acked check (the first
+    // audit reuses divergence's read), not once per alternation.
+    assert!(read.get() <= 4 * 100, "{} offsets read", read.get());
+}
+
+/// A restarted broker is a new process whose log is what its disk kept: as a leader at the
+/// same epoch it is checked for every acknowledged record again.
+#[test]
+fn a_restarted_leader_is_checked_again() {
+    let mut c = Checker::new();
+    c.on_client_ack(1, 0, 0, "a".into(), 1);
+    c.on_client_ack(1, 0, 1, "b".into(), 1);
+    let whole = vec![batch(0, 1, &["a", "b"])];
+    c.audit(2, 1, &view(Role::Leader, 1, 2, 2), &mut reader(whole));
+    assert_eq!(c.count(ACKED_WRITE_LOST), 0);
+    // The same broker, epoch and log end, but "b" is gone: not looked at again...
+    let lost = vec![batch(0, 1, &["a", "x"])];
+    c.audit(
+        3,
+        1,
+        &view(Role::Leader, 1, 2, 2),
+        &mut reader(lost.clone()),
+    );
+    assert_eq!(c.count(ACKED_WRITE_LOST), 0);
+    // ...until the broker restarts.
+    c.on_broker_restart(1);
+    c.audit(4, 1, &view(Role::Leader, 1, 2, 2), &mut reader(lost));
+    assert_eq!(c.count(ACKED_WRITE_LOST), 1);
+}
+
+fn view_from(
+    role: Role,
+    epoch: LeaderEpoch,
+    start: Offset,
+    hw: Offset,
+    leo: Offset,
+) -> ReplicaView {
+    ReplicaView {
+        log_start_offset: start,
+        ..view(role, epoch, hw, leo)
+    }
+}
+
+/// Retention: an acknowledged record below a leader's log start is not required of it, one
+/// at or above is (and its loss found), and records are pruned only below the log start of
+/// every replica, so a replica that still holds older records (or was never seen) is still
+/// checked for them when it leads.
+#[test]
+fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() {
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    let all: Vec<&str> = values.iter().map(String::as_str).collect();
+    let retained = |from: usize, lose: Option<usize>| {
+        let mut v: Vec<&str> = all[from..].to_vec();
+        if let Some(l) = lose {
+            v[l - from] = "other";
+        }
+        vec![batch(from as Offset, 1, &v)]
+    };
+    let mut c = Checker::new();
+    for (o, v) in values.iter().enumerate() {
+        c.on_client_ack(1, 0, o as Offset, v.as_str().into(), 1);
+    }
+    // Brokers 1 and 2 trimmed to 10; broker 3 not seen yet: nothing may be pruned.
+    let f = |l| Role::Follower { leader: l };
+    c.audit(
+        2,
+        2,
+        &view_from(f(1), 1, 10, 20, 20),
+        &mut reader(retained(10, None)),
+    );
+    c.audit(
+        2,
+        1,
+        &view_from(Role::Leader, 1, 10, 20, 20),
+        &mut reader(retained(10, None)),
+    );
+    assert_eq!(
+        c.count(ACKED_WRITE_LOST),
+        0,
+        "below its log start nothing is required"
+    );
+    assert_eq!(c.acked[&0].first_kept(), 0, "broker 3 was never seen");
+    // Broker 3 still holds everything and leads at epoch 2, lacking record 5: found.
+    c.audit(
+        3,
+        3,
+        &view(Role::Leader, 2, 20, 20),
+        &mut reader(retained(0, Some(5))),
+    );
+    assert_eq!(c.count(ACKED_WRITE_LOST), 1);
+    // Once every replica starts at 10, records below go; a loss at 15 is still found.
+    c.audit(
+        4,
+        3,
+        &view_from(f(2), 2, 10, 20, 20),
+        &mut reader(retained(10, None)),
+    );
+    c.audit(
+        5,
+        2,
+        &view_from(Role::Leader, 3, 10, 20, 20),
+        &mut reader(retained(10, Some(15))),
+    );
+    assert_eq!(c.acked[&0].first_kept(), 10, "pruned below every log start");
+    assert_eq!(
+        c.count(ACKED_WRITE_LOST),
+        2,
+        "the loss at 15 is found after pruning"
+    );
+}

@@ -91,8 +91,19 @@ pub(super) const RAFT_ELECTION_TIMEOUT: SimTime = 500 * MILLIS;
 /// defaults so that short runs see failovers, and the `--bug`s switched back on. With a
 /// controller quorum, brokers know its voters and hold a session lease; a single controller
 /// keeps the brokers as they were (no lease), so the pinned single-controller runs stay.
-fn node_configs(bugs: Bugs, controllers: u32) -> (BrokerConfig, ControllerConfig) {
+fn node_configs(
+    bugs: Bugs,
+    controllers: u32,
+    retention: Option<u64>,
+) -> (BrokerConfig, ControllerConfig) {
+    let mut log = skein_core::log::LogConfig::default();
+    if let Some(bytes) = retention {
+        // Retention deletes whole segments: four of them hold the limit.
+        log.segment_bytes = (bytes / 4).max(4 << 10);
+        log.retention_bytes = Some(bytes);
+    }
     let broker_config = BrokerConfig {
+        log,
         controllers: (1..=controllers).collect(),
         session_timeout: (controllers > 1).then_some(BROKER_SESSION_LEASE),
         replica_lag_time_max: 2 * SECS,
@@ -213,7 +224,8 @@ impl World {
     ) -> Result<Self, SimError> {
         let seed = cfg.seed;
         let bugs = bugs_from(&cfg.bugs)?;
-        let (broker_config, controller_config) = node_configs(bugs, cfg.controllers);
+        let (broker_config, controller_config) =
+            node_configs(bugs, cfg.controllers, cfg.retention_bytes());
         let (brokers, controllers) = node_slots(cfg);
         let (clients, members) = workload_clients(cfg);
         let mut w = Self {
@@ -345,6 +357,7 @@ impl World {
         match Broker::open(id, self.broker_config.clone(), slot.disk.clone(), local) {
             Ok((b, _reports)) => {
                 slot.machine = Some(b);
+                self.checker.on_broker_restart(id);
                 self.tracer.fields(
                     now,
                     Fields::Process {
