@@ -63,7 +63,9 @@ fn produce(listeners: &BTreeMap<i32, String>, tag: &str) {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // The encoder keeps records in one batch only while offset - sequence stays
+            // the same (node/src/kafka/records.rs): -1, 0, 1, ... make one ~15 KB batch.
+            sequence: i as i32 - 1,
             timestamp: 1_700_000_000_000,
             key: None,
             value: Some(Bytes::from(format!("{tag}-{i}-{}", "x".repeat(VALUE)))),
