@@ -222,7 +222,7 @@ fn bad_frames_close_only_their_connection() {
     );
     let v3 = request(ApiKey::ApiVersions, 3, 4, &ApiVersionsRequest::default());
     let v: ApiVersionsResponse = exchange(&mut s, ApiKey::ApiVersions, 3, &v3);
-    assert_eq!(v.api_keys.len(), 16);
+    assert_eq!(v.api_keys.len(), 20);
 
     let topic = TopicName(StrBytes::from_static_str("made-by-kafka"));
     let create = CreateTopicsRequest::default()

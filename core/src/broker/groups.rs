@@ -170,6 +170,13 @@ impl<S: Storage + Clone> Broker<S> {
             self.send_group_response(client, correlation, response);
             return;
         }
+        if let GroupRequest::ListGroups = &request {
+            // Every coordinator this broker hosts; none before __consumer_offsets exists.
+            let groups = self.groups.coordinators.as_ref();
+            let r = groups.map_or(Ok(Vec::new()), |c| c.list_groups());
+            self.send_group_response(client, correlation, GroupResponse::ListGroups(r));
+            return;
+        }
         match &mut self.groups.coordinators {
             Some(c) => c.handle(now, client, correlation, request),
             None => {

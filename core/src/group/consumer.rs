@@ -1206,9 +1206,11 @@ impl GroupConsumer {
             | GroupError::GroupMaxSizeReached => self.fail(e.clone()),
             // A superseded commit says nothing about membership.
             GroupError::StaleCommit => {}
+            // (GroupIdNotFound answers only the tooling's requests, never a member's.)
             GroupError::InvalidAssignment(_)
             | GroupError::OffsetMetadataTooLarge
-            | GroupError::NonEmptyGroup => {
+            | GroupError::NonEmptyGroup
+            | GroupError::GroupIdNotFound => {
                 self.backoff_until = now + self.config.retry_backoff;
                 self.request_rejoin_if_joining(now);
             }

@@ -16,10 +16,10 @@
 
 use crate::group::protocol::*;
 use crate::group::records::{self, GroupRecord, RecordError};
+use crate::group::state::{AfterDelete, Effects, Group, PendingAppend, Waiter};
 pub use crate::group::state::{
     AppendError, AppendId, Committed, CoordinatorOutput, GroupConfig, GroupState,
 };
-use crate::group::state::{Effects, Group, PendingAppend, Waiter};
 use crate::log::RecordBatch;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
@@ -305,6 +305,11 @@ impl GroupCoordinator {
                     waiter,
                     GroupResponse::OffsetCommit(Err(GroupError::NotCoordinator)),
                 );
+                continue;
+            }
+            if let PendingAppend::Delete { waiter, then, .. } = p {
+                fx.respond(waiter, then.response(Err(GroupError::NotCoordinator)));
+                continue;
             }
             if let PendingAppend::Metadata {
                 then: crate::group::state::AfterMetadata::StaticJoin { waiter, .. },
@@ -386,6 +391,13 @@ impl GroupCoordinator {
                 let d = self.describe(group_id);
                 self.fx.respond(w, GroupResponse::DescribeGroup(Ok(d)));
             }
+            // The broker answers it from every coordinator it hosts; the gate refuses it.
+            GroupRequest::ListGroups => {
+                let l = self.list_groups();
+                self.fx.respond(w, GroupResponse::ListGroups(Ok(l)));
+            }
+            GroupRequest::DeleteGroup { group_id } => self.delete_group(w, &group_id),
+            GroupRequest::OffsetDelete(req) => self.offset_delete(now, w, req),
         }
         self.check_invariants(&gid);
     }
@@ -483,8 +495,71 @@ impl GroupCoordinator {
         }
     }
 
+    /// DeleteGroup: a group nobody is in loses its offsets and metadata.
+    fn delete_group(&mut self, w: Waiter, group_id: &str) {
+        let fx = &mut self.fx;
+        let Some(g) = self.groups.get_mut(group_id) else {
+            let e = GroupError::GroupIdNotFound;
+            return fx.respond(w, GroupResponse::DeleteGroup(Err(e)));
+        };
+        if !g.has_no_members() {
+            let e = GroupError::NonEmptyGroup;
+            return fx.respond(w, GroupResponse::DeleteGroup(Err(e)));
+        }
+        let partitions = g.committed_partitions();
+        g.delete(w, partitions, AfterDelete::Group, fx);
+    }
+
+    /// OffsetDelete (an operator's: partitions of subscribed topics refused), or a
+    /// committer's "no position" (fenced as its commits are).
+    fn offset_delete(&mut self, now: Nanos, w: Waiter, req: OffsetDeleteRequest) {
+        let cfg = &self.config;
+        let fx = &mut self.fx;
+        let Some(g) = self.groups.get_mut(&req.group_id) else {
+            let response = match req.committer {
+                // Nothing is committed already; a member of no group is unknown.
+                Some(Committer::Admin) => GroupResponse::OffsetCommit(Ok(())),
+                Some(Committer::Member { .. }) => {
+                    GroupResponse::OffsetCommit(Err(GroupError::UnknownMemberId))
+                }
+                None => GroupResponse::OffsetDelete(Err(GroupError::GroupIdNotFound)),
+            };
+            return fx.respond(w, response);
+        };
+        match req.committer {
+            Some(c) => match g.check_commit(now, &c, cfg) {
+                Ok(()) => g.delete(w, req.partitions, AfterDelete::Commit, fx),
+                Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
+            },
+            None => {
+                let subscribed = g.subscribed_topics();
+                let (refused, partitions): (Vec<_>, Vec<_>) = req
+                    .partitions
+                    .into_iter()
+                    .partition(|tp| subscribed.contains(tp.topic.as_str()));
+                g.delete(w, partitions, AfterDelete::Offsets(refused), fx);
+            }
+        }
+    }
+
+    /// Every group this coordinator holds, for ListGroups (none unless active).
+    pub fn list_groups(&self) -> Vec<GroupListing> {
+        if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
+            return Vec::new();
+        }
+        self.groups
+            .values()
+            .map(|g| GroupListing {
+                group_id: g.id.clone(),
+                state: format!("{:?}", g.state),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+
     /// What DescribeGroup says of `group_id` ("Dead" for a group it does not know).
     fn describe(&self, group_id: String) -> GroupDescription {
+        let held = self.groups.get(&group_id);
         match self.group(&group_id) {
             Some(v) => GroupDescription {
                 group_id,
@@ -497,6 +572,9 @@ impl GroupCoordinator {
                     .into_iter()
                     .map(
                         |(member_id, (group_instance_id, assignment))| MemberDescription {
+                            subscription: held
+                                .map(|g| g.member_topics(&member_id))
+                                .unwrap_or_default(),
                             member_id,
                             group_instance_id,
                             assignment,
@@ -532,6 +610,7 @@ impl GroupCoordinator {
                 group.clone()
             }
             PendingAppend::Read { request, .. } => request.group_id.clone(),
+            PendingAppend::Delete { group, .. } => group.clone(),
         };
         let cfg = &self.config;
         let fx = &mut self.fx;
@@ -579,6 +658,27 @@ impl GroupCoordinator {
                     Err(e) => Err(e.to_group_error()),
                 };
                 fx.respond(waiter, GroupResponse::OffsetFetch(r));
+            }
+            PendingAppend::Delete {
+                group,
+                partitions,
+                then,
+                waiter,
+            } => {
+                if result.is_ok() {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        g.delete_done(&partitions, then == AfterDelete::Group);
+                        if g.is_pristine() {
+                            self.groups.remove(&group);
+                        }
+                    }
+                    self.changes += 1;
+                    // Commits vanish on purpose here: the checks start afresh.
+                    #[cfg(debug_assertions)]
+                    self.debug_checkpoints.remove(&group);
+                }
+                let r = result.map(|_| ()).map_err(|e| e.to_group_error());
+                fx.respond(waiter, then.response(r));
             }
         }
         self.check_invariants(&gid);

@@ -146,6 +146,19 @@ impl GroupCoordinators {
         }
     }
 
+    /// ListGroups: the groups of every coordinator hosted here; CoordinatorLoadInProgress
+    /// while one is loading (its groups are not known yet), as Kafka answers.
+    pub fn list_groups(&self) -> Result<Vec<GroupListing>, GroupError> {
+        let mut out = Vec::new();
+        for c in self.hosted.values() {
+            if matches!(c.phase(), CoordinatorPhase::Loading { .. }) {
+                return Err(GroupError::CoordinatorLoadInProgress);
+            }
+            out.extend(c.list_groups());
+        }
+        Ok(out)
+    }
+
     pub fn append_completed(
         &mut self,
         now: Nanos,

@@ -196,6 +196,28 @@ pub struct OffsetFetchRequest {
     pub require_stable: bool,
 }
 
+/// Deleting committed offsets, so a partition reads as never committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetDeleteRequest {
+    pub group_id: GroupId,
+    pub partitions: Vec<TopicPartition>,
+    /// `None`: an operator's OffsetDelete (Kafka's API 47), refused per partition while
+    /// the group has members subscribed to its topic. `Some`: a commit of "no position"
+    /// (a Kafka client committing offset -1 to reset), checked like that committer's
+    /// commits and answered as an OffsetCommit.
+    pub committer: Option<Committer>,
+}
+
+/// One group as ListGroups reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupListing {
+    pub group_id: GroupId,
+    /// As [`GroupDescription::state`].
+    pub state: String,
+    /// `consumer` for every group that ever had members; empty for offsets only.
+    pub protocol_type: String,
+}
+
 /// A request from a client to a group coordinator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupRequest {
@@ -215,6 +237,15 @@ pub enum GroupRequest {
     DescribeGroup {
         group_id: GroupId,
     },
+    /// The groups of every coordinator the answering broker hosts (Kafka's ListGroups is
+    /// per broker too). Answered by the broker, not routed by group id.
+    ListGroups,
+    /// Delete a group with no members: its committed offsets and its metadata
+    /// (GroupIdNotFound if it does not exist, NonEmptyGroup while it has members).
+    DeleteGroup {
+        group_id: GroupId,
+    },
+    OffsetDelete(OffsetDeleteRequest),
 }
 
 impl GroupRequest {
@@ -228,6 +259,9 @@ impl GroupRequest {
             GroupRequest::OffsetCommit(r) => &r.group_id,
             GroupRequest::OffsetFetch(r) => &r.group_id,
             GroupRequest::DescribeGroup { group_id } => group_id,
+            GroupRequest::ListGroups => "",
+            GroupRequest::DeleteGroup { group_id } => group_id,
+            GroupRequest::OffsetDelete(r) => &r.group_id,
         }
     }
 }
@@ -251,6 +285,11 @@ pub enum GroupResponse {
     /// Partitions without a committed offset are absent.
     OffsetFetch(Result<BTreeMap<TopicPartition, OffsetAndMetadata>, GroupError>),
     DescribeGroup(Result<GroupDescription, GroupError>),
+    ListGroups(Result<Vec<GroupListing>, GroupError>),
+    DeleteGroup(Result<(), GroupError>),
+    /// The partitions refused because the group is subscribed to their topic; the rest
+    /// were deleted.
+    OffsetDelete(Result<Vec<TopicPartition>, GroupError>),
 }
 
 /// One member as `DescribeGroup` reports it.
@@ -260,6 +299,9 @@ pub struct MemberDescription {
     pub group_instance_id: Option<InstanceId>,
     /// Partitions assigned to it in the current generation (empty while rebalancing).
     pub assignment: Vec<TopicPartition>,
+    /// The topics it subscribes to (under the group's protocol, else its first one).
+    #[serde(default)]
+    pub subscription: Vec<String>,
 }
 
 /// A group as its coordinator holds it. A group the coordinator does not know is
@@ -289,6 +331,9 @@ impl GroupResponse {
             GroupResponse::OffsetCommit(r) => r.as_ref().err(),
             GroupResponse::OffsetFetch(r) => r.as_ref().err(),
             GroupResponse::DescribeGroup(r) => r.as_ref().err(),
+            GroupResponse::ListGroups(r) => r.as_ref().err(),
+            GroupResponse::DeleteGroup(r) => r.as_ref().err(),
+            GroupResponse::OffsetDelete(r) => r.as_ref().err(),
         }
     }
 
@@ -303,6 +348,12 @@ impl GroupResponse {
             GroupRequest::OffsetCommit(_) => GroupResponse::OffsetCommit(Err(error)),
             GroupRequest::OffsetFetch(_) => GroupResponse::OffsetFetch(Err(error)),
             GroupRequest::DescribeGroup { .. } => GroupResponse::DescribeGroup(Err(error)),
+            GroupRequest::ListGroups => GroupResponse::ListGroups(Err(error)),
+            GroupRequest::DeleteGroup { .. } => GroupResponse::DeleteGroup(Err(error)),
+            GroupRequest::OffsetDelete(r) if r.committer.is_some() => {
+                GroupResponse::OffsetCommit(Err(error))
+            }
+            GroupRequest::OffsetDelete(_) => GroupResponse::OffsetDelete(Err(error)),
         }
     }
 }
@@ -344,6 +395,8 @@ pub enum GroupError {
     NonEmptyGroup,
     #[error("a newer commit of this member supersedes this one")]
     StaleCommit,
+    #[error("the group does not exist")]
+    GroupIdNotFound,
 }
 
 impl GroupError {

@@ -125,6 +125,34 @@ pub(crate) enum PendingAppend {
         request: OffsetFetchRequest,
         waiter: Waiter,
     },
+    /// Tombstones for committed offsets (and, deleting the group, for its metadata).
+    Delete {
+        group: GroupId,
+        partitions: Vec<TopicPartition>,
+        then: AfterDelete,
+        waiter: Waiter,
+    },
+}
+
+/// What a deletion answers once its tombstones are committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AfterDelete {
+    /// A member's (or a tool's) commit of "no position": an OffsetCommit answer.
+    Commit,
+    /// OffsetDelete, with the partitions it refused (the group subscribes to their topic).
+    Offsets(Vec<TopicPartition>),
+    /// DeleteGroup: the group goes too.
+    Group,
+}
+
+impl AfterDelete {
+    pub fn response(self, result: Result<(), GroupError>) -> GroupResponse {
+        match self {
+            AfterDelete::Commit => GroupResponse::OffsetCommit(result),
+            AfterDelete::Offsets(refused) => GroupResponse::OffsetDelete(result.map(|()| refused)),
+            AfterDelete::Group => GroupResponse::DeleteGroup(result),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1102,6 +1130,97 @@ impl Group {
                     );
                 }
             }
+        }
+    }
+
+    /// The topics `member` subscribes to under the group's protocol (else its first).
+    pub fn member_topics(&self, member: &str) -> Vec<String> {
+        let Some(m) = self.members.get(member) else {
+            return Vec::new();
+        };
+        let p = self.protocol.as_deref();
+        m.protocols
+            .iter()
+            .find(|x| Some(x.name.as_str()) == p)
+            .or(m.protocols.first())
+            .map(|x| x.subscription.topics.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether nobody is in the group: DeleteGroup's precondition.
+    pub fn has_no_members(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.members.is_empty()
+            && self.pending_members.is_empty()
+    }
+
+    /// Every partition with a commit, materialised or in flight.
+    pub fn committed_partitions(&self) -> Vec<TopicPartition> {
+        let all: BTreeSet<&TopicPartition> = self
+            .offsets
+            .keys()
+            .chain(self.pending_commits.keys())
+            .collect();
+        all.into_iter().cloned().collect()
+    }
+
+    /// The topics the members subscribe to (none while the group is Empty).
+    pub fn subscribed_topics(&self) -> BTreeSet<&str> {
+        self.members
+            .values()
+            .flat_map(|m| m.protocols.iter())
+            .flat_map(|p| p.subscription.topics.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// Append tombstones for `partitions` (and the group's metadata with `whole_group`);
+    /// answered when they commit. Nothing to write is answered at once.
+    pub fn delete(
+        &mut self,
+        w: Waiter,
+        partitions: Vec<TopicPartition>,
+        then: AfterDelete,
+        fx: &mut Effects,
+    ) {
+        let mut recs: Vec<Record> = partitions
+            .iter()
+            .map(|tp| records::offset_record(&self.id, tp, None, None))
+            .collect();
+        if then == AfterDelete::Group {
+            recs.push(records::group_record(&self.id, None));
+        }
+        if recs.is_empty() {
+            fx.respond(w, then.response(Ok(())));
+            return;
+        }
+        // A tombstone carries no stamp; on load it clears the partition's stamp too.
+        for tp in &partitions {
+            self.stamps.remove(tp);
+        }
+        fx.append(
+            recs,
+            PendingAppend::Delete {
+                group: self.id.clone(),
+                partitions,
+                then,
+                waiter: w,
+            },
+        );
+    }
+
+    /// Tombstones committed: the partitions read as never committed. Deleting the group
+    /// while still nobody is in it forgets its generation too (as a reload would, the
+    /// metadata tombstone being the latest record); the caller drops it once pristine.
+    pub fn delete_done(&mut self, partitions: &[TopicPartition], whole_group: bool) {
+        for tp in partitions {
+            self.offsets.remove(tp);
+        }
+        if whole_group && self.has_no_members() {
+            let pending = std::mem::take(&mut self.pending_commits);
+            let stamps = std::mem::take(&mut self.stamps);
+            let offsets = std::mem::take(&mut self.offsets);
+            *self = Group::new(self.id.clone());
+            (self.pending_commits, self.stamps, self.offsets) = (pending, stamps, offsets);
         }
     }
 

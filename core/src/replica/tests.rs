@@ -486,6 +486,46 @@ macro_rules! replica_suite {
             assert_eq!(recs.next_offset, 3);
         }
 
+        /// KIP-74: a read stops at `max_bytes` but returns its first batch whole, so a
+        /// consumer whose limit is below a batch's size still reads it; from a marker
+        /// followed by such a batch it is moved past the marker (Kafka clients step over
+        /// the marker as a control batch).
+        #[test]
+        fn a_consumer_read_returns_its_first_batch_whole_past_max_bytes() {
+            let mut net = three();
+            let big = "x".repeat(10_000);
+            net.produce(1, Acks::All, &[big.as_str(), big.as_str()]);
+            net.produce(1, Acks::All, &["small"]);
+            net.run(100 * MS);
+            assert_eq!(net.r(1).high_watermark(), 4);
+            let mut req = ConsumerFetchRequest {
+                correlation: 9,
+                tp: tp(),
+                offset: 0,
+                max_bytes: 8192,
+                current_leader_epoch: None,
+                last_fetched_epoch: None,
+            };
+            let recs = net.consumer_fetch(1, &req).result.unwrap();
+            assert!(recs.batches.is_empty(), "only the marker fits: {recs:?}");
+            assert_eq!(recs.next_offset, 1, "past the marker");
+            for (from, max_bytes) in [(1, 8192), (2, 8192), (1, 0)] {
+                req.offset = from;
+                req.max_bytes = max_bytes;
+                let recs = net.consumer_fetch(1, &req).result.unwrap();
+                assert_eq!(recs.batches.len(), 1, "from {from}, max {max_bytes}");
+                let b = &recs.batches[0];
+                assert_eq!((b.base_offset, b.records.len()), (1, 2), "whole");
+                assert_eq!(b.records[1].value.as_ref().map(Vec::len), Some(10_000));
+                assert_eq!(recs.next_offset, 3);
+            }
+            // With room for both, both come.
+            req.max_bytes = 1 << 20;
+            let recs = net.consumer_fetch(1, &req).result.unwrap();
+            assert_eq!(recs.batches.len(), 2);
+            assert_eq!(recs.next_offset, 4);
+        }
+
         #[test]
         fn stale_and_future_epoch_fetches_are_refused() {
             let mut net = three();

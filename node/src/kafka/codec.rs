@@ -7,10 +7,12 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -26,6 +28,10 @@ pub enum CodecError {
     Truncated,
     #[error("unknown api key {0}")]
     UnknownApiKey(i16),
+    /// A Kafka API Skein does not serve: Kafka too closes the connection for an API it
+    /// does not enable (only ApiVersions has an answer for what it does not support).
+    #[error("{0:?} (api key {k}) is not served here (see ApiVersions)", k = *.0 as i16)]
+    UnsupportedApi(ApiKey),
     #[error("{api:?} v{version} is not supported (see ApiVersions)")]
     UnsupportedVersion { api: ApiKey, version: i16 },
     #[error("cannot decode {api:?} v{version}: {reason}")]
@@ -66,6 +72,10 @@ pub enum Body {
     LeaveGroup(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
+    ListGroups(ListGroupsRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
 }
 
 /// Reads one frame's bytes. Ok(None): the peer closed cleanly between frames.
@@ -107,7 +117,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         version,
         reason: format!("{e:#}"),
     };
-    let (_, max) = super::versions::range(api).ok_or(CodecError::UnknownApiKey(key))?;
+    let (_, max) = super::versions::range(api).ok_or(CodecError::UnsupportedApi(api))?;
     if api == ApiKey::ApiVersions && version > max {
         let header = RequestHeader::decode(&mut frame, 2).map_err(body_err)?;
         let body = Body::ApiVersionsTooNew;
@@ -159,7 +169,17 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         ApiKey::OffsetFetch => {
             Body::OffsetFetch(Decodable::decode(buf, version).map_err(body_err)?)
         }
-        _ => return Err(CodecError::UnknownApiKey(key)),
+        ApiKey::ListGroups => Body::ListGroups(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::DescribeGroups => {
+            Body::DescribeGroups(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::DeleteGroups => {
+            Body::DeleteGroups(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::OffsetDelete => {
+            Body::OffsetDelete(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        _ => return Err(CodecError::UnsupportedApi(api)),
     };
     if buf.has_remaining() {
         let reason = format!("{} bytes after the body", buf.remaining());

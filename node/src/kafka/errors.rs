@@ -87,6 +87,7 @@ pub fn group(e: &GroupError) -> i16 {
         GroupError::NonEmptyGroup => E::UnknownMemberId,
         // A newer commit of the member already stands; Kafka has no such code.
         GroupError::StaleCommit => E::UnknownServerError,
+        GroupError::GroupIdNotFound => E::GroupIdNotFound,
     }
     .code()
 }

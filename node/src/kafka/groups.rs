@@ -39,11 +39,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(5);
 const MS: u64 = 1_000_000;
 
 /// One group request to the local broker; its answer, or None after `timeout`.
-async fn call(s: &mut Session, request: GroupRequest, timeout: Duration) -> Option<GroupResponse> {
+pub(super) async fn call(
+    s: &mut Session,
+    request: GroupRequest,
+    timeout: Duration,
+) -> Option<GroupResponse> {
     let correlation = s.correlation();
     match s.call(Message::group(correlation, request), timeout).await {
         Some(Message::GroupResponse { response, .. }) => Some(*response),
@@ -51,7 +55,7 @@ async fn call(s: &mut Session, request: GroupRequest, timeout: Duration) -> Opti
     }
 }
 
-fn text(s: &StrBytes) -> String {
+pub(super) fn text(s: &StrBytes) -> String {
     s.to_string()
 }
 
@@ -59,7 +63,7 @@ fn opt_text(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(text).filter(|s| !s.is_empty())
 }
 
-fn str_bytes(s: impl Into<String>) -> StrBytes {
+pub(super) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
@@ -136,7 +140,7 @@ fn versioned(version: i16, body: &impl Encodable) -> Bytes {
 
 /// Skein's subscription as ConsumerProtocol v1 bytes (topics, owned partitions), which
 /// every librdkafka 1.6+ reads.
-fn subscription_bytes(sub: &g::Subscription) -> Bytes {
+pub(super) fn subscription_bytes(sub: &g::Subscription) -> Bytes {
     let owned = by_topic(&sub.owned)
         .into_iter()
         .map(|(t, ps)| {
@@ -170,7 +174,7 @@ fn assignment(bytes: &Bytes) -> Option<g::MemberAssignment> {
     Some(g::MemberAssignment { partitions })
 }
 
-fn assignment_bytes(a: &g::MemberAssignment) -> Bytes {
+pub(super) fn assignment_bytes(a: &g::MemberAssignment) -> Bytes {
     let parts = by_topic(&a.partitions)
         .into_iter()
         .map(|(t, ps)| {
@@ -350,9 +354,10 @@ fn commit_sequence() -> u64 {
 }
 
 pub async fn offset_commit(s: &mut Session, req: OffsetCommitRequest) -> OffsetCommitResponse {
-    // A commit without a generation (-1) and member is a simple consumer's or a tool's:
-    // Skein's Admin commit, accepted while the group has no members.
-    let committer = if req.generation_id_or_member_epoch < 0 && req.member_id.is_empty() {
+    let group_id = req.group_id.0.to_string();
+    // Generation -1 is a simple consumer's or a tool's commit (Kafka ignores the member
+    // id then): Skein's Admin commit, accepted while the group has no members.
+    let committer = if req.generation_id_or_member_epoch < 0 {
         g::Committer::Admin
     } else {
         g::Committer::Member {
@@ -362,51 +367,68 @@ pub async fn offset_commit(s: &mut Session, req: OffsetCommitRequest) -> OffsetC
             sequence: commit_sequence(),
         }
     };
+    let topics = req.topics.iter().map(|t| t.name.0.to_string()).collect();
+    let known = known_partitions(s, topics).await;
+    let mut refused: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let mut offsets = BTreeMap::new();
+    let mut clear = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
-            let (Ok(partition), Ok(offset)) = (
-                u32::try_from(p.partition_index),
-                u64::try_from(p.committed_offset),
-            ) else {
+            let name = t.name.0.to_string();
+            let tp = u32::try_from(p.partition_index)
+                .ok()
+                .map(|q| TopicPartition::new(name.clone(), q))
+                .filter(|tp| known.as_ref().is_none_or(|k| k.contains(tp)));
+            let Some(tp) = tp else {
+                tracing::warn!(group = %group_id, topic = %name, partition = p.partition_index,
+                    "kafka: OffsetCommit for an unknown topic or partition refused");
+                refused.insert((name, p.partition_index), errors::unknown_topic());
                 continue;
             };
-            let tp = TopicPartition::new(t.name.0.to_string(), partition);
-            offsets.insert(
-                tp,
-                g::OffsetAndMetadata {
-                    offset,
-                    leader_epoch: u32::try_from(p.committed_leader_epoch).ok(),
-                    metadata: p.committed_metadata.as_ref().map(text).unwrap_or_default(),
-                },
-            );
+            // A negative offset (-1, -2: clients reset a position so) means "no
+            // committed position": Kafka stores it and OffsetFetch then reads -1 (or
+            // -2); Skein deletes the commit, so OffsetFetch reads -1 for both.
+            if p.committed_offset < 0 {
+                clear.push(tp);
+                continue;
+            }
+            let value = g::OffsetAndMetadata {
+                offset: p.committed_offset as u64,
+                leader_epoch: u32::try_from(p.committed_leader_epoch).ok(),
+                metadata: p.committed_metadata.as_ref().map(text).unwrap_or_default(),
+            };
+            offsets.insert(tp, value);
         }
     }
-    let request = GroupRequest::OffsetCommit(g::OffsetCommitRequest {
-        group_id: req.group_id.0.to_string(),
-        committer,
-        offsets: offsets.clone(),
-    });
-    // All or nothing: one code for every (valid) partition.
-    let code = match call(s, request, TIMEOUT).await {
-        Some(GroupResponse::OffsetCommit(Ok(()))) => errors::NONE,
-        Some(GroupResponse::OffsetCommit(Err(e))) => errors::group(&e),
-        _ => errors::timed_out(),
-    };
+    // All or nothing per kind: one code for every partition committed (an empty commit
+    // still checks the committer), then one for every partition cleared.
+    let mut code = errors::NONE;
+    if !offsets.is_empty() || clear.is_empty() {
+        let request = GroupRequest::OffsetCommit(g::OffsetCommitRequest {
+            group_id: group_id.clone(),
+            committer: committer.clone(),
+            offsets,
+        });
+        code = commit_code(call(s, request, TIMEOUT).await);
+    }
+    if code == errors::NONE && !clear.is_empty() {
+        let request = GroupRequest::OffsetDelete(g::OffsetDeleteRequest {
+            group_id,
+            partitions: clear,
+            committer: Some(committer),
+        });
+        code = commit_code(call(s, request, TIMEOUT).await);
+    }
     let mut resp = OffsetCommitResponse::default();
     for t in &req.topics {
         let partitions = t
             .partitions
             .iter()
             .map(|p| {
-                let valid = p.partition_index >= 0 && p.committed_offset >= 0;
+                let key = (t.name.0.to_string(), p.partition_index);
                 OffsetCommitResponsePartition::default()
                     .with_partition_index(p.partition_index)
-                    .with_error_code(if valid {
-                        code
-                    } else {
-                        errors::invalid_request()
-                    })
+                    .with_error_code(refused.get(&key).copied().unwrap_or(code))
             })
             .collect();
         resp.topics.push(
@@ -416,6 +438,34 @@ pub async fn offset_commit(s: &mut Session, req: OffsetCommitRequest) -> OffsetC
         );
     }
     resp
+}
+
+fn commit_code(answer: Option<GroupResponse>) -> i16 {
+    match answer {
+        Some(GroupResponse::OffsetCommit(Ok(()))) => errors::NONE,
+        Some(GroupResponse::OffsetCommit(Err(e))) => errors::group(&e),
+        _ => errors::timed_out(),
+    }
+}
+
+/// The partitions of `topics` in the local broker's metadata image (Kafka refuses a
+/// commit or an OffsetDelete for a partition it does not know); None when the broker
+/// does not answer in time (then nothing is refused for it).
+pub(super) async fn known_partitions(
+    s: &mut Session,
+    topics: Vec<String>,
+) -> Option<std::collections::BTreeSet<TopicPartition>> {
+    let correlation = s.correlation();
+    let request = Message::Metadata(skein_core::message::MetadataRequest {
+        correlation,
+        topics: Some(topics),
+    });
+    match s.call(request, TIMEOUT).await {
+        Some(Message::MetadataResponse(m)) => {
+            Some(m.partitions.into_iter().map(|p| p.tp).collect())
+        }
+        _ => None,
+    }
 }
 
 pub async fn offset_fetch(

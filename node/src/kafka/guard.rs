@@ -238,6 +238,20 @@ fn groups(w: &mut Walk, api: ApiKey, version: i16) -> Result<(), GuardError> {
                 w.array(|w| w.skip(4))
             })?;
         }
+        // ListGroups v0-2: an empty body.
+        ApiKey::ListGroups => return Ok(()),
+        ApiKey::DescribeGroups => {
+            w.array(|w| w.string())?;
+            w.skip(usize::from(version >= 3))?; // include authorized operations
+        }
+        ApiKey::DeleteGroups => w.array(|w| w.string())?,
+        ApiKey::OffsetDelete => {
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| w.skip(4))
+            })?;
+        }
         _ => return Err(GuardError(format!("{api:?} has no layout here"))),
     }
     Ok(())

@@ -16,6 +16,7 @@ mod admin;
 pub mod codec;
 mod errors;
 mod fetch;
+mod group_tools;
 mod groups;
 mod guard;
 mod metadata;
@@ -168,6 +169,19 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
             let resp = admin::init_producer_id(s, r).await;
             encode_response(ApiKey::InitProducerId, version, corr, &resp)?
         }
+        body => group_request(s, body, version, corr).await?,
+    };
+    Ok(Some(bytes))
+}
+
+/// The consumer-group APIs and the group tooling.
+async fn group_request(
+    s: &mut Session,
+    body: Body,
+    version: i16,
+    corr: i32,
+) -> anyhow::Result<Bytes> {
+    Ok(match body {
         Body::FindCoordinator(r) => {
             let resp = groups::find_coordinator(s, r).await;
             encode_response(ApiKey::FindCoordinator, version, corr, &resp)?
@@ -196,6 +210,22 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
             let resp = groups::offset_fetch(s, r, version).await;
             encode_response(ApiKey::OffsetFetch, version, corr, &resp)?
         }
-    };
-    Ok(Some(bytes))
+        Body::ListGroups(_) => {
+            let resp = group_tools::list_groups(s).await;
+            encode_response(ApiKey::ListGroups, version, corr, &resp)?
+        }
+        Body::DescribeGroups(r) => {
+            let resp = group_tools::describe_groups(s, r).await;
+            encode_response(ApiKey::DescribeGroups, version, corr, &resp)?
+        }
+        Body::DeleteGroups(r) => {
+            let resp = group_tools::delete_groups(s, r).await;
+            encode_response(ApiKey::DeleteGroups, version, corr, &resp)?
+        }
+        Body::OffsetDelete(r) => {
+            let resp = group_tools::offset_delete(s, r).await;
+            encode_response(ApiKey::OffsetDelete, version, corr, &resp)?
+        }
+        other => anyhow::bail!("not a group request: {other:?}"),
+    })
 }

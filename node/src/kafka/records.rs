@@ -164,30 +164,85 @@ fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
     ))
 }
 
+/// The control record type a leader-epoch marker goes out as: Kafka's COMMIT marker (1).
+/// Every client skips a control batch and moves its position past it; COMMIT is the one
+/// type all of them ignore outright (librdkafka "always ignore", the Java consumer and
+/// kafkajs look only for ABORT, and only in transactional batches; this one has producer
+/// id -1, so it ends no transaction). LEADER_CHANGE (2) would say more, but it is KRaft's
+/// metadata-log record: librdkafka logs it as unsupported and a reader may try to parse
+/// its value as a LeaderChangeMessage.
+pub const MARKER_CONTROL_TYPE: i16 = 1;
+
+/// A control record's key (version 0, then the type) and a COMMIT marker's value
+/// (EndTxnMarker: version 0, coordinator epoch 0).
+fn control_key_value() -> (Bytes, Bytes) {
+    let mut key = BytesMut::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&MARKER_CONTROL_TYPE.to_be_bytes());
+    let mut value = BytesMut::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&0i32.to_be_bytes());
+    (key.freeze(), value.freeze())
+}
+
 /// Encodes Skein batches as concatenated Kafka record batches v2, one per Skein batch,
 /// each compressed with the Skein batch's codec (as it is stored).
 pub fn encode_batches(batches: &[RecordBatch]) -> anyhow::Result<Bytes> {
     let mut buf = BytesMut::new();
+    for batch in batches {
+        encode_batch(&mut buf, batch)?;
+    }
+    Ok(buf.freeze())
+}
+
+/// Appends one Skein batch to `buf` as one Kafka record batch v2. A control batch (the
+/// leader-epoch marker) goes out as a Kafka control batch, so a client steps over it.
+pub fn encode_batch(buf: &mut BytesMut, batch: &RecordBatch) -> anyhow::Result<()> {
     let compress = |plain: &mut BytesMut, out: &mut BytesMut, c: Compression| {
         let mut z = Vec::new();
         codec_of(c).compress_into(plain, &mut z);
         out.extend_from_slice(&z);
         anyhow::Ok(())
     };
-    for batch in batches {
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: kafka_compression(batch.codec()?),
-        };
-        let records = to_kafka(batch);
-        RecordBatchEncoder::encode_with_custom_compression(
-            &mut buf,
-            records.iter(),
-            &options,
-            Some(compress),
-        )?;
-    }
-    Ok(buf.freeze())
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: kafka_compression(batch.codec()?),
+    };
+    let records = if batch.is_control() {
+        control_records(batch)
+    } else {
+        to_kafka(batch)
+    };
+    RecordBatchEncoder::encode_with_custom_compression(
+        buf,
+        records.iter(),
+        &options,
+        Some(compress),
+    )?;
+    Ok(())
+}
+
+/// A marker batch as one Kafka control record per Skein record (a marker has one).
+fn control_records(batch: &RecordBatch) -> Vec<KRecord> {
+    let (key, value) = control_key_value();
+    batch
+        .iter_offsets()
+        .map(|(offset, r)| KRecord {
+            transactional: false,
+            control: true,
+            delete_horizon: false,
+            partition_leader_epoch: batch.partition_leader_epoch as i32,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            timestamp_type: TimestampType::Creation,
+            offset: offset as i64,
+            sequence: -1,
+            timestamp: batch.first_timestamp + r.timestamp_delta,
+            key: Some(key.clone()),
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
+        .collect()
 }
 
 /// The codec kafka-protocol names (the same numbering).
@@ -366,6 +421,29 @@ mod tests {
             let e = decode_batches(Bytes::from(garbled)).unwrap_err();
             assert!(e.to_string().contains(codec.name()), "{codec}: {e}");
         }
+    }
+
+    #[test]
+    fn an_epoch_marker_goes_out_as_a_kafka_control_batch() {
+        let marker = RecordBatch::epoch_marker(0, 3, 1_700_000_000_000);
+        let bytes = encode_batches(&[marker, batch(1, None, 2)]).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert_eq!(infos.len(), 2);
+        assert!(infos[0].control && !infos[0].transactional);
+        assert_eq!((infos[0].min_offset, infos[0].record_count), (0, 1));
+        assert_eq!(infos[0].partition_leader_epoch, 3);
+        assert_eq!(infos[0].producer_id, NO_PRODUCER_ID);
+        assert!(!infos[1].control);
+        let sets = RecordBatchDecoder::decode_all(&mut bytes.clone()).unwrap();
+        let control = &sets[0].records[0];
+        // Key: version 0, type COMMIT; value: EndTxnMarker v0.
+        assert_eq!(control.key.as_deref(), Some(&[0u8, 0, 0, 1][..]));
+        assert_eq!(control.value.as_deref(), Some(&[0u8; 6][..]));
+        // A producer may not send one.
+        assert!(matches!(
+            decode_batches(bytes),
+            Err(RecordsError::Transactional)
+        ));
     }
 
     #[test]

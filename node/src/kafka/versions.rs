@@ -23,11 +23,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 3),
     (ApiKey::LeaveGroup, 0, 3),
     (ApiKey::SyncGroup, 0, 3),
+    (ApiKey::DescribeGroups, 0, 4),
+    (ApiKey::ListGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 4),
     (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::DescribeConfigs, 1, 3),
     (ApiKey::InitProducerId, 0, 1),
+    (ApiKey::DeleteGroups, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The supported version range of `api`, if it is implemented at all.
@@ -83,5 +87,10 @@ mod tests {
         assert!(!supported(ApiKey::DeleteTopics, 4));
         assert!(!supported(ApiKey::DescribeConfigs, 0));
         assert!(!supported(ApiKey::AlterConfigs, 0));
+        assert!(supported(ApiKey::ListGroups, 2) && !supported(ApiKey::ListGroups, 3));
+        assert!(supported(ApiKey::DescribeGroups, 4));
+        assert!(!supported(ApiKey::DescribeGroups, 5));
+        assert!(supported(ApiKey::DeleteGroups, 1) && !supported(ApiKey::DeleteGroups, 2));
+        assert!(supported(ApiKey::OffsetDelete, 0));
     }
 }

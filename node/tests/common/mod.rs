@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod kafka;
 pub mod procs;
 
 use skein_core::controller::TopicConfig;

@@ -5,6 +5,7 @@
 
 mod consumer_script;
 mod coordinator_script;
+mod delete_script;
 mod harness;
 mod props;
 mod world;
