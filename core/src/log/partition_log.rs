@@ -486,11 +486,13 @@ impl<S: Storage> PartitionLog<S> {
         let r = batch
             .encode_into(&mut bytes)
             .map_err(LogError::from)
-            .and_then(|()| match bytes.len() {
-                size if compressed && size > max => Err(LogError::BatchTooLarge { size, max }),
-                _ => Ok(()),
+            .and_then(|()| {
+                if compressed && bytes.len() > max {
+                    let size = bytes.len();
+                    return Err(LogError::BatchTooLarge { size, max });
+                }
+                BatchHeader::parse(&bytes).map_err(LogError::from)
             })
-            .and_then(|()| BatchHeader::parse(&bytes).map_err(LogError::from))
             .and_then(|header| self.append_bytes(&bytes, &header, now_ms));
         bytes.clear(); // keeps the capacity; a printed log does not show the last batch
         self.scratch = bytes;

@@ -46,6 +46,19 @@ pub fn supported(api: ApiKey, version: i16) -> bool {
     range(api).is_some_and(|(lo, hi)| (lo..=hi).contains(&version))
 }
 
+/// The minimum version announced for `api`. Produce's is 0, as Kafka before 4.0 announced:
+/// librdkafka up to 2.11.0 uses gzip, snappy or lz4 only if the broker supports Produce
+/// somewhere in [0, 0] (`rd_kafka_msgset_writer_select_MsgVersion`) and otherwise sends
+/// those batches uncompressed without a word. Produce v0-2 (message sets, which cannot
+/// carry record batch v2) are still refused as unsupported versions when sent.
+fn announced_min(api: ApiKey, lo: i16) -> i16 {
+    if api == ApiKey::Produce {
+        0
+    } else {
+        lo
+    }
+}
+
 /// The ApiVersions answer: `error_code` 0, or UNSUPPORTED_VERSION when the client asked
 /// for an ApiVersions version above ours (it then retries with one from the list).
 pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
@@ -54,7 +67,7 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
         .map(|(api, lo, hi)| {
             ApiVersion::default()
                 .with_api_key(*api as i16)
-                .with_min_version(*lo)
+                .with_min_version(announced_min(*api, *lo))
                 .with_max_version(*hi)
         })
         .collect();
@@ -92,5 +105,13 @@ mod tests {
         assert!(!supported(ApiKey::DescribeGroups, 5));
         assert!(supported(ApiKey::DeleteGroups, 1) && !supported(ApiKey::DeleteGroups, 2));
         assert!(supported(ApiKey::OffsetDelete, 0));
+        // Produce is announced from v0 (librdkafka's compression check) but served from v3.
+        let produce = api_versions_response(0)
+            .api_keys
+            .into_iter()
+            .find(|k| k.api_key == ApiKey::Produce as i16)
+            .unwrap();
+        assert_eq!((produce.min_version, produce.max_version), (0, 8));
+        assert!(!supported(ApiKey::Produce, 2) && supported(ApiKey::Produce, 3));
     }
 }
