@@ -133,9 +133,9 @@ pub(crate) fn choose(
                 .chain(&state.elr)
                 .chain(&state.last_known_elr);
             let all_in = expected.clone().all(|b| round.answers.contains_key(b));
-            if !all_in && now < round.started.saturating_add(timeout) {
-                Choice::Wait
-            } else if info.log_end < committed {
+            let waiting = !all_in && now < round.started.saturating_add(timeout);
+            // Below a reported HW the choice would forfeit committed records: keep waiting.
+            if waiting || info.log_end < committed {
                 Choice::Wait
             } else {
                 elect
