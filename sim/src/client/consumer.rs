@@ -167,8 +167,15 @@ impl Consumer {
                 // A truncation (the cursor moved back to the divergence point) or records
                 // deleted by retention (it moved to the log start): core's cursor decides.
                 if let Some(cursor) = self.cursors.get_mut(p as usize) {
+                    let before = cursor.position();
                     if let Some(truncation) = cursor.on_error(&e) {
                         ctx.out.cursor.push(CursorObs::Truncated { p, truncation });
+                    } else if cursor.position() > before {
+                        // Retention deleted what it was to read next: it starts again at
+                        // the leader's log start, and what lies below was nobody's to read
+                        // (another replica, not trimmed yet, may still hold it at the end).
+                        let at = cursor.position();
+                        ctx.out.cursor.push(CursorObs::Start { p, at });
                     }
                 }
                 let from = Some(served_by).filter(|n| *n != 0);
