@@ -17,8 +17,11 @@ pub use crate::frame::fuzz::skein_frame;
 pub use crate::kafka::fuzz::kafka_request;
 pub use skein_core::log::fuzz::segment_recovery;
 
+/// A harness: one input, checked; a panic is a failure.
+pub type Harness = fn(&[u8]);
+
 /// Every target: its name (the directory of its corpus) and its harness.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Harness)] = &[
     ("kafka_request", kafka_request),
     ("skein_frame", skein_frame),
     ("segment_recovery", segment_recovery),

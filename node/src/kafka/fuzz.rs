@@ -146,9 +146,12 @@ fn produced(records: &Bytes, len: usize) {
 
 /// Keys, values and headers of every record, batch boundaries aside (offsets and
 /// timestamps are renumbered from the batch's first on the way).
-fn contents(batches: &[RecordBatch]) -> Vec<(&Option<Vec<u8>>, &Option<Vec<u8>>, &[Header])> {
+fn contents(batches: &[RecordBatch]) -> Vec<Contents<'_>> {
     let records = batches.iter().flat_map(|b| &b.records);
     records
         .map(|r| (&r.key, &r.value, &r.headers[..]))
         .collect()
 }
+
+/// A record's key, value and headers.
+type Contents<'a> = (&'a Option<Vec<u8>>, &'a Option<Vec<u8>>, &'a [Header]);
