@@ -26,6 +26,24 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Inputs the fuzzer once failed on (tests/fuzz/findings/<target>-*), kept as regressions.
+fn findings(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fuzz/findings");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("a finding").path()).collect();
+    paths.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(target))
+    });
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| std::fs::read(p).expect("a finding's bytes"))
+        .collect()
+}
+
 /// splitmix64: a fixed sequence from the seed, no dependency.
 struct Rng(u64);
 
@@ -116,7 +134,7 @@ fn smoke(name: &'static str) {
         .expect("a fuzz target");
     let corpus = corpus(name);
     assert!(!corpus.is_empty(), "tests/fuzz/corpus/{name} is empty");
-    for input in &corpus {
+    for input in corpus.iter().chain(&findings(name)) {
         let _r = Reporter(name, input);
         harness(input);
     }
