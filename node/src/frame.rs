@@ -395,5 +395,8 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Fuzz harness ([`crate::fuzzing`]); not an API.
+pub(crate) mod fuzz;
+
 #[cfg(test)]
 mod tests;

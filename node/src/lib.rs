@@ -12,6 +12,8 @@
 pub mod client;
 pub mod config;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod group_client;
 pub mod kafka;
 pub mod net;

@@ -8,6 +8,9 @@ pub mod codec;
 mod direct_file;
 pub mod epoch_cache;
 pub mod file_storage;
+/// Fuzz harness (tests/fuzz, node/tests/fuzz_smoke.rs); not an API.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod mem_storage;
 pub mod partition_log;
 mod segment;

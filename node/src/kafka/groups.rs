@@ -96,7 +96,7 @@ pub async fn find_coordinator(
 }
 
 /// A ConsumerProtocol subscription (version prefix, then the body) as Skein's.
-fn subscription(bytes: &Bytes) -> Option<g::Subscription> {
+pub(super) fn subscription(bytes: &Bytes) -> Option<g::Subscription> {
     let version = guard::check_subscription(bytes).ok()?;
     let mut buf = bytes.slice(2..);
     // A newer version only appends fields (Kafka's ConsumerProtocol rule): read ours.
@@ -155,7 +155,7 @@ pub(super) fn subscription_bytes(sub: &g::Subscription) -> Bytes {
     versioned(1, &body)
 }
 
-fn assignment(bytes: &Bytes) -> Option<g::MemberAssignment> {
+pub(super) fn assignment(bytes: &Bytes) -> Option<g::MemberAssignment> {
     if bytes.is_empty() {
         return Some(g::MemberAssignment::default());
     }

@@ -16,6 +16,8 @@ mod admin;
 pub mod codec;
 mod errors;
 mod fetch;
+/// Fuzz harness ([`crate::fuzzing`]); not an API.
+pub(crate) mod fuzz;
 mod group_tools;
 mod groups;
 mod guard;
