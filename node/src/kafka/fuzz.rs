@@ -79,6 +79,10 @@ fn encode(req: &Request) -> Option<Bytes> {
         Body::LeaveGroup(b) => b.encode(buf, v),
         Body::OffsetCommit(b) => b.encode(buf, v),
         Body::OffsetFetch(b) => b.encode(buf, v),
+        Body::ListGroups(b) => b.encode(buf, v),
+        Body::DescribeGroups(b) => b.encode(buf, v),
+        Body::DeleteGroups(b) => b.encode(buf, v),
+        Body::OffsetDelete(b) => b.encode(buf, v),
     };
     r.expect("a decoded body encodes at its version");
     Some(buf.split().freeze())
