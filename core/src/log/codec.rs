@@ -22,6 +22,11 @@ pub const CODEC_MASK: u16 = 0x07;
 /// allocate without bound.
 pub const MAX_DECOMPRESSED_LEN: usize = 64 << 20;
 
+/// Largest zstd window a reader accepts (2^24 = 16 MiB): a frame header names its window
+/// and the decoder allocates it, so a few hostile bytes could otherwise claim zstd's own
+/// limit of 128 MiB. Level 3, which Kafka's producers use, never needs more than 2 MiB.
+const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+
 /// zstd level 3: zstd's default, which Kafka also uses.
 const ZSTD_LEVEL: i32 = 3;
 
@@ -150,6 +155,7 @@ impl Codec {
             Codec::Snappy => snappy_decompress(data, out, limit),
             Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(data), out, limit),
             Codec::Zstd => zstd::stream::read::Decoder::with_buffer(data)
+                .and_then(|mut d| d.window_log_max(ZSTD_WINDOW_LOG_MAX).map(|()| d))
                 .map_err(|e| self.corrupt(e.to_string()))
                 .and_then(|d| read_limited(self, d, out, limit)),
         }
@@ -282,6 +288,24 @@ fn snappy_block(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), Cod
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zstd frame whose header names a `window_log` window (no single-segment flag: the
+    /// encoder is not told the content size).
+    fn zstd_with_window(window_log: u32) -> Vec<u8> {
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL).unwrap();
+        enc.window_log(window_log).unwrap();
+        enc.write_all(&[7u8; 4096]).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn a_zstd_window_past_the_cap_is_refused_not_allocated() {
+        let ok = zstd_with_window(ZSTD_WINDOW_LOG_MAX);
+        assert_eq!(Codec::Zstd.decompress(&ok).unwrap(), vec![7u8; 4096]);
+        let big = zstd_with_window(ZSTD_WINDOW_LOG_MAX + 1);
+        let e = Codec::Zstd.decompress(&big).unwrap_err();
+        assert!(matches!(e, CodecError::Corrupt { .. }), "{e}");
+    }
 
     /// Records-like bytes: repetitive enough to compress, with some noise.
     fn sample(n: usize) -> Vec<u8> {

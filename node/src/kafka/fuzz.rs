@@ -18,6 +18,10 @@ const MAX: u32 = 1 << 20;
 /// of memory. A decoder that sizes a buffer from an unchecked count goes far past it.
 const ALLOC_PER_BYTE: usize = 128;
 const ALLOC_SLACK: usize = 64 << 10;
+/// What a decompressor may hold beyond that for its own state, whatever the input's size:
+/// lz4's block buffers (a frame may name 4 MiB blocks) and zstd's window (capped at
+/// 16 MiB by the codec), gzip's 32 KiB window. A count-sized allocation still goes far past.
+const CODEC_STATE: usize = 24 << 20;
 
 fn limit(len: usize) -> usize {
     len * ALLOC_PER_BYTE + ALLOC_SLACK
@@ -141,7 +145,7 @@ fn translate(body: &Body, len: usize) {
 /// A produce request's record set: what decodes becomes Skein batches that pass the
 /// log's own check, and encoding those for a Kafka fetch gives the same records back.
 fn produced(records: &Bytes, len: usize) {
-    let decoded = bounded("produced records", limit(len), || {
+    let decoded = bounded("produced records", limit(len) + CODEC_STATE, || {
         decode_batches(records.clone())
     });
     let Ok(batches) = decoded else { return };
