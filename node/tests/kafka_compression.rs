@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::up::{kcat_or_skip, kcat_run, require_confluent, run, text, Cluster};
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -24,81 +26,24 @@ use kafka_protocol::records::{
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 
-fn skein() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
-    c.env("RUST_LOG", "info");
-    c
+/// What these tests ask of the cluster beyond [`Cluster`].
+trait CompressionCluster {
+    fn create(&self, topic: &str);
+    fn segment_bytes(&self, topic: &str) -> u64;
 }
 
-fn run(cmd: Command, stdin: &[u8], limit: Duration) -> Output {
-    common::run_with_stdin(cmd, stdin, limit)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A `skein cluster up` cluster, taken down on drop (even when an assertion fails).
-struct Cluster {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    bootstrap: String,
-}
-
-impl Cluster {
-    fn up() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("data");
-        let mut cmd = skein();
-        cmd.args(["cluster", "up", "--brokers", "3", "--dir"])
-            .arg(&dir);
-        let out = run(cmd, b"", Duration::from_secs(60));
-        let stdout = text(&out.stdout);
-        let c = Cluster {
-            _tmp: tmp,
-            dir,
-            bootstrap: stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("kafka bootstrap servers: "))
-                .unwrap_or_default()
-                .to_string(),
-        };
-        assert!(out.status.success(), "cluster up: {}", text(&out.stderr));
-        assert!(!c.bootstrap.is_empty(), "no bootstrap servers in {stdout}");
-        c
-    }
-
-    fn skein_in(&self, args: &[&str], stdin: &[u8]) -> String {
-        let mut cmd = skein();
-        let cf = self.dir.join("cluster.toml");
-        cmd.args(args).arg("--cluster").arg(cf);
-        let out = run(cmd, stdin, Duration::from_secs(60));
-        assert!(
-            out.status.success(),
-            "skein {args:?}: {}",
-            text(&out.stderr)
-        );
-        text(&out.stdout)
-    }
-
+impl CompressionCluster for Cluster {
     fn create(&self, topic: &str) {
         self.skein_in(
             &["topic", "create", topic, "--partitions", "1", "-r", "3"],
             b"",
         );
-    }
-
-    fn logs(&self) -> String {
-        (1..=3)
-            .map(|i| std::fs::read_to_string(self.dir.join(format!("broker-{i}.log"))))
-            .filter_map(Result::ok)
-            .collect()
     }
 
     /// Bytes in the segment files of partition `topic`-0, per copy (each replica holds
@@ -138,42 +83,6 @@ fn log_files_len(dir: &Path) -> u64 {
         .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
         .map(|e| e.metadata().unwrap().len())
         .sum()
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = skein()
-            .args(["cluster", "down", "--dir"])
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn kcat_or_skip() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("kcat"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("SKEIN_REQUIRE_KCAT").as_deref() != Ok("1"),
-            "SKEIN_REQUIRE_KCAT=1 but no kcat on the PATH (install Debian's `kcat`)"
-        );
-        eprintln!("kcat test skipped: no kcat on the PATH (apt-get install kcat)");
-    }
-    found
-}
-
-fn kcat_run(bin: &Path, bootstrap: &str, args: &[&str], stdin: &[u8]) -> String {
-    let mut cmd = Command::new(bin);
-    cmd.args(["-b", bootstrap]).args(args);
-    let out = run(cmd, stdin, Duration::from_secs(120));
-    assert!(out.status.success(), "kcat {args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
 }
 
 /// Waits until kcat's metadata shows `topic` with a leader.
@@ -268,23 +177,6 @@ fn kcat_and_skeins_producer_round_trip_every_codec_stored_compressed() {
             "{codec} stored compressed"
         );
     }
-}
-
-fn require_confluent() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
-            "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka"
-        );
-        eprintln!("confluent-kafka test skipped: no confluent_kafka module");
-    }
-    found
 }
 
 #[test]

@@ -209,15 +209,7 @@ fn a_small_fetch_limit_reads_every_record_from_offset_0_and_across_a_leader_chan
 /// kcat -C with 8 KB fetch limits from the beginning to the end; None (skip) without kcat
 /// unless SKEIN_REQUIRE_KCAT=1.
 fn kcat_read(listeners: &BTreeMap<i32, String>, dead: i32) -> Option<Vec<String>> {
-    let found = Command::new("kcat").arg("-V").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var("SKEIN_REQUIRE_KCAT").as_deref() != Ok("1"),
-            "SKEIN_REQUIRE_KCAT=1 but no kcat on the PATH"
-        );
-        eprintln!("kcat part skipped: no kcat on the PATH (apt-get install kcat)");
-        return None;
-    }
+    common::up::kcat_or_skip()?;
     let bootstrap: Vec<&str> = listeners
         .iter()
         .filter(|(id, _)| **id != dead)

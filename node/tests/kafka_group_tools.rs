@@ -340,16 +340,7 @@ const SCRIPT: &str = concat!(
 /// confluent-kafka's AdminClient (librdkafka): list, describe, list offsets, delete.
 #[test]
 fn confluent_kafka_admin_lists_describes_and_deletes_groups() {
-    let ok = Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SKEIN_REQUIRE_CONFLUENT").as_deref() != Ok("1"),
-            "SKEIN_REQUIRE_CONFLUENT=1 but python3 cannot import confluent_kafka"
-        );
-        eprintln!("confluent-kafka test skipped: no confluent_kafka module");
+    if !common::up::require_confluent() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

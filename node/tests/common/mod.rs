@@ -4,6 +4,7 @@
 
 pub mod kafka;
 pub mod procs;
+pub mod up;
 
 use skein_core::controller::TopicConfig;
 use skein_core::message::{Acks, OffsetSpec};
