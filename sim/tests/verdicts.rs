@@ -6,7 +6,9 @@ mod common;
 
 use common::run_scenario;
 
-use skein_sim::invariants::{ACKED_WRITE_LOST, HISTORY, MAX_KEPT, REPLICA_DIVERGENCE};
+use skein_sim::invariants::{
+    ACKED_WRITE_LOST, HISTORY, LIVENESS, MAX_KEPT, REPLICA_DIVERGENCE, STRONG_ISR,
+};
 use skein_sim::report::{SimReport, Verdict};
 
 fn failed(r: &SimReport, name: &str) -> Option<u64> {
@@ -60,4 +62,30 @@ fn no_false_divergence_after_an_unclean_election() {
         assert_eq!(failed(&r, REPLICA_DIVERGENCE), None, "seed {seed}: {r}");
         assert!(r.passed(), "seed {seed}: {r}");
     }
+}
+
+/// KIP-966's Aggressive unclean recovery may elect the last ISR member itself, cut at its
+/// first damaged batch (seed 161: broker 3's log refused to open at offset 25, and its answer
+/// was the first). That is an unclean election although the leader was in the ISR: its loss
+/// is the price the strategy states (acked-write-lost, and the history check sees the
+/// reused offsets), but the replicas must still converge on its log. Before the checker
+/// counted a committed `UncleanRecovery` record as an unclean election, this run also failed
+/// replica-divergence (x159) and strong-isr (x25) (issue 54).
+#[test]
+fn aggressive_recovery_of_a_damaged_last_copy_costs_only_the_loss() {
+    let r = run_scenario("unclean-recovery-aggressive.toml", 161);
+    assert_eq!(r.unclean_elections, 1, "{r}");
+    assert!(failed(&r, ACKED_WRITE_LOST).is_some(), "not vacuous: {r}");
+    for name in [REPLICA_DIVERGENCE, STRONG_ISR, LIVENESS] {
+        assert_eq!(failed(&r, name), None, "{name}: {r}");
+    }
+    let unexpected: Vec<&str> = r
+        .failed_invariants()
+        .into_iter()
+        .filter(|n| ![ACKED_WRITE_LOST, HISTORY].contains(n))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "only the loss may fail: {unexpected:?}\n{r}"
+    );
 }
