@@ -282,3 +282,31 @@ fn an_unknown_bug_name_is_an_error_naming_the_known_ones() {
         "{e}"
     );
 }
+
+#[test]
+fn an_unclean_recovery_never_cuts_below_the_end_it_was_chosen_for() {
+    // Seeds 200330 and 200584 of `--fault-rate 4 --max-down 2` (issue 54's sweep of that
+    // shape): Balanced recovery elected a copy that read whole when it answered (log end
+    // 171 and 764); rebuilding its producer state as leader then met a flipped batch (at 34
+    // and at 8), and the broker cut there at once (at 19 and at 1: the cut took the first
+    // batch of the read, not the damaged one), losing 131 and 760 acknowledged records.
+    // Now such damage, below the end the manager chose it for, is refilled from a peer
+    // first, and a cut lands on the damaged batch itself.
+    for seed in [200330, 200584] {
+        let mut c = SimConfig {
+            seed,
+            ..SimConfig::default().with_fault_rate(4.0)
+        };
+        c.rates.max_down = 2;
+        let r = run(&c);
+        assert!(
+            r.unclean_elections >= 1,
+            "seed {seed}: not the case any more:\n{r}"
+        );
+        assert!(
+            r.passed(),
+            "seed {seed}: {:?}\n{r}\nreplay: skein sim replay --seed {seed} --fault-rate 4 --max-down 2",
+            r.failed_invariants()
+        );
+    }
+}

@@ -261,6 +261,11 @@ pub struct Broker<S: Storage + Clone> {
     /// recovery met, the HW last checkpointed for it (kept in later checkpoints) and its
     /// topic id. What it answers the unclean recovery manager, since it cannot be read.
     damaged_ends: BTreeMap<TopicPartition, (Offset, Offset, u64)>,
+    /// For each partition an unclean recovery (KIP-966) elected this broker to lead: the
+    /// leader epoch and the log end the manager chose it for (from the `UncleanRecovery`
+    /// records seen). Cutting the log below that end for damage found later would drop
+    /// records the choice counted on (see `cut_for_recovery`).
+    recovery_ends: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
@@ -331,6 +336,7 @@ impl<S: Storage + Clone> Broker<S> {
             failed: BTreeMap::new(),
             damaged: BTreeSet::new(),
             damaged_ends: BTreeMap::new(),
+            recovery_ends: BTreeMap::new(),
             groups: groups::GroupHost::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
@@ -1251,6 +1257,20 @@ impl<S: Storage + Clone> Broker<S> {
     fn apply_delta(&mut self, now: Nanos, delta: &crate::controller::MetadataDelta) {
         let before = self.image.next_offset;
         self.metadata_end = self.metadata_end.max(delta.end_offset);
+        for r in &delta.records {
+            if let crate::controller::MetadataRecord::UncleanRecovery {
+                tp,
+                leader,
+                leader_epoch,
+                log_end,
+            } = r
+            {
+                if *leader == self.id {
+                    self.recovery_ends
+                        .insert(tp.clone(), (*leader_epoch, *log_end));
+                }
+            }
+        }
         match self.image.apply_delta(delta) {
             Ok(0) => {}
             Ok(_) => {
@@ -1335,6 +1355,7 @@ impl<S: Storage + Clone> Broker<S> {
         self.failed.retain(|tp, _| wanted.contains_key(tp));
         self.damaged.retain(|tp| wanted.contains_key(tp));
         self.damaged_ends.retain(|tp, _| wanted.contains_key(tp));
+        self.recovery_ends.retain(|tp, _| wanted.contains_key(tp));
         for (tp, (state, topic_id, min_insync, unclean)) in wanted {
             if !self.replicas.contains_key(&tp)
                 && self.open_replica(&tp, topic_id, min_insync).is_some()
@@ -1405,7 +1426,8 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Elected by an unclean recovery (KIP-966) with a log a read found damaged: cut it at
     /// the first damaged batch, which is where the manager was told it ends, so it can
-    /// lead with what precedes the damage.
+    /// lead with what precedes the damage. Damage found after the answer, below the end
+    /// the manager was told, is repaired from a peer first.
     fn cut_for_recovery(&mut self, tp: &TopicPartition, state: &PartitionState) {
         let elected =
             state.leader == Some(self.id) && state.recovered_at_epoch == Some(state.leader_epoch);
@@ -1438,6 +1460,28 @@ impl<S: Storage + Clone> Broker<S> {
         let Some(r) = self.replicas.get_mut(tp).filter(|r| r.log_corrupt()) else {
             return;
         };
+        // The manager chose this copy for the log end it answered. Damage a read found
+        // only later, below that end (the log read whole when it answered), is not what the
+        // choice priced in: cutting there drops records the manager counted on, committed
+        // ones among them (seed 200330 of `--fault-rate 4 --max-down 2` lost 150
+        // acknowledged records so). Such a batch is refilled from a peer instead (asked at
+        // every recheck); the cut stays the last resort, once every other replica has said
+        // it holds no copy.
+        let relied_on = self
+            .recovery_ends
+            .get(tp)
+            .filter(|(epoch, _)| *epoch == state.leader_epoch)
+            .map(|&(_, end)| end);
+        let below_choice = relied_on.is_some_and(|end| r.damaged_at().is_some_and(|at| at < end));
+        let no_peer_copy = state
+            .replicas
+            .iter()
+            .filter(|&&b| b != self.id)
+            .all(|&b| r.peer_lacks_damaged_batch(b));
+        if below_choice && !no_peer_copy {
+            tracing::warn!(%tp, "elected by unclean recovery with damage below its answer: asking peers");
+            return;
+        }
         tracing::warn!(%tp, "elected by unclean recovery: cutting the log at its damage");
         if r.repair_log() == Repair::Cut {
             self.outputs

@@ -78,6 +78,9 @@ pub trait ReplicaLog {
     ) -> Result<(), LogFailure>;
     /// Whole batches covering offsets >= `from`, at least one if any.
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure>;
+    /// The one batch starting at `from` (None: no batch starts there), read without
+    /// looking past it: what a peer asking for one batch gets.
+    fn read_batch(&mut self, from: Offset) -> Result<Option<RecordBatch>, LogFailure>;
     /// [`Self::read`]'s batches still encoded, as stored (what a follower's fetch carries);
     /// fails when `read` would, short of a batch whose CRC holds but whose records do not
     /// decode (the follower's append checks those).
@@ -174,6 +177,9 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
     }
     fn read(&mut self, from: Offset, max_bytes: usize) -> Result<Vec<RecordBatch>, LogFailure> {
         PartitionLog::read(self, from, max_bytes).map_err(fail)
+    }
+    fn read_batch(&mut self, from: Offset) -> Result<Option<RecordBatch>, LogFailure> {
+        PartitionLog::read_batch(self, from).map_err(fail)
     }
     fn read_encoded(
         &mut self,

@@ -78,15 +78,9 @@ impl<L: ReplicaLog> Replica<L> {
         let copy = if !held {
             RepairCopy::NotHeld
         } else {
-            match self.log.read(req.offset, 1) {
-                Ok(batches) => match batches.into_iter().next() {
-                    Some(b)
-                        if b.base_offset == req.offset && b.partition_leader_epoch == req.epoch =>
-                    {
-                        RepairCopy::Intact(b)
-                    }
-                    _ => RepairCopy::NotHeld,
-                },
+            match self.log.read_batch(req.offset) {
+                Ok(Some(b)) if b.partition_leader_epoch == req.epoch => RepairCopy::Intact(b),
+                Ok(_) => RepairCopy::NotHeld,
                 Err(_) => RepairCopy::Unreadable,
             }
         };
