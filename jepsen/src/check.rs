@@ -210,14 +210,14 @@ struct RawWeak {
 }
 
 /// Counts occurrences and keeps the `max` examples with the smallest keys (positions).
-struct Examples<T> {
+pub(crate) struct Examples<T> {
     max: usize,
     count: u64,
     kept: Vec<(At, T)>,
 }
 
 impl<T> Examples<T> {
-    fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             max,
             count: 0,
@@ -226,7 +226,7 @@ impl<T> Examples<T> {
     }
 
     /// Counts one occurrence; `make` builds the example only if it is kept.
-    fn add(&mut self, key: At, make: impl FnOnce() -> T) {
+    pub(crate) fn add(&mut self, key: At, make: impl FnOnce() -> T) {
         self.count += 1;
         if self.max == 0 {
             return;
@@ -243,7 +243,7 @@ impl<T> Examples<T> {
         self.kept.insert(at, (key, make()));
     }
 
-    fn into_anomaly<U>(self, mut convert: impl FnMut(T) -> U) -> Anomaly<U> {
+    pub(crate) fn into_anomaly<U>(self, mut convert: impl FnMut(T) -> U) -> Anomaly<U> {
         Anomaly {
             count: self.count,
             examples: self.kept.into_iter().map(|(_, t)| convert(t)).collect(),
@@ -405,6 +405,8 @@ impl<'a> Checker<'a> {
                     self.processes[slot].reads.clear();
                 }
             }
+            // Transactions have their own checker (`txn_check`).
+            (Function::Txn, _) => {}
             (Function::Assign, EventType::Ok) => self.assigned(slot, event),
             // It may or may not have happened (info), or did (subscribe: the group decides
             // what the consumer reads, from where).
@@ -827,8 +829,9 @@ impl<'a> Checker<'a> {
             unsent_read: unsent.into_anomaly(|r| view.bad_read(r)),
             empty_history: empty.into_anomaly(|e| e),
             acks_1_loss: weak.into_anomaly(|w| view.weak(w)),
+            txn: crate::txn_check::check(self.events, self.options.max_examples),
         };
-        report.valid = report.found().is_empty();
+        report.valid = report.found().is_empty() && report.txn.as_ref().is_none_or(|t| t.valid);
         report
     }
 }
