@@ -57,7 +57,7 @@ pub enum Function {
     /// The process restarted; its consumer position and producer state are forgotten.
     Crash,
     /// A transaction: micro-operations (sends, polls, offset commits) that commit or abort
-    /// together (`docs/transactions.md`).
+    /// together (`docs/history.md`, "Transactions").
     Txn,
 }
 

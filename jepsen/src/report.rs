@@ -355,7 +355,8 @@ pub struct Report {
     /// Never an anomaly: what `acks=1` allows.
     #[serde(rename = "acks-1-loss")]
     pub acks_1_loss: Anomaly<WeakAck>,
-    /// The transactional verdict, if the history has `txn` events (`docs/transactions.md`).
+    /// The transactional verdict, if the history has `txn` events (`docs/history.md`,
+    /// "Transactions").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub txn: Option<TxnReport>,
 }

@@ -1,4 +1,4 @@
-//! The transactional checker (`docs/transactions.md`, "What the checker reports").
+//! The transactional checker (`docs/history.md`, "Transactions").
 //!
 //! One pass pairs each `txn` invocation with its completion and records, in history order,
 //! what each consumer read; the ground truth follows: every offset any send acknowledged or
@@ -283,16 +283,27 @@ impl<'a> TxnChecker<'a> {
             let next = slots.len() as u32;
             let slot = *slots.entry(self.txns[id as usize].process).or_insert(next);
             if self.txns[id as usize].status != TxnStatus::Committed {
-                // Its reads are unknown, or were rolled back with it: positions too.
+                // What its polls returned is evidence of the log, but not of the consumer's
+                // position: an application seeks back after an abort, and an unknown
+                // outcome leaves the position unknown.
+                self.txn_polls(id, slot, &mut FastMap::default(), false);
                 positions.retain(|(s, _), _| *s != slot);
                 continue;
             }
-            self.txn_polls(id, slot, &mut positions);
+            self.txn_polls(id, slot, &mut positions, true);
         }
         self.timeline = timeline;
     }
 
-    fn txn_polls(&mut self, id: TxnId, slot: u32, positions: &mut FastMap<(u32, TpId), Offset>) {
+    /// Records the polls of transaction `id`; `judged`: follow the consumer's position and
+    /// what it saw, for torn transactions.
+    fn txn_polls(
+        &mut self,
+        id: TxnId,
+        slot: u32,
+        positions: &mut FastMap<(u32, TpId), Offset>,
+        judged: bool,
+    ) {
         let txn = &self.txns[id as usize];
         let (at, value) = (txn.at, txn.value);
         let committed_only = txn.isolation == Isolation::ReadCommitted;
@@ -316,14 +327,17 @@ impl<'a> TxnChecker<'a> {
                     if last.is_none_or(|(o, _)| offset > o) {
                         last = Some((offset, v));
                     }
-                    if !committed_only {
+                    // Every read moves the consumer; only a read_committed one judges what
+                    // it stepped over (read_uncommitted steps over nothing legitimately).
+                    let before = positions.insert((slot, tp), offset);
+                    if !committed_only || !judged {
                         continue;
                     }
                     let w = self.writer[v as usize];
                     if w != NO_TXN && w != id {
                         self.seen.insert((slot, w));
                     }
-                    if let Some(before) = positions.insert((slot, tp), offset) {
+                    if let Some(before) = before {
                         if offset > before + 1 {
                             self.gaps.push(Gap {
                                 process: slot,
@@ -466,6 +480,15 @@ impl<'a> TxnChecker<'a> {
         }
         s
     }
+}
+
+/// One consumer group's input partition, as exactly-once judges it.
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    group: (u32, &'a Text),
+    tp: TpId,
+    /// The group's highest committed offset of `tp`.
+    committed: Offset,
 }
 
 /// The value of a transaction whose events carry none.
@@ -763,13 +786,17 @@ impl TxnChecker<'_> {
     fn exactly_once(&self) -> Anomaly<Processing> {
         let mut groups: BTreeMap<&str, u32> = BTreeMap::new();
         let mut names: Vec<&Text> = Vec::new();
-        // (group, tp, offset, txn) consumed; per (group, tp): the highest commit.
+        // (group, tp, offset, txn) consumed by committed transactions, and by transactions
+        // of unknown outcome (which may have processed a record: never called missing);
+        // per (group, tp): the highest commit.
         let mut consumed: Vec<(u32, TpId, Offset, TxnId)> = Vec::new();
+        let mut maybe: Vec<(u32, TpId, Offset, TxnId)> = Vec::new();
         let mut high: BTreeMap<(u32, TpId), Offset> = BTreeMap::new();
         for (id, t) in self.txns.iter().enumerate() {
-            if t.status != TxnStatus::Committed {
+            if t.status == TxnStatus::Aborted {
                 continue;
             }
+            let sure = t.status == TxnStatus::Committed;
             for op in &t.value.ops {
                 let MicroOp::SendOffsets(c) = op else {
                     continue;
@@ -783,9 +810,12 @@ impl TxnChecker<'_> {
                     let Some(&tp) = self.tp_ids.get(&(co.topic.as_str(), co.partition)) else {
                         continue;
                     };
-                    let h = high.entry((g, tp)).or_insert(co.offset);
-                    *h = (*h).max(co.offset);
-                    consumed.extend(
+                    if sure {
+                        let h = high.entry((g, tp)).or_insert(co.offset);
+                        *h = (*h).max(co.offset);
+                    }
+                    let to = if sure { &mut consumed } else { &mut maybe };
+                    to.extend(
                         self.polled(id as TxnId, tp)
                             .filter(|&o| o < co.offset)
                             .map(|o| (g, tp, o, id as TxnId)),
@@ -793,11 +823,18 @@ impl TxnChecker<'_> {
                 }
             }
         }
-        consumed.sort_unstable();
-        consumed.dedup();
+        for list in [&mut consumed, &mut maybe] {
+            list.sort_unstable();
+            list.dedup();
+        }
         let mut ex = Examples::new(self.max);
         for (&(g, tp), &committed) in &high {
-            self.processing(g, tp, committed, &consumed, names[g as usize], &mut ex);
+            let input = Input {
+                group: (g, names[g as usize]),
+                tp,
+                committed,
+            };
+            self.processing(input, &consumed, &maybe, &mut ex);
         }
         ex.into_anomaly(|p| p)
     }
@@ -819,13 +856,16 @@ impl TxnChecker<'_> {
 
     fn processing(
         &self,
-        g: u32,
-        tp: TpId,
-        committed: Offset,
+        input: Input<'_>,
         consumed: &[(u32, TpId, Offset, TxnId)],
-        group: &Text,
+        maybe: &[(u32, TpId, Offset, TxnId)],
         ex: &mut Examples<Processing>,
     ) {
+        let Input {
+            group: (g, group),
+            tp,
+            committed,
+        } = input;
         let lo = consumed.partition_point(|c| (c.0, c.1) < (g, tp));
         let hi = consumed.partition_point(|c| (c.0, c.1) <= (g, tp));
         let mine = &consumed[lo..hi];
@@ -843,6 +883,14 @@ impl TxnChecker<'_> {
             let a = mine.partition_point(|c| c.2 < o);
             let b = mine.partition_point(|c| c.2 <= o);
             if b - a == 1 {
+                continue;
+            }
+            let perhaps = maybe.partition_point(|c| (c.0, c.1, c.2) < (g, tp, o));
+            if b == a
+                && maybe
+                    .get(perhaps)
+                    .is_some_and(|c| (c.0, c.1, c.2) == (g, tp, o))
+            {
                 continue;
             }
             let by: Vec<TxnId> = mine[a..b].iter().map(|c| c.3).collect();

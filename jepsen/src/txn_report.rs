@@ -1,5 +1,5 @@
-//! The transactional part of the verdict (`docs/transactions.md`, "What the checker
-//! reports"): counts and examples per class, each example naming its transactions and, for
+//! The transactional part of the verdict (`docs/history.md`, "Transactions"):
+//! counts and examples per class, each example naming its transactions and, for
 //! the cycle classes, the cycle as a chain of sentences.
 
 use crate::history::{Index, Offset, Partition, Process, Text};
