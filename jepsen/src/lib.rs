@@ -26,7 +26,7 @@ mod txn_check;
 pub mod txn_report;
 mod txn_value;
 
-pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};
+pub use check::{check, CheckOptions, StreamChecker, DEFAULT_MAX_EXAMPLES};
 pub use history::{
     Acks, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
     Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,

@@ -39,6 +39,18 @@ pub(crate) fn check(events: &[Event], max_examples: usize) -> Option<TxnReport> 
     Some(c.judge())
 }
 
+/// Whether [`check`] reads a plain (not `txn`) event: the ones [`TxnChecker::index`]
+/// matches.
+pub(crate) fn reads(e: &Event) -> bool {
+    match (e.f, e.kind) {
+        (Function::Txn | Function::Crash, _) => true,
+        (Function::Assign | Function::Subscribe, EventType::Ok | EventType::Info) => true,
+        (Function::Send, EventType::Ok) => true,
+        (Function::Poll, EventType::Ok | EventType::Info | EventType::Fail) => true,
+        _ => false,
+    }
+}
+
 struct Txn<'a> {
     /// Position of the completion (of the invocation, if it never completed).
     at: At,

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use skein_jepsen::{
     check, read_history, CheckOptions, CommitOffset, CommitValue, Dep, Event, EventType, Function,
-    HistoryWriter, Index, Isolation, PollRead, Process, Report, SendValue, TxnKind, TxnReport,
-    TxnValue, Value,
+    HistoryWriter, Index, Isolation, PollRead, Process, Report, SendValue, StreamChecker, TxnKind,
+    TxnReport, TxnValue, Value,
 };
 
 const RC: Isolation = Isolation::ReadCommitted;
@@ -815,4 +815,58 @@ fn large_serial_history_checks_in_seconds() {
         t.stats
     );
     assert!(r.valid, "{r}");
+}
+
+// ---- the streamed checker ----
+
+fn streamed(events: &[Event], keep_plain: bool) -> Report {
+    let mut s = StreamChecker::new(&CheckOptions::default()).keep_plain_for_txns(keep_plain);
+    for e in events {
+        s.push(e);
+    }
+    s.finish()
+}
+
+/// Fed event by event, the checker judges transactions as `check` does: from the `txn`
+/// events alone when the history has nothing else, and with the plain events kept when
+/// asked to.
+#[test]
+fn the_streamed_checker_judges_txns_as_check_does() {
+    let (torn, _, _) = torn(false);
+    let whole = torn.report();
+    assert!(!whole.valid, "{whole}");
+    assert_eq!(streamed(&torn.events, false), whole);
+
+    // A plain send and a plain poll before the transactions: writer-less log entries
+    // and reads only the kept-plain stream sees.
+    let mut events = vec![
+        Event::new(
+            0,
+            0,
+            20,
+            EventType::Invoke,
+            Function::Send,
+            Value::Send(SendValue::new("x", 0, "plain")),
+        ),
+        Event::new(
+            1,
+            1,
+            20,
+            EventType::Ok,
+            Function::Send,
+            Value::Send(send("x", 0, "plain", 1000)),
+        ),
+    ];
+    let h = serial_history(11, 60);
+    for e in &h.events {
+        let mut e = e.clone();
+        e.index += 2;
+        events.push(e);
+    }
+    let whole = check(&events, &CheckOptions::default());
+    assert_eq!(streamed(&events, true), whole);
+    assert_eq!(
+        whole.txn.as_ref().unwrap().stats,
+        streamed(&h.events, false).txn.unwrap().stats
+    );
 }
