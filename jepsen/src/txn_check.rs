@@ -42,13 +42,19 @@ pub(crate) fn check(events: &[Event], max_examples: usize) -> Option<TxnReport> 
 /// Whether [`check`] reads a plain (not `txn`) event: the ones [`TxnChecker::index`]
 /// matches.
 pub(crate) fn reads(e: &Event) -> bool {
-    match (e.f, e.kind) {
-        (Function::Txn | Function::Crash, _) => true,
-        (Function::Assign | Function::Subscribe, EventType::Ok | EventType::Info) => true,
-        (Function::Send, EventType::Ok) => true,
-        (Function::Poll, EventType::Ok | EventType::Info | EventType::Fail) => true,
-        _ => false,
-    }
+    matches!(
+        (e.f, e.kind),
+        (Function::Txn | Function::Crash, _)
+            | (
+                Function::Assign | Function::Subscribe,
+                EventType::Ok | EventType::Info
+            )
+            | (Function::Send, EventType::Ok)
+            | (
+                Function::Poll,
+                EventType::Ok | EventType::Info | EventType::Fail
+            )
+    )
 }
 
 struct Txn<'a> {
