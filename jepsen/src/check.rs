@@ -21,6 +21,7 @@ use crate::report::{
     Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
     Missing, Observed, Place, Report, Seen, Source, Stats, Step, WeakAck,
 };
+use crate::txn_report::TxnReport;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Examples kept per anomaly unless told otherwise.
@@ -65,13 +66,82 @@ impl CheckOptions {
 
 /// Judges a history (events in real-time order, as read by [`crate::read_history`]).
 pub fn check(events: &[Event], options: &CheckOptions) -> Report {
-    Checker::new(events, options).run()
+    let mut checker = Checker::new(options);
+    // Nearly every value is sent once: size the value table up front.
+    let sends = events.iter().filter(|e| e.f == Function::Send).count();
+    checker.reserve(sends / 2 + 16);
+    for event in events {
+        checker.event(event);
+    }
+    let txn = crate::txn_check::check(events, options.max_examples);
+    checker.finish(txn)
+}
+
+/// The checker fed one event at a time, as a history is recorded: it keeps what the
+/// judgements need (observations, values, positions), not the events, so a long run need
+/// not hold its history in memory. [`check`] is this, fed a whole history: both judge
+/// plain operations with the same code in the same order, so for a history without `txn`
+/// events their reports are identical.
+///
+/// Transactions are judged at the end from kept events (the transactional checker needs
+/// the whole graph): by default only the `txn` events, so a history that mixes plain
+/// operations with transactions gets no writer-less log entries or reads from the plain
+/// ones (or position resets from crashes and assignments) in its transactional verdict.
+/// [`StreamChecker::keep_plain_for_txns`] keeps those too, and the verdict is then
+/// [`check`]'s, at the cost of memory that grows with the history.
+pub struct StreamChecker {
+    plain: Checker,
+    /// Events the transactional checker will read.
+    txn_events: Vec<Event>,
+    keep_plain: bool,
+}
+
+impl StreamChecker {
+    pub fn new(options: &CheckOptions) -> Self {
+        Self {
+            plain: Checker::new(options),
+            txn_events: Vec::new(),
+            keep_plain: false,
+        }
+    }
+
+    /// Also keep, for the transactional verdict, the plain events it reads (see above).
+    pub fn keep_plain_for_txns(mut self, on: bool) -> Self {
+        self.keep_plain = on;
+        self
+    }
+
+    /// The next event of the history (in history order).
+    pub fn push(&mut self, event: &Event) {
+        self.plain.event(event);
+        if event.f == Function::Txn || (self.keep_plain && crate::txn_check::reads(event)) {
+            self.txn_events.push(event.clone());
+        }
+    }
+
+    /// Events pushed so far.
+    pub fn events(&self) -> u64 {
+        self.plain.events
+    }
+
+    /// Whether the history ends with reads to the end of every partition (known only at
+    /// the end of a run; see [`CheckOptions::final_reads`]).
+    pub fn set_final_reads(&mut self, on: bool) {
+        self.plain.options.final_reads = on;
+    }
+
+    pub fn finish(self) -> Report {
+        let max = self.plain.options.max_examples;
+        let txn = crate::txn_check::check(&self.txn_events, max);
+        self.plain.finish(txn)
+    }
 }
 
 type TpId = u32;
 type ValueId = u32;
 
-/// Position of an event in the checked slice (examples convert it to the event's index).
+/// Position of an event among those the checker noted (`Checker::marks`; examples convert
+/// it to the event's index). Ordered as the history is.
 type At = u64;
 /// No such event.
 const NEVER: At = At::MAX;
@@ -89,8 +159,8 @@ struct Obs {
     weak: bool,
 }
 
-struct PartitionState<'a> {
-    topic: &'a Text,
+struct PartitionState {
+    topic: Text,
     partition: Partition,
     obs: Vec<Obs>,
     /// Highest offset read, and the poll that read it.
@@ -177,9 +247,9 @@ struct Gap {
 }
 
 /// Committed offsets of one (group, topic, partition), in completion order.
-struct CommitLog<'a> {
-    group: &'a Text,
-    topic: &'a Text,
+struct CommitLog {
+    group: Text,
+    topic: Text,
     partition: Partition,
     done: Vec<CommitMark>,
 }
@@ -210,14 +280,14 @@ struct RawWeak {
 }
 
 /// Counts occurrences and keeps the `max` examples with the smallest keys (positions).
-struct Examples<T> {
+pub(crate) struct Examples<T> {
     max: usize,
     count: u64,
     kept: Vec<(At, T)>,
 }
 
 impl<T> Examples<T> {
-    fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             max,
             count: 0,
@@ -226,7 +296,7 @@ impl<T> Examples<T> {
     }
 
     /// Counts one occurrence; `make` builds the example only if it is kept.
-    fn add(&mut self, key: At, make: impl FnOnce() -> T) {
+    pub(crate) fn add(&mut self, key: At, make: impl FnOnce() -> T) {
         self.count += 1;
         if self.max == 0 {
             return;
@@ -243,7 +313,7 @@ impl<T> Examples<T> {
         self.kept.insert(at, (key, make()));
     }
 
-    fn into_anomaly<U>(self, mut convert: impl FnMut(T) -> U) -> Anomaly<U> {
+    pub(crate) fn into_anomaly<U>(self, mut convert: impl FnMut(T) -> U) -> Anomaly<U> {
         Anomaly {
             count: self.count,
             examples: self.kept.into_iter().map(|(_, t)| convert(t)).collect(),
@@ -270,14 +340,19 @@ struct Run {
     strong: bool,
 }
 
-struct Checker<'a> {
-    events: &'a [Event],
+struct Checker {
+    /// Events pushed.
+    events: u64,
+    /// Index and process of each event an observation may point at (sends, polls that
+    /// returned records, crashes, commits), in history order; empty polls, the bulk of a
+    /// history, are counted and forgotten.
+    marks: Vec<(Index, Process)>,
     options: CheckOptions,
-    tp_ids: BTreeMap<(&'a str, Partition), TpId>,
-    last_tp: Option<(&'a str, Partition, TpId)>,
-    parts: Vec<PartitionState<'a>>,
-    value_ids: FastMap<&'a str, ValueId>,
-    values: Vec<&'a Text>,
+    tp_ids: BTreeMap<(Text, Partition), TpId>,
+    last_tp: Option<TpId>,
+    parts: Vec<PartitionState>,
+    value_ids: FastMap<Text, ValueId>,
+    values: Vec<Text>,
     info: Vec<ValueInfo>,
     process_slots: FastMap<Process, usize>,
     processes: Vec<ProcessState>,
@@ -285,19 +360,20 @@ struct Checker<'a> {
     sends: Vec<SendRec>,
     /// Positions within one poll that does not move the consumer's (info or fail).
     scratch: Vec<(TpId, Pos)>,
-    commit_ids: BTreeMap<(&'a str, &'a str, Partition), usize>,
-    commit_logs: Vec<CommitLog<'a>>,
+    commit_ids: BTreeMap<(Text, Text, Partition), usize>,
+    commit_logs: Vec<CommitLog>,
     stats: Stats,
     nonmonotonic_poll: Examples<RawStep>,
     int_nonmonotonic_poll: Examples<RawStep>,
     commit_regression: Examples<RawCommit>,
 }
 
-impl<'a> Checker<'a> {
-    fn new(events: &'a [Event], options: &CheckOptions) -> Self {
+impl Checker {
+    fn new(options: &CheckOptions) -> Self {
         let max = options.max_examples;
         Self {
-            events,
+            events: 0,
+            marks: Vec::new(),
             options: options.clone(),
             tp_ids: BTreeMap::new(),
             last_tp: None,
@@ -319,53 +395,49 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn run(mut self) -> Report {
-        let events = self.events;
-        // Nearly every value is sent once: size the value table up front.
-        let sends = events.iter().filter(|e| e.f == Function::Send).count();
-        self.value_ids.reserve(sends / 2 + 16);
-        self.sends.reserve(sends / 2 + 16);
-        for (at, event) in events.iter().enumerate() {
-            self.event(at as At, event);
-        }
-        self.finish()
+    /// Room for `values` values and as many sends.
+    fn reserve(&mut self, values: usize) {
+        self.value_ids.reserve(values);
+        self.sends.reserve(values);
     }
 
-    fn tp(&mut self, topic: &'a Text, partition: Partition) -> TpId {
-        if let Some((t, p, id)) = self.last_tp {
-            if p == partition && t == topic.as_str() {
+    fn tp(&mut self, topic: &Text, partition: Partition) -> TpId {
+        if let Some(id) = self.last_tp {
+            let part = &self.parts[id as usize];
+            if part.partition == partition && part.topic == *topic {
                 return id;
             }
         }
         let next = self.parts.len() as TpId;
         let id = *self
             .tp_ids
-            .entry((topic.as_str(), partition))
+            .entry((topic.clone(), partition))
             .or_insert(next);
         if id == next {
             self.parts.push(PartitionState {
-                topic,
+                topic: topic.clone(),
                 partition,
                 obs: Vec::new(),
                 highest_read: None,
             });
         }
-        self.last_tp = Some((topic.as_str(), partition, id));
+        self.last_tp = Some(id);
         id
     }
 
-    fn value(&mut self, value: &'a Text) -> ValueId {
-        let next = self.values.len() as ValueId;
-        let id = *self.value_ids.entry(value.as_str()).or_insert(next);
-        if id == next {
-            self.values.push(value);
-            self.info.push(ValueInfo::default());
+    fn value(&mut self, value: &Text) -> ValueId {
+        if let Some(&id) = self.value_ids.get(value.as_str()) {
+            return id;
         }
+        let id = self.values.len() as ValueId;
+        self.value_ids.insert(value.clone(), id);
+        self.values.push(value.clone());
+        self.info.push(ValueInfo::default());
         id
     }
 
     /// The value of a send completion: usually the one its process just invoked.
-    fn sent_value(&mut self, slot: usize, value: &'a Text) -> ValueId {
+    fn sent_value(&mut self, slot: usize, value: &Text) -> ValueId {
         if let Some(v) = self.processes[slot].last_invoke {
             if self.values[v as usize] == value {
                 return v;
@@ -384,7 +456,23 @@ impl<'a> Checker<'a> {
         slot
     }
 
-    fn event(&mut self, at: At, event: &'a Event) {
+    /// Whether an observation may point at `event`: only those get a mark.
+    fn marked(event: &Event) -> bool {
+        match event.f {
+            Function::Poll => event.records().is_some_and(|r| !r.is_empty()),
+            // The transactional checker judges txns from its own copy of the events.
+            Function::Assign | Function::Subscribe | Function::Txn => false,
+            Function::Send | Function::Crash | Function::Commit => true,
+        }
+    }
+
+    fn event(&mut self, event: &Event) {
+        self.events += 1;
+        // Unmarked events never reach an observation: their position is never read.
+        let at = self.marks.len() as At;
+        if Self::marked(event) {
+            self.marks.push((event.index, event.process));
+        }
         let slot = self.slot(event.process);
         match (event.f, event.kind) {
             (Function::Send, kind) => self.send(slot, at, event, kind),
@@ -405,6 +493,8 @@ impl<'a> Checker<'a> {
                     self.processes[slot].reads.clear();
                 }
             }
+            // Transactions have their own checker (`txn_check`).
+            (Function::Txn, _) => {}
             (Function::Assign, EventType::Ok) => self.assigned(slot, event),
             // It may or may not have happened (info), or did (subscribe: the group decides
             // what the consumer reads, from where).
@@ -446,7 +536,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn send(&mut self, slot: usize, at: At, event: &'a Event, kind: EventType) {
+    fn send(&mut self, slot: usize, at: At, event: &Event, kind: EventType) {
         match kind {
             EventType::Info => self.stats.sends_info += 1,
             EventType::Fail => self.stats.sends_fail += 1,
@@ -507,7 +597,7 @@ impl<'a> Checker<'a> {
     }
 
     /// The records of one poll; `moves`: an `ok` poll, which moves the consumer's position.
-    fn read(&mut self, slot: usize, at: At, records: &'a [PolledRecord], moves: bool) {
+    fn read(&mut self, slot: usize, at: At, records: &[PolledRecord], moves: bool) {
         self.stats.records_read += records.len() as u64;
         for record in records {
             let offset = record.offset;
@@ -571,12 +661,12 @@ impl<'a> Checker<'a> {
     }
 
     /// An `ok` assign: positions in the partitions it says it kept survive, others restart.
-    fn assigned(&mut self, slot: usize, event: &'a Event) {
+    fn assigned(&mut self, slot: usize, event: &Event) {
         let kept: Vec<TpId> = match &event.value {
             Value::Assign(a) => a
                 .kept
                 .iter()
-                .filter_map(|(t, p)| self.tp_ids.get(&(t.as_str(), *p)).copied())
+                .filter_map(|(t, p)| self.tp_ids.get(&(t.clone(), *p)).copied())
                 .collect(),
             _ => Vec::new(),
         };
@@ -589,16 +679,16 @@ impl<'a> Checker<'a> {
     }
 
     /// An `ok` commit completed at `at`, invoked at `invoked`.
-    fn commit(&mut self, at: At, invoked: At, c: &'a CommitValue) {
+    fn commit(&mut self, at: At, invoked: At, c: &CommitValue) {
         self.stats.commits_ok += 1;
         for o in &c.offsets {
-            let key = (c.group.as_str(), o.topic.as_str(), o.partition);
+            let key = (c.group.clone(), o.topic.clone(), o.partition);
             let next = self.commit_logs.len();
             let id = *self.commit_ids.entry(key).or_insert(next);
             if id == next {
                 self.commit_logs.push(CommitLog {
-                    group: &c.group,
-                    topic: &o.topic,
+                    group: c.group.clone(),
+                    topic: o.topic.clone(),
                     partition: o.partition,
                     done: Vec::new(),
                 });
@@ -637,13 +727,14 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn finish(mut self) -> Report {
+    /// The report; `txn`: the transactional checker's verdict, if the history had any.
+    fn finish(mut self, txn: Option<TxnReport>) -> Report {
         let mut found = Found::new(self.options.max_examples);
         let (known, dup_places) = self.judge_partitions(&mut found);
         found.judge_duplicates(dup_places);
         found.judge_gaps(&self.gaps, &known);
         self.judge_sends(&mut found);
-        self.report(found)
+        self.report(found, txn)
     }
 
     /// Walks every partition's observations offset by offset: lost, unseen and badly read
@@ -756,7 +847,7 @@ impl<'a> Checker<'a> {
     }
 
     /// The report: the anomalies found, as the history names them.
-    fn report(self, found: Found) -> Report {
+    fn report(self, found: Found, txn: Option<TxnReport>) -> Report {
         let Found {
             lost,
             unseen,
@@ -773,7 +864,7 @@ impl<'a> Checker<'a> {
         let max = self.options.max_examples;
         let final_reads = self.options.final_reads;
         let mut empty: Examples<Empty> = Examples::new(max);
-        let reason = if self.events.is_empty() {
+        let reason = if self.events == 0 {
             Some("the history has no events")
         } else if self.stats.sends_ok == 0 {
             Some("no send was acknowledged")
@@ -789,7 +880,7 @@ impl<'a> Checker<'a> {
         }
 
         let view = View {
-            events: self.events,
+            marks: &self.marks,
             parts: &self.parts,
             values: &self.values,
             commits: &self.commit_logs,
@@ -801,7 +892,7 @@ impl<'a> Checker<'a> {
             step
         };
         let stats = Stats {
-            events: self.events.len() as u64,
+            events: self.events,
             processes: self.processes.len() as u64,
             partitions: self.parts.len() as u64,
             values: self.values.len() as u64,
@@ -827,8 +918,9 @@ impl<'a> Checker<'a> {
             unsent_read: unsent.into_anomaly(|r| view.bad_read(r)),
             empty_history: empty.into_anomaly(|e| e),
             acks_1_loss: weak.into_anomaly(|w| view.weak(w)),
+            txn,
         };
-        report.valid = report.found().is_empty();
+        report.valid = report.found().is_empty() && report.txn.as_ref().is_none_or(|t| t.valid);
         report
     }
 }
@@ -1109,16 +1201,20 @@ fn sort_observations(mut obs: Vec<Obs>) -> Vec<Obs> {
 }
 
 /// Turns the checker's positions and ids back into names, values and history indexes.
-struct View<'c, 'a> {
-    events: &'a [Event],
-    parts: &'c [PartitionState<'a>],
-    values: &'c [&'a Text],
-    commits: &'c [CommitLog<'a>],
+struct View<'c> {
+    marks: &'c [(Index, Process)],
+    parts: &'c [PartitionState],
+    values: &'c [Text],
+    commits: &'c [CommitLog],
 }
 
-impl View<'_, '_> {
+impl View<'_> {
     fn index(&self, at: At) -> Index {
-        self.events[at as usize].index
+        self.marks[at as usize].0
+    }
+
+    fn process(&self, at: At) -> Process {
+        self.marks[at as usize].1
     }
 
     fn value(&self, id: ValueId) -> Text {
@@ -1136,7 +1232,7 @@ impl View<'_, '_> {
     fn step(&self, raw: RawStep) -> Step {
         let part = &self.parts[raw.tp as usize];
         Step {
-            process: self.events[raw.after.at as usize].process,
+            process: self.process(raw.after.at),
             topic: part.topic.clone(),
             partition: part.partition,
             before: self.seen(raw.before),
@@ -1153,7 +1249,7 @@ impl View<'_, '_> {
             partition: part.partition,
             offset: o.offset,
             value: self.value(o.value),
-            process: self.events[o.at as usize].process,
+            process: self.process(o.at),
             read_index: self.index(o.at),
             send_index: send.map(|at| self.index(at)),
         }
@@ -1163,7 +1259,7 @@ impl View<'_, '_> {
         let log = &self.commits[raw.log];
         let committed = |m: CommitMark| Committed {
             index: self.index(m.by),
-            process: self.events[m.by as usize].process,
+            process: self.process(m.by),
             offset: m.max,
             generation: m.generation,
         };
@@ -1208,7 +1304,7 @@ impl View<'_, '_> {
             offset: o.offset,
             value: self.value(o.value),
             send_index: self.index(o.at),
-            process: self.events[o.at as usize].process,
+            process: self.process(o.at),
             highest_read: part.highest_read.map(|(offset, at)| Located {
                 index: self.index(at),
                 offset,

@@ -10,6 +10,8 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
+pub use crate::txn_value::{Isolation, MicroOp, PollRead, PollValueTxn, TxnValue};
+
 /// Version of the history format described in `docs/history.md`. Version 2 added optional
 /// fields (`acks` on sends, `kept` on assigns, `generation` on commits); a version-1 history
 /// reads and is judged exactly as before.
@@ -54,6 +56,9 @@ pub enum Function {
     Commit,
     /// The process restarted; its consumer position and producer state are forgotten.
     Crash,
+    /// A transaction: micro-operations (sends, polls, offset commits) that commit or abort
+    /// together (`docs/history.md`, "Transactions").
+    Txn,
 }
 
 /// One line of a history.
@@ -79,6 +84,8 @@ pub enum Value {
     Assign(AssignValue),
     Subscribe(SubscribeValue),
     Commit(CommitValue),
+    /// Boxed: transactions are rare next to sends and polls, and an event stays small.
+    Txn(Box<TxnValue>),
 }
 
 /// `send` value: what to write where; `offset` is set on `ok` completions.
@@ -232,6 +239,14 @@ impl Event {
         }
     }
 
+    /// The transaction's value, if this is a txn carrying one.
+    pub fn txn(&self) -> Option<&TxnValue> {
+        match &self.value {
+            Value::Txn(t) if self.f == Function::Txn => Some(t),
+            _ => None,
+        }
+    }
+
     /// The polled records, if this is a poll carrying them.
     pub fn records(&self) -> Option<&[PolledRecord]> {
         match &self.value {
@@ -244,9 +259,11 @@ impl Event {
     pub fn validate(&self) -> Result<(), String> {
         let ok_value = match (self.f, &self.value) {
             (_, Value::Null) => {
-                !(self.kind == EventType::Ok && matches!(self.f, Function::Send | Function::Poll))
+                !(self.kind == EventType::Ok
+                    && matches!(self.f, Function::Send | Function::Poll | Function::Txn))
             }
             (Function::Send, Value::Send(v)) => self.kind != EventType::Ok || v.offset.is_some(),
+            (Function::Txn, Value::Txn(t)) => return t.validate(self.kind),
             (Function::Assign, Value::Assign(a)) => {
                 if let Some(k) = a.kept.iter().find(|k| !a.partitions.contains(k)) {
                     return Err(format!(
@@ -270,6 +287,7 @@ impl Event {
                 "an ok send needs a value with topic, partition, value and offset".to_string()
             }
             (EventType::Ok, Function::Poll) => "an ok poll needs a value with records".to_string(),
+            (EventType::Ok, Function::Txn) => "an ok txn needs a value with ops".to_string(),
             (_, f) => format!("value does not fit f = {}", f.name()),
         })
     }
@@ -295,6 +313,7 @@ impl Function {
             Function::Subscribe => "subscribe",
             Function::Commit => "commit",
             Function::Crash => "crash",
+            Function::Txn => "txn",
         }
     }
 }
@@ -370,6 +389,9 @@ impl<'de> DeserializeSeed<'de> for ValueSeed {
             }
             Function::Commit => {
                 Option::<CommitValue>::deserialize(d)?.map_or(Value::Null, Value::Commit)
+            }
+            Function::Txn => {
+                Option::<TxnValue>::deserialize(d)?.map_or(Value::Null, |t| Value::Txn(Box::new(t)))
             }
             Function::Crash => {
                 // A crash carries no meaning in its value; accept anything.

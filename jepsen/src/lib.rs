@@ -13,6 +13,7 @@
 //! rate, timeline) with the fault windows shaded.
 
 pub mod check;
+mod cycles;
 mod fast;
 pub use skein_core::fxhash;
 pub mod history;
@@ -21,15 +22,23 @@ pub mod nemesis;
 pub mod plot;
 pub mod proxy;
 pub mod report;
+mod txn_check;
+pub mod txn_report;
+mod txn_value;
 
-pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};
+pub use check::{check, CheckOptions, StreamChecker, DEFAULT_MAX_EXAMPLES};
 pub use history::{
     Acks, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
     Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
     FORMAT_VERSION,
 };
+pub use history::{Isolation, MicroOp, PollRead, PollValueTxn, TxnValue};
 pub use io::{read_history, HistoryError, HistoryReader, HistoryWriter};
 pub use report::{
     Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
     Missing, Observed, Place, Policy, Report, Seen, Source, Stats, Step, WeakAck,
+};
+pub use txn_report::{
+    Cycle, Dep, IntermediateRead, Processing, Record, Torn, TxnDuplicate, TxnKind, TxnRead, TxnRef,
+    TxnReport, TxnStats, TxnStatus, TxnWrite,
 };

@@ -82,6 +82,7 @@ fn f_name(f: Function) -> &'static str {
         Function::Subscribe => "subscribe",
         Function::Commit => "commit",
         Function::Crash => "crash",
+        Function::Txn => "txn",
     }
 }
 

@@ -1,6 +1,7 @@
 //! The checker's verdict: counts and examples per anomaly, as JSON or as a human summary.
 
 use crate::history::{Index, Offset, Partition, Process, Text};
+use crate::txn_report::TxnReport;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -354,6 +355,10 @@ pub struct Report {
     /// Never an anomaly: what `acks=1` allows.
     #[serde(rename = "acks-1-loss")]
     pub acks_1_loss: Anomaly<WeakAck>,
+    /// The transactional verdict, if the history has `txn` events (`docs/history.md`,
+    /// "Transactions").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub txn: Option<TxnReport>,
 }
 
 impl Report {
@@ -394,6 +399,15 @@ impl Report {
             .into_iter()
             .filter(|&k| self.is_anomaly(k) && self.count(k) > 0)
             .collect()
+    }
+
+    /// Judges dependency cycles of transactions (G0, G1c, G-single, G2) as anomalies, or
+    /// not (the default: Kafka does not promise serializability), and recomputes `valid`.
+    pub fn set_serializable(&mut self, on: bool) {
+        if let Some(t) = &mut self.txn {
+            t.set_serializable(on);
+        }
+        self.valid = self.found().is_empty() && self.txn.as_ref().is_none_or(|t| t.valid);
     }
 
     /// The history indexes named by the examples of `kind`, in example order.
@@ -457,11 +471,13 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.stats;
-        let found = self.found();
-        if found.is_empty() {
+        let mut names: Vec<String> = self.found().iter().map(|k| k.name().to_string()).collect();
+        if let Some(t) = &self.txn {
+            names.extend(t.found().iter().map(|k| format!("txn {}", k.name())));
+        }
+        if names.is_empty() {
             writeln!(f, "VALID: no anomalies")?;
         } else {
-            let names: Vec<&str> = found.iter().map(|k| k.name()).collect();
             writeln!(f, "INVALID: {}", names.join(", "))?;
         }
         writeln!(
@@ -496,6 +512,9 @@ impl fmt::Display for Report {
             }
             writeln!(f, "{} examples:", kind.name())?;
             self.write_examples(f, kind)?;
+        }
+        if let Some(t) = &self.txn {
+            write!(f, "{t}")?;
         }
         Ok(())
     }

@@ -132,3 +132,91 @@ fn reads_standard_input_with_dash() {
     assert_eq!(json["int-nonmonotonic-poll"]["count"], 1);
     assert_eq!(json["lost-write"]["count"], 0);
 }
+
+/// An aborted transaction writes "a"; a read_committed transaction (`isolation`) reads it.
+fn aborted_read(isolation: &str) -> String {
+    let write = r#"{"ops":[{"f":"send","topic":"t","partition":0,"value":"a","offset":0}]}"#;
+    let read = format!(
+        r#"{{"isolation":"{isolation}","ops":[{{"f":"poll","reads":[{{"topic":"t","partition":0,"records":[[0,"a"]]}}]}}]}}"#
+    );
+    [
+        (1, "invoke", write.to_string()),
+        (1, "fail", write.to_string()),
+        (2, "invoke", r#"{"isolation":"read_committed","ops":[{"f":"poll"}]}"#.to_string()),
+        (2, "ok", read),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (p, kind, value))| {
+        format!("{{\"index\":{i},\"time\":{i},\"process\":{p},\"type\":\"{kind}\",\"f\":\"txn\",\"value\":{value}}}\n")
+    })
+    .collect()
+}
+
+#[test]
+fn transactions_aborted_read_exits_1_and_its_twin_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = skein(dir.path(), &aborted_read("read_committed"), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("INVALID: txn G1a"), "{stdout}");
+    assert!(
+        stdout.contains(r#"T1 (process 1, aborted) wrote "a" at t-0@0, which T3 (process 2) read"#),
+        "{stdout}"
+    );
+    let out = skein(dir.path(), &aborted_read("read_committed"), &["--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["txn"]["G1a"]["count"], 1);
+    assert_eq!(json["txn"]["G1a"]["examples"][0]["writer"]["index"], 1);
+
+    let out = skein(dir.path(), &aborted_read("read_uncommitted"), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("transactions: VALID"), "{stdout}");
+}
+
+#[test]
+fn transactions_write_skew_fails_only_when_serializable() {
+    // T1 reads x up to its end 0 and writes y; T3 reads y up to its end 0 and writes x.
+    let t1 = r#"{"isolation":"read_committed","ops":[{"f":"poll","reads":[{"topic":"x","partition":0,"end":0}]},{"f":"send","topic":"y","partition":0,"value":"b","offset":0}]}"#;
+    let t3 = r#"{"isolation":"read_committed","ops":[{"f":"poll","reads":[{"topic":"y","partition":0,"end":0}]},{"f":"send","topic":"x","partition":0,"value":"a","offset":0}]}"#;
+    let history: String = [(1, "invoke", t1), (1, "ok", t1), (2, "invoke", t3), (2, "ok", t3)]
+        .iter()
+        .enumerate()
+        .map(|(i, (p, kind, value))| {
+            format!("{{\"index\":{i},\"time\":{i},\"process\":{p},\"type\":\"{kind}\",\"f\":\"txn\",\"value\":{value}}}\n")
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = skein(dir.path(), &history, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("(not an anomaly without --serializable)"),
+        "{stdout}"
+    );
+    let out = skein(dir.path(), &history, &["--serializable"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("txn G2"), "{stdout}");
+    assert!(
+        stdout.contains(r#"T1 (process 1) read x-0 up to its end 0 and did not see T3 (process 2) write "a" at x-0@0 (rw)"#),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn transactions_bad_txn_exits_2_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!(
+        "{SEND_A}{}\n",
+        r#"{"index":4,"time":5,"process":3,"type":"ok","f":"txn","value":{"ops":[{"f":"send","topic":"t","partition":0,"value":"c"}]}}"#
+    );
+    let out = skein(dir.path(), &history, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("line 5") && stderr.contains("needs its offset"),
+        "{stderr}"
+    );
+}

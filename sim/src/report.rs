@@ -44,8 +44,9 @@ pub struct WorkStats {
     pub disk_read_bytes: u64,
     pub disk_appends: u64,
     pub disk_syncs: u64,
-    /// Client history events, and how many the run reserved room for up front (more
-    /// events than room means the history grew and was copied).
+    /// Client history events, and how many the run estimated it would record
+    /// (`History::for_run`; the name is from when the history was kept in memory and room
+    /// for it reserved). The estimate errs high: the tests hold it to that.
     pub history_events: u64,
     pub history_reserved: u64,
 }

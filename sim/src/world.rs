@@ -226,8 +226,11 @@ pub fn run(
     config.validate().map_err(SimError::Config)?;
     let probes = skein_core::probe::record();
     let mut world = World::new(config, trace, None)?;
+    if let Some(out) = history {
+        world.history.write_to(out);
+    }
     world.run_loop();
-    let mut report = world.finish(history)?;
+    let mut report = world.finish()?;
     report.set_probes(probes.finish());
     Ok(report)
 }
@@ -242,8 +245,11 @@ pub fn run_recorded(
     let probes = skein_core::probe::record();
     let rec = crate::viewer::Recorder::new(config);
     let mut world = World::new(config, trace, Some(rec))?;
+    if let Some(out) = history {
+        world.history.write_to(out);
+    }
     world.run_loop();
-    let mut report = world.finish_ref(history)?;
+    let mut report = world.finish_ref()?;
     report.set_probes(probes.finish());
     let rec = world
         .tracer
@@ -309,8 +315,6 @@ struct World {
     coordinator_partition: Option<(u32, u32)>,
     /// Client index of each group member (member n at `members[n - 1]`).
     members: Vec<usize>,
-    /// History events already passed to the tracer's recorder.
-    history_seen: usize,
     /// The value prefix ("pN-") of the next producer instance a restart or a takeover
     /// creates, so values stay unique.
     next_producer_index: u32,

@@ -41,8 +41,8 @@ fn bench_seed_work_is_pinned() {
     );
     assert!(
         r.work.history_events <= r.work.history_reserved,
-        "the history outgrew the room reserved for it ({} events, {} reserved): \
-         History::for_run's estimate is low and the history was copied as it grew",
+        "the history outgrew its estimate ({} events, {} estimated): History::for_run's \
+         estimate is low",
         r.work.history_events,
         r.work.history_reserved
     );

@@ -548,6 +548,7 @@ impl Recorder {
             Function::Subscribe => "subscribe",
             Function::Commit => "commit",
             Function::Crash => "crash",
+            Function::Txn => "txn",
         };
         let (mut partition, mut a, mut b, mut text) = (NONE, NONE, NONE, String::new());
         match &e.value {
@@ -593,6 +594,7 @@ impl Recorder {
                     .join(" ");
             }
             Value::Subscribe(s) => text = format!("group {}", s.group),
+            Value::Txn(t) => text = format!("{} micro-ops", t.ops.len()),
         }
         self.history.push(Hist {
             at: e.time,

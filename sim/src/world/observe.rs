@@ -122,12 +122,9 @@ impl World {
 
     /// Passes the history events recorded since the last call to the tracer's recorder.
     pub(super) fn history_to_tracer(&mut self) {
-        if self.tracer.recording() {
-            for e in &self.history.events()[self.history_seen..] {
-                self.tracer.fields(e.time, Fields::History(e));
-            }
+        for e in self.history.take_pending() {
+            self.tracer.fields(e.time, Fields::History(&e));
         }
-        self.history_seen = self.history.len();
     }
 
     /// Audits every replica of every topic on every live broker (replicas presuming

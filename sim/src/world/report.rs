@@ -12,7 +12,6 @@ use crate::time::SimTime;
 use crate::trace::Fields;
 use skein_core::TopicPartition;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 
 /// What the clients did, summed at the end of a run.
 #[derive(Default)]
@@ -24,11 +23,8 @@ struct ClientTotals {
 }
 
 impl World {
-    pub(super) fn finish(
-        mut self,
-        history_out: Option<Box<dyn Write>>,
-    ) -> Result<SimReport, SimError> {
-        self.finish_ref(history_out)
+    pub(super) fn finish(mut self) -> Result<SimReport, SimError> {
+        self.finish_ref()
     }
 
     /// Disk work summed over the controller and every broker (their disks outlive restarts).
@@ -42,15 +38,12 @@ impl World {
             w.disk_reads += reads;
             w.disk_read_bytes += bytes;
         }
-        w.history_events = self.history.len() as u64;
-        w.history_reserved = self.history.reserved() as u64;
+        w.history_events = self.history.len();
+        w.history_reserved = self.history.estimate();
         w
     }
 
-    pub(super) fn finish_ref(
-        &mut self,
-        history_out: Option<Box<dyn Write>>,
-    ) -> Result<SimReport, SimError> {
+    pub(super) fn finish_ref(&mut self) -> Result<SimReport, SimError> {
         let now = self.q.now();
         self.audit(now);
         self.judge_skipped(now);
@@ -60,9 +53,7 @@ impl World {
         let totals = self.finish_clients(now);
         self.finish_group(now, judge_liveness, liveness_window, &mut skipped);
         let history_summary = self.check_history(now, judge_liveness, &mut skipped);
-        if let Some(h) = history_out {
-            self.history.write_to(h)?;
-        }
+        self.history.finish_output()?;
         self.history_to_tracer();
         self.tracer.finish()?;
         let violations = self.checker.violations();
@@ -73,7 +64,7 @@ impl World {
         let acked = self.checker.acked_count();
         let read = self.checker.read_acked_count();
         let lost = self.checker.count(invariants::ACKED_WRITE_LOST);
-        let (failed, indeterminate) = self.send_outcomes();
+        let (failed, indeterminate) = self.history.send_outcomes();
         Ok(SimReport {
             seed: self.cfg.seed,
             scenario: self.cfg.scenario_name.clone(),
@@ -276,10 +267,7 @@ impl World {
             return None;
         }
         let final_reads = judge_liveness && self.checker.count(invariants::LIVENESS) == 0;
-        let report = skein_jepsen::check(
-            self.history.events(),
-            &skein_jepsen::CheckOptions::default().final_reads(final_reads),
-        );
+        let report = self.history.check(final_reads)?;
         if report.valid {
             return None;
         }
@@ -291,20 +279,5 @@ impl World {
         self.checker
             .history_failed(now, format!("skein-jepsen found {}", found.join(", ")));
         Some(report.to_string())
-    }
-
-    /// Sends that failed and sends whose outcome is unknown, from the history.
-    fn send_outcomes(&self) -> (u64, u64) {
-        let (mut failed, mut indeterminate) = (0, 0);
-        for e in self.history.events() {
-            if e.f == skein_jepsen::Function::Send {
-                match e.kind {
-                    skein_jepsen::EventType::Fail => failed += 1,
-                    skein_jepsen::EventType::Info => indeterminate += 1,
-                    _ => {}
-                }
-            }
-        }
-        (failed, indeterminate)
     }
 }

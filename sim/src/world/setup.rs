@@ -228,6 +228,7 @@ impl World {
             node_configs(bugs, cfg.controllers, cfg.retention_bytes());
         let (brokers, controllers) = node_slots(cfg);
         let (clients, members) = workload_clients(cfg);
+        let recording = recorder.is_some();
         let mut w = Self {
             cfg: cfg.clone(),
             broker_config,
@@ -240,7 +241,6 @@ impl World {
             disk_rng: stream(seed, Subsystem::Disk),
             work_rng: stream(seed, Subsystem::Workload),
             tracer: Tracer::new(trace).with_recorder(recorder),
-            history_seen: 0,
             brokers,
             controllers,
             clock_faulted: Default::default(),
@@ -250,7 +250,7 @@ impl World {
             raft_commit_seen: 0,
             clients,
             checker: Checker::new(),
-            history: History::for_run(cfg),
+            history: History::for_run(cfg, recording),
             topic_created: false,
             admin_sent: None,
             fault_counts: BTreeMap::new(),
