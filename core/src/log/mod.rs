@@ -4,6 +4,7 @@
 pub mod batch;
 mod checkpoint;
 pub mod codec;
+pub mod crc;
 #[cfg(target_os = "linux")]
 mod direct_file;
 pub mod epoch_cache;
