@@ -21,11 +21,11 @@ use crate::time::{SimTime, MILLIS, SECS};
 use crate::topic::{tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
 use skein_core::client::group_wire;
+use skein_core::client::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::client::{
     ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
-use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::{Codec, RecordBatch};
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};

@@ -28,11 +28,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::group_wire::{self, Route};
 use skein_core::client::take_records;
-use skein_core::group::{
-    AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
-    ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, GenerationId, GroupConsumer,
-    GroupRequest, GroupResponse, MemberPhase, OffsetReset,
+use skein_core::client::{
+    CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput,
+    ConsumerRequest, ConsumerResponse, Destination, GroupConsumer, MemberPhase, OffsetReset,
 };
+use skein_core::group::{AssignorKind, GenerationId, GroupRequest, GroupResponse};
 use skein_core::message::{Address, ConsumerRecords, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
