@@ -4,6 +4,7 @@
 //! decompress is cut at recovery like a CRC failure.
 
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 
 const SEG0: &str = "p/00000000000000000000.log";
 

@@ -14,19 +14,18 @@
 //! History processes are per (client, partition) so that each process has at most one
 //! operation in flight, as Jepsen's model of a process expects.
 
-use crate::history::History;
+use crate::client_step::Ctx;
 use crate::rng::{between, exponential};
 use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS, SECS};
+use crate::topic::{tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
-use rand_chacha::ChaCha8Rng;
 use skein_core::client::group_wire;
+use skein_core::client::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::client::{
     ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
-    Truncation,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
-use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::{Codec, RecordBatch};
 use skein_core::message::*;
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
@@ -38,13 +37,6 @@ use std::sync::Arc;
 mod consumer;
 
 pub use consumer::Consumer;
-
-/// The topic every simulated client uses.
-pub const TOPIC: &str = "sim";
-
-/// [`TOPIC`] as history text: a constant, where converting the `&str` copied it into a
-/// new `Text` for every history value.
-pub(crate) const TOPIC_TEXT: Text = Text::const_new(TOPIC);
 
 /// Wall-clock origin of simulated record timestamps (2026-01-01T00:00:00Z), so timestamps
 /// look like real ones.
@@ -67,90 +59,6 @@ fn sent(p: u32, value: Text, acks: Acks) -> SendValue {
         Acks::Leader => skein_jepsen::Acks::Leader,
         Acks::All => skein_jepsen::Acks::All,
     })
-}
-
-/// History process id of a client's work on one partition.
-pub fn process_id(client: u64, partition: u32) -> u64 {
-    client * 1000 + partition as u64
-}
-
-/// The client a history process id belongs to (the inverse of [`process_id`]).
-pub fn client_of_process(process: u64) -> u64 {
-    process / 1000
-}
-
-/// What a client step produced besides history.
-#[derive(Default)]
-pub struct ClientOut {
-    pub sends: Vec<(Address, Message)>,
-    /// Acknowledged acks=all records: (partition, offset, value, leader epoch).
-    pub acked: Vec<(u32, Offset, Text, LeaderEpoch)>,
-    /// Records read: (partition, offset, value, served by).
-    pub read: Vec<(u32, Offset, Text, NodeId)>,
-    /// What group members saw, for the group invariants.
-    pub group: Vec<crate::group_client::GroupObs>,
-    /// A group member asks to be paused for this long from now (a pause fault striking).
-    pub pause: Option<SimTime>,
-    /// What partition consumers' cursors did, for consumer-skipped-records.
-    pub cursor: Vec<CursorObs>,
-}
-
-/// One step of a partition consumer's fetch cursor (core's [`FetchCursor`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CursorObs {
-    /// A fetch answered by a leader at `epoch` moved the consumer from `from` to `to`,
-    /// reading `records` (offset, value) on the way.
-    Polled {
-        p: u32,
-        from: Offset,
-        to: Offset,
-        records: Vec<(Offset, Text)>,
-        epoch: LeaderEpoch,
-    },
-    /// The cursor detected that the log was truncated under it and moved back.
-    Truncated { p: u32, truncation: Truncation },
-    /// A group member's cursor starts a stint in `p` at `at` (assigned, reset or sought):
-    /// what came before it was another reader's.
-    Start { p: u32, at: Offset },
-    /// A group member gave `p` up (revoked, lost, crashed): it is judged no more there.
-    Stop { p: u32 },
-}
-
-/// Shared context of one client step.
-pub struct Ctx<'a> {
-    pub now: SimTime,
-    pub history: &'a mut History,
-    pub rng: &'a mut ChaCha8Rng,
-    pub out: &'a mut ClientOut,
-    pub brokers: u32,
-    /// Controller nodes (1, or a quorum of 3 or 5).
-    pub controllers: u32,
-}
-
-impl<'a> Ctx<'a> {
-    /// A client step's context at `now`, for a cluster of `cfg`'s shape.
-    pub fn new(
-        now: SimTime,
-        history: &'a mut History,
-        rng: &'a mut ChaCha8Rng,
-        out: &'a mut ClientOut,
-        cfg: &crate::config::SimConfig,
-    ) -> Self {
-        Ctx {
-            now,
-            history,
-            rng,
-            out,
-            brokers: cfg.brokers,
-            controllers: cfg.controllers,
-        }
-    }
-
-    /// Records a history event, now, of `client`'s work on partition `p`.
-    pub fn event(&mut self, client: u64, p: u32, kind: EventType, f: Function, value: Value) {
-        self.history
-            .push(self.now, process_id(client, p), kind, f, value);
-    }
 }
 
 /// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
@@ -299,34 +207,6 @@ fn value_text(index: u32, n: u64) -> Text {
     debug_assert!(out[..len].is_ascii());
     // SAFETY: 'p', '-' and decimal digits are ASCII, so valid UTF-8.
     Text::new(unsafe { std::str::from_utf8_unchecked(&out[..len]) })
-}
-
-/// A record's value as the checks and the history keep it: its bytes as text (invalid
-/// UTF-8 replaced, as `String::from_utf8_lossy` does), inline when short. Valid input is
-/// one copy; `Text::from_utf8_lossy` went piece by piece and cost ~3x.
-///
-/// The workload's values are short ASCII: checked a word at a time (`is_ascii`, inlined),
-/// they skip `from_utf8`'s general validation, an out-of-line call that was most of the
-/// cost of a read record's value.
-#[inline]
-pub(crate) fn value_of(bytes: &[u8]) -> Text {
-    if bytes.is_ascii() {
-        // SAFETY: ASCII bytes are valid UTF-8.
-        return Text::new(unsafe { std::str::from_utf8_unchecked(bytes) });
-    }
-    value_of_utf8(bytes)
-}
-
-#[cold]
-fn value_of_utf8(bytes: &[u8]) -> Text {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => Text::new(s),
-        Err(_) => Text::new(String::from_utf8_lossy(bytes)),
-    }
-}
-
-pub(crate) fn tp(p: u32) -> TopicPartition {
-    TopicPartition::new(TOPIC, p)
 }
 
 struct InFlight {
@@ -876,27 +756,6 @@ mod tests {
     fn value_text_is_the_formatted_value() {
         for (i, n) in [(0, 0), (1, 9), (3, 10), (12, 123_456), (u32::MAX, u64::MAX)] {
             assert_eq!(super::value_text(i, n), format!("p{i}-{n}"));
-        }
-    }
-
-    #[test]
-    fn value_of_is_the_lossy_text() {
-        let long = "p7-".repeat(20);
-        let cases: [&[u8]; 7] = [
-            b"",
-            b"p1-2",
-            long.as_bytes(),
-            "caf\u{e9}-\u{1f980}".as_bytes(),
-            b"p1-\xff",
-            b"\xf0\x9f\xa6",
-            b"\x7f\x80",
-        ];
-        for bytes in cases {
-            assert_eq!(
-                super::value_of(bytes),
-                String::from_utf8_lossy(bytes),
-                "{bytes:?}"
-            );
         }
     }
 }

@@ -2,6 +2,8 @@
 //! leader by offset through core's fetch cursor and records what it read in the history.
 
 use super::*;
+use crate::client_step::CursorObs;
+use crate::topic::{process_id, value_of};
 
 struct Poll {
     corr: u64,

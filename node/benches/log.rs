@@ -10,6 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use skein_core::log::*;
+use skein_node::file_storage::FileStorage;
 use std::time::{Duration, Instant};
 
 const RECORD_VALUE: usize = 100;
