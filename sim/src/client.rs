@@ -20,15 +20,13 @@ use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS, SECS};
 use crate::topic::{tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
-use skein_core::client::group_wire;
-use skein_core::client::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::client::{
-    ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
+    ControllerRouter, ControllerView, FetchCursor, ProduceClient, ProduceStep, Route, TopicLeaders,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
 use skein_core::log::{Codec, RecordBatch};
 use skein_core::message::*;
-use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
+use skein_core::{LeaderEpoch, NodeId, Offset};
 use skein_jepsen::{
     AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Text, Value,
 };
@@ -61,126 +59,21 @@ fn sent(p: u32, value: Text, acks: Acks) -> SendValue {
     })
 }
 
-/// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
-/// client uses), its refreshes sent to a random broker.
-pub(crate) struct MetaCache {
-    cache: LeaderCache,
-    /// The topic's partitions as keys, built once.
-    tps: Vec<TopicPartition>,
-    /// The leader of each of `tps` as `cache` knows it, refreshed after every change to
-    /// `cache`: clients ask for leaders many times per step (`missing`, `next_wake`,
-    /// dispatch), and a map lookup per question (with a `String` key built for it) was a
-    /// tenth of a simulation's instructions.
-    leaders: Vec<Option<NodeId>>,
-    /// What a metadata request asks for (built once, like `tps`).
-    topics: [String; 1],
-    /// Whether any of `leaders` is unknown, kept with them: asked on every step and
-    /// wake-up.
-    missing: bool,
+/// Leaders of the simulator's topic as a client last heard of them: core's
+/// [`TopicLeaders`] (the cache the real clients use), refreshed on this client's timing.
+pub(crate) fn topic_leaders(partitions: u32) -> TopicLeaders {
+    TopicLeaders::new(TOPIC, partitions, METADATA_TIMEOUT, METADATA_MIN_INTERVAL)
 }
 
-impl MetaCache {
-    pub(crate) fn new(partitions: u32) -> Self {
-        Self {
-            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
-            tps: (0..partitions).map(tp).collect(),
-            leaders: vec![None; partitions as usize],
-            topics: [TOPIC.to_string()],
-            missing: partitions > 0,
-        }
-    }
-
-    /// Asked many times per client step: inlined, with the cache lookup (a partition
-    /// outside the topic, never in practice) out of line.
-    #[inline]
-    pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        match self.leaders.get(p as usize) {
-            Some(l) => *l,
-            None => self.cached_leader(p),
-        }
-    }
-
-    /// The leader of each of the topic's partitions, by number, as [`Self::leader`] gives.
-    #[inline]
-    pub(crate) fn leaders(&self) -> &[Option<NodeId>] {
-        &self.leaders
-    }
-
-    #[cold]
-    fn cached_leader(&self, p: u32) -> Option<NodeId> {
-        self.cache.leader(&tp(p))
-    }
-
-    /// Partition `p` of the topic as a key, without building one (a `String` each) when
-    /// it is one of the topic's partitions.
-    #[inline]
-    pub(crate) fn tp(&self, p: u32) -> std::borrow::Cow<'_, TopicPartition> {
-        match self.tps.get(p as usize) {
-            Some(t) => std::borrow::Cow::Borrowed(t),
-            None => std::borrow::Cow::Owned(tp(p)),
-        }
-    }
-
-    /// Changes the cache with `f` and refreshes the leaders mirrored from it.
-    /// The mirror is refreshed only when core's cache says a leader may have changed
-    /// (`LeaderCache::version`), so most answers (group protocol, records) cost no refresh.
-    pub(crate) fn with_cache<R>(&mut self, f: impl FnOnce(&mut LeaderCache) -> R) -> R {
-        let before = self.cache.version();
-        let r = f(&mut self.cache);
-        if self.cache.version() != before {
-            for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
-                *l = self.cache.leader(key);
-            }
-            self.missing = self.leaders.contains(&None);
-        }
-        r
-    }
-
-    pub(crate) fn invalidate(&mut self) {
-        self.cache.invalidate();
-    }
-
-    /// Core's routing of a group member's request ([`group_wire::route`]).
-    pub(crate) fn route(
-        &mut self,
-        to: &Destination,
-        request: &ConsumerRequest,
-    ) -> group_wire::Route {
-        self.with_cache(|c| group_wire::route(to, request, c))
-    }
-
-    /// Core's reading of a broker's answer to a group member ([`group_wire::from_message`]).
-    pub(crate) fn answer(
-        &mut self,
-        pending: group_wire::Pending,
-        from: Option<NodeId>,
-        msg: Message,
-    ) -> Option<ConsumerResponse> {
-        self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
-    }
-
-    /// Sends a metadata request if one is due (a leader of the topic is unknown, or the
-    /// cache was marked stale).
-    pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>) {
-        debug_assert_eq!(self.missing, self.leaders.contains(&None));
-        if let Some(req) = self
-            .cache
-            .poll_refresh(ctx.now, *corr + 1, &self.topics, self.missing)
-        {
-            *corr += 1;
-            let to = ctx.rng.gen_range(1..=ctx.brokers);
-            ctx.out
-                .sends
-                .push((Address::Node(to), Message::Metadata(req)));
-        }
-    }
-
-    pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
-        self.with_cache(|c| c.learn(r));
-    }
-
-    pub(crate) fn next_wake(&self) -> Option<SimTime> {
-        self.cache.next_refresh(self.missing)
+/// Sends a metadata request if one is due (a leader of the topic is unknown, or the cache
+/// was marked stale): the host's one choice, a random broker to ask.
+pub(crate) fn poll_metadata(meta: &mut TopicLeaders, corr: &mut u64, ctx: &mut Ctx<'_>) {
+    if let Some(req) = meta.poll_refresh(ctx.now, *corr + 1) {
+        *corr += 1;
+        let to = ctx.rng.gen_range(1..=ctx.brokers);
+        ctx.out
+            .sends
+            .push((Address::Node(to), Message::Metadata(req)));
     }
 }
 
@@ -239,7 +132,7 @@ pub struct Producer {
     /// The controller each kind of controller request last went to, until it answers.
     init_asked: Option<NodeId>,
     view_asked: Option<NodeId>,
-    meta: MetaCache,
+    meta: TopicLeaders,
     /// The controller's view, pulled when a sequence error needs its word.
     view: ControllerView,
     view_sent: Option<SimTime>,
@@ -296,7 +189,7 @@ impl Producer {
             router: None,
             init_asked: None,
             view_asked: None,
-            meta: MetaCache::new(partitions),
+            meta: topic_leaders(partitions),
             view: ControllerView::new(),
             view_sent: None,
             corr: 0,
@@ -401,7 +294,7 @@ impl Producer {
             self.meta.invalidate();
         }
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -522,14 +415,14 @@ impl Producer {
 
     pub fn handle(&mut self, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
-            Message::MetadataResponse(r) => self.meta.on_response(&r),
+            Message::MetadataResponse(r) => self.meta.learn(&r),
             Message::ControllerResponse(resp) => self.on_controller(*resp, ctx),
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}
         }
         self.poll_init(ctx);
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -733,7 +626,7 @@ impl Producer {
         {
             at(0);
         }
-        if let Some(m) = self.meta.next_wake() {
+        if let Some(m) = self.meta.next_refresh() {
             at(m);
         }
         any.then_some(t)

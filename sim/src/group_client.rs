@@ -18,7 +18,7 @@
 //! What the member saw goes to the world as [`GroupObs`] for the group invariants
 //! (`crate::group_invariants`).
 
-use crate::client::{MetaCache, POLL_INTERVAL};
+use crate::client::{poll_metadata, topic_leaders, POLL_INTERVAL};
 use crate::client_step::{Ctx, CursorObs, GroupObs};
 use crate::modes::CommitMode;
 use crate::slots::PartitionSlots;
@@ -28,6 +28,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::group_wire::{self, Route};
 use skein_core::client::take_records;
+use skein_core::client::TopicLeaders;
 use skein_core::client::{
     CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput,
     ConsumerRequest, ConsumerResponse, Destination, GroupConsumer, MemberPhase, OffsetReset,
@@ -105,7 +106,7 @@ pub struct GroupMember {
     subscribed: bool,
     /// The member's own stream (broker picks), so members never disturb the producers'.
     rng: ChaCha8Rng,
-    meta: MetaCache,
+    meta: TopicLeaders,
     wire: u64,
     pending: BTreeMap<u64, Pending>,
     app: App,
@@ -188,7 +189,7 @@ impl GroupMember {
             consumer: None,
             subscribed: false,
             rng,
-            meta: MetaCache::new(partitions),
+            meta: topic_leaders(partitions),
             wire: 0,
             pending: BTreeMap::new(),
             app: App::Idle { next_poll: 0 },
@@ -305,7 +306,7 @@ impl GroupMember {
         let Some(p) = (msg.response_correlation()).and_then(|c| self.pending.remove(&c)) else {
             // The member's own leader refresh (or an answer it gave up on).
             if let Message::MetadataResponse(r) = &msg {
-                self.meta.on_response(r);
+                self.meta.learn(r);
             }
             return;
         };
@@ -472,7 +473,8 @@ impl GroupMember {
             }
         }
         self.outs = outs;
-        self.meta.poll(
+        poll_metadata(
+            &mut self.meta,
             &mut self.wire,
             &mut Ctx {
                 now,
@@ -661,7 +663,7 @@ impl GroupMember {
             App::Processing { done_at, .. } => at(*done_at),
             App::Committing { since, .. } => at(since + FORGET_AFTER),
         }
-        if let Some(m) = self.meta.next_wake() {
+        if let Some(m) = self.meta.next_refresh() {
             at(m);
         }
         any.then_some(t)

@@ -44,12 +44,14 @@ pub mod group_wire;
 mod metadata;
 mod produce;
 mod router;
+mod topic_leaders;
 
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
 pub use group_consumer::*;
 pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 pub use router::{ControllerRouter, Route};
+pub use topic_leaders::TopicLeaders;
 
 #[cfg(test)]
 mod tests;
