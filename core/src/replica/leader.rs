@@ -779,7 +779,7 @@ impl<L: ReplicaLog> Replica<L> {
         // before an append (which takes the checked batch to the disk) and before any
         // other answer, so damaged bytes are always answered as such.
         let refuse = |r: &mut Self, batch: &EncodedBatch, e: ProduceError| {
-            let e = match CheckedBatch::check(batch.as_bytes()) {
+            let e = match CheckedBatch::check_parsed(batch.as_bytes(), header) {
                 Ok(_) => e,
                 Err(d) => ProduceError::CorruptBatch(d.to_string()),
             };
@@ -813,7 +813,7 @@ impl<L: ReplicaLog> Replica<L> {
         };
         let (base_offset, next_offset, duplicate) = match check {
             ProducerCheck::Duplicate { base_offset } => {
-                if let Err(d) = CheckedBatch::check(req.batch.as_bytes()) {
+                if let Err(d) = CheckedBatch::check_parsed(req.batch.as_bytes(), header) {
                     return reply(self, Err(ProduceError::CorruptBatch(d.to_string())));
                 }
                 crate::probe!(IdempotentDuplicate);
@@ -875,13 +875,9 @@ impl<L: ReplicaLog> Replica<L> {
         if size > max {
             return Err(ProduceError::BatchTooLarge { size, max });
         }
-        let checked = CheckedBatch::check(batch.as_mut_bytes())
+        // The header read above is not read again: this checks the CRC and the records.
+        let checked = CheckedBatch::check_parsed(batch.as_mut_bytes(), *header)
             .map_err(|d| ProduceError::CorruptBatch(d.to_string()))?;
-        debug_assert_eq!(
-            checked.header(),
-            header,
-            "the parsed header is the checked one"
-        );
         let epoch = self.leader_epoch;
         match (self.log).append_encoded_as_leader(checked, epoch, now_ms(now)) {
             Ok(a) => {

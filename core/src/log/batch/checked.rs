@@ -3,8 +3,8 @@
 
 use super::encoded::exactly_one;
 use super::header::{
-    verify_crc, BatchHeader, DecodeError, BASE_OFFSET_POS, BATCH_HEADER_LEN, CRC_POS, CRC_START,
-    EPOCH_POS, MAX_TIMESTAMP_POS,
+    verify_crc_parsed, BatchHeader, DecodeError, BASE_OFFSET_POS, BATCH_HEADER_LEN, CRC_POS,
+    CRC_START, EPOCH_POS, MAX_TIMESTAMP_POS,
 };
 use super::walk::walk_batch;
 use crate::log::codec::CODEC_MASK;
@@ -34,8 +34,16 @@ pub struct CheckedBatch<B> {
 impl<B: AsRef<[u8]>> CheckedBatch<B> {
     /// `bytes` as one batch, once its CRC and every record check out.
     pub fn check(bytes: B) -> Result<Self, DecodeError> {
+        let header = BatchHeader::parse(bytes.as_ref())?;
+        Self::check_parsed(bytes, header)
+    }
+
+    /// [`Self::check`] of bytes whose fixed header, `header`, was already parsed from
+    /// them (and is trusted only once this passes): the leader's replica reads a produced
+    /// batch's header to decide what to do with it, and the header is not read again.
+    pub fn check_parsed(bytes: B, header: BatchHeader) -> Result<Self, DecodeError> {
         let buf = bytes.as_ref();
-        let header = verify_crc(buf)?;
+        verify_crc_parsed(buf, &header)?;
         exactly_one(buf, &header)?;
         let first = header.first_timestamp;
         let mut max_record_timestamp = first;

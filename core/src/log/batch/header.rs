@@ -225,6 +225,14 @@ impl BatchHeader {
 /// Checks the CRC of one whole encoded batch (`buf` must hold exactly or at least the batch).
 pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
     let h = BatchHeader::parse(buf)?;
+    verify_crc_parsed(buf, &h)?;
+    Ok(h)
+}
+
+/// [`verify_crc`] for a batch whose header `h` was already parsed from `buf`, so that a
+/// header read once (as the leader's replica reads a produced batch's) is not read again.
+pub fn verify_crc_parsed(buf: &[u8], h: &BatchHeader) -> Result<(), DecodeError> {
+    debug_assert_eq!(BatchHeader::parse(buf).as_ref(), Ok(h), "h is buf's header");
     let computed = crc32(&h.whole(buf)?[CRC_START..]);
     if computed != h.crc {
         crate::probe!(LogCrcMismatch);
@@ -233,5 +241,5 @@ pub fn verify_crc(buf: &[u8]) -> Result<BatchHeader, DecodeError> {
             computed,
         });
     }
-    Ok(h)
+    Ok(())
 }

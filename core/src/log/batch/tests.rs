@@ -371,6 +371,35 @@ fn place_encoded_either_side_of_the_crc_shift_threshold() {
     }
 }
 
+/// `check_parsed` with the header parsed from the same bytes is `check`: the same
+/// batch for intact bytes, the same error for every single damaged byte whose header
+/// still parses (the leader's replica parses first and checks with what it parsed).
+#[test]
+fn check_parsed_is_check() {
+    let enc = sample().encode().unwrap();
+    let good = CheckedBatch::check(&enc[..]).unwrap();
+    let parsed = CheckedBatch::check_parsed(&enc[..], BatchHeader::parse(&enc).unwrap());
+    let parsed = parsed.unwrap();
+    assert_eq!(
+        (parsed.header(), parsed.is_dense()),
+        (good.header(), good.is_dense())
+    );
+    for i in 0..enc.len() {
+        let mut bad = enc.clone();
+        bad[i] ^= 0x10;
+        let Ok(h) = BatchHeader::parse(&bad) else {
+            continue;
+        };
+        let want = CheckedBatch::check(&bad[..]).map(|c| *c.header());
+        let got = CheckedBatch::check_parsed(&bad[..], h).map(|c| *c.header());
+        assert_eq!(got, want, "byte {i}");
+        assert!(
+            got.is_err() || i < CRC_START,
+            "byte {i}: damage under the CRC is caught"
+        );
+    }
+}
+
 #[test]
 fn encoded_checks_refuse_what_decoding_refuses() {
     let enc = sample().encode().unwrap();
