@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Log append bandwidth against the disk's own, measured in the same run (issue 15):
 # each round runs `dd oflag=direct` (1 GiB of 1 MiB writes, one fsync), the O_DIRECT append
-# benchmarks of core/benches/log.rs, then dd again, and prints each benchmark's median
+# benchmarks of node/benches/log.rs, then dd again, and prints each benchmark's median
 # throughput as a share of the mean of the two dd runs around it.
 #
 #   bench/append.sh            # 3 rounds, files under $SKEIN_BENCH_DIR or /tmp
@@ -36,11 +36,11 @@ bench_mbs() {
         }' "$1"
 }
 
-cargo bench -p skein-core --bench log --no-run >/dev/null 2>&1
+cargo bench -p skein-node --bench log --no-run >/dev/null 2>&1
 echo "uptime: $(uptime)"
 for r in $(seq 1 "$rounds"); do
     before=$(dd_mbs)
-    SKEIN_BENCH_DIR=$dir cargo bench -p skein-core --bench log -- "$filter" >"$log" 2>&1
+    SKEIN_BENCH_DIR=$dir cargo bench -p skein-node --bench log -- "$filter" >"$log" 2>&1
     after=$(dd_mbs)
     dd_mean=$(((before + after) / 2))
     echo "round $r: dd oflag=direct $before / $after MB/s (mean $dd_mean)"

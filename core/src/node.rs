@@ -308,7 +308,7 @@ impl<S: Storage + Clone> Machine for Node<S> {
 mod tests {
     use super::*;
     use crate::controller::{ControllerConfig, ControllerResponse};
-    use crate::log::MemStorage;
+    use crate::testing::MemStorage;
 
     fn controller() -> ControllerNode<MemStorage> {
         let c = Controller::open(MemStorage::new(), ControllerConfig::default(), 0)

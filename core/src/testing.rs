@@ -17,7 +17,6 @@ use crate::controller::{
     Controller, ControllerConfig, ControllerEvent, ControllerOpenError, ControllerRequest,
     ControllerResponse, QuorumConfig, QuorumController, QuorumOpenError, Requester,
 };
-use crate::log::MemStorage;
 use crate::message::{Address, Message};
 use crate::node::{ControllerNode, Machine, NodeOutput};
 use crate::raft::Term;
@@ -26,6 +25,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 #[cfg(test)]
 pub(crate) mod faulty;
+mod mem_storage;
+
+pub use mem_storage::{CrashFile, MemStorage};
 
 /// The network every harness world shares: messages in flight in send order and the
 /// directed links that drop everything. Generic over the address and message types, so a

@@ -89,29 +89,9 @@ pub fn decimal_digits(n: u64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[start..]
 }
 
-/// `a == b` for two names of one length, without a `memcmp` call for short ones: replica
-/// and owned-partition lookups compare topic names, and the call cost more than the rest
-/// of a lookup. Up to 32 bytes are compared as two words that overlap (or three bytes): the
-/// 18-byte `__consumer_offsets`, which the group pump looks up on every round, included.
-#[inline]
-pub(crate) fn same_name(a: &[u8], b: &[u8]) -> bool {
-    debug_assert_eq!(a.len(), b.len());
-    let n = a.len();
-    let wide = |s: &[u8], i: usize| u128::from_le_bytes(s[i..i + 16].try_into().expect("16"));
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8"));
-    let half = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
-    match n {
-        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        17..=32 => wide(a, 0) == wide(b, 0) && wide(a, n - 16) == wide(b, n - 16),
-        _ => a == b,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{decimal, earliest, same_name};
+    use super::{decimal, earliest};
 
     #[test]
     fn decimal_writes_what_display_writes() {
@@ -145,23 +125,5 @@ mod tests {
         assert_eq!(earliest(None, Some(7)), Some(7));
         assert_eq!(earliest(Some(9), Some(3)), Some(3));
         assert_eq!(earliest(Some(0), Some(3)), Some(0));
-    }
-
-    /// As `==`: every length up to 40 (each shape of comparison, and `==` past 32), equal
-    /// names and names that differ in any one byte.
-    #[test]
-    fn same_name_is_equality() {
-        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
-        for n in 0..=base.len() {
-            let a = &base[..n];
-            // Another buffer with the same bytes.
-            let copy = a.to_vec();
-            assert!(same_name(a, &copy), "length {n}");
-            for i in 0..n {
-                let mut b = a.to_vec();
-                b[i] ^= 0x20;
-                assert!(!same_name(a, &b), "length {n}, byte {i}");
-            }
-        }
     }
 }

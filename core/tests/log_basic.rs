@@ -1,6 +1,7 @@
-//! Example-based tests of the partition log on MemStorage and FileStorage.
+//! Example-based tests of the partition log on MemStorage (FileStorage's: skein-node's tests/log_file_storage.rs).
 
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 
 pub fn rec(v: &[u8]) -> Record {
     Record::new(0, None, Some(v.to_vec()))
@@ -124,37 +125,6 @@ fn bit_flip_detected_on_read() {
     assert!(sum.corruption.is_some());
     assert_eq!(log.log_end_offset(), 6);
     assert_eq!(log.read(0, usize::MAX).unwrap().len(), 3);
-}
-
-#[test]
-fn file_storage_roundtrip_and_recovery() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = FileStorage::new(dir.path()).unwrap();
-    let (mut log, _) = PartitionLog::open(fs.clone(), "topic-0", small()).unwrap();
-    for i in 0..30u8 {
-        log.append_as_leader(batch(2, i as i64, i), 3, 0).unwrap();
-    }
-    log.flush().unwrap();
-    drop(log);
-    // Tear the active segment by hand.
-    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("topic-0"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    names.sort();
-    let last = dir.path().join("topic-0").join(names.last().unwrap());
-    let f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&last)
-        .unwrap();
-    std::io::Write::write_all(&mut &f, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
-    drop(f);
-    let (mut log, sum) = PartitionLog::open(fs.clone(), "topic-0", small()).unwrap();
-    assert_eq!(sum.bytes_truncated, 7);
-    assert_eq!(log.log_end_offset(), 60);
-    assert_eq!(log.read(0, usize::MAX).unwrap().len(), 30);
-    assert_eq!(log.offset_for_timestamp(17).unwrap(), Some(34));
 }
 
 #[test]

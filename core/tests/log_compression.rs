@@ -4,6 +4,7 @@
 //! decompress is cut at recovery like a CRC failure.
 
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 
 const SEG0: &str = "p/00000000000000000000.log";
 
@@ -39,7 +40,9 @@ fn compressed_batches_survive_disk_recovery_replication_and_fetch() {
         plain_bytes += b.encoded_len();
         // As a producer sends it: encoded (compressed) once, placed by the leader in place.
         let mut wire = EncodedBatch::encode(&b).unwrap().into_bytes();
-        let info = leader.append_encoded_as_leader(&mut wire, 1, 0).unwrap();
+        let info = leader
+            .append_encoded_as_leader(CheckedBatch::check(&mut wire[..]).unwrap(), 1, 0)
+            .unwrap();
         want.push(placed(b, info.base_offset));
     }
     let on_disk = leader_disk.contents(SEG0).unwrap();

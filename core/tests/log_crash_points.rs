@@ -6,6 +6,7 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 use std::cell::Cell;
 use std::rc::Rc;
 mod common;

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 mod common;
 use common::cases;
 
@@ -92,7 +93,7 @@ proptest! {
             epoch += bump;
             let mut wire = b.encode().unwrap();
             let a = decoded.append_as_leader(b, epoch, i as i64).unwrap();
-            let e = encoded.append_encoded_as_leader(&mut wire, epoch, i as i64).unwrap();
+            let e = encoded.append_encoded_as_leader(checked(&mut wire), epoch, i as i64).unwrap();
             prop_assert_eq!(&a, &e);
             prop_assert_eq!(&wire, &decoded.read_raw(a.base_offset, 1).unwrap());
             let f = follower.append_encoded_as_follower(&wire, i as i64).unwrap();
@@ -107,36 +108,42 @@ proptest! {
     }
 }
 
+/// `bytes` as a leader's replica hands them to its log: checked.
+fn checked(bytes: &mut [u8]) -> CheckedBatch<&mut [u8]> {
+    CheckedBatch::check(bytes).expect("an intact batch")
+}
+
 #[test]
 fn encoded_appends_refuse_bad_batches_and_leave_the_log_alone() {
     let mem = MemStorage::new();
     let mut log = open(&mem);
     let b = common::batch(1, 3);
     let good = b.encode().unwrap();
-    log.append_encoded_as_leader(&mut good.clone(), 2, 0)
+    log.append_encoded_as_leader(checked(&mut good.clone()), 2, 0)
         .unwrap();
     let before = files(&mem);
 
     let mut flipped = good.clone();
     flipped[70] ^= 4;
-    let e = log.append_encoded_as_leader(&mut flipped, 2, 0);
-    assert!(matches!(e, Err(LogError::InvalidBatch(m)) if m.contains("CRC")));
+    // Damaged bytes never become a batch the log takes.
+    let e = CheckedBatch::check(&mut flipped[..]);
+    assert!(matches!(e, Err(DecodeError::CrcMismatch { .. })));
     let mut two = good.clone();
     two.extend_from_slice(&good);
     assert!(matches!(
-        log.append_encoded_as_leader(&mut two, 2, 0),
-        Err(LogError::InvalidBatch(_))
+        CheckedBatch::check(&mut two[..]),
+        Err(DecodeError::Malformed(_))
     ));
     let mut empty = RecordBatch::from_values(0, Vec::<Vec<u8>>::new())
         .encode()
         .unwrap();
     assert_eq!(
-        log.append_encoded_as_leader(&mut empty, 2, 0),
+        log.append_encoded_as_leader(checked(&mut empty), 2, 0),
         Err(LogError::EmptyBatch)
     );
     let mut stale = good.clone();
     assert!(matches!(
-        log.append_encoded_as_leader(&mut stale, 1, 0),
+        log.append_encoded_as_leader(checked(&mut stale), 1, 0),
         Err(LogError::EpochRegression {
             epoch: 1,
             latest: 2
@@ -145,7 +152,7 @@ fn encoded_appends_refuse_bad_batches_and_leave_the_log_alone() {
     assert_eq!(stale, good, "a refused batch is left as it was");
     let big = RecordBatch::from_values(0, [vec![0u8; 2 << 20]]);
     assert!(matches!(
-        log.append_encoded_as_leader(&mut big.encode().unwrap(), 2, 0),
+        log.append_encoded_as_leader(checked(&mut big.encode().unwrap()), 2, 0),
         Err(LogError::BatchTooLarge { .. })
     ));
 

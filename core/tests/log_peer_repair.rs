@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 mod common;
 use common::{batch, cases, read_all};
 

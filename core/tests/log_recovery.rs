@@ -1,9 +1,10 @@
 //! Recovery on open, one bad-input case per test: zero-length and garbage files,
 //! truncated headers, wrong CRCs, lengths past the end, corruption mid-segment, damaged
-//! checkpoints and indexes, orphaned and missing files. Runs on MemStorage and, where
-//! the file system matters, on FileStorage in a tempdir.
+//! checkpoints and indexes, orphaned and missing files. Runs on MemStorage (the FileStorage
+//! case: skein-node's tests/log_file_storage.rs).
 
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 
 const SEG0: &str = "p/00000000000000000000.log";
 
@@ -490,35 +491,6 @@ fn retention_by_size() {
         log.read(log.log_start_offset(), 1).unwrap()[0].base_offset,
         log.log_start_offset()
     );
-}
-
-#[test]
-fn file_storage_crash_like_tail_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = FileStorage::new(dir.path()).unwrap();
-    let config = LogConfig {
-        segment_bytes: 500,
-        ..cfg()
-    };
-    let (mut log, sum) = PartitionLog::open(fs.clone(), "p", config.clone()).unwrap();
-    assert_eq!(sum, RecoverySummary { ..sum.clone() });
-    for i in 0..40 {
-        log.append_as_leader(batch(i, 3), 1 + i / 10, 0).unwrap();
-    }
-    log.flush().unwrap();
-    log.truncate_to(100).unwrap();
-    assert_eq!(log.log_end_offset(), 99);
-    log.apply_retention(0).unwrap();
-    drop(log);
-    // Flip a bit in a flushed batch on the real file: caught on read.
-    let path = dir.path().join("p").join("00000000000000000000.log");
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[70] ^= 0x10;
-    std::fs::write(&path, &bytes).unwrap();
-    let (mut log, _) = PartitionLog::open(fs.clone(), "p", config.clone()).unwrap();
-    assert!(matches!(log.read(0, 1000), Err(LogError::Corrupt { .. })));
-    assert_eq!(log.read(30, usize::MAX).unwrap().len(), 23);
-    assert_eq!(log.epoch_cache().end_offset_for_epoch(2, 99), Some((2, 60)));
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 use proptest::prelude::*;
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 mod common;
 use common::cases;
 

@@ -17,7 +17,7 @@ use crate::frame::{read_frame, write_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAM
 use crate::net::WriteHalf as OwnedWriteHalf;
 use skein_core::client::group_wire::{self, Route};
 use skein_core::client::LeaderCache;
-use skein_core::group::{
+use skein_core::client::{
     ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest, Destination,
     GroupConsumer,
 };

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod config;
+pub mod file_storage;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;

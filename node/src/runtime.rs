@@ -10,12 +10,13 @@
 //! machines are built for lossy networks and retry.
 
 use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
+use crate::file_storage::FileStorage;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
 use skein_core::broker::{Broker, BrokerConfig, BrokerEvent};
 use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
-use skein_core::log::{FileStorage, Storage, StorageError};
+use skein_core::log::{Storage, StorageError};
 use skein_core::message::{Address, Message};
 use skein_core::node::{ControllerNode, Machine as _, Node, NodeOutput};
 use skein_core::raft::RaftConfig;

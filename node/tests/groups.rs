@@ -6,7 +6,7 @@
 mod common;
 
 use common::{create_durable_topic, TestCluster};
-use skein_core::group::{ConsumerConfig, ConsumerEvent, MemberPhase, OffsetReset};
+use skein_core::client::{ConsumerConfig, ConsumerEvent, MemberPhase, OffsetReset};
 use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
 use skein_node::client::Conn;

@@ -102,7 +102,7 @@ pub struct SimOpts {
     /// How group members commit: `sync` (commit_sync after processing, the default),
     /// `async` (commit_async) or `auto` (the consumer's auto-commit from poll).
     #[arg(long, value_name = "MODE", value_parser = parse_commit_mode)]
-    pub group_commit: Option<crate::group_client::CommitMode>,
+    pub group_commit: Option<crate::modes::CommitMode>,
     /// Produce requests per simulated second, all producers together [default: 200].
     #[arg(long)]
     pub produce_rate: Option<f64>,
@@ -598,8 +598,8 @@ pub fn shrunk_replay_command(out: &Path, seed: u64, config: &SimConfig) -> Strin
     cmd
 }
 
-fn parse_commit_mode(s: &str) -> Result<crate::group_client::CommitMode, String> {
-    crate::group_client::CommitMode::from_name(s)
+fn parse_commit_mode(s: &str) -> Result<crate::modes::CommitMode, String> {
+    crate::modes::CommitMode::from_name(s)
         .ok_or_else(|| format!("expected sync, async or auto, found {s:?}"))
 }
 

@@ -14,22 +14,19 @@
 //! History processes are per (client, partition) so that each process has at most one
 //! operation in flight, as Jepsen's model of a process expects.
 
-use crate::history::History;
+use crate::client_step::Ctx;
 use crate::rng::{between, exponential};
 use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MILLIS, SECS};
+use crate::topic::{tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
-use rand_chacha::ChaCha8Rng;
-use skein_core::client::group_wire;
 use skein_core::client::{
-    ControllerRouter, ControllerView, FetchCursor, LeaderCache, ProduceClient, ProduceStep, Route,
-    Truncation,
+    ControllerRouter, ControllerView, FetchCursor, ProduceClient, ProduceStep, Route, TopicLeaders,
 };
 use skein_core::controller::{ControllerRequest, ControllerResponse, MetadataDelta};
-use skein_core::group::{ConsumerRequest, ConsumerResponse, Destination};
 use skein_core::log::{Codec, RecordBatch};
 use skein_core::message::*;
-use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
+use skein_core::{LeaderEpoch, NodeId, Offset};
 use skein_jepsen::{
     AssignValue, EventType, Function, PollValue, PolledRecord, SendValue, Text, Value,
 };
@@ -38,13 +35,6 @@ use std::sync::Arc;
 mod consumer;
 
 pub use consumer::Consumer;
-
-/// The topic every simulated client uses.
-pub const TOPIC: &str = "sim";
-
-/// [`TOPIC`] as history text: a constant, where converting the `&str` copied it into a
-/// new `Text` for every history value.
-pub(crate) const TOPIC_TEXT: Text = Text::const_new(TOPIC);
 
 /// Wall-clock origin of simulated record timestamps (2026-01-01T00:00:00Z), so timestamps
 /// look like real ones.
@@ -69,210 +59,21 @@ fn sent(p: u32, value: Text, acks: Acks) -> SendValue {
     })
 }
 
-/// History process id of a client's work on one partition.
-pub fn process_id(client: u64, partition: u32) -> u64 {
-    client * 1000 + partition as u64
+/// Leaders of the simulator's topic as a client last heard of them: core's
+/// [`TopicLeaders`] (the cache the real clients use), refreshed on this client's timing.
+pub(crate) fn topic_leaders(partitions: u32) -> TopicLeaders {
+    TopicLeaders::new(TOPIC, partitions, METADATA_TIMEOUT, METADATA_MIN_INTERVAL)
 }
 
-/// The client a history process id belongs to (the inverse of [`process_id`]).
-pub fn client_of_process(process: u64) -> u64 {
-    process / 1000
-}
-
-/// What a client step produced besides history.
-#[derive(Default)]
-pub struct ClientOut {
-    pub sends: Vec<(Address, Message)>,
-    /// Acknowledged acks=all records: (partition, offset, value, leader epoch).
-    pub acked: Vec<(u32, Offset, Text, LeaderEpoch)>,
-    /// Records read: (partition, offset, value, served by).
-    pub read: Vec<(u32, Offset, Text, NodeId)>,
-    /// What group members saw, for the group invariants.
-    pub group: Vec<crate::group_client::GroupObs>,
-    /// A group member asks to be paused for this long from now (a pause fault striking).
-    pub pause: Option<SimTime>,
-    /// What partition consumers' cursors did, for consumer-skipped-records.
-    pub cursor: Vec<CursorObs>,
-}
-
-/// One step of a partition consumer's fetch cursor (core's [`FetchCursor`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CursorObs {
-    /// A fetch answered by a leader at `epoch` moved the consumer from `from` to `to`,
-    /// reading `records` (offset, value) on the way.
-    Polled {
-        p: u32,
-        from: Offset,
-        to: Offset,
-        records: Vec<(Offset, Text)>,
-        epoch: LeaderEpoch,
-    },
-    /// The cursor detected that the log was truncated under it and moved back.
-    Truncated { p: u32, truncation: Truncation },
-    /// A group member's cursor starts a stint in `p` at `at` (assigned, reset or sought):
-    /// what came before it was another reader's.
-    Start { p: u32, at: Offset },
-    /// A group member gave `p` up (revoked, lost, crashed): it is judged no more there.
-    Stop { p: u32 },
-}
-
-/// Shared context of one client step.
-pub struct Ctx<'a> {
-    pub now: SimTime,
-    pub history: &'a mut History,
-    pub rng: &'a mut ChaCha8Rng,
-    pub out: &'a mut ClientOut,
-    pub brokers: u32,
-    /// Controller nodes (1, or a quorum of 3 or 5).
-    pub controllers: u32,
-}
-
-impl<'a> Ctx<'a> {
-    /// A client step's context at `now`, for a cluster of `cfg`'s shape.
-    pub fn new(
-        now: SimTime,
-        history: &'a mut History,
-        rng: &'a mut ChaCha8Rng,
-        out: &'a mut ClientOut,
-        cfg: &crate::config::SimConfig,
-    ) -> Self {
-        Ctx {
-            now,
-            history,
-            rng,
-            out,
-            brokers: cfg.brokers,
-            controllers: cfg.controllers,
-        }
-    }
-
-    /// Records a history event, now, of `client`'s work on partition `p`.
-    pub fn event(&mut self, client: u64, p: u32, kind: EventType, f: Function, value: Value) {
-        self.history
-            .push(self.now, process_id(client, p), kind, f, value);
-    }
-}
-
-/// Leaders as the client last heard of them: core's [`LeaderCache`] (the one the real
-/// client uses), its refreshes sent to a random broker.
-pub(crate) struct MetaCache {
-    cache: LeaderCache,
-    /// The topic's partitions as keys, built once.
-    tps: Vec<TopicPartition>,
-    /// The leader of each of `tps` as `cache` knows it, refreshed after every change to
-    /// `cache`: clients ask for leaders many times per step (`missing`, `next_wake`,
-    /// dispatch), and a map lookup per question (with a `String` key built for it) was a
-    /// tenth of a simulation's instructions.
-    leaders: Vec<Option<NodeId>>,
-    /// What a metadata request asks for (built once, like `tps`).
-    topics: [String; 1],
-    /// Whether any of `leaders` is unknown, kept with them: asked on every step and
-    /// wake-up.
-    missing: bool,
-}
-
-impl MetaCache {
-    pub(crate) fn new(partitions: u32) -> Self {
-        Self {
-            cache: LeaderCache::new(METADATA_TIMEOUT, METADATA_MIN_INTERVAL),
-            tps: (0..partitions).map(tp).collect(),
-            leaders: vec![None; partitions as usize],
-            topics: [TOPIC.to_string()],
-            missing: partitions > 0,
-        }
-    }
-
-    /// Asked many times per client step: inlined, with the cache lookup (a partition
-    /// outside the topic, never in practice) out of line.
-    #[inline]
-    pub(crate) fn leader(&self, p: u32) -> Option<NodeId> {
-        match self.leaders.get(p as usize) {
-            Some(l) => *l,
-            None => self.cached_leader(p),
-        }
-    }
-
-    /// The leader of each of the topic's partitions, by number, as [`Self::leader`] gives.
-    #[inline]
-    pub(crate) fn leaders(&self) -> &[Option<NodeId>] {
-        &self.leaders
-    }
-
-    #[cold]
-    fn cached_leader(&self, p: u32) -> Option<NodeId> {
-        self.cache.leader(&tp(p))
-    }
-
-    /// Partition `p` of the topic as a key, without building one (a `String` each) when
-    /// it is one of the topic's partitions.
-    #[inline]
-    pub(crate) fn tp(&self, p: u32) -> std::borrow::Cow<'_, TopicPartition> {
-        match self.tps.get(p as usize) {
-            Some(t) => std::borrow::Cow::Borrowed(t),
-            None => std::borrow::Cow::Owned(tp(p)),
-        }
-    }
-
-    /// Changes the cache with `f` and refreshes the leaders mirrored from it.
-    /// The mirror is refreshed only when core's cache says a leader may have changed
-    /// (`LeaderCache::version`), so most answers (group protocol, records) cost no refresh.
-    pub(crate) fn with_cache<R>(&mut self, f: impl FnOnce(&mut LeaderCache) -> R) -> R {
-        let before = self.cache.version();
-        let r = f(&mut self.cache);
-        if self.cache.version() != before {
-            for (l, key) in self.leaders.iter_mut().zip(&self.tps) {
-                *l = self.cache.leader(key);
-            }
-            self.missing = self.leaders.contains(&None);
-        }
-        r
-    }
-
-    pub(crate) fn invalidate(&mut self) {
-        self.cache.invalidate();
-    }
-
-    /// Core's routing of a group member's request ([`group_wire::route`]).
-    pub(crate) fn route(
-        &mut self,
-        to: &Destination,
-        request: &ConsumerRequest,
-    ) -> group_wire::Route {
-        self.with_cache(|c| group_wire::route(to, request, c))
-    }
-
-    /// Core's reading of a broker's answer to a group member ([`group_wire::from_message`]).
-    pub(crate) fn answer(
-        &mut self,
-        pending: group_wire::Pending,
-        from: Option<NodeId>,
-        msg: Message,
-    ) -> Option<ConsumerResponse> {
-        self.with_cache(|c| group_wire::from_message(pending, from, msg, c))
-    }
-
-    /// Sends a metadata request if one is due (a leader of the topic is unknown, or the
-    /// cache was marked stale).
-    pub(crate) fn poll(&mut self, corr: &mut u64, ctx: &mut Ctx<'_>) {
-        debug_assert_eq!(self.missing, self.leaders.contains(&None));
-        if let Some(req) = self
-            .cache
-            .poll_refresh(ctx.now, *corr + 1, &self.topics, self.missing)
-        {
-            *corr += 1;
-            let to = ctx.rng.gen_range(1..=ctx.brokers);
-            ctx.out
-                .sends
-                .push((Address::Node(to), Message::Metadata(req)));
-        }
-    }
-
-    pub(crate) fn on_response(&mut self, r: &MetadataResponse) {
-        self.with_cache(|c| c.learn(r));
-    }
-
-    pub(crate) fn next_wake(&self) -> Option<SimTime> {
-        self.cache.next_refresh(self.missing)
+/// Sends a metadata request if one is due (a leader of the topic is unknown, or the cache
+/// was marked stale): the host's one choice, a random broker to ask.
+pub(crate) fn poll_metadata(meta: &mut TopicLeaders, corr: &mut u64, ctx: &mut Ctx<'_>) {
+    if let Some(req) = meta.poll_refresh(ctx.now, *corr + 1) {
+        *corr += 1;
+        let to = ctx.rng.gen_range(1..=ctx.brokers);
+        ctx.out
+            .sends
+            .push((Address::Node(to), Message::Metadata(req)));
     }
 }
 
@@ -299,34 +100,6 @@ fn value_text(index: u32, n: u64) -> Text {
     debug_assert!(out[..len].is_ascii());
     // SAFETY: 'p', '-' and decimal digits are ASCII, so valid UTF-8.
     Text::new(unsafe { std::str::from_utf8_unchecked(&out[..len]) })
-}
-
-/// A record's value as the checks and the history keep it: its bytes as text (invalid
-/// UTF-8 replaced, as `String::from_utf8_lossy` does), inline when short. Valid input is
-/// one copy; `Text::from_utf8_lossy` went piece by piece and cost ~3x.
-///
-/// The workload's values are short ASCII: checked a word at a time (`is_ascii`, inlined),
-/// they skip `from_utf8`'s general validation, an out-of-line call that was most of the
-/// cost of a read record's value.
-#[inline]
-pub(crate) fn value_of(bytes: &[u8]) -> Text {
-    if bytes.is_ascii() {
-        // SAFETY: ASCII bytes are valid UTF-8.
-        return Text::new(unsafe { std::str::from_utf8_unchecked(bytes) });
-    }
-    value_of_utf8(bytes)
-}
-
-#[cold]
-fn value_of_utf8(bytes: &[u8]) -> Text {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => Text::new(s),
-        Err(_) => Text::new(String::from_utf8_lossy(bytes)),
-    }
-}
-
-pub(crate) fn tp(p: u32) -> TopicPartition {
-    TopicPartition::new(TOPIC, p)
 }
 
 struct InFlight {
@@ -359,7 +132,7 @@ pub struct Producer {
     /// The controller each kind of controller request last went to, until it answers.
     init_asked: Option<NodeId>,
     view_asked: Option<NodeId>,
-    meta: MetaCache,
+    meta: TopicLeaders,
     /// The controller's view, pulled when a sequence error needs its word.
     view: ControllerView,
     view_sent: Option<SimTime>,
@@ -416,7 +189,7 @@ impl Producer {
             router: None,
             init_asked: None,
             view_asked: None,
-            meta: MetaCache::new(partitions),
+            meta: topic_leaders(partitions),
             view: ControllerView::new(),
             view_sent: None,
             corr: 0,
@@ -521,7 +294,7 @@ impl Producer {
             self.meta.invalidate();
         }
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -642,14 +415,14 @@ impl Producer {
 
     pub fn handle(&mut self, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
-            Message::MetadataResponse(r) => self.meta.on_response(&r),
+            Message::MetadataResponse(r) => self.meta.learn(&r),
             Message::ControllerResponse(resp) => self.on_controller(*resp, ctx),
             Message::ProduceResponse(r) => self.on_produce_response(r, ctx),
             _ => {}
         }
         self.poll_init(ctx);
         self.poll_view(ctx);
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.dispatch(ctx);
     }
 
@@ -853,7 +626,7 @@ impl Producer {
         {
             at(0);
         }
-        if let Some(m) = self.meta.next_wake() {
+        if let Some(m) = self.meta.next_refresh() {
             at(m);
         }
         any.then_some(t)
@@ -876,27 +649,6 @@ mod tests {
     fn value_text_is_the_formatted_value() {
         for (i, n) in [(0, 0), (1, 9), (3, 10), (12, 123_456), (u32::MAX, u64::MAX)] {
             assert_eq!(super::value_text(i, n), format!("p{i}-{n}"));
-        }
-    }
-
-    #[test]
-    fn value_of_is_the_lossy_text() {
-        let long = "p7-".repeat(20);
-        let cases: [&[u8]; 7] = [
-            b"",
-            b"p1-2",
-            long.as_bytes(),
-            "caf\u{e9}-\u{1f980}".as_bytes(),
-            b"p1-\xff",
-            b"\xf0\x9f\xa6",
-            b"\x7f\x80",
-        ];
-        for bytes in cases {
-            assert_eq!(
-                super::value_of(bytes),
-                String::from_utf8_lossy(bytes),
-                "{bytes:?}"
-            );
         }
     }
 }

@@ -11,7 +11,8 @@ use crate::config::DiskConfig;
 use crate::rng::between;
 use crate::time::SimTime;
 use rand_chacha::ChaCha8Rng;
-use skein_core::log::{MemStorage, Storage, StorageError};
+use skein_core::log::{Storage, StorageError};
+use skein_core::testing::MemStorage;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 

@@ -18,18 +18,22 @@
 //! What the member saw goes to the world as [`GroupObs`] for the group invariants
 //! (`crate::group_invariants`).
 
-use crate::client::{process_id, tp, Ctx, CursorObs, MetaCache, POLL_INTERVAL, TOPIC, TOPIC_TEXT};
+use crate::client::{poll_metadata, topic_leaders, POLL_INTERVAL};
+use crate::client_step::{Ctx, CursorObs, GroupObs};
+use crate::modes::CommitMode;
 use crate::slots::PartitionSlots;
 use crate::time::{SimTime, MICROS, MILLIS, SECS};
+use crate::topic::{process_id, tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::group_wire::{self, Route};
 use skein_core::client::take_records;
-use skein_core::group::{
-    AssignorKind, CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent,
-    ConsumerOutput, ConsumerRequest, ConsumerResponse, Destination, GenerationId, GroupConsumer,
-    GroupRequest, GroupResponse, MemberPhase, OffsetReset,
+use skein_core::client::TopicLeaders;
+use skein_core::client::{
+    CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput,
+    ConsumerRequest, ConsumerResponse, Destination, GroupConsumer, MemberPhase, OffsetReset,
 };
+use skein_core::group::{AssignorKind, GenerationId, GroupRequest, GroupResponse};
 use skein_core::message::{Address, ConsumerRecords, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
 use skein_jepsen::{
@@ -60,71 +64,9 @@ pub const PROCESS_PER_RECORD: SimTime = 200 * MICROS;
 /// timeouts; this only bounds memory).
 const FORGET_AFTER: SimTime = 10 * SECS;
 
-/// How a member commits after processing a batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitMode {
-    /// `commit_sync`: wait for the answer (retried until the request timeout) before the
-    /// next poll.
-    Sync,
-    /// `commit_async`: one attempt, and poll on without waiting.
-    Async,
-    /// No commit by the application: the consumer auto-commits from `poll` every
-    /// [`AUTO_COMMIT_INTERVAL`] what earlier polls returned, and before giving partitions
-    /// up (Kafka's `enable.auto.commit`).
-    Auto,
-}
-
 /// `auto.commit.interval.ms` of [`CommitMode::Auto`] members: short, so a 60 s run
 /// commits often enough for the group checks to bite.
 pub const AUTO_COMMIT_INTERVAL: SimTime = 500 * MILLIS;
-
-impl CommitMode {
-    pub fn from_name(s: &str) -> Option<Self> {
-        match s {
-            "sync" => Some(CommitMode::Sync),
-            "async" => Some(CommitMode::Async),
-            "auto" => Some(CommitMode::Auto),
-            _ => None,
-        }
-    }
-
-    /// The name [`Self::from_name`] reads (scenario files, `--group-commit`).
-    pub fn name(self) -> &'static str {
-        match self {
-            CommitMode::Sync => "sync",
-            CommitMode::Async => "async",
-            CommitMode::Auto => "auto",
-        }
-    }
-}
-
-/// What the group invariants need to know of one member step.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupObs {
-    /// The member's view after the step: its generation (when Stable in it) and the
-    /// partitions it owns; `None` while it is crashed. The list is shared: every step
-    /// reports one, and it seldom changes.
-    Member {
-        member: u32,
-        state: Option<(Option<GenerationId>, Rc<[u32]>)>,
-    },
-    /// The application finished processing these offsets of partition `p`.
-    Processed { p: u32, offsets: Vec<Offset> },
-    /// A commit was acknowledged to the member: next offsets to consume, per partition.
-    CommitAcked {
-        member: u32,
-        offsets: Vec<(u32, Offset)>,
-    },
-    /// The consumer moved its position below the offset it knew committed: an explicit
-    /// reset (reset policy or seek), after which a lower commit is legitimate.
-    Reset { p: u32, to: Offset },
-    /// An OffsetFetch answer sent at `sent_at`: per requested partition, the committed
-    /// offset the coordinator returned (`None`: none).
-    Fetched {
-        sent_at: SimTime,
-        offsets: Vec<(u32, Option<Offset>)>,
-    },
-}
 
 enum App {
     /// Poll when `next_poll` comes.
@@ -164,7 +106,7 @@ pub struct GroupMember {
     subscribed: bool,
     /// The member's own stream (broker picks), so members never disturb the producers'.
     rng: ChaCha8Rng,
-    meta: MetaCache,
+    meta: TopicLeaders,
     wire: u64,
     pending: BTreeMap<u64, Pending>,
     app: App,
@@ -200,7 +142,7 @@ pub struct GroupMember {
 fn consumed_value(r: &ConsumedRecord) -> Text {
     r.value
         .as_deref()
-        .map(crate::client::value_of)
+        .map(crate::topic::value_of)
         .unwrap_or_default()
 }
 
@@ -214,7 +156,7 @@ fn unawaited_reads(at: Offset, recs: &ConsumerRecords) -> Vec<(Offset, Text)> {
         .into_iter()
         .map(|(o, _, rec)| {
             let v = rec.value.as_deref().unwrap_or_default();
-            (o, crate::client::value_of(v))
+            (o, crate::topic::value_of(v))
         })
         .collect()
 }
@@ -247,7 +189,7 @@ impl GroupMember {
             consumer: None,
             subscribed: false,
             rng,
-            meta: MetaCache::new(partitions),
+            meta: topic_leaders(partitions),
             wire: 0,
             pending: BTreeMap::new(),
             app: App::Idle { next_poll: 0 },
@@ -364,7 +306,7 @@ impl GroupMember {
         let Some(p) = (msg.response_correlation()).and_then(|c| self.pending.remove(&c)) else {
             // The member's own leader refresh (or an answer it gave up on).
             if let Message::MetadataResponse(r) = &msg {
-                self.meta.on_response(r);
+                self.meta.learn(r);
             }
             return;
         };
@@ -531,7 +473,8 @@ impl GroupMember {
             }
         }
         self.outs = outs;
-        self.meta.poll(
+        poll_metadata(
+            &mut self.meta,
             &mut self.wire,
             &mut Ctx {
                 now,
@@ -720,7 +663,7 @@ impl GroupMember {
             App::Processing { done_at, .. } => at(*done_at),
             App::Committing { since, .. } => at(since + FORGET_AFTER),
         }
-        if let Some(m) = self.meta.next_wake() {
+        if let Some(m) = self.meta.next_refresh() {
             at(m);
         }
         any.then_some(t)

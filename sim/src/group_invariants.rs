@@ -9,7 +9,7 @@
 //! run's [`Checker`] under the names below (defined in [`crate::invariants`] with the
 //! others), so reports and `[expect]` can name them.
 
-use crate::group_client::GroupObs;
+use crate::client_step::GroupObs;
 use crate::invariants::offset_map::PerPartition;
 use crate::invariants::Checker;
 use crate::time::{Human, SimTime};

@@ -17,19 +17,42 @@
 //! Consumer-group members ([`group_client`]) drive the real `GroupConsumer` against the
 //! brokers' coordinators, and [`group_invariants`] checks ownership and committed offsets.
 //! No wall clock, no threads, no hash maps: the same seed gives the same run everywhere.
+//!
+//! ## Floors
+//!
+//! Each module imports only from its own floor or lower ones, so the files read bottom-up
+//! with no import circle (`client` and `group_client` once reached `config`, `scenario`,
+//! `invariants` and `trace` through one another):
+//! 0. Vocabulary, importing nothing from the crate: [`time`], [`rng`], [`fasthash`],
+//!    [`fnv`] (the hash), [`slots`], [`topic`] (the workload's topic, process ids and
+//!    values), [`modes`] (`Acks`, `CommitMode`).
+//! 1. Models of the world's parts and of what a run reports: [`clock`], [`net`],
+//!    [`queue`], [`faults`], [`atlas`], [`violation`] (invariant names), [`fields`] (a
+//!    traced event's structure), [`report`].
+//! 2. A run's description and records: [`expect`], [`config`], [`scenario`], [`history`],
+//!    [`disk`], [`client_step`] (a client step's context and observations).
+//! 3. Checks and tracing: [`invariants`], [`group_invariants`], [`trace`], [`viewer`].
+//! 4. Clients: [`client`] (producers, consumers), [`group_client`] (group members).
+//! 5. The [`world`] that runs them all.
+//! 6. Tools around runs: [`shrink`], [`sweep`], [`cli`].
 
 pub mod atlas;
 pub mod cli;
 pub mod client;
+pub mod client_step;
 pub mod clock;
 pub mod config;
 pub mod disk;
+pub mod expect;
 pub mod fasthash;
 pub mod faults;
+pub mod fields;
+pub mod fnv;
 pub mod group_client;
 pub mod group_invariants;
 pub mod history;
 pub mod invariants;
+pub mod modes;
 pub mod net;
 pub mod queue;
 pub mod report;
@@ -39,8 +62,10 @@ pub mod shrink;
 pub mod slots;
 pub mod sweep;
 pub mod time;
+pub mod topic;
 pub mod trace;
 pub mod viewer;
+pub mod violation;
 pub mod world;
 
 pub use world::{realised_schedule, run, run_recorded, SimError, BUG_NAMES};

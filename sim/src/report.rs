@@ -1,8 +1,8 @@
 //! The result of one run: counts, per-invariant verdicts, the trace hash.
 
-use crate::invariants::{Violation, NAMES};
 use crate::net::NetStats;
 use crate::time::{Human, SimTime};
+use crate::violation::{Violation, NAMES};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;

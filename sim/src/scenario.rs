@@ -40,19 +40,21 @@
 //! Every error names the file, the line and the field at fault.
 
 use crate::faults::{FaultRates, Scheduled};
+use crate::modes::{Acks, CommitMode};
 use crate::net::NetConfig;
 use crate::time::SimTime;
 use std::fmt;
 use std::path::Path;
 
+mod apply;
 mod expect;
 mod fault;
 mod raw;
 #[cfg(test)]
 mod tests;
 
+pub use crate::expect::Expect;
 use expect::parse_expect;
-pub use expect::Expect;
 use fault::parse_fault;
 use raw::{line_of, Ctx, RawScenario};
 
@@ -83,14 +85,6 @@ impl fmt::Display for ScenarioError {
 /// The scenario format version this build reads; files without `version` are version 1.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Acknowledgement level asked by producers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acks {
-    None,
-    Leader,
-    All,
-}
-
 /// A parsed scenario: every field optional, so it overrides only what it names.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scenario {
@@ -115,7 +109,7 @@ pub struct Scenario {
     pub consumers: Option<u32>,
     pub group_members: Option<u32>,
     pub group_id: Option<String>,
-    pub group_commit: Option<crate::group_client::CommitMode>,
+    pub group_commit: Option<CommitMode>,
     pub group_assignor: Option<skein_core::group::AssignorKind>,
     pub group_static: Option<bool>,
     pub produce_rate: Option<f64>,

@@ -14,11 +14,13 @@
 //! (applying faults), `observe` (feeding the invariants, the atlas and the viewer) and
 //! `report` (the end-of-run verdicts and report).
 
-use crate::client::{ClientOut, Consumer, Producer};
+use crate::client::{Consumer, Producer};
+use crate::client_step::ClientOut;
 use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
 use crate::faults::Fault;
+use crate::fields::Fields;
 use crate::group_client::GroupMember;
 use crate::group_invariants::GroupChecker;
 use crate::history::History;
@@ -27,7 +29,7 @@ use crate::net::Network;
 use crate::queue::{EventQueue, Slab};
 use crate::report::SimReport;
 use crate::time::{SimTime, MILLIS};
-use crate::trace::{Fields, Tracer};
+use crate::trace::Tracer;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig};
 use skein_core::controller::ControllerConfig;

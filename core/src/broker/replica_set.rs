@@ -17,7 +17,7 @@
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
 use crate::replica::Replica;
-use crate::types::{same_name, Nanos, TopicPartition};
+use crate::types::{Nanos, TopicPartition};
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -175,10 +175,7 @@ impl<S: Storage> ReplicaSet<S> {
     fn topic_range(&self, topic: &str) -> Range<usize> {
         // A scan, not a binary search: a broker hosts a few topics, mostly of different
         // lengths, so nearly every name is compared only with its own.
-        let found = self
-            .topics
-            .iter()
-            .find(|(t, _)| t.len() == topic.len() && same_name(t.as_bytes(), topic.as_bytes()));
+        let found = self.topics.iter().find(|(t, _)| t == topic);
         match found {
             Some((_, r)) => r.clone(),
             None => self.unhosted_range(topic),

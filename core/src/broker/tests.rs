@@ -4,8 +4,9 @@
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, TopicConfig};
-use crate::log::{EncodedBatch, MemStorage, ProducerInfo};
+use crate::log::{EncodedBatch, ProducerInfo};
 use crate::node::Machine as _;
+use crate::testing::MemStorage;
 use crate::testing::{Cluster, Delivery as _};
 
 pub(crate) const MS: Nanos = 1_000_000;

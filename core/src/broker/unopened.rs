@@ -59,7 +59,7 @@ fn find_batch(bytes: &[u8], offset: Offset) -> Option<RecordBatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::MemStorage;
+    use crate::testing::MemStorage;
 
     fn batch(base: Offset, epoch: LeaderEpoch) -> RecordBatch {
         RecordBatch::from_values(0, vec![b"a".to_vec(), b"b".to_vec()])

@@ -1,6 +1,6 @@
 //! The group consumer's requests and answers on the wire: one translation for every host.
 //!
-//! [`GroupConsumer`](crate::group::GroupConsumer) speaks in [`ConsumerRequest`] /
+//! [`GroupConsumer`](crate::client::GroupConsumer) speaks in [`ConsumerRequest`] /
 //! [`ConsumerResponse`] to abstract [`Destination`]s; a host resolves the destination with
 //! [`route`] (a partition's leader from its [`LeaderCache`]), sends the [`Message`] that
 //! [`to_message`] builds under the consumer's correlation id, keeps the [`Pending`] it
@@ -8,7 +8,7 @@
 //! cache what the answer says about leaders.
 
 use super::LeaderCache;
-use crate::group::{ConsumerRequest, ConsumerResponse, Destination};
+use crate::client::{ConsumerRequest, ConsumerResponse, Destination};
 use crate::message::{
     ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message, MetadataRequest,
 };

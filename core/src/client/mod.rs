@@ -11,7 +11,7 @@
 //! keeps a [`FetchCursor`] per partition, which builds each fetch, turns each answer into
 //! records and its next position ([`take_records`]) and detects a log truncated under it
 //! (KIP-320, reported as a [`Truncation`]); a
-//! [`GroupConsumer`](crate::group::GroupConsumer) host translates the consumer's requests to
+//! [`GroupConsumer`](crate::client::GroupConsumer) host translates the consumer's requests to
 //! wire messages and their answers back with [`group_wire`]. Every request to the
 //! controller quorum goes to [`ControllerRouter::target`], and every answer (or its absence)
 //! goes back to the router, which follows `NotController` hints ([`Route`]).
@@ -39,15 +39,19 @@
 //! * **Fenced** (`InvalidProducerEpoch`): a newer epoch of this producer exists; it stops.
 
 mod fetch;
+mod group_consumer;
 pub mod group_wire;
 mod metadata;
 mod produce;
 mod router;
+mod topic_leaders;
 
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
+pub use group_consumer::*;
 pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 pub use router::{ControllerRouter, Route};
+pub use topic_leaders::TopicLeaders;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! invariants after every step.
 
 use super::*;
-use crate::log::MemStorage;
+use crate::testing::MemStorage;
 use crate::testing::{Cluster, Delivery as _};
 use crate::types::{Nanos, NodeId, TopicPartition};
 use proptest::prelude::*;

@@ -18,10 +18,10 @@
 //! `SKEIN_QUORUM_SEEDS=N` soaks N seeds per size; a failure prints the replay command.
 
 use super::*;
-use crate::log::MemStorage;
 use crate::message::{Address, Message};
 use crate::raft::{self, RaftConfig, Term};
 use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
+use crate::testing::MemStorage;
 use crate::testing::{Cluster, Delivery as _};
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use rand::{Rng, SeedableRng};

@@ -3,7 +3,7 @@
 use super::*;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 
-use crate::log::MemStorage;
+use crate::testing::MemStorage;
 use crate::testing::{Cluster, Delivery as _};
 
 const SEC: Nanos = 1_000_000_000;

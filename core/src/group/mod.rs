@@ -13,17 +13,15 @@
 
 pub mod assignor;
 mod check;
-pub mod consumer;
 pub mod coordinator;
 pub mod host;
-mod owned;
+pub(crate) mod owned;
 pub mod protocol;
 pub mod records;
 pub mod state;
 
 pub use assignor::*;
 pub use check::{GroupCheckError, GroupCheckpoint};
-pub use consumer::*;
 pub use coordinator::*;
 pub use host::GroupCoordinators;
 pub use protocol::*;

@@ -4,7 +4,7 @@
 //! compared names through `memcmp` (~130 instructions a lookup). Iteration is in key order,
 //! as a `BTreeMap`'s.
 
-use crate::types::{same_name, TopicPartition};
+use crate::types::TopicPartition;
 
 /// Above this many entries a lookup searches by halves instead of scanning.
 const SCAN_MAX: usize = 16;
@@ -25,12 +25,9 @@ impl<V> PartitionMap<V> {
         if self.0.len() > SCAN_MAX {
             return self.0.binary_search_by(|(k, _)| k.cmp(tp)).ok();
         }
-        let (name, partition) = (tp.topic.as_bytes(), tp.partition);
-        self.0.iter().position(|(k, _)| {
-            k.partition == partition
-                && k.topic.len() == name.len()
-                && same_name(k.topic.as_bytes(), name)
-        })
+        self.0
+            .iter()
+            .position(|(k, _)| k.partition == tp.partition && k.topic == tp.topic)
     }
 
     pub fn is_empty(&self) -> bool {

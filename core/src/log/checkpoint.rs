@@ -2,6 +2,8 @@
 //! written whole with `write_atomic`, a trailing CRC line catching bit rot; the recovery
 //! point is a journal of CRC-checked lines, one appended per flush. See docs/format.md.
 
+use super::crc::{crc32, crc32_short};
+
 const VERSION: u32 = 1;
 
 /// Encodes `lines` as a checkpoint of the given kind.
@@ -11,7 +13,7 @@ pub(crate) fn encode(kind: &str, lines: &[String]) -> Vec<u8> {
         s.push_str(l);
         s.push('\n');
     }
-    let crc = crc32fast::hash(s.as_bytes());
+    let crc = crc32(s.as_bytes());
     s.push_str(&format!("crc {crc:08x}\n"));
     s.into_bytes()
 }
@@ -26,7 +28,7 @@ pub(crate) fn encode_rp_line(rp: u64) -> RpLine {
     // simulation's flushes; docs/PERFORMANCE.md).
     let mut digits = [0u8; 20];
     let num = crate::types::decimal_digits(rp, &mut digits);
-    let crc = super::batch::crc32_short(num);
+    let crc = crc32_short(num);
     let mut line = RpLine {
         buf: [0; RP_LINE_MAX],
         len: num.len() + 10,
@@ -94,7 +96,7 @@ pub(crate) fn decode_recovery_point(bytes: &[u8]) -> Result<u64, String> {
             let text = std::str::from_utf8(line.strip_suffix(b"\n")?).ok()?;
             let (num, crc) = text.split_once(' ')?;
             let crc = u32::from_str_radix(crc, 16).ok()?;
-            (crc32fast::hash(num.as_bytes()) == crc)
+            (crc32(num.as_bytes()) == crc)
                 .then(|| num.parse::<u64>().ok())
                 .flatten()
         })
@@ -115,7 +117,7 @@ pub(crate) fn decode(kind: &str, bytes: &[u8]) -> Result<Vec<String>, String> {
         .strip_prefix("crc ")
         .and_then(|h| u32::from_str_radix(h, 16).ok())
         .ok_or("bad crc line")?;
-    let computed = crc32fast::hash(body.as_bytes());
+    let computed = crc32(body.as_bytes());
     if stored != computed {
         return Err(format!(
             "CRC mismatch: stored {stored:08x}, computed {computed:08x}"
@@ -160,7 +162,7 @@ mod tests {
     fn rp_line_is_the_documented_text() {
         for rp in [0, 7, 10, 99, 12_345, u64::from(u32::MAX) + 1, u64::MAX] {
             let num = rp.to_string();
-            let crc = crc32fast::hash(num.as_bytes());
+            let crc = crc32(num.as_bytes());
             let want = format!("{num} {crc:08x}\n");
             assert_eq!(
                 String::from_utf8(encode_rp_line(rp).to_vec()).unwrap(),

@@ -4,9 +4,9 @@
 //! properties checked are the same. Each failed property is a panic with what broke.
 
 use super::batch::{check_encoded, split_batches, RecordBatch};
-use super::mem_storage::MemStorage;
 use super::partition_log::{LogConfig, LogError, PartitionLog};
 use super::storage::join;
+use crate::testing::MemStorage;
 use crate::types::Offset;
 
 const DIR: &str = "fuzz-0";

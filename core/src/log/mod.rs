@@ -4,14 +4,12 @@
 pub mod batch;
 mod checkpoint;
 pub mod codec;
-#[cfg(target_os = "linux")]
-mod direct_file;
+pub mod crc;
 pub mod epoch_cache;
-pub mod file_storage;
 /// Fuzz harness (tests/fuzz, node/tests/fuzz_smoke.rs); not an API.
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzz;
-pub mod mem_storage;
 pub mod partition_log;
 mod segment;
 pub mod storage;
@@ -19,8 +17,6 @@ pub mod storage;
 pub use batch::*;
 pub use codec::{Codec, CodecError, CODEC_MASK};
 pub use epoch_cache::{EpochCache, EpochEntry};
-pub use file_storage::FileStorage;
-pub use mem_storage::{CrashFile, MemStorage};
 pub use partition_log::{
     AppendInfo, CorruptionReport, LogConfig, LogError, PartitionLog, RecoverySummary,
     RetentionSummary,

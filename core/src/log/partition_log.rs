@@ -3,9 +3,7 @@
 //! base offset, then a byte position through its sparse index; recovery on open validates
 //! everything after the last flushed point. File layout and guarantees: docs/format.md.
 
-use super::batch::{
-    check_encoded, place_encoded, verify_crc, BatchHeader, DecodeError, EncodeError, RecordBatch,
-};
+use super::batch::{verify_crc, BatchHeader, CheckedBatch, DecodeError, EncodeError, RecordBatch};
 use super::checkpoint;
 use super::codec::CODEC_MASK;
 use super::epoch_cache::EpochCache;
@@ -372,32 +370,30 @@ impl<S: Storage> PartitionLog<S> {
         self.append_decoded(&batch, now_ms)
     }
 
-    /// [`Self::append_as_leader`] for a batch still encoded, as a producer sent it
-    /// (exactly one batch): its CRC and records are checked once, and the base offset,
-    /// epoch, offset deltas and max timestamp are set in place in `batch` (the caller may
-    /// reuse the buffer), giving the bytes `append_as_leader` would write for the decoded
-    /// batch ([`place_encoded`]). No record is decoded, and the bytes are copied once, into
-    /// storage. A refused batch is left as it was, unless storage failed the append.
+    /// [`Self::append_as_leader`] for a batch still encoded, as a producer sent it and its
+    /// leader's replica checked it ([`CheckedBatch`]): the base offset, epoch, offset
+    /// deltas and max timestamp are set in place in its bytes (the caller may reuse the
+    /// buffer), giving the bytes `append_as_leader` would write for the decoded batch
+    /// ([`CheckedBatch::place`]). No record is decoded or checked again, and the bytes are
+    /// copied once, into storage. A refused batch is left as it was, unless storage
+    /// failed the append.
     pub fn append_encoded_as_leader(
         &mut self,
-        batch: &mut [u8],
+        batch: CheckedBatch<&mut [u8]>,
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
         self.check_usable()?;
-        let header = BatchHeader::parse(batch).map_err(LogError::from)?;
-        if header.record_count == 0 {
+        if batch.header().record_count == 0 {
             return Err(LogError::EmptyBatch);
         }
         self.check_epoch(epoch)?;
-        if batch.len() > self.config.max_batch_bytes {
-            return Err(LogError::BatchTooLarge {
-                size: batch.len(),
-                max: self.config.max_batch_bytes,
-            });
-        }
-        let header = place_encoded(batch, self.log_end_offset(), epoch).map_err(LogError::from)?;
-        self.append_bytes(batch, &header, now_ms)
+        self.check_size(batch.bytes().len())?;
+        let leo = self.log_end_offset();
+        let placed = batch.place(leo, epoch).map_err(LogError::from)?;
+        debug_assert_eq!(placed.header().base_offset, leo);
+        debug_assert_eq!(placed.header().partition_leader_epoch, epoch);
+        self.append_bytes(placed.bytes(), placed.header(), now_ms)
     }
 
     /// Appends a batch copied from the leader, verbatim: its base offset must be the LEO
@@ -435,17 +431,21 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
         self.check_usable()?;
-        let (header, dense) = check_encoded(batch).map_err(LogError::from)?;
+        // Bytes from a peer are checked where they enter the log.
+        let batch = CheckedBatch::check(batch).map_err(LogError::from)?;
+        let header = batch.header();
         if header.record_count == 0 {
             return Err(LogError::EmptyBatch);
         }
         self.check_contiguous(header.base_offset)?;
-        if !dense {
+        if !batch.is_dense() {
             return Err(LogError::InvalidBatch(
                 "offset deltas are not 0, 1, 2, ...".to_string(),
             ));
         }
-        self.append_bytes(batch, &header, now_ms)
+        self.check_epoch(header.partition_leader_epoch)?;
+        self.check_size(batch.bytes().len())?;
+        self.append_bytes(batch.bytes(), header, now_ms)
     }
 
     fn check_epoch(&self, epoch: LeaderEpoch) -> Result<(), LogError> {
@@ -453,6 +453,14 @@ impl<S: Storage> PartitionLog<S> {
             Some(latest) if epoch < latest => Err(LogError::EpochRegression { epoch, latest }),
             _ => Ok(()),
         }
+    }
+
+    fn check_size(&self, size: usize) -> Result<(), LogError> {
+        let max = self.config.max_batch_bytes;
+        if size > max {
+            return Err(LogError::BatchTooLarge { size, max });
+        }
+        Ok(())
     }
 
     fn check_contiguous(&self, base: Offset) -> Result<(), LogError> {
@@ -499,23 +507,29 @@ impl<S: Storage> PartitionLog<S> {
         r
     }
 
-    /// Appends one encoded, checked batch placed at the LEO, whose header is `header`.
+    /// Writes one encoded batch, whose header is `header`, at the LEO. Every append comes
+    /// here once its batch is checked (or encoded by this log) and found acceptable: the
+    /// preconditions below are what those checks established.
     fn append_bytes(
         &mut self,
         bytes: &[u8],
         header: &BatchHeader,
         now_ms: TimestampMs,
     ) -> Result<AppendInfo, LogError> {
-        debug_assert_eq!(header.base_offset, self.log_end_offset());
-        debug_assert_eq!(header.total_len(), bytes.len());
         let epoch = header.partition_leader_epoch;
-        self.check_epoch(epoch)?;
-        if bytes.len() > self.config.max_batch_bytes {
-            return Err(LogError::BatchTooLarge {
-                size: bytes.len(),
-                max: self.config.max_batch_bytes,
-            });
-        }
+        debug_assert!(self.failed.is_none(), "appends go to a usable log");
+        debug_assert_eq!(
+            header.base_offset,
+            self.log_end_offset(),
+            "placed at the LEO"
+        );
+        debug_assert_eq!(header.total_len(), bytes.len(), "exactly one batch");
+        debug_assert!(header.record_count > 0, "never an empty batch");
+        debug_assert!(bytes.len() <= self.config.max_batch_bytes, "size checked");
+        debug_assert!(
+            self.epochs.latest_epoch().is_none_or(|l| l <= epoch),
+            "epochs never go back along the log"
+        );
         let rolled = self.maybe_roll(bytes.len() as u64, header.record_count, now_ms)?;
         let base = header.base_offset;
         // The epoch entry is made durable before the batch, so the cache never lacks an
@@ -561,6 +575,8 @@ impl<S: Storage> PartitionLog<S> {
             append_index(&mut self.storage, &mut self.failed, path, &te.encode())?;
         }
         debug_assert_eq!(self.log_end_offset(), header.next_offset());
+        debug_assert_eq!(self.epochs.latest_epoch(), Some(epoch));
+        debug_assert_eq!(self.active().last_batch_base, Some(base));
         self.debug_check();
         Ok(AppendInfo {
             base_offset: base,
@@ -875,6 +891,7 @@ impl<S: Storage> PartitionLog<S> {
         if offset <= self.log_start_offset() {
             return self.truncate_fully(offset);
         }
+        let start = self.log_start_offset();
         let idx = self.segments.partition_point(|s| s.base <= offset) - 1;
         // Find the cut position: the first batch whose end is past `offset`.
         let seg = &self.segments[idx];
@@ -913,6 +930,10 @@ impl<S: Storage> PartitionLog<S> {
                 }
             }
         };
+        // Whole batches only: the cut is at a batch boundary at or below `offset`, inside
+        // the segment located for it.
+        debug_assert!(cut_off <= offset && cut_off >= self.segments[idx].base);
+        debug_assert!(cut_pos <= self.segments[idx].size);
         self.lower_recovery_point(cut_off)?;
         if self.epochs.truncate_from_end(cut_off) {
             self.write_epoch_checkpoint()?;
@@ -956,7 +977,11 @@ impl<S: Storage> PartitionLog<S> {
                 self.storage.truncate(p, len as u64)?;
             }
         }
+        debug_assert_eq!(self.log_end_offset(), cut_off);
         debug_assert!(self.log_end_offset() <= offset);
+        debug_assert_eq!(self.log_start_offset(), start, "the log start stays");
+        debug_assert!(self.recovery_point <= cut_off);
+        debug_assert!(self.latest_epoch_start().is_none_or(|o| o < cut_off));
         self.debug_check();
         Ok(())
     }
@@ -1006,6 +1031,13 @@ impl<S: Storage> PartitionLog<S> {
             return Err(e);
         }
         self.recovery_point = offset;
+        // One empty segment at `offset`, and no epoch entry (none names a batch).
+        debug_assert_eq!(self.segments.len(), 1);
+        debug_assert_eq!(
+            (self.log_start_offset(), self.log_end_offset()),
+            (offset, offset)
+        );
+        debug_assert!(self.epochs.entries().is_empty());
         self.debug_check();
         Ok(())
     }
@@ -1051,6 +1083,8 @@ impl<S: Storage> PartitionLog<S> {
             self.write_recovery_point(leo)?;
         }
         self.recovery_point = leo;
+        debug_assert!(self.segments.iter().all(|s| !s.dirty), "all data synced");
+        debug_assert_eq!(self.persisted_recovery_point, Some(leo));
         Ok(())
     }
 
@@ -1059,6 +1093,7 @@ impl<S: Storage> PartitionLog<S> {
     /// first when it has itself expired, so the log may become empty (start == LEO).
     pub fn apply_retention(&mut self, now_ms: TimestampMs) -> Result<RetentionSummary, LogError> {
         self.check_usable()?;
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
         let mut n = 0usize;
         if let Some(limit) = self.config.retention_bytes {
             let mut total = self.size_bytes();
@@ -1084,7 +1119,10 @@ impl<S: Storage> PartitionLog<S> {
             summary.log_start_offset = self.log_start_offset();
             return Ok(summary);
         }
+        // The active segment always stays (after a roll, an empty one).
+        debug_assert!(n < self.segments.len());
         let new_start = self.segments[n].base;
+        debug_assert!(start <= new_start && new_start <= end);
         for s in self.segments.drain(..n).collect::<Vec<_>>() {
             summary.segments_deleted += 1;
             summary.bytes_deleted += s.size;
@@ -1102,6 +1140,10 @@ impl<S: Storage> PartitionLog<S> {
             self.recovery_point = new_start;
         }
         summary.log_start_offset = new_start;
+        // Retention only moves the log start: the log end and what is durable stay.
+        debug_assert_eq!(self.log_end_offset(), end);
+        debug_assert_eq!(self.log_start_offset(), new_start);
+        debug_assert!(self.recovery_point >= new_start);
         self.debug_check();
         Ok(summary)
     }
@@ -1122,6 +1164,11 @@ impl<S: Storage> PartitionLog<S> {
             });
         }
         Ok(())
+    }
+
+    /// Start offset of the latest epoch-cache entry (for the assertions).
+    fn latest_epoch_start(&self) -> Option<Offset> {
+        self.epochs.entries().last().map(|e| e.start_offset)
     }
 
     /// Structural invariants, checked after every mutation in debug builds.

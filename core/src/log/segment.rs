@@ -3,6 +3,7 @@
 //! buffered sequential reader used by reads, truncation and recovery.
 
 use super::batch::{BatchHeader, DecodeError, BATCH_HEADER_LEN, CRC_START};
+use super::crc::crc32;
 use super::storage::{join, Storage, StorageError};
 use crate::types::{Offset, TimestampMs};
 
@@ -320,7 +321,7 @@ impl Segment {
 /// about as much as the CRC itself.
 pub(crate) fn check_crc(bytes: &[u8], h: &BatchHeader) -> Result<(), DecodeError> {
     debug_assert_eq!(bytes.len(), h.total_len());
-    let computed = crc32fast::hash(&bytes[CRC_START..]);
+    let computed = crc32(&bytes[CRC_START..]);
     if computed != h.crc {
         return Err(DecodeError::CrcMismatch {
             stored: h.crc,

@@ -1,5 +1,5 @@
 //! The small storage trait all log file access goes through, so the same log code runs on
-//! real files ([`super::FileStorage`]) and on the simulator's faulty disk
+//! real files (`FileStorage` (in skein-node)) and on the simulator's faulty disk
 //! ([`super::MemStorage`]).
 
 use thiserror::Error;

@@ -321,7 +321,8 @@ fn client_limits_and_errors() {
 
 #[test]
 fn rebuild_from_a_partition_log() {
-    use crate::log::{LogConfig, MemStorage, PartitionLog};
+    use crate::log::{LogConfig, PartitionLog};
+    use crate::testing::MemStorage;
     let (mut log, _) = PartitionLog::open(MemStorage::new(), "t-0", LogConfig::default()).unwrap();
     let mut table = ProducerStateTable::new();
     let mut producers = [producer(1), producer(2), producer(3)];

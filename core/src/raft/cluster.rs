@@ -20,8 +20,8 @@
 //! `SKEIN_RAFT_SEEDS=N` runs N seeds per cluster size (soak); `SKEIN_RAFT_SEED=S` replays one.
 
 use super::*;
-use crate::log::MemStorage;
 use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
+use crate::testing::MemStorage;
 use crate::types::{Nanos, NodeId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

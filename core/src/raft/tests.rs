@@ -2,7 +2,7 @@
 
 use super::cluster::{first_failure, sweep, Options};
 use super::*;
-use crate::log::MemStorage;
+use crate::testing::MemStorage;
 use crate::testing::{self, Delivery};
 use crate::types::{Nanos, NodeId};
 use std::collections::BTreeMap;

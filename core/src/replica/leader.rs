@@ -9,7 +9,7 @@ use super::{
     ReplicaConfig, ReplicaEffect, ReplicaLog, RoleState,
 };
 use crate::log::{
-    check_encoded, BatchHeader, EncodedBatch, EncodedBatches, RecordBatch, CONTROL_BATCH_BIT,
+    BatchHeader, CheckedBatch, EncodedBatch, EncodedBatches, RecordBatch, CONTROL_BATCH_BIT,
 };
 use crate::message::*;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
@@ -775,11 +775,11 @@ impl<L: ReplicaLog> Replica<L> {
             Ok(h) => h,
             Err(e) => return reply(self, Err(ProduceError::CorruptBatch(e.to_string()))),
         };
-        // The header is the sender's word until its CRC is checked. An append leaves that
-        // to the log (which hashes the bytes once, as it places them); every answer given
-        // without appending checks first, so damaged bytes are always answered as such.
+        // The header is the sender's word until its CRC is checked, once, on every path:
+        // before an append (which takes the checked batch to the disk) and before any
+        // other answer, so damaged bytes are always answered as such.
         let refuse = |r: &mut Self, batch: &EncodedBatch, e: ProduceError| {
-            let e = match check_encoded(batch.as_bytes()) {
+            let e = match CheckedBatch::check_parsed(batch.as_bytes(), header) {
                 Ok(_) => e,
                 Err(d) => ProduceError::CorruptBatch(d.to_string()),
             };
@@ -813,7 +813,7 @@ impl<L: ReplicaLog> Replica<L> {
         };
         let (base_offset, next_offset, duplicate) = match check {
             ProducerCheck::Duplicate { base_offset } => {
-                if let Err(d) = check_encoded(req.batch.as_bytes()) {
+                if let Err(d) = CheckedBatch::check_parsed(req.batch.as_bytes(), header) {
                     return reply(self, Err(ProduceError::CorruptBatch(d.to_string())));
                 }
                 crate::probe!(IdempotentDuplicate);
@@ -862,18 +862,25 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// Appends a produced batch (whose header is `header`) that the producer state table
-    /// let through: the log checks its bytes and places them at the log end. The offsets
-    /// it got, or the answer to give.
+    /// let through: checks its bytes, the one check they get, and has the log place them
+    /// at the log end. The offsets it got, or the answer to give.
     fn append_produced(
         &mut self,
         now: Nanos,
         header: &BatchHeader,
         batch: &mut EncodedBatch,
     ) -> Result<(Offset, Offset), ProduceError> {
+        // Too large is answered before the bytes are hashed (as Kafka does).
+        let (size, max) = (batch.len(), self.log.max_batch_bytes());
+        if size > max {
+            return Err(ProduceError::BatchTooLarge { size, max });
+        }
+        // The header read above is not read again: this checks the CRC and the records.
+        let checked = CheckedBatch::check_parsed(batch.as_mut_bytes(), *header)
+            .map_err(|d| ProduceError::CorruptBatch(d.to_string()))?;
         let epoch = self.leader_epoch;
-        match (self.log).append_encoded_as_leader(batch.as_mut_bytes(), epoch, now_ms(now)) {
+        match (self.log).append_encoded_as_leader(checked, epoch, now_ms(now)) {
             Ok(a) => {
-                // The log checked the CRC: the header's fields are the batch's.
                 super::idempotence::record(&mut self.producers, header, a.base_offset);
                 self.after_leader_append(now);
                 self.answer_parked(now, false);

@@ -4,8 +4,8 @@
 //! that it can be exercised against a tiny in-memory log in unit tests, and so the bug zoo
 //! can wrap a log if it ever needs to. [`PartitionLog`] implements it by delegation.
 
+use crate::log::{CheckedBatch, EncodedBatches, PartitionLog, RecordBatch, Storage};
 use crate::log::{DecodeError, LogError};
-use crate::log::{EncodedBatches, PartitionLog, RecordBatch, Storage};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Error from the log, rendered as text naming the problem (the replica reports it in a
@@ -59,13 +59,15 @@ pub trait ReplicaLog {
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<Appended, LogFailure>;
-    /// One encoded batch from a producer (exactly one, filling `batch`), checked once and
-    /// placed in place at the log end in `epoch` (base offset, epoch, offset deltas, max
-    /// timestamp), then written: no record is decoded. A batch refused for what it holds
-    /// leaves the log unchanged.
+    /// The largest batch the log appends, in bytes.
+    fn max_batch_bytes(&self) -> usize;
+    /// One encoded batch from a producer, checked ([`CheckedBatch`]), placed in place at
+    /// the log end in `epoch` (base offset, epoch, offset deltas, max timestamp), then
+    /// written: no record is decoded. A batch refused for what it holds leaves the log
+    /// unchanged.
     fn append_encoded_as_leader(
         &mut self,
-        batch: &mut [u8],
+        batch: CheckedBatch<&mut [u8]>,
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<Appended, EncodedAppendError>;
@@ -146,9 +148,12 @@ impl<S: Storage> ReplicaLog for PartitionLog<S> {
             next_offset: PartitionLog::log_end_offset(self),
         })
     }
+    fn max_batch_bytes(&self) -> usize {
+        self.config().max_batch_bytes
+    }
     fn append_encoded_as_leader(
         &mut self,
-        batch: &mut [u8],
+        batch: CheckedBatch<&mut [u8]>,
         epoch: LeaderEpoch,
         now_ms: TimestampMs,
     ) -> Result<Appended, EncodedAppendError> {

@@ -4,8 +4,9 @@
 //! needs it reproduced step by step.
 
 use super::*;
-use crate::log::{EncodedBatch, EncodedBatches, LogConfig, MemStorage, PartitionLog, ProducerInfo};
+use crate::log::{EncodedBatch, EncodedBatches, LogConfig, PartitionLog, ProducerInfo};
 use crate::message::*;
+use crate::testing::MemStorage;
 use crate::testing::{self, Delivery};
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 //! Test-only (it needs `rand`, a dev-dependency): [`super::Cluster`] is the calm, FIFO
 //! harness other crates get; this is the lossy one core's own sweeps run on.
 
-use crate::log::MemStorage;
+use crate::testing::MemStorage;
 use crate::types::{Nanos, NodeId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use skein_core::log::*;
+use skein_core::testing::MemStorage;
 
 /// Batch `i` of `n` records with keys `j` and values `value-i-j`.
 pub fn batch(i: u32, n: usize) -> RecordBatch {

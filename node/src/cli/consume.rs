@@ -154,7 +154,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
-    use skein_core::group::ConsumerEvent;
+    use skein_core::client::ConsumerEvent;
     use skein_node::group_client::GroupClient;
     use std::collections::BTreeMap;
 
@@ -260,8 +260,9 @@ fn run_group(args: ConsumeArgs, group: String) -> anyhow::Result<ExitCode> {
 
 /// The group member `skein consume --group` runs: explicit commits after printing, and
 /// timeouts for an interactive tool.
-fn member_config(args: &ConsumeArgs, group: &str) -> skein_core::group::ConsumerConfig {
-    use skein_core::group::{AssignorKind, ConsumerConfig, OffsetReset};
+fn member_config(args: &ConsumeArgs, group: &str) -> skein_core::client::ConsumerConfig {
+    use skein_core::client::{ConsumerConfig, OffsetReset};
+    use skein_core::group::AssignorKind;
     const MS: u64 = 1_000_000;
     let mut config = ConsumerConfig::new(group.to_string());
     config.session_timeout = 10_000 * MS;
@@ -286,8 +287,8 @@ fn member_config(args: &ConsumeArgs, group: &str) -> skein_core::group::Consumer
 }
 
 /// Tells the user about a group event on stderr; returns a failed commit's error.
-fn report_event(group: &str, e: skein_core::group::ConsumerEvent) -> Option<String> {
-    use skein_core::group::ConsumerEvent;
+fn report_event(group: &str, e: skein_core::client::ConsumerEvent) -> Option<String> {
+    use skein_core::client::ConsumerEvent;
     match e {
         ConsumerEvent::PartitionsAssigned {
             generation,

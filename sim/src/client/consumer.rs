@@ -2,6 +2,8 @@
 //! leader by offset through core's fetch cursor and records what it read in the history.
 
 use super::*;
+use crate::client_step::CursorObs;
+use crate::topic::{process_id, value_of};
 
 struct Poll {
     corr: u64,
@@ -12,7 +14,7 @@ struct Poll {
 pub struct Consumer {
     pub client: u64,
     partitions: u32,
-    meta: MetaCache,
+    meta: TopicLeaders,
     corr: u64,
     assigned: bool,
     /// Per partition, by number (0..partitions): asked about on every step and wake-up,
@@ -30,7 +32,7 @@ impl Consumer {
         Self {
             client,
             partitions,
-            meta: MetaCache::new(partitions),
+            meta: topic_leaders(partitions),
             corr: 0,
             assigned: false,
             cursors: vec![cursor; partitions as usize],
@@ -65,7 +67,7 @@ impl Consumer {
                 }
             }
         }
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.send_polls(ctx);
     }
 
@@ -102,11 +104,11 @@ impl Consumer {
 
     pub fn handle(&mut self, from: Address, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
-            Message::MetadataResponse(r) => self.meta.on_response(&r),
+            Message::MetadataResponse(r) => self.meta.learn(&r),
             Message::ConsumerFetchResponse(r) => self.on_fetch(from, r, ctx),
             _ => {}
         }
-        self.meta.poll(&mut self.corr, ctx);
+        poll_metadata(&mut self.meta, &mut self.corr, ctx);
         self.send_polls(ctx);
     }
 
@@ -187,7 +189,7 @@ impl Consumer {
 
     pub fn next_wake(&self) -> Option<SimTime> {
         // A plain minimum and whether there is one (see `Producer::next_wake`).
-        let first = self.meta.next_wake();
+        let first = self.meta.next_refresh();
         let (mut t, mut any) = (first.unwrap_or(SimTime::MAX), first.is_some());
         let mut at = |x: SimTime| {
             t = t.min(x);

@@ -22,7 +22,7 @@ impl Checker {
         if view.role == Role::Leader {
             self.note_presumed_leader(now, broker, view);
         }
-        if tp.topic != crate::client::TOPIC {
+        if tp.topic != crate::topic::TOPIC {
             return;
         }
         let p = tp.partition;

@@ -9,8 +9,8 @@
 //! incarnation's image must be a prefix of the committed log, record by record.
 
 use super::{Checker, METADATA_IN_ORDER};
+use crate::fnv::Fnv1a;
 use crate::time::SimTime;
-use crate::trace::Fnv1a;
 use skein_core::controller::{MetadataDelta, MetadataRecord};
 use skein_core::{NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};

@@ -7,8 +7,8 @@ use super::{
     Checker, FENCED_BROKER_ACK, METADATA_COMMIT_LOST, RAFT_LOG_MATCHING, RAFT_STALE_LEADER,
     RAFT_TWO_LEADERS,
 };
+use crate::fnv::Fnv1a;
 use crate::time::SimTime;
-use crate::trace::Fnv1a;
 use skein_core::raft::{Entry, Index, Payload, Term};
 use skein_core::{NodeId, Offset};
 use std::collections::BTreeMap;

@@ -127,7 +127,7 @@ impl Checker {
                     if read.is_some_and(|x| x.as_bytes() == bytes) {
                         continue;
                     }
-                    let value = crate::client::value_of(bytes);
+                    let value = crate::topic::value_of(bytes);
                     let covered = t.truncated.iter().any(|(lo, hi)| (*lo..*hi).contains(&o));
                     if read != Some(&value) && !covered {
                         skipped.push((o, value));

@@ -354,7 +354,7 @@ fn skipped_records_compare_values_as_the_text_a_consumer_reads() {
         empty,
     ];
     let read = [
-        (0, crate::client::value_of(b"p1-\xff")),
+        (0, crate::topic::value_of(b"p1-\xff")),
         (1, "p1-2".into()),
         (2, "".into()),
         (3, "".into()),

@@ -2,8 +2,9 @@
 //! context that turns a span into a file:line error, and reading the `[cluster]`,
 //! `[workload]` and `[network]` sections into a [`Scenario`].
 
-use super::{Acks, Scenario, ScenarioError};
+use super::{Scenario, ScenarioError};
 use crate::faults::{ClientRef, FaultRates, NodeRef};
+use crate::modes::Acks;
 use crate::net::NetConfig;
 use crate::time::{parse_duration, SimTime};
 use serde::Deserialize;
@@ -305,8 +306,8 @@ impl RawWorkload {
             sc.group_id = Some(g.into_inner());
         }
         if let Some(m) = w.group_commit {
-            sc.group_commit = Some(
-                crate::group_client::CommitMode::from_name(m.get_ref()).ok_or_else(|| {
+            sc.group_commit = Some(crate::modes::CommitMode::from_name(m.get_ref()).ok_or_else(
+                || {
                     cx.err(
                         Some(m.span()),
                         "workload.group_commit",
@@ -315,8 +316,8 @@ impl RawWorkload {
                             m.get_ref()
                         ),
                     )
-                })?,
-            );
+                },
+            )?);
         }
         if let Some(a) = w.group_assignor {
             sc.group_assignor = Some(

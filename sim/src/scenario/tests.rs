@@ -62,10 +62,7 @@ fn parses_the_group_workload_and_member_faults() {
     let sc = Scenario::parse("g.toml", text).unwrap();
     assert_eq!(sc.group_members, Some(3));
     assert_eq!(sc.group_id.as_deref(), Some("g"));
-    assert_eq!(
-        sc.group_commit,
-        Some(crate::group_client::CommitMode::Async)
-    );
+    assert_eq!(sc.group_commit, Some(crate::modes::CommitMode::Async));
     assert_eq!(
         sc.group_assignor,
         Some(skein_core::group::AssignorKind::CooperativeSticky)

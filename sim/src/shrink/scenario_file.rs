@@ -245,9 +245,9 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
         quote(&cfg.unclean_recovery_strategy.name().to_ascii_lowercase())
     );
     let acks = match cfg.acks {
-        crate::scenario::Acks::None => "0",
-        crate::scenario::Acks::Leader => "1",
-        crate::scenario::Acks::All => "\"all\"",
+        crate::modes::Acks::None => "0",
+        crate::modes::Acks::Leader => "1",
+        crate::modes::Acks::All => "\"all\"",
     };
     let _ = writeln!(
         o,
@@ -453,7 +453,7 @@ mod tests {
             unclean_leader_election: true,
             group_members: 3,
             group_id: "g \"1\"".into(),
-            group_commit: crate::group_client::CommitMode::Async,
+            group_commit: crate::modes::CommitMode::Async,
             group_assignor: skein_core::group::AssignorKind::CooperativeSticky,
             group_static: true,
             random_faults: false,

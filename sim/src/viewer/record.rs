@@ -4,9 +4,9 @@
 
 use crate::config::SimConfig;
 use crate::faults::{ClientRef, Fault};
+use crate::fields::{Arrival, Fields};
 use crate::invariants::Violation;
 use crate::time::SimTime;
-use crate::trace::{Arrival, Fields};
 use skein_core::broker::BrokerEvent;
 use skein_core::message::{Address, ConsumerFetchResponse, FetchResult, Message, ProduceResponse};
 use skein_core::replica::{ReplicaView, Role};
@@ -534,7 +534,7 @@ impl Recorder {
     }
 
     fn history_event(&mut self, e: &skein_jepsen::Event) {
-        let lane = self.lane(Address::Client(crate::client::client_of_process(e.process)));
+        let lane = self.lane(Address::Client(crate::topic::client_of_process(e.process)));
         let kind = match e.kind {
             EventType::Invoke => 0,
             EventType::Ok => 1,

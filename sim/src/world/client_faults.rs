@@ -10,9 +10,9 @@
 //! follow it to its new slot.
 
 use super::{Client, ClientSlot, Ev, World};
-use crate::client::process_id;
 use crate::faults::{ClientRef, Fault};
 use crate::time::SimTime;
+use crate::topic::process_id;
 use skein_core::message::Address;
 use skein_jepsen::{EventType, Function, Value};
 

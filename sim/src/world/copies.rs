@@ -13,7 +13,7 @@
 //! "destroyed" only where the framing itself was destroyed).
 
 use super::World;
-use crate::client::{value_of, TOPIC};
+use crate::topic::{value_of, TOPIC};
 use skein_core::log::{RecordBatch, LOG_OVERHEAD};
 use skein_core::Offset;
 use std::collections::{BTreeMap, BTreeSet};

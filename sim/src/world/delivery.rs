@@ -5,10 +5,11 @@
 //! `skein_core::node`, speaks addresses for both).
 
 use super::{name_slots, Ev, TimerDue, World, ADMIN};
-use crate::client::TOPIC;
+use crate::fields::{Arrival, Fields};
 use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
-use crate::trace::{Arrival, Fields, NameSlot};
+use crate::topic::TOPIC;
+use crate::trace::NameSlot;
 use skein_core::broker::{BrokerEvent, Output};
 use skein_core::controller::{ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};

@@ -4,11 +4,11 @@
 
 use super::delivery::DivergingAnswer;
 use super::World;
-use crate::client::TOPIC;
 use crate::faults::{Fault, NodeRef};
+use crate::fields::Fields;
 use crate::invariants;
 use crate::time::SimTime;
-use crate::trace::Fields;
+use crate::topic::TOPIC;
 use skein_core::group::{coordinator_partition, CoordinatorPhase};
 use skein_core::message::{Message, ProduceResponse};
 use skein_core::replica::{ReplicaView, Role};

@@ -2,14 +2,14 @@
 //! skipped), the history check, and the report.
 
 use super::{Client, SimError, World};
-use crate::client::Ctx;
-use crate::client::TOPIC;
+use crate::client_step::Ctx;
+use crate::fields::Fields;
 use crate::group_client::SETTLE_BOUND;
 use crate::group_invariants;
 use crate::invariants;
 use crate::report::SimReport;
 use crate::time::SimTime;
-use crate::trace::Fields;
+use crate::topic::TOPIC;
 use skein_core::TopicPartition;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -9,11 +9,13 @@ use super::workload::producer;
 use super::{
     BrokerSlots, Client, ClientSlot, Ev, SimError, Slot, World, AUDIT_INTERVAL, BUG_NAMES,
 };
-use crate::client::{ClientOut, Consumer};
+use crate::client::Consumer;
+use crate::client_step::ClientOut;
 use crate::clock::NodeClock;
 use crate::config::SimConfig;
 use crate::disk::SimDisk;
 use crate::faults::{random_client_schedule, random_member_schedule, random_schedule, Scheduled};
+use crate::fields::Fields;
 use crate::group_client::GroupMember;
 use crate::group_invariants::GroupChecker;
 use crate::history::History;
@@ -22,7 +24,7 @@ use crate::net::Network;
 use crate::queue::{EventQueue, Slab};
 use crate::rng::{between, stream, substream, Subsystem};
 use crate::time::{SimTime, MILLIS, SECS};
-use crate::trace::{Fields, Tracer};
+use crate::trace::Tracer;
 use skein_core::broker::{Broker, BrokerConfig, Bugs};
 use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
 use skein_core::group::GroupConfig;

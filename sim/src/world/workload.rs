@@ -3,11 +3,13 @@
 //! network), their timers, and the admin client that creates the topic.
 
 use super::{Client, Ev, World, ADMIN};
-use crate::client::{Ctx, CursorObs, Producer, TOPIC};
+use crate::client::Producer;
+use crate::client_step::{Ctx, CursorObs};
 use crate::config::SimConfig;
+use crate::fields::Fields;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
-use crate::trace::Fields;
+use crate::topic::TOPIC;
 use skein_core::client::{Route, Truncation};
 use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
 use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
@@ -23,9 +25,9 @@ pub(super) fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTi
     let stop_producing = heal + (cfg.duration - heal) / 3;
     let stop_dispatch = heal + (cfg.duration - heal) / 2;
     let acks = match cfg.acks {
-        crate::scenario::Acks::None => CoreAcks::None,
-        crate::scenario::Acks::Leader => CoreAcks::Leader,
-        crate::scenario::Acks::All => CoreAcks::All,
+        crate::modes::Acks::None => CoreAcks::None,
+        crate::modes::Acks::Leader => CoreAcks::Leader,
+        crate::modes::Acks::All => CoreAcks::All,
     };
     Producer::new(
         client,

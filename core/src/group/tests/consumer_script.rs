@@ -2,6 +2,7 @@
 
 use super::harness::S;
 use super::world::*;
+use crate::client::*;
 use crate::group::*;
 use crate::types::TopicPartition;
 use std::collections::BTreeSet;

@@ -7,6 +7,7 @@
 
 use super::harness::{self, Harness, MS, S};
 use super::world::*;
+use crate::client::*;
 use crate::group::records;
 use crate::group::*;
 use crate::types::TopicPartition;

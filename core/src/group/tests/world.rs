@@ -5,6 +5,7 @@
 //! Invariants are checked after every step.
 
 use super::harness::{config, MS, S};
+use crate::client::*;
 use crate::group::records;
 use crate::group::*;
 use crate::log::RecordBatch;

@@ -203,6 +203,10 @@ impl<S: Storage> PartitionLog<S> {
         log.recovery_point = rp.min(leo);
         log.flush()?;
         log.debug_check();
+        // What recovery promises: everything kept is durable, and the epoch cache names
+        // only batches in the log.
+        debug_assert_eq!(log.flushed_offset(), leo, "recovered and flushed");
+        debug_assert!(log.latest_epoch_start().is_none_or(|o| o < leo));
         summary.segments = log.segments.len();
         summary.log_start_offset = log.log_start_offset();
         summary.log_end_offset = leo;

@@ -3,9 +3,10 @@
 
 use super::super::leader::{PendingIsr, WaitingProduce};
 use super::*;
-use crate::log::{EncodedBatch, LogConfig, MemStorage, PartitionLog, RecordBatch};
+use crate::log::{EncodedBatch, LogConfig, PartitionLog, RecordBatch};
 use crate::message::{Acks, Address, ProduceRequest};
 use crate::replica::{ReplicaConfig, ReplicaEffect};
+use crate::testing::MemStorage;
 
 type Log = PartitionLog<MemStorage>;
 

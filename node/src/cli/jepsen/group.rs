@@ -8,7 +8,7 @@
 
 use super::clients::{rec, Ctx};
 use super::TOPIC;
-use skein_core::group::{CommitError, CommitId, ConsumerConfig, ConsumerEvent, OffsetReset};
+use skein_core::client::{CommitError, CommitId, ConsumerConfig, ConsumerEvent, OffsetReset};
 use skein_core::types::TopicPartition;
 use skein_jepsen::nemesis::mix;
 use skein_jepsen::{

@@ -17,7 +17,7 @@
 //! session timeout — drops its partitions at once (`PartitionsLost`, no commit) before
 //! rejoining. Records are only returned below the high watermark the broker reported.
 
-use crate::client::{FetchCursor, Truncation};
+use super::{FetchCursor, Truncation};
 use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
 use crate::group::owned::PartitionMap;
 use crate::group::protocol::*;

@@ -4,8 +4,12 @@
 //! ([`FileStorage::with_direct_io`], Linux) where page-cache writeback is the bottleneck.
 
 #[cfg(target_os = "linux")]
-use super::direct_file::DirectFile;
-use super::storage::{validate_path, Storage, StorageError};
+mod direct_file;
+
+#[cfg(target_os = "linux")]
+use direct_file::DirectFile;
+use skein_core::log::storage::validate_path;
+use skein_core::log::{Storage, StorageError};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

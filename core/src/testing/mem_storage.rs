@@ -1,8 +1,8 @@
-//! An in-memory disk for the simulator: tracks, per file, how much has been synced, and can
+//! An in-memory disk for tests and the simulator: tracks, per file, how much has been synced, and can
 //! crash (losing or tearing unsynced bytes), flip bits, fail reads and run out of space.
 
-use super::storage::{validate_path, Storage, StorageError};
 use crate::fxhash::FastMap;
+use crate::log::storage::{validate_path, Storage, StorageError};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;

@@ -10,6 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use skein_core::log::*;
+use skein_node::file_storage::FileStorage;
 use std::time::{Duration, Instant};
 
 const RECORD_VALUE: usize = 100;
@@ -69,7 +70,9 @@ fn append_with(c: &mut Criterion, name: &str, direct: bool, encoded: bool) {
                 let t = Instant::now();
                 match input {
                     Some(input) => log.append_as_leader(input, 1, 0).unwrap(),
-                    None => log.append_encoded_as_leader(&mut wire, 1, 0).unwrap(),
+                    None => log
+                        .append_encoded_as_leader(CheckedBatch::check(&mut wire[..]).unwrap(), 1, 0)
+                        .unwrap(),
                 };
                 unsynced += len;
                 if unsynced >= FSYNC_EVERY {
