@@ -24,8 +24,8 @@ pub mod report;
 
 pub use check::{check, CheckOptions, DEFAULT_MAX_EXAMPLES};
 pub use history::{
-    Acks, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
-    Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
+    AckPromise, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos,
+    Offset, Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
     FORMAT_VERSION,
 };
 pub use io::{read_history, HistoryError, HistoryReader, HistoryWriter};

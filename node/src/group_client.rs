@@ -12,7 +12,7 @@
 //! group_wire`), shared with the simulator. A lost connection loses its requests: the
 //! consumer times them out and retries.
 
-use crate::config::Cluster;
+use crate::config::ClusterAddresses;
 use crate::frame::{read_frame, write_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::WriteHalf as OwnedWriteHalf;
 use skein_core::client::group_wire::{self, Route};
@@ -67,7 +67,7 @@ enum Pending {
 
 /// A `GroupConsumer` on real connections.
 pub struct GroupClient {
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     consumer: GroupConsumer,
     started: Instant,
     conns: BTreeMap<NodeId, BrokerConn>,
@@ -96,7 +96,10 @@ impl Drop for GroupClient {
 }
 
 impl GroupClient {
-    pub fn new(cluster: Cluster, config: ConsumerConfig) -> Result<Self, GroupClientError> {
+    pub fn new(
+        cluster: ClusterAddresses,
+        config: ConsumerConfig,
+    ) -> Result<Self, GroupClientError> {
         let consumer =
             GroupConsumer::new(config).map_err(|e| GroupClientError::Config(e.to_string()))?;
         let (answers_tx, answers) = mpsc::channel(1024);

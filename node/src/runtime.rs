@@ -9,7 +9,7 @@
 //! that cannot be delivered (peer down, queue full) are dropped and logged: the state
 //! machines are built for lossy networks and retry.
 
-use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
+use crate::config::{FsyncPolicy, NodeKind, ValidNodeConfig};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use crate::stats::Metrics;
@@ -116,7 +116,7 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
             // Group commit: the leader's fsync is due 1 ns after an append, and the state
             // machine task ticks after every burst of inputs before it routes any reply
-            // but replication traffic (`Machine::route_replication`), so one fsync covers
+            // but replication traffic (`HostedNode::route_replication`), so one fsync covers
             // all the appends of a burst and no acknowledgement (not even acks=1) leaves
             // before it.
             FsyncPolicy::Always => GROUP_COMMIT,
@@ -319,18 +319,21 @@ fn open_machine(
     cfg: &ValidNodeConfig,
     storage: PolicyStorage,
     now: Nanos,
-) -> Result<(Peer, Machine), StartError> {
+) -> Result<(Peer, HostedNode), StartError> {
     Ok(match cfg.role {
-        Role::Broker => {
+        NodeKind::Broker => {
             let id = cfg.node_id.expect("validated: brokers have an id");
             let (broker, reports) = Broker::open(id, broker_config(cfg), storage, now)
                 .map_err(|e| StartError::Broker(e.to_string()))?;
             for (tp, summary) in reports {
                 tracing::info!(%tp, ?summary, "recovered partition log");
             }
-            (Peer::Node(id), Machine::new(Node::Broker(Box::new(broker))))
+            (
+                Peer::Node(id),
+                HostedNode::new(Node::Broker(Box::new(broker))),
+            )
         }
-        Role::Controller if cfg.cluster.is_quorum() => {
+        NodeKind::Controller if cfg.cluster.is_quorum() => {
             let id = cfg
                 .node_id
                 .expect("validated: quorum controllers have an id");
@@ -338,17 +341,17 @@ fn open_machine(
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(id),
-                Machine::new(Node::Controller(ControllerNode::Quorum(Box::new(
+                HostedNode::new(Node::Controller(ControllerNode::Quorum(Box::new(
                     controller,
                 )))),
             )
         }
-        Role::Controller => {
+        NodeKind::Controller => {
             let controller = Controller::open(storage, controller_config(cfg), now)
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(1),
-                Machine::new(Node::Controller(ControllerNode::Single(Box::new(
+                HostedNode::new(Node::Controller(ControllerNode::Single(Box::new(
                     controller,
                 )))),
             )
@@ -474,15 +477,15 @@ impl Clock {
     }
 }
 
-/// The node's state machine, as core's driver runs it (addresses in, addressed messages
-/// out), plus what only a real process does with it: logging, metrics, shutdown.
-/// The node's state machine, and the outputs of the current burst held back until its
-/// group-commit flush has run (see `route_replication`).
-struct Machine(Node<PolicyStorage>, Vec<NodeOutput>);
+/// The node's state machine (core's [`skein_core::node::Machine`]) as this process hosts
+/// it, with the outputs of the current burst held back until its group-commit flush has
+/// run (see `route_replication`), plus what only a real process does with it: logging,
+/// metrics, shutdown.
+struct HostedNode(Node<PolicyStorage>, Vec<NodeOutput>);
 
-impl Machine {
+impl HostedNode {
     fn new(node: Node<PolicyStorage>) -> Self {
-        Machine(node, Vec::new())
+        HostedNode(node, Vec::new())
     }
 
     fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -613,7 +616,7 @@ fn log_broker_event(e: &BrokerEvent) {
 /// leaderships over (controlled shutdown, bounded by `CONTROLLED_SHUTDOWN_WAIT`) while
 /// still serving, then syncs its logs.
 async fn run_machine(
-    mut machine: Machine,
+    mut machine: HostedNode,
     clock: Clock,
     mut inbox: mpsc::Receiver<Inbound>,
     router: Arc<Router>,
@@ -1013,7 +1016,7 @@ mod tests {
 
     fn cfg(dir: &std::path::Path, fsync: FsyncPolicy, tuning: Tuning) -> ValidNodeConfig {
         NodeConfig {
-            role: Role::Broker,
+            role: NodeKind::Broker,
             node_id: Some(1),
             data_dir: dir.to_path_buf(),
             fsync,

@@ -44,14 +44,15 @@ mod events;
 /// Client-side group timing, scaled down from Kafka's defaults like the brokers' timeouts.
 pub const SESSION_TIMEOUT: SimTime = SECS;
 pub const REBALANCE_TIMEOUT: SimTime = SECS;
-/// A crashed coordinator answers nothing (no connection resets in the simulated network):
-/// requests to it end by this timeout (a parked join by this plus the rebalance timeout).
-pub const REQUEST_TIMEOUT: SimTime = 800 * MILLIS;
+/// How long a group member waits for its coordinator's answer. A crashed coordinator
+/// answers nothing (no connection resets in the simulated network): requests to it end by
+/// this timeout (a parked join by this plus the rebalance timeout).
+pub const COORDINATOR_REQUEST_TIMEOUT: SimTime = 800 * MILLIS;
 /// After the last fault heals, every partition must have an owner again within this long:
 /// a join lost with a dead coordinator times out, the members rejoin the new one, whose
 /// rebalance waits at most a session for members that do not come back.
 pub const SETTLE_BOUND: SimTime =
-    REQUEST_TIMEOUT + REBALANCE_TIMEOUT + SESSION_TIMEOUT + 500 * MILLIS;
+    COORDINATOR_REQUEST_TIMEOUT + REBALANCE_TIMEOUT + SESSION_TIMEOUT + 500 * MILLIS;
 pub const HEARTBEAT_INTERVAL: SimTime = 200 * MILLIS;
 /// Processing a polled batch takes this long, plus [`PROCESS_PER_RECORD`] per record.
 pub const PROCESS_BASE: SimTime = 5 * MILLIS;
@@ -287,7 +288,7 @@ impl GroupMember {
         c.auto_commit_interval = (self.mode == CommitMode::Auto).then_some(AUTO_COMMIT_INTERVAL);
         c.reset = OffsetReset::Earliest;
         c.retry_backoff = 50 * MILLIS;
-        c.request_timeout = REQUEST_TIMEOUT;
+        c.request_timeout = COORDINATOR_REQUEST_TIMEOUT;
         c.fetch_idle_backoff = POLL_INTERVAL;
         c.max_poll_records = 64;
         c.fetch_max_bytes = 64 * 1024;

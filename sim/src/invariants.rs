@@ -153,7 +153,7 @@ pub struct Violation {
 use crate::trace::Fnv1a;
 use offset_map::PerPartition;
 use skein_core::log::RecordBatch;
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::Text;
 use std::collections::{BTreeMap, BTreeSet};

@@ -83,13 +83,8 @@ impl fmt::Display for ScenarioError {
 /// The scenario format version this build reads; files without `version` are version 1.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Acknowledgement level asked by producers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acks {
-    None,
-    Leader,
-    All,
-}
+/// Acknowledgement level asked by producers: the produce request's own.
+pub use skein_core::message::Acks;
 
 /// A parsed scenario: every field optional, so it overrides only what it names.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -75,7 +75,7 @@ pub enum SimError {
 }
 
 /// The historical bugs `--bug` can switch back on (core owns the names).
-pub use skein_core::replica::BUG_NAMES;
+pub use skein_core::bugs::BUG_NAMES;
 
 enum Ev {
     Deliver {

@@ -38,7 +38,7 @@ use crate::group::{
 };
 use crate::log::{EncodedBatch, Record, RecordBatch, Storage};
 use crate::message::*;
-use crate::replica::{ProduceOrigin, Role};
+use crate::replica::{ProduceOrigin, ReplicaRole};
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::BTreeMap;
 
@@ -386,7 +386,7 @@ impl<S: Storage + Clone> Broker<S> {
         let mut views = [None; 8];
         let mut more: Vec<(u32, LeaderView)> = Vec::new();
         for (p, r) in self.replicas.in_topic(CONSUMER_OFFSETS_TOPIC) {
-            if p >= n || r.role() != Role::Leader {
+            if p >= n || r.role() != ReplicaRole::Leader {
                 continue;
             }
             let v = LeaderView {
@@ -491,7 +491,7 @@ impl<S: Storage + Clone> Broker<S> {
         let leads = self
             .replicas
             .get(&tp)
-            .is_some_and(|r| r.role() == Role::Leader && r.leader_epoch() == leader_epoch);
+            .is_some_and(|r| r.role() == ReplicaRole::Leader && r.leader_epoch() == leader_epoch);
         let queue = self.groups.in_flight.entry(p).or_default();
         let batch = if !leads || !self.groups.leading.contains_key(&p) {
             Err(AppendError::NotLeader)

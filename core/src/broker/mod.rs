@@ -27,7 +27,8 @@ use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::replica::{Bugs, Role};
+use crate::bugs::Bugs;
+pub use crate::replica::ReplicaRole;
 
 /// Broker tunables.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,7 +246,7 @@ pub struct Broker<S: Storage + Clone> {
     next_retention: Nanos,
     next_hw_checkpoint: Nanos,
     last_hw_checkpoint: HwCheckpoint,
-    replicas: ReplicaSet<S>,
+    replicas: ReplicaSet<Replica<PartitionLog<S>>>,
     /// Topic id of each hosted partition: part of its directory name, so data of a
     /// deleted topic is never mistaken for a re-created one of the same name.
     topic_ids: BTreeMap<TopicPartition, u64>,

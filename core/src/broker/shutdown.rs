@@ -8,7 +8,7 @@
 use super::{Broker, BrokerEvent, Output, Registration};
 use crate::controller::{ControlledShutdownReply, ControllerError, ControllerRequest};
 use crate::log::Storage;
-use crate::replica::Role;
+use crate::replica::ReplicaRole;
 use crate::types::{Nanos, Offset, TopicPartition};
 
 /// Where a controlled shutdown stands.
@@ -72,7 +72,7 @@ impl<S: Storage + Clone> Broker<S> {
     fn led_partitions(&self) -> Vec<TopicPartition> {
         self.replicas
             .iter()
-            .filter(|(_, r)| r.role() == Role::Leader)
+            .filter(|(_, r)| r.role() == ReplicaRole::Leader)
             .map(|(tp, _)| tp.clone())
             .collect()
     }

@@ -1,12 +1,12 @@
 //! Broker-level scripted tests: real brokers and the real controller over `MemStorage`,
-//! in core's shared harness ([`Cluster`]), which can cut links, drop messages and crash
+//! in core's shared harness ([`MemCluster`]), which can cut links, drop messages and crash
 //! nodes.
 
 use super::*;
 use crate::controller::{Controller, ControllerConfig, TopicConfig};
 use crate::log::{EncodedBatch, MemStorage, ProducerInfo};
 use crate::node::Machine as _;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 
 pub(crate) const MS: Nanos = 1_000_000;
 
@@ -40,11 +40,11 @@ pub(crate) fn controller_config() -> ControllerConfig {
     }
 }
 
-/// A whole cluster in one deterministic world: core's shared harness ([`Cluster`], which
+/// A whole cluster in one deterministic world: core's shared harness ([`MemCluster`], which
 /// it derefs to for the nodes, disks, queue and links) plus the produce bookkeeping these
 /// tests share.
 pub(crate) struct World {
-    pub cluster: Cluster,
+    pub cluster: MemCluster,
     pub config: BrokerConfig,
     pub correlation: u64,
     /// Values of acks=all produce requests, by correlation.
@@ -52,21 +52,21 @@ pub(crate) struct World {
 }
 
 impl std::ops::Deref for World {
-    type Target = Cluster;
-    fn deref(&self) -> &Cluster {
+    type Target = MemCluster;
+    fn deref(&self) -> &MemCluster {
         &self.cluster
     }
 }
 
 impl std::ops::DerefMut for World {
-    fn deref_mut(&mut self) -> &mut Cluster {
+    fn deref_mut(&mut self) -> &mut MemCluster {
         &mut self.cluster
     }
 }
 
 impl World {
     pub fn new(ids: &[NodeId], config: BrokerConfig) -> Self {
-        let mut cluster = Cluster::new();
+        let mut cluster = MemCluster::new();
         cluster.start_controller(controller_config());
         let mut w = Self {
             cluster,
@@ -158,7 +158,7 @@ impl World {
         self.brokers
             .iter()
             .filter_map(|(&id, b)| b.replica_view(&tp()).map(|v| (id, v)))
-            .filter(|(_, v)| v.role == Role::Leader)
+            .filter(|(_, v)| v.role == ReplicaRole::Leader)
             .max_by_key(|(_, v)| v.leader_epoch)
             .map(|(id, _)| id)
     }
@@ -389,7 +389,7 @@ fn zombie_leader_after_partition_cannot_acknowledge() {
     assert!(w.run_until(2000 * MS, |w| w.leader().is_some_and(|l| l != zombie)));
     let new = w.leader().unwrap();
     // The zombie still thinks it leads its (older) epoch.
-    assert_eq!(w.view(zombie).role, Role::Leader);
+    assert_eq!(w.view(zombie).role, ReplicaRole::Leader);
     assert!(w.view(zombie).leader_epoch < w.view(new).leader_epoch);
     let c = w.send_produce(zombie, Acks::All, batch("zombie"));
     let good = w.send_produce(new, Acks::All, batch("good"));
@@ -405,7 +405,7 @@ fn zombie_leader_after_partition_cannot_acknowledge() {
     );
     w.net.cut.clear();
     assert!(w.run_until(2000 * MS, |w| w.view(zombie).role
-        == Role::Follower { leader: new }));
+        == ReplicaRole::Follower { leader: new }));
     w.run(100 * MS);
     assert_eq!(w.values(zombie), w.values(new));
     assert!(w.values(zombie).iter().all(|(_, v)| v != "zombie"));
@@ -495,7 +495,7 @@ fn restarted_broker_reopens_its_logs_before_metadata() {
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].0, tp());
     let v = b.replica_view(&tp()).unwrap();
-    assert_eq!(v.role, Role::Offline);
+    assert_eq!(v.role, ReplicaRole::Offline);
     assert_eq!(
         v.log_end_offset, leo,
         "fsynced follower data survives the crash"
@@ -919,7 +919,7 @@ fn leader_that_cannot_read_its_whole_log_takes_no_idempotent_retry() {
         }
     }
     for &n in &followers {
-        assert_eq!(w.view(n).role, Role::Offline);
+        assert_eq!(w.view(n).role, ReplicaRole::Offline);
     }
 }
 
@@ -950,7 +950,7 @@ fn controlled_shutdown_hands_leadership_over_then_syncs() {
         e,
         BrokerEvent::ReadyToStop { remaining } if remaining.is_empty()
     )));
-    assert!(matches!(w.view(old).role, Role::Follower { leader } if leader != old));
+    assert!(matches!(w.view(old).role, ReplicaRole::Follower { leader } if leader != old));
     // The new leader learns it with its next heartbeat.
     assert!(w.run_until(100 * MS, |w| w.leader().is_some_and(|l| l != old)));
     let new = w.leader().unwrap();

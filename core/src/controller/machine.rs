@@ -15,8 +15,8 @@ use super::record::MetadataRecord;
 use super::request::*;
 use super::topic_config::{TopicConfig, UncleanRecoveryStrategy};
 use super::unclean_recovery::{self, Choice, Rounds};
+use crate::bugs::Bugs;
 use crate::log::Storage;
-use crate::replica::Bugs;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 

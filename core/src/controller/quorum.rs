@@ -26,7 +26,7 @@ use super::request::*;
 use crate::log::Storage;
 use crate::raft::{
     CompactError, Entry, Index, Message, Payload, ProposeError, Raft, RaftConfig, RaftOpenError,
-    RaftOutput, Role, Term,
+    RaftOutput, RaftRole, Term,
 };
 use crate::types::{Nanos, NodeId, Offset};
 use serde::{Deserialize, Serialize};
@@ -357,7 +357,7 @@ impl<S: Storage> QuorumController<S> {
                         }
                     }
                     RaftOutput::RoleChanged { role, term, leader } => {
-                        if role == Role::Leader {
+                        if role == RaftRole::Leader {
                             // become_leader has appended the term's no-op: the last entry.
                             self.leading_from = Some(self.raft().last_index());
                         } else {

@@ -4,14 +4,14 @@ use super::*;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 
 use crate::log::MemStorage;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 
 const SEC: Nanos = 1_000_000_000;
 
 /// The single controller in core's shared harness (no brokers run: the tests play them,
 /// and the client), with shorthands for the usual requests.
 struct Harness {
-    cluster: Cluster,
+    cluster: MemCluster,
     /// Broker epochs from registration replies.
     epochs: std::collections::BTreeMap<NodeId, Offset>,
 }
@@ -22,7 +22,7 @@ impl Harness {
     }
 
     fn with_config(config: ControllerConfig) -> Self {
-        let mut cluster = Cluster::new();
+        let mut cluster = MemCluster::new();
         cluster.start_controller(config);
         Self {
             cluster,
@@ -1222,7 +1222,7 @@ fn a_corrupt_elr_member_leaves_while_the_partition_is_led() {
 #[test]
 fn check_decision_names_the_elect_out_of_isr_bug() {
     let config = ControllerConfig {
-        bugs: crate::replica::Bugs {
+        bugs: crate::bugs::Bugs {
             elect_out_of_isr: true,
             ..Default::default()
         },

@@ -23,7 +23,9 @@ mod progress;
 mod store;
 
 pub use bugs::RaftBugs;
-pub use message::{AppendResult, Entry, Index, Message, Payload, RaftOutput, Role, Snapshot, Term};
+pub use message::{
+    AppendResult, Entry, Index, Message, Payload, RaftOutput, RaftRole, Snapshot, Term,
+};
 pub use node::{CompactError, ProposeError, Raft, RaftConfig};
 pub use store::{HardState, RaftOpenError};
 

@@ -9,25 +9,24 @@
 //! a `LocalProduceAnswer` for the broker's own appends ([`ProduceOrigin::Local`]). Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
 //! protocol and its invariants are written up in `docs/replication.md`.
 
-mod bugs;
 mod check;
 mod follower;
 mod idempotence;
+mod isr;
 mod leader;
 mod log;
 mod node_map;
 mod repair;
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests;
 
-pub use bugs::{Bugs, UnknownBug, BUG_NAMES};
 pub use check::{CheckError, Checkpoint};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
 pub use log::{Appended, EncodedAppendError, LogFailure, ReplicaLog};
 
+use crate::bugs::Bugs;
 use crate::log::RecordBatch;
 use crate::message::{Address, Message, ProduceError, ProduceResponse};
 use crate::types::{
@@ -107,7 +106,7 @@ pub enum Repair {
 
 /// The role of a replica, for views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
+pub enum ReplicaRole {
     Leader,
     Follower {
         leader: NodeId,
@@ -227,7 +226,7 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaView {
     pub tp: TopicPartition,
-    pub role: Role,
+    pub role: ReplicaRole,
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
     pub high_watermark: Offset,
@@ -342,11 +341,11 @@ impl<L: ReplicaLog> Replica<L> {
         &self.tp
     }
 
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> ReplicaRole {
         match &self.role {
-            RoleState::Leader(_) => Role::Leader,
-            RoleState::Follower(f) => Role::Follower { leader: f.leader },
-            RoleState::Offline => Role::Offline,
+            RoleState::Leader(_) => ReplicaRole::Leader,
+            RoleState::Follower(f) => ReplicaRole::Follower { leader: f.leader },
+            RoleState::Offline => ReplicaRole::Offline,
         }
     }
 
@@ -417,8 +416,8 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn view(&self) -> ReplicaView {
         let (isr, maximal) = match &self.role {
             RoleState::Leader(l) => (
-                l.isr.iter().copied().collect(),
-                l.maximal_isr_iter().collect(),
+                l.isr.confirmed().iter().copied().collect(),
+                l.isr.maximal().to_vec(),
             ),
             _ => (Vec::new(), Vec::new()),
         };

@@ -394,7 +394,7 @@ macro_rules! replica_suite {
             }
             let leader = net.r(1).view();
             assert_eq!(leader.isr, vec![1, 2, 3]);
-            assert_eq!(leader.role, Role::Leader);
+            assert_eq!(leader.role, ReplicaRole::Leader);
         }
 
         #[test]
@@ -1187,7 +1187,7 @@ macro_rules! replica_suite {
             assert_eq!(net.r(2).high_watermark(), net.r(1).high_watermark());
             // With nothing new, a held fetch is answered when its wait is over.
             net.run(25 * MS);
-            assert!(net.r(2).view().role == Role::Follower { leader: 1 });
+            assert!(net.r(2).view().role == ReplicaRole::Follower { leader: 1 });
         }
 
         #[test]
@@ -1757,7 +1757,7 @@ fn a_malformed_produce_batch_is_refused_by_name_and_nothing_is_written() {
         assert!(!crate::client::retriable(&e), "{what}: {e} is final");
         assert_eq!(r.log().log_end_offset(), end_before, "{what}");
         assert_eq!(stored(&mut r), log_before, "{what}: the log is unchanged");
-        assert_eq!(r.role(), Role::Leader, "{what}: still leading");
+        assert_eq!(r.role(), ReplicaRole::Leader, "{what}: still leading");
     }
     // The producer's next batch still follows its last good one.
     let next = ProducerInfo {

@@ -112,11 +112,7 @@ fn leader_high_watermark_past_an_isr_follower_is_caught() {
     let mut r = leader(&[1, 2], ReplicaConfig::default());
     append(&mut r, 3, 1);
     let start = leader_state(&mut r).epoch_start_offset;
-    leader_state(&mut r)
-        .followers
-        .get_mut(&2)
-        .expect("follower 2")
-        .log_end = Some(start + 1);
+    leader_state(&mut r).isr.force_log_end(2, Some(start + 1));
     let cp = r.checkpoint();
     let leo = r.log.log_end_offset();
     r.high_watermark = leo;
@@ -141,14 +137,16 @@ fn leader_high_watermark_past_an_isr_follower_is_caught() {
 #[test]
 fn isr_membership_rules_are_caught() {
     let mut r = leader(&[1, 2], ReplicaConfig::default());
-    leader_state(&mut r).isr.remove(&1);
+    leader_state(&mut r).isr.confirm(&[2]);
     assert!(matches!(
         r.check(),
         Err(CheckError::LeaderNotInIsr { leader: 1, .. })
     ));
 
     let mut r = leader(&[1, 2], ReplicaConfig::default());
-    leader_state(&mut r).proposed.insert(7);
+    leader_state(&mut r)
+        .isr
+        .propose(&[1, 2, 7].into_iter().collect());
     assert!(matches!(
         r.check(),
         Err(CheckError::IsrNotAReplica { member: 7, .. })
@@ -324,7 +322,7 @@ fn debug_builds_panic_on_a_violation_at_drain() {
 #[test]
 fn debug_builds_leave_bug_zoo_replicas_to_the_simulator() {
     let config = ReplicaConfig {
-        bugs: crate::replica::Bugs {
+        bugs: crate::bugs::Bugs {
             ack_before_isr: true,
             ..Default::default()
         },
@@ -378,7 +376,7 @@ fn a_truncation_cut_below_the_high_watermark_by_damage_takes_the_follower_offlin
     };
     r.handle_fetch_response(1, 1, resp);
     assert_eq!(r.log.log_end_offset(), 0, "cut at the damage");
-    assert_eq!(r.role(), crate::replica::Role::Offline);
+    assert_eq!(r.role(), crate::replica::ReplicaRole::Offline);
     assert!(
         r.log_corrupt(),
         "reported as damaged, so its broker repairs it"
