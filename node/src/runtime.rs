@@ -17,7 +17,7 @@ use skein_core::broker::{Broker, BrokerConfig, BrokerEvent};
 use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
 use skein_core::log::{FileStorage, Storage, StorageError};
 use skein_core::message::{Address, Message};
-use skein_core::node::{ControllerNode, Machine as _, Node, NodeOutput};
+use skein_core::node::{ControllerNode, FlushGate, Machine as _, Node, NodeOutput};
 use skein_core::raft::RaftConfig;
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
@@ -116,7 +116,8 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
             // Group commit: the leader's fsync is due 1 ns after an append, and the state
             // machine task ticks after every burst of inputs before it routes any reply
-            // but replication traffic (`HostedNode::route_replication`), so one fsync covers
+            // but replication traffic (`HostedNode::route_replication`, by core's
+            // `FlushGate`), so one fsync covers
             // all the appends of a burst and no acknowledgement (not even acks=1) leaves
             // before it.
             FsyncPolicy::Always => GROUP_COMMIT,
@@ -478,14 +479,14 @@ impl Clock {
 }
 
 /// The node's state machine (core's [`skein_core::node::Machine`]) as this process hosts
-/// it, with the outputs of the current burst held back until its group-commit flush has
-/// run (see `route_replication`), plus what only a real process does with it: logging,
-/// metrics, shutdown.
-struct HostedNode(Node<PolicyStorage>, Vec<NodeOutput>);
+/// it, plus what only a real process does with it: logging, metrics, shutdown. The gate
+/// holds the current burst's outputs that wait for its group-commit flush (see
+/// `route_replication`).
+struct HostedNode(Node<PolicyStorage>, FlushGate);
 
 impl HostedNode {
     fn new(node: Node<PolicyStorage>) -> Self {
-        HostedNode(node, Vec::new())
+        HostedNode(node, FlushGate::default())
     }
 
     fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -496,48 +497,25 @@ impl HostedNode {
         }
     }
 
-    /// Sends the burst's replication traffic between brokers (fetches, and fetch responses
-    /// to followers) before the group-commit flush runs, and holds every other output for
-    /// `route`. A follower may take records the leader has not yet fsynced: the leader's
-    /// HW counts only its own flushed offset (`leader_maybe_advance_hw`), so nothing is
-    /// acknowledged on the strength of them, and the follower's append and fsync now
+    /// Sends what of the burst may leave before its group-commit flush runs (replication
+    /// traffic between brokers: core's `NodeOutput::waits_for_flush` says which, and why),
+    /// and holds every other output for `route`. The follower's append and fsync so
     /// overlap the leader's instead of following it (issue 22: one flush, not two, on a
-    /// batch's path). A follower's fetch reports only what it has already fsynced (it
-    /// flushes before fetching), so it need not wait for this burst's flush either. Held
-    /// outputs keep their order, and acknowledgements (acks=1 included) still wait for the
-    /// flush.
+    /// batch's path); acknowledgements (acks=1 included) still wait for the flush.
     fn route_replication(&mut self, router: &Router, metrics: &mut Metrics) {
-        for out in self.0.poll_outputs() {
-            match out {
-                NodeOutput::Send {
-                    to: to @ Address::Node(_),
-                    msg: msg @ (Message::Fetch(_) | Message::FetchResponse(_)),
-                } => {
-                    metrics.sending(to, &msg);
-                    router.send(to, msg)
-                }
-                other => self.1.push(other),
-            }
+        let mut outs = self.0.poll_outputs();
+        self.1.before_flush(&mut outs);
+        for out in outs {
+            emit(out, router, metrics);
         }
     }
 
+    /// Sends what was held for the flush, then everything since, in order.
     fn route(&mut self, router: &Router, metrics: &mut Metrics) {
-        let held = std::mem::take(&mut self.1);
-        for out in held.into_iter().chain(self.0.poll_outputs()) {
-            match out {
-                NodeOutput::Send { to, msg } => {
-                    metrics.sending(to, &msg);
-                    router.send(to, msg)
-                }
-                NodeOutput::Broker(e) => log_broker_event(&e),
-                NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
-                // Operators (and the kill -9 test) find the active controller here.
-                NodeOutput::RoleChanged {
-                    active,
-                    term,
-                    leader,
-                } => tracing::info!(active, term, ?leader, "controller quorum role changed"),
-            }
+        let mut outs = self.0.poll_outputs();
+        self.1.after_flush(&mut outs);
+        for out in outs {
+            emit(out, router, metrics);
         }
     }
 
@@ -562,7 +540,7 @@ impl HostedNode {
         if let Some(b) = self.0.broker_mut() {
             let flush = b.config().flush_interval;
             if flush > 0 {
-                b.tick(now + flush);
+                b.handle_timeout(now + flush);
             }
             match b.shutdown_phase() {
                 Some(skein_core::broker::ShutdownPhase::Ready { remaining }) => {
@@ -580,7 +558,7 @@ impl HostedNode {
             if !failed.is_empty() {
                 tracing::error!(?failed, "cannot sync these partition logs before exit");
             }
-            let _ = b.drain_outputs();
+            let _ = b.poll_outputs();
         }
     }
 
@@ -681,6 +659,24 @@ async fn run_machine(
     }
     machine.shut_down(clock.now());
     tracing::info!("state machine stopped");
+}
+
+/// Sends one output of the state machine, or logs it.
+fn emit(out: NodeOutput, router: &Router, metrics: &mut Metrics) {
+    match out {
+        NodeOutput::Send { to, msg } => {
+            metrics.sending(to, &msg);
+            router.send(to, msg)
+        }
+        NodeOutput::Broker(e) => log_broker_event(&e),
+        NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
+        // Operators (and the kill -9 test) find the active controller here.
+        NodeOutput::RoleChanged {
+            active,
+            term,
+            leader,
+        } => tracing::info!(active, term, ?leader, "controller quorum role changed"),
+    }
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {

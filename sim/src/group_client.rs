@@ -346,7 +346,7 @@ impl GroupMember {
         self.app_due(ctx);
         self.pending.retain(|_, p| p.sent_at + FORGET_AFTER > now);
         if let Some(c) = self.consumer.as_mut() {
-            c.tick(now);
+            c.handle_timeout(now);
         }
         self.after(ctx);
     }
@@ -415,8 +415,7 @@ impl GroupMember {
         };
         let r = self.meta.answer(p.wire, from, msg);
         if let Some(r) = r {
-            self.consumer_mut()
-                .handle_response(ctx.now, p.consumer_corr, r);
+            self.consumer_mut().step(ctx.now, p.consumer_corr, r);
         }
         if let Some((part, at, read, epoch)) = polled {
             if self.cursor_at.get(part) != Some(&at) {
@@ -508,7 +507,7 @@ impl GroupMember {
                     }
                 }
             }
-            self.consumer_mut().drain_outputs_into(&mut outs);
+            self.consumer_mut().poll_outputs_into(&mut outs);
             if outs.is_empty() {
                 break;
             }
@@ -528,7 +527,7 @@ impl GroupMember {
                 }
             }
             for (corr, r) in immediate {
-                self.consumer_mut().handle_response(now, corr, r);
+                self.consumer_mut().step(now, corr, r);
             }
         }
         self.outs = outs;
@@ -712,7 +711,7 @@ impl GroupMember {
         if !self.subscribed {
             at(0);
         }
-        if let Some(x) = c.next_timeout() {
+        if let Some(x) = c.poll_timeout() {
             at(x);
         }
         match &self.app {

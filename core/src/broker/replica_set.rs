@@ -2,7 +2,7 @@
 //! keeps each replica's next timer (and whether it is offline) cached.
 //!
 //! Read it as a `BTreeMap<TopicPartition, Replica>` whose [`ReplicaSet::summary`] is
-//! "the earliest `next_timeout` of any replica, and whether any is offline", whose
+//! "the earliest `poll_timeout` of any replica, and whether any is offline", whose
 //! [`ReplicaSet::tick_due`] is "tick every replica whose timer is due" and whose
 //! [`ReplicaSet::with_effects_mut`] is "every replica with effects to drain". A proptest
 //! at the end checks exactly that against a `BTreeMap`.
@@ -11,10 +11,10 @@
 //! step touches one or two replicas, so recomputing every replica's timer each time was ~9%
 //! of a simulation's instructions (docs/PERFORMANCE.md). Every way to a `&mut Replica` goes
 //! through this type and marks that replica's cached timer stale, so a cached value is
-//! always the one `next_timeout` would return now (debug builds check it on every read).
+//! always the one `poll_timeout` would return now (debug builds check it on every read).
 //! The same cache lets a tick visit only the replicas whose timer is due: a replica's
-//! `tick` before its `next_timeout` does nothing, because `next_timeout` names every
-//! deadline `tick` acts on. The set also remembers which replicas were reached mutably
+//! `handle_timeout` before its `poll_timeout` does nothing, because `poll_timeout` names
+//! every deadline `handle_timeout` acts on. The set also remembers which replicas were reached mutably
 //! since the last drain ([`Reached`]), since only those can have effects, and the earliest
 //! timer of the replicas not reached ([`Earliest`]), so the summary after a step that
 //! reached one replica looks at that replica alone.
@@ -28,30 +28,30 @@ use std::ops::Range;
 
 /// What the set needs of a hosted replica (a trait so the test can host a plain model).
 pub(super) trait Hosted {
-    /// Earliest time at which `tick` has something to do.
-    fn next_timeout(&self) -> Option<Nanos>;
+    /// Earliest time at which `handle_timeout` has something to do.
+    fn poll_timeout(&self) -> Option<Nanos>;
     /// Whether it counts among the broker's offline partitions.
     fn offline(&self) -> bool;
     /// Whether it has effects to drain.
-    fn has_effects(&self) -> bool;
-    fn tick(&mut self, now: Nanos);
+    fn has_outputs(&self) -> bool;
+    fn handle_timeout(&mut self, now: Nanos);
 }
 
 impl<S: Storage> Hosted for Replica<PartitionLog<S>> {
-    fn next_timeout(&self) -> Option<Nanos> {
-        Replica::next_timeout(self)
+    fn poll_timeout(&self) -> Option<Nanos> {
+        Replica::poll_timeout(self)
     }
 
     fn offline(&self) -> bool {
         offline(self)
     }
 
-    fn has_effects(&self) -> bool {
-        Replica::has_effects(self)
+    fn has_outputs(&self) -> bool {
+        Replica::has_outputs(self)
     }
 
-    fn tick(&mut self, now: Nanos) {
-        Replica::tick(self, now)
+    fn handle_timeout(&mut self, now: Nanos) {
+        Replica::handle_timeout(self, now)
     }
 }
 
@@ -66,7 +66,7 @@ pub(super) fn offline<S: Storage>(r: &Replica<PartitionLog<S>>) -> bool {
 enum Timer {
     /// Not known: the replica was reached mutably since it was last computed.
     Stale,
-    /// Its `next_timeout()` as last computed.
+    /// Its `poll_timeout()` as last computed.
     Known(Option<Nanos>),
 }
 
@@ -301,7 +301,7 @@ impl<R: Hosted> ReplicaSet<R> {
             Timer::Stale => self.refresh(i),
             Timer::Known(t) => {
                 let r = &self.slots[i].1.replica;
-                debug_assert_eq!(t, r.next_timeout(), "stale replica timer cache");
+                debug_assert_eq!(t, r.poll_timeout(), "stale replica timer cache");
                 debug_assert_eq!(self.offline[i].get(), r.offline(), "stale offline cache");
                 t
             }
@@ -313,7 +313,7 @@ impl<R: Hosted> ReplicaSet<R> {
     #[inline(never)]
     fn refresh(&self, i: usize) -> Option<Nanos> {
         let r = &self.slots[i].1.replica;
-        let t = r.next_timeout();
+        let t = r.poll_timeout();
         self.timers[i].set(Timer::Known(t));
         let now = r.offline();
         if self.offline[i].replace(now) != now {
@@ -432,7 +432,7 @@ impl<R: Hosted> ReplicaSet<R> {
             self.slots
                 .iter()
                 .enumerate()
-                .all(|(i, (_, s))| reached.contains(&i) || !s.replica.has_effects()),
+                .all(|(i, (_, s))| reached.contains(&i) || !s.replica.has_outputs()),
             "a replica got effects without being reached mutably"
         );
     }
@@ -447,7 +447,7 @@ impl<R: Hosted> ReplicaSet<R> {
         self.slots[span.clone()]
             .iter_mut()
             .zip(self.timers[span].iter_mut())
-            .filter(|((_, s), _)| s.replica.has_effects())
+            .filter(|((_, s), _)| s.replica.has_outputs())
             .map(move |((_, s), t)| {
                 // Nearly always a slot reached this step, so already stale; one cached
                 // since it got its effects forgets the earliest (no index here: counting
@@ -489,7 +489,7 @@ impl<R: Hosted> ReplicaSet<R> {
     /// The summary computed from the replicas, none of the caches: for debug checks.
     fn fresh_summary(&self) -> Summary {
         Summary {
-            timeout: self.values().filter_map(|r| r.next_timeout()).min(),
+            timeout: self.values().filter_map(|r| r.poll_timeout()).min(),
             offline: self.values().any(|r| r.offline()),
         }
     }
@@ -498,7 +498,7 @@ impl<R: Hosted> ReplicaSet<R> {
     pub fn tick_due(&mut self, now: Nanos) {
         for i in 0..self.slots.len() {
             if self.timer(i).is_some_and(|t| t <= now) {
-                self.reach(i).tick(now);
+                self.reach(i).handle_timeout(now);
             }
         }
     }
@@ -522,16 +522,16 @@ mod tests {
     }
 
     impl Hosted for Fake {
-        fn next_timeout(&self) -> Option<Nanos> {
+        fn poll_timeout(&self) -> Option<Nanos> {
             self.timer
         }
         fn offline(&self) -> bool {
             self.offline
         }
-        fn has_effects(&self) -> bool {
+        fn has_outputs(&self) -> bool {
             self.effects
         }
-        fn tick(&mut self, now: Nanos) {
+        fn handle_timeout(&mut self, now: Nanos) {
             self.ticks.push(now);
             self.timer = self.after_tick.map(|d| now + d);
             self.effects = true;
@@ -629,7 +629,7 @@ mod tests {
                         for (k, f) in map.iter_mut() {
                             if f.timer.is_some_and(|t| t <= now) {
                                 touched_offsets |= k.topic == CONSUMER_OFFSETS_TOPIC;
-                                f.tick(now);
+                                f.handle_timeout(now);
                             }
                         }
                     }

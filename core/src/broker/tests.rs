@@ -568,7 +568,7 @@ fn unknown_partitions_get_typed_errors() {
     let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
     let resp = {
         let b = w.brokers.get_mut(&leader).unwrap();
-        b.handle(
+        b.step(
             0,
             Address::Client(9),
             Message::Fetch(FetchRequest {
@@ -583,11 +583,11 @@ fn unknown_partitions_get_typed_errors() {
                 max_wait: 0,
             }),
         );
-        b.drain_outputs()
+        b.poll_outputs()
     };
     assert!(resp.iter().any(|o| matches!(
         o,
-        Output::Send {
+        NodeOutput::Send {
             msg: Message::FetchResponse(FetchResponse {
                 result: FetchResult::Error(FetchError::NotAssignedReplica(_)),
                 ..
@@ -623,7 +623,7 @@ fn next_timeout_never_spins_and_idle_cluster_sleeps() {
         w.now = next.max(w.now + 1);
         w.tick_all();
         for b in w.brokers.values() {
-            let t = b.next_timeout().unwrap();
+            let t = b.poll_timeout().unwrap();
             assert!(
                 t > w.now,
                 "broker {} due again at once ({t} <= {})",
@@ -701,7 +701,7 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
     // Reported at once: a heartbeat is due now, unless one is already on its way (the
     // replica set's cached offline flag must have seen the failure).
     let b = &w.brokers[&old];
-    assert!(b.heartbeat_in_flight || b.next_timeout() == Some(0));
+    assert!(b.heartbeat_in_flight || b.poll_timeout() == Some(0));
     // The controller hears of it in a heartbeat and elects another ISR member.
     let moved = w.run_until(500 * MS, |w| {
         controller_leader(w).is_some_and(|l| l != old) && w.leader().is_some_and(|l| l != old)
@@ -988,10 +988,10 @@ fn controlled_shutdown_of_an_unregistered_broker_is_ready_at_once() {
 
 /// The controller requests among a broker's outputs, with where they go.
 fn controller_sends(b: &mut Broker<MemStorage>) -> Vec<(Address, ControllerRequest)> {
-    b.drain_outputs()
+    b.poll_outputs()
         .into_iter()
         .filter_map(|o| match o {
-            Output::Send {
+            NodeOutput::Send {
                 to,
                 msg: Message::ControllerRequest(r),
             } => Some((to, r)),
@@ -1018,7 +1018,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // Controller 1 is not active and names 3: the registration goes there at once.
     let refused =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: Some(3) }));
-    b.handle(MS, Address::Controller(1), refused.into());
+    b.step(MS, Address::Controller(1), refused.into());
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1028,7 +1028,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
         )]
     ));
     // 3 never answers: after the controller timeout the next voter (1, wrapping) is tried.
-    b.tick(MS + 50 * MS);
+    b.handle_timeout(MS + 50 * MS);
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1042,9 +1042,9 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // timer, then asks the next voter, instead of asking every voter as fast as they refuse.
     let electing =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: None }));
-    b.handle(MS + 51 * MS, Address::Controller(1), electing.into());
+    b.step(MS + 51 * MS, Address::Controller(1), electing.into());
     assert!(controller_sends(&mut b).is_empty(), "no request at once");
-    b.tick(MS + 100 * MS);
+    b.handle_timeout(MS + 100 * MS);
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1067,7 +1067,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         broker: 1,
         broker_epoch: 7,
     }));
-    b.handle(MS, Address::Controller(1), ok.into());
+    b.step(MS, Address::Controller(1), ok.into());
     let heartbeat = |fenced| {
         Message::from(ControllerResponse::BrokerHeartbeat(Ok(HeartbeatReply {
             broker: 1,
@@ -1082,7 +1082,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         })))
     };
     // The heartbeat sent at registration (1 ms) is answered: leased until 101 ms.
-    b.handle(2 * MS, Address::Controller(1), heartbeat(false));
+    b.step(2 * MS, Address::Controller(1), heartbeat(false));
     assert!(!b.session_lapsed());
     let produce = |corr| {
         Message::from(ProduceRequest {
@@ -1094,26 +1094,26 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         })
     };
     let answer = |b: &mut Broker<MemStorage>| {
-        b.drain_outputs().into_iter().find_map(|o| match o {
-            Output::Send {
+        b.poll_outputs().into_iter().find_map(|o| match o {
+            NodeOutput::Send {
                 msg: Message::ProduceResponse(r),
                 ..
             } => Some(r.result),
             _ => None,
         })
     };
-    b.handle(3 * MS, Address::Client(9), produce(1));
+    b.step(3 * MS, Address::Client(9), produce(1));
     assert_eq!(
         answer(&mut b),
         Some(Err(ProduceError::UnknownTopicOrPartition))
     );
     // The next heartbeat leaves at 50 ms and is not answered (yet): at 101 ms the lease is
     // gone.
-    b.tick(50 * MS);
+    b.handle_timeout(50 * MS);
     assert!(controller_sends(&mut b)
         .iter()
         .any(|(_, r)| matches!(r, ControllerRequest::BrokerHeartbeat { .. })));
-    b.handle(101 * MS, Address::Client(9), produce(2));
+    b.step(101 * MS, Address::Client(9), produce(2));
     assert!(b.session_lapsed());
     assert!(matches!(
         answer(&mut b),
@@ -1121,24 +1121,24 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
     ));
     // The 50 ms heartbeat gets through (not fenced): leased until 150 ms, the broker takes
     // produce requests again.
-    b.handle(102 * MS, Address::Controller(1), heartbeat(false));
-    b.handle(103 * MS, Address::Client(9), produce(3));
+    b.step(102 * MS, Address::Controller(1), heartbeat(false));
+    b.step(103 * MS, Address::Client(9), produce(3));
     assert_eq!(
         answer(&mut b),
         Some(Err(ProduceError::UnknownTopicOrPartition))
     );
     // Answered, but fenced: no lease.
-    b.tick(110 * MS);
-    let _ = b.drain_outputs();
-    b.handle(111 * MS, Address::Controller(1), heartbeat(true));
-    b.handle(112 * MS, Address::Client(9), produce(4));
+    b.handle_timeout(110 * MS);
+    let _ = b.poll_outputs();
+    b.step(111 * MS, Address::Controller(1), heartbeat(true));
+    b.step(112 * MS, Address::Client(9), produce(4));
     assert!(matches!(
         answer(&mut b),
         Some(Err(ProduceError::NotLeader { .. }))
     ));
 }
 
-/// `take_outputs_into` gives what `drain_outputs` would, in order, after what the buffer
+/// `poll_outputs_into` gives what `poll_outputs` would, in order, after what the buffer
 /// already holds (an empty one is swapped in), and leaves nothing behind.
 #[test]
 fn taking_outputs_into_a_buffer_keeps_their_order_after_its_own() {
@@ -1147,15 +1147,15 @@ fn taking_outputs_into_a_buffer_keeps_their_order_after_its_own() {
             .unwrap()
             .0
     };
-    let want = open().drain_outputs();
+    let want = open().poll_outputs();
     assert!(!want.is_empty(), "a new broker registers");
     let mut b = open();
     let mut out = Vec::new();
-    b.take_outputs_into(&mut out);
+    b.poll_outputs_into(&mut out);
     assert_eq!(out, want);
-    assert!(b.drain_outputs().is_empty());
+    assert!(b.poll_outputs().is_empty());
     let mut b = open();
-    b.take_outputs_into(&mut out);
+    b.poll_outputs_into(&mut out);
     assert_eq!(out, [want.clone(), want].concat());
-    assert!(b.drain_outputs().is_empty());
+    assert!(b.poll_outputs().is_empty());
 }

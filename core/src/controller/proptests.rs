@@ -375,7 +375,7 @@ impl World {
                 self.cluster.now += u64::from(secs) * SEC;
                 self.cluster.tick_all();
                 self.cluster.deliver_all();
-                if let Some(t) = self.c().next_timeout() {
+                if let Some(t) = self.c().poll_timeout() {
                     assert!(t > self.cluster.now, "tick fenced every expired session");
                 }
             }

@@ -287,7 +287,7 @@ impl World {
         for id in self.ids() {
             match (self.ctl(id), self.restart_at.get(&id)) {
                 (Some(c), _) => {
-                    if let Some(t) = c.next_timeout() {
+                    if let Some(t) = c.poll_timeout() {
                         next.consider(t, Ev::Tick(id));
                     }
                 }

@@ -205,7 +205,7 @@ impl RaftCluster {
         for (&id, n) in &self.nodes {
             match (&n.raft, n.restart_at) {
                 (Some(r), _) => {
-                    if let Some(t) = r.next_timeout() {
+                    if let Some(t) = r.poll_timeout() {
                         next.consider(t, Ev::Tick(id));
                     }
                 }
@@ -236,7 +236,7 @@ impl RaftCluster {
                     let disk = self.nodes[&to].disk.clone();
                     disk.set_fail_syncs(torn);
                     let now = self.now;
-                    self.raft_mut(to).handle(now, from, msg);
+                    self.raft_mut(to).step(now, from, msg);
                     disk.set_fail_syncs(false);
                     self.after(to)?;
                     Some(to)
@@ -246,7 +246,7 @@ impl RaftCluster {
             }
             Ev::Tick(id) => {
                 let now = self.now;
-                self.raft_mut(id).tick(now);
+                self.raft_mut(id).handle_timeout(now);
                 self.after(id)?;
                 Some(id)
             }
@@ -313,7 +313,7 @@ impl RaftCluster {
         let Some(raft) = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()) else {
             return Ok(());
         };
-        let outputs = raft.drain_outputs();
+        let outputs = raft.poll_outputs();
         let mut crashed = false;
         for out in outputs {
             match out {

@@ -1,9 +1,9 @@
 //! The Raft node state machine.
 //!
-//! Inputs: messages from peers (`handle`), the passage of time (`tick`), proposals from the
+//! Inputs: messages from peers (`step`), the passage of time (`handle_timeout`), proposals from the
 //! application (`propose`) and its snapshots (`compact`). Every change of term, vote or log
 //! is written to the [`Storage`] (fsynced) before any message that depends on it is queued,
-//! so every output describes durable state. Outputs leave through `drain_outputs`.
+//! so every output describes durable state. Outputs leave through `poll_outputs`.
 
 use super::bugs::RaftBugs;
 use super::log::RaftLog;
@@ -246,12 +246,12 @@ impl<S: Storage> Raft<S> {
     }
 
     /// Effects produced since the last call, in order.
-    pub fn drain_outputs(&mut self) -> Vec<RaftOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<RaftOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// When `tick` next has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// When `handle_timeout` next has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failed.is_some() {
             return None;
         }
@@ -266,7 +266,7 @@ impl<S: Storage> Raft<S> {
 
     // ---- inputs ----
 
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failed.is_some() {
             return;
         }
@@ -378,7 +378,7 @@ impl<S: Storage> Raft<S> {
     }
 
     /// Handles one message from peer `from`.
-    pub fn handle(&mut self, now: Nanos, from: NodeId, message: Message) {
+    pub fn step(&mut self, now: Nanos, from: NodeId, message: Message) {
         if self.failed.is_some() {
             return;
         }
@@ -391,11 +391,11 @@ impl<S: Storage> Raft<S> {
             );
             return;
         }
-        let _ = self.step(now, from, message);
+        let _ = self.step_message(now, from, message);
         self.check_invariants();
     }
 
-    fn step(&mut self, now: Nanos, from: NodeId, message: Message) -> Result<(), Stopped> {
+    fn step_message(&mut self, now: Nanos, from: NodeId, message: Message) -> Result<(), Stopped> {
         let mterm = message.term();
         if mterm > self.term {
             match &message {

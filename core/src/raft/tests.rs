@@ -67,7 +67,7 @@ impl Net {
         self.nodes.get_mut(&id).unwrap().as_mut().expect("live")
     }
     fn collect(&mut self, id: NodeId) {
-        for o in self.m(id).drain_outputs() {
+        for o in self.m(id).poll_outputs() {
             match o {
                 RaftOutput::Send { to, message } => self.net.send(id, to, message),
                 RaftOutput::Apply(es) => self.applied.entry(id).or_default().extend(es),
@@ -80,15 +80,15 @@ impl Net {
     }
     /// Moves time past `id`'s election deadline and ticks it (it starts a pre-vote).
     fn timeout(&mut self, id: NodeId) {
-        self.now = self.now.max(self.r(id).next_timeout().unwrap());
+        self.now = self.now.max(self.r(id).poll_timeout().unwrap());
         let now = self.now;
-        self.m(id).tick(now);
+        self.m(id).handle_timeout(now);
         self.collect(id);
     }
     fn tick(&mut self, id: NodeId, by: Nanos) {
         self.now += by;
         let now = self.now;
-        self.m(id).tick(now);
+        self.m(id).handle_timeout(now);
         self.collect(id);
     }
     fn elect(&mut self, id: NodeId, ok: impl Fn(NodeId, NodeId) -> bool + Copy) {
@@ -128,7 +128,7 @@ impl Delivery for Net {
         if self.nodes[&to].is_some() {
             self.now += 1;
             let now = self.now;
-            self.m(to).handle(now, from, msg);
+            self.m(to).step(now, from, msg);
             self.collect(to);
         }
     }
@@ -192,7 +192,7 @@ fn pre_vote_keeps_a_partitioned_node_from_disrupting_the_leader() {
     // The leader keeps hearing from 2 while 3 waits for its election timeout (check-quorum
     // counts only followers heard within the last election timeout).
     let keep_leading = |net: &mut Net| {
-        let until = net.r(3).next_timeout().expect("a timer");
+        let until = net.r(3).poll_timeout().expect("a timer");
         while net.now < until {
             net.tick(1, 10 * MS);
             net.deliver_only(|f, t, _| f != 3 && t != 3);

@@ -3,7 +3,7 @@
 //! [`Replica::check`] states what must hold of one replica at any moment (between calls);
 //! [`Replica::check_since`] what must hold of two successive moments (monotonic values),
 //! against a [`Checkpoint`] taken at the earlier one. Both return a typed [`CheckError`]
-//! so tests can assert on them. In debug builds [`Replica::drain_effects`] (which every
+//! so tests can assert on them. In debug builds [`Replica::poll_outputs`] (which every
 //! driver calls after each call into the replica: the broker after each message and tick,
 //! the test harnesses after each step) runs both through `debug_check` and panics on a
 //! violation, so node runs, the madsim suite and property tests check them too, not only

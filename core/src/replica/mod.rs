@@ -291,7 +291,7 @@ pub struct Replica<L: ReplicaLog> {
     repair_asks: usize,
     /// Peers that answered they hold no copy of the batch at `corrupt_at`.
     not_held_by: BTreeSet<NodeId>,
-    /// Debug builds: the state at the previous `drain_effects`, for the monotonic checks
+    /// Debug builds: the state at the previous `poll_outputs`, for the monotonic checks
     /// (see `check.rs`).
     #[cfg(debug_assertions)]
     debug_checkpoint: Option<Checkpoint>,
@@ -440,24 +440,24 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Take the effects produced so far. Drivers call it after every call into the
     /// replica, so debug builds check the replica's invariants here (`check.rs`).
-    pub fn drain_effects(&mut self) -> Vec<ReplicaEffect> {
-        self.drain_effects_iter().collect()
+    pub fn poll_outputs(&mut self) -> Vec<ReplicaEffect> {
+        self.poll_outputs_iter().collect()
     }
 
-    /// [`Replica::drain_effects`] keeping the buffer's capacity for the next step.
-    pub fn drain_effects_iter(&mut self) -> std::vec::Drain<'_, ReplicaEffect> {
+    /// [`Replica::poll_outputs`] keeping the buffer's capacity for the next step.
+    pub fn poll_outputs_iter(&mut self) -> std::vec::Drain<'_, ReplicaEffect> {
         #[cfg(debug_assertions)]
         self.debug_check();
         self.effects.drain(..)
     }
 
-    /// Whether `drain_effects` would return anything.
-    pub fn has_effects(&self) -> bool {
+    /// Whether `poll_outputs` would return anything.
+    pub fn has_outputs(&self) -> bool {
         !self.effects.is_empty()
     }
 
-    /// Earliest time at which `tick` has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// Earliest time at which `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failure.is_some() {
             return Some(self.recheck_at.unwrap_or(0));
         }
@@ -471,7 +471,7 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Timers: fetch retries (follower), ISR lag checks, AlterPartition retries, produce
     /// timeouts and delayed flushes (leader).
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failure.is_some() {
             return self.recheck_log(now);
         }
