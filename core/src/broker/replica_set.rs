@@ -265,10 +265,18 @@ impl<R: Hosted> ReplicaSet<R> {
     #[inline]
     fn find_in(&self, topic: &str, partition: u32) -> Result<usize, usize> {
         let r = self.topic_range(topic);
-        let found = self.slots[r.clone()]
-            .binary_search_by(|(k, _)| k.partition.cmp(&partition))
-            .map(|i| r.start + i)
-            .map_err(|i| r.start + i);
+        // A broker mostly hosts every partition of a topic, 0 to n - 1: try the slot the
+        // partition would then be in before searching (the search was ~1.5% of a
+        // simulation's instructions).
+        let guess = r.start + partition as usize;
+        let found = if guess < r.end && self.slots[guess].0.partition == partition {
+            Ok(guess)
+        } else {
+            self.slots[r.clone()]
+                .binary_search_by(|(k, _)| k.partition.cmp(&partition))
+                .map(|i| r.start + i)
+                .map_err(|i| r.start + i)
+        };
         debug_assert_eq!(
             found,
             self.slots
