@@ -16,6 +16,7 @@
 //! code that `skein produce` / `skein consume` run.
 
 pub mod broker;
+pub mod bugs;
 pub mod client;
 pub mod controller;
 pub mod fxhash;

@@ -1,26 +1,28 @@
 //! The node driver: one broker or controller process behind network addresses.
 //!
-//! Core's state machines each speak their own dialect: a broker takes messages from an
-//! [`Address`] and emits [`Output`]s, a controller takes [`ControllerRequest`]s from a
-//! [`Requester`] and emits [`ControllerOutput`]s, a quorum controller node adds Raft
-//! messages between controller ids. A driver that moves bytes (the simulator's world, the
-//! tokio runtime, core's test harness) wants one vocabulary: a message arrived from an
-//! address ([`Machine::step`]), time passed ([`Machine::handle_timeout`]), when to wake
-//! next ([`Machine::poll_timeout`]), and what to send where ([`Machine::poll_outputs`]),
-//! in the manner of quinn-proto's `Endpoint`/`Connection` and raft-rs's `RawNode`. This
-//! module is that vocabulary, and the one place that maps addresses to requesters and back
-//! and wraps controller replies and Raft messages as [`Message`]s.
+//! Every state machine in core speaks one vocabulary, in the manner of quinn-proto's
+//! `Endpoint`/`Connection` and raft-rs's `RawNode`: an input arrived (`step(now, from,
+//! input)`), time passed (`handle_timeout(now)`), when to wake next (`poll_timeout()`), and
+//! what it produced (`poll_outputs()` / `poll_outputs_into(&mut out)`). They differ only in
+//! whom they hear from: a broker hears [`Address`]es and emits [`NodeOutput`]s, a controller
+//! hears [`Requester`]s and emits [`ControllerOutput`]s, a quorum controller node also hears
+//! Raft messages from other controller ids. A driver that moves bytes (the simulator's
+//! world, the tokio runtime, core's test harness) wants addresses only: [`Machine`] is that
+//! seam, and this module is the one place that maps addresses to requesters and back and
+//! wraps controller replies and Raft messages as [`Message`]s.
 //!
 //! Data flow: the driver hands each arriving `(from, message)` to `step`, calls
 //! `handle_timeout` when `poll_timeout` falls due, and after every step or timeout sends
 //! each [`NodeOutput::Send`] and observes the events. Storage stays synchronous: a state
 //! machine writes through its [`Storage`] during the step, so nothing here is an effect
-//! the driver must perform before the outputs are valid.
+//! the driver must perform before the outputs are valid. One exception is a runtime's own
+//! choice: a driver that defers fsyncs to a group commit holds back every output that
+//! depends on them until the flush ran, by [`NodeOutput::waits_for_flush`] ([`FlushGate`]).
 
-use crate::broker::{Broker, BrokerEvent, Output};
+use crate::broker::{Broker, BrokerEvent};
 use crate::controller::{
     Controller, ControllerEvent, ControllerOutput, ControllerRequest, MetadataImage,
-    QuorumController, QuorumOutput, Requester,
+    QuorumController, QuorumInput, QuorumOutput, Requester,
 };
 use crate::log::Storage;
 use crate::message::{Address, Message};
@@ -43,6 +45,68 @@ pub enum NodeOutput {
         term: Term,
         leader: Option<NodeId>,
     },
+}
+
+impl NodeOutput {
+    /// Whether this output must wait for the fsync of what its step wrote, in a runtime
+    /// that defers fsyncs to one group commit per burst of inputs ([`FlushGate`]). Only
+    /// replication traffic between brokers may leave first: a follower may take records
+    /// its leader has not fsynced yet, since the leader's high watermark counts only its
+    /// own flushed offset (nothing is acknowledged on the strength of them), and a
+    /// follower's fetch reports only what it has fsynced already (it flushes before
+    /// fetching). Every reply to a client (acks=1 included), every request to the
+    /// controller and every event waits.
+    pub fn waits_for_flush(&self) -> bool {
+        !matches!(
+            self,
+            NodeOutput::Send {
+                to: Address::Node(_),
+                msg: Message::Fetch(_) | Message::FetchResponse(_),
+            }
+        )
+    }
+}
+
+/// The outputs held back until a group-commit flush has run: a runtime passes a burst's
+/// outputs through [`FlushGate::before_flush`], sends what is left, runs the flush (the
+/// machine's `handle_timeout`), and passes the next outputs through
+/// [`FlushGate::after_flush`]. What may leave early is decided by
+/// [`NodeOutput::waits_for_flush`] alone, so every runtime applies the same rule.
+#[derive(Debug, Default)]
+pub struct FlushGate {
+    held: Vec<NodeOutput>,
+}
+
+impl FlushGate {
+    /// Before the flush: leaves in `outputs`, in order, those that may go now, and holds
+    /// the others, in order, behind any it holds already.
+    pub fn before_flush(&mut self, outputs: &mut Vec<NodeOutput>) {
+        if !outputs.iter().any(NodeOutput::waits_for_flush) {
+            return;
+        }
+        for o in std::mem::take(outputs) {
+            if o.waits_for_flush() {
+                self.held.push(o);
+            } else {
+                outputs.push(o);
+            }
+        }
+    }
+
+    /// After the flush: puts everything held in front of `outputs` (they were produced
+    /// first), so every output that waited leaves in the order produced.
+    pub fn after_flush(&mut self, outputs: &mut Vec<NodeOutput>) {
+        if self.held.is_empty() {
+            return;
+        }
+        self.held.append(outputs);
+        std::mem::swap(&mut self.held, outputs);
+    }
+
+    /// How many outputs wait for the flush.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
 }
 
 /// A state machine behind addresses. Implemented by [`Broker`], [`ControllerNode`] and
@@ -89,15 +153,6 @@ impl Requester {
     }
 }
 
-impl From<Output> for NodeOutput {
-    fn from(o: Output) -> Self {
-        match o {
-            Output::Send { to, msg } => NodeOutput::Send { to, msg },
-            Output::Event(e) => NodeOutput::Broker(e),
-        }
-    }
-}
-
 impl From<ControllerOutput> for NodeOutput {
     fn from(o: ControllerOutput) -> Self {
         match o {
@@ -110,22 +165,24 @@ impl From<ControllerOutput> for NodeOutput {
     }
 }
 
+/// The broker's inherent methods are these (it emits [`NodeOutput`]s itself), so a driver
+/// that holds a [`Broker`] needs no trait in scope.
 impl<S: Storage + Clone> Machine for Broker<S> {
     fn step(&mut self, now: Nanos, from: Address, msg: Message) -> bool {
-        self.handle(now, from, msg);
+        Broker::step(self, now, from, msg);
         true
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        self.tick(now);
+        Broker::handle_timeout(self, now);
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.next_timeout()
+        Broker::poll_timeout(self)
     }
 
     fn poll_outputs_into(&mut self, out: &mut Vec<NodeOutput>) {
-        out.extend(self.drain_outputs_iter().map(NodeOutput::from));
+        Broker::poll_outputs_into(self, out);
     }
 }
 
@@ -163,8 +220,8 @@ impl<S: Storage> ControllerNode<S> {
 
     fn request(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
         match self {
-            ControllerNode::Single(c) => c.handle(now, from, request),
-            ControllerNode::Quorum(q) => q.handle(now, from, request),
+            ControllerNode::Single(c) => c.step(now, from, request),
+            ControllerNode::Quorum(q) => q.step(now, QuorumInput::Request { from, request }),
         }
     }
 }
@@ -179,7 +236,13 @@ impl<S: Storage> Machine for ControllerNode<S> {
                 let Address::Controller(peer) = from else {
                     unreachable!("only a controller address has no requester")
                 };
-                q.handle_peer(now, peer, m)
+                q.step(
+                    now,
+                    QuorumInput::Peer {
+                        from: peer,
+                        message: m,
+                    },
+                )
             }
             _ => return false,
         }
@@ -188,15 +251,15 @@ impl<S: Storage> Machine for ControllerNode<S> {
 
     fn handle_timeout(&mut self, now: Nanos) {
         match self {
-            ControllerNode::Single(c) => c.tick(now),
-            ControllerNode::Quorum(q) => q.tick(now),
+            ControllerNode::Single(c) => c.handle_timeout(now),
+            ControllerNode::Quorum(q) => q.handle_timeout(now),
         }
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
         match self {
-            ControllerNode::Single(c) => c.next_timeout(),
-            ControllerNode::Quorum(q) => q.next_timeout(),
+            ControllerNode::Single(c) => c.poll_timeout(),
+            ControllerNode::Quorum(q) => q.poll_timeout(),
         }
     }
 
@@ -206,13 +269,13 @@ impl<S: Storage> Machine for ControllerNode<S> {
     fn poll_outputs_into(&mut self, out: &mut Vec<NodeOutput>) {
         let q = match self {
             ControllerNode::Single(c) => {
-                out.extend(c.drain_outputs().into_iter().map(NodeOutput::from));
+                out.extend(c.poll_outputs().into_iter().map(NodeOutput::from));
                 return;
             }
             ControllerNode::Quorum(q) => q,
         };
         let (mut roles, mut peers, mut rest) = (Vec::new(), Vec::new(), Vec::new());
-        for o in q.drain_outputs() {
+        for o in q.poll_outputs() {
             match o {
                 QuorumOutput::RoleChanged {
                     active,
@@ -277,7 +340,7 @@ impl<S: Storage + Clone> Node<S> {
 impl<S: Storage + Clone> Machine for Node<S> {
     fn step(&mut self, now: Nanos, from: Address, msg: Message) -> bool {
         match self {
-            Node::Broker(b) => b.step(now, from, msg),
+            Node::Broker(b) => Machine::step(&mut **b, now, from, msg),
             Node::Controller(c) => c.step(now, from, msg),
         }
     }
@@ -321,11 +384,97 @@ mod tests {
     /// event payload belongs in a box (as `BrokerEvent::LogOpened`'s summary is).
     #[test]
     fn outputs_stay_small() {
-        let sizes = [
-            std::mem::size_of::<NodeOutput>(),
-            std::mem::size_of::<crate::broker::Output>(),
-        ];
+        let sizes = [std::mem::size_of::<NodeOutput>()];
         assert!(sizes.iter().all(|&s| s <= 128), "{sizes:?}");
+    }
+
+    fn fetch_response(to: Address) -> NodeOutput {
+        NodeOutput::Send {
+            to,
+            msg: Message::FetchResponse(crate::message::FetchResponse {
+                correlation: 1,
+                tp: crate::types::TopicPartition::new("t", 0),
+                leader_epoch: 1,
+                result: crate::message::FetchResult::Error(crate::message::FetchError::NotLeader),
+            }),
+        }
+    }
+
+    fn produce_ack(to: Address, base_offset: u64) -> NodeOutput {
+        NodeOutput::Send {
+            to,
+            msg: Message::ProduceResponse(crate::message::ProduceResponse {
+                correlation: base_offset,
+                tp: crate::types::TopicPartition::new("t", 0),
+                result: Ok(crate::message::ProduceAck {
+                    base_offset,
+                    leader_epoch: 1,
+                    duplicate: false,
+                }),
+            }),
+        }
+    }
+
+    fn event() -> NodeOutput {
+        NodeOutput::Broker(BrokerEvent::MetadataApplied { offset: 3 })
+    }
+
+    /// The rule itself: replication between brokers may leave before the flush; the same
+    /// message to a client, acknowledgements, controller traffic and events may not.
+    #[test]
+    fn only_replication_between_brokers_leaves_before_the_flush() {
+        assert!(!fetch_response(Address::Node(2)).waits_for_flush());
+        assert!(fetch_response(Address::Client(2)).waits_for_flush());
+        assert!(fetch_response(Address::Controller(2)).waits_for_flush());
+        assert!(produce_ack(Address::Client(1), 0).waits_for_flush());
+        assert!(event().waits_for_flush());
+        let raft = NodeOutput::Send {
+            to: Address::Controller(2),
+            msg: Message::Raft(crate::raft::Message::VoteResponse {
+                term: 1,
+                granted: true,
+            }),
+        };
+        assert!(raft.waits_for_flush());
+    }
+
+    /// The gate lets the early ones go in order, then, after the flush, everything it
+    /// held ahead of what came since, each in the order produced.
+    #[test]
+    fn the_gate_holds_what_waits_until_after_the_flush_in_order() {
+        let mut gate = FlushGate::default();
+        let mut out = vec![
+            produce_ack(Address::Client(1), 10),
+            fetch_response(Address::Node(2)),
+            event(),
+            fetch_response(Address::Node(3)),
+            produce_ack(Address::Client(1), 11),
+        ];
+        gate.before_flush(&mut out);
+        assert_eq!(
+            out,
+            vec![
+                fetch_response(Address::Node(2)),
+                fetch_response(Address::Node(3))
+            ]
+        );
+        assert_eq!(gate.held(), 3);
+        let mut after = vec![produce_ack(Address::Client(1), 12)];
+        gate.after_flush(&mut after);
+        assert_eq!(
+            after,
+            vec![
+                produce_ack(Address::Client(1), 10),
+                event(),
+                produce_ack(Address::Client(1), 11),
+                produce_ack(Address::Client(1), 12),
+            ]
+        );
+        assert_eq!(gate.held(), 0);
+        // Nothing held: outputs pass untouched.
+        let mut again = vec![event()];
+        gate.after_flush(&mut again);
+        assert_eq!(again, vec![event()]);
     }
 
     #[test]

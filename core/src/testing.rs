@@ -32,7 +32,7 @@ pub use mem_storage::{CrashFile, MemStorage};
 /// The network every harness world shares: messages in flight in send order and the
 /// directed links that drop everything. Generic over the address and message types, so a
 /// world of bare state machines that speak their own dialect (Raft nodes, replicas) runs on
-/// the same queue and cut links as the whole [`Cluster`].
+/// the same queue and cut links as the whole [`MemCluster`].
 #[derive(Debug)]
 pub struct Net<A, M> {
     /// Messages sent and not yet delivered: (from, to, message).
@@ -141,7 +141,7 @@ pub trait Delivery {
 
 /// The cluster: every node by id, their disks (which survive crashes), the network queue.
 #[derive(Default)]
-pub struct Cluster {
+pub struct MemCluster {
     pub now: Nanos,
     /// Running brokers (a crashed one is absent).
     pub brokers: BTreeMap<NodeId, Broker<MemStorage>>,
@@ -167,7 +167,7 @@ pub struct Cluster {
     pub roles: Vec<(NodeId, bool, Term)>,
 }
 
-impl Cluster {
+impl MemCluster {
     pub fn new() -> Self {
         Self::default()
     }
@@ -185,7 +185,7 @@ impl Cluster {
         self.open_controller(config).expect("controller opens");
     }
 
-    /// As [`Cluster::start_controller`], for a test of what opening does with its disk.
+    /// As [`MemCluster::start_controller`], for a test of what opening does with its disk.
     pub fn open_controller(&mut self, config: ControllerConfig) -> Result<(), ControllerOpenError> {
         let disk = self.controller_disks.entry(1).or_default().clone();
         let c = Controller::open(disk, config, self.now)?;
@@ -367,7 +367,7 @@ impl Cluster {
     }
 }
 
-impl Delivery for Cluster {
+impl Delivery for MemCluster {
     type Addr = Address;
     type Msg = Message;
 

@@ -9,7 +9,7 @@
 //! size; the two steps are separate processes so the generator's memory is not counted.
 
 use skein_jepsen::{
-    check, read_history, Acks, AssignValue, CheckOptions, EventType, Function, HistoryWriter,
+    check, read_history, AckPromise, AssignValue, CheckOptions, EventType, Function, HistoryWriter,
     PollValue, PolledRecord, SendValue, Value,
 };
 use std::fs::File;
@@ -64,7 +64,7 @@ fn generate(path: &str, events: u64, seed: u64, faulty: bool) -> std::io::Result
             seq += 1;
             let value = format!("{process}-{seq}");
             // As the simulator writes them (format v2): every send names its acks level.
-            let send = SendValue::new("t", partition, value.as_str()).with_acks(Acks::All);
+            let send = SendValue::new("t", partition, value.as_str()).with_acks(AckPromise::All);
             w.write(
                 time,
                 process,

@@ -14,8 +14,8 @@
 
 use crate::fxhash::FastMap;
 use crate::history::{
-    Acks, CommitValue, Event, EventType, Function, Index, Offset, Partition, PolledRecord, Process,
-    Text, Value,
+    AckPromise, CommitValue, Event, EventType, Function, Index, Offset, Partition, PolledRecord,
+    Process, Text, Value,
 };
 use crate::report::{
     Anomaly, AnomalyKind, BadRead, CommitStep, Committed, Duplicate, Empty, Inconsistent, Located,
@@ -556,7 +556,7 @@ impl Checker {
                 let tp = self.tp(&send.topic, send.partition);
                 let value = self.sent_value(slot, &send.value);
                 self.info[value as usize].written = true;
-                let weak = matches!(send.acks, Some(Acks::Leader | Acks::None));
+                let weak = matches!(send.acks, Some(AckPromise::Leader | AckPromise::None));
                 self.parts[tp as usize].obs.push(Obs {
                     offset,
                     at,

@@ -8,7 +8,8 @@
 //! differential test checks that it agrees with serde whenever it does.
 
 use crate::history::{
-    Acks, Event, EventType, Function, Partition, PollValue, PolledRecord, SendValue, Text, Value,
+    AckPromise, Event, EventType, Function, Partition, PollValue, PolledRecord, SendValue, Text,
+    Value,
 };
 
 /// Parses one line, or `None` if the line is anything but a plain, valid send/poll/crash.
@@ -190,7 +191,7 @@ impl<'a> Parser<'a> {
             "value" => once(&mut value, p.text()?),
             "offset" => once(&mut offset, p.u64()?),
             // The string forms only; numbers are left to serde.
-            "acks" => once(&mut acks, Acks::parse(p.str()?)?),
+            "acks" => once(&mut acks, AckPromise::parse(p.str()?)?),
             _ => None,
         })?;
         Some(SendValue {
@@ -307,7 +308,11 @@ mod tests {
                 2,
                 EventType::Ok,
                 Function::Send,
-                Value::Send(SendValue::new("t", 3, "2-17").at(9).with_acks(Acks::Leader)),
+                Value::Send(
+                    SendValue::new("t", 3, "2-17")
+                        .at(9)
+                        .with_acks(AckPromise::Leader),
+                ),
             ),
             Event::new(2, 3, 4, EventType::Invoke, Function::Poll, Value::Null),
             Event::new(
@@ -374,8 +379,12 @@ mod tests {
                 |(t, p, v, o, a)| {
                     let mut s = SendValue::new(t, p, v);
                     s.offset = o;
-                    s.acks =
-                        [None, Some(Acks::None), Some(Acks::Leader), Some(Acks::All)][a as usize];
+                    s.acks = [
+                        None,
+                        Some(AckPromise::None),
+                        Some(AckPromise::Leader),
+                        Some(AckPromise::All),
+                    ][a as usize];
                     (Function::Send, Value::Send(s))
                 }
             ),

@@ -98,12 +98,12 @@ pub struct SendValue {
     pub offset: Option<Offset>,
     /// The producer's acks setting; absent means unknown, judged as `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acks: Option<Acks>,
+    pub acks: Option<AckPromise>,
 }
 
 /// A producer's `acks` setting: what an acknowledgement promised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Acks {
+pub enum AckPromise {
     /// `acks=0`: nothing (the producer does not wait).
     None,
     /// `acks=1`: the leader appended the record; it may be lost with the leader.
@@ -112,48 +112,48 @@ pub enum Acks {
     All,
 }
 
-impl Acks {
+impl AckPromise {
     /// As written in histories: `"all"`, `"1"` or `"0"`.
     pub fn name(self) -> &'static str {
         match self {
-            Acks::None => "0",
-            Acks::Leader => "1",
-            Acks::All => "all",
+            AckPromise::None => "0",
+            AckPromise::Leader => "1",
+            AckPromise::All => "all",
         }
     }
 
     /// Reads the forms Kafka configurations use: `"all"`, `"-1"`, `"1"`, `"0"`.
-    pub fn parse(s: &str) -> Option<Acks> {
+    pub fn parse(s: &str) -> Option<AckPromise> {
         Some(match s {
-            "all" | "-1" => Acks::All,
-            "1" => Acks::Leader,
-            "0" => Acks::None,
+            "all" | "-1" => AckPromise::All,
+            "1" => AckPromise::Leader,
+            "0" => AckPromise::None,
             _ => return None,
         })
     }
 }
 
-impl Serialize for Acks {
+impl Serialize for AckPromise {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
     }
 }
 
-impl<'de> Deserialize<'de> for Acks {
+impl<'de> Deserialize<'de> for AckPromise {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct AcksVisitor;
         impl Visitor<'_> for AcksVisitor {
-            type Value = Acks;
+            type Value = AckPromise;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(r#"acks: "all", "1", "0" (or -1, 1, 0)"#)
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Acks, E> {
-                Acks::parse(v).ok_or_else(|| E::invalid_value(de::Unexpected::Str(v), &self))
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<AckPromise, E> {
+                AckPromise::parse(v).ok_or_else(|| E::invalid_value(de::Unexpected::Str(v), &self))
             }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Acks, E> {
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<AckPromise, E> {
                 self.visit_str(&v.to_string())
             }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Acks, E> {
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<AckPromise, E> {
                 self.visit_str(&v.to_string())
             }
         }
@@ -334,7 +334,7 @@ impl SendValue {
         self
     }
 
-    pub fn with_acks(mut self, acks: Acks) -> Self {
+    pub fn with_acks(mut self, acks: AckPromise) -> Self {
         self.acks = Some(acks);
         self
     }

@@ -28,8 +28,8 @@ mod txn_value;
 
 pub use check::{check, CheckOptions, StreamChecker, DEFAULT_MAX_EXAMPLES};
 pub use history::{
-    Acks, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos, Offset,
-    Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
+    AckPromise, AssignValue, CommitOffset, CommitValue, Event, EventType, Function, Index, Nanos,
+    Offset, Partition, PollValue, PolledRecord, Process, SendValue, SubscribeValue, Text, Value,
     FORMAT_VERSION,
 };
 pub use history::{Isolation, MicroOp, PollRead, PollValueTxn, TxnValue};

@@ -7,7 +7,7 @@ mod common;
 
 use common::H;
 use skein_jepsen::{
-    check, Acks, AnomalyKind, CheckOptions, EventType, Function, Report, SendValue, Value,
+    check, AckPromise, AnomalyKind, CheckOptions, EventType, Function, Report, SendValue, Value,
 };
 
 fn assert_only(report: &Report, kind: AnomalyKind) {
@@ -328,25 +328,25 @@ fn unsent_read_twin_with_its_send_passes_strict() {
 
 #[test]
 fn an_acks_1_write_lost_is_allowed_an_acks_all_one_is_not() {
-    let run = |acks: Acks| {
+    let run = |acks: AckPromise| {
         let mut h = H::new();
         h.send_acks(1, 0, "a", 0, acks);
         h.send(1, 0, "b", 1);
         h.poll(2, &[(0, 1, "b")]);
         h.check_final()
     };
-    let r = run(Acks::Leader);
+    let r = run(AckPromise::Leader);
     assert_valid(&r);
     assert_eq!(r.acks_1_loss.count, 1, "{r}");
     assert_eq!(r.acks_1_loss.examples[0].excuses, AnomalyKind::LostWrite);
-    assert_only(&run(Acks::All), AnomalyKind::LostWrite);
+    assert_only(&run(AckPromise::All), AnomalyKind::LostWrite);
 }
 
 #[test]
 fn an_acks_1_offset_overwritten_is_allowed_two_reads_disagreeing_are_not() {
     let mut h = H::new();
-    h.send_acks(1, 0, "a", 0, Acks::Leader);
-    h.send_acks(3, 0, "b", 0, Acks::Leader);
+    h.send_acks(1, 0, "a", 0, AckPromise::Leader);
+    h.send_acks(3, 0, "b", 0, AckPromise::Leader);
     h.poll(2, &[(0, 0, "b")]);
     let r = h.check_final();
     assert_valid(&r);
@@ -365,8 +365,8 @@ fn an_acks_1_offset_overwritten_is_allowed_two_reads_disagreeing_are_not() {
 #[test]
 fn an_acks_1_send_out_of_order_is_allowed_unless_reads_confirm_it() {
     let mut h = H::new();
-    h.send_acks(1, 0, "a", 1, Acks::Leader);
-    h.send_acks(1, 0, "b", 0, Acks::Leader);
+    h.send_acks(1, 0, "a", 1, AckPromise::Leader);
+    h.send_acks(1, 0, "b", 0, AckPromise::Leader);
     h.poll(2, &[(0, 0, "b")]);
     let r = h.check();
     assert_valid(&r);
@@ -384,7 +384,7 @@ fn an_acks_1_send_out_of_order_is_allowed_unless_reads_confirm_it() {
 
 #[test]
 fn an_acks_1_offset_alone_does_not_make_a_skip() {
-    let run = |acks: Acks| {
+    let run = |acks: AckPromise| {
         let mut h = H::new();
         h.send(1, 0, "a", 0);
         h.send_acks(1, 0, "b", 1, acks);
@@ -392,17 +392,19 @@ fn an_acks_1_offset_alone_does_not_make_a_skip() {
         h.poll(2, &[(0, 0, "a"), (0, 2, "c")]);
         h.check()
     };
-    let r = run(Acks::Leader);
+    let r = run(AckPromise::Leader);
     assert_valid(&r);
     assert_eq!(r.int_poll_skip.count, 0);
-    assert!(run(Acks::All).found().contains(&AnomalyKind::IntPollSkip));
+    assert!(run(AckPromise::All)
+        .found()
+        .contains(&AnomalyKind::IntPollSkip));
 }
 
 #[test]
 fn an_unread_acks_1_send_with_final_reads_is_allowed() {
     let mut h = H::new();
     h.send(1, 0, "a", 0);
-    h.send_acks(1, 0, "b", 1, Acks::Leader);
+    h.send_acks(1, 0, "b", 1, AckPromise::Leader);
     h.poll(2, &[(0, 0, "a")]);
     let r = h.check_final();
     assert_valid(&r);
@@ -410,7 +412,7 @@ fn an_unread_acks_1_send_with_final_reads_is_allowed() {
     // Twin: acks=all, never read with final reads: unseen.
     let mut h = H::new();
     h.send(1, 0, "a", 0);
-    h.send_acks(1, 0, "b", 1, Acks::All);
+    h.send_acks(1, 0, "b", 1, AckPromise::All);
     h.poll(2, &[(0, 0, "a")]);
     assert_only(&h.check_final(), AnomalyKind::Unseen);
 }

@@ -6,8 +6,8 @@ mod common;
 use common::H;
 use proptest::prelude::*;
 use skein_jepsen::{
-    check, read_history, Acks, AnomalyKind, CheckOptions, CommitOffset, CommitValue, EventType,
-    Function, HistoryWriter, Policy, PolledRecord, Value,
+    check, read_history, AckPromise, AnomalyKind, CheckOptions, CommitOffset, CommitValue,
+    EventType, Function, HistoryWriter, Policy, PolledRecord, Value,
 };
 use std::collections::BTreeMap;
 
@@ -438,7 +438,13 @@ fn inject(m: &mut Model, kind: AnomalyKind, pick: usize) {
         AnomalyKind::Acks1Loss => {
             // An acks=1 acknowledgement of an offset that holds another record.
             let o = pick as u64 % len;
-            m.h.send_acks(fresh, partition, &format!("weak-{pick}"), o, Acks::Leader);
+            m.h.send_acks(
+                fresh,
+                partition,
+                &format!("weak-{pick}"),
+                o,
+                AckPromise::Leader,
+            );
         }
     }
 }

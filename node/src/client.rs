@@ -7,7 +7,7 @@
 //! fetch cursor), the same code the simulator's clients run; this file holds the sockets,
 //! the waiting and the retry deadline (see [`Client::produce`]).
 
-use crate::config::Cluster;
+use crate::config::ClusterAddresses;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use skein_core::client::{
@@ -232,7 +232,7 @@ impl Default for ClientOptions {
 
 /// A producer / consumer / admin client of one cluster.
 pub struct Client {
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     opts: ClientOptions,
     brokers: BTreeMap<NodeId, Conn>,
     /// The connection to the controller last asked, and its id.
@@ -265,7 +265,7 @@ pub struct Produced {
 }
 
 impl Client {
-    pub fn new(cluster: Cluster, opts: ClientOptions) -> Self {
+    pub fn new(cluster: ClusterAddresses, opts: ClientOptions) -> Self {
         Self {
             router: ControllerRouter::new(cluster.controllers.len() as u32),
             cluster,
@@ -282,7 +282,7 @@ impl Client {
         }
     }
 
-    pub fn cluster(&self) -> &Cluster {
+    pub fn cluster(&self) -> &ClusterAddresses {
         &self.cluster
     }
 

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub enum NodeKind {
     Broker,
     Controller,
 }
@@ -110,7 +110,7 @@ pub struct Tuning {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
-    pub role: Role,
+    pub role: NodeKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<NodeId>,
     pub data_dir: PathBuf,
@@ -132,7 +132,7 @@ pub struct NodeConfig {
 
 /// A checked cluster: parsed addresses, distinct ids and addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cluster {
+pub struct ClusterAddresses {
     /// The controllers, by id: `[(1, addr)]` for a single controller, else a Raft quorum
     /// whose ids are exactly 1..=N (the ids core's clients try in turn).
     pub controllers: Vec<(NodeId, SocketAddr)>,
@@ -142,7 +142,7 @@ pub struct Cluster {
     pub kafka: Vec<(NodeId, SocketAddr)>,
 }
 
-impl Cluster {
+impl ClusterAddresses {
     /// Controller `id`'s address.
     pub fn controller(&self, id: NodeId) -> Option<SocketAddr> {
         self.controllers
@@ -180,7 +180,7 @@ impl Cluster {
 /// A checked node configuration, ready to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidNodeConfig {
-    pub role: Role,
+    pub role: NodeKind,
     /// The broker id, or the controller id (None: the single controller, id 1).
     pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
@@ -193,8 +193,8 @@ pub struct ValidNodeConfig {
     pub max_frame_bytes: u32,
     pub tuning: Tuning,
     /// The bug-zoo flags from `bugs` (all off unless the file names some).
-    pub bugs: skein_core::replica::Bugs,
-    pub cluster: Cluster,
+    pub bugs: skein_core::bugs::Bugs,
+    pub cluster: ClusterAddresses,
 }
 
 /// What is wrong with a configuration.
@@ -245,7 +245,7 @@ pub enum ConfigError {
     #[error("max_frame_bytes {got} must be between 4096 and {max}")]
     BadMaxFrame { got: u32, max: u32 },
     #[error("bugs: {0}")]
-    UnknownBug(#[from] skein_core::replica::UnknownBug),
+    UnknownBug(#[from] skein_core::bugs::UnknownBug),
 }
 
 /// Parses `HOST:PORT` with a clear reason when it is not one.
@@ -273,7 +273,7 @@ pub fn parse_address(what: &str, address: &str) -> Result<SocketAddr, ConfigErro
 }
 
 impl ClusterConfig {
-    pub fn validate(&self) -> Result<Cluster, ConfigError> {
+    pub fn validate(&self) -> Result<ClusterAddresses, ConfigError> {
         let controllers = self.validate_controllers()?;
         if self.brokers.is_empty() {
             return Err(ConfigError::NoBrokers);
@@ -307,7 +307,7 @@ impl ClusterConfig {
         }
         brokers.sort();
         kafka.sort();
-        Ok(Cluster {
+        Ok(ClusterAddresses {
             controllers,
             brokers,
             kafka,
@@ -340,7 +340,7 @@ impl ClusterConfig {
 
     /// Reads a cluster file: either a bare cluster (`controller`, `[[brokers]]`) or a node
     /// config (its `[cluster]` table).
-    pub fn load(path: &Path) -> Result<Cluster, ConfigError> {
+    pub fn load(path: &Path) -> Result<ClusterAddresses, ConfigError> {
         let text = read(path)?;
         let value: toml::Table = parse(path, &text)?;
         let table = match value.get("cluster") {
@@ -400,16 +400,16 @@ impl NodeConfig {
         let cluster = self.cluster.validate()?;
         let known: Vec<NodeId> = cluster.brokers.iter().map(|(id, _)| *id).collect();
         let listen = match (self.role, self.node_id) {
-            (Role::Broker, None) => return Err(ConfigError::MissingNodeId { known }),
-            (Role::Broker, Some(id)) => cluster
+            (NodeKind::Broker, None) => return Err(ConfigError::MissingNodeId { known }),
+            (NodeKind::Broker, Some(id)) => cluster
                 .broker(id)
                 .ok_or(ConfigError::UnknownNodeId { id, known })?,
-            (Role::Controller, None) if cluster.is_quorum() => {
+            (NodeKind::Controller, None) if cluster.is_quorum() => {
                 let known = cluster.controller_ids();
                 return Err(ConfigError::MissingControllerId { known });
             }
-            (Role::Controller, None) => cluster.first_controller(),
-            (Role::Controller, Some(id)) => {
+            (NodeKind::Controller, None) => cluster.first_controller(),
+            (NodeKind::Controller, Some(id)) => {
                 cluster
                     .controller(id)
                     .ok_or_else(|| ConfigError::UnknownControllerId {
@@ -442,11 +442,11 @@ impl NodeConfig {
         if heartbeat >= session {
             return Err(ConfigError::HeartbeatNotBelowSession { heartbeat, session });
         }
-        let bugs = skein_core::replica::Bugs::from_names(&self.bugs)?;
+        let bugs = skein_core::bugs::Bugs::from_names(&self.bugs)?;
         check_data_dir(&self.data_dir)?;
         let kafka_listen = match self.role {
-            Role::Broker => self.node_id.and_then(|id| cluster.kafka_listener(id)),
-            Role::Controller => None,
+            NodeKind::Broker => self.node_id.and_then(|id| cluster.kafka_listener(id)),
+            NodeKind::Controller => None,
         };
         Ok(ValidNodeConfig {
             role: self.role,
@@ -484,7 +484,7 @@ mod tests {
 
     fn broker(dir: &Path, id: NodeId) -> NodeConfig {
         NodeConfig {
-            role: Role::Broker,
+            role: NodeKind::Broker,
             node_id: Some(id),
             data_dir: dir.to_path_buf(),
             fsync: FsyncPolicy::Always,
@@ -567,7 +567,7 @@ mod tests {
             cfg.validate(),
             Err(ConfigError::MissingNodeId { .. })
         ));
-        cfg.role = Role::Controller;
+        cfg.role = NodeKind::Controller;
         assert!(cfg.validate().is_ok());
     }
 
@@ -638,7 +638,7 @@ mod tests {
         // Listed out of order: sorted by id, and the node listens at its own entry.
         let mut cfg = broker(dir.path(), 1);
         cfg.cluster = quorum(&[3, 1, 2]);
-        cfg.role = Role::Controller;
+        cfg.role = NodeKind::Controller;
         cfg.node_id = Some(2);
         let path = dir.path().join("q.toml");
         std::fs::write(&path, cfg.to_toml()).unwrap();
@@ -664,7 +664,7 @@ mod tests {
         ));
         // The single form is controller 1: node_id may be left out or be 1.
         let mut single = broker(dir.path(), 1);
-        single.role = Role::Controller;
+        single.role = NodeKind::Controller;
         single.node_id = Some(1);
         assert!(!single.validate().unwrap().cluster.is_quorum());
         single.node_id = Some(2);

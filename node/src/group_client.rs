@@ -1,6 +1,6 @@
 //! An async host for core's sans-I/O [`GroupConsumer`]: it turns the consumer's
 //! [`ConsumerOutput::Send`]s into frames to brokers, feeds the answers back with
-//! `handle_response`, and ticks it at `next_timeout`. The application (`skein consume
+//! `step`, and runs its `handle_timeout` at `poll_timeout`. The application (`skein consume
 //! --group`) calls [`GroupClient::poll`] for records and commits what it has processed.
 //!
 //! One pipelined connection per broker (the consumer has several requests in flight: a
@@ -12,7 +12,7 @@
 //! group_wire`), shared with the simulator. A lost connection loses its requests: the
 //! consumer times them out and retries.
 
-use crate::config::Cluster;
+use crate::config::ClusterAddresses;
 use crate::frame::{read_frame, write_frame, Frame, Hello, Peer, DEFAULT_MAX_FRAME};
 use crate::net::WriteHalf as OwnedWriteHalf;
 use skein_core::client::group_wire::{self, Route};
@@ -67,7 +67,7 @@ enum Pending {
 
 /// A `GroupConsumer` on real connections.
 pub struct GroupClient {
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     consumer: GroupConsumer,
     started: Instant,
     conns: BTreeMap<NodeId, BrokerConn>,
@@ -96,7 +96,10 @@ impl Drop for GroupClient {
 }
 
 impl GroupClient {
-    pub fn new(cluster: Cluster, config: ConsumerConfig) -> Result<Self, GroupClientError> {
+    pub fn new(
+        cluster: ClusterAddresses,
+        config: ConsumerConfig,
+    ) -> Result<Self, GroupClientError> {
         let consumer =
             GroupConsumer::new(config).map_err(|e| GroupClientError::Config(e.to_string()))?;
         let (answers_tx, answers) = mpsc::channel(1024);
@@ -206,7 +209,7 @@ impl GroupClient {
     async fn wait_once(&mut self, until: Instant) {
         let timer = self
             .consumer
-            .next_timeout()
+            .poll_timeout()
             .map(|t| self.started + Duration::from_nanos(t))
             .map_or(until, |t| t.min(until));
         // Poll again soon even without a timer: buffered records may wait for `poll`.
@@ -222,7 +225,7 @@ impl GroupClient {
             }
             _ = tokio::time::sleep_until(timer) => {
                 let now = self.now();
-                self.consumer.tick(now);
+                self.consumer.handle_timeout(now);
             }
         }
         self.flush().await;
@@ -232,7 +235,7 @@ impl GroupClient {
     /// the cache asks for it.
     async fn flush(&mut self) {
         loop {
-            let outputs = self.consumer.drain_outputs();
+            let outputs = self.consumer.poll_outputs();
             if outputs.is_empty() {
                 break;
             }
@@ -261,7 +264,7 @@ impl GroupClient {
                 // Answered at once; the consumer retries after its backoff, by when the
                 // refresh this asked for may have found the leader.
                 let now = self.now();
-                self.consumer.handle_response(now, correlation, answer);
+                self.consumer.step(now, correlation, answer);
                 return;
             }
         };
@@ -362,7 +365,7 @@ impl GroupClient {
         let (pending, msg) = pending;
         let name = msg.name();
         match group_wire::from_message(pending, Some(from), msg, &mut self.leaders) {
-            Some(response) => self.consumer.handle_response(now, correlation, response),
+            Some(response) => self.consumer.step(now, correlation, response),
             None => tracing::debug!(msg = name, "answer of an unexpected kind dropped"),
         }
     }

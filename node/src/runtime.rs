@@ -9,7 +9,7 @@
 //! that cannot be delivered (peer down, queue full) are dropped and logged: the state
 //! machines are built for lossy networks and retry.
 
-use crate::config::{FsyncPolicy, Role, ValidNodeConfig};
+use crate::config::{FsyncPolicy, NodeKind, ValidNodeConfig};
 use crate::file_storage::FileStorage;
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Goodbye, Hello, Peer};
 use crate::net::{ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
@@ -18,7 +18,7 @@ use skein_core::broker::{Broker, BrokerConfig, BrokerEvent};
 use skein_core::controller::{Controller, ControllerConfig, QuorumConfig, QuorumController};
 use skein_core::log::{Storage, StorageError};
 use skein_core::message::{Address, Message};
-use skein_core::node::{ControllerNode, Machine as _, Node, NodeOutput};
+use skein_core::node::{ControllerNode, FlushGate, Machine as _, Node, NodeOutput};
 use skein_core::raft::RaftConfig;
 use skein_core::replica::Event as ReplicaEvent;
 use skein_core::types::Nanos;
@@ -117,7 +117,8 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
             FsyncPolicy::Interval => cfg.fsync_interval_ms * 1_000_000,
             // Group commit: the leader's fsync is due 1 ns after an append, and the state
             // machine task ticks after every burst of inputs before it routes any reply
-            // but replication traffic (`Machine::route_replication`), so one fsync covers
+            // but replication traffic (`HostedNode::route_replication`, by core's
+            // `FlushGate`), so one fsync covers
             // all the appends of a burst and no acknowledgement (not even acks=1) leaves
             // before it.
             FsyncPolicy::Always => GROUP_COMMIT,
@@ -320,18 +321,21 @@ fn open_machine(
     cfg: &ValidNodeConfig,
     storage: PolicyStorage,
     now: Nanos,
-) -> Result<(Peer, Machine), StartError> {
+) -> Result<(Peer, HostedNode), StartError> {
     Ok(match cfg.role {
-        Role::Broker => {
+        NodeKind::Broker => {
             let id = cfg.node_id.expect("validated: brokers have an id");
             let (broker, reports) = Broker::open(id, broker_config(cfg), storage, now)
                 .map_err(|e| StartError::Broker(e.to_string()))?;
             for (tp, summary) in reports {
                 tracing::info!(%tp, ?summary, "recovered partition log");
             }
-            (Peer::Node(id), Machine::new(Node::Broker(Box::new(broker))))
+            (
+                Peer::Node(id),
+                HostedNode::new(Node::Broker(Box::new(broker))),
+            )
         }
-        Role::Controller if cfg.cluster.is_quorum() => {
+        NodeKind::Controller if cfg.cluster.is_quorum() => {
             let id = cfg
                 .node_id
                 .expect("validated: quorum controllers have an id");
@@ -339,17 +343,17 @@ fn open_machine(
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(id),
-                Machine::new(Node::Controller(ControllerNode::Quorum(Box::new(
+                HostedNode::new(Node::Controller(ControllerNode::Quorum(Box::new(
                     controller,
                 )))),
             )
         }
-        Role::Controller => {
+        NodeKind::Controller => {
             let controller = Controller::open(storage, controller_config(cfg), now)
                 .map_err(|e| StartError::Controller(e.to_string()))?;
             (
                 Peer::Controller(1),
-                Machine::new(Node::Controller(ControllerNode::Single(Box::new(
+                HostedNode::new(Node::Controller(ControllerNode::Single(Box::new(
                     controller,
                 )))),
             )
@@ -475,15 +479,15 @@ impl Clock {
     }
 }
 
-/// The node's state machine, as core's driver runs it (addresses in, addressed messages
-/// out), plus what only a real process does with it: logging, metrics, shutdown.
-/// The node's state machine, and the outputs of the current burst held back until its
-/// group-commit flush has run (see `route_replication`).
-struct Machine(Node<PolicyStorage>, Vec<NodeOutput>);
+/// The node's state machine (core's [`skein_core::node::Machine`]) as this process hosts
+/// it, plus what only a real process does with it: logging, metrics, shutdown. The gate
+/// holds the current burst's outputs that wait for its group-commit flush (see
+/// `route_replication`).
+struct HostedNode(Node<PolicyStorage>, FlushGate);
 
-impl Machine {
+impl HostedNode {
     fn new(node: Node<PolicyStorage>) -> Self {
-        Machine(node, Vec::new())
+        HostedNode(node, FlushGate::default())
     }
 
     fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -494,48 +498,25 @@ impl Machine {
         }
     }
 
-    /// Sends the burst's replication traffic between brokers (fetches, and fetch responses
-    /// to followers) before the group-commit flush runs, and holds every other output for
-    /// `route`. A follower may take records the leader has not yet fsynced: the leader's
-    /// HW counts only its own flushed offset (`leader_maybe_advance_hw`), so nothing is
-    /// acknowledged on the strength of them, and the follower's append and fsync now
+    /// Sends what of the burst may leave before its group-commit flush runs (replication
+    /// traffic between brokers: core's `NodeOutput::waits_for_flush` says which, and why),
+    /// and holds every other output for `route`. The follower's append and fsync so
     /// overlap the leader's instead of following it (issue 22: one flush, not two, on a
-    /// batch's path). A follower's fetch reports only what it has already fsynced (it
-    /// flushes before fetching), so it need not wait for this burst's flush either. Held
-    /// outputs keep their order, and acknowledgements (acks=1 included) still wait for the
-    /// flush.
+    /// batch's path); acknowledgements (acks=1 included) still wait for the flush.
     fn route_replication(&mut self, router: &Router, metrics: &mut Metrics) {
-        for out in self.0.poll_outputs() {
-            match out {
-                NodeOutput::Send {
-                    to: to @ Address::Node(_),
-                    msg: msg @ (Message::Fetch(_) | Message::FetchResponse(_)),
-                } => {
-                    metrics.sending(to, &msg);
-                    router.send(to, msg)
-                }
-                other => self.1.push(other),
-            }
+        let mut outs = self.0.poll_outputs();
+        self.1.before_flush(&mut outs);
+        for out in outs {
+            emit(out, router, metrics);
         }
     }
 
+    /// Sends what was held for the flush, then everything since, in order.
     fn route(&mut self, router: &Router, metrics: &mut Metrics) {
-        let held = std::mem::take(&mut self.1);
-        for out in held.into_iter().chain(self.0.poll_outputs()) {
-            match out {
-                NodeOutput::Send { to, msg } => {
-                    metrics.sending(to, &msg);
-                    router.send(to, msg)
-                }
-                NodeOutput::Broker(e) => log_broker_event(&e),
-                NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
-                // Operators (and the kill -9 test) find the active controller here.
-                NodeOutput::RoleChanged {
-                    active,
-                    term,
-                    leader,
-                } => tracing::info!(active, term, ?leader, "controller quorum role changed"),
-            }
+        let mut outs = self.0.poll_outputs();
+        self.1.after_flush(&mut outs);
+        for out in outs {
+            emit(out, router, metrics);
         }
     }
 
@@ -560,7 +541,7 @@ impl Machine {
         if let Some(b) = self.0.broker_mut() {
             let flush = b.config().flush_interval;
             if flush > 0 {
-                b.tick(now + flush);
+                b.handle_timeout(now + flush);
             }
             match b.shutdown_phase() {
                 Some(skein_core::broker::ShutdownPhase::Ready { remaining }) => {
@@ -578,7 +559,7 @@ impl Machine {
             if !failed.is_empty() {
                 tracing::error!(?failed, "cannot sync these partition logs before exit");
             }
-            let _ = b.drain_outputs();
+            let _ = b.poll_outputs();
         }
     }
 
@@ -614,7 +595,7 @@ fn log_broker_event(e: &BrokerEvent) {
 /// leaderships over (controlled shutdown, bounded by `CONTROLLED_SHUTDOWN_WAIT`) while
 /// still serving, then syncs its logs.
 async fn run_machine(
-    mut machine: Machine,
+    mut machine: HostedNode,
     clock: Clock,
     mut inbox: mpsc::Receiver<Inbound>,
     router: Arc<Router>,
@@ -679,6 +660,24 @@ async fn run_machine(
     }
     machine.shut_down(clock.now());
     tracing::info!("state machine stopped");
+}
+
+/// Sends one output of the state machine, or logs it.
+fn emit(out: NodeOutput, router: &Router, metrics: &mut Metrics) {
+    match out {
+        NodeOutput::Send { to, msg } => {
+            metrics.sending(to, &msg);
+            router.send(to, msg)
+        }
+        NodeOutput::Broker(e) => log_broker_event(&e),
+        NodeOutput::Controller(e) => tracing::info!(event = ?e, "controller"),
+        // Operators (and the kill -9 test) find the active controller here.
+        NodeOutput::RoleChanged {
+            active,
+            term,
+            leader,
+        } => tracing::info!(active, term, ?leader, "controller quorum role changed"),
+    }
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {
@@ -1014,7 +1013,7 @@ mod tests {
 
     fn cfg(dir: &std::path::Path, fsync: FsyncPolicy, tuning: Tuning) -> ValidNodeConfig {
         NodeConfig {
-            role: Role::Broker,
+            role: NodeKind::Broker,
             node_id: Some(1),
             data_dir: dir.to_path_buf(),
             fsync,

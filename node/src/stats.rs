@@ -11,7 +11,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use skein_core::message::{Acks, Address, Message};
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -43,9 +43,9 @@ impl PartitionStats {
         Self {
             tp: v.tp.clone(),
             role: match v.role {
-                Role::Leader => "leader".into(),
-                Role::Follower { leader } => format!("follower of {leader}"),
-                Role::Offline => "offline".into(),
+                ReplicaRole::Leader => "leader".into(),
+                ReplicaRole::Follower { leader } => format!("follower of {leader}"),
+                ReplicaRole::Offline => "offline".into(),
             },
             leader_epoch: v.leader_epoch,
             log_start_offset: v.log_start_offset,

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::up::{kcat_or_skip, kcat_run, require_confluent, run, text, Cluster};
+use common::up::{kcat_or_skip, kcat_run, require_confluent, run, text, RunningCluster};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -32,13 +32,13 @@ use std::time::Duration;
 
 const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 
-/// What these tests ask of the cluster beyond [`Cluster`].
+/// What these tests ask of the cluster beyond [`RunningCluster`].
 trait CompressionCluster {
     fn create(&self, topic: &str);
     fn segment_bytes(&self, topic: &str) -> u64;
 }
 
-impl CompressionCluster for Cluster {
+impl CompressionCluster for RunningCluster {
     fn create(&self, topic: &str) {
         self.skein_in(
             &["topic", "create", topic, "--partitions", "1", "-r", "3"],
@@ -115,7 +115,7 @@ fn kcat_and_skeins_producer_round_trip_every_codec_stored_compressed() {
     let Some(kcat) = kcat_or_skip() else {
         return;
     };
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let b = c.bootstrap.clone();
     let n = 3000;
     for codec in CODECS {
@@ -184,7 +184,7 @@ fn confluent_kafka_round_trips_every_compression_type() {
     if !require_confluent() {
         return;
     }
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     for codec in CODECS {
         c.create(&format!("cc-{codec}"));
     }
@@ -310,7 +310,7 @@ fn produce_error(addr: &str, topic: &str, records: Bytes, corr: i32) -> i16 {
 
 #[test]
 fn an_unknown_codec_is_unsupported_compression_type_76() {
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     c.create("u");
     let addrs: Vec<&str> = c.bootstrap.split(',').collect();
     // Any broker decodes the records before routing them, so every listener answers so.

@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::up::{kcat_or_skip, kcat_run, require_confluent, run, skein, text, Cluster};
+use common::up::{kcat_or_skip, kcat_run, require_confluent, run, skein, text, RunningCluster};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -92,7 +92,7 @@ fn closed_after(addr: &str, bytes: &[u8], half_close: bool) -> bool {
 
 #[test]
 fn bad_frames_close_only_their_connection() {
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let addr = c.kafka_addrs()[0].clone();
     let versions = request(ApiKey::ApiVersions, 0, 1, &ApiVersionsRequest::default());
 
@@ -201,7 +201,7 @@ fn kcat_lists_produces_and_consumes_10k_records() {
     let Some(kcat) = kcat_or_skip() else {
         return;
     };
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let b = c.bootstrap.clone();
     c.skein(&[
         "topic",
@@ -320,7 +320,7 @@ fn wait_for_leaders(kcat: &Path, b: &str, topic: &str, partitions: usize) {
 }
 
 /// The committed offset of every partition of `group` per `skein group describe`.
-fn committed(c: &Cluster, group: &str, topic: &str) -> BTreeMap<String, (u64, u64)> {
+fn committed(c: &RunningCluster, group: &str, topic: &str) -> BTreeMap<String, (u64, u64)> {
     let out = c.skein(&["group", "describe", group]);
     out.lines()
         .filter(|l| l.starts_with(&format!("{topic}-")))
@@ -345,7 +345,7 @@ fn kcat_balanced_consumer_group_reads_everything_and_commits() {
     let Some(kcat) = kcat_or_skip() else {
         return;
     };
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let b = c.bootstrap.clone();
     let made = c.skein(&["topic", "create", "grp", "--partitions", "3", "-r", "3"]);
     assert!(made.contains("by broker(s) 1,2,3"), "{made}");
@@ -415,8 +415,8 @@ const SCRIPT: &str = concat!(
 );
 
 /// A cluster with topic `idem`: 2 partitions, RF 3, min.insync.replicas 2.
-fn idem_cluster() -> Cluster {
-    let c = Cluster::up();
+fn idem_cluster() -> RunningCluster {
+    let c = RunningCluster::up();
     c.skein(&[
         "topic",
         "create",
@@ -510,7 +510,7 @@ fn confluent_kafka_idempotent_producer_and_assigned_consumer() {
 }
 
 /// The leader of idem-0 per `skein topic describe`.
-fn leader_of_idem_0(c: &Cluster) -> u32 {
+fn leader_of_idem_0(c: &RunningCluster) -> u32 {
     let out = c.skein(&["topic", "describe", "idem"]);
     let line = out
         .lines()
@@ -592,7 +592,7 @@ fn confluent_kafka_admin_describes_configs_and_deletes_a_topic() {
     if !require_confluent() {
         return;
     }
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let mut cmd = Command::new("python3");
     cmd.args([ADMIN_SCRIPT, &c.bootstrap, "adm"]);
     let out = run(cmd, b"", Duration::from_secs(120));
@@ -646,7 +646,7 @@ fn kafka_python_reads_offsets() {
         eprintln!("kafka-python test skipped: no kafka module (pip install kafka-python)");
         return;
     }
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     let n: u64 = 400;
     let mut cmd = Command::new("python3");
     cmd.args([KAFKA_PYTHON_SCRIPT, &c.bootstrap, "kp", &n.to_string()]);
@@ -711,7 +711,7 @@ fn confluent_kafka_cooperative_sticky_group_of_two() {
 }
 
 fn group_of_two(strategy: &str) {
-    let c = Cluster::up();
+    let c = RunningCluster::up();
     c.skein(&["topic", "create", "shared", "--partitions", "4", "-r", "3"]);
     let n = 1200;
     let mut cmd = Command::new("python3");

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// What the fault's target was doing when it struck.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
+pub enum TargetRole {
     /// A broker leading at least one partition of the workload's topic.
     Leader,
     /// A broker leading none.
@@ -38,15 +38,15 @@ pub enum Moment {
     UnderReplicated,
 }
 
-impl Role {
+impl TargetRole {
     pub fn name(self) -> &'static str {
         match self {
-            Role::Leader => "leader",
-            Role::Follower => "follower",
-            Role::Controller => "controller",
-            Role::Coordinator => "coordinator",
-            Role::Member => "member",
-            Role::Network => "network",
+            TargetRole::Leader => "leader",
+            TargetRole::Follower => "follower",
+            TargetRole::Controller => "controller",
+            TargetRole::Coordinator => "coordinator",
+            TargetRole::Member => "member",
+            TargetRole::Network => "network",
         }
     }
 }
@@ -80,11 +80,11 @@ pub fn target(f: &Fault) -> Option<NodeRef> {
 /// Counts of `(fault kind, role, moment)`, in a stable order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Atlas {
-    counts: BTreeMap<(&'static str, Role, Moment), u64>,
+    counts: BTreeMap<(&'static str, TargetRole, Moment), u64>,
 }
 
 impl Atlas {
-    pub fn strike(&mut self, kind: &'static str, role: Role, moment: Moment) {
+    pub fn strike(&mut self, kind: &'static str, role: TargetRole, moment: Moment) {
         *self.counts.entry((kind, role, moment)).or_default() += 1;
     }
 
@@ -104,9 +104,9 @@ mod tests {
     #[test]
     fn entries_are_named_and_counted() {
         let mut a = Atlas::default();
-        a.strike("crash", Role::Leader, Moment::Electing);
-        a.strike("crash", Role::Leader, Moment::Electing);
-        a.strike("bit-flip", Role::Follower, Moment::Steady);
+        a.strike("crash", TargetRole::Leader, Moment::Electing);
+        a.strike("crash", TargetRole::Leader, Moment::Electing);
+        a.strike("bit-flip", TargetRole::Follower, Moment::Steady);
         assert_eq!(
             a.entries(),
             vec![

@@ -40,7 +40,9 @@ pub use consumer::Consumer;
 /// look like real ones.
 const EPOCH_MS: i64 = 1_767_225_600_000;
 
-pub(crate) const REQUEST_TIMEOUT: SimTime = SECS;
+/// How long a producer or consumer waits for a broker's answer to a produce or fetch before
+/// it counts the request as lost and sends it again (the simulated network drops silently).
+pub(crate) const DATA_REQUEST_TIMEOUT: SimTime = SECS;
 /// How long a leader may wait for replication before answering RequestTimedOut.
 const PRODUCE_TIMEOUT: SimTime = 500 * MILLIS;
 /// Most records a producer puts in one batch.
@@ -53,9 +55,9 @@ pub(crate) const POLL_INTERVAL: SimTime = 20 * MILLIS;
 /// A send's history value, with the producer's acks level (what its acknowledgement means).
 fn sent(p: u32, value: Text, acks: Acks) -> SendValue {
     SendValue::new(TOPIC_TEXT, p, value).with_acks(match acks {
-        Acks::None => skein_jepsen::Acks::None,
-        Acks::Leader => skein_jepsen::Acks::Leader,
-        Acks::All => skein_jepsen::Acks::All,
+        Acks::None => skein_jepsen::AckPromise::None,
+        Acks::Leader => skein_jepsen::AckPromise::Leader,
+        Acks::All => skein_jepsen::AckPromise::All,
     })
 }
 
@@ -281,7 +283,7 @@ impl Producer {
         let mut timed_out = false;
         for (p, f) in self.in_flight.iter_mut() {
             let waiting = f.send_at.is_none() && f.checking.is_none();
-            if waiting && ctx.now >= f.sent_at + REQUEST_TIMEOUT {
+            if waiting && ctx.now >= f.sent_at + DATA_REQUEST_TIMEOUT {
                 if let Ok(b) = self.producer.resend(&self.meta.tp(p), &f.batch) {
                     f.batch = Arc::new(b);
                 }
@@ -616,7 +618,7 @@ impl Producer {
                 None if f.checking.is_some() => {
                     at(self.view_sent.map_or(0, |s| s + METADATA_TIMEOUT))
                 }
-                None => at(f.sent_at + REQUEST_TIMEOUT),
+                None => at(f.sent_at + DATA_REQUEST_TIMEOUT),
             }
         }
         if self.ready()

@@ -48,14 +48,15 @@ mod events;
 /// Client-side group timing, scaled down from Kafka's defaults like the brokers' timeouts.
 pub const SESSION_TIMEOUT: SimTime = SECS;
 pub const REBALANCE_TIMEOUT: SimTime = SECS;
-/// A crashed coordinator answers nothing (no connection resets in the simulated network):
-/// requests to it end by this timeout (a parked join by this plus the rebalance timeout).
-pub const REQUEST_TIMEOUT: SimTime = 800 * MILLIS;
+/// How long a group member waits for its coordinator's answer. A crashed coordinator
+/// answers nothing (no connection resets in the simulated network): requests to it end by
+/// this timeout (a parked join by this plus the rebalance timeout).
+pub const COORDINATOR_REQUEST_TIMEOUT: SimTime = 800 * MILLIS;
 /// After the last fault heals, every partition must have an owner again within this long:
 /// a join lost with a dead coordinator times out, the members rejoin the new one, whose
 /// rebalance waits at most a session for members that do not come back.
 pub const SETTLE_BOUND: SimTime =
-    REQUEST_TIMEOUT + REBALANCE_TIMEOUT + SESSION_TIMEOUT + 500 * MILLIS;
+    COORDINATOR_REQUEST_TIMEOUT + REBALANCE_TIMEOUT + SESSION_TIMEOUT + 500 * MILLIS;
 pub const HEARTBEAT_INTERVAL: SimTime = 200 * MILLIS;
 /// Processing a polled batch takes this long, plus [`PROCESS_PER_RECORD`] per record.
 pub const PROCESS_BASE: SimTime = 5 * MILLIS;
@@ -229,7 +230,7 @@ impl GroupMember {
         c.auto_commit_interval = (self.mode == CommitMode::Auto).then_some(AUTO_COMMIT_INTERVAL);
         c.reset = OffsetReset::Earliest;
         c.retry_backoff = 50 * MILLIS;
-        c.request_timeout = REQUEST_TIMEOUT;
+        c.request_timeout = COORDINATOR_REQUEST_TIMEOUT;
         c.fetch_idle_backoff = POLL_INTERVAL;
         c.max_poll_records = 64;
         c.fetch_max_bytes = 64 * 1024;
@@ -287,7 +288,7 @@ impl GroupMember {
         self.app_due(ctx);
         self.pending.retain(|_, p| p.sent_at + FORGET_AFTER > now);
         if let Some(c) = self.consumer.as_mut() {
-            c.tick(now);
+            c.handle_timeout(now);
         }
         self.after(ctx);
     }
@@ -356,8 +357,7 @@ impl GroupMember {
         };
         let r = self.meta.answer(p.wire, from, msg);
         if let Some(r) = r {
-            self.consumer_mut()
-                .handle_response(ctx.now, p.consumer_corr, r);
+            self.consumer_mut().step(ctx.now, p.consumer_corr, r);
         }
         if let Some((part, at, read, epoch)) = polled {
             if self.cursor_at.get(part) != Some(&at) {
@@ -449,7 +449,7 @@ impl GroupMember {
                     }
                 }
             }
-            self.consumer_mut().drain_outputs_into(&mut outs);
+            self.consumer_mut().poll_outputs_into(&mut outs);
             if outs.is_empty() {
                 break;
             }
@@ -469,7 +469,7 @@ impl GroupMember {
                 }
             }
             for (corr, r) in immediate {
-                self.consumer_mut().handle_response(now, corr, r);
+                self.consumer_mut().step(now, corr, r);
             }
         }
         self.outs = outs;
@@ -654,7 +654,7 @@ impl GroupMember {
         if !self.subscribed {
             at(0);
         }
-        if let Some(x) = c.next_timeout() {
+        if let Some(x) = c.poll_timeout() {
             at(x);
         }
         match &self.app {

@@ -9,7 +9,7 @@ use crate::fnv::Fnv1a;
 use crate::time::SimTime;
 use offset_map::PerPartition;
 use skein_core::log::RecordBatch;
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use skein_jepsen::Text;
 use std::collections::{BTreeMap, BTreeSet};

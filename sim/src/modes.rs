@@ -2,13 +2,8 @@
 //! members' [`CommitMode`]. A ground-floor module: the configuration, the scenario format
 //! and the clients all name these without importing each other.
 
-/// Acknowledgement level asked by producers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acks {
-    None,
-    Leader,
-    All,
-}
+/// Acknowledgement level asked by producers: the produce request's own.
+pub use skein_core::message::Acks;
 
 /// How a member commits after processing a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -77,7 +77,7 @@ pub enum SimError {
 }
 
 /// The historical bugs `--bug` can switch back on (core owns the names).
-pub use skein_core::replica::BUG_NAMES;
+pub use skein_core::bugs::BUG_NAMES;
 
 enum Ev {
     Deliver {
@@ -306,7 +306,7 @@ struct World {
     copies_destroyed: Vec<String>,
     out: ClientOut,
     /// A broker's outputs of one step, kept between steps so taking them allocates nothing.
-    node_out: Vec<skein_core::broker::Output>,
+    node_out: Vec<skein_core::node::NodeOutput>,
     /// Records per produce request, by (client, correlation), for the acknowledgement checks.
     /// (Looked up per acknowledgement, never iterated: hashed.)
     produce_sizes: crate::fasthash::FastMap<(u64, u64), u32>,

@@ -37,7 +37,8 @@ use skein_jepsen::{
 };
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
-    BrokerEntry, Cluster, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, Role,
+    BrokerEntry, ClusterAddresses, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig,
+    NodeKind,
 };
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -116,7 +117,7 @@ fn cluster_config() -> ClusterConfig {
     }
 }
 
-fn client(cluster: &Cluster) -> Client {
+fn client(cluster: &ClusterAddresses) -> Client {
     Client::new(
         cluster.clone(),
         ClientOptions {
@@ -133,7 +134,7 @@ fn client(cluster: &Cluster) -> Client {
 fn server_node(
     name: &str,
     ip: IpAddr,
-    role: Role,
+    role: NodeKind,
     id: Option<u32>,
     dir: &std::path::Path,
 ) -> NodeHandle {
@@ -188,7 +189,7 @@ fn server_node(
 /// Produces unique values `p<process>-<n>` round-robin over the partitions until `stop`,
 /// idempotently with acks=all. A batch that finally fails is `info` (it may or may not
 /// have been written), followed by a `crash`: the producer starts over with a new id.
-async fn produce(cluster: Cluster, history: History, process: u64, stop: Arc<AtomicBool>) {
+async fn produce(cluster: ClusterAddresses, history: History, process: u64, stop: Arc<AtomicBool>) {
     let mut n = 0u64;
     let mut batch_no = 0u32;
     'session: while !stop.load(Ordering::Relaxed) {
@@ -258,7 +259,7 @@ async fn produce(cluster: Cluster, history: History, process: u64, stop: Arc<Ato
 /// Reads every partition from offset 0 until it reaches the high watermark and the
 /// highest acknowledged offset, recording each poll.
 async fn consume_all(
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     history: History,
     process: u64,
     acked_end: BTreeMap<u32, u64>,
@@ -428,7 +429,7 @@ async fn cluster_survives_kills_clogs_and_partitions() {
             server_node(
                 &format!("controller-{id}"),
                 controller_ip(id),
-                Role::Controller,
+                NodeKind::Controller,
                 Some(id),
                 dir.path(),
             )
@@ -438,7 +439,7 @@ async fn cluster_survives_kills_clogs_and_partitions() {
         servers.push(server_node(
             &format!("broker-{id}"),
             broker_ip(id),
-            Role::Broker,
+            NodeKind::Broker,
             Some(id),
             dir.path(),
         ));

@@ -241,7 +241,7 @@ impl World {
         self.brokers
             .iter()
             .filter_map(|(&id, b)| b.replica_view(&tp).map(|v| (id, v)))
-            .filter(|(_, v)| v.role == Role::Leader)
+            .filter(|(_, v)| v.role == ReplicaRole::Leader)
             .max_by_key(|(_, v)| v.leader_epoch)
             .map(|(id, _)| id)
     }
@@ -707,7 +707,7 @@ fn cut_off_coordinator_cannot_acknowledge_and_resigns_when_it_learns_it_was_depo
     // The old leader learns the new epoch, follows, and unloads its coordinator.
     assert!(w.run_until(2000 * MS, |w| w.brokers[&old]
         .replica_view(&tp)
-        .is_some_and(|v| matches!(v.role, Role::Follower { .. }))));
+        .is_some_and(|v| matches!(v.role, ReplicaRole::Follower { .. }))));
     let p = coordinator_partition(GROUP, 2);
     assert!(w.brokers[&old]
         .group_coordinators()

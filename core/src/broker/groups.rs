@@ -31,14 +31,15 @@
 //!   offset older than the one the log (and a retry) held, and committed below it (seed 124,
 //!   `group-offset-regression`).
 
-use super::{Broker, BrokerEvent, Output};
+use super::{Broker, BrokerEvent};
 use crate::group::{
     find_coordinator, AppendError, AppendId, CoordinatorOutput, GroupCoordinators, GroupRequest,
     GroupResponse, CONSUMER_OFFSETS_TOPIC,
 };
 use crate::log::{EncodedBatch, Record, RecordBatch, Storage};
 use crate::message::*;
-use crate::replica::{ProduceOrigin, Role};
+use crate::node::NodeOutput;
+use crate::replica::{ProduceOrigin, ReplicaRole};
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::BTreeMap;
 
@@ -99,8 +100,8 @@ impl GroupHost {
 
     /// Inlined: the broker asks after every step, and the answer is mostly cached.
     #[inline]
-    pub(super) fn next_timeout(&self) -> Option<Nanos> {
-        self.coordinators.as_ref().and_then(|c| c.next_timeout())
+    pub(super) fn poll_timeout(&self) -> Option<Nanos> {
+        self.coordinators.as_ref().and_then(|c| c.poll_timeout())
     }
 
     fn forget_partition(&mut self, p: u32) {
@@ -178,7 +179,7 @@ impl<S: Storage + Clone> Broker<S> {
             return;
         }
         match &mut self.groups.coordinators {
-            Some(c) => c.handle(now, client, correlation, request),
+            Some(c) => c.step(now, client, correlation, request),
             None => {
                 let response =
                     GroupResponse::error_for(&request, crate::group::GroupError::NotCoordinator);
@@ -229,7 +230,7 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     fn send_group_response(&mut self, client: u64, correlation: u64, response: GroupResponse) {
-        self.outputs.push(Output::Send {
+        self.outputs.push(NodeOutput::Send {
             to: Address::Client(client),
             msg: Message::group_response(correlation, response),
         });
@@ -273,7 +274,7 @@ impl<S: Storage + Clone> Broker<S> {
                 .groups
                 .coordinators
                 .as_mut()
-                .map(|c| c.drain_outputs())
+                .map(|c| c.poll_outputs())
                 .unwrap_or_default();
             progressed |= !outputs.is_empty();
             for o in outputs {
@@ -295,7 +296,7 @@ impl<S: Storage + Clone> Broker<S> {
                         offsets,
                     } => self
                         .outputs
-                        .push(Output::Event(BrokerEvent::OffsetsCommitted {
+                        .push(NodeOutput::Broker(BrokerEvent::OffsetsCommitted {
                             group,
                             coordinator_epoch: epoch,
                             offsets,
@@ -348,7 +349,7 @@ impl<S: Storage + Clone> Broker<S> {
                     self.groups.forget_partition(p);
                 }
                 self.groups.changes_floor = old.changes_floor();
-                for o in old.drain_outputs() {
+                for o in old.poll_outputs() {
                     if let CoordinatorOutput::Respond {
                         to,
                         correlation,
@@ -386,7 +387,7 @@ impl<S: Storage + Clone> Broker<S> {
         let mut views = [None; 8];
         let mut more: Vec<(u32, LeaderView)> = Vec::new();
         for (p, r) in self.replicas.in_topic(CONSUMER_OFFSETS_TOPIC) {
-            if p >= n || r.role() != Role::Leader {
+            if p >= n || r.role() != ReplicaRole::Leader {
                 continue;
             }
             let v = LeaderView {
@@ -491,7 +492,7 @@ impl<S: Storage + Clone> Broker<S> {
         let leads = self
             .replicas
             .get(&tp)
-            .is_some_and(|r| r.role() == Role::Leader && r.leader_epoch() == leader_epoch);
+            .is_some_and(|r| r.role() == ReplicaRole::Leader && r.leader_epoch() == leader_epoch);
         let queue = self.groups.in_flight.entry(p).or_default();
         let batch = if !leads || !self.groups.leading.contains_key(&p) {
             Err(AppendError::NotLeader)

@@ -1,12 +1,12 @@
 //! A Skein broker: hosts the partition replicas its metadata image assigns to it, as one
 //! sans-I/O state machine.
 //!
-//! Data flow: the driver delivers messages ([`Broker::handle`]) and time
-//! ([`Broker::tick`]); the broker routes fetches, produce and consumer requests to its
+//! Data flow: the driver delivers messages ([`Broker::step`]) and time
+//! ([`Broker::handle_timeout`]); the broker routes fetches, produce and consumer requests to its
 //! [`Replica`]s, pulls metadata from the controller with heartbeats (each reply carries the
 //! metadata records it has not seen), applies them to its [`MetadataImage`] and turns each
 //! partition's state into leader/follower transitions. Everything the broker wants done —
-//! messages to send, events worth tracing — is collected with [`Broker::drain_outputs`].
+//! messages to send, events worth tracing — is collected with [`Broker::poll_outputs`].
 //! Logs live on the given [`Storage`]; crash recovery happens in `PartitionLog::open`.
 //! The broker also hosts the consumer-group coordinators of the `__consumer_offsets`
 //! partitions it leads (`groups.rs`): their group records travel the same acks=all
@@ -19,6 +19,7 @@ use crate::controller::{
 use crate::group::{GroupConfig, CONSUMER_OFFSETS_TOPIC};
 use crate::log::{LogConfig, LogError, PartitionLog, RecordBatch, RecoverySummary, Storage};
 use crate::message::*;
+use crate::node::NodeOutput;
 use crate::replica::{
     AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
     ReplicaView,
@@ -27,7 +28,8 @@ use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::replica::{Bugs, Role};
+use crate::bugs::Bugs;
+pub use crate::replica::ReplicaRole;
 
 /// Broker tunables.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,13 +128,6 @@ impl BrokerConfig {
             bugs: self.bugs,
         }
     }
-}
-
-/// Effects of a broker.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Output {
-    Send { to: Address, msg: Message },
-    Event(BrokerEvent),
 }
 
 /// Broker-level events worth tracing.
@@ -245,7 +240,7 @@ pub struct Broker<S: Storage + Clone> {
     next_retention: Nanos,
     next_hw_checkpoint: Nanos,
     last_hw_checkpoint: HwCheckpoint,
-    replicas: ReplicaSet<S>,
+    replicas: ReplicaSet<Replica<PartitionLog<S>>>,
     /// Topic id of each hosted partition: part of its directory name, so data of a
     /// deleted topic is never mistaken for a re-created one of the same name.
     topic_ids: BTreeMap<TopicPartition, u64>,
@@ -277,7 +272,7 @@ pub struct Broker<S: Storage + Clone> {
     metadata_end: Offset,
     /// Set by `begin_controlled_shutdown`.
     shutdown: Option<shutdown::ShutdownPhase>,
-    outputs: Vec<Output>,
+    outputs: Vec<NodeOutput>,
 }
 
 /// `<topic>-<partition>.<topic id>`.
@@ -353,7 +348,7 @@ impl<S: Storage + Clone> Broker<S> {
         broker.restore_high_watermarks();
         broker.next_retention = now + broker.config.retention_check_interval;
         broker.next_hw_checkpoint = now + broker.config.hw_checkpoint_interval;
-        broker.tick(now);
+        broker.handle_timeout(now);
         Ok((broker, reports))
     }
 
@@ -389,10 +384,11 @@ impl<S: Storage + Clone> Broker<S> {
                 self.failed.remove(tp);
                 self.damaged.remove(tp);
                 self.damaged_ends.remove(tp);
-                self.outputs.push(Output::Event(BrokerEvent::LogOpened {
-                    tp: tp.clone(),
-                    summary: Box::new(summary.clone()),
-                }));
+                self.outputs
+                    .push(NodeOutput::Broker(BrokerEvent::LogOpened {
+                        tp: tp.clone(),
+                        summary: Box::new(summary.clone()),
+                    }));
                 Some(summary)
             }
             Err(e) => {
@@ -407,10 +403,11 @@ impl<S: Storage + Clone> Broker<S> {
                     self.damaged.remove(tp);
                     self.damaged_ends.remove(tp);
                 }
-                self.outputs.push(Output::Event(BrokerEvent::LogOpenFailed {
-                    tp: tp.clone(),
-                    error: e.to_string(),
-                }));
+                self.outputs
+                    .push(NodeOutput::Broker(BrokerEvent::LogOpenFailed {
+                        tp: tp.clone(),
+                        error: e.to_string(),
+                    }));
                 None
             }
         }
@@ -719,22 +716,10 @@ impl<S: Storage + Clone> Broker<S> {
         Some(Ok(out))
     }
 
-    /// Effects since the last call, in order.
-    pub fn drain_outputs(&mut self) -> Vec<Output> {
-        self.drain_outputs_iter().collect()
-    }
-
-    /// [`Broker::drain_outputs`] without giving up the buffer (it keeps its capacity for the
-    /// next step).
-    pub fn drain_outputs_iter(&mut self) -> std::vec::Drain<'_, Output> {
-        self.collect_replica_effects();
-        self.outputs.drain(..)
-    }
-
-    /// Moves the effects since the last call, in order, to the end of `out`. An empty
-    /// `out` (the common case) swaps buffers instead: no output is copied, and both keep
-    /// their capacity (the simulator takes a broker's outputs after every step).
-    pub fn take_outputs_into(&mut self, out: &mut Vec<Output>) {
+    /// Moves what it produced since the last call, in order, to the end of `out`. An
+    /// empty `out` (the common case) swaps buffers instead: no output is copied, and both
+    /// keep their capacity (the simulator takes a broker's outputs after every step).
+    pub fn poll_outputs_into(&mut self, out: &mut Vec<NodeOutput>) {
         self.collect_replica_effects();
         if out.is_empty() {
             std::mem::swap(&mut self.outputs, out);
@@ -743,8 +728,15 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
-    /// When `tick` next has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// Takes what it produced since the last call, in order.
+    pub fn poll_outputs(&mut self) -> Vec<NodeOutput> {
+        let mut out = Vec::new();
+        self.poll_outputs_into(&mut out);
+        out
+    }
+
+    /// When [`Self::handle_timeout`] next has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         let replicas = self.replicas.summary();
         let controller = match self.registration {
             Registration::Unregistered { sent_at: None } => None,
@@ -767,7 +759,7 @@ impl<S: Storage + Clone> Broker<S> {
         };
         fold(controller);
         fold(replicas.timeout);
-        fold(self.groups.next_timeout());
+        fold(self.groups.poll_timeout());
         fold(self.shutdown_deadline());
         if !self.failed.is_empty() {
             fold(Some(self.next_open_retry));
@@ -777,11 +769,11 @@ impl<S: Storage + Clone> Broker<S> {
 
     /// Timers: registration / heartbeats, replica fetches, ISR checks, produce
     /// timeouts, retention, group coordinators.
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         self.check_lease(now);
         self.tick_inner(now);
         if let Some(c) = self.groups_mut() {
-            c.tick(now);
+            c.handle_timeout(now);
         }
         self.pump_groups(now);
     }
@@ -875,12 +867,12 @@ impl<S: Storage + Clone> Broker<S> {
             tracing::warn!(%tp, "{error}");
             self.failed.insert(tp.clone(), error.clone());
             self.outputs
-                .push(Output::Event(BrokerEvent::LogOpenFailed { tp, error }));
+                .push(NodeOutput::Broker(BrokerEvent::LogOpenFailed { tp, error }));
         }
     }
 
     fn send_controller(&mut self, req: ControllerRequest) {
-        self.outputs.push(Output::Send {
+        self.outputs.push(NodeOutput::Send {
             to: Address::Controller(self.controller),
             msg: Message::ControllerRequest(req),
         });
@@ -974,14 +966,14 @@ impl<S: Storage + Clone> Broker<S> {
         let controller = Address::Controller(self.controller);
         // Most replicas have nothing: only those with effects are visited.
         for r in self.replicas.with_effects_mut() {
-            for effect in r.drain_effects_iter() {
+            for effect in r.poll_outputs_iter() {
                 match effect {
                     // Nearly every effect: kept to a push, the others out of line.
                     ReplicaEffect::Send { to, mut msg } => {
                         if lapsed {
                             lapse_answer(&mut msg);
                         }
-                        self.outputs.push(Output::Send { to, msg });
+                        self.outputs.push(NodeOutput::Send { to, msg });
                     }
                     other => route_rare_effect(
                         &mut self.outputs,
@@ -1022,11 +1014,11 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     fn reply(&mut self, to: Address, msg: Message) {
-        self.outputs.push(Output::Send { to, msg });
+        self.outputs.push(NodeOutput::Send { to, msg });
     }
 
     /// One message from `from`.
-    pub fn handle(&mut self, now: Nanos, from: Address, msg: Message) {
+    pub fn step(&mut self, now: Nanos, from: Address, msg: Message) {
         self.check_lease(now);
         self.handle_inner(now, from, msg);
         self.pump_groups(now);
@@ -1164,9 +1156,10 @@ impl<S: Storage + Clone> Broker<S> {
                     self.registration = Registration::Registered {
                         broker_epoch: reg.broker_epoch,
                     };
-                    self.outputs.push(Output::Event(BrokerEvent::Registered {
-                        broker_epoch: reg.broker_epoch,
-                    }));
+                    self.outputs
+                        .push(NodeOutput::Broker(BrokerEvent::Registered {
+                            broker_epoch: reg.broker_epoch,
+                        }));
                     self.heartbeat_sent_at = None;
                     self.heartbeat_in_flight = false;
                     self.send_heartbeat(now);
@@ -1188,7 +1181,7 @@ impl<S: Storage + Clone> Broker<S> {
                     // The controller forgot us or we are a stale incarnation: start over.
                     self.registration = Registration::Unregistered { sent_at: None };
                     self.heartbeat_in_flight = false;
-                    self.tick(now);
+                    self.handle_timeout(now);
                 }
                 other => {
                     tracing::warn!(error = %other, "heartbeat refused");
@@ -1276,7 +1269,7 @@ impl<S: Storage + Clone> Broker<S> {
             Ok(_) => {
                 let offset = self.image.next_offset;
                 self.outputs
-                    .push(Output::Event(BrokerEvent::MetadataApplied { offset }));
+                    .push(NodeOutput::Broker(BrokerEvent::MetadataApplied { offset }));
                 // Act only on a caught-up image: an intermediate state may name this
                 // broker leader of an epoch long gone.
                 if offset >= delta.end_offset {
@@ -1288,9 +1281,10 @@ impl<S: Storage + Clone> Broker<S> {
             }
             Err(e) => {
                 tracing::error!(error = %e, "metadata delta rejected");
-                self.outputs.push(Output::Event(BrokerEvent::MetadataError {
-                    error: e.to_string(),
-                }));
+                self.outputs
+                    .push(NodeOutput::Broker(BrokerEvent::MetadataError {
+                        error: e.to_string(),
+                    }));
             }
         }
     }
@@ -1330,10 +1324,10 @@ impl<S: Storage + Clone> Broker<S> {
         for tp in gone {
             if let Some(mut r) = self.replicas.remove(&tp) {
                 r.become_follower(now, None, r.leader_epoch().saturating_add(1), 0);
-                for effect in r.drain_effects() {
+                for effect in r.poll_outputs() {
                     match effect {
                         ReplicaEffect::Send { to, msg } => {
-                            self.outputs.push(Output::Send { to, msg })
+                            self.outputs.push(NodeOutput::Send { to, msg })
                         }
                         // A group append to the partition now gone: matched (or dropped,
                         // if its groups unloaded) like any other answer.
@@ -1346,7 +1340,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.remove_partition_files(&tp, topic_id);
             }
             self.outputs
-                .push(Output::Event(BrokerEvent::PartitionRemoved {
+                .push(NodeOutput::Broker(BrokerEvent::PartitionRemoved {
                     tp: tp.clone(),
                 }));
             hosted_changed = true;
@@ -1380,7 +1374,7 @@ impl<S: Storage + Clone> Broker<S> {
                 };
                 if repair == Repair::Cut {
                     self.outputs
-                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                        .push(NodeOutput::Broker(BrokerEvent::PartitionRepaired {
                             tp: tp.clone(),
                         }));
                 } else if repair == Repair::Failed {
@@ -1390,7 +1384,7 @@ impl<S: Storage + Clone> Broker<S> {
                     self.damaged_ends.remove(&tp);
                     self.remove_partition_files(&tp, topic_id);
                     self.outputs
-                        .push(Output::Event(BrokerEvent::PartitionRepaired {
+                        .push(NodeOutput::Broker(BrokerEvent::PartitionRepaired {
                             tp: tp.clone(),
                         }));
                     if self.open_replica(&tp, topic_id, min_insync).is_some() {
@@ -1450,7 +1444,7 @@ impl<S: Storage + Clone> Broker<S> {
                 .is_some()
             {
                 self.outputs
-                    .push(Output::Event(BrokerEvent::PartitionRepaired {
+                    .push(NodeOutput::Broker(BrokerEvent::PartitionRepaired {
                         tp: tp.clone(),
                     }));
                 self.save_meta();
@@ -1485,7 +1479,7 @@ impl<S: Storage + Clone> Broker<S> {
         tracing::warn!(%tp, "elected by unclean recovery: cutting the log at its damage");
         if r.repair_log() == Repair::Cut {
             self.outputs
-                .push(Output::Event(BrokerEvent::PartitionRepaired {
+                .push(NodeOutput::Broker(BrokerEvent::PartitionRepaired {
                     tp: tp.clone(),
                 }));
         }
@@ -1595,24 +1589,24 @@ fn lapse_answer(msg: &mut Message) {
 /// A replica's effect other than a message (see `Broker::drain_replica_effects`).
 #[inline(never)]
 fn route_rare_effect(
-    outputs: &mut Vec<Output>,
+    outputs: &mut Vec<NodeOutput>,
     acks: &mut Vec<ProduceResponse>,
     controller: Address,
     effect: ReplicaEffect,
 ) {
     outputs.push(match effect {
         // (The caller routes messages itself; this is for completeness.)
-        ReplicaEffect::Send { to, msg } => Output::Send { to, msg },
+        ReplicaEffect::Send { to, msg } => NodeOutput::Send { to, msg },
         // Answers to this broker's own (group coordinator) appends.
         ReplicaEffect::LocalProduceAnswer(resp) => {
             acks.push(resp);
             return;
         }
-        ReplicaEffect::AlterPartition(p) => Output::Send {
+        ReplicaEffect::AlterPartition(p) => NodeOutput::Send {
             to: controller,
             msg: Message::ControllerRequest(alter_request(p)),
         },
-        ReplicaEffect::Event(e) => Output::Event(BrokerEvent::Replica(e)),
+        ReplicaEffect::Event(e) => NodeOutput::Broker(BrokerEvent::Replica(e)),
     });
 }
 

@@ -156,7 +156,7 @@ impl Checker {
         }
         for (id, v, inc) in &views {
             let log = &logs[id];
-            if v.role == Role::Leader {
+            if v.role == ReplicaRole::Leader {
                 // 3. HW monotonic within an epoch.
                 let key = (*id, *inc, v.leader_epoch);
                 let prev = self.leader_hw.get(&key).copied().unwrap_or(0);

@@ -1,18 +1,23 @@
-//! The replicas a broker hosts, keyed by partition, with each replica's next timer cached.
+//! The replicas a broker hosts: a map from partition to replica, in partition order, that
+//! keeps each replica's next timer (and whether it is offline) cached.
 //!
-//! The driver asks [`super::Broker::next_timeout`] after every step, and a broker step
-//! touches one or two of its replicas, so recomputing every replica's timer each time was
-//! ~9% of a simulation's instructions (docs/PERFORMANCE.md). Every way to a `&mut Replica`
-//! goes through this type and forgets that replica's cached timer, so a cached value is
-//! always the one `Replica::next_timeout` would return now. The same cache lets a tick
-//! visit only the replicas whose timer is due: a replica's `tick` before its
-//! `next_timeout` does nothing, because `next_timeout` names every deadline `tick` acts on
-//! (the trace hashes of the pinned seeds were unchanged by this shortcut). Whether the
-//! replica is offline is cached alongside: the broker asks after every step whether its
-//! offline partitions changed, and on nearly every step none is offline. The same way to a
-//! `&mut Replica` notes that a replica may have effects, and keeps the earliest timer of
-//! the replicas it did not reach ([`Earliest`]), so the summary after a step that reached
-//! one replica looks at that replica alone, not at every slot.
+//! Read it as a `BTreeMap<TopicPartition, Replica>` whose [`ReplicaSet::summary`] is
+//! "the earliest `poll_timeout` of any replica, and whether any is offline", whose
+//! [`ReplicaSet::tick_due`] is "tick every replica whose timer is due" and whose
+//! [`ReplicaSet::with_effects_mut`] is "every replica with effects to drain". A proptest
+//! at the end checks exactly that against a `BTreeMap`.
+//!
+//! Why the caches: the driver asks the broker for its next timeout after every step, and a
+//! step touches one or two replicas, so recomputing every replica's timer each time was ~9%
+//! of a simulation's instructions (docs/PERFORMANCE.md). Every way to a `&mut Replica` goes
+//! through this type and marks that replica's cached timer stale, so a cached value is
+//! always the one `poll_timeout` would return now (debug builds check it on every read).
+//! The same cache lets a tick visit only the replicas whose timer is due: a replica's
+//! `handle_timeout` before its `poll_timeout` does nothing, because `poll_timeout` names
+//! every deadline `handle_timeout` acts on. The set also remembers which replicas were reached mutably
+//! since the last drain ([`Reached`]), since only those can have effects, and the earliest
+//! timer of the replicas not reached ([`Earliest`]), so the summary after a step that
+//! reached one replica looks at that replica alone.
 
 use crate::group::CONSUMER_OFFSETS_TOPIC;
 use crate::log::{PartitionLog, Storage};
@@ -21,74 +26,135 @@ use crate::types::{Nanos, TopicPartition};
 use std::cell::Cell;
 use std::ops::Range;
 
-type HostedReplica<S> = Replica<PartitionLog<S>>;
+/// What the set needs of a hosted replica (a trait so the test can host a plain model).
+pub(super) trait Hosted {
+    /// Earliest time at which `handle_timeout` has something to do.
+    fn poll_timeout(&self) -> Option<Nanos>;
+    /// Whether it counts among the broker's offline partitions.
+    fn offline(&self) -> bool;
+    /// Whether it has effects to drain.
+    fn has_outputs(&self) -> bool;
+    fn handle_timeout(&mut self, now: Nanos);
+}
 
-/// A slot's entry in [`ReplicaSet::timers`] while its replica may have changed since its
-/// timer was cached.
-const STALE: Nanos = Nanos::MAX - 1;
-/// `ReplicaSet::reached` when no slot was reached, and when any may have been.
-const REACHED_NONE: (usize, usize) = (usize::MAX, 0);
-const REACHED_ALL: (usize, usize) = (0, usize::MAX);
-/// A slot's entry in [`ReplicaSet::timers`] for a replica with no timer (above every
-/// timer, so the earliest entry is a plain minimum).
-const NO_TIMER: Nanos = Nanos::MAX;
+impl<S: Storage> Hosted for Replica<PartitionLog<S>> {
+    fn poll_timeout(&self) -> Option<Nanos> {
+        Replica::poll_timeout(self)
+    }
 
-struct Slot<S: Storage> {
-    replica: HostedReplica<S>,
-    /// A `__consumer_offsets` replica (see [`ReplicaSet::offsets_generation`]).
-    offsets: bool,
+    fn offline(&self) -> bool {
+        offline(self)
+    }
+
+    fn has_outputs(&self) -> bool {
+        Replica::has_outputs(self)
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        Replica::handle_timeout(self, now)
+    }
 }
 
 /// Whether the replica counts among the broker's offline partitions (its log failed a read,
 /// or it waits for a newer epoch after failing as leader).
-pub(super) fn offline<S: Storage>(r: &HostedReplica<S>) -> bool {
+pub(super) fn offline<S: Storage>(r: &Replica<PartitionLog<S>>) -> bool {
     r.log_failure().is_some() || r.awaiting_new_epoch()
 }
 
-/// A replica's next timer as [`ReplicaSet::timers`] holds it.
-fn timer_of<S: Storage>(r: &HostedReplica<S>) -> Nanos {
-    match r.next_timeout() {
-        Some(t) => {
-            debug_assert!(
-                t < STALE,
-                "a replica timer collides with the cache's markers"
-            );
-            t
-        }
-        None => NO_TIMER,
+/// A replica's cached timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    /// Not known: the replica was reached mutably since it was last computed.
+    Stale,
+    /// Its `poll_timeout()` as last computed.
+    Known(Option<Nanos>),
+}
+
+/// Whether deadline `a` comes after deadline `b` (`None`: never, after every time).
+fn later(a: Option<Nanos>, b: Option<Nanos>) -> bool {
+    match (a, b) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(a), Some(b)) => a > b,
     }
 }
 
-/// What [`ReplicaSet`] knows of its earliest replica timer between two summaries. A
-/// summary caches every slot's timer, so a [`STALE`] slot was reached since: under `All`
-/// none is, under `AllBut` only `slot` may be.
+/// The earlier of two deadlines (`None`: never).
+fn sooner(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    if later(a, b) {
+        b
+    } else {
+        a
+    }
+}
+
+/// What the set knows of its earliest replica timer between two summaries. A summary
+/// caches every slot's timer, so a stale slot was reached since: under `All` none is,
+/// under `AllBut` only `slot` may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Earliest {
     /// The earliest timer of every slot: no replica was reached since the last summary.
-    All(Nanos),
+    All(Option<Nanos>),
     /// The earliest timer of every slot but `slot`, the one replica reached since.
-    AllBut { slot: usize, others: Nanos },
+    AllBut { slot: usize, others: Option<Nanos> },
     /// Not known: the next summary folds every slot.
     Unknown,
 }
 
-/// What is known of the others once slot `i`, whose cached timer was `t`, may change. A
-/// slot that did not hold the earliest timer leaves it to the others; a stale one was
-/// already left out (see [`Earliest`]).
-fn without(earliest: Earliest, i: usize, t: Nanos) -> Earliest {
-    debug_assert!(
-        t != STALE
-            || match earliest {
-                Earliest::AllBut { slot, .. } => slot == i,
-                Earliest::All(_) => false,
-                Earliest::Unknown => true,
+impl Earliest {
+    /// What is known of the others once slot `i`, cached as `was`, may change. A slot that
+    /// did not hold the earliest timer leaves it to the others; a stale one was already
+    /// left out.
+    fn without(self, i: usize, was: Timer) -> Earliest {
+        match (self, was) {
+            (_, Timer::Stale) => {
+                debug_assert!(
+                    matches!(self, Earliest::Unknown)
+                        || matches!(self, Earliest::AllBut { slot, .. } if slot == i),
+                    "the earliest timer counts a stale slot"
+                );
+                self
+            }
+            (Earliest::All(e), Timer::Known(t)) if later(t, e) => {
+                Earliest::AllBut { slot: i, others: e }
+            }
+            _ => Earliest::Unknown,
+        }
+    }
+}
+
+/// The slots that were reached mutably since the last drain, so may have effects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reached {
+    Nothing,
+    /// Slots `lo..hi`.
+    Span {
+        lo: usize,
+        hi: usize,
+    },
+    /// Any slot (slots moved, or every replica was handed out).
+    Every,
+}
+
+impl Reached {
+    fn add(&mut self, i: usize) {
+        *self = match *self {
+            Reached::Nothing => Reached::Span { lo: i, hi: i + 1 },
+            Reached::Span { lo, hi } => Reached::Span {
+                lo: lo.min(i),
+                hi: hi.max(i + 1),
             },
-        "a stale slot the earliest timer counts"
-    );
-    match earliest {
-        _ if t == STALE => earliest,
-        Earliest::All(e) if t > e => Earliest::AllBut { slot: i, others: e },
-        _ => Earliest::Unknown,
+            Reached::Every => Reached::Every,
+        };
+    }
+
+    /// The reached slots as a range of indices into `len` slots.
+    fn range(self, len: usize) -> Range<usize> {
+        match self {
+            Reached::Nothing => 0..0,
+            Reached::Span { lo, hi } => lo.min(len)..hi.min(len),
+            Reached::Every => 0..len,
+        }
     }
 }
 
@@ -99,38 +165,33 @@ pub(super) struct Summary {
     pub offline: bool,
 }
 
-impl<S: Storage> Slot<S> {
-    fn new(tp: &TopicPartition, replica: HostedReplica<S>) -> Self {
-        Self {
-            replica,
-            offsets: tp.topic == CONSUMER_OFFSETS_TOPIC,
-        }
-    }
+struct Slot<R> {
+    replica: R,
+    /// A `__consumer_offsets` replica (see [`ReplicaSet::offsets_generation`]).
+    offsets: bool,
 }
 
 /// A broker's hosted replicas (see the module docs). A vector sorted by partition, not a
 /// `BTreeMap`: it is walked after every step (timers, effects), looked up a few times, and
 /// changed only when the broker starts or stops hosting a partition.
-pub(super) struct ReplicaSet<S: Storage> {
-    slots: Vec<(TopicPartition, Slot<S>)>,
-    /// Each slot's cached replica timer, by slot index ([`NO_TIMER`]: none; [`STALE`]: not
-    /// known). Apart from the replicas: a summary that has to fold every slot folds this
-    /// dense array, not a field of each (large) slot.
-    timers: Vec<Cell<Nanos>>,
-    /// Whether each slot's replica was offline when its timer was last cached, by slot
-    /// index; `offline_count` counts the `true`s (kept as entries are refreshed).
+pub(super) struct ReplicaSet<R> {
+    slots: Vec<(TopicPartition, Slot<R>)>,
+    /// Each slot's cached timer, by slot index. Apart from the replicas: a summary that has
+    /// to fold every slot walks this dense array, not a field of each (large) slot. A
+    /// `Cell` because the summary, asked through `&self`, fills in stale entries.
+    timers: Vec<Cell<Timer>>,
+    /// Whether each slot's replica was offline when its timer was last computed;
+    /// `offline_count` counts the `true`s.
     offline: Vec<Cell<bool>>,
     offline_count: Cell<usize>,
-    /// The earliest timer as far as known (see [`Earliest`]): the driver asks after every
-    /// step, many steps reach no replica and most of the others one, and folding every
-    /// slot after each was ~1% of a simulation's instructions.
+    /// The earliest timer as far as known: the driver asks after every step, many steps
+    /// reach no replica and most of the others one, and folding every slot after each was
+    /// ~1% of a simulation's instructions.
     earliest: Cell<Earliest>,
-    /// The slots that can have effects to drain, as a span `[lo, hi)` of indices (empty
-    /// when `lo >= hi`): emptied by a drain, grown when a replica is reached mutably (the
-    /// only way one gets effects). The broker drains after every step and every group
-    /// pump round, mostly with nothing new, else after reaching one replica: walking all
-    /// of its slots to find that one cost more than the rest of the drain.
-    reached: (usize, usize),
+    /// The slots that can have effects: the broker drains after every step and every
+    /// group pump round, mostly with nothing new, else after reaching one replica, and
+    /// walking all of its slots to find that one cost more than the rest of the drain.
+    reached: Reached,
     /// Moves whenever a `__consumer_offsets` replica may have changed (hosted, dropped or
     /// reached mutably): the group pump follows those replicas after every step, and skips
     /// the walk while this has not moved.
@@ -142,15 +203,15 @@ pub(super) struct ReplicaSet<S: Storage> {
     topics: Vec<(String, Range<usize>)>,
 }
 
-impl<S: Storage> ReplicaSet<S> {
+impl<R: Hosted> ReplicaSet<R> {
     pub fn new() -> Self {
         Self {
             slots: Vec::new(),
             timers: Vec::new(),
             offline: Vec::new(),
             offline_count: Cell::new(0),
-            earliest: Cell::new(Earliest::All(NO_TIMER)),
-            reached: REACHED_NONE,
+            earliest: Cell::new(Earliest::All(None)),
+            reached: Reached::Nothing,
             offsets_gen: 0,
             topics: Vec::new(),
         }
@@ -169,27 +230,21 @@ impl<S: Storage> ReplicaSet<S> {
     }
 
     /// The slots of `topic`, as a range of indices (empty, where it would start, if the
-    /// topic is not hosted). Inlined into the lookups (a call of its own was ~10
-    /// instructions of ~40 per lookup); a topic not hosted is looked up out of line.
-    #[inline(always)]
+    /// topic is not hosted).
+    #[inline]
     fn topic_range(&self, topic: &str) -> Range<usize> {
         // A scan, not a binary search: a broker hosts a few topics, mostly of different
         // lengths, so nearly every name is compared only with its own.
         let found = self.topics.iter().find(|(t, _)| t == topic);
         match found {
             Some((_, r)) => r.clone(),
-            None => self.unhosted_range(topic),
+            None => {
+                let at = self
+                    .slots
+                    .partition_point(|(k, _)| k.topic.as_str() < topic);
+                at..at
+            }
         }
-    }
-
-    /// [`Self::topic_range`] of a topic not hosted: empty, where its slots would start.
-    #[cold]
-    #[inline(never)]
-    fn unhosted_range(&self, topic: &str) -> Range<usize> {
-        let at = self
-            .slots
-            .partition_point(|(k, _)| k.topic.as_str() < topic);
-        at..at
     }
 
     /// See the `offsets_gen` field: equal values mean no `__consumer_offsets` replica
@@ -198,8 +253,7 @@ impl<S: Storage> ReplicaSet<S> {
         self.offsets_gen
     }
 
-    /// What `binary_search` over the slots (by topic, then partition) gives, through the
-    /// topic index.
+    /// What `binary_search` over the slots (by topic, then partition) gives.
     #[inline]
     fn find(&self, tp: &TopicPartition) -> Result<usize, usize> {
         self.find_in(&tp.topic, tp.partition)
@@ -208,13 +262,17 @@ impl<S: Storage> ReplicaSet<S> {
     #[inline]
     fn find_in(&self, topic: &str, partition: u32) -> Result<usize, usize> {
         let r = self.topic_range(topic);
-        // A broker mostly hosts every partition of a topic, 0 to n - 1: try the slot that
-        // partition would then be in before searching.
+        // A broker mostly hosts every partition of a topic, 0 to n - 1: try the slot the
+        // partition would then be in before searching (the search was ~1.5% of a
+        // simulation's instructions).
         let guess = r.start + partition as usize;
         let found = if guess < r.end && self.slots[guess].0.partition == partition {
             Ok(guess)
         } else {
-            self.search_in(r, partition)
+            self.slots[r.clone()]
+                .binary_search_by(|(k, _)| k.partition.cmp(&partition))
+                .map(|i| r.start + i)
+                .map_err(|i| r.start + i)
         };
         debug_assert_eq!(
             found,
@@ -225,25 +283,15 @@ impl<S: Storage> ReplicaSet<S> {
         found
     }
 
-    /// [`Self::find_in`]'s search of the topic's slots `r`, when the guess missed. Out of
-    /// line: lookups are inlined where made (several per step), and nearly all hit.
-    #[inline(never)]
-    fn search_in(&self, r: Range<usize>, partition: u32) -> Result<usize, usize> {
-        self.slots[r.clone()]
-            .binary_search_by(|(k, _)| k.partition.cmp(&partition))
-            .map(|i| r.start + i)
-            .map_err(|i| r.start + i)
-    }
-
-    /// Slot `i`'s replica, mutably: its cached timer is forgotten (and with it maybe the
+    /// Slot `i`'s replica, mutably: its cached timer goes stale (and with it maybe the
     /// earliest), it may get effects, and for a `__consumer_offsets` replica `offsets_gen`
     /// moves.
     #[inline]
-    fn reach(&mut self, i: usize) -> &mut HostedReplica<S> {
-        let t = std::mem::replace(self.timers[i].get_mut(), STALE);
+    fn reach(&mut self, i: usize) -> &mut R {
+        let was = self.timers[i].replace(Timer::Stale);
         let e = self.earliest.get_mut();
-        *e = without(*e, i, t);
-        self.reached = (self.reached.0.min(i), self.reached.1.max(i + 1));
+        *e = e.without(i, was);
+        self.reached.add(i);
         let slot = &mut self.slots[i].1;
         if slot.offsets {
             self.offsets_gen += 1;
@@ -251,37 +299,28 @@ impl<S: Storage> ReplicaSet<S> {
         &mut slot.replica
     }
 
-    /// Slot `i`'s timer, computed (with its offline flag) if not known.
+    /// Slot `i`'s timer, computed (with its offline flag) if stale.
     #[inline]
-    fn timer(&self, i: usize) -> Nanos {
+    fn timer(&self, i: usize) -> Option<Nanos> {
         match self.timers[i].get() {
-            STALE => self.refresh(i),
-            t => self.checked(i, t),
+            Timer::Stale => self.refresh(i),
+            Timer::Known(t) => {
+                let r = &self.slots[i].1.replica;
+                debug_assert_eq!(t, r.poll_timeout(), "stale replica timer cache");
+                debug_assert_eq!(self.offline[i].get(), r.offline(), "stale offline cache");
+                t
+            }
         }
     }
 
-    /// `t`, slot `i`'s cached timer, checked against its replica in debug builds.
-    fn checked(&self, i: usize, t: Nanos) -> Nanos {
-        debug_assert_eq!(
-            t,
-            timer_of(&self.slots[i].1.replica),
-            "stale replica timer cache"
-        );
-        debug_assert_eq!(
-            self.offline[i].get(),
-            offline(&self.slots[i].1.replica),
-            "stale offline cache"
-        );
-        t
-    }
-
-    /// Out of line: about one slot per step needs it, the fold walks them all.
+    /// Computes slot `i`'s timer and offline flag. Out of line: about one slot per step
+    /// needs it, the fold walks them all.
     #[inline(never)]
-    fn refresh(&self, i: usize) -> Nanos {
+    fn refresh(&self, i: usize) -> Option<Nanos> {
         let r = &self.slots[i].1.replica;
-        let t = timer_of(r);
-        self.timers[i].set(t);
-        let now = offline(r);
+        let t = r.poll_timeout();
+        self.timers[i].set(Timer::Known(t));
+        let now = r.offline();
         if self.offline[i].replace(now) != now {
             let n = self.offline_count.get();
             self.offline_count.set(if now { n + 1 } else { n - 1 });
@@ -290,33 +329,36 @@ impl<S: Storage> ReplicaSet<S> {
     }
 
     /// Host `replica` for `tp`, replacing the one hosted before (like `BTreeMap::insert`).
-    pub fn insert(&mut self, tp: TopicPartition, replica: HostedReplica<S>) {
+    pub fn insert(&mut self, tp: TopicPartition, replica: R) {
         self.offsets_gen += 1;
         *self.earliest.get_mut() = Earliest::Unknown;
-        self.reached = REACHED_ALL;
-        let slot = Slot::new(&tp, replica);
+        self.reached = Reached::Every;
+        let slot = Slot {
+            replica,
+            offsets: tp.topic == CONSUMER_OFFSETS_TOPIC,
+        };
         match self.find(&tp) {
             Ok(i) => {
                 self.slots[i].1 = slot;
                 // Its offline flag still counts the replaced replica: the refresh adjusts.
-                *self.timers[i].get_mut() = STALE;
+                self.timers[i].set(Timer::Stale);
             }
             Err(i) => {
                 self.slots.insert(i, (tp, slot));
-                self.timers.insert(i, Cell::new(STALE));
+                self.timers.insert(i, Cell::new(Timer::Stale));
                 self.offline.insert(i, Cell::new(false));
                 self.index_topics();
             }
         }
     }
 
-    pub fn remove(&mut self, tp: &TopicPartition) -> Option<HostedReplica<S>> {
+    pub fn remove(&mut self, tp: &TopicPartition) -> Option<R> {
         let i = self.find(tp).ok()?;
         self.offsets_gen += 1;
         *self.earliest.get_mut() = Earliest::Unknown;
-        // The slots after it move down one: the reached span would be off by one.
+        // The slots after it move down one: a reached span would be off by one.
         if self.maybe_effects() {
-            self.reached = REACHED_ALL;
+            self.reached = Reached::Every;
         }
         let (_, slot) = self.slots.remove(i);
         self.timers.remove(i);
@@ -333,31 +375,26 @@ impl<S: Storage> ReplicaSet<S> {
 
     /// [`ReplicaSet::get`] by topic name and partition, without building a `TopicPartition`
     /// (the group pump asks for every `__consumer_offsets` partition several times a step).
-    pub fn get_in(&self, topic: &str, partition: u32) -> Option<&HostedReplica<S>> {
+    pub fn get_in(&self, topic: &str, partition: u32) -> Option<&R> {
         let i = self.find_in(topic, partition).ok()?;
         Some(&self.slots[i].1.replica)
     }
 
-    /// The replicas of `topic`, by partition, in partition order: one binary search for
-    /// the whole topic (the group pump walks every `__consumer_offsets` partition on every
-    /// pump, several times a step).
-    pub fn in_topic<'a>(
-        &'a self,
-        topic: &'a str,
-    ) -> impl Iterator<Item = (u32, &'a HostedReplica<S>)> + 'a {
+    /// The replicas of `topic`, by partition, in partition order.
+    pub fn in_topic<'a>(&'a self, topic: &'a str) -> impl Iterator<Item = (u32, &'a R)> + 'a {
         self.slots[self.topic_range(topic)]
             .iter()
             .map(|(k, s)| (k.partition, &s.replica))
     }
 
     #[inline]
-    pub fn get(&self, tp: &TopicPartition) -> Option<&HostedReplica<S>> {
+    pub fn get(&self, tp: &TopicPartition) -> Option<&R> {
         let i = self.find(tp).ok()?;
         Some(&self.slots[i].1.replica)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut HostedReplica<S>> {
+    pub fn get_mut(&mut self, tp: &TopicPartition) -> Option<&mut R> {
         let i = self.find(tp).ok()?;
         Some(self.reach(i))
     }
@@ -366,67 +403,61 @@ impl<S: Storage> ReplicaSet<S> {
         self.slots.iter().map(|(tp, _)| tp)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &HostedReplica<S>> {
+    pub fn values(&self) -> impl Iterator<Item = &R> {
         self.slots.iter().map(|(_, s)| &s.replica)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&TopicPartition, &HostedReplica<S>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&TopicPartition, &R)> {
         self.slots.iter().map(|(tp, s)| (tp, &s.replica))
     }
 
-    /// Every replica, mutably (each one's cached timer forgotten).
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut HostedReplica<S>)> {
+    /// Every replica, mutably (each one's cached timer goes stale).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut R)> {
         *self.earliest.get_mut() = Earliest::Unknown;
-        self.reached = REACHED_ALL;
-        let gen = &mut self.offsets_gen;
-        self.slots
-            .iter_mut()
-            .zip(self.timers.iter_mut())
-            .map(move |((tp, s), t)| {
-                *t.get_mut() = STALE;
-                if s.offsets {
-                    *gen += 1;
-                }
-                (&*tp, &mut s.replica)
-            })
+        self.reached = Reached::Every;
+        if self.slots.iter().any(|(_, s)| s.offsets) {
+            self.offsets_gen += 1;
+        }
+        for t in &mut self.timers {
+            *t.get_mut() = Timer::Stale;
+        }
+        self.slots.iter_mut().map(|(tp, s)| (&*tp, &mut s.replica))
     }
 
-    /// False if no replica has effects to drain (see the `reached` field).
+    /// False if no replica has effects to drain.
     pub fn maybe_effects(&self) -> bool {
         self.debug_check_reached();
-        self.reached.0 < self.reached.1
+        !self.reached.range(self.slots.len()).is_empty()
     }
 
-    /// Only slots in the reached span have effects.
+    /// Only reached slots have effects.
     fn debug_check_reached(&self) {
-        let (lo, hi) = self.reached;
+        let reached = self.reached.range(self.slots.len());
         debug_assert!(
             self.slots
                 .iter()
                 .enumerate()
-                .all(|(i, (_, s))| (lo <= i && i < hi) || !s.replica.has_effects()),
+                .all(|(i, (_, s))| reached.contains(&i) || !s.replica.has_outputs()),
             "a replica got effects without being reached mutably"
         );
     }
 
     /// The replicas that have effects to drain, mutably; the others keep their cache. The
-    /// caller drains every one (the next call looks only if a replica was reached since).
-    pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut HostedReplica<S>> {
+    /// caller drains every one (the next call looks only at replicas reached since).
+    pub fn with_effects_mut(&mut self) -> impl Iterator<Item = &mut R> {
         self.debug_check_reached();
-        let (lo, hi) = std::mem::replace(&mut self.reached, REACHED_NONE);
-        let hi = hi.min(self.slots.len());
-        let span = lo.min(hi)..hi;
+        let span = std::mem::replace(&mut self.reached, Reached::Nothing).range(self.slots.len());
         let gen = &mut self.offsets_gen;
         let earliest = self.earliest.get_mut();
         self.slots[span.clone()]
             .iter_mut()
             .zip(self.timers[span].iter_mut())
-            .filter(|((_, s), _)| s.replica.has_effects())
+            .filter(|((_, s), _)| s.replica.has_outputs())
             .map(move |((_, s), t)| {
-                // Nearly always a slot reached this step, so already stale (see `without`);
-                // one cached since it got its effects forgets the earliest (no index here:
-                // counting slots in this walk cost more than it saves).
-                if std::mem::replace(t.get_mut(), STALE) != STALE {
+                // Nearly always a slot reached this step, so already stale; one cached
+                // since it got its effects forgets the earliest (no index here: counting
+                // slots in this walk cost more than it saves).
+                if std::mem::replace(t.get_mut(), Timer::Stale) != Timer::Stale {
                     *earliest = Earliest::Unknown;
                 }
                 debug_assert!(!matches!(*earliest, Earliest::All(_)));
@@ -437,54 +468,237 @@ impl<S: Storage> ReplicaSet<S> {
             })
     }
 
-    /// The earliest timer of any replica, and whether any replica is offline. Inlined into
-    /// the broker's `next_timeout` (asked after every step): the common cases are a few
-    /// instructions and a call of their own cost more; the fold of every slot is out of line.
+    /// The earliest timer of any replica, and whether any replica is offline.
     #[inline]
     pub fn summary(&self) -> Summary {
-        let earliest = match self.earliest.get() {
+        let timeout = match self.earliest.get() {
             Earliest::All(e) => e,
-            Earliest::AllBut { slot, others } => others.min(self.timer(slot)),
+            Earliest::AllBut { slot, others } => sooner(others, self.timer(slot)),
             Earliest::Unknown => self.fold(),
         };
-        self.earliest.set(Earliest::All(earliest));
+        self.earliest.set(Earliest::All(timeout));
         let s = Summary {
-            timeout: (earliest != NO_TIMER).then_some(earliest),
+            timeout,
             offline: self.offline_count.get() > 0,
         };
         debug_assert_eq!(s, self.fresh_summary(), "stale replica summary");
         s
     }
 
-    /// Every slot's timer (refreshed where not known), folded.
+    /// Every slot's timer (computed where stale), folded.
     #[inline(never)]
-    fn fold(&self) -> Nanos {
-        let mut earliest = NO_TIMER;
-        for (i, t) in self.timers.iter().enumerate() {
-            let t = match t.get() {
-                STALE => self.refresh(i),
-                t => self.checked(i, t),
-            };
-            earliest = earliest.min(t);
-        }
-        earliest
+    fn fold(&self) -> Option<Nanos> {
+        (0..self.slots.len()).fold(None, |e, i| sooner(e, self.timer(i)))
     }
 
     /// The summary computed from the replicas, none of the caches: for debug checks.
     fn fresh_summary(&self) -> Summary {
         Summary {
-            timeout: self.values().filter_map(|r| r.next_timeout()).min(),
-            offline: self.values().any(|r| offline(r)),
+            timeout: self.values().filter_map(|r| r.poll_timeout()).min(),
+            offline: self.values().any(|r| r.offline()),
         }
     }
 
     /// Tick the replicas whose timer is due at `now`. The others would do nothing.
     pub fn tick_due(&mut self, now: Nanos) {
-        debug_assert!(now < STALE);
         for i in 0..self.slots.len() {
-            if self.timer(i) <= now {
-                self.reach(i).tick(now);
+            if self.timer(i).is_some_and(|t| t <= now) {
+                self.reach(i).handle_timeout(now);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// A replica reduced to what the set caches, with a log of its ticks.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Fake {
+        timer: Option<Nanos>,
+        offline: bool,
+        effects: bool,
+        ticks: Vec<Nanos>,
+        /// What a tick sets the timer to, relative to the tick's time (`None`: no timer).
+        after_tick: Option<Nanos>,
+    }
+
+    impl Hosted for Fake {
+        fn poll_timeout(&self) -> Option<Nanos> {
+            self.timer
+        }
+        fn offline(&self) -> bool {
+            self.offline
+        }
+        fn has_outputs(&self) -> bool {
+            self.effects
+        }
+        fn handle_timeout(&mut self, now: Nanos) {
+            self.ticks.push(now);
+            self.timer = self.after_tick.map(|d| now + d);
+            self.effects = true;
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(TopicPartition, Option<Nanos>, bool),
+        Remove(TopicPartition),
+        /// Reach one replica mutably and change it (maybe giving it effects).
+        Change(TopicPartition, Option<Nanos>, bool, bool),
+        ChangeAll(Option<Nanos>),
+        Tick(Nanos),
+        Drain,
+        Summary,
+    }
+
+    fn tp() -> impl Strategy<Value = TopicPartition> {
+        let topic = prop_oneof![
+            Just("a".to_string()),
+            Just("bb".to_string()),
+            Just("cc".to_string()),
+            Just(CONSUMER_OFFSETS_TOPIC.to_string()),
+        ];
+        (topic, 0..4u32).prop_map(|(topic, partition)| TopicPartition { topic, partition })
+    }
+
+    fn timer() -> impl Strategy<Value = Option<Nanos>> {
+        proptest::option::of(0..100u64)
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (tp(), timer(), any::<bool>()).prop_map(|(k, t, o)| Op::Insert(k, t, o)),
+            tp().prop_map(Op::Remove),
+            (tp(), timer(), any::<bool>(), any::<bool>())
+                .prop_map(|(k, t, o, e)| Op::Change(k, t, o, e)),
+            timer().prop_map(Op::ChangeAll),
+            (0..120u64).prop_map(Op::Tick),
+            Just(Op::Drain),
+            Just(Op::Summary),
+        ]
+    }
+
+    fn fake(timer: Option<Nanos>, offline: bool) -> Fake {
+        Fake {
+            timer,
+            offline,
+            effects: false,
+            ticks: Vec::new(),
+            after_tick: timer.map(|t| t % 7 + 1),
+        }
+    }
+
+    proptest! {
+        /// Every answer is what the same operations on a `BTreeMap` give by the plain
+        /// definitions, whatever the caches hold.
+        #[test]
+        fn behaves_as_a_btree_map(ops in proptest::collection::vec(op(), 0..80)) {
+            let mut set = ReplicaSet::new();
+            let mut map: BTreeMap<TopicPartition, Fake> = BTreeMap::new();
+            for op in ops {
+                let gen = set.offsets_generation();
+                let mut touched_offsets = false;
+                match op {
+                    Op::Insert(k, t, o) => {
+                        touched_offsets = k.topic == CONSUMER_OFFSETS_TOPIC;
+                        set.insert(k.clone(), fake(t, o));
+                        map.insert(k, fake(t, o));
+                    }
+                    Op::Remove(k) => {
+                        touched_offsets = map.contains_key(&k) && k.topic == CONSUMER_OFFSETS_TOPIC;
+                        prop_assert_eq!(set.remove(&k), map.remove(&k));
+                    }
+                    Op::Change(k, t, o, e) => {
+                        touched_offsets = map.contains_key(&k) && k.topic == CONSUMER_OFFSETS_TOPIC;
+                        for f in set.get_mut(&k).into_iter().chain(map.get_mut(&k)) {
+                            f.timer = t;
+                            f.offline = o;
+                            f.effects |= e;
+                        }
+                    }
+                    Op::ChangeAll(t) => {
+                        touched_offsets = map.keys().any(|k| k.topic == CONSUMER_OFFSETS_TOPIC);
+                        for (_, f) in set.iter_mut() {
+                            f.timer = t;
+                        }
+                        for f in map.values_mut() {
+                            f.timer = t;
+                        }
+                    }
+                    Op::Tick(now) => {
+                        set.tick_due(now);
+                        for (k, f) in map.iter_mut() {
+                            if f.timer.is_some_and(|t| t <= now) {
+                                touched_offsets |= k.topic == CONSUMER_OFFSETS_TOPIC;
+                                f.handle_timeout(now);
+                            }
+                        }
+                    }
+                    Op::Drain => {
+                        prop_assert_eq!(set.maybe_effects() || map.values().all(|f| !f.effects), true);
+                        let drained: Vec<Fake> = set
+                            .with_effects_mut()
+                            .map(|f| {
+                                f.effects = false;
+                                f.clone()
+                            })
+                            .collect();
+                        let mut expected = Vec::new();
+                        for (k, f) in map.iter_mut().filter(|(_, f)| f.effects) {
+                            touched_offsets |= k.topic == CONSUMER_OFFSETS_TOPIC;
+                            f.effects = false;
+                            expected.push(f.clone());
+                        }
+                        prop_assert_eq!(drained, expected);
+                        prop_assert!(!set.maybe_effects());
+                    }
+                    Op::Summary => {}
+                }
+                if touched_offsets {
+                    prop_assert!(set.offsets_generation() > gen, "offsets_generation did not move");
+                }
+                let summary = set.summary();
+                prop_assert_eq!(summary, Summary {
+                    timeout: map.values().filter_map(|f| f.timer).min(),
+                    offline: map.values().any(|f| f.offline),
+                });
+                prop_assert!(set.iter().eq(map.iter()));
+                for k in map.keys() {
+                    prop_assert_eq!(set.get(k), map.get(k));
+                    prop_assert_eq!(set.get_in(&k.topic, k.partition), map.get(k));
+                }
+                for topic in ["a", "bb", "cc", "zz", CONSUMER_OFFSETS_TOPIC] {
+                    let expected = map
+                        .iter()
+                        .filter(|(k, _)| k.topic == topic)
+                        .map(|(k, f)| (k.partition, f));
+                    prop_assert!(set.in_topic(topic).eq(expected));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tick_reaches_only_the_due_replicas() {
+        let mut set = ReplicaSet::new();
+        let key = |p| TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        };
+        set.insert(key(0), fake(Some(10), false));
+        set.insert(key(1), fake(Some(30), false));
+        set.insert(key(2), fake(None, false));
+        assert_eq!(set.summary().timeout, Some(10));
+        set.tick_due(20);
+        let ticks: Vec<&[Nanos]> = set.values().map(|f| f.ticks.as_slice()).collect();
+        assert_eq!(ticks, [&[20][..], &[], &[]]);
+        // Ticked at 20, replica 0 wants the next tick 20 + (10 % 7 + 1) = 24.
+        assert_eq!(set.summary().timeout, Some(24));
+        let drained = set.with_effects_mut().count();
+        assert_eq!(drained, 1, "only the ticked replica has effects");
     }
 }

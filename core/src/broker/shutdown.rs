@@ -5,10 +5,11 @@
 //! and finally syncs every log and the HW checkpoint. The host bounds the wait: a
 //! controller that never answers only delays the stop.
 
-use super::{Broker, BrokerEvent, Output, Registration};
+use super::{Broker, BrokerEvent, Registration};
 use crate::controller::{ControlledShutdownReply, ControllerError, ControllerRequest};
 use crate::log::Storage;
-use crate::replica::Role;
+use crate::node::NodeOutput;
+use crate::replica::ReplicaRole;
 use crate::types::{Nanos, Offset, TopicPartition};
 
 /// Where a controlled shutdown stands.
@@ -72,7 +73,7 @@ impl<S: Storage + Clone> Broker<S> {
     fn led_partitions(&self) -> Vec<TopicPartition> {
         self.replicas
             .iter()
-            .filter(|(_, r)| r.role() == Role::Leader)
+            .filter(|(_, r)| r.role() == ReplicaRole::Leader)
             .map(|(tp, _)| tp.clone())
             .collect()
     }
@@ -100,9 +101,10 @@ impl<S: Storage + Clone> Broker<S> {
                 metadata_offset,
             }) if self.image.next_offset >= *metadata_offset => {
                 let remaining = remaining.clone();
-                self.outputs.push(Output::Event(BrokerEvent::ReadyToStop {
-                    remaining: remaining.clone(),
-                }));
+                self.outputs
+                    .push(NodeOutput::Broker(BrokerEvent::ReadyToStop {
+                        remaining: remaining.clone(),
+                    }));
                 self.shutdown = Some(ShutdownPhase::Ready { remaining });
             }
             _ => {}
@@ -144,9 +146,10 @@ impl<S: Storage + Clone> Broker<S> {
                 // as an uncontrolled shutdown (the session timeout moves the leaders).
                 tracing::warn!(error = %e, "controlled shutdown refused");
                 let remaining = self.led_partitions();
-                self.outputs.push(Output::Event(BrokerEvent::ReadyToStop {
-                    remaining: remaining.clone(),
-                }));
+                self.outputs
+                    .push(NodeOutput::Broker(BrokerEvent::ReadyToStop {
+                        remaining: remaining.clone(),
+                    }));
                 self.shutdown = Some(ShutdownPhase::Ready { remaining });
             }
         }

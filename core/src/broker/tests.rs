@@ -1,5 +1,5 @@
 //! Broker-level scripted tests: real brokers and the real controller over `MemStorage`,
-//! in core's shared harness ([`Cluster`]), which can cut links, drop messages and crash
+//! in core's shared harness ([`MemCluster`]), which can cut links, drop messages and crash
 //! nodes.
 
 use super::*;
@@ -7,7 +7,7 @@ use crate::controller::{Controller, ControllerConfig, TopicConfig};
 use crate::log::{EncodedBatch, ProducerInfo};
 use crate::node::Machine as _;
 use crate::testing::MemStorage;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 
 pub(crate) const MS: Nanos = 1_000_000;
 
@@ -41,11 +41,11 @@ pub(crate) fn controller_config() -> ControllerConfig {
     }
 }
 
-/// A whole cluster in one deterministic world: core's shared harness ([`Cluster`], which
+/// A whole cluster in one deterministic world: core's shared harness ([`MemCluster`], which
 /// it derefs to for the nodes, disks, queue and links) plus the produce bookkeeping these
 /// tests share.
 pub(crate) struct World {
-    pub cluster: Cluster,
+    pub cluster: MemCluster,
     pub config: BrokerConfig,
     pub correlation: u64,
     /// Values of acks=all produce requests, by correlation.
@@ -53,21 +53,21 @@ pub(crate) struct World {
 }
 
 impl std::ops::Deref for World {
-    type Target = Cluster;
-    fn deref(&self) -> &Cluster {
+    type Target = MemCluster;
+    fn deref(&self) -> &MemCluster {
         &self.cluster
     }
 }
 
 impl std::ops::DerefMut for World {
-    fn deref_mut(&mut self) -> &mut Cluster {
+    fn deref_mut(&mut self) -> &mut MemCluster {
         &mut self.cluster
     }
 }
 
 impl World {
     pub fn new(ids: &[NodeId], config: BrokerConfig) -> Self {
-        let mut cluster = Cluster::new();
+        let mut cluster = MemCluster::new();
         cluster.start_controller(controller_config());
         let mut w = Self {
             cluster,
@@ -159,7 +159,7 @@ impl World {
         self.brokers
             .iter()
             .filter_map(|(&id, b)| b.replica_view(&tp()).map(|v| (id, v)))
-            .filter(|(_, v)| v.role == Role::Leader)
+            .filter(|(_, v)| v.role == ReplicaRole::Leader)
             .max_by_key(|(_, v)| v.leader_epoch)
             .map(|(id, _)| id)
     }
@@ -390,7 +390,7 @@ fn zombie_leader_after_partition_cannot_acknowledge() {
     assert!(w.run_until(2000 * MS, |w| w.leader().is_some_and(|l| l != zombie)));
     let new = w.leader().unwrap();
     // The zombie still thinks it leads its (older) epoch.
-    assert_eq!(w.view(zombie).role, Role::Leader);
+    assert_eq!(w.view(zombie).role, ReplicaRole::Leader);
     assert!(w.view(zombie).leader_epoch < w.view(new).leader_epoch);
     let c = w.send_produce(zombie, Acks::All, batch("zombie"));
     let good = w.send_produce(new, Acks::All, batch("good"));
@@ -406,7 +406,7 @@ fn zombie_leader_after_partition_cannot_acknowledge() {
     );
     w.net.cut.clear();
     assert!(w.run_until(2000 * MS, |w| w.view(zombie).role
-        == Role::Follower { leader: new }));
+        == ReplicaRole::Follower { leader: new }));
     w.run(100 * MS);
     assert_eq!(w.values(zombie), w.values(new));
     assert!(w.values(zombie).iter().all(|(_, v)| v != "zombie"));
@@ -496,7 +496,7 @@ fn restarted_broker_reopens_its_logs_before_metadata() {
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].0, tp());
     let v = b.replica_view(&tp()).unwrap();
-    assert_eq!(v.role, Role::Offline);
+    assert_eq!(v.role, ReplicaRole::Offline);
     assert_eq!(
         v.log_end_offset, leo,
         "fsynced follower data survives the crash"
@@ -569,7 +569,7 @@ fn unknown_partitions_get_typed_errors() {
     let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
     let resp = {
         let b = w.brokers.get_mut(&leader).unwrap();
-        b.handle(
+        b.step(
             0,
             Address::Client(9),
             Message::Fetch(FetchRequest {
@@ -584,11 +584,11 @@ fn unknown_partitions_get_typed_errors() {
                 max_wait: 0,
             }),
         );
-        b.drain_outputs()
+        b.poll_outputs()
     };
     assert!(resp.iter().any(|o| matches!(
         o,
-        Output::Send {
+        NodeOutput::Send {
             msg: Message::FetchResponse(FetchResponse {
                 result: FetchResult::Error(FetchError::NotAssignedReplica(_)),
                 ..
@@ -624,7 +624,7 @@ fn next_timeout_never_spins_and_idle_cluster_sleeps() {
         w.now = next.max(w.now + 1);
         w.tick_all();
         for b in w.brokers.values() {
-            let t = b.next_timeout().unwrap();
+            let t = b.poll_timeout().unwrap();
             assert!(
                 t > w.now,
                 "broker {} due again at once ({t} <= {})",
@@ -702,7 +702,7 @@ fn bit_flip_in_leader_log_moves_leadership_and_the_copy_is_repaired() {
     // Reported at once: a heartbeat is due now, unless one is already on its way (the
     // replica set's cached offline flag must have seen the failure).
     let b = &w.brokers[&old];
-    assert!(b.heartbeat_in_flight || b.next_timeout() == Some(0));
+    assert!(b.heartbeat_in_flight || b.poll_timeout() == Some(0));
     // The controller hears of it in a heartbeat and elects another ISR member.
     let moved = w.run_until(500 * MS, |w| {
         controller_leader(w).is_some_and(|l| l != old) && w.leader().is_some_and(|l| l != old)
@@ -920,7 +920,7 @@ fn leader_that_cannot_read_its_whole_log_takes_no_idempotent_retry() {
         }
     }
     for &n in &followers {
-        assert_eq!(w.view(n).role, Role::Offline);
+        assert_eq!(w.view(n).role, ReplicaRole::Offline);
     }
 }
 
@@ -951,7 +951,7 @@ fn controlled_shutdown_hands_leadership_over_then_syncs() {
         e,
         BrokerEvent::ReadyToStop { remaining } if remaining.is_empty()
     )));
-    assert!(matches!(w.view(old).role, Role::Follower { leader } if leader != old));
+    assert!(matches!(w.view(old).role, ReplicaRole::Follower { leader } if leader != old));
     // The new leader learns it with its next heartbeat.
     assert!(w.run_until(100 * MS, |w| w.leader().is_some_and(|l| l != old)));
     let new = w.leader().unwrap();
@@ -989,10 +989,10 @@ fn controlled_shutdown_of_an_unregistered_broker_is_ready_at_once() {
 
 /// The controller requests among a broker's outputs, with where they go.
 fn controller_sends(b: &mut Broker<MemStorage>) -> Vec<(Address, ControllerRequest)> {
-    b.drain_outputs()
+    b.poll_outputs()
         .into_iter()
         .filter_map(|o| match o {
-            Output::Send {
+            NodeOutput::Send {
                 to,
                 msg: Message::ControllerRequest(r),
             } => Some((to, r)),
@@ -1019,7 +1019,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // Controller 1 is not active and names 3: the registration goes there at once.
     let refused =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: Some(3) }));
-    b.handle(MS, Address::Controller(1), refused.into());
+    b.step(MS, Address::Controller(1), refused.into());
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1029,7 +1029,7 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
         )]
     ));
     // 3 never answers: after the controller timeout the next voter (1, wrapping) is tried.
-    b.tick(MS + 50 * MS);
+    b.handle_timeout(MS + 50 * MS);
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1043,9 +1043,9 @@ fn a_broker_follows_the_quorum_on_hints_and_timeouts() {
     // timer, then asks the next voter, instead of asking every voter as fast as they refuse.
     let electing =
         ControllerResponse::RegisterBroker(Err(ControllerError::NotController { leader: None }));
-    b.handle(MS + 51 * MS, Address::Controller(1), electing.into());
+    b.step(MS + 51 * MS, Address::Controller(1), electing.into());
     assert!(controller_sends(&mut b).is_empty(), "no request at once");
-    b.tick(MS + 100 * MS);
+    b.handle_timeout(MS + 100 * MS);
     let sent = controller_sends(&mut b);
     assert!(matches!(
         sent[..],
@@ -1068,7 +1068,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         broker: 1,
         broker_epoch: 7,
     }));
-    b.handle(MS, Address::Controller(1), ok.into());
+    b.step(MS, Address::Controller(1), ok.into());
     let heartbeat = |fenced| {
         Message::from(ControllerResponse::BrokerHeartbeat(Ok(HeartbeatReply {
             broker: 1,
@@ -1083,7 +1083,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         })))
     };
     // The heartbeat sent at registration (1 ms) is answered: leased until 101 ms.
-    b.handle(2 * MS, Address::Controller(1), heartbeat(false));
+    b.step(2 * MS, Address::Controller(1), heartbeat(false));
     assert!(!b.session_lapsed());
     let produce = |corr| {
         Message::from(ProduceRequest {
@@ -1095,26 +1095,26 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
         })
     };
     let answer = |b: &mut Broker<MemStorage>| {
-        b.drain_outputs().into_iter().find_map(|o| match o {
-            Output::Send {
+        b.poll_outputs().into_iter().find_map(|o| match o {
+            NodeOutput::Send {
                 msg: Message::ProduceResponse(r),
                 ..
             } => Some(r.result),
             _ => None,
         })
     };
-    b.handle(3 * MS, Address::Client(9), produce(1));
+    b.step(3 * MS, Address::Client(9), produce(1));
     assert_eq!(
         answer(&mut b),
         Some(Err(ProduceError::UnknownTopicOrPartition))
     );
     // The next heartbeat leaves at 50 ms and is not answered (yet): at 101 ms the lease is
     // gone.
-    b.tick(50 * MS);
+    b.handle_timeout(50 * MS);
     assert!(controller_sends(&mut b)
         .iter()
         .any(|(_, r)| matches!(r, ControllerRequest::BrokerHeartbeat { .. })));
-    b.handle(101 * MS, Address::Client(9), produce(2));
+    b.step(101 * MS, Address::Client(9), produce(2));
     assert!(b.session_lapsed());
     assert!(matches!(
         answer(&mut b),
@@ -1122,24 +1122,24 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
     ));
     // The 50 ms heartbeat gets through (not fenced): leased until 150 ms, the broker takes
     // produce requests again.
-    b.handle(102 * MS, Address::Controller(1), heartbeat(false));
-    b.handle(103 * MS, Address::Client(9), produce(3));
+    b.step(102 * MS, Address::Controller(1), heartbeat(false));
+    b.step(103 * MS, Address::Client(9), produce(3));
     assert_eq!(
         answer(&mut b),
         Some(Err(ProduceError::UnknownTopicOrPartition))
     );
     // Answered, but fenced: no lease.
-    b.tick(110 * MS);
-    let _ = b.drain_outputs();
-    b.handle(111 * MS, Address::Controller(1), heartbeat(true));
-    b.handle(112 * MS, Address::Client(9), produce(4));
+    b.handle_timeout(110 * MS);
+    let _ = b.poll_outputs();
+    b.step(111 * MS, Address::Controller(1), heartbeat(true));
+    b.step(112 * MS, Address::Client(9), produce(4));
     assert!(matches!(
         answer(&mut b),
         Some(Err(ProduceError::NotLeader { .. }))
     ));
 }
 
-/// `take_outputs_into` gives what `drain_outputs` would, in order, after what the buffer
+/// `poll_outputs_into` gives what `poll_outputs` would, in order, after what the buffer
 /// already holds (an empty one is swapped in), and leaves nothing behind.
 #[test]
 fn taking_outputs_into_a_buffer_keeps_their_order_after_its_own() {
@@ -1148,15 +1148,15 @@ fn taking_outputs_into_a_buffer_keeps_their_order_after_its_own() {
             .unwrap()
             .0
     };
-    let want = open().drain_outputs();
+    let want = open().poll_outputs();
     assert!(!want.is_empty(), "a new broker registers");
     let mut b = open();
     let mut out = Vec::new();
-    b.take_outputs_into(&mut out);
+    b.poll_outputs_into(&mut out);
     assert_eq!(out, want);
-    assert!(b.drain_outputs().is_empty());
+    assert!(b.poll_outputs().is_empty());
     let mut b = open();
-    b.take_outputs_into(&mut out);
+    b.poll_outputs_into(&mut out);
     assert_eq!(out, [want.clone(), want].concat());
-    assert!(b.drain_outputs().is_empty());
+    assert!(b.poll_outputs().is_empty());
 }

@@ -3,8 +3,8 @@
 //! The application calls [`GroupConsumer::subscribe`], [`GroupConsumer::poll`],
 //! [`GroupConsumer::commit_sync`] / [`GroupConsumer::commit_async`], [`GroupConsumer::seek`]
 //! and [`GroupConsumer::close`]; the host delivers responses with
-//! [`GroupConsumer::handle_response`], advances time with [`GroupConsumer::tick`], and sends
-//! whatever [`GroupConsumer::drain_outputs`] returns ([`ConsumerOutput::Send`] to a
+//! [`GroupConsumer::step`], advances time with [`GroupConsumer::handle_timeout`], and sends
+//! whatever [`GroupConsumer::poll_outputs`] returns ([`ConsumerOutput::Send`] to a
 //! [`Destination`]) and reports the [`ConsumerEvent`]s (assignments, revocations, losses,
 //! commit results) to the application or the history.
 //!
@@ -370,7 +370,7 @@ pub struct GroupConsumer {
     next_auto_commit: Nanos,
     outputs: Vec<ConsumerOutput>,
     /// Latest time seen: deadlines at or before it were already acted on (or wait on
-    /// something with its own deadline), so `next_timeout` never reports them.
+    /// something with its own deadline), so `poll_timeout` never reports them.
     last_now: Nanos,
     /// Where the records a fetch answer gave lie in it (kept between answers for its
     /// allocation): they are moved out of the answer into the buffer, not copied.
@@ -537,7 +537,7 @@ impl GroupConsumer {
         }
         self.topics = topics.iter().map(|t| t.to_string()).collect();
         self.request_rejoin(now);
-        self.step(now);
+        self.advance(now);
     }
 
     /// Records ready for processing, below the high watermark, from owned partitions only.
@@ -577,7 +577,7 @@ impl GroupConsumer {
                 break;
             }
         }
-        self.step(now);
+        self.advance(now);
         out
     }
 
@@ -623,7 +623,7 @@ impl GroupConsumer {
         p.resolving = false;
         p.no_offset = false;
         p.mark_reset(next_sequence);
-        self.step(now);
+        self.advance(now);
         true
     }
 
@@ -666,17 +666,13 @@ impl GroupConsumer {
         }
         let all: Vec<TopicPartition> = self.owned.keys().cloned().collect();
         self.start_revoke(now, all, AfterRevoke::Leave);
-        self.step(now);
+        self.advance(now);
     }
 
     // ---- host calls ---------------------------------------------------------------------
 
-    pub fn handle_response(
-        &mut self,
-        now: Nanos,
-        correlation: CorrelationId,
-        response: ConsumerResponse,
-    ) {
+    /// The response to the request sent with `correlation`.
+    pub fn step(&mut self, now: Nanos, correlation: CorrelationId, response: ConsumerResponse) {
         let Some((what, sent)) = self.take_inflight(correlation) else {
             return; // timed out earlier, or a duplicate
         };
@@ -747,18 +743,18 @@ impl GroupConsumer {
                 self.after_timeout(now, what);
             }
         }
-        self.step(now);
+        self.advance(now);
     }
 
     /// Advance time: request timeouts, commit retry deadlines, client-side liveness (every
     /// other entry point does this too).
-    pub fn tick(&mut self, now: Nanos) {
-        self.step(now);
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.advance(now);
     }
 
     /// The earliest deadline after the last step's time (chained iterators, no `Vec`:
     /// the simulator asks after every step of a group member).
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         // The earliest deadline after `last_now`, folded by hand: a host asks after every
         // step, and a chain of seven iterators cost twice this.
         let last_now = self.last_now;
@@ -799,13 +795,13 @@ impl GroupConsumer {
         next
     }
 
-    pub fn drain_outputs(&mut self) -> Vec<ConsumerOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<ConsumerOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// [`Self::drain_outputs`], appended to `out`: both keep their allocations, for a host
+    /// [`Self::poll_outputs`], appended to `out`: both keep their allocations, for a host
     /// that drains after every step.
-    pub fn drain_outputs_into(&mut self, out: &mut Vec<ConsumerOutput>) {
+    pub fn poll_outputs_into(&mut self, out: &mut Vec<ConsumerOutput>) {
         out.append(&mut self.outputs);
     }
 
@@ -916,7 +912,7 @@ impl GroupConsumer {
         }
     }
 
-    fn step(&mut self, now: Nanos) {
+    fn advance(&mut self, now: Nanos) {
         self.last_now = self.last_now.max(now);
         self.timers(now);
         if matches!(

@@ -1,6 +1,6 @@
 //! The controller state machine.
 //!
-//! Inputs: requests (`handle`) and the passage of time (`tick`). Every state change is a
+//! Inputs: requests (`step`) and the passage of time (`handle_timeout`). Every state change is a
 //! list of [`MetadataRecord`]s computed against a scratch copy of the image, written as one
 //! batch to a [`Journal`] (the single controller's durable metadata log, or the quorum's
 //! Raft log), and only then applied to the live image; it is answered once committed.
@@ -15,8 +15,8 @@ use super::record::MetadataRecord;
 use super::request::*;
 use super::topic_config::{TopicConfig, UncleanRecoveryStrategy};
 use super::unclean_recovery::{self, Choice, Rounds};
+use crate::bugs::Bugs;
 use crate::log::Storage;
-use crate::replica::Bugs;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -648,13 +648,13 @@ impl<J: Journal> ControllerState<J> {
     }
 
     /// Effects produced since the last call, in order.
-    pub fn drain_outputs(&mut self) -> Vec<ControllerOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<ControllerOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// When `tick` next has something to do (the earliest session deadline of an unfenced
+    /// When `handle_timeout` next has something to do (the earliest session deadline of an unfenced
     /// broker).
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failed.is_some() {
             return None;
         }
@@ -675,7 +675,7 @@ impl<J: Journal> ControllerState<J> {
 
     /// Fences every unfenced broker whose session deadline has passed, and decides the
     /// unclean recoveries whose wait is over.
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failed.is_some() {
             return;
         }
@@ -701,7 +701,7 @@ impl<J: Journal> ControllerState<J> {
     }
 
     /// Handles one request from `from`; the reply (and any events) go to the outputs.
-    pub fn handle(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
+    pub fn step(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
         let response = match (&self.failed, &request) {
             // Metadata reads stay served: the in-memory records are all durable.
             (None, _) | (Some(_), ControllerRequest::FetchMetadata { .. }) => {

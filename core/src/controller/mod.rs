@@ -4,7 +4,7 @@
 //! Data flow: requests arrive through [`Controller::handle`] and time through
 //! [`Controller::tick`]; each decision becomes [`MetadataRecord`]s appended (one batch per
 //! decision) to the controller's durable metadata log and then applied to its
-//! [`MetadataImage`]. Replies and events leave through [`Controller::drain_outputs`].
+//! [`MetadataImage`]. Replies and events leave through [`Controller::poll_outputs`].
 //! Brokers never get pushed anything: each heartbeat carries the broker's metadata offset
 //! and the reply carries the records after it, which the broker applies to its own image,
 //! so lost, duplicated or reordered messages are harmless. See

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::testing::MemStorage;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 use crate::types::{Nanos, NodeId, TopicPartition};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -81,7 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// The single controller in core's shared harness; the brokers and the client are played
 /// here.
 struct World {
-    cluster: Cluster,
+    cluster: MemCluster,
     incarnations: BTreeMap<NodeId, u64>,
     /// Each broker's metadata image, fed only by the heartbeat replies it received.
     broker_images: BTreeMap<NodeId, MetadataImage>,
@@ -93,7 +93,7 @@ struct World {
 
 impl World {
     fn new() -> Self {
-        let mut cluster = Cluster::new();
+        let mut cluster = MemCluster::new();
         cluster.start_controller(ControllerConfig::default());
         Self {
             cluster,
@@ -375,7 +375,7 @@ impl World {
                 self.cluster.now += u64::from(secs) * SEC;
                 self.cluster.tick_all();
                 self.cluster.deliver_all();
-                if let Some(t) = self.c().next_timeout() {
+                if let Some(t) = self.c().poll_timeout() {
                     assert!(t > self.cluster.now, "tick fenced every expired session");
                 }
             }

@@ -26,7 +26,7 @@ use super::request::*;
 use crate::log::Storage;
 use crate::raft::{
     CompactError, Entry, Index, Message, Payload, ProposeError, Raft, RaftConfig, RaftOpenError,
-    RaftOutput, Role, Term,
+    RaftOutput, RaftRole, Term,
 };
 use crate::types::{Nanos, NodeId, Offset};
 use serde::{Deserialize, Serialize};
@@ -217,16 +217,16 @@ impl<S: Storage> QuorumController<S> {
     }
 
     /// Effects produced since the last call, in order.
-    pub fn drain_outputs(&mut self) -> Vec<QuorumOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<QuorumOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// When `tick` next has something to do: Raft's timers, and on the active controller
+    /// When `handle_timeout` next has something to do: Raft's timers, and on the active controller
     /// the earliest broker session deadline.
-    pub fn next_timeout(&self) -> Option<Nanos> {
-        let raft = self.raft().next_timeout();
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let raft = self.raft().poll_timeout();
         let sessions = if self.active {
-            self.state.next_timeout()
+            self.state.poll_timeout()
         } else {
             None
         };
@@ -240,15 +240,15 @@ impl<S: Storage> QuorumController<S> {
 
     pub fn step(&mut self, now: Nanos, input: QuorumInput) {
         match input {
-            QuorumInput::Peer { from, message } => self.handle_peer(now, from, message),
-            QuorumInput::Request { from, request } => self.handle(now, from, request),
+            QuorumInput::Peer { from, message } => self.peer(now, from, message),
+            QuorumInput::Request { from, request } => self.request(now, from, request),
         }
     }
 
     /// A Raft message from controller node `from`.
-    pub fn handle_peer(&mut self, now: Nanos, from: NodeId, message: Message) {
+    fn peer(&mut self, now: Nanos, from: NodeId, message: Message) {
         self.catch_up_time(now);
-        self.state.journal_mut().raft.handle(now, from, message);
+        self.state.journal_mut().raft.step(now, from, message);
         self.pump(now);
     }
 
@@ -256,25 +256,25 @@ impl<S: Storage> QuorumController<S> {
     /// timer is late) acts on its deadlines first, so a leader paused past its check-quorum
     /// deadline steps down instead of acting as leader on the message that wakes it.
     fn catch_up_time(&mut self, now: Nanos) {
-        if self.raft().next_timeout().is_some_and(|t| t <= now) {
-            self.state.journal_mut().raft.tick(now);
+        if self.raft().poll_timeout().is_some_and(|t| t <= now) {
+            self.state.journal_mut().raft.handle_timeout(now);
             self.pump(now);
         }
     }
 
-    pub fn tick(&mut self, now: Nanos) {
-        self.state.journal_mut().raft.tick(now);
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.state.journal_mut().raft.handle_timeout(now);
         self.pump(now);
         if self.active {
             // Session expiries: fencing decisions, replicated like any other.
-            self.state.tick(now);
+            self.state.handle_timeout(now);
             self.collect(now);
         }
     }
 
     /// A request from a broker or client. Metadata reads are served by every node from its
     /// committed records; everything else only by the active controller.
-    pub fn handle(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
+    fn request(&mut self, now: Nanos, from: Requester, request: ControllerRequest) {
         if let ControllerRequest::FetchMetadata { from_offset } = request {
             let response = ControllerResponse::Metadata(self.state.delta_from(from_offset));
             self.outputs
@@ -299,7 +299,7 @@ impl<S: Storage> QuorumController<S> {
                 }));
             return;
         }
-        self.state.handle(now, from, request);
+        self.state.step(now, from, request);
         self.collect(now);
     }
 
@@ -309,7 +309,7 @@ impl<S: Storage> QuorumController<S> {
     /// node proposed so far is committed (a reply may depend on any pending decision, even
     /// one it did not make itself, e.g. "topic already exists"). Then drives Raft.
     fn collect(&mut self, now: Nanos) {
-        let outs = self.state.drain_outputs();
+        let outs = self.state.poll_outputs();
         let wait_for = self.state.journal().last_proposed;
         if !outs.is_empty() {
             if wait_for <= self.applied {
@@ -327,7 +327,7 @@ impl<S: Storage> QuorumController<S> {
     /// Handles every Raft output until there are none.
     fn pump(&mut self, now: Nanos) {
         loop {
-            let outs = self.state.journal_mut().raft.drain_outputs();
+            let outs = self.state.journal_mut().raft.poll_outputs();
             if outs.is_empty() {
                 return;
             }
@@ -357,7 +357,7 @@ impl<S: Storage> QuorumController<S> {
                         }
                     }
                     RaftOutput::RoleChanged { role, term, leader } => {
-                        if role == Role::Leader {
+                        if role == RaftRole::Leader {
                             // become_leader has appended the term's no-op: the last entry.
                             self.leading_from = Some(self.raft().last_index());
                         } else {

@@ -2,7 +2,7 @@
 //! brokers and an admin client, a network that loses, duplicates and delays (so reorders)
 //! messages, partitions, and crashes with power loss (torn unsynced tails). The network and
 //! fault model follow `raft::cluster`; here the nodes are whole [`QuorumController`]s in
-//! core's shared harness ([`Cluster`]: node driver, cut links, crashes), its sends passed
+//! core's shared harness ([`MemCluster`]: node driver, cut links, crashes), its sends passed
 //! through the faulty network on their way, and the traffic includes brokers (played here,
 //! as is the client). Checked after every step:
 //! - at most one active controller per term;
@@ -22,7 +22,7 @@ use crate::message::{Address, Message};
 use crate::raft::{self, RaftConfig, Term};
 use crate::testing::faulty::{env_u64, power_loss, Earliest, FaultyNet, Links};
 use crate::testing::MemStorage;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,7 +33,7 @@ const MS: Nanos = 1_000_000;
 const BROKERS: [NodeId; 3] = [101, 102, 103];
 const CLIENT: u64 = 1;
 /// How long a broker or the client waits for a reply before trying another controller.
-const REQUEST_TIMEOUT: Nanos = 150 * MS;
+const CONTROLLER_REPLY_TIMEOUT: Nanos = 150 * MS;
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -103,7 +103,7 @@ struct World {
     opts: Options,
     rng: ChaCha8Rng,
     /// The controller nodes, their disks, the clock and the cut links.
-    cluster: Cluster,
+    cluster: MemCluster,
     /// When each crashed node comes back.
     restart_at: BTreeMap<NodeId, Nanos>,
     brokers: BTreeMap<NodeId, Broker>,
@@ -138,7 +138,7 @@ impl World {
         let mut w = Self {
             seed,
             rng,
-            cluster: Cluster::new(),
+            cluster: MemCluster::new(),
             restart_at: BTreeMap::new(),
             brokers: BTreeMap::new(),
             client: Client {
@@ -287,7 +287,7 @@ impl World {
         for id in self.ids() {
             match (self.ctl(id), self.restart_at.get(&id)) {
                 (Some(c), _) => {
-                    if let Some(t) = c.next_timeout() {
+                    if let Some(t) = c.poll_timeout() {
                         next.consider(t, Ev::Tick(id));
                     }
                 }
@@ -497,7 +497,7 @@ impl World {
         let b = self.brokers.get_mut(&id).expect("broker");
         b.next_at = now + 40 * MS;
         if let Some(sent) = b.in_flight {
-            if now < sent + REQUEST_TIMEOUT {
+            if now < sent + CONTROLLER_REPLY_TIMEOUT {
                 return;
             }
             // No answer: try another controller.
@@ -605,7 +605,7 @@ impl World {
         let now = self.cluster.now;
         self.client.next_at = now + 100 * MS;
         let request = match &self.client.in_flight {
-            Some((sent, r)) if now >= sent + REQUEST_TIMEOUT => {
+            Some((sent, r)) if now >= sent + CONTROLLER_REPLY_TIMEOUT => {
                 let r = r.clone();
                 self.client.target = self.other_controller(self.client.target);
                 r
@@ -1052,9 +1052,9 @@ fn a_new_active_controller_fences_a_silent_broker_only_after_the_grace_period() 
 /// request for request (same replies, same records), since both run `ControllerState`.
 #[test]
 fn a_one_node_quorum_decides_what_the_single_controller_decides() {
-    let mut single = Cluster::new();
+    let mut single = MemCluster::new();
     single.start_controller(ControllerConfig::default());
-    let mut quorum = Cluster::new();
+    let mut quorum = MemCluster::new();
     let config = QuorumConfig::new(1, vec![1]);
     quorum.open_quorum_controller(1, config).unwrap();
     while !quorum.quorum_controller(1).unwrap().is_active() {

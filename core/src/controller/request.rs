@@ -349,7 +349,7 @@ pub enum FenceReason {
     Restarted,
 }
 
-/// Effects of the controller, collected with `Controller::drain_outputs`.
+/// Effects of the controller, collected with `Controller::poll_outputs`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerOutput {
     Send {

@@ -4,14 +4,14 @@ use super::*;
 use crate::types::{Nanos, NodeId, Offset, TopicPartition};
 
 use crate::testing::MemStorage;
-use crate::testing::{Cluster, Delivery as _};
+use crate::testing::{Delivery as _, MemCluster};
 
 const SEC: Nanos = 1_000_000_000;
 
 /// The single controller in core's shared harness (no brokers run: the tests play them,
 /// and the client), with shorthands for the usual requests.
 struct Harness {
-    cluster: Cluster,
+    cluster: MemCluster,
     /// Broker epochs from registration replies.
     epochs: std::collections::BTreeMap<NodeId, Offset>,
 }
@@ -22,7 +22,7 @@ impl Harness {
     }
 
     fn with_config(config: ControllerConfig) -> Self {
-        let mut cluster = Cluster::new();
+        let mut cluster = MemCluster::new();
         cluster.start_controller(config);
         Self {
             cluster,
@@ -754,19 +754,19 @@ fn producer_ids_are_unique() {
 #[test]
 fn next_timeout_is_the_earliest_session_deadline() {
     let mut h = Harness::new();
-    assert_eq!(h.c().next_timeout(), None);
+    assert_eq!(h.c().poll_timeout(), None);
     h.register(1);
     h.cluster.now = 2 * SEC;
     h.register(2);
     let st = h.c().config().session_timeout;
-    assert_eq!(h.c().next_timeout(), Some(st));
+    assert_eq!(h.c().poll_timeout(), Some(st));
     h.cluster.now = st - 1;
     h.cluster.tick_all();
     assert!(h.c().image().is_unfenced(1));
     h.cluster.now = st;
     h.cluster.tick_all();
     assert!(!h.c().image().is_unfenced(1));
-    assert_eq!(h.c().next_timeout(), Some(2 * SEC + st));
+    assert_eq!(h.c().poll_timeout(), Some(2 * SEC + st));
 }
 
 /// Some history worth replaying: brokers, topics, a fencing, ISR changes, producer ids.
@@ -870,7 +870,7 @@ fn metadata_log_write_failure_stops_the_controller_until_reopened() {
         .any(|e| matches!(e, ControllerEvent::StorageFailed { .. })));
     assert_eq!(h.c().image(), &image, "nothing applied that is not durable");
     assert!(h.c().failed().is_some());
-    assert_eq!(h.c().next_timeout(), None);
+    assert_eq!(h.c().poll_timeout(), None);
     // Everything else is refused too, but metadata reads are served.
     assert!(matches!(
         h.request(Requester::Client(1), ControllerRequest::InitProducerId),
@@ -1222,7 +1222,7 @@ fn a_corrupt_elr_member_leaves_while_the_partition_is_led() {
 #[test]
 fn check_decision_names_the_elect_out_of_isr_bug() {
     let config = ControllerConfig {
-        bugs: crate::replica::Bugs {
+        bugs: crate::bugs::Bugs {
             elect_out_of_isr: true,
             ..Default::default()
         },

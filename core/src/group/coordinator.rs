@@ -333,7 +333,7 @@ impl GroupCoordinator {
     }
 
     /// A request from client `from`; the response (now or later) carries `correlation`.
-    pub fn handle(
+    pub fn step(
         &mut self,
         now: Nanos,
         from: ClientId,
@@ -685,7 +685,7 @@ impl GroupCoordinator {
     }
 
     /// Advance time: session expiry, join and sync deadlines.
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
             return;
         }
@@ -705,15 +705,15 @@ impl GroupCoordinator {
         }
     }
 
-    /// Earliest time at which `tick` has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// Earliest time at which `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
             return None;
         }
         self.groups.values().filter_map(|g| g.next_timeout()).min()
     }
 
-    pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<CoordinatorOutput> {
         std::mem::take(&mut self.fx.outputs)
     }
 

@@ -7,12 +7,12 @@
 //!   `load_batches(p, ..)` with the partition's batches from log start to its end offset
 //!   (in as many calls as convenient), then `complete_load(now, p)`;
 //! * follower of / no longer replica for p: `resign(p)`;
-//! * client group request: `handle(now, client, correlation, request)`; a FindCoordinator is
+//! * client group request: `step(now, client, correlation, request)`; a FindCoordinator is
 //!   answered with [`crate::group::find_coordinator`] from the metadata image instead;
 //! * `CoordinatorOutput::Append { partition, leader_epoch, records, id }`: append one batch as
 //!   leader of that epoch with acks=all; report `append_completed(now, partition, id, ..)`
 //!   when it is below the HW (or failed), in log order;
-//! * `tick(now)` at `next_timeout()`, and send the `Respond` outputs to clients.
+//! * `handle_timeout(now)` at `poll_timeout()`, and send the `Respond` outputs to clients.
 
 use crate::group::coordinator::*;
 use crate::group::protocol::*;
@@ -29,7 +29,7 @@ pub struct GroupCoordinators {
     /// `timeout`.
     hosted: BTreeMap<u32, GroupCoordinator>,
     outputs: Vec<CoordinatorOutput>,
-    /// [`GroupCoordinators::next_timeout`], cached (`None`: not known): a broker asks after
+    /// [`GroupCoordinators::poll_timeout`], cached (`None`: not known): a broker asks after
     /// every step, and most steps do not reach a coordinator.
     timeout: Cell<Option<Option<Nanos>>>,
     /// At least every [`GroupCoordinator::changes`] of a coordinator this host dropped: a
@@ -95,7 +95,7 @@ impl GroupCoordinators {
             c
         });
         c.begin_load(epoch);
-        outputs.extend(c.drain_outputs());
+        outputs.extend(c.poll_outputs());
     }
 
     pub fn load_batches(
@@ -120,11 +120,11 @@ impl GroupCoordinators {
         if let Some(mut c) = self.hosted_mut().0.remove(&partition) {
             c.unload();
             self.changes_floor = self.changes_floor.max(c.changes());
-            self.outputs.extend(c.drain_outputs());
+            self.outputs.extend(c.poll_outputs());
         }
     }
 
-    pub fn handle(
+    pub fn step(
         &mut self,
         now: Nanos,
         from: ClientId,
@@ -135,8 +135,8 @@ impl GroupCoordinators {
         let (hosted, outputs) = self.hosted_mut();
         match hosted.get_mut(&p) {
             Some(c) => {
-                c.handle(now, from, correlation, request);
-                outputs.extend(c.drain_outputs());
+                c.step(now, from, correlation, request);
+                outputs.extend(c.poll_outputs());
             }
             None => outputs.push(CoordinatorOutput::Respond {
                 to: from,
@@ -169,22 +169,22 @@ impl GroupCoordinators {
         let (hosted, outputs) = self.hosted_mut();
         if let Some(c) = hosted.get_mut(&partition) {
             c.append_completed(now, id, result);
-            outputs.extend(c.drain_outputs());
+            outputs.extend(c.poll_outputs());
         }
     }
 
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         let (hosted, outputs) = self.hosted_mut();
         for c in hosted.values_mut() {
-            c.tick(now);
-            outputs.extend(c.drain_outputs());
+            c.handle_timeout(now);
+            outputs.extend(c.poll_outputs());
         }
     }
 
     /// Inlined: a broker asks after every step, and the answer is mostly cached.
     #[inline]
-    pub fn next_timeout(&self) -> Option<Nanos> {
-        let compute = || self.hosted.values().filter_map(|c| c.next_timeout()).min();
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let compute = || self.hosted.values().filter_map(|c| c.poll_timeout()).min();
         match self.timeout.get() {
             Some(t) => {
                 debug_assert_eq!(t, compute(), "stale coordinator timer cache");
@@ -198,11 +198,11 @@ impl GroupCoordinators {
         }
     }
 
-    pub fn drain_outputs(&mut self) -> Vec<CoordinatorOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<CoordinatorOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// Whether [`Self::drain_outputs`] would give anything.
+    /// Whether [`Self::poll_outputs`] would give anything.
     pub fn has_outputs(&self) -> bool {
         !self.outputs.is_empty()
     }
@@ -225,26 +225,26 @@ mod tests {
         let mut h = GroupCoordinators::new(7, 4, GroupConfig::default());
         let g = "orders";
         let p = coordinator_partition(g, 4);
-        let resp = |h: &mut GroupCoordinators| match h.drain_outputs().pop() {
+        let resp = |h: &mut GroupCoordinators| match h.poll_outputs().pop() {
             Some(CoordinatorOutput::Respond { response, .. }) => response,
             other => panic!("{other:?}"),
         };
-        h.handle(0, 1, 1, fetch(g));
+        h.step(0, 1, 1, fetch(g));
         assert_eq!(
             resp(&mut h),
             GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator))
         );
         h.become_leader(p, 3);
-        h.handle(0, 1, 2, fetch(g));
+        h.step(0, 1, 2, fetch(g));
         assert_eq!(
             resp(&mut h),
             GroupResponse::OffsetFetch(Err(GroupError::CoordinatorLoadInProgress))
         );
         h.load_batches(p, &[]).unwrap();
         assert_eq!(h.complete_load(0, p).map(|s| s.groups), Some(0));
-        h.handle(0, 1, 3, fetch(g));
+        h.step(0, 1, 3, fetch(g));
         // Answered once its read barrier is durable.
-        match h.drain_outputs().pop() {
+        match h.poll_outputs().pop() {
             Some(CoordinatorOutput::Append { id, partition, .. }) => {
                 assert_eq!(partition, p);
                 h.append_completed(0, p, id, Ok(0));
@@ -255,7 +255,7 @@ mod tests {
             resp(&mut h),
             GroupResponse::OffsetFetch(Ok(Default::default()))
         );
-        h.handle(
+        h.step(
             0,
             1,
             4,
@@ -269,7 +269,7 @@ mod tests {
             }))
         );
         h.resign(p);
-        h.handle(0, 1, 5, fetch(g));
+        h.step(0, 1, 5, fetch(g));
         assert_eq!(
             resp(&mut h),
             GroupResponse::OffsetFetch(Err(GroupError::NotCoordinator))

@@ -24,9 +24,9 @@ impl RaftBugs {
     }
 
     /// The Raft bug named as in the bug zoo (`vote-not-persisted`, ...), or `None` (also for
-    /// the zoo's other bugs). The names live in one place: [`crate::replica::BUG_NAMES`].
+    /// the zoo's other bugs). The names live in one place: [`crate::bugs::BUG_NAMES`].
     pub fn named(name: &str) -> Option<Self> {
-        let bugs = crate::replica::Bugs::from_names(&[name]).ok()?.raft;
+        let bugs = crate::bugs::Bugs::from_names(&[name]).ok()?.raft;
         bugs.any().then_some(bugs)
     }
 }

@@ -86,7 +86,7 @@ pub(super) struct Stats {
     pub(super) committed: Index,
 }
 
-pub(super) struct Cluster {
+pub(super) struct RaftCluster {
     seed: u64,
     opts: Options,
     now: Nanos,
@@ -108,7 +108,7 @@ pub(super) struct Cluster {
     stats: Stats,
 }
 
-impl Cluster {
+impl RaftCluster {
     pub(super) fn new(seed: u64, opts: Options) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let max_entries = [1, 2, 3, 64][rng.gen_range(0..4)];
@@ -205,7 +205,7 @@ impl Cluster {
         for (&id, n) in &self.nodes {
             match (&n.raft, n.restart_at) {
                 (Some(r), _) => {
-                    if let Some(t) = r.next_timeout() {
+                    if let Some(t) = r.poll_timeout() {
                         next.consider(t, Ev::Tick(id));
                     }
                 }
@@ -236,7 +236,7 @@ impl Cluster {
                     let disk = self.nodes[&to].disk.clone();
                     disk.set_fail_syncs(torn);
                     let now = self.now;
-                    self.raft_mut(to).handle(now, from, msg);
+                    self.raft_mut(to).step(now, from, msg);
                     disk.set_fail_syncs(false);
                     self.after(to)?;
                     Some(to)
@@ -246,7 +246,7 @@ impl Cluster {
             }
             Ev::Tick(id) => {
                 let now = self.now;
-                self.raft_mut(id).tick(now);
+                self.raft_mut(id).handle_timeout(now);
                 self.after(id)?;
                 Some(id)
             }
@@ -284,7 +284,11 @@ impl Cluster {
         let leaders: Vec<NodeId> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.raft.as_ref().is_some_and(|r| r.role() == Role::Leader))
+            .filter(|(_, n)| {
+                n.raft
+                    .as_ref()
+                    .is_some_and(|r| r.role() == RaftRole::Leader)
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in leaders {
@@ -309,7 +313,7 @@ impl Cluster {
         let Some(raft) = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()) else {
             return Ok(());
         };
-        let outputs = raft.drain_outputs();
+        let outputs = raft.poll_outputs();
         let mut crashed = false;
         for out in outputs {
             match out {
@@ -332,7 +336,7 @@ impl Cluster {
                     self.nodes.get_mut(&id).expect("node").image = image;
                 }
                 RaftOutput::RoleChanged { role, term, .. } => {
-                    if role == Role::Leader {
+                    if role == RaftRole::Leader {
                         if let Some(&other) = self.leaders.get(&term) {
                             if other != id {
                                 return Err(self.fail(format!(
@@ -454,7 +458,11 @@ impl Cluster {
         let leader = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.raft.as_ref().is_some_and(|r| r.role() == Role::Leader))
+            .filter(|(_, n)| {
+                n.raft
+                    .as_ref()
+                    .is_some_and(|r| r.role() == RaftRole::Leader)
+            })
             .map(|(&id, _)| id)
             .max();
         let pick = |rng: &mut ChaCha8Rng| ids[rng.gen_range(0..ids.len())];
@@ -523,7 +531,7 @@ impl Cluster {
             .nodes
             .iter()
             .filter_map(|(&id, n)| n.raft.as_ref().map(|r| (id, r)))
-            .filter(|(_, r)| r.role() == Role::Leader)
+            .filter(|(_, r)| r.role() == RaftRole::Leader)
             .map(|(id, r)| (id, r.term()))
             .collect();
         self.stats.leaders = self.stats.leaders.max(leaders.len());
@@ -591,7 +599,7 @@ impl Cluster {
                 .nodes
                 .iter()
                 .filter_map(|(&id, n)| n.raft.as_ref().map(|r| (id, r)))
-                .find(|(_, r)| r.role() == Role::Leader)
+                .find(|(_, r)| r.role() == RaftRole::Leader)
                 .map(|(id, _)| id);
             if let Some(l) = leader {
                 let now = self.now;
@@ -665,7 +673,7 @@ fn log_matching_violation(a: &Raft<MemStorage>, b: &Raft<MemStorage>) -> Option<
 pub(super) fn sweep(seeds: impl IntoIterator<Item = u64>, opts: &Options) -> Result<u64, String> {
     let mut n = 0;
     for seed in seeds {
-        Cluster::new(seed, opts.clone()).run()?;
+        RaftCluster::new(seed, opts.clone()).run()?;
         n += 1;
     }
     Ok(n)
@@ -676,9 +684,12 @@ pub(super) fn first_failure(
     seeds: impl IntoIterator<Item = u64>,
     opts: &Options,
 ) -> Option<(u64, String)> {
-    seeds
-        .into_iter()
-        .find_map(|s| Cluster::new(s, opts.clone()).run().err().map(|e| (s, e)))
+    seeds.into_iter().find_map(|s| {
+        RaftCluster::new(s, opts.clone())
+            .run()
+            .err()
+            .map(|e| (s, e))
+    })
 }
 
 #[test]
@@ -701,7 +712,7 @@ fn replay() {
     if let Ok(bug) = std::env::var("SKEIN_RAFT_BUG") {
         opts.bugs = RaftBugs::named(&bug).expect("known bug name");
     }
-    let stats = Cluster::new(seed, opts)
+    let stats = RaftCluster::new(seed, opts)
         .run()
         .unwrap_or_else(|e| panic!("{e}"));
     println!("seed {seed}: {stats:?}");

@@ -131,7 +131,7 @@ impl Message {
 
 /// The role a node plays in its current term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Role {
+pub enum RaftRole {
     Follower,
     /// Asking for pre-votes; the term is not bumped yet.
     PreCandidate,
@@ -151,7 +151,7 @@ pub enum RaftOutput {
     RestoreSnapshot(Snapshot),
     /// The node's role, term or known leader changed.
     RoleChanged {
-        role: Role,
+        role: RaftRole,
         term: Term,
         leader: Option<NodeId>,
     },

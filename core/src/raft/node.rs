@@ -1,9 +1,9 @@
 //! The Raft node state machine.
 //!
-//! Inputs: messages from peers (`handle`), the passage of time (`tick`), proposals from the
+//! Inputs: messages from peers (`step`), the passage of time (`handle_timeout`), proposals from the
 //! application (`propose`) and its snapshots (`compact`). Every change of term, vote or log
 //! is written to the [`Storage`] (fsynced) before any message that depends on it is queued,
-//! so every output describes durable state. Outputs leave through `drain_outputs`.
+//! so every output describes durable state. Outputs leave through `poll_outputs`.
 
 use super::bugs::RaftBugs;
 use super::log::RaftLog;
@@ -123,7 +123,7 @@ pub struct Raft<S: Storage> {
     store: RaftStore<S>,
     term: Term,
     voted_for: Option<NodeId>,
-    role: Role,
+    role: RaftRole,
     leader: Option<NodeId>,
     log: RaftLog,
     /// The latest snapshot (its data is what a laggard gets).
@@ -170,7 +170,7 @@ impl<S: Storage> Raft<S> {
         let mut raft = Self {
             term: rec.hard.term,
             voted_for: rec.hard.voted_for,
-            role: Role::Follower,
+            role: RaftRole::Follower,
             leader: None,
             commit: rec.snapshot.last_index,
             applied: rec.snapshot.last_index,
@@ -205,7 +205,7 @@ impl<S: Storage> Raft<S> {
     pub fn voted_for(&self) -> Option<NodeId> {
         self.voted_for
     }
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> RaftRole {
         self.role
     }
     /// The leader of the current term, if known.
@@ -246,18 +246,18 @@ impl<S: Storage> Raft<S> {
     }
 
     /// Effects produced since the last call, in order.
-    pub fn drain_outputs(&mut self) -> Vec<RaftOutput> {
+    pub fn poll_outputs(&mut self) -> Vec<RaftOutput> {
         std::mem::take(&mut self.outputs)
     }
 
-    /// When `tick` next has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// When `handle_timeout` next has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failed.is_some() {
             return None;
         }
         Some(match self.role {
-            Role::Leader => self.heartbeat_deadline.min(self.check_quorum_deadline),
-            Role::Candidate if self.config.vote_retry.is_some() => {
+            RaftRole::Leader => self.heartbeat_deadline.min(self.check_quorum_deadline),
+            RaftRole::Candidate if self.config.vote_retry.is_some() => {
                 self.election_deadline.min(self.vote_retry_deadline)
             }
             _ => self.election_deadline,
@@ -266,7 +266,7 @@ impl<S: Storage> Raft<S> {
 
     // ---- inputs ----
 
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failed.is_some() {
             return;
         }
@@ -277,7 +277,7 @@ impl<S: Storage> Raft<S> {
 
     fn tick_inner(&mut self, now: Nanos) -> Result<(), Stopped> {
         match self.role {
-            Role::Leader => {
+            RaftRole::Leader => {
                 if now >= self.check_quorum_deadline {
                     self.check_quorum_deadline = now + self.config.election_timeout;
                     if !self.config.bugs.no_check_quorum && !self.quorum_active(now) {
@@ -296,7 +296,7 @@ impl<S: Storage> Raft<S> {
                 Ok(())
             }
             _ if now >= self.election_deadline => self.pre_campaign(now),
-            Role::Candidate => {
+            RaftRole::Candidate => {
                 if let Some(retry) = self.config.vote_retry {
                     if now >= self.vote_retry_deadline {
                         self.vote_retry_deadline = now + retry;
@@ -315,7 +315,7 @@ impl<S: Storage> Raft<S> {
             return Err(ProposeError::Stopped(f.clone()));
         }
         self.clock = now;
-        if self.role != Role::Leader {
+        if self.role != RaftRole::Leader {
             return Err(ProposeError::NotLeader {
                 leader: self.leader,
             });
@@ -378,7 +378,7 @@ impl<S: Storage> Raft<S> {
     }
 
     /// Handles one message from peer `from`.
-    pub fn handle(&mut self, now: Nanos, from: NodeId, message: Message) {
+    pub fn step(&mut self, now: Nanos, from: NodeId, message: Message) {
         if self.failed.is_some() {
             return;
         }
@@ -391,11 +391,11 @@ impl<S: Storage> Raft<S> {
             );
             return;
         }
-        let _ = self.step(now, from, message);
+        let _ = self.step_message(now, from, message);
         self.check_invariants();
     }
 
-    fn step(&mut self, now: Nanos, from: NodeId, message: Message) -> Result<(), Stopped> {
+    fn step_message(&mut self, now: Nanos, from: NodeId, message: Message) -> Result<(), Stopped> {
         let mterm = message.term();
         if mterm > self.term {
             match &message {
@@ -429,7 +429,7 @@ impl<S: Storage> Raft<S> {
             }
             Message::PreVoteResponse { term, granted } => {
                 let current = if granted { self.term + 1 } else { self.term };
-                if self.role == Role::PreCandidate && term == current {
+                if self.role == RaftRole::PreCandidate && term == current {
                     self.votes.insert(from, granted);
                     match self.tally() {
                         Some(true) => self.campaign(now)?,
@@ -447,7 +447,10 @@ impl<S: Storage> Raft<S> {
                 let can_vote = self.voted_for.is_none_or_eq(from);
                 let granted = can_vote && self.up_to_date(last_index, last_term);
                 if granted {
-                    debug_assert!(matches!(self.role, Role::Follower | Role::PreCandidate));
+                    debug_assert!(matches!(
+                        self.role,
+                        RaftRole::Follower | RaftRole::PreCandidate
+                    ));
                     self.voted_for = Some(from);
                     if !self.config.bugs.vote_not_persisted {
                         self.persist_hard_state()?;
@@ -464,7 +467,7 @@ impl<S: Storage> Raft<S> {
                 Ok(())
             }
             Message::VoteResponse { granted, .. } => {
-                if self.role == Role::Candidate {
+                if self.role == RaftRole::Candidate {
                     self.votes.insert(from, granted);
                     match self.tally() {
                         Some(true) => self.become_leader(now)?,
@@ -494,7 +497,7 @@ impl<S: Storage> Raft<S> {
                 self.handle_snapshot(from, snapshot)
             }
             Message::AppendResponse { result, echo, .. } => {
-                if self.role == Role::Leader {
+                if self.role == RaftRole::Leader {
                     self.handle_append_response(now, from, result, echo);
                 }
                 Ok(())
@@ -542,7 +545,7 @@ impl<S: Storage> Raft<S> {
             self.voted_for = None;
             self.persist_hard_state()?;
         }
-        self.set_role(Role::Follower, leader);
+        self.set_role(RaftRole::Follower, leader);
         self.leader_contact = leader.map(|_| now);
         self.votes.clear();
         self.progress.clear();
@@ -551,7 +554,7 @@ impl<S: Storage> Raft<S> {
     }
 
     fn pre_campaign(&mut self, now: Nanos) -> Result<(), Stopped> {
-        self.set_role(Role::PreCandidate, None);
+        self.set_role(RaftRole::PreCandidate, None);
         self.leader_contact = None;
         self.votes = BTreeMap::from([(self.id(), true)]);
         self.reset_election_deadline(now);
@@ -571,7 +574,7 @@ impl<S: Storage> Raft<S> {
         self.term += 1;
         self.voted_for = Some(self.id());
         self.persist_hard_state()?;
-        self.set_role(Role::Candidate, None);
+        self.set_role(RaftRole::Candidate, None);
         self.votes = BTreeMap::from([(self.id(), true)]);
         self.reset_election_deadline(now);
         if let Some(retry) = self.config.vote_retry {
@@ -604,9 +607,9 @@ impl<S: Storage> Raft<S> {
     }
 
     fn become_leader(&mut self, now: Nanos) -> Result<(), Stopped> {
-        debug_assert_eq!(self.role, Role::Candidate);
+        debug_assert_eq!(self.role, RaftRole::Candidate);
         debug_assert_eq!(self.voted_for, Some(self.id()));
-        self.set_role(Role::Leader, Some(self.id()));
+        self.set_role(RaftRole::Leader, Some(self.id()));
         let last = self.log.last_index();
         self.progress = self
             .config
@@ -629,7 +632,7 @@ impl<S: Storage> Raft<S> {
         Ok(())
     }
 
-    fn set_role(&mut self, role: Role, leader: Option<NodeId>) {
+    fn set_role(&mut self, role: RaftRole, leader: Option<NodeId>) {
         let changed = role != self.role || leader != self.leader;
         self.role = role;
         self.leader = leader;
@@ -645,7 +648,7 @@ impl<S: Storage> Raft<S> {
     /// `from` leads our term: a (pre-)candidate steps back. Returns false if this node
     /// is itself leader of the term (two leaders in a term: only with a bug flag).
     fn accept_leader(&mut self, now: Nanos, from: NodeId) -> bool {
-        if self.role == Role::Leader {
+        if self.role == RaftRole::Leader {
             debug_assert!(self.config.bugs.any(), "two leaders in term {}", self.term);
             tracing::error!(
                 id = self.id(),
@@ -655,8 +658,8 @@ impl<S: Storage> Raft<S> {
             );
             return false;
         }
-        if self.role != Role::Follower || self.leader != Some(from) {
-            self.set_role(Role::Follower, Some(from));
+        if self.role != RaftRole::Follower || self.leader != Some(from) {
+            self.set_role(RaftRole::Follower, Some(from));
             self.votes.clear();
         }
         self.leader_contact = Some(now);
@@ -666,7 +669,7 @@ impl<S: Storage> Raft<S> {
 
     fn in_lease(&self, now: Nanos) -> bool {
         match self.role {
-            Role::Leader => true,
+            RaftRole::Leader => true,
             _ => {
                 self.leader.is_some()
                     && self
@@ -701,7 +704,7 @@ impl<S: Storage> Raft<S> {
     /// deposed by a partition must not renew a broker's lease after the next leader may
     /// already be fencing that broker (sim seed 4602).
     pub fn has_lease(&self, now: Nanos) -> bool {
-        if self.role != Role::Leader {
+        if self.role != RaftRole::Leader {
             return false;
         }
         let needed = self.quorum() - 1;
@@ -841,7 +844,7 @@ impl<S: Storage> Raft<S> {
     /// that never had it; once an entry of this term is on a majority, no such leader can
     /// be elected, and the entries before it commit with it.
     fn maybe_commit(&mut self) {
-        debug_assert_eq!(self.role, Role::Leader);
+        debug_assert_eq!(self.role, RaftRole::Leader);
         let mut matches: Vec<Index> = self.progress.values().map(|p| p.match_index).collect();
         matches.push(self.log.last_index());
         matches.sort_unstable_by(|a, b| b.cmp(a));
@@ -1036,12 +1039,12 @@ impl<S: Storage> Raft<S> {
         debug_assert!(self.log.snapshot_index() <= self.commit);
         debug_assert!(self.log.last_term() <= self.term);
         debug_assert_eq!(self.snapshot.last_index, self.log.snapshot_index());
-        debug_assert!(self.role != Role::Leader || self.leader == Some(self.config.id));
+        debug_assert!(self.role != RaftRole::Leader || self.leader == Some(self.config.id));
         debug_assert!(
-            !matches!(self.role, Role::Leader | Role::Candidate)
+            !matches!(self.role, RaftRole::Leader | RaftRole::Candidate)
                 || self.voted_for == Some(self.config.id)
         );
-        debug_assert!(self.role == Role::Leader || self.progress.is_empty());
+        debug_assert!(self.role == RaftRole::Leader || self.progress.is_empty());
         debug_assert!(self
             .progress
             .values()

@@ -67,7 +67,7 @@ impl Net {
         self.nodes.get_mut(&id).unwrap().as_mut().expect("live")
     }
     fn collect(&mut self, id: NodeId) {
-        for o in self.m(id).drain_outputs() {
+        for o in self.m(id).poll_outputs() {
             match o {
                 RaftOutput::Send { to, message } => self.net.send(id, to, message),
                 RaftOutput::Apply(es) => self.applied.entry(id).or_default().extend(es),
@@ -80,21 +80,25 @@ impl Net {
     }
     /// Moves time past `id`'s election deadline and ticks it (it starts a pre-vote).
     fn timeout(&mut self, id: NodeId) {
-        self.now = self.now.max(self.r(id).next_timeout().unwrap());
+        self.now = self.now.max(self.r(id).poll_timeout().unwrap());
         let now = self.now;
-        self.m(id).tick(now);
+        self.m(id).handle_timeout(now);
         self.collect(id);
     }
     fn tick(&mut self, id: NodeId, by: Nanos) {
         self.now += by;
         let now = self.now;
-        self.m(id).tick(now);
+        self.m(id).handle_timeout(now);
         self.collect(id);
     }
     fn elect(&mut self, id: NodeId, ok: impl Fn(NodeId, NodeId) -> bool + Copy) {
         self.timeout(id);
         self.deliver_only(|f, t, _| ok(f, t));
-        assert_eq!(self.r(id).role(), Role::Leader, "node {id} was not elected");
+        assert_eq!(
+            self.r(id).role(),
+            RaftRole::Leader,
+            "node {id} was not elected"
+        );
     }
     fn propose(&mut self, id: NodeId, v: u8) -> Index {
         let now = self.now;
@@ -124,7 +128,7 @@ impl Delivery for Net {
         if self.nodes[&to].is_some() {
             self.now += 1;
             let now = self.now;
-            self.m(to).handle(now, from, msg);
+            self.m(to).step(now, from, msg);
             self.collect(to);
         }
     }
@@ -188,7 +192,7 @@ fn pre_vote_keeps_a_partitioned_node_from_disrupting_the_leader() {
     // The leader keeps hearing from 2 while 3 waits for its election timeout (check-quorum
     // counts only followers heard within the last election timeout).
     let keep_leading = |net: &mut Net| {
-        let until = net.r(3).next_timeout().expect("a timer");
+        let until = net.r(3).poll_timeout().expect("a timer");
         while net.now < until {
             net.tick(1, 10 * MS);
             net.deliver_only(|f, t, _| f != 3 && t != 3);
@@ -208,11 +212,11 @@ fn pre_vote_keeps_a_partitioned_node_from_disrupting_the_leader() {
     keep_leading(&mut net);
     net.timeout(3);
     net.deliver_all();
-    assert_eq!(net.r(1).role(), Role::Leader);
+    assert_eq!(net.r(1).role(), RaftRole::Leader);
     assert_eq!(net.r(1).term(), 1);
 }
 
-fn isolated_leader(bugs: RaftBugs) -> Role {
+fn isolated_leader(bugs: RaftBugs) -> RaftRole {
     let mut net = Net::new(3, bugs);
     net.elect(1, |_, _| true);
     for _ in 0..30 {
@@ -225,10 +229,10 @@ fn isolated_leader(bugs: RaftBugs) -> Role {
 #[test]
 fn check_quorum_steps_down_a_leader_that_cannot_reach_a_majority() {
     // Stepped down (and, its election timeout passed too, maybe campaigning again).
-    assert_ne!(isolated_leader(RaftBugs::default()), Role::Leader);
+    assert_ne!(isolated_leader(RaftBugs::default()), RaftRole::Leader);
     assert_eq!(
         isolated_leader(RaftBugs::named("no-check-quorum").unwrap()),
-        Role::Leader
+        RaftRole::Leader
     );
 }
 
@@ -292,7 +296,7 @@ fn restart_recovers_term_vote_log_and_snapshot() {
 fn a_torn_log_tail_is_cut_and_synced_corruption_is_an_error() {
     let mut net = Net::new(1, RaftBugs::default());
     net.timeout(1);
-    assert_eq!(net.r(1).role(), Role::Leader);
+    assert_eq!(net.r(1).role(), RaftRole::Leader);
     net.propose(1, 1);
     net.propose(1, 2);
     net.crash(1);
@@ -354,14 +358,14 @@ fn second_candidate_wins_after_voter_restart(bugs: RaftBugs, vote_retry: Option<
             && !(f == 2 && matches!(m, Message::RequestVote { .. }))
             && !matches!(m, Message::Append { .. })
     });
-    assert_eq!(net.r(1).role(), Role::Leader);
-    assert_eq!(net.r(2).role(), Role::Candidate);
+    assert_eq!(net.r(1).role(), RaftRole::Leader);
+    assert_eq!(net.r(2).role(), RaftRole::Candidate);
     assert_eq!(net.r(1).term(), net.r(2).term());
     net.crash(3);
     net.start(3);
     net.tick(2, 30 * MS);
     net.deliver_only(|f, t, _| f != t && (f == 3 || t == 3));
-    net.r(2).role() == Role::Leader && net.r(2).term() == net.r(1).term()
+    net.r(2).role() == RaftRole::Leader && net.r(2).term() == net.r(1).term()
 }
 
 #[test]
@@ -399,6 +403,6 @@ fn a_leader_holds_its_lease_only_while_a_majority_answers_recent_appends() {
         net.net.queue.clear();
         t += 10 * MS;
     }
-    assert_eq!(net.r(1).role(), Role::Leader);
+    assert_eq!(net.r(1).role(), RaftRole::Leader);
     assert!(!net.r(1).has_lease(net.now));
 }

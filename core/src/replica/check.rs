@@ -3,7 +3,7 @@
 //! [`Replica::check`] states what must hold of one replica at any moment (between calls);
 //! [`Replica::check_since`] what must hold of two successive moments (monotonic values),
 //! against a [`Checkpoint`] taken at the earlier one. Both return a typed [`CheckError`]
-//! so tests can assert on them. In debug builds [`Replica::drain_effects`] (which every
+//! so tests can assert on them. In debug builds [`Replica::poll_outputs`] (which every
 //! driver calls after each call into the replica: the broker after each message and tick,
 //! the test harnesses after each step) runs both through `debug_check` and panics on a
 //! violation, so node runs, the madsim suite and property tests check them too, not only
@@ -15,6 +15,7 @@
 
 use super::{Replica, ReplicaLog, RoleState};
 use crate::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
+use std::collections::BTreeSet;
 
 /// A broken replica invariant, with the values that break it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -160,14 +161,14 @@ impl<L: ReplicaLog> Replica<L> {
                 flushed,
             });
         }
-        if !l.isr.contains(&self.me) {
+        if !l.isr.contains(self.me) {
             return Err(CheckError::LeaderNotInIsr {
                 tp: tp(),
                 leader: self.me,
-                isr: l.isr.iter().copied().collect(),
+                isr: l.isr.confirmed().iter().copied().collect(),
             });
         }
-        let maximal = l.maximal_isr();
+        let maximal: BTreeSet<NodeId> = l.isr.maximal().iter().copied().collect();
         if let Some(&member) = maximal.iter().find(|m| !self.replicas.contains(m)) {
             return Err(CheckError::IsrNotAReplica {
                 tp: tp(),
@@ -243,8 +244,8 @@ impl<L: ReplicaLog> Replica<L> {
         if hw <= l.epoch_start_offset {
             return Ok(());
         }
-        for follower in l.maximal_isr_iter().filter(|m| *m != self.me) {
-            let log_end = l.followers.get(&follower).and_then(|p| p.log_end);
+        for &follower in l.isr.maximal().iter().filter(|m| **m != self.me) {
+            let log_end = l.isr.follower(follower).and_then(|p| p.log_end);
             if let Some(log_end) = log_end.filter(|e| *e < hw) {
                 return Err(CheckError::HighWatermarkPastFollower {
                     tp: self.tp.clone(),

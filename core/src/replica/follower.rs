@@ -77,12 +77,15 @@ impl<L: ReplicaLog> Replica<L> {
         let tp = self.tp.clone();
         self.event(Event::BecameFollower { tp, leader, epoch });
         self.follower_tick(now);
+        debug_assert!(!matches!(self.role, RoleState::Leader(_)) && self.leader_epoch == epoch);
     }
 
     fn truncate(&mut self, to: Offset, from: Offset) {
+        let end_before = self.log.log_end_offset();
         match self.log.truncate_to(to) {
             Ok(()) => {
                 let (hw, end) = (self.high_watermark, self.log.log_end_offset());
+                debug_assert!(end <= end_before, "a truncation grew the log");
                 self.high_watermark = hw.min(end);
                 let tp = self.tp.clone();
                 self.event(Event::Truncated { tp, from, to });
@@ -110,6 +113,11 @@ impl<L: ReplicaLog> Replica<L> {
         let from = self.log.log_end_offset();
         match self.log.truncate_fully_and_start_at(start) {
             Ok(()) => {
+                debug_assert_eq!(
+                    self.log.log_end_offset(),
+                    start,
+                    "the reset log ends at its start"
+                );
                 self.high_watermark = start;
                 let tp = self.tp.clone();
                 self.event(Event::LogReset {

@@ -3,6 +3,7 @@
 //! watermark, produce requests and their acknowledgement, and consumer reads.
 
 use super::idempotence::ProducerCheck;
+use super::isr::{Isr, Progress};
 use super::node_map::NodeMap;
 use super::{
     is_control, now_ms, EncodedAppendError, Event, IsrProposal, ProduceOrigin, Replica,
@@ -16,19 +17,6 @@ use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::BTreeSet;
 
 use crate::types::earliest;
-
-/// What the leader knows about one follower in its current epoch.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Progress {
-    /// Last fetch offset that passed validation: the follower's durable log end.
-    /// None until the follower fetched in this epoch.
-    pub log_end: Option<Offset>,
-    /// Last time the follower was caught up to the leader's log end (Kafka's rule: a
-    /// fetch at >= the leader's LEO now, or at >= the LEO of the previous fetch time).
-    pub last_caught_up: Nanos,
-    pub last_fetch: Nanos,
-    pub leo_at_last_fetch: Offset,
-}
 
 #[derive(Clone, Debug)]
 pub(crate) struct PendingIsr {
@@ -65,117 +53,32 @@ pub(crate) struct LeaderState {
     /// Log end when this epoch began: the HW only advances past it (a record of the
     /// current epoch — at least the epoch marker — must be committed first).
     pub epoch_start_offset: Offset,
-    /// ISR as confirmed by the controller.
-    pub isr: BTreeSet<NodeId>,
-    /// Union of every ISR proposed at the current partition epoch. Any one of them may
-    /// have been (or, delayed in the network, may still be) accepted, so all count until
-    /// the controller's answer or metadata moves the partition epoch on.
-    pub proposed: BTreeSet<NodeId>,
-    /// `isr ∪ proposed` in order, kept by [`LeaderState::remaximize`] after every change
-    /// to either: the HW check, after every leader step, walked the two sets' union.
-    maximal: Vec<NodeId>,
+    /// The ISR, confirmed and proposed, and each follower's progress.
+    pub isr: Isr,
     /// The latest proposal still waiting for an answer (resent on timeout).
     pub pending: Option<PendingIsr>,
     /// After a rejected proposal, do not propose again before this time.
     pub propose_not_before: Nanos,
-    pub followers: NodeMap<Progress>,
     pub waiting: Vec<WaitingProduce>,
     /// Held fetches, one per follower (a newer fetch replaces an older one).
     pub parked: NodeMap<Parked>,
-    /// [`Replica::answer_parked`]'s buffer, empty between calls.
-    answering: Vec<(NodeId, Parked)>,
     /// The epoch marker could not be written (a full disk): when to try again. Until a
     /// batch of this epoch is in the log the HW cannot pass the epoch start, and a partition
     /// nobody produces to (`__consumer_offsets` before its coordinator has loaded) would
     /// never get one (seed 3836 of the 10,000-seed sweep: the coordinator stayed Loading).
     pub marker_retry_at: Option<Nanos>,
-    /// The earliest `last_caught_up` of the followers in the ISR (`None`: none in it),
-    /// recounted by [`LeaderState::recount_caught_up`] after every change to `followers`
-    /// or `isr`: the leader's timer is asked after every step of the replica, only a
-    /// follower's fetch (about half of them) changes either, and walking the followers and
-    /// the ISR set for it was ~1% of a simulation's instructions.
-    isr_caught_up: Option<Nanos>,
 }
 
 impl LeaderState {
-    /// Confirmed ISR united with every proposal sent at this partition epoch ("maximal
-    /// ISR"). Whatever the controller ends up committing is a subset of it, so requiring
-    /// every member of it for the HW is safe under every outcome.
-    pub fn maximal_isr(&self) -> BTreeSet<NodeId> {
-        self.maximal_isr_iter().collect()
-    }
-
-    /// The members of [`LeaderState::maximal_isr`] in order, without building the set.
-    pub fn maximal_isr_iter(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.isr.union(&self.proposed).copied()
-    }
-
-    /// [`LeaderState::maximal_isr_iter`]'s members, as kept (the HW check runs after every
-    /// leader step).
-    fn maximal_isr_members(&self) -> &[NodeId] {
-        debug_assert!(
-            self.maximal.iter().copied().eq(self.maximal_isr_iter()),
-            "stale maximal ISR"
-        );
-        &self.maximal
-    }
-
-    /// Keeps `maximal`: called after every change to `isr` or `proposed`.
-    fn remaximize(&mut self) {
-        self.maximal.clear();
-        self.maximal.extend(self.isr.union(&self.proposed).copied());
-    }
-
-    /// The earliest `last_caught_up` of the followers in the ISR (the leader itself has no
-    /// progress entry, so it is never considered), from `followers` and `isr`.
-    fn isr_caught_up_now(&self) -> Option<Nanos> {
-        // The followers in the ISR: walking the followers (one fewer than the replicas)
-        // asks the ISR set once per follower, instead of the progress map once per member.
-        let mut at = None;
-        for (r, p) in self.followers.iter() {
-            if self.in_isr(r) {
-                at = earliest(at, Some(p.last_caught_up));
-            }
-        }
-        at
-    }
-
-    /// `isr.contains(&r)`. With no proposal out (nearly always) the kept `maximal` is the
-    /// ISR, and a scan of its few ids costs less than a search of the set: this is asked
-    /// per follower on most follower fetches.
-    #[inline]
-    fn in_isr(&self, r: NodeId) -> bool {
-        if self.proposed.is_empty() {
-            self.maximal_isr_members().contains(&r)
-        } else {
-            self.isr.contains(&r)
-        }
-    }
-
-    /// Keeps `isr_caught_up`: called after every change to `followers` or `isr`.
-    fn recount_caught_up(&mut self) {
-        self.isr_caught_up = self.isr_caught_up_now();
-    }
-
-    /// Sets the ISR the controller confirmed; it settles every proposal made so far.
-    fn set_isr(&mut self, isr: &[NodeId]) {
-        self.isr = isr.iter().copied().collect();
-        self.proposed.clear();
-        self.remaximize();
-        self.recount_caught_up();
-    }
-
     /// When the first ISR follower would count as lagging.
     fn lag_due(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
-        debug_assert_eq!(
-            self.isr_caught_up,
-            self.isr_caught_up_now(),
-            "stale ISR catch-up time"
-        );
-        self.isr_caught_up.map(|t| t + cfg.replica_lag_time_max + 1)
+        self.isr
+            .earliest_caught_up()
+            .map(|t| t + cfg.replica_lag_time_max + 1)
     }
 
-    /// Folded by hand with [`earliest`]: asked after nearly every step of a leader replica.
+    /// The earliest of the leader's deadlines: the pending proposal's resend (or else the
+    /// first lag check), the epoch marker's retry, waiting writes and held fetches.
     pub fn next_timeout(&self, cfg: &ReplicaConfig) -> Option<Nanos> {
         let isr = match &self.pending {
             Some(p) => Some(p.sent_at + cfg.alter_partition_retry),
@@ -205,7 +108,7 @@ impl<L: ReplicaLog> Replica<L> {
             if epoch == self.leader_epoch {
                 if partition_epoch > self.partition_epoch {
                     // The controller changed the ISR (our proposal, or its own change).
-                    l.set_isr(isr);
+                    l.isr.confirm(isr);
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let ev = Event::IsrConfirmed {
@@ -252,34 +155,17 @@ impl<L: ReplicaLog> Replica<L> {
             .replicas
             .iter()
             .filter(|r| **r != self.me)
-            .map(|r| {
-                (
-                    *r,
-                    Progress {
-                        log_end: None,
-                        last_caught_up: now,
-                        last_fetch: now,
-                        leo_at_last_fetch: epoch_start_offset,
-                    },
-                )
-            })
+            .map(|r| (*r, Progress::starting(now, epoch_start_offset)))
             .collect();
-        let mut state = LeaderState {
+        let state = LeaderState {
             epoch_start_offset,
-            isr: isr.iter().copied().collect(),
-            proposed: BTreeSet::new(),
-            maximal: Vec::new(),
+            isr: Isr::new(self.me, isr, followers),
             pending: None,
             propose_not_before: 0,
-            followers,
             waiting: Vec::new(),
             parked: NodeMap::default(),
-            answering: Vec::new(),
             marker_retry_at,
-            isr_caught_up: None,
         };
-        state.remaximize();
-        state.recount_caught_up();
         self.role = RoleState::Leader(state);
         let ev = Event::BecameLeader {
             tp: self.tp.clone(),
@@ -288,6 +174,12 @@ impl<L: ReplicaLog> Replica<L> {
         };
         self.event(ev);
         self.leader_maybe_advance_hw(now);
+        // Leading (or offline, had a read failed since), in the epoch it was given.
+        debug_assert!(!matches!(self.role, RoleState::Follower(_)) && self.leader_epoch == epoch);
+        debug_assert!(
+            self.log.log_end_offset() >= epoch_start_offset,
+            "leading shrank the log"
+        );
     }
 
     /// Appends this epoch's marker at the log end: it gives the epoch cache its entry at
@@ -400,12 +292,11 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        // Taken out in follower order into a kept buffer: this runs whenever the HW moves.
-        let mut ready = std::mem::take(&mut l.answering);
+        let mut ready = Vec::new();
         l.parked.take_into(&mut ready, |_, p| {
             force || leo > p.fetch_offset || hw > p.follower_hw || now >= p.deadline
         });
-        for (id, p) in ready.drain(..) {
+        for (id, p) in ready {
             let result = self
                 .records_from(p.fetch_offset, p.max_bytes)
                 .unwrap_or_else(FetchResult::Error);
@@ -419,9 +310,6 @@ impl<L: ReplicaLog> Replica<L> {
                 to: Address::Node(id),
                 msg: Message::FetchResponse(resp),
             });
-        }
-        if let RoleState::Leader(l) = &mut self.role {
-            l.answering = ready;
         }
     }
 
@@ -576,34 +464,18 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let known = l.followers.contains_key(&replica);
-        let p = l.followers.entry_or_default(replica);
-        let before = p.last_caught_up;
-        if offset >= leo {
-            p.last_caught_up = now;
-        } else if offset >= p.leo_at_last_fetch {
-            p.last_caught_up = p.last_caught_up.max(p.last_fetch);
-        }
-        p.last_fetch = now;
-        p.leo_at_last_fetch = leo;
-        p.log_end = Some(offset);
-        // `last_caught_up` only grows, so the ISR's earliest changes only when a new
-        // follower appears or the one holding it moves on (every fetch comes here).
-        if !known || l.isr_caught_up == Some(before) {
-            l.recount_caught_up();
-        }
-        debug_assert_eq!(l.isr_caught_up, l.isr_caught_up_now());
+        l.isr.record_fetch(now, replica, offset, leo);
         // Rejoin: caught up to the HW, and into this epoch, and not fenced (the
         // controller would refuse it).
         let hw = self.high_watermark;
         if l.pending.is_none()
             && now >= l.propose_not_before
             && !self.fenced_brokers.contains(&replica)
-            && !l.in_isr(replica)
+            && !l.isr.contains(replica)
             && offset >= hw
             && offset >= l.epoch_start_offset
         {
-            let mut new_isr = l.isr.clone();
+            let mut new_isr = l.isr.confirmed().clone();
             new_isr.insert(replica);
             self.propose_isr(now, new_isr);
         }
@@ -613,13 +485,12 @@ impl<L: ReplicaLog> Replica<L> {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        if new_isr.len() < l.isr.len() {
+        if new_isr.len() < l.isr.confirmed().len() {
             crate::probe!(IsrShrinkProposed);
         } else {
             crate::probe!(IsrExpandProposed);
         }
-        l.proposed.extend(new_isr.iter().copied());
-        l.remaximize();
+        l.isr.propose(&new_isr);
         l.pending = Some(PendingIsr {
             isr: new_isr.clone(),
             sent_at: now,
@@ -650,7 +521,7 @@ impl<L: ReplicaLog> Replica<L> {
                 isr,
             } => {
                 if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
-                    l.set_isr(&isr);
+                    l.isr.confirm(&isr);
                     l.pending = None;
                     self.partition_epoch = partition_epoch;
                     let tp = self.tp.clone();
@@ -686,23 +557,22 @@ impl<L: ReplicaLog> Replica<L> {
         } else {
             self.log.flushed_offset().min(leo)
         };
-        let maximal = l.maximal_isr_members();
-        let maximal_len = maximal.len();
         if !bugs.ack_before_isr {
-            for &r in maximal.iter().filter(|r| **r != self.me) {
-                let end = l.followers.get(&r).and_then(|p| p.log_end).unwrap_or(0);
-                candidate = candidate.min(end);
-            }
+            candidate = l.isr.high_watermark(candidate);
         }
         debug_assert!(candidate <= leo);
+        let maximal_len = l.isr.maximal().len();
         // KIP-966's strict min ISR: the HW moves only while the ISR is at least
         // min.insync.replicas, so a replica that leaves an ISR already that small (it
         // joins the ELR) keeps every committed record and may be elected. The size is the
         // *confirmed* ISR's: a pending expansion may never reach the controller, and the
         // ELR it still holds must not miss records committed on the strength of it (the
         // controller clears the ELR in the same record that confirms the expansion).
-        let strict_min_isr = !bugs.no_elr && l.isr.len() < self.config.min_insync_replicas;
+        let strict_min_isr =
+            !bugs.no_elr && l.isr.confirmed().len() < self.config.min_insync_replicas;
         if candidate > self.high_watermark && candidate > l.epoch_start_offset && !strict_min_isr {
+            // It only moves forward, over records of this epoch the log holds.
+            debug_assert!(candidate <= leo && candidate > self.high_watermark);
             self.high_watermark = candidate;
             let ev = Event::HighWatermark {
                 tp: self.tp.clone(),
@@ -793,7 +663,7 @@ impl<L: ReplicaLog> Replica<L> {
             let e = ProduceError::InvalidRecord("clients may not write control batches".into());
             return refuse(self, &req.batch, e);
         }
-        let isr_size = l.maximal_isr_members().len();
+        let isr_size = l.isr.maximal().len();
         let min_insync = self.config.min_insync_replicas;
         if req.acks == Acks::All && isr_size < min_insync {
             crate::probe!(ProduceNotEnoughReplicas);
@@ -903,7 +773,6 @@ impl<L: ReplicaLog> Replica<L> {
 
     pub(crate) fn leader_tick(&mut self, now: Nanos) {
         self.retry_epoch_marker(now);
-        let me = self.me;
         let lag_max = self.config.replica_lag_time_max;
         let retry = self.config.alter_partition_retry;
         let RoleState::Leader(l) = &mut self.role else {
@@ -917,19 +786,9 @@ impl<L: ReplicaLog> Replica<L> {
             Some(p) if now >= p.sent_at + retry => action = Some(p.isr.clone()),
             Some(_) => {}
             None if now >= l.propose_not_before => {
-                let lagging: BTreeSet<NodeId> = l
-                    .isr
-                    .iter()
-                    .copied()
-                    .filter(|r| *r != me)
-                    .filter(|r| {
-                        l.followers
-                            .get(r)
-                            .is_none_or(|p| now.saturating_sub(p.last_caught_up) > lag_max)
-                    })
-                    .collect();
+                let lagging = l.isr.lagging(now, lag_max);
                 if !lagging.is_empty() {
-                    action = Some(l.isr.difference(&lagging).copied().collect());
+                    action = Some(l.isr.confirmed().difference(&lagging).copied().collect());
                 }
             }
             None => {}

@@ -9,25 +9,24 @@
 //! a `LocalProduceAnswer` for the broker's own appends ([`ProduceOrigin::Local`]). Leader logic lives in `leader.rs`, follower logic in `follower.rs`; the
 //! protocol and its invariants are written up in `docs/replication.md`.
 
-mod bugs;
 mod check;
 mod follower;
 mod idempotence;
+mod isr;
 mod leader;
 mod log;
 mod node_map;
 mod repair;
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests;
 
-pub use bugs::{Bugs, UnknownBug, BUG_NAMES};
 pub use check::{CheckError, Checkpoint};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
 pub use log::{Appended, EncodedAppendError, LogFailure, ReplicaLog};
 
+use crate::bugs::Bugs;
 use crate::log::RecordBatch;
 use crate::message::{Address, Message, ProduceError, ProduceResponse};
 use crate::types::{
@@ -107,7 +106,7 @@ pub enum Repair {
 
 /// The role of a replica, for views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
+pub enum ReplicaRole {
     Leader,
     Follower {
         leader: NodeId,
@@ -227,7 +226,7 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaView {
     pub tp: TopicPartition,
-    pub role: Role,
+    pub role: ReplicaRole,
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
     pub high_watermark: Offset,
@@ -292,7 +291,7 @@ pub struct Replica<L: ReplicaLog> {
     repair_asks: usize,
     /// Peers that answered they hold no copy of the batch at `corrupt_at`.
     not_held_by: BTreeSet<NodeId>,
-    /// Debug builds: the state at the previous `drain_effects`, for the monotonic checks
+    /// Debug builds: the state at the previous `poll_outputs`, for the monotonic checks
     /// (see `check.rs`).
     #[cfg(debug_assertions)]
     debug_checkpoint: Option<Checkpoint>,
@@ -342,11 +341,11 @@ impl<L: ReplicaLog> Replica<L> {
         &self.tp
     }
 
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> ReplicaRole {
         match &self.role {
-            RoleState::Leader(_) => Role::Leader,
-            RoleState::Follower(f) => Role::Follower { leader: f.leader },
-            RoleState::Offline => Role::Offline,
+            RoleState::Leader(_) => ReplicaRole::Leader,
+            RoleState::Follower(f) => ReplicaRole::Follower { leader: f.leader },
+            RoleState::Offline => ReplicaRole::Offline,
         }
     }
 
@@ -417,8 +416,8 @@ impl<L: ReplicaLog> Replica<L> {
     pub fn view(&self) -> ReplicaView {
         let (isr, maximal) = match &self.role {
             RoleState::Leader(l) => (
-                l.isr.iter().copied().collect(),
-                l.maximal_isr_iter().collect(),
+                l.isr.confirmed().iter().copied().collect(),
+                l.isr.maximal().to_vec(),
             ),
             _ => (Vec::new(), Vec::new()),
         };
@@ -441,24 +440,24 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Take the effects produced so far. Drivers call it after every call into the
     /// replica, so debug builds check the replica's invariants here (`check.rs`).
-    pub fn drain_effects(&mut self) -> Vec<ReplicaEffect> {
-        self.drain_effects_iter().collect()
+    pub fn poll_outputs(&mut self) -> Vec<ReplicaEffect> {
+        self.poll_outputs_iter().collect()
     }
 
-    /// [`Replica::drain_effects`] keeping the buffer's capacity for the next step.
-    pub fn drain_effects_iter(&mut self) -> std::vec::Drain<'_, ReplicaEffect> {
+    /// [`Replica::poll_outputs`] keeping the buffer's capacity for the next step.
+    pub fn poll_outputs_iter(&mut self) -> std::vec::Drain<'_, ReplicaEffect> {
         #[cfg(debug_assertions)]
         self.debug_check();
         self.effects.drain(..)
     }
 
-    /// Whether `drain_effects` would return anything.
-    pub fn has_effects(&self) -> bool {
+    /// Whether `poll_outputs` would return anything.
+    pub fn has_outputs(&self) -> bool {
         !self.effects.is_empty()
     }
 
-    /// Earliest time at which `tick` has something to do.
-    pub fn next_timeout(&self) -> Option<Nanos> {
+    /// Earliest time at which `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failure.is_some() {
             return Some(self.recheck_at.unwrap_or(0));
         }
@@ -472,7 +471,7 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// Timers: fetch retries (follower), ISR lag checks, AlterPartition retries, produce
     /// timeouts and delayed flushes (leader).
-    pub fn tick(&mut self, now: Nanos) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failure.is_some() {
             return self.recheck_log(now);
         }

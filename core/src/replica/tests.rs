@@ -112,7 +112,7 @@ impl<L: TestLog> Net<L> {
 
     fn collect(&mut self) {
         for (&id, r) in self.nodes.iter_mut() {
-            for e in r.drain_effects() {
+            for e in r.poll_outputs() {
                 match e {
                     ReplicaEffect::Send { to, msg } => self.net.send(Address::Node(id), to, msg),
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
@@ -190,7 +190,7 @@ impl<L: TestLog> Net<L> {
         while self.now < end {
             self.now += MS;
             for r in self.nodes.values_mut() {
-                r.tick(self.now);
+                r.handle_timeout(self.now);
             }
             self.collect();
             self.deliver_all();
@@ -281,7 +281,7 @@ impl<L: TestLog> Net<L> {
                 self.now += MS;
                 let now = self.now;
                 for r in self.nodes.values_mut() {
-                    r.tick(now);
+                    r.handle_timeout(now);
                 }
                 self.collect();
             }
@@ -395,7 +395,7 @@ macro_rules! replica_suite {
             }
             let leader = net.r(1).view();
             assert_eq!(leader.isr, vec![1, 2, 3]);
-            assert_eq!(leader.role, Role::Leader);
+            assert_eq!(leader.role, ReplicaRole::Leader);
         }
 
         #[test]
@@ -607,7 +607,7 @@ macro_rules! replica_suite {
             // leader, but its response (carrying the new HW) is lost.
             net.now += MS;
             let now = net.now;
-            net.r(2).tick(now);
+            net.r(2).handle_timeout(now);
             net.collect();
             assert!(net.deliver_next()); // fetch(1) -> leader
             assert!(net.deliver_next()); // m1 -> follower, which fetches(2) at once
@@ -953,7 +953,7 @@ macro_rules! replica_suite {
             let mut f = Replica::new(tp(), 3, L::fresh(), config());
             f.apply_partition_state(net.now, Some(1), 1, 1, &[1, 2], &[1, 2, 3]);
             let fetch = |f: &mut Replica<L>| {
-                f.drain_effects()
+                f.poll_outputs()
                     .into_iter()
                     .find_map(|e| match e {
                         ReplicaEffect::Send {
@@ -980,7 +980,7 @@ macro_rules! replica_suite {
             assert_eq!(f.log().log_start_offset(), 1);
             assert_eq!(f.log().log_end_offset(), 1);
             assert_eq!(f.high_watermark(), 1);
-            let effects = f.drain_effects();
+            let effects = f.poll_outputs();
             assert!(effects.iter().any(|e| matches!(
                 e,
                 ReplicaEffect::Event(Event::LogReset { from: 0, to: 1, .. })
@@ -1188,7 +1188,7 @@ macro_rules! replica_suite {
             assert_eq!(net.r(2).high_watermark(), net.r(1).high_watermark());
             // With nothing new, a held fetch is answered when its wait is over.
             net.run(25 * MS);
-            assert!(net.r(2).view().role == Role::Follower { leader: 1 });
+            assert!(net.r(2).view().role == ReplicaRole::Follower { leader: 1 });
         }
 
         #[test]
@@ -1428,7 +1428,7 @@ fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
     let log = <PartitionLog<MemStorage> as TestLog>::fresh();
     let mut r = Replica::new(tp(), 1, log, config());
     r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
-    r.drain_effects();
+    r.poll_outputs();
     let req = |correlation| ProduceRequest {
         correlation,
         tp: tp(),
@@ -1439,7 +1439,7 @@ fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
     r.handle_produce(0, ProduceOrigin::Local, req(1));
     r.handle_produce(0, Address::Client(7), req(2));
     let answers: Vec<(Option<Address>, u64)> = r
-        .drain_effects()
+        .poll_outputs()
         .into_iter()
         .filter_map(|e| match e {
             ReplicaEffect::LocalProduceAnswer(resp) => Some((None, resp.correlation)),
@@ -1460,7 +1460,7 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
     let log = <PartitionLog<MemStorage> as TestLog>::fresh();
     let mut r = Replica::new(tp(), 1, log, config());
     r.apply_partition_state(0, Some(1), 1, 1, &[1, 2], &[1, 2]);
-    r.drain_effects();
+    r.poll_outputs();
     let produce = ProduceRequest {
         correlation: 5,
         tp: tp(),
@@ -1469,7 +1469,7 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
         batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
     };
     r.handle_produce(0, Address::Client(0), produce);
-    assert!(r.drain_effects().is_empty(), "waits for follower 2");
+    assert!(r.poll_outputs().is_empty(), "waits for follower 2");
     let leo = r.log().log_end_offset();
     r.handle_fetch(
         MS,
@@ -1486,7 +1486,7 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
         },
     );
     let sent: Vec<(Address, &'static str)> = r
-        .drain_effects()
+        .poll_outputs()
         .into_iter()
         .filter_map(|e| match e {
             ReplicaEffect::Send { to, msg } => Some((
@@ -1522,9 +1522,9 @@ fn a_failed_leader_flush_is_retried_without_another_append() {
     r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
     let mut now = 0;
     let mut run_to = |r: &mut Replica<PartitionLog<MemStorage>>, until: Nanos| {
-        while let Some(t) = r.next_timeout().filter(|&t| t <= until) {
+        while let Some(t) = r.poll_timeout().filter(|&t| t <= until) {
             now = now.max(t);
-            r.tick(now);
+            r.handle_timeout(now);
         }
         now = until;
     };
@@ -1554,7 +1554,7 @@ fn a_failed_leader_flush_is_retried_without_another_append() {
         leo,
         "the retried flush commits the tail"
     );
-    let acked = r.drain_effects().into_iter().any(|e| {
+    let acked = r.poll_outputs().into_iter().any(|e| {
         matches!(e, ReplicaEffect::Send { msg: Message::ProduceResponse(resp), .. } if resp.result.is_ok())
     });
     assert!(acked, "the waiting acks=all produce is acknowledged");
@@ -1565,7 +1565,7 @@ fn lone_leader(log_config: LogConfig) -> Replica<PartitionLog<MemStorage>> {
     let (log, _) = PartitionLog::open(MemStorage::new(), "t-0", log_config).expect("open");
     let mut r = Replica::new(tp(), 1, log, config());
     r.apply_partition_state(0, Some(1), 1, 1, &[1], &[1]);
-    r.drain_effects();
+    r.poll_outputs();
     r
 }
 
@@ -1582,7 +1582,7 @@ fn produce_bytes(
         batch: EncodedBatch::from_bytes(bytes),
     };
     r.handle_produce(MS, Address::Client(7), req);
-    r.drain_effects()
+    r.poll_outputs()
         .into_iter()
         .find_map(|e| match e {
             ReplicaEffect::Send {
@@ -1758,7 +1758,7 @@ fn a_malformed_produce_batch_is_refused_by_name_and_nothing_is_written() {
         assert!(!crate::client::retriable(&e), "{what}: {e} is final");
         assert_eq!(r.log().log_end_offset(), end_before, "{what}");
         assert_eq!(stored(&mut r), log_before, "{what}: the log is unchanged");
-        assert_eq!(r.role(), Role::Leader, "{what}: still leading");
+        assert_eq!(r.role(), ReplicaRole::Leader, "{what}: still leading");
     }
     // The producer's next batch still follows its last good one.
     let next = ProducerInfo {

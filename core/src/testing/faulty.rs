@@ -4,7 +4,7 @@
 //! choice of the earliest due event. One seeded `ChaCha8Rng` drives them all, so a seed
 //! replays exactly; each helper draws from it in a fixed order.
 //!
-//! Test-only (it needs `rand`, a dev-dependency): [`super::Cluster`] is the calm, FIFO
+//! Test-only (it needs `rand`, a dev-dependency): [`super::MemCluster`] is the calm, FIFO
 //! harness other crates get; this is the lossy one core's own sweeps run on.
 
 use crate::testing::MemStorage;

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use skein_jepsen::{
-    check, Acks, AssignValue, CheckOptions, CommitOffset, CommitValue, Event, EventType, Function,
-    PollValue, PolledRecord, Report, SendValue, SubscribeValue, Value,
+    check, AckPromise, AssignValue, CheckOptions, CommitOffset, CommitValue, Event, EventType,
+    Function, PollValue, PolledRecord, Report, SendValue, SubscribeValue, Value,
 };
 
 #[derive(Default)]
@@ -48,7 +48,7 @@ impl H {
         partition: u32,
         value: &str,
         offset: u64,
-        acks: Acks,
+        acks: AckPromise,
     ) -> u64 {
         let v = SendValue::new("t", partition, value).with_acks(acks);
         self.push(

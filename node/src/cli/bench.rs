@@ -19,7 +19,7 @@ use skein_core::log::Codec;
 use skein_core::message::{Acks, OffsetSpec};
 use skein_core::types::TopicPartition;
 use skein_node::client::{Client, ClientError, ClientOptions};
-use skein_node::config::Cluster;
+use skein_node::config::ClusterAddresses;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -140,7 +140,7 @@ fn options() -> ClientOptions {
 }
 
 /// Creates the topic if needed; returns the cluster and the topic's partitions.
-async fn prepare(common: &Common) -> anyhow::Result<(Cluster, Vec<TopicPartition>)> {
+async fn prepare(common: &Common) -> anyhow::Result<(ClusterAddresses, Vec<TopicPartition>)> {
     let cluster = load_cluster(&common.cluster.cluster)?;
     let mut c = Client::new(cluster.clone(), options());
     let config = TopicConfig {
@@ -185,7 +185,7 @@ fn bar(total: u64, what: &str) -> ProgressBar {
 
 #[allow(clippy::too_many_arguments)]
 async fn produce(
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     parts: Vec<TopicPartition>,
     records: u64,
     record_size: usize,
@@ -254,7 +254,7 @@ async fn produce(
 }
 
 async fn consume(
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     parts: Vec<TopicPartition>,
     records: Option<u64>,
     fetch_bytes: usize,

@@ -11,7 +11,7 @@ use super::common::{free_ports, runtime, signal};
 use anyhow::{bail, Context};
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
-    BrokerEntry, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, Role,
+    BrokerEntry, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, NodeKind,
 };
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -178,11 +178,11 @@ fn up(
         &cluster_file,
         toml::to_string(&cluster).context("cluster config")?,
     )?;
-    let mut nodes: Vec<(String, Role, Option<u32>)> = controller_names(controllers)
+    let mut nodes: Vec<(String, NodeKind, Option<u32>)> = controller_names(controllers)
         .into_iter()
-        .map(|(name, id)| (name, Role::Controller, id))
+        .map(|(name, id)| (name, NodeKind::Controller, id))
         .collect();
-    nodes.extend((1..=brokers).map(|id| (format!("broker-{id}"), Role::Broker, Some(id))));
+    nodes.extend((1..=brokers).map(|id| (format!("broker-{id}"), NodeKind::Broker, Some(id))));
     let exe = std::env::current_exe().context("cannot find the skein executable")?;
     let mut pids = Vec::new();
     for (name, role, node_id) in &nodes {
@@ -353,7 +353,7 @@ fn restart(node: &str, dir: &Path, wait: Duration) -> anyhow::Result<ExitCode> {
                 );
             }
             let up = match (cfg.role, cfg.node_id) {
-                (Role::Broker, Some(id)) => client.broker_metadata(id).await.is_ok(),
+                (NodeKind::Broker, Some(id)) => client.broker_metadata(id).await.is_ok(),
                 _ => client.cluster_image().await.is_ok(),
             };
             if up {

@@ -20,7 +20,7 @@ pub fn client(arg: &ClusterArg) -> anyhow::Result<Client> {
     Ok(Client::new(cluster, ClientOptions::default()))
 }
 
-pub fn load_cluster(path: &Path) -> anyhow::Result<skein_node::config::Cluster> {
+pub fn load_cluster(path: &Path) -> anyhow::Result<skein_node::config::ClusterAddresses> {
     Ok(ClusterConfig::load(path)?)
 }
 

@@ -28,7 +28,7 @@ pub mod records;
 mod session;
 pub mod versions;
 
-use crate::config::{Cluster, ValidNodeConfig};
+use crate::config::{ClusterAddresses, ValidNodeConfig};
 use crate::runtime::{LocalBroker, StartError};
 use bytes::Bytes;
 use codec::{decode_request, encode_response, read_frame, Body, Request};
@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 /// What every Kafka connection of this broker shares.
 pub struct Ctx {
     pub node: NodeId,
-    pub cluster: Arc<Cluster>,
+    pub cluster: Arc<ClusterAddresses>,
     pub(crate) local: LocalBroker,
     pub max_frame: u32,
 }

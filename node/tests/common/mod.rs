@@ -11,7 +11,7 @@ use skein_core::message::{Acks, OffsetSpec};
 use skein_core::types::TopicPartition;
 use skein_node::client::{Client, ClientOptions};
 use skein_node::config::{
-    BrokerEntry, Cluster, ClusterConfig, FsyncPolicy, NodeConfig, Role, Tuning,
+    BrokerEntry, ClusterAddresses, ClusterConfig, FsyncPolicy, NodeConfig, NodeKind, Tuning,
 };
 use skein_node::runtime::{start, NodeHandle};
 use std::collections::BTreeMap;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub struct TestCluster {
-    pub cluster: Cluster,
+    pub cluster: ClusterAddresses,
     pub controller: Option<NodeHandle>,
     pub brokers: Vec<NodeHandle>,
     /// Broker configs, index = id - 1 (to restart them).
@@ -68,8 +68,8 @@ impl TestCluster {
         let mut configs = Vec::new();
         for (i, listener) in listeners.into_iter().enumerate() {
             let (role, node_id, name) = match i {
-                0 => (Role::Controller, None, "controller".to_string()),
-                i => (Role::Broker, Some(i as u32), format!("broker-{i}")),
+                0 => (NodeKind::Controller, None, "controller".to_string()),
+                i => (NodeKind::Broker, Some(i as u32), format!("broker-{i}")),
             };
             let cfg = NodeConfig {
                 role,

@@ -22,13 +22,13 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-pub struct Cluster {
+pub struct RunningCluster {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
     pub bootstrap: String,
 }
 
-impl Cluster {
+impl RunningCluster {
     pub fn up() -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
@@ -36,7 +36,7 @@ impl Cluster {
         cmd.args(["cluster", "up", "--brokers", "3", "--dir"])
             .arg(&dir);
         let out = run(cmd, b"", Duration::from_secs(60));
-        let mut c = Cluster {
+        let mut c = RunningCluster {
             _tmp: tmp,
             dir,
             bootstrap: String::new(),
@@ -86,7 +86,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for RunningCluster {
     fn drop(&mut self) {
         let _ = skein()
             .args(["cluster", "down", "--dir"])

@@ -60,7 +60,7 @@ impl Consumer {
         }
         for p in 0..self.partitions {
             if let Some(poll) = &self.polls[p as usize] {
-                if ctx.now >= poll.sent_at + REQUEST_TIMEOUT {
+                if ctx.now >= poll.sent_at + DATA_REQUEST_TIMEOUT {
                     self.polls[p as usize] = None;
                     ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
                     self.meta.invalidate();
@@ -203,7 +203,7 @@ impl Consumer {
         let slots = self.polls.iter().zip(&self.next_poll);
         for ((poll, next), leader) in slots.zip(self.meta.leaders()) {
             match poll {
-                Some(poll) => at(poll.sent_at + REQUEST_TIMEOUT),
+                Some(poll) => at(poll.sent_at + DATA_REQUEST_TIMEOUT),
                 None if leader.is_some() => at(*next),
                 None => {}
             }

@@ -19,7 +19,7 @@ impl Checker {
         // check below reuses it when its range lies within (the log cannot change between).
         let seen = self.check_divergence(now, broker, view, read);
 
-        if view.role == Role::Leader {
+        if view.role == ReplicaRole::Leader {
             self.note_presumed_leader(now, broker, view);
         }
         if tp.topic != crate::topic::TOPIC {
@@ -27,7 +27,7 @@ impl Checker {
         }
         let p = tp.partition;
         let floor = self.note_log_start(p, broker, view);
-        if view.role != Role::Leader {
+        if view.role != ReplicaRole::Leader {
             return;
         }
         self.note_epoch(p, view.leader_epoch);

@@ -6,7 +6,7 @@
 
 use super::{part, records_in, ByOffset, Checker, LogReader, LEADER_IN_ISR, STRONG_ISR, VALID_HW};
 use crate::time::SimTime;
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::{NodeId, Offset, TopicPartition};
 
 impl Checker {
@@ -170,7 +170,7 @@ impl Checker {
         read: LogReader<'_>,
     ) {
         let tp = &view.tp;
-        if view.role == Role::Leader || view.log_corrupt {
+        if view.role == ReplicaRole::Leader || view.log_corrupt {
             return;
         }
         let Some(&(leader, bound)) = self.presumed_hw.get(tp) else {

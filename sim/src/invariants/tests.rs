@@ -9,7 +9,7 @@ fn batch(base: Offset, epoch: LeaderEpoch, values: &[&str]) -> RecordBatch {
         .in_epoch(epoch)
 }
 
-fn view(role: Role, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> ReplicaView {
+fn view(role: ReplicaRole, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> ReplicaView {
     ReplicaView {
         tp: TopicPartition::new("sim", 0),
         role,
@@ -41,22 +41,27 @@ fn reader(log: Vec<RecordBatch>) -> impl FnMut(Offset, Offset) -> Result<Vec<Rec
 fn divergence_below_hw_is_caught() {
     let mut c = Checker::new();
     let mut r1 = reader(vec![batch(0, 1, &["a", "b", "c"])]);
-    c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut r1);
+    c.audit(1, 1, &view(ReplicaRole::Leader, 1, 3, 3), &mut r1);
     let mut r2 = reader(vec![batch(0, 1, &["a", "x", "c"])]);
-    c.audit(2, 2, &view(Role::Follower { leader: 1 }, 1, 3, 3), &mut r2);
+    c.audit(
+        2,
+        2,
+        &view(ReplicaRole::Follower { leader: 1 }, 1, 3, 3),
+        &mut r2,
+    );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 1);
     // Above the HW, difference is allowed.
     let mut c = Checker::new();
     c.audit(
         1,
         1,
-        &view(Role::Leader, 1, 1, 3),
+        &view(ReplicaRole::Leader, 1, 1, 3),
         &mut reader(vec![batch(0, 1, &["a", "b", "c"])]),
     );
     c.audit(
         2,
         2,
-        &view(Role::Follower { leader: 1 }, 1, 1, 3),
+        &view(ReplicaRole::Follower { leader: 1 }, 1, 1, 3),
         &mut reader(vec![batch(0, 1, &["a", "x", "c"])]),
     );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0);
@@ -69,7 +74,7 @@ fn new_leader_missing_acked_record_is_a_loss() {
     c.audit(
         6,
         2,
-        &view(Role::Leader, 2, 1, 1),
+        &view(ReplicaRole::Leader, 2, 1, 1),
         &mut reader(vec![batch(0, 1, &["a"])]),
     );
     assert_eq!(c.count(ACKED_WRITE_LOST), 1);
@@ -79,7 +84,7 @@ fn new_leader_missing_acked_record_is_a_loss() {
     c.audit(
         6,
         2,
-        &view(Role::Leader, 2, 1, 1),
+        &view(ReplicaRole::Leader, 2, 1, 1),
         &mut reader(vec![batch(0, 1, &["a"])]),
     );
     assert_eq!(c.count(ACKED_WRITE_LOST), 0);
@@ -87,7 +92,7 @@ fn new_leader_missing_acked_record_is_a_loss() {
     c.audit(
         7,
         1,
-        &view(Role::Leader, 3, 2, 2),
+        &view(ReplicaRole::Leader, 3, 2, 2),
         &mut reader(vec![batch(0, 1, &["a", "b"])]),
     );
     assert_eq!(c.count(ACKED_WRITE_LOST), 0);
@@ -183,7 +188,12 @@ fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
     let mut c = Checker::new();
     // Epoch 1's leader (broker 2) committed "m" at offset 2.
     let epoch1 = vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])];
-    c.audit(1, 2, &view(Role::Leader, 1, 3, 3), &mut reader(epoch1));
+    c.audit(
+        1,
+        2,
+        &view(ReplicaRole::Leader, 1, 3, 3),
+        &mut reader(epoch1),
+    );
     // Broker 1, deposed at epoch 0 with an unacknowledged tail x, y at 2..4, is
     // elected uncleanly at epoch 2: its marker lands at 4.
     c.on_unclean_election(&tp, 2);
@@ -197,19 +207,19 @@ fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
     c.audit(
         2,
         2,
-        &view(Role::Follower { leader: 1 }, 1, 3, 3),
+        &view(ReplicaRole::Follower { leader: 1 }, 1, 3, 3),
         &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
     );
     c.audit(
         3,
         1,
-        &view(Role::Leader, 2, 5, 5),
+        &view(ReplicaRole::Leader, 2, 5, 5),
         &mut reader(unclean.clone()),
     );
     c.audit(
         4,
         2,
-        &view(Role::Follower { leader: 1 }, 1, 3, 3),
+        &view(ReplicaRole::Follower { leader: 1 }, 1, 3, 3),
         &mut reader(vec![batch(0, 0, &["a", "b"]), batch(2, 1, &["m"])]),
     );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
@@ -217,7 +227,7 @@ fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
     c.audit(
         5,
         2,
-        &view(Role::Follower { leader: 1 }, 2, 5, 5),
+        &view(ReplicaRole::Follower { leader: 1 }, 2, 5, 5),
         &mut reader(unclean),
     );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
@@ -230,7 +240,7 @@ fn unclean_leader_with_a_deposed_tail_below_its_marker_is_not_divergence() {
     c.audit(
         6,
         3,
-        &view(Role::Follower { leader: 1 }, 2, 5, 5),
+        &view(ReplicaRole::Follower { leader: 1 }, 2, 5, 5),
         &mut reader(bad),
     );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 1);
@@ -242,23 +252,28 @@ fn strong_isr_and_hw_range() {
     let mut c = Checker::new();
     c.begin_audit();
     let log = vec![batch(0, 1, &["a", "b", "c"])];
-    c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut reader(log.clone()));
+    c.audit(
+        1,
+        1,
+        &view(ReplicaRole::Leader, 1, 3, 3),
+        &mut reader(log.clone()),
+    );
     // An ISR member with the records (its own HW lagging) passes.
-    let f = view(Role::Follower { leader: 1 }, 1, 1, 3);
+    let f = view(ReplicaRole::Follower { leader: 1 }, 1, 1, 3);
     c.audit(1, 2, &f, &mut reader(log.clone()));
     c.strong_isr(1, 2, &f, &mut reader(log));
     assert_eq!(c.count(STRONG_ISR), 0);
     // One that lacks a record below the leader's HW fails; one that ends short too.
-    let g = view(Role::Follower { leader: 1 }, 1, 1, 3);
+    let g = view(ReplicaRole::Follower { leader: 1 }, 1, 1, 3);
     c.strong_isr(1, 3, &g, &mut reader(vec![batch(0, 1, &["a", "x", "c"])]));
     assert_eq!(c.count(STRONG_ISR), 1);
-    let short = view(Role::Follower { leader: 1 }, 1, 1, 2);
+    let short = view(ReplicaRole::Follower { leader: 1 }, 1, 1, 2);
     c.strong_isr(1, 3, &short, &mut reader(vec![batch(0, 1, &["a", "b"])]));
     assert_eq!(c.count(STRONG_ISR), 2);
     // The same short copy offline with a corrupt batch (seed 2010) takes no role and is
     // repaired only once out of the ISR: not a violation.
     let damaged = ReplicaView {
-        role: Role::Offline,
+        role: ReplicaRole::Offline,
         log_corrupt: true,
         ..short
     };
@@ -268,11 +283,11 @@ fn strong_isr_and_hw_range() {
     c.audit(
         2,
         3,
-        &view(Role::Follower { leader: 1 }, 1, 4, 3),
+        &view(ReplicaRole::Follower { leader: 1 }, 1, 4, 3),
         &mut reader(vec![]),
     );
     assert_eq!(c.count(VALID_HW), 1);
-    let mut lonely = view(Role::Leader, 1, 3, 3);
+    let mut lonely = view(ReplicaRole::Leader, 1, 3, 3);
     lonely.isr = vec![2, 3];
     c.audit(
         3,
@@ -395,7 +410,7 @@ fn an_unclean_leader_that_never_took_office_hands_its_exemption_to_the_next() {
     c.audit(
         1,
         2,
-        &view(Role::Leader, 2, 4, 4),
+        &view(ReplicaRole::Leader, 2, 4, 4),
         &mut reader(committed.clone()),
     );
     c.on_unclean_election(&tp, 3);
@@ -405,10 +420,10 @@ fn an_unclean_leader_that_never_took_office_hands_its_exemption_to_the_next() {
     c.audit(
         2,
         2,
-        &view(Role::Leader, 2, 4, 4),
+        &view(ReplicaRole::Leader, 2, 4, 4),
         &mut reader(committed.clone()),
     );
-    let isr_member = view(Role::Follower { leader: 2 }, 1, 2, 2);
+    let isr_member = view(ReplicaRole::Follower { leader: 2 }, 1, 2, 2);
     c.audit(2, 1, &isr_member, &mut reader(lagging.clone()));
     c.strong_isr(2, 1, &isr_member, &mut reader(lagging.clone()));
     assert_eq!(c.count(STRONG_ISR), 0, "{:?}", c.violations());
@@ -419,25 +434,30 @@ fn an_unclean_leader_that_never_took_office_hands_its_exemption_to_the_next() {
     c.audit(
         3,
         1,
-        &view(Role::Leader, 5, 3, 3),
+        &view(ReplicaRole::Leader, 5, 3, 3),
         &mut reader(unclean.clone()),
     );
     c.audit(
         3,
         2,
-        &view(Role::Follower { leader: 1 }, 5, 3, 3),
+        &view(ReplicaRole::Follower { leader: 1 }, 5, 3, 3),
         &mut reader(unclean),
     );
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
     assert_eq!(c.count(STRONG_ISR), 0, "{:?}", c.violations());
     // Without the unclean election the same leader is divergence.
     let mut clean = Checker::new();
-    clean.audit(1, 2, &view(Role::Leader, 2, 4, 4), &mut reader(committed));
+    clean.audit(
+        1,
+        2,
+        &view(ReplicaRole::Leader, 2, 4, 4),
+        &mut reader(committed),
+    );
     clean.on_became_leader(&tp, 5, 3);
     clean.audit(
         3,
         1,
-        &view(Role::Leader, 5, 3, 3),
+        &view(ReplicaRole::Leader, 5, 3, 3),
         &mut reader(vec![batch(0, 1, &["a", "b"]), batch(2, 5, &["marker"])]),
     );
     assert_eq!(clean.count(REPLICA_DIVERGENCE), 1);
@@ -474,12 +494,17 @@ fn a_replica_behind_two_unclean_elections_is_compared_below_the_first_departure(
     let tp = TopicPartition::new("sim", 0);
     let mut c = Checker::new();
     let old = vec![batch(0, 1, &["a", "b", "c"])];
-    c.audit(1, 1, &view(Role::Leader, 1, 3, 3), &mut reader(old.clone()));
+    c.audit(
+        1,
+        1,
+        &view(ReplicaRole::Leader, 1, 3, 3),
+        &mut reader(old.clone()),
+    );
     // Broker 2, elected uncleanly at epoch 2, departs at 1 (it lacks b).
     c.on_unclean_election(&tp, 2);
     c.on_became_leader(&tp, 2, 2);
     let two = vec![batch(0, 1, &["a"]), batch(1, 2, &["m2"])];
-    c.audit(2, 2, &view(Role::Leader, 2, 2, 2), &mut reader(two));
+    c.audit(2, 2, &view(ReplicaRole::Leader, 2, 2, 2), &mut reader(two));
     // Broker 3 follows it, then is elected uncleanly at epoch 3: departs at 2.
     c.on_unclean_election(&tp, 3);
     c.on_became_leader(&tp, 3, 3);
@@ -488,10 +513,15 @@ fn a_replica_behind_two_unclean_elections_is_compared_below_the_first_departure(
         batch(1, 2, &["m2"]),
         batch(2, 3, &["m3"]),
     ];
-    c.audit(3, 3, &view(Role::Leader, 3, 3, 3), &mut reader(three));
+    c.audit(
+        3,
+        3,
+        &view(ReplicaRole::Leader, 3, 3, 3),
+        &mut reader(three),
+    );
     // Broker 1 still holds a, b, c: b at 1 is not divergence (the first election forfeited
     // it), though the second election's departure point alone would put it in range.
-    let mut behind = view(Role::Follower { leader: 3 }, 3, 3, 3);
+    let mut behind = view(ReplicaRole::Follower { leader: 3 }, 3, 3, 3);
     behind.latest_log_epoch = Some(1);
     c.audit(4, 1, &behind, &mut reader(old));
     assert_eq!(c.count(REPLICA_DIVERGENCE), 0, "{:?}", c.violations());
@@ -668,13 +698,13 @@ fn alternating_presumed_leaders_are_each_checked_once() {
         c.audit(
             now,
             1,
-            &view(Role::Leader, 2, 100, 100),
+            &view(ReplicaRole::Leader, 2, 100, 100),
             &mut counting_reader(&full, &read),
         );
         c.audit(
             now,
             2,
-            &view(Role::Leader, 1, 100, 100),
+            &view(ReplicaRole::Leader, 1, 100, 100),
             &mut counting_reader(&short, &read),
         );
     }
@@ -692,25 +722,30 @@ fn a_restarted_leader_is_checked_again() {
     c.on_client_ack(1, 0, 0, "a".into(), 1);
     c.on_client_ack(1, 0, 1, "b".into(), 1);
     let whole = vec![batch(0, 1, &["a", "b"])];
-    c.audit(2, 1, &view(Role::Leader, 1, 2, 2), &mut reader(whole));
+    c.audit(
+        2,
+        1,
+        &view(ReplicaRole::Leader, 1, 2, 2),
+        &mut reader(whole),
+    );
     assert_eq!(c.count(ACKED_WRITE_LOST), 0);
     // The same broker, epoch and log end, but "b" is gone: not looked at again...
     let lost = vec![batch(0, 1, &["a", "x"])];
     c.audit(
         3,
         1,
-        &view(Role::Leader, 1, 2, 2),
+        &view(ReplicaRole::Leader, 1, 2, 2),
         &mut reader(lost.clone()),
     );
     assert_eq!(c.count(ACKED_WRITE_LOST), 0);
     // ...until the broker restarts.
     c.on_broker_restart(1);
-    c.audit(4, 1, &view(Role::Leader, 1, 2, 2), &mut reader(lost));
+    c.audit(4, 1, &view(ReplicaRole::Leader, 1, 2, 2), &mut reader(lost));
     assert_eq!(c.count(ACKED_WRITE_LOST), 1);
 }
 
 fn view_from(
-    role: Role,
+    role: ReplicaRole,
     epoch: LeaderEpoch,
     start: Offset,
     hw: Offset,
@@ -742,7 +777,7 @@ fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() 
         c.on_client_ack(1, 0, o as Offset, v.as_str().into(), 1);
     }
     // Brokers 1 and 2 trimmed to 10; broker 3 not seen yet: nothing may be pruned.
-    let f = |l| Role::Follower { leader: l };
+    let f = |l| ReplicaRole::Follower { leader: l };
     c.audit(
         2,
         2,
@@ -752,7 +787,7 @@ fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() 
     c.audit(
         2,
         1,
-        &view_from(Role::Leader, 1, 10, 20, 20),
+        &view_from(ReplicaRole::Leader, 1, 10, 20, 20),
         &mut reader(retained(10, None)),
     );
     assert_eq!(
@@ -765,7 +800,7 @@ fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() 
     c.audit(
         3,
         3,
-        &view(Role::Leader, 2, 20, 20),
+        &view(ReplicaRole::Leader, 2, 20, 20),
         &mut reader(retained(0, Some(5))),
     );
     assert_eq!(c.count(ACKED_WRITE_LOST), 1);
@@ -779,7 +814,7 @@ fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() 
     c.audit(
         5,
         2,
-        &view_from(Role::Leader, 3, 10, 20, 20),
+        &view_from(ReplicaRole::Leader, 3, 10, 20, 20),
         &mut reader(retained(10, Some(15))),
     );
     assert_eq!(c.acked[&0].first_kept(), 10, "pruned below every log start");

@@ -9,7 +9,7 @@ use crate::invariants::Violation;
 use crate::time::SimTime;
 use skein_core::broker::BrokerEvent;
 use skein_core::message::{Address, ConsumerFetchResponse, FetchResult, Message, ProduceResponse};
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::{NodeId, TopicPartition};
 use skein_jepsen::{EventType, Function, Value};
 use std::collections::BTreeMap;
@@ -513,9 +513,9 @@ impl Recorder {
     fn replica(&mut self, at: SimTime, node: NodeId, v: &ReplicaView) {
         let tp = self.tp(&v.tp);
         let (role, leader) = match v.role {
-            Role::Leader => (1, node as u8),
-            Role::Follower { leader } => (0, leader as u8),
-            Role::Offline => (2, 0),
+            ReplicaRole::Leader => (1, node as u8),
+            ReplicaRole::Follower { leader } => (0, leader as u8),
+            ReplicaRole::Offline => (2, 0),
         };
         let s = ReplicaState {
             role,

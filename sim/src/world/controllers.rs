@@ -8,7 +8,7 @@ use super::{Slot, World};
 use crate::disk::SimDisk;
 use skein_core::controller::MetadataImage;
 use skein_core::node::ControllerNode;
-use skein_core::raft::Role;
+use skein_core::raft::RaftRole;
 use skein_core::NodeId;
 use std::collections::BTreeMap;
 
@@ -83,7 +83,7 @@ impl World {
         self.raft_commit_seen = self.raft_commit_seen.max(raft.commit_index());
         let view = crate::invariants::RaftView {
             term: raft.term(),
-            leader: raft.role() == Role::Leader,
+            leader: raft.role() == RaftRole::Leader,
             snapshot: (raft.snapshot().last_index, raft.snapshot().last_term),
             entries: raft.entries(),
             commit: raft.commit_index(),

@@ -10,7 +10,7 @@ use crate::net::Fate;
 use crate::time::{SimTime, MICROS};
 use crate::topic::TOPIC;
 use crate::trace::NameSlot;
-use skein_core::broker::{BrokerEvent, Output};
+use skein_core::broker::BrokerEvent;
 use skein_core::controller::{ControllerResponse, MetadataDelta};
 use skein_core::message::{Address, FetchResult, Message};
 use skein_core::node::{Machine, NodeOutput};
@@ -306,7 +306,7 @@ impl World {
                 let m = self.in_flight.get(msg);
                 let diverging = diverging_answer(from, m);
                 let delta = metadata_delta(m);
-                b.step(local, from, self.in_flight.take(msg));
+                Machine::step(b, local, from, self.in_flight.take(msg));
                 // The delivered delta is judged right after the step; the look that
                 // `after_broker_step` takes again can only find something if this one did.
                 let judged = self.observe_broker_metadata(now, n, delta.as_ref());
@@ -381,7 +381,7 @@ impl World {
                 let Some(b) = slot.machine.as_mut() else {
                     return;
                 };
-                b.handle_timeout(local);
+                Machine::handle_timeout(b, local);
                 self.after_broker_step(n, now);
             }
             Address::Controller(id) => {
@@ -417,10 +417,10 @@ impl World {
             return;
         };
         let mut outputs = std::mem::take(&mut self.node_out);
-        // The broker's own outputs (the driver's `NodeOutput`s carry the same): taken by
-        // swapping buffers, not moved one by one.
-        b.take_outputs_into(&mut outputs);
-        let next = b.poll_timeout();
+        // Through the seam the node runtime uses (a broker emits `NodeOutput`s itself, so
+        // they are taken by swapping buffers, not moved one by one).
+        Machine::poll_outputs_into(b, &mut outputs);
+        let next = Machine::poll_timeout(b);
         if self.tracer.recording() {
             let views = b.views();
             self.tracer.fields(
@@ -434,13 +434,15 @@ impl World {
         let from = Address::Node(id);
         for o in outputs.drain(..) {
             match o {
-                Output::Send { to, msg } => {
+                NodeOutput::Send { to, msg } => {
                     if let Address::Client(c) = to {
                         self.check_client_response(id, c, now, &msg);
                     }
                     self.send(send_at, from, to, msg);
                 }
-                Output::Event(e) => self.on_broker_event(id, now, e),
+                NodeOutput::Broker(e) => self.on_broker_event(id, now, e),
+                // A controller's outputs: a broker has none.
+                NodeOutput::Controller(_) | NodeOutput::RoleChanged { .. } => {}
             }
         }
         self.node_out = outputs;

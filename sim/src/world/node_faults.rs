@@ -364,7 +364,7 @@ impl World {
                 self.brokers
                     .get(id)
                     .and_then(|s| s.machine.as_ref())
-                    .and_then(|b| b.next_timeout()),
+                    .and_then(|b| b.poll_timeout()),
             ),
             NodeRef::Controller(c) => {
                 let id = ctl_id(c);

@@ -11,7 +11,7 @@ use crate::time::SimTime;
 use crate::topic::TOPIC;
 use skein_core::group::{coordinator_partition, CoordinatorPhase};
 use skein_core::message::{Message, ProduceResponse};
-use skein_core::replica::{ReplicaView, Role};
+use skein_core::replica::{ReplicaRole, ReplicaView};
 use skein_core::{NodeId, Offset, TopicPartition};
 
 impl World {
@@ -152,8 +152,8 @@ impl World {
         }
         // Leaders first, each group in the order built (two passes rather than a stable sort
         // of the views).
-        let leaders = views.iter().filter(|(_, v)| v.role == Role::Leader);
-        let others = views.iter().filter(|(_, v)| v.role != Role::Leader);
+        let leaders = views.iter().filter(|(_, v)| v.role == ReplicaRole::Leader);
+        let others = views.iter().filter(|(_, v)| v.role != ReplicaRole::Leader);
         for (id, view) in leaders.chain(others) {
             self.with_reader(*id, &view.tp, |checker, read| {
                 checker.audit(now, *id, view, read)
@@ -195,11 +195,11 @@ impl World {
         let (Some(f), Some(l)) = (view(id), view(leader)) else {
             return;
         };
-        if f.role != (Role::Follower { leader })
+        if f.role != (ReplicaRole::Follower { leader })
             || f.leader_epoch != leader_epoch
             || f.latest_log_epoch != Some(named)
             || f.log_end_offset > end_offset
-            || l.role != Role::Leader
+            || l.role != ReplicaRole::Leader
             || l.leader_epoch != leader_epoch
         {
             return;
@@ -265,30 +265,33 @@ impl World {
             .iter()
             .filter_map(|(id, s)| {
                 let v = s.machine.as_ref()?.replica_view(&tp)?;
-                (v.role == Role::Leader).then_some((v.leader_epoch, id))
+                (v.role == ReplicaRole::Leader).then_some((v.leader_epoch, id))
             })
             .max()
             .map(|(_, id)| id)
     }
 
     /// The fault atlas's view of a striking fault: its target's role, the cluster's moment.
-    pub(super) fn atlas_moment(&self, f: &Fault) -> (crate::atlas::Role, crate::atlas::Moment) {
-        use crate::atlas::{Moment, Role};
+    pub(super) fn atlas_moment(
+        &self,
+        f: &Fault,
+    ) -> (crate::atlas::TargetRole, crate::atlas::Moment) {
+        use crate::atlas::{Moment, TargetRole};
         let role = match (f, crate::atlas::target(f)) {
-            (Fault::CoordinatorCrash { .. }, _) => Role::Coordinator,
+            (Fault::CoordinatorCrash { .. }, _) => TargetRole::Coordinator,
             (
                 Fault::MemberCrash { .. } | Fault::MemberPause { .. } | Fault::MemberIsolate { .. },
                 _,
-            ) => Role::Member,
-            (_, Some(NodeRef::Controller(_))) => Role::Controller,
+            ) => TargetRole::Member,
+            (_, Some(NodeRef::Controller(_))) => TargetRole::Controller,
             (_, Some(NodeRef::Broker(b))) => {
                 if (0..self.cfg.partitions).any(|p| self.leader_of(p) == Some(b)) {
-                    Role::Leader
+                    TargetRole::Leader
                 } else {
-                    Role::Follower
+                    TargetRole::Follower
                 }
             }
-            _ => Role::Network,
+            _ => TargetRole::Network,
         };
         let moment = if !self.leaderless().is_empty() {
             Moment::Electing
@@ -327,7 +330,7 @@ impl World {
                     .and_then(|s| s.machine.as_ref())
                     .and_then(|b| b.replica_view(&tp))
                     .is_some_and(|v| {
-                        v.role == Role::Leader && v.leader_epoch == state.leader_epoch
+                        v.role == ReplicaRole::Leader && v.leader_epoch == state.leader_epoch
                     });
                 !serving
             })
@@ -353,7 +356,7 @@ impl World {
                 let Some(v) = slot.machine.as_ref().and_then(|b| b.replica_view(&tp)) else {
                     continue;
                 };
-                if v.role == (Role::Follower { leader: l })
+                if v.role == (ReplicaRole::Follower { leader: l })
                     && v.leader_epoch == lv.leader_epoch
                     && !lv.isr.contains(&id)
                 {

@@ -13,7 +13,7 @@ use crate::topic::TOPIC;
 use skein_core::client::{Route, Truncation};
 use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
 use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
-use skein_core::message::{Acks as CoreAcks, Address, Message};
+use skein_core::message::{Address, Message};
 use skein_core::{NodeId, TopicPartition};
 
 /// A producer of the workload: client `client`, writing values "p{index}-N" from `start_at`
@@ -24,11 +24,7 @@ pub(super) fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTi
     let heal = cfg.faults_end();
     let stop_producing = heal + (cfg.duration - heal) / 3;
     let stop_dispatch = heal + (cfg.duration - heal) / 2;
-    let acks = match cfg.acks {
-        crate::modes::Acks::None => CoreAcks::None,
-        crate::modes::Acks::Leader => CoreAcks::Leader,
-        crate::modes::Acks::All => CoreAcks::All,
-    };
+    let acks = cfg.acks;
     Producer::new(
         client,
         index,

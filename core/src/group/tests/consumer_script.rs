@@ -196,7 +196,7 @@ fn commit_outside_a_stable_generation_is_refused_locally() {
     w.add(c, AppMode::CommitAfterProcess);
     let now = w.now;
     let id = w.consumers[0].as_mut().unwrap().commit_sync(now);
-    let out = w.consumers[0].as_mut().unwrap().drain_outputs();
+    let out = w.consumers[0].as_mut().unwrap().poll_outputs();
     assert!(
         out.contains(&ConsumerOutput::Event(ConsumerEvent::CommitCompleted {
             id,
@@ -208,7 +208,7 @@ fn commit_outside_a_stable_generation_is_refused_locally() {
     let c = w.consumers[0].as_mut().unwrap();
     let id = c.commit_offsets(now, [(TopicPartition::new("other", 0), 1)].into(), true);
     assert!(c
-        .drain_outputs()
+        .poll_outputs()
         .contains(&ConsumerOutput::Event(ConsumerEvent::CommitCompleted {
             id,
             result: Err(CommitError::NotOwned(TopicPartition::new("other", 0)))
@@ -336,7 +336,7 @@ struct Driven {
 impl Driven {
     fn sends(&mut self) -> Vec<(Destination, CorrelationId, ConsumerRequest)> {
         self.c
-            .drain_outputs()
+            .poll_outputs()
             .into_iter()
             .filter_map(|o| match o {
                 ConsumerOutput::Send {
@@ -361,7 +361,7 @@ impl Driven {
             .find(|(_, _, r)| pick(r))
             .expect("the consumer sent the request");
         self.now += 1_000;
-        self.c.handle_response(self.now, corr, resp);
+        self.c.step(self.now, corr, resp);
         (to, req)
     }
 }
@@ -496,7 +496,7 @@ fn a_group_member_detects_a_truncation_below_its_position() {
         }
     ));
     let events: Vec<ConsumerEvent> =
-        d.c.drain_outputs()
+        d.c.poll_outputs()
             .into_iter()
             .filter_map(|o| match o {
                 ConsumerOutput::Event(e) => Some(e),

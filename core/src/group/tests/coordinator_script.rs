@@ -418,8 +418,8 @@ fn coordinator_fails_over_during_a_rebalance() {
 #[test]
 fn requests_for_other_partitions_and_unloaded_coordinators() {
     let mut c = GroupCoordinator::new(1, 0, 2, config());
-    c.handle(0, 1, 1, heartbeat("m", 1));
-    let out = c.drain_outputs();
+    c.step(0, 1, 1, heartbeat("m", 1));
+    let out = c.poll_outputs();
     assert!(matches!(
         &out[..],
         [CoordinatorOutput::Respond {
@@ -437,8 +437,8 @@ fn requests_for_other_partitions_and_unloaded_coordinators() {
         partitions: None,
         require_stable: false,
     });
-    c.handle(0, 1, 2, req);
-    let out = c.drain_outputs();
+    c.step(0, 1, 2, req);
+    let out = c.poll_outputs();
     assert!(matches!(
         &out[..],
         [CoordinatorOutput::Respond {
@@ -462,9 +462,9 @@ fn corrupt_records_fail_the_load_with_their_offset() {
         c.phase(),
         CoordinatorPhase::LoadFailed { epoch: 2, .. }
     ));
-    c.handle(0, 1, 1, heartbeat("m", 1));
+    c.step(0, 1, 1, heartbeat("m", 1));
     assert!(matches!(
-        &c.drain_outputs()[..],
+        &c.poll_outputs()[..],
         [CoordinatorOutput::Respond {
             response: GroupResponse::Heartbeat(Err(GroupError::CoordinatorNotAvailable)),
             ..

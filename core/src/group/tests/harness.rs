@@ -61,7 +61,7 @@ impl Harness {
 
     pub fn pump(&mut self) {
         loop {
-            let out = self.coord.drain_outputs();
+            let out = self.coord.poll_outputs();
             if out.is_empty() {
                 break;
             }
@@ -115,7 +115,7 @@ impl Harness {
     pub fn send(&mut self, client: ClientId, req: GroupRequest) -> CorrelationId {
         let c = self.next_corr;
         self.next_corr += 1;
-        self.coord.handle(self.now, client, c, req);
+        self.coord.step(self.now, client, c, req);
         self.pump();
         c
     }
@@ -141,7 +141,7 @@ impl Harness {
 
     pub fn advance(&mut self, dt: Nanos) {
         self.now += dt;
-        self.coord.tick(self.now);
+        self.coord.handle_timeout(self.now);
         self.pump();
     }
 

@@ -188,7 +188,7 @@ impl World {
         let Some(c) = self.consumers[i].as_mut() else {
             return;
         };
-        for o in c.drain_outputs() {
+        for o in c.poll_outputs() {
             match o {
                 ConsumerOutput::Send {
                     to,
@@ -218,7 +218,7 @@ impl World {
     }
 
     fn coordinator_outputs(&mut self) {
-        for o in self.coord.drain_outputs() {
+        for o in self.coord.poll_outputs() {
             match o {
                 CoordinatorOutput::Respond {
                     to,
@@ -309,7 +309,7 @@ impl World {
                     let r = GroupResponse::error_for(&g, GroupError::NotCoordinator);
                     reply(self, ConsumerResponse::Group(r));
                 } else {
-                    self.coord.handle(self.now, client as ClientId, corr, g);
+                    self.coord.step(self.now, client as ClientId, corr, g);
                     self.coordinator_outputs();
                     if self.ack_delay_steps == 0 {
                         self.ack_appends();
@@ -436,12 +436,12 @@ impl World {
         self.faults = faults;
         for i in 0..self.consumers.len() {
             if let Some(c) = self.consumers[i].as_mut() {
-                c.tick(self.now);
+                c.handle_timeout(self.now);
             }
             self.collect(i);
         }
         self.flush();
-        self.coord.tick(self.now);
+        self.coord.handle_timeout(self.now);
         self.coordinator_outputs();
         self.ack_wait += 1;
         if self.ack_wait >= self.ack_delay_steps {
@@ -461,14 +461,14 @@ impl World {
         // Drivers sleep until `next_timeout`: it must never name a moment already handled.
         for c in self.consumers.iter().flatten() {
             assert!(
-                c.next_timeout().is_none_or(|t| t > self.now),
+                c.poll_timeout().is_none_or(|t| t > self.now),
                 "consumer timeout in the past"
             );
         }
         assert!(
-            self.coord.next_timeout().is_none_or(|t| t > self.now),
+            self.coord.poll_timeout().is_none_or(|t| t > self.now),
             "coordinator timeout in the past: {:?} at {}: {:?}",
-            self.coord.next_timeout(),
+            self.coord.poll_timeout(),
             self.now,
             self.coord.group(super::harness::GROUP)
         );
@@ -502,7 +502,7 @@ impl World {
             },
             offsets: [(tp.clone(), OffsetAndMetadata::new(0))].into(),
         });
-        self.coord.handle(self.now, 998, 1, req);
+        self.coord.step(self.now, 998, 1, req);
         self.coordinator_outputs();
         self.ack_appends();
         let accepted = self.net.queue.iter().any(|(_, to, m)| {
@@ -540,8 +540,8 @@ impl World {
                 .consumers
                 .iter()
                 .flatten()
-                .filter_map(|c| c.next_timeout())
-                .chain(self.coord.next_timeout())
+                .filter_map(|c| c.poll_timeout())
+                .chain(self.coord.poll_timeout())
                 .min();
             match next {
                 Some(t) if t <= end => {
@@ -553,11 +553,11 @@ impl World {
             wakeups += 1;
             for i in 0..self.consumers.len() {
                 if let Some(c) = self.consumers[i].as_mut() {
-                    c.tick(self.now);
+                    c.handle_timeout(self.now);
                 }
                 self.collect(i);
             }
-            self.coord.tick(self.now);
+            self.coord.handle_timeout(self.now);
             self.coordinator_outputs();
             self.ack_appends();
             self.flush();
@@ -598,7 +598,7 @@ impl World {
             committer: Committer::Admin,
             offsets: [(tp.clone(), OffsetAndMetadata::new(offset))].into(),
         });
-        self.coord.handle(self.now, 999, 1, req);
+        self.coord.step(self.now, 999, 1, req);
         self.coordinator_outputs();
         self.ack_appends();
         let ok = self.net.queue.iter().any(|(_, to, m)| {
@@ -698,7 +698,7 @@ impl Delivery for World {
             }
             (Peer::Brokers, Peer::Consumer(client), Msg::Response { corr, resp }) => {
                 if let Some(c) = self.consumers.get_mut(client).and_then(Option::as_mut) {
-                    c.handle_response(self.now, corr, resp);
+                    c.step(self.now, corr, resp);
                     self.collect(client);
                 }
             }

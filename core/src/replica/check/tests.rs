@@ -25,7 +25,7 @@ fn fresh(me: NodeId, config: ReplicaConfig) -> Replica<Log> {
 fn leader(isr: &[NodeId], config: ReplicaConfig) -> Replica<Log> {
     let mut r = fresh(1, config);
     r.apply_partition_state(0, Some(1), 1, 1, isr, &[1, 2, 3]);
-    r.drain_effects();
+    r.poll_outputs();
     assert!(matches!(r.role, RoleState::Leader(_)));
     r
 }
@@ -66,7 +66,7 @@ fn a_correct_replica_passes_through_produce_replication_and_failover() {
     );
     let cp = r.checkpoint();
     r.become_follower(10, Some(2), 2, 2);
-    r.drain_effects(); // debug builds: debug_check runs here and must not panic
+    r.poll_outputs(); // debug builds: debug_check runs here and must not panic
     assert_eq!(r.check(), Ok(()));
     assert_eq!(r.check_since(&cp), Ok(()));
 }
@@ -113,11 +113,7 @@ fn leader_high_watermark_past_an_isr_follower_is_caught() {
     let mut r = leader(&[1, 2], ReplicaConfig::default());
     append(&mut r, 3, 1);
     let start = leader_state(&mut r).epoch_start_offset;
-    leader_state(&mut r)
-        .followers
-        .get_mut(&2)
-        .expect("follower 2")
-        .log_end = Some(start + 1);
+    leader_state(&mut r).isr.force_log_end(2, Some(start + 1));
     let cp = r.checkpoint();
     let leo = r.log.log_end_offset();
     r.high_watermark = leo;
@@ -142,14 +138,16 @@ fn leader_high_watermark_past_an_isr_follower_is_caught() {
 #[test]
 fn isr_membership_rules_are_caught() {
     let mut r = leader(&[1, 2], ReplicaConfig::default());
-    leader_state(&mut r).isr.remove(&1);
+    leader_state(&mut r).isr.confirm(&[2]);
     assert!(matches!(
         r.check(),
         Err(CheckError::LeaderNotInIsr { leader: 1, .. })
     ));
 
     let mut r = leader(&[1, 2], ReplicaConfig::default());
-    leader_state(&mut r).proposed.insert(7);
+    leader_state(&mut r)
+        .isr
+        .propose(&[1, 2, 7].into_iter().collect());
     assert!(matches!(
         r.check(),
         Err(CheckError::IsrNotAReplica { member: 7, .. })
@@ -270,7 +268,7 @@ fn a_follower_may_lower_its_high_watermark_only_under_unclean_election() {
         .expect("append");
     append(&mut r, 3, 1);
     r.apply_partition_state(0, Some(1), 1, 1, &[1, 2], &[1, 2, 3]);
-    r.drain_effects();
+    r.poll_outputs();
     r.high_watermark = 3;
     let cp = r.checkpoint();
     r.high_watermark = 1;
@@ -318,14 +316,14 @@ fn a_log_epoch_going_back_without_truncation_is_caught() {
 fn debug_builds_panic_on_a_violation_at_drain() {
     let mut r = leader(&[1], ReplicaConfig::default());
     r.high_watermark = r.log.log_end_offset() + 1;
-    r.drain_effects();
+    r.poll_outputs();
 }
 
 #[cfg(debug_assertions)]
 #[test]
 fn debug_builds_leave_bug_zoo_replicas_to_the_simulator() {
     let config = ReplicaConfig {
-        bugs: crate::replica::Bugs {
+        bugs: crate::bugs::Bugs {
             ack_before_isr: true,
             ..Default::default()
         },
@@ -333,7 +331,7 @@ fn debug_builds_leave_bug_zoo_replicas_to_the_simulator() {
     };
     let mut r = leader(&[1], config);
     r.high_watermark = r.log.log_end_offset() + 1;
-    let effects: Vec<ReplicaEffect> = r.drain_effects(); // no panic
+    let effects: Vec<ReplicaEffect> = r.poll_outputs(); // no panic
     assert!(effects.is_empty());
     assert!(r.check().is_err(), "the check itself still reports it");
 }
@@ -351,7 +349,7 @@ fn a_truncation_cut_below_the_high_watermark_by_damage_takes_the_follower_offlin
     r.apply_partition_state(0, Some(1), 1, 1, &[1, 2], &[1, 2, 3]);
     r.high_watermark = 3;
     let correlation = r
-        .drain_effects()
+        .poll_outputs()
         .into_iter()
         .find_map(|e| match e {
             ReplicaEffect::Send {
@@ -379,12 +377,12 @@ fn a_truncation_cut_below_the_high_watermark_by_damage_takes_the_follower_offlin
     };
     r.handle_fetch_response(1, 1, resp);
     assert_eq!(r.log.log_end_offset(), 0, "cut at the damage");
-    assert_eq!(r.role(), crate::replica::Role::Offline);
+    assert_eq!(r.role(), crate::replica::ReplicaRole::Offline);
     assert!(
         r.log_corrupt(),
         "reported as damaged, so its broker repairs it"
     );
-    let effects = r.drain_effects(); // debug builds: the checks hold
+    let effects = r.poll_outputs(); // debug builds: the checks hold
     assert!(effects.iter().any(|e| matches!(
         e,
         ReplicaEffect::Event(crate::replica::Event::LogFailed { .. })

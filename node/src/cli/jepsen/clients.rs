@@ -3,13 +3,13 @@
 
 use super::TOPIC;
 use anyhow::Context;
-use skein_core::message::Acks as WireAcks;
+use skein_core::message::Acks;
 use skein_core::types::TopicPartition;
 use skein_jepsen::{
-    Acks, EventType, Function, HistoryWriter, PollValue, PolledRecord, SendValue, Value,
+    AckPromise, EventType, Function, HistoryWriter, PollValue, PolledRecord, SendValue, Value,
 };
 use skein_node::client::{Client, ClientError, ClientOptions};
-use skein_node::config::Cluster;
+use skein_node::config::ClusterAddresses;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ pub fn client_options() -> ClientOptions {
 /// What every client task shares.
 #[derive(Clone)]
 pub struct Ctx {
-    pub cluster: Cluster,
+    pub cluster: ClusterAddresses,
     pub recorder: Shared,
     pub stop: Arc<AtomicBool>,
     pub next_process: Arc<AtomicU64>,
@@ -84,13 +84,13 @@ pub async fn producer(first: u64, tps: Vec<TopicPartition>, rate: f64, ctx: Ctx)
         let value = format!("{process}-{seq}");
         seq += 1;
         let mut send = SendValue::new(TOPIC, tp.partition, value.as_str());
-        send.acks = Some(Acks::All);
+        send.acks = Some(AckPromise::All);
         let send_event = |kind, send: &SendValue| {
             rec(r, process, kind, Function::Send, Value::Send(send.clone()))
         };
         send_event(EventType::Invoke, &send);
         let t = Instant::now();
-        match c.produce(tp, vec![value.into_bytes()], WireAcks::All).await {
+        match c.produce(tp, vec![value.into_bytes()], Acks::All).await {
             Ok(p) => {
                 send.offset = p.base_offset;
                 let kind = if p.base_offset.is_some() {

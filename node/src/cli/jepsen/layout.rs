@@ -10,7 +10,7 @@ use skein_core::types::NodeId;
 use skein_jepsen::nemesis::Topology;
 use skein_jepsen::proxy::Proxy;
 use skein_node::config::{
-    BrokerEntry, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, Role, Tuning,
+    BrokerEntry, ClusterConfig, ControllerEntry, FsyncPolicy, NodeConfig, NodeKind, Tuning,
 };
 use std::net::SocketAddr;
 use std::path::Path;
@@ -123,9 +123,9 @@ impl Layout {
             }
             let c = self.controllers as usize;
             let (role, node_id) = match i {
-                _ if i >= c => (Role::Broker, Some((i - c) as u32 + 1)),
-                _ if c == 1 => (Role::Controller, None),
-                _ => (Role::Controller, Some(i as u32 + 1)),
+                _ if i >= c => (NodeKind::Broker, Some((i - c) as u32 + 1)),
+                _ if c == 1 => (NodeKind::Controller, None),
+                _ => (NodeKind::Controller, Some(i as u32 + 1)),
             };
             let cfg = NodeConfig {
                 role,

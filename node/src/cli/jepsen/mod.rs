@@ -26,7 +26,7 @@ use skein_jepsen::plot::{self, Shade};
 use skein_jepsen::proxy::Proxy;
 use skein_jepsen::{check, read_history, CheckOptions, HistoryWriter, DEFAULT_MAX_EXAMPLES};
 use skein_node::client::{Client, ClientError};
-use skein_node::config::Cluster;
+use skein_node::config::ClusterAddresses;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -193,7 +193,7 @@ fn check_args(args: &RunArgs) -> anyhow::Result<Vec<NemesisKind>> {
     );
     anyhow::ensure!(args.group_members <= 8, "--group-members must be 0..8");
     // Checked before anything starts: a misspelt bug must not cost a whole run.
-    skein_core::replica::Bugs::from_names(&args.bugs)?;
+    skein_core::bugs::Bugs::from_names(&args.bugs)?;
     Ok(kinds)
 }
 
@@ -339,7 +339,7 @@ async fn wait_brokers(admin: &mut Client, h: &Harness<'_>, dir: &Path) -> anyhow
 async fn workload(
     args: &RunArgs,
     dir: &Path,
-    cluster: Cluster,
+    cluster: ClusterAddresses,
     windows: &[Window],
     h: &Harness<'_>,
 ) -> anyhow::Result<Vec<Shade>> {

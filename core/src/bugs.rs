@@ -1,5 +1,7 @@
-//! Deliberate protocol bugs for the bug zoo: each flag re-introduces a known replication
-//! bug so the simulator can demonstrate that it finds it. All false by default.
+//! Deliberate protocol bugs for the bug zoo: each flag re-introduces a known bug of the
+//! replica, group, controller or Raft protocols so the simulator can demonstrate that it
+//! finds it. All false by default. One place for every layer's switches: the replica, the
+//! controller and the Raft quorum all read them from here.
 
 use serde::{Deserialize, Serialize};
 
