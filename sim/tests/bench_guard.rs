@@ -6,7 +6,7 @@
 //! per simulated second) and each event got dearer. The first shows up here as a changed
 //! event count; the second often as more log reads per event. When a change moves these
 //! numbers on purpose, update the pins and say why in the commit and in
-//! docs/PERFORMANCE.md (which records `skein sim bench`'s counters per commit).
+//! docs/PERFORMANCE.md (which keeps the current pinned counters; earlier ones are in git).
 
 mod common;
 
