@@ -207,8 +207,9 @@ async fn produce(cluster: ClusterAddresses, history: History, process: u64, stop
                     format!("p{process}-{n}")
                 })
                 .collect();
-            let send =
-                |v: &str| SendValue::new(TOPIC, tp.partition, v).with_acks(skein_jepsen::Acks::All);
+            let send = |v: &str| {
+                SendValue::new(TOPIC, tp.partition, v).with_acks(skein_jepsen::AckPromise::All)
+            };
             let result = c
                 .produce(
                     &tp,
