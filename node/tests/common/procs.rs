@@ -189,13 +189,25 @@ pub fn kill9_leader(cf: &str, dir: &Path) -> (u32, String, u32) {
     (victim, name, pid)
 }
 
-/// `t-0` has a leader other than `victim`.
+/// `t-0` gets a leader other than `victim` within 30 s. Polled: the controller moves the
+/// leadership only once the victim's session times out (about 5.5 s), and `describe` may be
+/// answered by a controller that has not applied the latest records yet. Asked once, this
+/// failed about one run in three on 2026-12-07 (those runs' producer finished ~3.5 s
+/// sooner than in passing ones, not yet explained; the final exactly-once check still
+/// judges every acknowledged record).
 pub fn assert_new_leader(cf: &str, victim: u32) {
-    let (leader, _) = describe(cf);
-    assert!(
-        leader.is_some_and(|l| l != victim),
-        "a new leader took over from {victim}: {leader:?}"
-    );
+    let t = Instant::now();
+    loop {
+        let (leader, _) = describe(cf);
+        if leader.is_some_and(|l| l != victim) {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no new leader took over from {victim} in 30 s: {leader:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `(leader, isr)` of `t-0` from `skein topic describe t`.
