@@ -30,6 +30,7 @@ pub mod raft;
 pub mod replica;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod txn;
 pub mod types;
 
 pub use types::*;

@@ -10,6 +10,7 @@
 use crate::controller::{ControllerRequest, ControllerResponse};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::log::{EncodedBatch, EncodedBatches, RecordBatch};
+use crate::txn::{TxnRequest, TxnResponse, WriteTxnMarkerRequest, WriteTxnMarkerResponse};
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -88,6 +89,23 @@ pub enum Message {
     RepairFetch(RepairFetchRequest),
     /// Replica -> the damaged replica: its copy, if it reads intact.
     RepairFetchResponse(Box<RepairFetchResponse>),
+    /// Client (or a partition leader verifying a transactional write, KIP-890) -> broker:
+    /// the transaction protocol. FindCoordinator goes to any broker; the rest to the
+    /// coordinator of the transactional id (the leader of its `__transaction_state`
+    /// partition).
+    Txn {
+        correlation: u64,
+        request: Box<TxnRequest>,
+    },
+    /// Broker -> the sender of a `Txn` request, with its correlation.
+    TxnResponse {
+        correlation: u64,
+        response: Box<TxnResponse>,
+    },
+    /// Transaction coordinator -> partition leader: write a commit/abort marker.
+    WriteTxnMarker(Box<WriteTxnMarkerRequest>),
+    /// Partition leader -> coordinator: the marker is committed, or why not.
+    WriteTxnMarkerResponse(WriteTxnMarkerResponse),
 }
 
 impl From<ProduceRequest> for Message {
@@ -120,6 +138,8 @@ impl Message {
             Message::ListOffsetsResponse(r) => r.correlation,
             Message::GroupResponse { correlation, .. } => *correlation,
             Message::RepairFetchResponse(r) => r.correlation,
+            Message::TxnResponse { correlation, .. } => *correlation,
+            Message::WriteTxnMarkerResponse(r) => r.correlation,
             _ => return None,
         })
     }
@@ -135,6 +155,8 @@ impl Message {
             Message::Fetch(r) => r.correlation,
             Message::RepairFetch(r) => r.correlation,
             Message::Group { correlation, .. } => *correlation,
+            Message::Txn { correlation, .. } => *correlation,
+            Message::WriteTxnMarker(r) => r.correlation,
             _ => return None,
         })
     }
@@ -144,6 +166,22 @@ impl Message {
         Message::Group {
             correlation,
             request: Box::new(request),
+        }
+    }
+
+    /// A transaction-protocol request.
+    pub fn txn(correlation: u64, request: TxnRequest) -> Self {
+        Message::Txn {
+            correlation,
+            request: Box::new(request),
+        }
+    }
+
+    /// The answer to a transaction-protocol request.
+    pub fn txn_response(correlation: u64, response: TxnResponse) -> Self {
+        Message::TxnResponse {
+            correlation,
+            response: Box::new(response),
         }
     }
 
@@ -175,6 +213,10 @@ impl Message {
             Message::Raft(_) => "Raft",
             Message::RepairFetch(_) => "RepairFetch",
             Message::RepairFetchResponse(_) => "RepairFetchResponse",
+            Message::Txn { .. } => "Txn",
+            Message::TxnResponse { .. } => "TxnResponse",
+            Message::WriteTxnMarker(_) => "WriteTxnMarker",
+            Message::WriteTxnMarkerResponse(_) => "WriteTxnMarkerResponse",
         }
     }
 }

@@ -90,6 +90,11 @@ pub mod kind {
     /// Replica <-> replica peer repair of a damaged batch.
     pub const REPAIR_FETCH: u8 = 31;
     pub const REPAIR_FETCH_RESPONSE: u8 = 32;
+    /// Transactions: client/broker <-> transaction coordinator, coordinator -> leader.
+    pub const TXN: u8 = 33;
+    pub const TXN_RESPONSE: u8 = 34;
+    pub const WRITE_TXN_MARKER: u8 = 35;
+    pub const WRITE_TXN_MARKER_RESPONSE: u8 = 36;
 }
 
 /// Why bytes could not be read as a frame.
@@ -183,6 +188,16 @@ fn body(frame: &Frame, max: u32) -> Result<(u8, Vec<u8>), EncodeError> {
             Message::Raft(x) => (RAFT, ser(x, max)?),
             Message::RepairFetch(x) => (REPAIR_FETCH, ser(x, max)?),
             Message::RepairFetchResponse(x) => (REPAIR_FETCH_RESPONSE, ser(x, max)?),
+            Message::Txn {
+                correlation,
+                request,
+            } => (TXN, ser(&(correlation, request), max)?),
+            Message::TxnResponse {
+                correlation,
+                response,
+            } => (TXN_RESPONSE, ser(&(correlation, response), max)?),
+            Message::WriteTxnMarker(x) => (WRITE_TXN_MARKER, ser(x, max)?),
+            Message::WriteTxnMarkerResponse(x) => (WRITE_TXN_MARKER_RESPONSE, ser(x, max)?),
         },
     })
 }
@@ -227,6 +242,22 @@ fn parse_body(kind: u8, p: &[u8], max: u32) -> Result<Frame, FrameError> {
         RAFT => m(Message::Raft(de(kind, p, max)?)),
         REPAIR_FETCH => m(Message::RepairFetch(de(kind, p, max)?)),
         REPAIR_FETCH_RESPONSE => m(Message::RepairFetchResponse(de(kind, p, max)?)),
+        TXN => {
+            let (correlation, request) = de(kind, p, max)?;
+            m(Message::Txn {
+                correlation,
+                request,
+            })
+        }
+        TXN_RESPONSE => {
+            let (correlation, response) = de(kind, p, max)?;
+            m(Message::TxnResponse {
+                correlation,
+                response,
+            })
+        }
+        WRITE_TXN_MARKER => m(Message::WriteTxnMarker(de(kind, p, max)?)),
+        WRITE_TXN_MARKER_RESPONSE => m(Message::WriteTxnMarkerResponse(de(kind, p, max)?)),
         other => Err(FrameError::UnknownKind { kind: other }),
     }
 }

@@ -90,6 +90,10 @@ pub(super) fn msg_code(m: &Message) -> (u64, &'static str) {
         Message::Raft(_) => 15,
         Message::RepairFetch(_) => 16,
         Message::RepairFetchResponse(_) => 17,
+        Message::Txn { .. } => 18,
+        Message::TxnResponse { .. } => 19,
+        Message::WriteTxnMarker(_) => 20,
+        Message::WriteTxnMarkerResponse(_) => 21,
     };
     (code, m.name())
 }

@@ -47,9 +47,24 @@ pub struct RecordBatch {
     pub records: Vec<Record>,
 }
 
-/// Batch attribute bit of a control batch (as in Kafka). The only control batch Skein
-/// writes is the leader-epoch marker a new leader appends (`RecordBatch::epoch_marker`).
+/// Batch attribute bit of a control batch (as in Kafka): the leader-epoch marker a new
+/// leader appends (`RecordBatch::epoch_marker`) and the commit/abort markers of
+/// transactions (`RecordBatch::txn_marker`).
 pub const CONTROL_BATCH_BIT: u16 = 0x20;
+
+/// Batch attribute bit of a transactional batch (as in Kafka): its records belong to the
+/// producer's open transaction and become visible to read_committed readers only when a
+/// commit marker follows; a transaction's markers carry it too.
+pub const TRANSACTIONAL_BATCH_BIT: u16 = 0x10;
+
+/// What a transaction marker says, read back from its control batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: u64,
+    pub producer_epoch: u16,
+    pub result: crate::txn::TxnResult,
+    pub coordinator_epoch: LeaderEpoch,
+}
 
 impl Record {
     /// A record at `offset_delta` in its batch, with the batch's timestamp.
@@ -109,6 +124,64 @@ impl RecordBatch {
         }
         .at(base_offset)
         .in_epoch(epoch)
+    }
+
+    /// A transaction's commit or abort marker, not yet placed (Kafka's format: one control
+    /// record whose key is version 0 and the control type, whose value is version 0 and
+    /// the coordinator epoch, both big-endian).
+    pub fn txn_marker(marker: TxnMarker, timestamp: TimestampMs) -> Self {
+        let mut key = 0i16.to_be_bytes().to_vec();
+        key.extend_from_slice(&marker.result.control_type().to_be_bytes());
+        let mut value = 0i16.to_be_bytes().to_vec();
+        value.extend_from_slice(&(marker.coordinator_epoch as i32).to_be_bytes());
+        Self {
+            attributes: CONTROL_BATCH_BIT | TRANSACTIONAL_BATCH_BIT,
+            ..Self::new(timestamp, [(Some(key), Some(value))])
+        }
+        .with_producer(Some(ProducerInfo {
+            producer_id: marker.producer_id,
+            producer_epoch: marker.producer_epoch,
+            base_sequence: u32::MAX,
+        }))
+    }
+
+    /// The transaction marker this batch is, if it is one (None for data batches,
+    /// leader-epoch markers and malformed control records).
+    pub fn as_txn_marker(&self) -> Option<TxnMarker> {
+        if !self.is_control() || !self.is_transactional() {
+            return None;
+        }
+        let producer = self.producer?;
+        let [record] = self.records.as_slice() else {
+            return None;
+        };
+        let key = record.key.as_deref()?;
+        let value = record.value.as_deref()?;
+        if key.len() != 4 || value.len() != 6 || key[..2] != [0, 0] || value[..2] != [0, 0] {
+            return None;
+        }
+        let result =
+            crate::txn::TxnResult::from_control_type(i16::from_be_bytes([key[2], key[3]]))?;
+        let epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
+        Some(TxnMarker {
+            producer_id: producer.producer_id,
+            producer_epoch: producer.producer_epoch,
+            result,
+            coordinator_epoch: LeaderEpoch::try_from(epoch).ok()?,
+        })
+    }
+
+    /// This batch marked transactional (part of its producer's open transaction).
+    pub fn transactional(self) -> Self {
+        Self {
+            attributes: self.attributes | TRANSACTIONAL_BATCH_BIT,
+            ..self
+        }
+    }
+
+    /// Whether the batch belongs to a transaction (data or marker).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_BATCH_BIT != 0
     }
 
     /// This batch placed at `base_offset` (its records keep their deltas). A leader's log

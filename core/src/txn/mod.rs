@@ -1,0 +1,10 @@
+//! Transactions and exactly-once (KIP-98, KIP-447, KIP-890), as sans-I/O state machines.
+//!
+//! * [`protocol`]: requests, responses, typed errors, markers; transactional id ->
+//!   `__transaction_state` partition.
+//!
+//! See `docs/transactions.md` for the protocol, its states and its guarantees.
+
+pub mod protocol;
+
+pub use protocol::*;
