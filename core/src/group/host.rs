@@ -173,6 +173,20 @@ impl GroupCoordinators {
         }
     }
 
+    /// A transaction marker on `__consumer_offsets-{partition}` is committed (below the
+    /// HW): the transactional offsets `producer_id` committed there (TxnOffsetCommit,
+    /// KIP-447) take effect on `Commit` and are dropped on `Abort`.
+    // Issue 52: the group side (pending transactional offsets) is being built; until then
+    // there are none to settle.
+    pub fn complete_txn(
+        &mut self,
+        _now: Nanos,
+        _partition: u32,
+        _producer_id: u64,
+        _result: crate::txn::TxnResult,
+    ) {
+    }
+
     pub fn handle_timeout(&mut self, now: Nanos) {
         let (hosted, outputs) = self.hosted_mut();
         for c in hosted.values_mut() {

@@ -73,12 +73,24 @@ pub enum IsolationLevel {
 }
 
 /// One aborted transaction overlapping a fetched range (Kafka's FetchResponse
-/// `AbortedTransactions`): a read_committed reader drops `producer_id`'s transactional
-/// records from `first_offset` up to that producer's abort marker.
+/// `AbortedTransactions`, plus the marker's offset): a read_committed reader drops
+/// `producer_id`'s transactional records in `[first_offset, last_offset)`, where
+/// `last_offset` is the offset of the abort marker. (Kafka's wire carries only
+/// `first_offset` and lets the reader find the marker among the control batches; Skein's
+/// own fetch leaves control batches out, so it says where the marker is.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AbortedTxn {
     pub producer_id: u64,
     pub first_offset: crate::types::Offset,
+    pub last_offset: crate::types::Offset,
+}
+
+impl AbortedTxn {
+    /// Whether a transactional record of `producer_id` at `offset` belongs to this aborted
+    /// transaction (and so must not be returned to a read_committed reader).
+    pub fn covers(&self, producer_id: u64, offset: crate::types::Offset) -> bool {
+        self.producer_id == producer_id && self.first_offset <= offset && offset < self.last_offset
+    }
 }
 
 /// Where a transactional id's coordinator is.
