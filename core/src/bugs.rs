@@ -86,6 +86,9 @@ pub struct Bugs {
     /// "Bug flags"), and core's Raft tests catch them too.
     #[serde(default)]
     pub raft: crate::raft::RaftBugs,
+    /// The transaction protocol's bugs (see [`crate::txn::TxnBugs`]).
+    #[serde(default)]
+    pub txn: crate::txn::TxnBugs,
 }
 
 impl Bugs {
@@ -134,6 +137,7 @@ impl Bugs {
             || self.consumer_ignores_truncation
             || self.unclean_shorter_log
             || self.raft.any()
+            || self.txn.any()
     }
 }
 
