@@ -10,7 +10,10 @@
 use crate::controller::{ControllerRequest, ControllerResponse};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::log::{EncodedBatch, EncodedBatches, RecordBatch};
-use crate::txn::{TxnRequest, TxnResponse, WriteTxnMarkerRequest, WriteTxnMarkerResponse};
+use crate::txn::{
+    AbortedTxn, IsolationLevel, TxnRequest, TxnResponse, WriteTxnMarkerRequest,
+    WriteTxnMarkerResponse,
+};
 use crate::types::{LeaderEpoch, NodeId, Offset, PartitionEpoch, TimestampMs, TopicPartition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -58,7 +61,8 @@ pub enum Message {
     ProduceResponse(ProduceResponse),
     /// Client -> leader: read committed records (below the high watermark).
     ConsumerFetch(ConsumerFetchRequest),
-    ConsumerFetchResponse(ConsumerFetchResponse),
+    /// Boxed: with a read_committed answer's LSO and aborted list it outgrew the others.
+    ConsumerFetchResponse(Box<ConsumerFetchResponse>),
     /// Client -> any broker: who leads what, as of that broker's metadata image.
     Metadata(MetadataRequest),
     MetadataResponse(MetadataResponse),
@@ -111,6 +115,12 @@ pub enum Message {
 impl From<ProduceRequest> for Message {
     fn from(r: ProduceRequest) -> Self {
         Message::Produce(Box::new(r))
+    }
+}
+
+impl From<ConsumerFetchResponse> for Message {
+    fn from(r: ConsumerFetchResponse) -> Self {
+        Message::ConsumerFetchResponse(Box::new(r))
     }
 }
 
@@ -368,6 +378,10 @@ pub struct ProduceRequest {
     /// and places it (offsets, epoch, max timestamp) without decoding its records, and
     /// checks its producer info (if any) against the partition's producer state table.
     pub batch: EncodedBatch,
+    /// The producer's `transactional.id`, required with a transactional batch: the leader
+    /// asks its coordinator whether the partition is in the transaction (KIP-890 part 1).
+    #[serde(default)]
+    pub transactional_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,6 +432,10 @@ pub enum ProduceError {
     CorruptBatch(String),
     #[error("record batch of {size} bytes exceeds the partition's limit of {max}")]
     BatchTooLarge { size: usize, max: usize },
+    /// A transactional write the coordinator did not verify (KIP-890 part 1: the partition
+    /// is not in the producer's ongoing transaction). Kafka's code 48; not retriable.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -439,6 +457,9 @@ pub struct ConsumerFetchRequest {
     /// it). None: no check (a reader at its first fetch, or an older client).
     #[serde(default)]
     pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// read_committed: only below the last stable offset, with the aborted transactions.
+    #[serde(default)]
+    pub isolation: IsolationLevel,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -465,6 +486,13 @@ pub struct ConsumerRecords {
     /// `batches`, so without this a reader moving past one would not know its epoch.
     #[serde(default)]
     pub last_epoch: Option<LeaderEpoch>,
+    /// The partition's last stable offset (read_uncommitted answers carry it too).
+    #[serde(default)]
+    pub last_stable_offset: Offset,
+    /// read_committed: the aborted transactions overlapping the returned range, whose
+    /// records the reader drops ([`AbortedTxn::covers`]). Empty for read_uncommitted.
+    #[serde(default)]
+    pub aborted: Vec<AbortedTxn>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -550,6 +578,9 @@ pub struct ListOffsetsRequest {
     pub correlation: u64,
     pub tp: TopicPartition,
     pub spec: OffsetSpec,
+    /// read_committed: `Latest` is the last stable offset, not the high watermark.
+    #[serde(default)]
+    pub isolation: IsolationLevel,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

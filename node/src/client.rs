@@ -1034,6 +1034,7 @@ impl Client {
                         correlation,
                         tp: tp.clone(),
                         spec,
+                        isolation: Default::default(),
                     });
                     match self.broker_request(leader, req).await {
                         Ok(Message::ListOffsetsResponse(r)) => match r.result {

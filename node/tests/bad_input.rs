@@ -143,6 +143,7 @@ async fn corrupt_batches_are_refused_by_name(addr: SocketAddr, tp: &TopicPartiti
             acks: Acks::Leader,
             timeout: 1_000_000_000,
             batch: EncodedBatch::from_bytes(bytes),
+            transactional_id: None,
         }))
         .await
         .unwrap();
@@ -259,6 +260,7 @@ async fn bad_frames_close_the_connection_and_the_broker_stays_up() {
                 timeout: 1_000_000_000,
                 batch: EncodedBatch::encode(&RecordBatch::from_values(0, [b"evil".to_vec()]))
                     .unwrap(),
+                transactional_id: None,
             })),
             DEFAULT_MAX_FRAME,
         )

@@ -134,6 +134,7 @@ async fn idempotent_retry_is_a_duplicate_not_a_second_write() {
                 acks: Acks::All,
                 timeout: 5_000_000_000,
                 batch: EncodedBatch::encode(&batch).unwrap(),
+                transactional_id: None,
             }))
             .await
             .unwrap();

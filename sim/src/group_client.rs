@@ -152,14 +152,20 @@ fn consumed_value(r: &ConsumedRecord) -> Text {
 #[cold]
 #[inline(never)]
 fn unawaited_reads(at: Offset, recs: &ConsumerRecords) -> Vec<(Offset, Text)> {
-    take_records(at, &recs.batches, recs.high_watermark, recs.next_offset)
-        .records
-        .into_iter()
-        .map(|(o, _, rec)| {
-            let v = rec.value.as_deref().unwrap_or_default();
-            (o, crate::topic::value_of(v))
-        })
-        .collect()
+    take_records(
+        at,
+        &recs.batches,
+        recs.high_watermark,
+        recs.next_offset,
+        &recs.aborted,
+    )
+    .records
+    .into_iter()
+    .map(|(o, _, rec)| {
+        let v = rec.value.as_deref().unwrap_or_default();
+        (o, crate::topic::value_of(v))
+    })
+    .collect()
 }
 
 /// History process of a member's commits (its partitions use `process_id(client, p)`).

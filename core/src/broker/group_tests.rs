@@ -334,6 +334,7 @@ fn three_consumers_join_through_brokers_and_get_a_full_assignment() {
         acks: Acks::All,
         timeout: 100 * MS,
         batch: crate::log::EncodedBatch::encode(&super::tests::batch("x")).unwrap(),
+        transactional_id: None,
     };
     let corr = w.correlation;
     w.net

@@ -528,6 +528,7 @@ impl<S: Storage + Clone> Broker<S> {
             acks: Acks::All,
             timeout: self.config.group_append_timeout,
             batch,
+            transactional_id: None,
         };
         if let Some(r) = self.replicas.get_mut(&tp) {
             let before = r.log().log_end_offset();

@@ -263,6 +263,8 @@ pub struct Broker<S: Storage + Clone> {
     recovery_ends: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
+    /// Transactional produces held for verification, markers waiting for the HW.
+    txn_partition: txn_partition::TxnPartitionHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
     reported_offline: BTreeSet<TopicPartition>,
     /// Next retry of the logs that failed to open.
@@ -333,6 +335,7 @@ impl<S: Storage + Clone> Broker<S> {
             damaged_ends: BTreeMap::new(),
             recovery_ends: BTreeMap::new(),
             groups: groups::GroupHost::default(),
+            txn_partition: Default::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
             metadata_end: 0,
@@ -760,6 +763,7 @@ impl<S: Storage + Clone> Broker<S> {
         fold(controller);
         fold(replicas.timeout);
         fold(self.groups.poll_timeout());
+        fold(self.txn_partition.poll_timeout());
         fold(self.shutdown_deadline());
         if !self.failed.is_empty() {
             fold(Some(self.next_open_retry));
@@ -775,7 +779,7 @@ impl<S: Storage + Clone> Broker<S> {
         if let Some(c) = self.groups_mut() {
             c.handle_timeout(now);
         }
-        self.pump_groups(now);
+        self.pump_groups_and_markers(now);
     }
 
     fn groups_mut(&mut self) -> Option<&mut crate::group::GroupCoordinators> {
@@ -832,6 +836,7 @@ impl<S: Storage + Clone> Broker<S> {
             self.reconcile(now);
         }
         self.tick_shutdown(now);
+        self.expire_verifications(now);
         if now >= self.next_hw_checkpoint {
             self.next_hw_checkpoint = now + self.config.hw_checkpoint_interval;
             self.checkpoint_high_watermarks();
@@ -978,6 +983,7 @@ impl<S: Storage + Clone> Broker<S> {
                     other => route_rare_effect(
                         &mut self.outputs,
                         &mut self.groups.acks,
+                        &mut self.txn_partition.marker_acks,
                         controller,
                         other,
                     ),
@@ -1021,7 +1027,20 @@ impl<S: Storage + Clone> Broker<S> {
     pub fn step(&mut self, now: Nanos, from: Address, msg: Message) {
         self.check_lease(now);
         self.handle_inner(now, from, msg);
+        self.pump_groups_and_markers(now);
+    }
+
+    /// The group pump, then marker answers (a committed marker on `__consumer_offsets`
+    /// feeds the group coordinators, whose appends may commit more markers).
+    fn pump_groups_and_markers(&mut self, now: Nanos) {
         self.pump_groups(now);
+        for _ in 0..100 {
+            if !self.pump_markers(now) {
+                return;
+            }
+            self.pump_groups(now);
+        }
+        debug_assert!(false, "marker pump did not settle");
     }
 
     fn handle_inner(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -1091,7 +1110,7 @@ impl<S: Storage + Clone> Broker<S> {
                 }
             }
             Message::Produce(req) => match self.replicas.get_mut(&req.tp) {
-                Some(r) => r.handle_produce(now, from, *req),
+                Some(_) => self.produce_to_replica(now, from, *req),
                 None if req.acks != Acks::None => {
                     let resp = ProduceResponse {
                         correlation: req.correlation,
@@ -1110,7 +1129,7 @@ impl<S: Storage + Clone> Broker<S> {
                         tp: req.tp,
                         result: Err(ConsumerFetchError::UnknownTopicOrPartition),
                     };
-                    self.reply(from, Message::ConsumerFetchResponse(resp));
+                    self.reply(from, resp.into());
                 }
             },
             Message::ListOffsets(req) => match self.replicas.get_mut(&req.tp) {
@@ -1124,6 +1143,9 @@ impl<S: Storage + Clone> Broker<S> {
                     self.reply(from, Message::ListOffsetsResponse(resp));
                 }
             },
+            m @ (Message::WriteTxnMarker(_) | Message::TxnResponse { .. }) => {
+                self.handle_txn_partition(now, from, m)
+            }
             Message::Metadata(req) => {
                 let resp = self.metadata_response(&req);
                 self.reply(from, Message::MetadataResponse(resp));
@@ -1332,6 +1354,9 @@ impl<S: Storage + Clone> Broker<S> {
                         // A group append to the partition now gone: matched (or dropped,
                         // if its groups unloaded) like any other answer.
                         ReplicaEffect::LocalProduceAnswer(resp) => self.groups.acks.push(resp),
+                        ReplicaEffect::LocalMarkerAnswer(resp) => {
+                            self.txn_partition.marker_acks.push(resp)
+                        }
                         _ => {}
                     }
                 }
@@ -1591,6 +1616,7 @@ fn lapse_answer(msg: &mut Message) {
 fn route_rare_effect(
     outputs: &mut Vec<NodeOutput>,
     acks: &mut Vec<ProduceResponse>,
+    marker_acks: &mut Vec<ProduceResponse>,
     controller: Address,
     effect: ReplicaEffect,
 ) {
@@ -1600,6 +1626,11 @@ fn route_rare_effect(
         // Answers to this broker's own (group coordinator) appends.
         ReplicaEffect::LocalProduceAnswer(resp) => {
             acks.push(resp);
+            return;
+        }
+        // Answers to transaction markers appended for a coordinator.
+        ReplicaEffect::LocalMarkerAnswer(resp) => {
+            marker_acks.push(resp);
             return;
         }
         ReplicaEffect::AlterPartition(p) => NodeOutput::Send {
@@ -1625,6 +1656,9 @@ mod group_tests;
 mod groups;
 mod replica_set;
 mod shutdown;
+mod txn_partition;
+#[cfg(test)]
+mod txn_tests;
 mod unopened;
 use replica_set::ReplicaSet;
 pub use shutdown::ShutdownPhase;

@@ -180,6 +180,7 @@ impl World {
             acks,
             timeout: 500 * MS,
             batch: EncodedBatch::encode(&batch).expect("encodable"),
+            transactional_id: None,
         };
         self.net
             .queue
@@ -231,6 +232,7 @@ impl World {
             max_bytes: 1 << 20,
             current_leader_epoch: None,
             last_fetched_epoch: None,
+            isolation: Default::default(),
         };
         let c = self.correlation;
         self.net.queue.push_back((
@@ -534,6 +536,7 @@ fn unknown_partitions_get_typed_errors() {
         acks: Acks::All,
         timeout: MS,
         batch: EncodedBatch::encode(&batch("x")).unwrap(),
+        transactional_id: None,
     };
     w.net
         .queue
@@ -1092,6 +1095,7 @@ fn a_broker_cut_off_from_the_active_controller_stops_taking_produce() {
             acks: Acks::All,
             timeout: 100 * MS,
             batch: EncodedBatch::encode(&batch("v")).unwrap(),
+            transactional_id: None,
         })
     };
     let answer = |b: &mut Broker<MemStorage>| {

@@ -16,9 +16,14 @@
 //! truncation (Kafka's default on log truncation: reset and tell), instead of waiting until
 //! the log grows past its old position and silently skipping every record written at the
 //! truncated offsets.
+//!
+//! A read_committed cursor ([`FetchCursor::with_isolation`]) asks for records below the
+//! last stable offset only, and drops the records of the aborted transactions the answer
+//! lists ([`AbortedTxn::covers`]) while moving past them, as Kafka's consumer does.
 
 use crate::log::{Record, RecordBatch};
 use crate::message::{ConsumerFetchError, ConsumerFetchRequest, ConsumerRecords};
+use crate::txn::{AbortedTxn, IsolationLevel};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,13 +39,16 @@ pub struct Taken<'a> {
 }
 
 /// Takes the records of `batches` a reader at `position` has not read yet. `next_offset` is
-/// the broker's `ConsumerRecords::next_offset` (or `position` if unknown).
-pub fn take_records(
+/// the broker's `ConsumerRecords::next_offset` (or `position` if unknown). Records of the
+/// `aborted` transactions (a read_committed answer's list; empty otherwise) are passed
+/// over, not taken.
+pub fn take_records<'a>(
     position: Offset,
-    batches: &[RecordBatch],
+    batches: &'a [RecordBatch],
     high_watermark: Offset,
     next_offset: Offset,
-) -> Taken<'_> {
+    aborted: &[AbortedTxn],
+) -> Taken<'a> {
     // Sized for every record of the batches up front (most are taken): grown push by
     // push it reallocated several times per fetch.
     let mut records = Vec::with_capacity(batches.iter().map(|b| b.records.len()).sum());
@@ -49,6 +57,7 @@ pub fn take_records(
         batches,
         high_watermark,
         next_offset,
+        aborted,
         |o, _, b, r| records.push((o, b, r)),
     );
     Taken {
@@ -65,15 +74,24 @@ fn scan<'a>(
     batches: &'a [RecordBatch],
     high_watermark: Offset,
     next_offset: Offset,
+    aborted: &[AbortedTxn],
     mut each: impl FnMut(Offset, (usize, usize), &'a RecordBatch, &'a Record),
 ) -> Offset {
     let mut next = position;
     for (bi, b) in batches.iter().enumerate() {
+        // A batch of an aborted transaction: its records are moved past, not taken.
+        let aborted_by = match (b.is_transactional(), &b.producer) {
+            (true, Some(p)) if !aborted.is_empty() => Some(p.producer_id),
+            _ => None,
+        };
         for (ri, (o, r)) in b.data_records().enumerate() {
             if o < next || o >= high_watermark {
                 continue;
             }
-            each(o, (bi, ri), b, r);
+            let dropped = aborted_by.is_some_and(|pid| aborted.iter().any(|a| a.covers(pid, o)));
+            if !dropped {
+                each(o, (bi, ri), b, r);
+            }
             next = o + 1;
         }
     }
@@ -126,6 +144,8 @@ pub struct FetchCursor {
     epoch_starts: BTreeMap<LeaderEpoch, Offset>,
     /// The bug zoo's `consumer-ignores-truncation`: a diverging answer is dropped.
     ignore_truncation: bool,
+    /// read_committed: fetch below the LSO, drop aborted transactions' records.
+    isolation: IsolationLevel,
 }
 
 impl FetchCursor {
@@ -136,7 +156,18 @@ impl FetchCursor {
             last_fetched_epoch: None,
             epoch_starts: BTreeMap::new(),
             ignore_truncation: false,
+            isolation: IsolationLevel::ReadUncommitted,
         }
+    }
+
+    /// This cursor reading at `isolation` (read_uncommitted unless told).
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    pub fn isolation(&self) -> IsolationLevel {
+        self.isolation
     }
 
     /// The bug zoo's `consumer-ignores-truncation` (pre-KIP-320 readers): a diverging
@@ -172,6 +203,7 @@ impl FetchCursor {
             max_bytes,
             current_leader_epoch: None,
             last_fetched_epoch: self.last_fetched_epoch,
+            isolation: self.isolation,
         }
     }
 
@@ -225,6 +257,7 @@ impl FetchCursor {
             &recs.batches,
             recs.high_watermark,
             recs.next_offset,
+            &recs.aborted,
             |o, at, b, r| {
                 self.enter_epoch(b.partition_leader_epoch, seen_end);
                 seen_end = o + 1;

@@ -167,6 +167,7 @@ impl ProduceClient {
             acks,
             timeout,
             batch: EncodedBatch::encode(batch)?,
+            transactional_id: None,
         })
     }
 

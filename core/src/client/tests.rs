@@ -22,12 +22,12 @@ fn take_records_skips_markers_old_records_and_the_uncommitted_tail() {
     assert_eq!(marker.attributes, CONTROL_BATCH_BIT);
     let last = values(3).at(14);
     let batches = [first, marker, last];
-    let taken = take_records(11, &batches, 16, 16);
+    let taken = take_records(11, &batches, 16, 16, &[]);
     let offsets: Vec<_> = taken.records.iter().map(|(o, _, _)| *o).collect();
     assert_eq!(offsets, vec![11, 12, 14, 15]);
     assert_eq!(taken.next_offset, 16);
     // A marker at the end of the committed log does not hold the reader.
-    let taken = take_records(13, &batches[1..2], 14, 14);
+    let taken = take_records(13, &batches[1..2], 14, 14, &[]);
     assert!(taken.records.is_empty());
     assert_eq!(taken.next_offset, 14);
 }
@@ -45,6 +45,8 @@ fn answer(
         leader_epoch: 3,
         next_offset: next,
         last_epoch: last,
+        last_stable_offset: 0,
+        aborted: Vec::new(),
     }
 }
 

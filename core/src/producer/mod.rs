@@ -9,15 +9,20 @@
 
 pub mod client;
 pub mod state;
+pub mod txn_index;
 
 pub use client::{
     Completion, IdempotentProducer, InFlightBatch, ProduceOutcome, ProducerError, MAX_IN_FLIGHT,
 };
 pub use state::{
-    BatchMetadata, ProducerEntry, ProducerStateTable, SequenceCheck, MAX_CACHED_BATCHES,
+    BatchMetadata, MarkerCheck, ProducerEntry, ProducerStateTable, SequenceCheck,
+    MAX_CACHED_BATCHES,
 };
+pub use txn_index::TxnIndex;
 
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;

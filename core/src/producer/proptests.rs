@@ -107,7 +107,7 @@ impl Model {
                     SequenceCheck::Append => {
                         b.base_offset = self.end();
                         self.table
-                            .record_append(&info, b.record_count(), b.base_offset);
+                            .record_append(&info, b.record_count(), b.base_offset, false);
                         self.pending.push((info.base_sequence, b.base_offset));
                         self.log.push(b);
                         None

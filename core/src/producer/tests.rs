@@ -29,7 +29,7 @@ impl Leader {
             SequenceCheck::Append => {
                 b.base_offset = self.end();
                 self.table
-                    .record_append(&info, b.record_count(), b.base_offset);
+                    .record_append(&info, b.record_count(), b.base_offset, false);
                 let base_offset = b.base_offset;
                 self.log.push(b);
                 ProduceOutcome::Appended { base_offset }
@@ -333,7 +333,7 @@ fn rebuild_from_a_partition_log() {
         assert_eq!(table.check(&info, b.record_count()), SequenceCheck::Append);
         let appended = log.append_as_leader(b, 0, 0).unwrap();
         let count = (appended.last_offset + 1 - appended.base_offset) as u32;
-        table.record_append(&info, count, appended.base_offset);
+        table.record_append(&info, count, appended.base_offset, false);
         p.on_response(
             &tp(),
             info.base_sequence,

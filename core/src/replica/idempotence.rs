@@ -51,7 +51,8 @@ pub(crate) fn check(table: &ProducerStateTable, batch: &BatchHeader) -> Producer
 pub(crate) fn record(table: &mut ProducerStateTable, batch: &BatchHeader, base_offset: Offset) {
     if let Some(info) = &batch.producer {
         if batch.record_count > 0 {
-            table.record_append(info, batch.record_count, base_offset);
+            let txn = batch.attributes & crate::log::TRANSACTIONAL_BATCH_BIT != 0;
+            table.record_append(info, batch.record_count, base_offset, txn);
         }
     }
 }

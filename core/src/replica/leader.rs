@@ -11,8 +11,10 @@ use super::{
 };
 use crate::log::{
     BatchHeader, CheckedBatch, EncodedBatch, EncodedBatches, RecordBatch, CONTROL_BATCH_BIT,
+    TRANSACTIONAL_BATCH_BIT,
 };
 use crate::message::*;
+use crate::txn::IsolationLevel;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, PartitionEpoch};
 use std::collections::BTreeSet;
 
@@ -220,7 +222,7 @@ impl<L: ReplicaLog> Replica<L> {
         }
     }
 
-    fn after_leader_append(&mut self, now: Nanos) {
+    pub(super) fn after_leader_append(&mut self, now: Nanos) {
         if self.config.flush_interval == 0 {
             self.flush_or_retry(now);
         } else if self.flush_due.is_none() {
@@ -256,6 +258,7 @@ impl<L: ReplicaLog> Replica<L> {
                 msg: Message::ProduceResponse(resp),
             },
             ProduceOrigin::Local => ReplicaEffect::LocalProduceAnswer(resp),
+            ProduceOrigin::Marker => ReplicaEffect::LocalMarkerAnswer(resp),
         });
     }
 
@@ -574,6 +577,7 @@ impl<L: ReplicaLog> Replica<L> {
             // It only moves forward, over records of this epoch the log holds.
             debug_assert!(candidate <= leo && candidate > self.high_watermark);
             self.high_watermark = candidate;
+            self.producers.on_high_watermark(candidate);
             let ev = Event::HighWatermark {
                 tp: self.tp.clone(),
                 leader_epoch: self.leader_epoch,
@@ -662,6 +666,20 @@ impl<L: ReplicaLog> Replica<L> {
         if header.attributes & CONTROL_BATCH_BIT != 0 {
             let e = ProduceError::InvalidRecord("clients may not write control batches".into());
             return refuse(self, &req.batch, e);
+        }
+        if header.attributes & TRANSACTIONAL_BATCH_BIT != 0 {
+            // A transaction is its producer's: without an identity (and, from a client, a
+            // transactional id to verify it by) the batch cannot belong to one.
+            let why = if header.producer.is_none() {
+                Some("a transactional batch needs a producer id")
+            } else if matches!(from, ProduceOrigin::Remote(_)) && req.transactional_id.is_none() {
+                Some("a transactional batch needs a transactional id")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return refuse(self, &req.batch, ProduceError::InvalidRecord(why.into()));
+            }
         }
         let isr_size = l.isr.maximal().len();
         let min_insync = self.config.min_insync_replicas;
@@ -813,7 +831,7 @@ impl<L: ReplicaLog> Replica<L> {
             tp: self.tp.clone(),
             result,
         };
-        self.reply_at(mark, from, Message::ConsumerFetchResponse(resp));
+        self.reply_at(mark, from, resp.into());
     }
 
     fn check_client_epoch(&self, requested: Option<LeaderEpoch>) -> Result<(), ConsumerFetchError> {
@@ -865,7 +883,9 @@ impl<L: ReplicaLog> Replica<L> {
                 high_watermark: hw,
             });
         }
-        let batches = match self.read_below(req.offset, hw, req.max_bytes) {
+        // read_committed stops at the LSO: nothing of an undecided transaction is returned.
+        let bound = self.fetch_bound(req.isolation);
+        let batches = match self.read_below(req.offset, bound, req.max_bytes) {
             Ok(b) => b,
             Err(e) => {
                 let msg = e.0.clone();
@@ -875,9 +895,13 @@ impl<L: ReplicaLog> Replica<L> {
         };
         let next_offset = batches
             .last()
-            .map_or(req.offset, |b| b.next_offset().min(hw).max(req.offset));
+            .map_or(req.offset, |b| b.next_offset().min(bound).max(req.offset));
         let last_epoch = batches.last().map(|b| b.partition_leader_epoch);
         let batches = batches.into_iter().filter(|b| !is_control(b)).collect();
+        let aborted = match req.isolation {
+            IsolationLevel::ReadCommitted => self.aborted_overlapping(req.offset, next_offset),
+            IsolationLevel::ReadUncommitted => Vec::new(),
+        };
         Ok(ConsumerRecords {
             batches,
             high_watermark: hw,
@@ -885,6 +909,8 @@ impl<L: ReplicaLog> Replica<L> {
             leader_epoch: self.leader_epoch,
             next_offset,
             last_epoch,
+            last_stable_offset: self.last_stable_offset(),
+            aborted,
         })
     }
 
@@ -908,6 +934,8 @@ impl<L: ReplicaLog> Replica<L> {
         let mark = self.effects_mark();
         let result = self.check_client_epoch(None).and_then(|()| {
             let epoch = self.leader_epoch;
+            // read_committed: the end of what such a reader may read is the LSO.
+            let bound = self.fetch_bound(req.isolation);
             let listed = |offset| {
                 Some(ListedOffset {
                     offset,
@@ -916,13 +944,13 @@ impl<L: ReplicaLog> Replica<L> {
             };
             Ok(match req.spec {
                 OffsetSpec::Earliest => listed(self.log.log_start_offset()),
-                OffsetSpec::Latest => listed(self.high_watermark),
+                OffsetSpec::Latest => listed(bound),
                 OffsetSpec::Timestamp(ts) => {
                     let found = self
                         .log
                         .offset_for_timestamp(ts)
                         .map_err(|e| ConsumerFetchError::Storage(e.0))?;
-                    found.filter(|o| *o < self.high_watermark).and_then(listed)
+                    found.filter(|o| *o < bound).and_then(listed)
                 }
             })
         });

@@ -17,6 +17,7 @@ mod leader;
 mod log;
 mod node_map;
 mod repair;
+mod txn;
 
 #[cfg(test)]
 mod tests;
@@ -122,6 +123,9 @@ pub enum ReplicaRole {
 pub enum ProduceOrigin {
     Remote(Address),
     Local,
+    /// A transaction marker the broker appends for a coordinator
+    /// ([`Replica::append_txn_marker`]): answered as a [`ReplicaEffect::LocalMarkerAnswer`].
+    Marker,
 }
 
 impl From<Address> for ProduceOrigin {
@@ -139,6 +143,9 @@ pub enum ReplicaEffect {
     },
     /// The answer to a [`ProduceOrigin::Local`] produce, for the hosting broker itself.
     LocalProduceAnswer(ProduceResponse),
+    /// The answer to a [`ProduceOrigin::Marker`] append (a transaction marker), for the
+    /// hosting broker, which answers the coordinator.
+    LocalMarkerAnswer(ProduceResponse),
     /// Propose a new ISR to the controller (AlterPartition).
     AlterPartition(IsrProposal),
     Event(Event),
@@ -736,6 +743,8 @@ impl<L: ReplicaLog> Replica<L> {
         match self.scan_log(|b| table.load_batch(b)) {
             Ok(()) => {
                 self.producers = table;
+                // Markers the HW already passed decide their transactions.
+                self.producers.on_high_watermark(self.high_watermark);
                 true
             }
             Err(e) => {

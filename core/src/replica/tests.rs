@@ -85,6 +85,8 @@ struct Net<L: TestLog> {
     correlation: u64,
     /// Every replica event, with the node that emitted it.
     events: Vec<(NodeId, Event)>,
+    /// Answers to transaction markers (`append_txn_marker`).
+    marker_answers: Vec<ProduceResponse>,
 }
 
 impl<L: TestLog> Net<L> {
@@ -103,6 +105,7 @@ impl<L: TestLog> Net<L> {
             proposals: Vec::new(),
             correlation: 0,
             events: Vec::new(),
+            marker_answers: Vec::new(),
         }
     }
 
@@ -118,6 +121,7 @@ impl<L: TestLog> Net<L> {
                     ReplicaEffect::AlterPartition(p) => self.proposals.push(p),
                     ReplicaEffect::Event(e) => self.events.push((id, e)),
                     ReplicaEffect::LocalProduceAnswer(r) => panic!("no local produces here: {r:?}"),
+                    ReplicaEffect::LocalMarkerAnswer(r) => self.marker_answers.push(r),
                 }
             }
         }
@@ -171,7 +175,7 @@ impl<L: TestLog> Net<L> {
     /// A consumer's read at node `id`.
     fn consumer_fetch(&mut self, id: NodeId, req: &ConsumerFetchRequest) -> ConsumerFetchResponse {
         match self.answer(id, READER, |r| r.handle_consumer_fetch(READER, req)) {
-            Some(Message::ConsumerFetchResponse(resp)) => resp,
+            Some(Message::ConsumerFetchResponse(resp)) => *resp,
             other => panic!("a consumer fetch answered {other:?}"),
         }
     }
@@ -211,6 +215,7 @@ impl<L: TestLog> Net<L> {
             acks,
             timeout: 1000 * MS,
             batch: EncodedBatch::encode(&batch).expect("encodable"),
+            transactional_id: None,
         };
         self.r(node).handle_produce(now, Address::Client(0), req);
         self.collect();
@@ -423,6 +428,7 @@ macro_rules! replica_suite {
                 max_bytes: 1 << 20,
                 current_leader_epoch: None,
                 last_fetched_epoch: None,
+                isolation: Default::default(),
             };
             let resp = net.consumer_fetch(1, &req);
             let recs = resp.result.unwrap();
@@ -461,6 +467,7 @@ macro_rules! replica_suite {
                 max_bytes: 1 << 20,
                 current_leader_epoch: None,
                 last_fetched_epoch: None,
+                isolation: Default::default(),
             };
             let recs = net.consumer_fetch(2, &req).result.unwrap();
             assert_eq!(recs.batches.len(), 1, "the data batch, marker left out");
@@ -506,6 +513,7 @@ macro_rules! replica_suite {
                 max_bytes: 8192,
                 current_leader_epoch: None,
                 last_fetched_epoch: None,
+                isolation: Default::default(),
             };
             let recs = net.consumer_fetch(1, &req).result.unwrap();
             assert!(recs.batches.is_empty(), "only the marker fits: {recs:?}");
@@ -1277,6 +1285,7 @@ macro_rules! replica_suite {
                     correlation: 1,
                     tp: tp(),
                     spec,
+                    isolation: Default::default(),
                 };
                 net.list_offsets(1, &req).result
             };
@@ -1296,7 +1305,7 @@ macro_rules! replica_suite {
                         correlation: 2,
                         tp: tp(),
                         spec: OffsetSpec::Latest
-                    },
+                    , isolation: Default::default() },
                 )
                 .result,
                 Err(ConsumerFetchError::NotLeader { .. })
@@ -1308,6 +1317,7 @@ macro_rules! replica_suite {
                 max_bytes: 1 << 20,
                 current_leader_epoch: Some(0),
                 last_fetched_epoch: None,
+                isolation: Default::default(),
             };
             assert!(matches!(
                 net.consumer_fetch(1, &req).result,
@@ -1435,6 +1445,7 @@ fn a_local_produce_is_answered_locally_and_a_remote_one_over_the_network() {
         acks: Acks::Leader,
         timeout: MS,
         batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
+        transactional_id: None,
     };
     r.handle_produce(0, ProduceOrigin::Local, req(1));
     r.handle_produce(0, Address::Client(7), req(2));
@@ -1467,6 +1478,7 @@ fn a_fetch_is_answered_before_the_produce_it_commits() {
         acks: Acks::All,
         timeout: 1_000 * MS,
         batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
+        transactional_id: None,
     };
     r.handle_produce(0, Address::Client(0), produce);
     assert!(r.poll_outputs().is_empty(), "waits for follower 2");
@@ -1535,6 +1547,7 @@ fn a_failed_leader_flush_is_retried_without_another_append() {
         acks: Acks::All,
         timeout: 10_000 * MS,
         batch: EncodedBatch::encode(&batch(&["v"])).unwrap(),
+        transactional_id: None,
     };
     r.handle_produce(25 * MS, Address::Client(7), req);
     // The disk fills before the group-commit flush: the segment syncs, the recovery-point
@@ -1580,6 +1593,7 @@ fn produce_bytes(
         acks: Acks::Leader,
         timeout: MS,
         batch: EncodedBatch::from_bytes(bytes),
+        transactional_id: None,
     };
     r.handle_produce(MS, Address::Client(7), req);
     r.poll_outputs()
@@ -1769,3 +1783,6 @@ fn a_malformed_produce_batch_is_refused_by_name_and_nothing_is_written() {
     let ack = produce_bytes(&mut r, EncodedBatch::encode(&b).unwrap().into_bytes());
     assert_eq!(ack.map(|a| a.base_offset), Ok(end_before));
 }
+
+#[cfg(test)]
+mod txn_tests;

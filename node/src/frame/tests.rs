@@ -51,6 +51,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 acks: Acks::All,
                 timeout: 5,
                 batch: EncodedBatch::encode(&batch(vals)).unwrap(),
+                transactional_id: None,
             }))),
         (topic, any::<u64>(), any::<u64>(), any::<Option<u32>>()).prop_map(|(t, c, off, e)| {
             Frame::Msg(Message::Fetch(FetchRequest {
@@ -334,6 +335,7 @@ fn produce_request_carries_the_encoded_batch_verbatim() {
         acks: Acks::All,
         timeout: 5,
         batch: encoded.clone(),
+        transactional_id: None,
     };
     let bytes = encode(&Frame::Msg(Message::from(req.clone())), MAX).unwrap();
     let payload = &bytes[HEADER_LEN..];

@@ -25,6 +25,7 @@ pub fn produce(e: &ProduceError) -> i16 {
         ProduceError::Storage(_) => E::KafkaStorageError,
         ProduceError::CorruptBatch(_) => E::CorruptMessage,
         ProduceError::BatchTooLarge { .. } => E::MessageTooLarge,
+        ProduceError::InvalidTxnState(_) => E::InvalidTxnState,
     }
     .code()
 }

@@ -58,6 +58,7 @@ async fn fetch_once(s: &mut Session, req: &FetchRequest) -> (FetchResponse, usiz
                 // Kafka's LastFetchedEpoch is a v12+ (flexible) field, not served here, so
                 // the leader does no divergence check for Kafka clients (docs/kafka.md).
                 last_fetched_epoch: None,
+                isolation: Default::default(),
             }));
         }
     }

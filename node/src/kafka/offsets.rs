@@ -35,6 +35,7 @@ pub async fn handle(s: &mut Session, req: ListOffsetsRequest, version: i16) -> L
                 correlation,
                 tp,
                 spec,
+                isolation: Default::default(),
             }));
         }
     }

@@ -66,6 +66,7 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
                             acks,
                             timeout: timeout_ms * 1_000_000,
                             batch,
+                            transactional_id: None,
                         }));
                     }
                 }

@@ -105,7 +105,7 @@ impl Consumer {
     pub fn handle(&mut self, from: Address, msg: Message, ctx: &mut Ctx<'_>) {
         match msg {
             Message::MetadataResponse(r) => self.meta.learn(&r),
-            Message::ConsumerFetchResponse(r) => self.on_fetch(from, r, ctx),
+            Message::ConsumerFetchResponse(r) => self.on_fetch(from, *r, ctx),
             _ => {}
         }
         poll_metadata(&mut self.meta, &mut self.corr, ctx);

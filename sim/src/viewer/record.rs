@@ -399,11 +399,12 @@ impl Recorder {
                 (a, b) = (clip(r.offset), clip(r.correlation));
                 c = r.current_leader_epoch.unwrap_or(NONE);
             }
-            Message::ConsumerFetchResponse(ConsumerFetchResponse {
-                tp: t,
-                correlation,
-                result,
-            }) => {
+            Message::ConsumerFetchResponse(r) => {
+                let ConsumerFetchResponse {
+                    tp: t,
+                    correlation,
+                    result,
+                } = &**r;
                 tp = self.tp(t);
                 c = clip(*correlation);
                 match result {

@@ -466,6 +466,8 @@ fn a_group_member_detects_a_truncation_below_its_position() {
             leader_epoch: 1,
             next_offset: 8,
             last_epoch: Some(1),
+            last_stable_offset: 0,
+            aborted: Vec::new(),
         })),
     );
     assert!(matches!(

@@ -355,6 +355,8 @@ impl World {
                             batches: vec![RecordBatch::from_values(0, values).at(from).in_epoch(1)],
                             next_offset: to,
                             last_epoch: Some(1),
+                            last_stable_offset: *hw,
+                            aborted: Vec::new(),
                         })
                     }
                 };

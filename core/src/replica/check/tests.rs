@@ -56,6 +56,7 @@ fn a_correct_replica_passes_through_produce_replication_and_failover() {
         timeout: 1_000_000_000,
         batch: EncodedBatch::encode(&RecordBatch::from_values(0, [b"a".to_vec(), b"b".to_vec()]))
             .unwrap(),
+        transactional_id: None,
     };
     r.handle_produce(0, Address::Node(9), req);
     assert_eq!(r.check(), Ok(()));
