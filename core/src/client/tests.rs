@@ -227,6 +227,10 @@ fn storage_errors_are_retried_after_a_refresh_and_invalid_batches_fail() {
         "disk full".into()
     )));
     assert!(!retriable(&ProduceError::InvalidRecord("bad".into())));
+    // KIP-890 part 1: a write the coordinator did not verify is not sent again as it is.
+    assert!(!retriable(&ProduceError::InvalidTxnState(
+        "unverified".into()
+    )));
     let mut p = ProduceClient::plain();
     let b = p.prepare(&tp(), values(2)).unwrap();
     let step = p

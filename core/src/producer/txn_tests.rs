@@ -295,4 +295,7 @@ fn epoch_markers_and_txn_markers_carry_no_sequence_state() {
         "the marker's u32::MAX sequence is not kept"
     );
     assert_eq!(e.coordinator_epoch, Some(0));
+    // Never data: consumer fetches and the group coordinator's load skip control batches.
+    let m = RecordBatch::txn_marker(marker(7, 0, TxnResult::Abort, 0), 0);
+    assert!(m.is_control() && m.data_records().next().is_none());
 }

@@ -55,6 +55,15 @@ pub enum CheckError {
         from: Offset,
         to: Offset,
     },
+    /// A leader's last stable offset went back: a read_committed reader may have read
+    /// past a transaction that is open again (docs/transactions.md).
+    #[error("{tp}: last stable offset went back from {from} to {to} within leader epoch {epoch}")]
+    LastStableOffsetRegressed {
+        tp: TopicPartition,
+        epoch: LeaderEpoch,
+        from: Offset,
+        to: Offset,
+    },
     #[error("{tp}: leader {leader} is not in its confirmed ISR {isr:?}")]
     LeaderNotInIsr {
         tp: TopicPartition,
@@ -118,6 +127,8 @@ pub struct Checkpoint {
     high_watermark: Offset,
     log_end: Offset,
     latest_log_epoch: Option<LeaderEpoch>,
+    /// A leader's LSO (0 otherwise: only a leader's producer table is kept up to date).
+    last_stable_offset: Offset,
 }
 
 impl<L: ReplicaLog> Replica<L> {
@@ -270,11 +281,15 @@ impl<L: ReplicaLog> Replica<L> {
             high_watermark: self.high_watermark,
             log_end: self.log.log_end_offset(),
             latest_log_epoch: self.log.latest_epoch(),
+            last_stable_offset: match self.role {
+                RoleState::Leader(_) => self.last_stable_offset(),
+                _ => 0,
+            },
         }
     }
 
-    /// The invariants between `before` and now: in one role and leader epoch the HW never
-    /// goes back, a leader that moved its HW had it acknowledged by its maximal ISR, and
+    /// The invariants between `before` and now: in one role and leader epoch the HW (and a
+    /// leader's last stable offset) never goes back, a leader that moved its HW had it acknowledged by its maximal ISR, and
     /// epochs never decrease along the log.
     pub fn check_since(&self, before: &Checkpoint) -> Result<(), CheckError> {
         let now = self.checkpoint();
@@ -303,6 +318,14 @@ impl<L: ReplicaLog> Replica<L> {
                 epoch: now.leader_epoch,
                 from: before.high_watermark,
                 to: now.high_watermark,
+            });
+        }
+        if same_leadership && now.last_stable_offset < before.last_stable_offset {
+            return Err(CheckError::LastStableOffsetRegressed {
+                tp: tp(),
+                epoch: now.leader_epoch,
+                from: before.last_stable_offset,
+                to: now.last_stable_offset,
             });
         }
         if let (Some(from), Some(to)) = (before.latest_log_epoch, now.latest_log_epoch) {

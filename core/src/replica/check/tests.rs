@@ -262,6 +262,35 @@ fn high_watermark_regression_within_an_epoch_is_caught() {
 }
 
 #[test]
+fn last_stable_offset_regression_within_an_epoch_is_caught() {
+    let mut r = leader(&[1], ReplicaConfig::default());
+    append(&mut r, 3, 1);
+    r.high_watermark = 3;
+    let cp = r.checkpoint();
+    assert_eq!(r.check_since(&cp), Ok(()));
+    // A transaction that appears open below the LSO already given out (made up: the
+    // producer table only ever opens one at the log end).
+    let open = RecordBatch::from_values(0, [b"t".to_vec()])
+        .transactional()
+        .with_producer(Some(crate::log::ProducerInfo {
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+        }))
+        .at(2);
+    r.producers.load_batch(&open);
+    assert_eq!(
+        r.check_since(&cp),
+        Err(CheckError::LastStableOffsetRegressed {
+            tp: tp(),
+            epoch: 1,
+            from: 3,
+            to: 2
+        })
+    );
+}
+
+#[test]
 fn a_follower_may_lower_its_high_watermark_only_under_unclean_election() {
     let mut r = fresh(2, ReplicaConfig::default());
     r.log
