@@ -56,8 +56,12 @@ impl TxnPartitionHost {
         self.next_correlation
     }
 
-    /// The earliest held produce's deadline.
+    /// The earliest held produce's deadline; now (0) if marker answers wait to be
+    /// processed (one collected outside a step, e.g. by `poll_outputs`).
     pub(super) fn poll_timeout(&self) -> Option<Nanos> {
+        if !self.marker_acks.is_empty() {
+            return Some(0);
+        }
         self.verifying.values().map(|h| h.deadline).min()
     }
 
