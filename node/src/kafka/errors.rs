@@ -88,6 +88,8 @@ pub fn group(e: &GroupError) -> i16 {
         // A newer commit of the member already stands; Kafka has no such code.
         GroupError::StaleCommit => E::UnknownServerError,
         GroupError::GroupIdNotFound => E::GroupIdNotFound,
+        // A TxnOffsetCommit of a fenced producer epoch (KIP-447).
+        GroupError::InvalidProducerEpoch { .. } => E::InvalidProducerEpoch,
     }
     .code()
 }
