@@ -631,3 +631,192 @@ fn an_abort_waits_for_the_offsets_call_in_flight_then_ends_the_transaction() {
     h.txn_ok(c, TxnResponse::EndTxn(Ok(id(1))));
     assert_eq!(h.p.state(), &TxnProducerState::Ready);
 }
+
+mod random {
+    //! Random schedules of operations and answers (lost, duplicated, refused): the machine
+    //! never panics, and its rules hold whatever the coordinator, group coordinator and
+    //! leaders answer.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A plausible answer to `r`, chosen by `pick`.
+    fn answer_to(r: &TxnProducerRequest, pick: u8, epoch: u16) -> TxnProducerResponse {
+        use TxnProducerResponse as R;
+        let fenced = || TxnError::ProducerFenced("newer".into());
+        match r {
+            TxnProducerRequest::Txn(t) => R::Txn(match t {
+                TxnRequest::FindCoordinator { .. } => {
+                    TxnResponse::FindCoordinator(match pick % 3 {
+                        0 => Err(TxnError::CoordinatorNotAvailable),
+                        _ => Ok(TxnCoordinatorInfo {
+                            node: TXN_NODE,
+                            partition: 0,
+                        }),
+                    })
+                }
+                TxnRequest::InitProducerId(_) => TxnResponse::InitProducerId(match pick % 6 {
+                    0 => Err(TxnError::ConcurrentTransactions),
+                    1 => Err(TxnError::NotCoordinator),
+                    2 if pick > 200 => Err(fenced()),
+                    _ => Ok(id(epoch)),
+                }),
+                TxnRequest::AddPartitionsToTxn(_) => {
+                    TxnResponse::AddPartitionsToTxn(match pick % 8 {
+                        0 => Err(TxnError::ConcurrentTransactions),
+                        1 => Err(TxnError::InvalidTxnState("x".into())),
+                        2 => Err(TxnError::TransactionAbortable("x".into())),
+                        3 => Err(TxnError::NotCoordinator),
+                        4 if pick > 200 => Err(fenced()),
+                        _ => Ok(()),
+                    })
+                }
+                TxnRequest::AddOffsetsToTxn(_) => TxnResponse::AddOffsetsToTxn(match pick % 6 {
+                    0 => Err(TxnError::ConcurrentTransactions),
+                    1 => Err(TxnError::TransactionAbortable("x".into())),
+                    _ => Ok(()),
+                }),
+                TxnRequest::EndTxn(_) => TxnResponse::EndTxn(match pick % 7 {
+                    0 => Err(TxnError::ConcurrentTransactions),
+                    1 => Err(TxnError::NotCoordinator),
+                    2 if pick > 200 => Err(fenced()),
+                    3 => Ok(id(epoch)),
+                    _ => Ok(id(epoch.saturating_add(1))),
+                }),
+            }),
+            TxnProducerRequest::Group(g) => R::Group(match g {
+                GroupRequest::FindCoordinator { .. } => {
+                    GroupResponse::FindCoordinator(match pick % 3 {
+                        0 => Err(GroupError::CoordinatorNotAvailable),
+                        _ => Ok(CoordinatorInfo {
+                            node: GROUP_NODE,
+                            partition: 0,
+                        }),
+                    })
+                }
+                _ => GroupResponse::TxnOffsetCommit(match pick % 6 {
+                    0 => Err(GroupError::NotCoordinator),
+                    1 => Err(GroupError::IllegalGeneration),
+                    2 => Err(GroupError::CoordinatorLoadInProgress),
+                    _ => Ok(()),
+                }),
+            }),
+            TxnProducerRequest::Produce { .. } => R::Produce(match pick % 9 {
+                0 => Err(ProduceError::NotLeader {
+                    leader: None,
+                    leader_epoch: 0,
+                }),
+                1 => Err(ProduceError::RequestTimedOut),
+                2 => Err(ProduceError::InvalidRecord("x".into())),
+                3 => Err(ProduceError::OutOfOrderSequence("x".into())),
+                4 if pick > 200 => Err(ProduceError::InvalidProducerEpoch("x".into())),
+                _ => Ok(ProduceAck {
+                    base_offset: u64::from(pick),
+                    leader_epoch: 1,
+                    duplicate: pick.is_multiple_of(2),
+                }),
+            }),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn rules_hold_under_any_answers(script in proptest::collection::vec(any::<(u8, u8)>(), 0..400)) {
+            let mut h = H::new();
+            let mut outstanding: Vec<(u64, TxnProducerRequest)> = Vec::new();
+            // Partitions the coordinator accepted into the current transaction.
+            let mut accepted: BTreeSet<TopicPartition> = BTreeSet::new();
+            let mut adding: BTreeMap<u64, Vec<TopicPartition>> = BTreeMap::new();
+            let mut abort_only = false;
+            let mut fatal = false;
+            let mut epoch = 0u16;
+            for (op, pick) in script {
+                let now = h.now;
+                match op % 10 {
+                    0 => { let _ = h.p.init(now); }
+                    1 => { let _ = h.p.begin(); }
+                    2 => { let _ = h.p.send(now, tp(u32::from(pick % 3)), batch()); }
+                    3 => {
+                        let o = [(TopicPartition::new("in", 0), OffsetAndMetadata::new(u64::from(pick)))].into();
+                        let _ = h.p.send_offsets(now, "g", Some(1), Some("m".into()), o);
+                    }
+                    4 => { let _ = h.p.commit(now); }
+                    5 => { let _ = h.p.abort(now); }
+                    6 => {
+                        if let Some(t) = h.p.poll_timeout() {
+                            h.now = h.now.max(t);
+                            h.p.handle_timeout(h.now);
+                        }
+                    }
+                    7 if !outstanding.is_empty() => {
+                        // Lost on the way.
+                        outstanding.remove(usize::from(pick) % outstanding.len());
+                    }
+                    _ if !outstanding.is_empty() => {
+                        let i = usize::from(pick) % outstanding.len();
+                        let (c, r) = if op % 10 == 9 {
+                            outstanding[i].clone() // answered twice
+                        } else {
+                            outstanding.remove(i)
+                        };
+                        let resp = answer_to(&r, pick, epoch);
+                        if let TxnProducerResponse::Txn(TxnResponse::AddPartitionsToTxn(Ok(()))) = &resp {
+                            if h.p.awaits(c) {
+                                accepted.extend(adding.remove(&c).unwrap_or_default());
+                            }
+                        }
+                        if let TxnProducerResponse::Txn(TxnResponse::InitProducerId(Ok(_)) | TxnResponse::EndTxn(Ok(_))) = &resp {
+                            if h.p.awaits(c) {
+                                epoch = epoch.saturating_add(1);
+                            }
+                        }
+                        h.answer(c, resp);
+                    }
+                    _ => {}
+                }
+                h.collect();
+                for e in std::mem::take(&mut h.events) {
+                    match e {
+                        TxnProducerEvent::Abortable(_) => abort_only = true,
+                        TxnProducerEvent::Fatal(_) => fatal = true,
+                        TxnProducerEvent::Completed { result, .. } => {
+                            // Never a commit of a transaction that became abort-only.
+                            prop_assert!(!(abort_only && result == TxnResult::Commit));
+                            abort_only = false;
+                            accepted.clear();
+                        }
+                        _ => {}
+                    }
+                }
+                for (to, c, r) in std::mem::take(&mut h.sends) {
+                    prop_assert!(!fatal, "a fatal producer sends nothing");
+                    match &r {
+                        // A batch goes only to a partition the coordinator accepted.
+                        TxnProducerRequest::Produce { tp, batch } => {
+                            prop_assert!(accepted.contains(tp), "{tp} not in the transaction");
+                            prop_assert!(batch.is_transactional());
+                            prop_assert_eq!(&to, &Destination::LeaderOf(tp.clone()));
+                        }
+                        TxnProducerRequest::Txn(TxnRequest::AddPartitionsToTxn(a)) => {
+                            adding.insert(c, a.partitions.clone());
+                        }
+                        // EndTxn only once no write is awaited.
+                        TxnProducerRequest::Txn(TxnRequest::EndTxn(e)) => {
+                            for (pc, pr) in &outstanding {
+                                if matches!(pr, TxnProducerRequest::Produce { .. }) {
+                                    prop_assert!(!h.p.awaits(*pc), "EndTxn({:?}) with a write in flight", e.result);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    outstanding.push((c, r));
+                }
+                if let TxnProducerState::Fatal(_) = h.p.state() {
+                    prop_assert!(fatal);
+                    prop_assert_eq!(h.p.poll_timeout(), None);
+                }
+            }
+        }
+    }
+}
