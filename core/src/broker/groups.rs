@@ -148,6 +148,8 @@ fn append_error(e: ProduceError) -> AppendError {
         | ProduceError::NotEnoughReplicasAfterAppend { .. } => AppendError::NotEnoughReplicas,
         ProduceError::RequestTimedOut => AppendError::Timeout,
         ProduceError::Storage(s) => AppendError::Storage(s),
+        // A TxnOffsetCommit's batch of a fenced producer epoch (KIP-447).
+        ProduceError::InvalidProducerEpoch(m) => AppendError::InvalidProducerEpoch(m),
         other => AppendError::Storage(other.to_string()),
     }
 }

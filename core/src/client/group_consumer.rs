@@ -1208,7 +1208,7 @@ impl GroupConsumer {
             | GroupError::OffsetMetadataTooLarge
             | GroupError::NonEmptyGroup
             | GroupError::GroupIdNotFound
-            | GroupError::InvalidProducerEpoch { .. } => {
+            | GroupError::InvalidProducerEpoch(_) => {
                 self.backoff_until = now + self.config.retry_backoff;
                 self.request_rejoin_if_joining(now);
             }

@@ -828,7 +828,7 @@ impl TransactionalProducer {
                         self.emit(TxnProducerEvent::OffsetsSent { group: o.group });
                     }
                 }
-                Err(e @ GroupError::InvalidProducerEpoch { .. }) => {
+                Err(e @ GroupError::InvalidProducerEpoch(_)) => {
                     self.fatal(format!("TxnOffsetCommit: {e}"))
                 }
                 Err(e) if e.is_retriable() => retry(self, &e),

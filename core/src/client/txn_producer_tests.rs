@@ -419,11 +419,7 @@ fn a_fenced_producer_stops_for_good() {
     h.answer(
         c,
         TxnProducerResponse::Group(GroupResponse::TxnOffsetCommit(Err(
-            GroupError::InvalidProducerEpoch {
-                producer_id: 7,
-                epoch: 0,
-                current: 1,
-            },
+            GroupError::InvalidProducerEpoch("epoch 0 is older than 1".into()),
         ))),
     );
     assert!(matches!(h.p.state(), TxnProducerState::Fatal(_)));

@@ -422,14 +422,11 @@ pub enum GroupError {
     StaleCommit,
     #[error("the group does not exist")]
     GroupIdNotFound,
-    /// A TxnOffsetCommit of a producer epoch older than one this coordinator has seen for
-    /// the producer id: a newer instance of the transactional producer exists.
-    #[error("producer {producer_id}: epoch {epoch} is older than {current}")]
-    InvalidProducerEpoch {
-        producer_id: u64,
-        epoch: u16,
-        current: u16,
-    },
+    /// A TxnOffsetCommit of a producer epoch older than one this coordinator (or the
+    /// `__consumer_offsets` partition's producer state) has seen for the producer id: a
+    /// newer instance of the transactional producer exists.
+    #[error("invalid (fenced) producer epoch: {0}")]
+    InvalidProducerEpoch(String),
 }
 
 impl GroupError {

@@ -108,12 +108,16 @@ pub enum AppendError {
     NotEnoughReplicas,
     #[error("storage error: {0}")]
     Storage(String),
+    /// The partition refused a TxnOffsetCommit's batch: its producer epoch is fenced.
+    #[error("invalid (fenced) producer epoch: {0}")]
+    InvalidProducerEpoch(String),
 }
 
 impl AppendError {
     pub fn to_group_error(&self) -> GroupError {
         match self {
             AppendError::NotLeader => GroupError::NotCoordinator,
+            AppendError::InvalidProducerEpoch(m) => GroupError::InvalidProducerEpoch(m.clone()),
             _ => GroupError::CoordinatorNotAvailable,
         }
     }
@@ -1201,11 +1205,10 @@ impl Group {
     ) -> Result<(), GroupError> {
         if let Some(p) = self.txn_offsets.get(&req.producer_id) {
             if req.producer_epoch < p.producer_epoch {
-                return Err(GroupError::InvalidProducerEpoch {
-                    producer_id: req.producer_id,
-                    epoch: req.producer_epoch,
-                    current: p.producer_epoch,
-                });
+                return Err(GroupError::InvalidProducerEpoch(format!(
+                    "producer {}: epoch {} is older than {}",
+                    req.producer_id, req.producer_epoch, p.producer_epoch
+                )));
             }
             if p.settled.is_some() {
                 // The previous transaction's marker is still settling an append: retry.

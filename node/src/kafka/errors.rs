@@ -89,7 +89,7 @@ pub fn group(e: &GroupError) -> i16 {
         GroupError::StaleCommit => E::UnknownServerError,
         GroupError::GroupIdNotFound => E::GroupIdNotFound,
         // A TxnOffsetCommit of a fenced producer epoch (KIP-447).
-        GroupError::InvalidProducerEpoch { .. } => E::InvalidProducerEpoch,
+        GroupError::InvalidProducerEpoch(_) => E::InvalidProducerEpoch,
     }
     .code()
 }

@@ -203,11 +203,9 @@ fn txn_offset_commits_are_fenced_by_generation_member_and_epoch() {
     // A zombie instance of the producer (older epoch) is fenced.
     assert_eq!(
         h.call(1, txn_commit(None, 7, 0, &[(0, 2)])),
-        GroupResponse::TxnOffsetCommit(Err(GroupError::InvalidProducerEpoch {
-            producer_id: 7,
-            epoch: 0,
-            current: 1
-        }))
+        GroupResponse::TxnOffsetCommit(Err(GroupError::InvalidProducerEpoch(
+            "producer 7: epoch 0 is older than 1".into()
+        )))
     );
     // Unlike an OffsetCommit, a rebalance in progress does not refuse it.
     let _ = join_new(&mut h, 4);
@@ -244,4 +242,32 @@ fn the_visible_early_bug_commits_transactional_offsets_at_once() {
     assert_eq!(committed(&mut h)[&0], 5);
     h.failover();
     assert_eq!(committed(&mut h)[&0], 5);
+}
+
+#[test]
+fn a_txn_offsets_batch_refused_by_the_partition_is_answered_fenced_and_forgotten() {
+    // The partition's producer state fences the batch (a newer epoch wrote there).
+    let mut h = Harness::new();
+    let _ = three_members(&mut h);
+    h.auto_ack = false;
+    let c = h.send(1, txn_commit(None, 7, 0, &[(0, 5)]));
+    h.fail_appends(AppendError::InvalidProducerEpoch("epoch 0 < 1".into()));
+    assert_eq!(
+        h.take(c),
+        Some(GroupResponse::TxnOffsetCommit(Err(
+            GroupError::InvalidProducerEpoch("epoch 0 < 1".into())
+        )))
+    );
+    h.auto_ack = true;
+    assert!(h
+        .coord
+        .group_state(GROUP)
+        .expect("group")
+        .txn_offsets
+        .is_empty());
+    assert_eq!(
+        offsets_of(stable(&mut h)).get(&0),
+        None,
+        "stable, nothing committed"
+    );
 }
