@@ -1470,8 +1470,13 @@ impl Group {
             let pending = std::mem::take(&mut self.pending_commits);
             let stamps = std::mem::take(&mut self.stamps);
             let offsets = std::mem::take(&mut self.offsets);
+            // Pending transactional offsets stay: their records precede the tombstones in
+            // the log, so a reload would still apply them at a commit marker, and so does
+            // memory (KIP-447).
+            let txn = std::mem::take(&mut self.txn_offsets);
             *self = Group::new(self.id.clone());
             (self.pending_commits, self.stamps, self.offsets) = (pending, stamps, offsets);
+            self.txn_offsets = txn;
         }
     }
 

@@ -271,3 +271,25 @@ fn a_txn_offsets_batch_refused_by_the_partition_is_answered_fenced_and_forgotten
         "stable, nothing committed"
     );
 }
+
+#[test]
+fn deleting_the_group_leaves_pending_transactional_offsets_to_their_marker() {
+    // Memory and a reload agree: the transactional record precedes the tombstones, so the
+    // commit marker still applies it either way.
+    let mut h = Harness::new();
+    assert_eq!(h.call(1, txn_commit(None, 7, 0, &[(0, 5)])), OK);
+    assert_eq!(
+        h.call(
+            1,
+            GroupRequest::DeleteGroup {
+                group_id: GROUP.into()
+            }
+        ),
+        GroupResponse::DeleteGroup(Ok(()))
+    );
+    assert_eq!(stable(&mut h), UNSTABLE);
+    h.marker(7, 1, TxnResult::Commit);
+    assert_eq!(committed(&mut h).get(&0), Some(&5));
+    h.failover();
+    assert_eq!(committed(&mut h).get(&0), Some(&5));
+}
