@@ -13,8 +13,8 @@
 //!   end (nothing else can be written to the partition before the coordinator is active:
 //!   clients may not produce to it), so everything up to it — every record committed in
 //!   an earlier epoch — is committed and nothing later exists. The broker reads the log
-//!   from its start to that end (control batches left out), feeds it to `load_batches` and
-//!   calls `complete_load`. Losing the leadership, or a new epoch, unloads (`resign`).
+//!   from its start to that end (control batches left out, transaction markers kept for
+//!   KIP-447's pending offsets), feeds it to `load_batches` and calls `complete_load`. Losing the leadership, or a new epoch, unloads (`resign`).
 //! * **Appends.** `Append` effects go through the replica's own produce path with
 //!   acks=all, as a client whose address is the broker itself; the produce answers (HW
 //!   passed, NotLeader, NotEnoughReplicas, timeout) come back as replica effects addressed
@@ -148,6 +148,8 @@ fn append_error(e: ProduceError) -> AppendError {
         | ProduceError::NotEnoughReplicasAfterAppend { .. } => AppendError::NotEnoughReplicas,
         ProduceError::RequestTimedOut => AppendError::Timeout,
         ProduceError::Storage(s) => AppendError::Storage(s),
+        // A TxnOffsetCommit's batch of a fenced producer epoch (KIP-447).
+        ProduceError::InvalidProducerEpoch(m) => AppendError::InvalidProducerEpoch(m),
         other => AppendError::Storage(other.to_string()),
     }
 }
@@ -289,7 +291,8 @@ impl<S: Storage + Clone> Broker<S> {
                         partition,
                         leader_epoch,
                         records,
-                    } => self.group_append(now, partition, id, leader_epoch, records),
+                        producer,
+                    } => self.group_append(now, partition, id, leader_epoch, records, producer),
                     CoordinatorOutput::Committed {
                         group,
                         epoch,
@@ -363,6 +366,8 @@ impl<S: Storage + Clone> Broker<S> {
             let group_config = crate::group::GroupConfig {
                 no_generation_fencing: self.config.group.no_generation_fencing
                     || self.config.bugs.no_generation_fencing,
+                txn_offsets_visible_early: self.config.group.txn_offsets_visible_early
+                    || self.config.bugs.txn.txn_offsets_visible_early,
                 ..self.config.group.clone()
             };
             let floor = self.groups.changes_floor;
@@ -454,7 +459,11 @@ impl<S: Storage + Clone> Broker<S> {
     fn load_coordinator(&mut self, now: Nanos, p: u32, from: Offset, to: Offset) -> bool {
         let tp = offsets_tp(p);
         let batches: Vec<RecordBatch> = match self.read_log(&tp, from, to) {
-            Some(Ok(b)) => b.into_iter().filter(|b| !b.is_control()).collect(),
+            // Transaction markers settle transactional offsets (KIP-447): kept.
+            Some(Ok(b)) => b
+                .into_iter()
+                .filter(|b| !b.is_control() || b.as_txn_marker().is_some())
+                .collect(),
             Some(Err(e)) => {
                 tracing::error!(%tp, error = %e.0, "cannot read __consumer_offsets to load");
                 crate::probe!(CoordinatorLoadFailed);
@@ -485,6 +494,7 @@ impl<S: Storage + Clone> Broker<S> {
         id: AppendId,
         leader_epoch: LeaderEpoch,
         records: Vec<Record>,
+        producer: Option<crate::controller::ProducerIdAndEpoch>,
     ) {
         let tp = offsets_tp(p);
         self.groups.next_correlation += 1;
@@ -500,7 +510,19 @@ impl<S: Storage + Clone> Broker<S> {
             // Encoded here, as a producer encodes: the leader's log places these bytes.
             // Failure is mapped as the leader's refusals are (`append_error`).
             let ts = (now / 1_000_000) as i64;
-            EncodedBatch::encode(&RecordBatch::of_records(ts, records))
+            let batch = RecordBatch::of_records(ts, records);
+            // A TxnOffsetCommit: a transactional batch of the producer (KIP-447).
+            let batch = match producer {
+                Some(p) => batch
+                    .with_producer(Some(crate::log::ProducerInfo {
+                        producer_id: p.producer_id,
+                        producer_epoch: p.producer_epoch,
+                        base_sequence: crate::group::TXN_OFFSETS_SEQUENCE,
+                    }))
+                    .transactional(),
+                None => batch,
+            };
+            EncodedBatch::encode(&batch)
                 .map_err(|e| AppendError::Storage(format!("cannot encode the batch: {e}")))
         };
         let batch = match batch {

@@ -1202,11 +1202,13 @@ impl GroupConsumer {
             | GroupError::GroupMaxSizeReached => self.fail(e.clone()),
             // A superseded commit says nothing about membership.
             GroupError::StaleCommit => {}
-            // (GroupIdNotFound answers only the tooling's requests, never a member's.)
+            // (GroupIdNotFound answers only the tooling's requests, never a member's;
+            // InvalidProducerEpoch only a transactional producer's.)
             GroupError::InvalidAssignment(_)
             | GroupError::OffsetMetadataTooLarge
             | GroupError::NonEmptyGroup
-            | GroupError::GroupIdNotFound => {
+            | GroupError::GroupIdNotFound
+            | GroupError::InvalidProducerEpoch(_) => {
                 self.backoff_until = now + self.config.retry_backoff;
                 self.request_rejoin_if_joining(now);
             }

@@ -45,6 +45,7 @@ mod metadata;
 mod produce;
 mod router;
 mod topic_leaders;
+pub mod txn_producer;
 
 pub use fetch::{take_records, FetchCursor, Taken, Truncation};
 pub use group_consumer::*;
@@ -52,6 +53,10 @@ pub use metadata::{ControllerView, LeaderCache};
 pub use produce::{refreshes_metadata, retriable, ProduceClient, ProduceStep};
 pub use router::{ControllerRouter, Route};
 pub use topic_leaders::TopicLeaders;
+pub use txn_producer::{
+    TransactionalProducer, TxnClientError, TxnProducerConfig, TxnProducerEvent, TxnProducerOutput,
+    TxnProducerRequest, TxnProducerResponse, TxnProducerState,
+};
 
 #[cfg(test)]
 mod tests;

@@ -19,8 +19,10 @@ use crate::group::records::{self, GroupRecord, RecordError};
 use crate::group::state::{AfterDelete, Effects, Group, PendingAppend, Waiter};
 pub use crate::group::state::{
     AppendError, AppendId, Committed, CoordinatorOutput, GroupConfig, GroupState,
+    PendingTxnOffsets, TXN_OFFSETS_SEQUENCE,
 };
 use crate::log::RecordBatch;
+use crate::txn::TxnResult;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
 
@@ -67,6 +69,31 @@ struct Loaded {
     metadata: Option<records::GroupMetadataValue>,
     offsets: BTreeMap<TopicPartition, Committed>,
     stamps: BTreeMap<TopicPartition, records::CommitStamp>,
+    /// Transactional offsets per producer id (epoch, offsets) whose marker has not been
+    /// read yet.
+    txn: BTreeMap<u64, (u16, BTreeMap<TopicPartition, Committed>)>,
+}
+
+impl Loaded {
+    /// A marker of `producer_id` read: its transactional offsets apply (commit; a later
+    /// record of the partition wins, as in memory) or go (abort).
+    fn settle(&mut self, producer_id: u64, result: TxnResult) {
+        let Some((_, offsets)) = self.txn.remove(&producer_id) else {
+            return;
+        };
+        if result == TxnResult::Abort {
+            return;
+        }
+        for (tp, c) in offsets {
+            if self
+                .offsets
+                .get(&tp)
+                .is_none_or(|o| o.log_offset < c.log_offset)
+            {
+                self.offsets.insert(tp, c);
+            }
+        }
+    }
 }
 
 /// Read-only view of one group, for tests and the simulator's invariant checks.
@@ -186,6 +213,21 @@ impl GroupCoordinator {
 
     fn apply_batches(&mut self, batches: &[RecordBatch]) -> Result<(), LoadError> {
         for b in batches {
+            if let Some(m) = b.as_txn_marker() {
+                // KIP-447: the marker settles the producer's transactional offsets in every
+                // group of this partition.
+                for l in self.loading.values_mut() {
+                    l.settle(m.producer_id, m.result);
+                }
+                continue;
+            }
+            if b.is_control() {
+                continue; // a leader-epoch marker: no group records
+            }
+            // A TxnOffsetCommit's batch: pending until its producer's marker follows.
+            let txn = b
+                .producer
+                .filter(|_| b.is_transactional() && !self.config.txn_offsets_visible_early);
             for (offset, r) in b.iter_offsets() {
                 self.summary.records += 1;
                 let rec = records::decode_record(r).map_err(|source| LoadError {
@@ -213,6 +255,18 @@ impl GroupCoordinator {
                         stamp,
                     } => {
                         let l = self.loading.entry(group).or_default();
+                        if let (Some(p), Some(value)) = (txn, &value) {
+                            let (epoch, pending) = l.txn.entry(p.producer_id).or_default();
+                            *epoch = (*epoch).max(p.producer_epoch);
+                            pending.insert(
+                                tp,
+                                Committed {
+                                    value: value.clone(),
+                                    log_offset: offset,
+                                },
+                            );
+                            continue;
+                        }
                         match stamp {
                             Some(s) => l.stamps.insert(tp.clone(), s),
                             None => l.stamps.remove(&tp),
@@ -254,7 +308,7 @@ impl GroupCoordinator {
             return self.summary.clone();
         };
         for (id, l) in std::mem::take(&mut self.loading) {
-            if l.metadata.is_none() && l.offsets.is_empty() {
+            if l.metadata.is_none() && l.offsets.is_empty() && l.txn.is_empty() {
                 continue;
             }
             let mut g = match l.metadata {
@@ -264,6 +318,23 @@ impl GroupCoordinator {
             self.summary.offsets += l.offsets.len();
             g.offsets = l.offsets;
             g.stamps = l.stamps;
+            // No marker yet: still pending, settled by `complete_txn` when it lands.
+            g.txn_offsets = l
+                .txn
+                .into_iter()
+                .map(|(pid, (producer_epoch, offsets))| {
+                    let offsets = offsets
+                        .into_iter()
+                        .map(|(tp, c)| (tp, (c.value, Some(c.log_offset))))
+                        .collect();
+                    let p = PendingTxnOffsets {
+                        producer_epoch,
+                        offsets,
+                        settled: None,
+                    };
+                    (pid, p)
+                })
+                .collect();
             self.groups.insert(id, g);
         }
         self.summary.groups = self.groups.len();
@@ -304,6 +375,13 @@ impl GroupCoordinator {
                 fx.respond(
                     waiter,
                     GroupResponse::OffsetCommit(Err(GroupError::NotCoordinator)),
+                );
+                continue;
+            }
+            if let PendingAppend::TxnCommit { waiter, .. } = p {
+                fx.respond(
+                    waiter,
+                    GroupResponse::TxnOffsetCommit(Err(GroupError::NotCoordinator)),
                 );
                 continue;
             }
@@ -398,6 +476,7 @@ impl GroupCoordinator {
             }
             GroupRequest::DeleteGroup { group_id } => self.delete_group(w, &group_id),
             GroupRequest::OffsetDelete(req) => self.offset_delete(now, w, req),
+            GroupRequest::TxnOffsetCommit(req) => self.txn_offset_commit(now, w, req),
         }
         self.check_invariants(&gid);
     }
@@ -470,6 +549,74 @@ impl GroupCoordinator {
             Err(e) => fx.respond(w, GroupResponse::OffsetCommit(Err(e))),
         }
         true
+    }
+
+    /// A TxnOffsetCommit (KIP-447): checked like an OffsetCommit when it names a member,
+    /// written as a transactional batch of the producer, pending until its marker.
+    fn txn_offset_commit(&mut self, now: Nanos, w: Waiter, req: TxnOffsetCommitRequest) {
+        let cfg = &self.config;
+        let fx = &mut self.fx;
+        let refuse = |fx: &mut Effects, e| fx.respond(w, GroupResponse::TxnOffsetCommit(Err(e)));
+        if req
+            .offsets
+            .values()
+            .any(|o| o.metadata.len() > cfg.max_metadata_bytes)
+        {
+            return refuse(fx, GroupError::OffsetMetadataTooLarge);
+        }
+        let g = match self.groups.get_mut(&req.group_id) {
+            Some(g) => g,
+            // A member of a group that does not exist is of no generation.
+            None if req.generation.is_some() && !cfg.no_generation_fencing => {
+                return refuse(fx, GroupError::IllegalGeneration)
+            }
+            None if req.member_id.is_some() && !cfg.no_generation_fencing => {
+                return refuse(fx, GroupError::UnknownMemberId)
+            }
+            None => self
+                .groups
+                .entry(req.group_id.clone())
+                .or_insert_with(|| Group::new(req.group_id.clone())),
+        };
+        match g.check_txn_commit(now, &req, cfg) {
+            Ok(()) => g.txn_commit(w, req, cfg, fx),
+            Err(e) => refuse(fx, e),
+        }
+    }
+
+    /// `producer_id`'s commit or abort marker is committed on this partition: settle its
+    /// pending transactional offsets in every group here. A coordinator not (yet) active
+    /// ignores it: its load reads the marker from the log.
+    pub fn complete_txn(&mut self, producer_id: u64, result: TxnResult) {
+        if !matches!(self.phase, CoordinatorPhase::Active { .. }) {
+            return;
+        }
+        let touched: Vec<GroupId> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.has_pending_txn(producer_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in touched {
+            let g = self.groups.get_mut(&id).expect("listed");
+            let applied = g.complete_txn(producer_id, result);
+            self.committed(id.clone(), applied);
+            self.check_invariants(&id);
+        }
+    }
+
+    /// Offsets of `group` became committed outside an OffsetCommit answer (a transaction's
+    /// marker): count the change and tell observers, as a commit does.
+    fn committed(&mut self, group: GroupId, offsets: Vec<(TopicPartition, Offset)>) {
+        if offsets.is_empty() {
+            return;
+        }
+        self.changes += 1;
+        self.fx.outputs.push(CoordinatorOutput::Committed {
+            group,
+            epoch: self.fx.epoch,
+            offsets,
+        });
     }
 
     /// An offset fetch: answered only after a barrier append commits. A deposed leader
@@ -606,9 +753,9 @@ impl GroupCoordinator {
             return; // Issued before an unload: nobody is waiting any more.
         };
         let gid = match &p {
-            PendingAppend::Commit { group, .. } | PendingAppend::Metadata { group, .. } => {
-                group.clone()
-            }
+            PendingAppend::Commit { group, .. }
+            | PendingAppend::Metadata { group, .. }
+            | PendingAppend::TxnCommit { group, .. } => group.clone(),
             PendingAppend::Read { request, .. } => request.group_id.clone(),
             PendingAppend::Delete { group, .. } => group.clone(),
         };
@@ -646,6 +793,21 @@ impl GroupCoordinator {
                 if let Some(g) = self.groups.get_mut(&group) {
                     g.metadata_done(now, (id, generation), then, result, cfg, fx);
                 }
+            }
+            PendingAppend::TxnCommit {
+                group,
+                producer_id,
+                offsets,
+                waiter,
+            } => {
+                let base = result.as_ref().ok().copied();
+                let applied = match self.groups.get_mut(&group) {
+                    Some(g) => g.txn_commit_done(producer_id, &offsets, base, cfg),
+                    None => Vec::new(),
+                };
+                let r = result.map(|_| ()).map_err(|e| e.to_group_error());
+                self.committed(group, applied);
+                self.fx.respond(waiter, GroupResponse::TxnOffsetCommit(r));
             }
             PendingAppend::Read { request, waiter } => {
                 // Appends complete in log order, so every commit appended before the barrier

@@ -9,9 +9,14 @@
 //! * follower of / no longer replica for p: `resign(p)`;
 //! * client group request: `step(now, client, correlation, request)`; a FindCoordinator is
 //!   answered with [`crate::group::find_coordinator`] from the metadata image instead;
-//! * `CoordinatorOutput::Append { partition, leader_epoch, records, id }`: append one batch as
-//!   leader of that epoch with acks=all; report `append_completed(now, partition, id, ..)`
-//!   when it is below the HW (or failed), in log order;
+//! * `CoordinatorOutput::Append { partition, leader_epoch, records, id, producer }`: append one
+//!   batch as leader of that epoch with acks=all (with `producer`, as that producer's
+//!   transactional batch, sequence `TXN_OFFSETS_SEQUENCE`); report
+//!   `append_completed(now, partition, id, ..)` when it is below the HW (or failed), in log
+//!   order;
+//! * a transaction marker committed on a `__consumer_offsets` partition:
+//!   `complete_txn(now, partition, producer_id, result)`; the load keeps markers
+//!   (`RecordBatch::as_txn_marker`) among the batches it feeds;
 //! * `handle_timeout(now)` at `poll_timeout()`, and send the `Respond` outputs to clients.
 
 use crate::group::coordinator::*;
@@ -175,16 +180,20 @@ impl GroupCoordinators {
 
     /// A transaction marker on `__consumer_offsets-{partition}` is committed (below the
     /// HW): the transactional offsets `producer_id` committed there (TxnOffsetCommit,
-    /// KIP-447) take effect on `Commit` and are dropped on `Abort`.
-    // Issue 52: the group side (pending transactional offsets) is being built; until then
-    // there are none to settle.
+    /// KIP-447) take effect on `Commit` and are dropped on `Abort`. A partition this broker
+    /// does not host (or still loads) ignores it: its load settles them from the log.
     pub fn complete_txn(
         &mut self,
         _now: Nanos,
-        _partition: u32,
-        _producer_id: u64,
-        _result: crate::txn::TxnResult,
+        partition: u32,
+        producer_id: u64,
+        result: crate::txn::TxnResult,
     ) {
+        let (hosted, outputs) = self.hosted_mut();
+        if let Some(c) = hosted.get_mut(&partition) {
+            c.complete_txn(producer_id, result);
+            outputs.extend(c.poll_outputs());
+        }
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {

@@ -196,6 +196,25 @@ pub struct OffsetFetchRequest {
     pub require_stable: bool,
 }
 
+/// KIP-447: a transactional producer commits its consumer group's offsets inside its
+/// transaction. The coordinator writes them to `__consumer_offsets` as a transactional
+/// batch of the producer and keeps them pending until the transaction's marker: the commit
+/// marker makes them the group's committed offsets, the abort marker drops them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnOffsetCommitRequest {
+    pub group_id: GroupId,
+    pub transactional_id: String,
+    pub producer_id: u64,
+    pub producer_epoch: u16,
+    /// The consumer's generation (Kafka's `-1` is `None`: not checked, for a producer that
+    /// is not a group member). With `member_id`, checked as an OffsetCommit's is.
+    pub generation: Option<GenerationId>,
+    /// The consumer's member id (Kafka's empty string is `None`).
+    pub member_id: Option<MemberId>,
+    pub group_instance_id: Option<InstanceId>,
+    pub offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+}
+
 /// Deleting committed offsets, so a partition reads as never committed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffsetDeleteRequest {
@@ -246,6 +265,7 @@ pub enum GroupRequest {
         group_id: GroupId,
     },
     OffsetDelete(OffsetDeleteRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 }
 
 impl GroupRequest {
@@ -262,6 +282,7 @@ impl GroupRequest {
             GroupRequest::ListGroups => "",
             GroupRequest::DeleteGroup { group_id } => group_id,
             GroupRequest::OffsetDelete(r) => &r.group_id,
+            GroupRequest::TxnOffsetCommit(r) => &r.group_id,
         }
     }
 }
@@ -290,6 +311,8 @@ pub enum GroupResponse {
     /// The partitions refused because the group is subscribed to their topic; the rest
     /// were deleted.
     OffsetDelete(Result<Vec<TopicPartition>, GroupError>),
+    /// The offsets are written (pending until the transaction's marker).
+    TxnOffsetCommit(Result<(), GroupError>),
 }
 
 /// One member as `DescribeGroup` reports it.
@@ -334,6 +357,7 @@ impl GroupResponse {
             GroupResponse::ListGroups(r) => r.as_ref().err(),
             GroupResponse::DeleteGroup(r) => r.as_ref().err(),
             GroupResponse::OffsetDelete(r) => r.as_ref().err(),
+            GroupResponse::TxnOffsetCommit(r) => r.as_ref().err(),
         }
     }
 
@@ -354,6 +378,7 @@ impl GroupResponse {
                 GroupResponse::OffsetCommit(Err(error))
             }
             GroupRequest::OffsetDelete(_) => GroupResponse::OffsetDelete(Err(error)),
+            GroupRequest::TxnOffsetCommit(_) => GroupResponse::TxnOffsetCommit(Err(error)),
         }
     }
 }
@@ -397,6 +422,11 @@ pub enum GroupError {
     StaleCommit,
     #[error("the group does not exist")]
     GroupIdNotFound,
+    /// A TxnOffsetCommit of a producer epoch older than one this coordinator (or the
+    /// `__consumer_offsets` partition's producer state) has seen for the producer id: a
+    /// newer instance of the transactional producer exists.
+    #[error("invalid (fenced) producer epoch: {0}")]
+    InvalidProducerEpoch(String),
 }
 
 impl GroupError {

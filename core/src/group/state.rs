@@ -12,9 +12,11 @@
 //! instance id): anything else gets UnknownMemberId / IllegalGeneration / FencedInstanceId.
 //! The group only *decides*; persistence and replies go through [`Effects`].
 
+use crate::controller::ProducerIdAndEpoch;
 use crate::group::protocol::*;
 use crate::group::records::{self, CommitStamp, GroupMetadataValue, PersistedMember};
 use crate::log::Record;
+use crate::txn::TxnResult;
 use crate::types::{LeaderEpoch, Nanos, Offset, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +33,10 @@ pub struct GroupConfig {
     /// Bug zoo (`Bugs::no_generation_fencing`, set by the hosting broker): accept commits and
     /// heartbeats without checking member id or generation. Off in every normal path.
     pub no_generation_fencing: bool,
+    /// Bug zoo (`TxnBugs::txn_offsets_visible_early`, set by the hosting broker): a
+    /// TxnOffsetCommit becomes the group's committed offsets as soon as it is written, not
+    /// when its transaction's commit marker lands. Off in every normal path.
+    pub txn_offsets_visible_early: bool,
 }
 
 const SECOND: Nanos = 1_000_000_000;
@@ -44,6 +50,7 @@ impl Default for GroupConfig {
             max_group_size: 1000,
             max_metadata_bytes: 4096,
             no_generation_fencing: false,
+            txn_offsets_visible_early: false,
         }
     }
 }
@@ -74,6 +81,11 @@ pub enum CoordinatorOutput {
         partition: u32,
         leader_epoch: LeaderEpoch,
         records: Vec<Record>,
+        /// `Some`: a TxnOffsetCommit's batch, written as a transactional batch of this
+        /// producer (its id and epoch in the header, no sequence: `TXN_OFFSETS_SEQUENCE`),
+        /// so that the producer's marker on this partition settles it. `None` for every
+        /// other append.
+        producer: Option<ProducerIdAndEpoch>,
     },
     /// Observation only (hosts trace it or ignore it): a commit append of `group` became
     /// durable at coordinator epoch `epoch`, so these are now the group's committed offsets
@@ -96,22 +108,38 @@ pub enum AppendError {
     NotEnoughReplicas,
     #[error("storage error: {0}")]
     Storage(String),
+    /// The partition refused a TxnOffsetCommit's batch: its producer epoch is fenced.
+    #[error("invalid (fenced) producer epoch: {0}")]
+    InvalidProducerEpoch(String),
 }
 
 impl AppendError {
     pub fn to_group_error(&self) -> GroupError {
         match self {
             AppendError::NotLeader => GroupError::NotCoordinator,
+            AppendError::InvalidProducerEpoch(m) => GroupError::InvalidProducerEpoch(m.clone()),
             _ => GroupError::CoordinatorNotAvailable,
         }
     }
 }
+
+/// The base sequence of a group coordinator's transactional offset batch: none (Kafka's
+/// `NO_SEQUENCE`, as a marker's). The coordinator writes for the producer without knowing its
+/// sequences; the partition leader must not sequence-check such a local append.
+pub const TXN_OFFSETS_SEQUENCE: u32 = u32::MAX;
 
 /// What to do once an append is durable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PendingAppend {
     Commit {
         group: GroupId,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        waiter: Waiter,
+    },
+    /// A TxnOffsetCommit's batch: once durable, its offsets wait for the marker.
+    TxnCommit {
+        group: GroupId,
+        producer_id: u64,
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
         waiter: Waiter,
     },
@@ -187,7 +215,17 @@ impl Effects {
         });
     }
 
-    pub fn append(&mut self, mut records: Vec<Record>, then: PendingAppend) -> AppendId {
+    pub fn append(&mut self, records: Vec<Record>, then: PendingAppend) -> AppendId {
+        self.append_as(records, then, None)
+    }
+
+    /// [`Self::append`], as a transactional batch of `producer` when given.
+    pub fn append_as(
+        &mut self,
+        mut records: Vec<Record>,
+        then: PendingAppend,
+        producer: Option<ProducerIdAndEpoch>,
+    ) -> AppendId {
         // Ids carry the leader epoch: a completion meant for an earlier incarnation of this
         // coordinator can never be mistaken for one of ours.
         let id = (u64::from(self.epoch) << 32) | (self.next_append & 0xffff_ffff);
@@ -198,6 +236,7 @@ impl Effects {
             partition: self.partition,
             leader_epoch: self.epoch,
             records,
+            producer,
         });
         self.pending.insert(id, then);
         id
@@ -250,6 +289,21 @@ impl Member {
     }
 }
 
+/// One producer's transactional offsets in a group (KIP-447), pending until the marker of
+/// its transaction: the commit marker makes them committed offsets, the abort marker drops
+/// them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingTxnOffsets {
+    /// The newest epoch of the producer seen here: an older one is fenced.
+    pub producer_epoch: u16,
+    /// Per partition, the latest offset the transaction wrote and the log offset of its
+    /// record (None while its append is in flight).
+    pub offsets: BTreeMap<TopicPartition, (OffsetAndMetadata, Option<Offset>)>,
+    /// The marker came while an append was still in flight: that append settles as this
+    /// says when it completes (the marker follows it in the log, so it will).
+    pub settled: Option<TxnResult>,
+}
+
 /// A committed offset and the log offset of the record that committed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -277,6 +331,8 @@ pub(crate) struct Group {
     pub pending_commits: BTreeMap<TopicPartition, u32>,
     /// Per partition, the member commit that last wrote (or is writing) it.
     pub stamps: BTreeMap<TopicPartition, CommitStamp>,
+    /// KIP-447: transactional offsets per producer id, pending until their marker.
+    pub txn_offsets: BTreeMap<u64, PendingTxnOffsets>,
 }
 
 fn same_protocols(a: &[ProtocolMetadata], b: &[ProtocolMetadata]) -> bool {
@@ -305,6 +361,7 @@ impl Group {
             offsets: BTreeMap::new(),
             pending_commits: BTreeMap::new(),
             stamps: BTreeMap::new(),
+            txn_offsets: BTreeMap::new(),
         }
     }
 
@@ -316,6 +373,7 @@ impl Group {
             && self.pending_members.is_empty()
             && self.offsets.is_empty()
             && self.pending_commits.is_empty()
+            && self.txn_offsets.is_empty()
     }
 
     /// Rebuild from a persisted group record: members are restored with fresh sessions, so
@@ -1133,6 +1191,199 @@ impl Group {
         }
     }
 
+    // ---- TxnOffsetCommit (KIP-447) -------------------------------------------------------
+
+    /// Kafka's check of a TxnOffsetCommit: when the request names a member, a generation or
+    /// an instance, it must be the current member of the current generation (as an
+    /// OffsetCommit); a request naming none (a producer outside the group) is not checked.
+    /// Unlike an OffsetCommit, a rebalance in progress does not refuse it.
+    pub fn check_txn_commit(
+        &mut self,
+        now: Nanos,
+        req: &TxnOffsetCommitRequest,
+        cfg: &GroupConfig,
+    ) -> Result<(), GroupError> {
+        if let Some(p) = self.txn_offsets.get(&req.producer_id) {
+            if req.producer_epoch < p.producer_epoch {
+                return Err(GroupError::InvalidProducerEpoch(format!(
+                    "producer {}: epoch {} is older than {}",
+                    req.producer_id, req.producer_epoch, p.producer_epoch
+                )));
+            }
+            if p.settled.is_some() {
+                // The previous transaction's marker is still settling an append: retry.
+                return Err(GroupError::CoordinatorLoadInProgress);
+            }
+        }
+        let named =
+            req.generation.is_some() || req.member_id.is_some() || req.group_instance_id.is_some();
+        if !named || cfg.no_generation_fencing {
+            return Ok(());
+        }
+        let member = req.member_id.as_deref().unwrap_or("");
+        self.check_fencing(member, req.group_instance_id.as_ref(), req.generation)?;
+        // A member without a generation is not of the current one (Kafka's -1).
+        if req.generation.is_none() {
+            crate::probe!(GroupIllegalGeneration);
+            return Err(GroupError::IllegalGeneration);
+        }
+        if let Some(m) = self.members.get_mut(member) {
+            m.session_deadline = now + m.session_timeout;
+        }
+        Ok(())
+    }
+
+    /// Writes a (checked) TxnOffsetCommit as a transactional batch of its producer; its
+    /// offsets are pending until the marker (or, with the zoo's
+    /// `txn_offsets_visible_early`, committed as soon as the batch is durable).
+    pub fn txn_commit(
+        &mut self,
+        w: Waiter,
+        req: TxnOffsetCommitRequest,
+        cfg: &GroupConfig,
+        fx: &mut Effects,
+    ) {
+        if req.offsets.is_empty() {
+            fx.respond(w, GroupResponse::TxnOffsetCommit(Ok(())));
+            return;
+        }
+        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = req.offsets.into_iter().collect();
+        let recs = offsets
+            .iter()
+            .map(|(tp, v)| records::offset_record(&self.id, tp, Some(v), None))
+            .collect();
+        for (tp, _) in &offsets {
+            *self.pending_commits.entry(tp.clone()).or_default() += 1;
+        }
+        if !cfg.txn_offsets_visible_early {
+            let p = self.txn_offsets.entry(req.producer_id).or_default();
+            p.producer_epoch = p.producer_epoch.max(req.producer_epoch);
+            for (tp, v) in &offsets {
+                p.offsets.insert(tp.clone(), (v.clone(), None));
+            }
+        }
+        let producer = ProducerIdAndEpoch {
+            producer_id: req.producer_id,
+            producer_epoch: req.producer_epoch,
+        };
+        fx.append_as(
+            recs,
+            PendingAppend::TxnCommit {
+                group: self.id.clone(),
+                producer_id: req.producer_id,
+                offsets,
+                waiter: w,
+            },
+            Some(producer),
+        );
+    }
+
+    /// A TxnOffsetCommit's append finished (`base`: its offset, None if it failed). Returns
+    /// the offsets that became committed now (a marker that came first, or the zoo's
+    /// visible-early).
+    pub fn txn_commit_done(
+        &mut self,
+        producer_id: u64,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        base: Option<Offset>,
+        cfg: &GroupConfig,
+    ) -> Vec<(TopicPartition, Offset)> {
+        if cfg.txn_offsets_visible_early {
+            self.commit_done(offsets, base);
+            return match base {
+                Some(_) => offsets
+                    .iter()
+                    .map(|(tp, v)| (tp.clone(), v.offset))
+                    .collect(),
+                None => Vec::new(),
+            };
+        }
+        for (tp, _) in offsets {
+            if let Some(n) = self.pending_commits.get_mut(tp) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pending_commits.remove(tp);
+                }
+            }
+        }
+        let Some(p) = self.txn_offsets.get_mut(&producer_id) else {
+            return Vec::new();
+        };
+        for (i, (tp, v)) in offsets.iter().enumerate() {
+            // Only the transaction's latest offset for the partition, if this append wrote it.
+            let Some(entry) = p.offsets.get_mut(tp) else {
+                continue;
+            };
+            if entry.0 != *v || entry.1.is_some() {
+                continue;
+            }
+            match base {
+                Some(b) => entry.1 = Some(b + i as u64),
+                None => {
+                    p.offsets.remove(tp);
+                }
+            }
+        }
+        let in_flight = p.offsets.values().any(|(_, at)| at.is_none());
+        match p.settled {
+            Some(result) if !in_flight => self.complete_txn(producer_id, result),
+            _ => {
+                if p.offsets.is_empty() && p.settled.is_none() {
+                    self.txn_offsets.remove(&producer_id);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// `producer_id`'s transaction ended (its marker is committed on this partition):
+    /// `Commit` makes its durable offsets committed (a partition's latest record in the log
+    /// wins, so a plain OffsetCommit written after the transaction's offsets stands, as on
+    /// load), `Abort` drops them. Offsets whose append is still in flight settle when it
+    /// completes. Returns the offsets that became committed.
+    pub fn complete_txn(
+        &mut self,
+        producer_id: u64,
+        result: TxnResult,
+    ) -> Vec<(TopicPartition, Offset)> {
+        let Some(mut p) = self.txn_offsets.remove(&producer_id) else {
+            return Vec::new();
+        };
+        let mut applied = Vec::new();
+        let mut in_flight = BTreeMap::new();
+        for (tp, (v, at)) in std::mem::take(&mut p.offsets) {
+            let Some(log_offset) = at else {
+                in_flight.insert(tp, (v, at));
+                continue;
+            };
+            let newer = self
+                .offsets
+                .get(&tp)
+                .is_none_or(|c| c.log_offset < log_offset);
+            if result == TxnResult::Commit && newer {
+                applied.push((tp.clone(), v.offset));
+                self.offsets.insert(
+                    tp,
+                    Committed {
+                        value: v,
+                        log_offset,
+                    },
+                );
+            }
+        }
+        if !in_flight.is_empty() {
+            p.offsets = in_flight;
+            p.settled = Some(result);
+            self.txn_offsets.insert(producer_id, p);
+        }
+        applied
+    }
+
+    /// Whether any transactional offsets of `producer_id` wait for a marker here.
+    pub fn has_pending_txn(&self, producer_id: u64) -> bool {
+        self.txn_offsets.contains_key(&producer_id)
+    }
+
     /// The topics `member` subscribes to under the group's protocol (else its first).
     pub fn member_topics(&self, member: &str) -> Vec<String> {
         let Some(m) = self.members.get(member) else {
@@ -1219,8 +1470,13 @@ impl Group {
             let pending = std::mem::take(&mut self.pending_commits);
             let stamps = std::mem::take(&mut self.stamps);
             let offsets = std::mem::take(&mut self.offsets);
+            // Pending transactional offsets stay: their records precede the tombstones in
+            // the log, so a reload would still apply them at a commit marker, and so does
+            // memory (KIP-447).
+            let txn = std::mem::take(&mut self.txn_offsets);
             *self = Group::new(self.id.clone());
             (self.pending_commits, self.stamps, self.offsets) = (pending, stamps, offsets);
+            self.txn_offsets = txn;
         }
     }
 
@@ -1234,15 +1490,22 @@ impl Group {
                 .offsets
                 .keys()
                 .chain(self.pending_commits.keys())
+                .chain(self.txn_offsets.values().flat_map(|t| t.offsets.keys()))
                 .cloned()
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect(),
         };
+        // KIP-447: a partition with transactional offsets awaiting their marker is unstable
+        // too (the offset a new owner would start from may be about to change).
         if req.require_stable
-            && wanted
-                .iter()
-                .any(|tp| self.pending_commits.contains_key(tp))
+            && wanted.iter().any(|tp| {
+                self.pending_commits.contains_key(tp)
+                    || self
+                        .txn_offsets
+                        .values()
+                        .any(|t| t.offsets.contains_key(tp))
+            })
         {
             return Err(GroupError::UnstableOffsetCommit);
         }

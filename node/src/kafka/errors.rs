@@ -89,6 +89,8 @@ pub fn group(e: &GroupError) -> i16 {
         // A newer commit of the member already stands; Kafka has no such code.
         GroupError::StaleCommit => E::UnknownServerError,
         GroupError::GroupIdNotFound => E::GroupIdNotFound,
+        // A TxnOffsetCommit of a fenced producer epoch (KIP-447).
+        GroupError::InvalidProducerEpoch(_) => E::InvalidProducerEpoch,
     }
     .code()
 }

@@ -3,6 +3,7 @@
 
 use crate::group::*;
 use crate::log::RecordBatch;
+use crate::txn::TxnResult;
 use crate::types::{Nanos, Offset, TopicPartition};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -19,6 +20,7 @@ pub fn config() -> GroupConfig {
         max_group_size: 100,
         max_metadata_bytes: 64,
         no_generation_fencing: false,
+        txn_offsets_visible_early: false,
     }
 }
 
@@ -32,6 +34,8 @@ pub struct Harness {
     pub auto_ack: bool,
     pub replies: Vec<(ClientId, CorrelationId, GroupResponse)>,
     next_corr: CorrelationId,
+    /// The configuration of every coordinator instance (failovers keep it).
+    config: GroupConfig,
 }
 
 impl Harness {
@@ -40,7 +44,7 @@ impl Harness {
     }
 
     pub fn with_config(config: GroupConfig) -> Self {
-        let mut coord = GroupCoordinator::new(1, 0, 1, config);
+        let mut coord = GroupCoordinator::new(1, 0, 1, config.clone());
         coord.load(0, 1, &[]).expect("empty load");
         Self {
             now: 0,
@@ -52,6 +56,7 @@ impl Harness {
             auto_ack: true,
             replies: Vec::new(),
             next_corr: 1,
+            config,
         }
     }
 
@@ -78,15 +83,24 @@ impl Harness {
                         partition,
                         leader_epoch,
                         records,
+                        producer,
                     } => {
                         assert_eq!(partition, 0);
                         assert_eq!(leader_epoch, self.epoch);
                         let base = self.log_end();
-                        self.log.push(
-                            RecordBatch::of_records(0, records)
-                                .at(base)
-                                .in_epoch(leader_epoch),
-                        );
+                        // As the broker writes it: a TxnOffsetCommit is a transactional
+                        // batch of its producer.
+                        let batch = match producer {
+                            Some(p) => RecordBatch::of_records(0, records)
+                                .with_producer(Some(crate::log::ProducerInfo {
+                                    producer_id: p.producer_id,
+                                    producer_epoch: p.producer_epoch,
+                                    base_sequence: TXN_OFFSETS_SEQUENCE,
+                                }))
+                                .transactional(),
+                            None => RecordBatch::of_records(0, records),
+                        };
+                        self.log.push(batch.at(base).in_epoch(leader_epoch));
                         self.unacked.push_back((id, base));
                     }
                 }
@@ -152,13 +166,32 @@ impl Harness {
         self.unacked.clear();
         self.node += 1;
         self.epoch += 1;
-        self.coord = GroupCoordinator::new(self.node, 0, 1, config());
+        self.coord = GroupCoordinator::new(self.node, 0, 1, self.config.clone());
         let s = self
             .coord
             .load(self.now, self.epoch, &self.log)
             .expect("load");
         self.pump();
         s
+    }
+
+    /// `producer_id`'s transaction marker appended and committed: the log holds it and the
+    /// coordinator hears of it, as the broker tells it.
+    pub fn marker(&mut self, producer_id: u64, producer_epoch: u16, result: TxnResult) {
+        let base = self.log_end();
+        let marker = crate::log::TxnMarker {
+            producer_id,
+            producer_epoch,
+            result,
+            coordinator_epoch: 1,
+        };
+        self.log.push(
+            RecordBatch::txn_marker(marker, 0)
+                .at(base)
+                .in_epoch(self.epoch),
+        );
+        self.coord.complete_txn(producer_id, result);
+        self.pump();
     }
 
     pub fn view(&self) -> GroupView {

@@ -8,4 +8,5 @@ mod coordinator_script;
 mod delete_script;
 mod harness;
 mod props;
+mod txn_script;
 mod world;
