@@ -255,6 +255,31 @@ impl TransactionalProducer {
         }
     }
 
+    /// The wire message for `request` under `correlation`. A produce request encodes its
+    /// batch, acks=all (as transactions require), and names the transactional id so the
+    /// partition leader can verify the partition is in the transaction (KIP-890 part 1).
+    pub fn to_message(
+        &self,
+        correlation: u64,
+        request: &TxnProducerRequest,
+    ) -> Result<Message, EncodeError> {
+        Ok(match request {
+            TxnProducerRequest::Txn(r) => Message::txn(correlation, r.clone()),
+            TxnProducerRequest::Group(r) => Message::group(correlation, r.clone()),
+            TxnProducerRequest::Produce { tp, batch } => {
+                let mut req = ProduceClient::request(
+                    correlation,
+                    tp.clone(),
+                    Acks::All,
+                    self.config.produce_timeout,
+                    batch,
+                )?;
+                req.transactional_id = Some(self.config.transactional_id.clone());
+                Message::from(req)
+            }
+        })
+    }
+
     pub fn state(&self) -> &TxnProducerState {
         &self.state
     }
@@ -918,26 +943,6 @@ impl TransactionalProducer {
         self.offsets.clear();
         self.emit(TxnProducerEvent::Fatal(why));
     }
-}
-
-/// The wire message for `request` under `correlation` (a produce request encodes its batch:
-/// acks=all, as transactions require).
-pub fn to_message(
-    correlation: u64,
-    request: &TxnProducerRequest,
-    produce_timeout: Nanos,
-) -> Result<Message, EncodeError> {
-    Ok(match request {
-        TxnProducerRequest::Txn(r) => Message::txn(correlation, r.clone()),
-        TxnProducerRequest::Group(r) => Message::group(correlation, r.clone()),
-        TxnProducerRequest::Produce { tp, batch } => Message::from(ProduceClient::request(
-            correlation,
-            tp.clone(),
-            Acks::All,
-            produce_timeout,
-            batch,
-        )?),
-    })
 }
 
 /// The producer's view of an answer off the wire (None: not an answer it understands).

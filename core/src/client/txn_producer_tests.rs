@@ -568,7 +568,8 @@ fn wire_round_trip() {
     let r = TxnProducerRequest::Txn(TxnRequest::FindCoordinator {
         transactional_id: "tx".into(),
     });
-    let m = to_message(9, &r, 1).unwrap();
+    let p = TransactionalProducer::new(TxnProducerConfig::new("tx"));
+    let m = p.to_message(9, &r).unwrap();
     assert!(matches!(m, Message::Txn { correlation: 9, .. }));
     let back = from_message(Message::txn_response(
         9,
@@ -582,16 +583,17 @@ fn wire_round_trip() {
         ))
     );
     let b = batch().transactional();
-    let m = to_message(
-        3,
-        &TxnProducerRequest::Produce {
-            tp: tp(0),
-            batch: b,
-        },
-        1,
-    )
-    .unwrap();
-    assert!(matches!(m, Message::Produce(ref p) if p.acks == Acks::All && p.correlation == 3));
+    let m = p
+        .to_message(
+            3,
+            &TxnProducerRequest::Produce {
+                tp: tp(0),
+                batch: b,
+            },
+        )
+        .unwrap();
+    assert!(matches!(m, Message::Produce(ref r)
+        if r.acks == Acks::All && r.correlation == 3 && r.transactional_id.as_deref() == Some("tx")));
 }
 
 #[test]

@@ -126,7 +126,7 @@ impl AppendError {
 /// The base sequence of a group coordinator's transactional offset batch: none (Kafka's
 /// `NO_SEQUENCE`, as a marker's). The coordinator writes for the producer without knowing its
 /// sequences; the partition leader must not sequence-check such a local append.
-pub const TXN_OFFSETS_SEQUENCE: u32 = u32::MAX;
+pub const TXN_OFFSETS_SEQUENCE: u32 = crate::log::NO_SEQUENCE;
 
 /// What to do once an append is durable.
 #[derive(Clone, Debug, PartialEq, Eq)]

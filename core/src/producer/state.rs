@@ -13,7 +13,9 @@
 //! transactions and answers the last stable offset.
 
 use super::txn_index::TxnIndex;
-use crate::log::{LogError, PartitionLog, ProducerInfo, RecordBatch, Storage, TxnMarker};
+use crate::log::{
+    LogError, PartitionLog, ProducerInfo, RecordBatch, Storage, TxnMarker, NO_SEQUENCE,
+};
 use crate::types::{LeaderEpoch, Offset};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -247,6 +249,19 @@ impl ProducerStateTable {
 
     /// Decides what to do with a batch of `record_count` records from `info`'s producer.
     pub fn check(&self, info: &ProducerInfo, record_count: u32) -> SequenceCheck {
+        if info.base_sequence == NO_SEQUENCE {
+            // A coordinator's write for the producer (Kafka's coordinator-origin append):
+            // the epoch fences it, no sequence orders it.
+            return match self.producers.get(&info.producer_id) {
+                Some(e) if info.producer_epoch < e.producer_epoch => {
+                    SequenceCheck::InvalidProducerEpoch {
+                        current: e.producer_epoch,
+                        received: info.producer_epoch,
+                    }
+                }
+                _ => SequenceCheck::Append,
+            };
+        }
         let Some(entry) = self.producers.get(&info.producer_id) else {
             return if info.base_sequence == 0 {
                 SequenceCheck::Append
@@ -335,9 +350,12 @@ impl ProducerStateTable {
             entry.producer_epoch = info.producer_epoch;
             entry.batches.clear();
         }
-        entry.batches.push_back(meta);
-        while entry.batches.len() > MAX_CACHED_BATCHES {
-            entry.batches.pop_front();
+        // A batch without a sequence (a coordinator's) leaves the sequence state alone.
+        if info.base_sequence != NO_SEQUENCE {
+            entry.batches.push_back(meta);
+            while entry.batches.len() > MAX_CACHED_BATCHES {
+                entry.batches.pop_front();
+            }
         }
         if transactional && entry.txn_first_offset.is_none() {
             entry.txn_first_offset = Some(base_offset);

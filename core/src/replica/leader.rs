@@ -681,6 +681,15 @@ impl<L: ReplicaLog> Replica<L> {
                 return refuse(self, &req.batch, ProduceError::InvalidRecord(why.into()));
             }
         }
+        if matches!(from, ProduceOrigin::Remote(_))
+            && header
+                .producer
+                .is_some_and(|p| p.base_sequence == crate::log::NO_SEQUENCE)
+        {
+            // Only coordinators write for a producer without a sequence.
+            let e = ProduceError::InvalidRecord("a producer batch needs a base sequence".into());
+            return refuse(self, &req.batch, e);
+        }
         let isr_size = l.isr.maximal().len();
         let min_insync = self.config.min_insync_replicas;
         if req.acks == Acks::All && isr_size < min_insync {

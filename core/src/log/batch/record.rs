@@ -57,6 +57,12 @@ pub const CONTROL_BATCH_BIT: u16 = 0x20;
 /// commit marker follows; a transaction's markers carry it too.
 pub const TRANSACTIONAL_BATCH_BIT: u16 = 0x10;
 
+/// The base sequence of a batch that carries its producer's identity but no sequence
+/// (Kafka's `NO_SEQUENCE`, -1 on the wire): transaction markers, and the transactional
+/// offsets a group coordinator writes for a producer. Only the producer epoch is checked;
+/// nothing is deduplicated by sequence. Clients may not send it.
+pub const NO_SEQUENCE: u32 = u32::MAX;
+
 /// What a transaction marker says, read back from its control batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxnMarker {
@@ -141,7 +147,7 @@ impl RecordBatch {
         .with_producer(Some(ProducerInfo {
             producer_id: marker.producer_id,
             producer_epoch: marker.producer_epoch,
-            base_sequence: u32::MAX,
+            base_sequence: NO_SEQUENCE,
         }))
     }
 
