@@ -77,6 +77,14 @@ pub struct BrokerConfig {
     pub group_append_timeout: Nanos,
     /// Tunables of the hosted group coordinators.
     pub group: GroupConfig,
+    /// `__transaction_state` as this broker asks the controller to create it (on the first
+    /// FindCoordinator for a transactional id when it does not exist).
+    pub transaction_state_topic_partitions: u32,
+    pub transaction_state_topic_replication_factor: u16,
+    pub transaction_state_topic_min_insync_replicas: u16,
+    /// Tunables of the hosted transaction coordinators (`transaction.max.timeout.ms`,
+    /// marker retries); their bug switches come from `bugs.txn`.
+    pub txn: crate::txn::TxnConfig,
     /// How often an offline partition's log is read (or opened) again, in case the
     /// failure was transient.
     pub log_recheck_interval: Nanos,
@@ -106,6 +114,10 @@ impl Default for BrokerConfig {
             offsets_topic_min_insync_replicas: 2,
             group_append_timeout: 5_000_000_000,
             group: GroupConfig::default(),
+            transaction_state_topic_partitions: 8,
+            transaction_state_topic_replication_factor: 3,
+            transaction_state_topic_min_insync_replicas: 2,
+            txn: crate::txn::TxnConfig::default(),
             log_recheck_interval: r.log_recheck_interval,
             bugs: Bugs::default(),
         }
@@ -263,6 +275,7 @@ pub struct Broker<S: Storage + Clone> {
     recovery_ends: BTreeMap<TopicPartition, (LeaderEpoch, Offset)>,
     /// Group coordinators of the `__consumer_offsets` partitions led here.
     groups: groups::GroupHost,
+    txns: txns::TxnHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
     reported_offline: BTreeSet<TopicPartition>,
     /// Next retry of the logs that failed to open.
@@ -333,6 +346,7 @@ impl<S: Storage + Clone> Broker<S> {
             damaged_ends: BTreeMap::new(),
             recovery_ends: BTreeMap::new(),
             groups: groups::GroupHost::default(),
+            txns: txns::TxnHost::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
             metadata_end: 0,
@@ -760,6 +774,7 @@ impl<S: Storage + Clone> Broker<S> {
         fold(controller);
         fold(replicas.timeout);
         fold(self.groups.poll_timeout());
+        fold(self.txn_poll_timeout());
         fold(self.shutdown_deadline());
         if !self.failed.is_empty() {
             fold(Some(self.next_open_retry));
@@ -775,7 +790,8 @@ impl<S: Storage + Clone> Broker<S> {
         if let Some(c) = self.groups_mut() {
             c.handle_timeout(now);
         }
-        self.pump_groups(now);
+        self.txn_timeout(now);
+        self.pump_coordinators(now);
     }
 
     fn groups_mut(&mut self) -> Option<&mut crate::group::GroupCoordinators> {
@@ -977,7 +993,8 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                     other => route_rare_effect(
                         &mut self.outputs,
-                        &mut self.groups.acks,
+                        &mut self.groups.host.acks,
+                        &mut self.txns.host.acks,
                         controller,
                         other,
                     ),
@@ -1021,7 +1038,17 @@ impl<S: Storage + Clone> Broker<S> {
     pub fn step(&mut self, now: Nanos, from: Address, msg: Message) {
         self.check_lease(now);
         self.handle_inner(now, from, msg);
+        self.pump_coordinators(now);
+    }
+
+    /// The group pump, then the transaction pump (a no-op without transactions); the
+    /// groups again if the transactions' pump moved anything they may see.
+    #[inline]
+    fn pump_coordinators(&mut self, now: Nanos) {
         self.pump_groups(now);
+        if self.pump_txns(now) {
+            self.pump_groups(now);
+        }
     }
 
     fn handle_inner(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -1135,6 +1162,9 @@ impl<S: Storage + Clone> Broker<S> {
                 Address::Client(c) => self.handle_group(now, c, correlation, *request),
                 other => tracing::debug!(from = %other, "group request from a non-client ignored"),
             },
+            msg @ (Message::Txn { .. } | Message::WriteTxnMarkerResponse(_)) => {
+                self.handle_txn_message(now, from, msg)
+            }
             Message::ControllerResponse(resp) => match from {
                 Address::Controller(c) => self.handle_controller(now, c, *resp),
                 other => {
@@ -1213,6 +1243,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.apply_delta(now, &delta);
             }
             ControllerResponse::ControlledShutdown(reply) => self.on_shutdown_reply(now, reply),
+            ControllerResponse::InitProducerId(result) => self.on_producer_id(now, result),
             ControllerResponse::CreateTopic {
                 name,
                 result: Err(e),
@@ -1331,7 +1362,13 @@ impl<S: Storage + Clone> Broker<S> {
                         }
                         // A group append to the partition now gone: matched (or dropped,
                         // if its groups unloaded) like any other answer.
-                        ReplicaEffect::LocalProduceAnswer(resp) => self.groups.acks.push(resp),
+                        ReplicaEffect::LocalProduceAnswer(resp) => {
+                            if resp.tp.topic == crate::txn::TRANSACTION_STATE_TOPIC {
+                                self.txns.host.acks.push(resp)
+                            } else {
+                                self.groups.host.acks.push(resp)
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -1591,6 +1628,7 @@ fn lapse_answer(msg: &mut Message) {
 fn route_rare_effect(
     outputs: &mut Vec<NodeOutput>,
     acks: &mut Vec<ProduceResponse>,
+    txn_acks: &mut Vec<ProduceResponse>,
     controller: Address,
     effect: ReplicaEffect,
 ) {
@@ -1599,7 +1637,11 @@ fn route_rare_effect(
         ReplicaEffect::Send { to, msg } => NodeOutput::Send { to, msg },
         // Answers to this broker's own (group coordinator) appends.
         ReplicaEffect::LocalProduceAnswer(resp) => {
-            acks.push(resp);
+            if resp.tp.topic == crate::txn::TRANSACTION_STATE_TOPIC {
+                txn_acks.push(resp);
+            } else {
+                acks.push(resp);
+            }
             return;
         }
         ReplicaEffect::AlterPartition(p) => NodeOutput::Send {
@@ -1620,11 +1662,15 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+mod coordinator_host;
 #[cfg(test)]
 mod group_tests;
 mod groups;
 mod replica_set;
 mod shutdown;
+#[cfg(test)]
+mod txn_tests;
+mod txns;
 mod unopened;
 use replica_set::ReplicaSet;
 pub use shutdown::ShutdownPhase;
