@@ -45,6 +45,9 @@ pub(super) struct TxnHost {
     /// InitProducerId requests sent to the controller, oldest first: (sent at, partition,
     /// transactional id).
     pid_requests: VecDeque<(Nanos, u32, String)>,
+    /// Whether `__transaction_state` is in the image as of the image's `next_offset` (the
+    /// pump asks after every step; a lookup by name compares strings).
+    topic_known: Option<(Offset, bool)>,
 }
 
 impl TxnHost {
@@ -216,8 +219,19 @@ impl<S: Storage + Clone> Broker<S> {
     /// Run the transaction coordinators' side to a fixpoint (as the group pump does).
     /// Whether anything happened. A no-op until `__transaction_state` exists.
     pub(super) fn pump_txns(&mut self, now: Nanos) -> bool {
-        if self.txns.idle() && self.image.topic(TRANSACTION_STATE_TOPIC).is_none() {
-            return false;
+        if self.txns.idle() {
+            let at = self.image.next_offset;
+            let exists = match self.txns.topic_known {
+                Some((seen_at, exists)) if seen_at == at => exists,
+                _ => {
+                    let exists = self.image.topic(TRANSACTION_STATE_TOPIC).is_some();
+                    self.txns.topic_known = Some((at, exists));
+                    exists
+                }
+            };
+            if !exists {
+                return false;
+            }
         }
         let mut any = false;
         for _ in 0..1000 {

@@ -157,3 +157,144 @@ impl TxnCoordinators {
         !self.outputs.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init(id: &str) -> TxnRequest {
+        TxnRequest::InitProducerId(InitProducerIdRequest {
+            transactional_id: id.into(),
+            transaction_timeout_ms: 1000,
+            current: None,
+        })
+    }
+
+    /// Requests go to the partition their id hashes to; markers' answers find their way
+    /// back by correlation; a resigned partition answers NotCoordinator.
+    #[test]
+    fn routes_requests_and_marker_answers_by_partition() {
+        let mut h = TxnCoordinators::new(4, TxnConfig::default());
+        let id = "orders-pipeline";
+        let p = txn_partition(id, 4);
+        let client = Address::Client(3);
+        h.step(0, client, 1, init(id));
+        assert!(matches!(
+            h.poll_outputs()[..],
+            [TxnOutput::Respond {
+                response: TxnResponse::InitProducerId(Err(TxnError::NotCoordinator)),
+                ..
+            }]
+        ));
+        h.become_leader(p, 5);
+        h.load_batches(p, &[]).unwrap();
+        assert_eq!(h.complete_load(0, p), Some(0));
+        h.step(0, client, 2, init(id));
+        let Some(TxnOutput::AllocateProducerId {
+            partition,
+            transactional_id,
+        }) = h.poll_outputs().pop()
+        else {
+            panic!("expected a producer-id request");
+        };
+        assert_eq!((partition, transactional_id.as_str()), (p, id));
+        let pid = ProducerIdAndEpoch {
+            producer_id: 77,
+            producer_epoch: 0,
+        };
+        h.producer_id_allocated(0, p, id, Ok(pid));
+        let Some(TxnOutput::Append { id: append, .. }) = h.poll_outputs().pop() else {
+            panic!("expected the metadata write");
+        };
+        h.append_completed(0, p, append, Ok(0));
+        assert_eq!(
+            h.poll_outputs(),
+            vec![TxnOutput::Respond {
+                to: client,
+                correlation: 2,
+                response: TxnResponse::InitProducerId(Ok(pid)),
+            }]
+        );
+        assert_eq!(
+            h.coordinator_of(id)
+                .and_then(|c| c.txn(id))
+                .map(|m| m.producer_id),
+            Some(77)
+        );
+        // A transaction with one partition: its marker carries the partition in its
+        // correlation, and the answer completes it.
+        let tp = crate::types::TopicPartition::new("t", 0);
+        h.step(
+            0,
+            client,
+            3,
+            TxnRequest::AddPartitionsToTxn(AddPartitionsToTxnRequest {
+                transactional_id: id.into(),
+                producer_id: 77,
+                producer_epoch: 0,
+                partitions: vec![tp.clone()],
+                verify_only: false,
+            }),
+        );
+        // Commit the AddPartitions write before ending the transaction.
+        for o in h.poll_outputs() {
+            if let TxnOutput::Append { id, .. } = o {
+                h.append_completed(0, p, id, Ok(0));
+            }
+        }
+        h.step(
+            0,
+            client,
+            4,
+            TxnRequest::EndTxn(EndTxnRequest {
+                transactional_id: id.into(),
+                producer_id: 77,
+                producer_epoch: 0,
+                result: TxnResult::Abort,
+            }),
+        );
+        let mut marker = None;
+        for _ in 0..4 {
+            for o in h.poll_outputs() {
+                match o {
+                    TxnOutput::Append { id, .. } => h.append_completed(0, p, id, Ok(0)),
+                    TxnOutput::SendMarker { partition, request } => {
+                        assert_eq!(partition, p);
+                        marker = Some(request);
+                    }
+                    TxnOutput::Respond { .. } | TxnOutput::AllocateProducerId { .. } => {}
+                }
+            }
+        }
+        let m = marker.expect("a marker");
+        assert_eq!(TxnCoordinator::marker_partition(m.correlation), p);
+        assert_eq!((m.coordinator_epoch, m.result), (5, TxnResult::Abort));
+        h.marker_answered(
+            0,
+            WriteTxnMarkerResponse {
+                correlation: m.correlation,
+                tp,
+                result: Ok(()),
+            },
+        );
+        for o in h.poll_outputs() {
+            if let TxnOutput::Append { id, .. } = o {
+                h.append_completed(0, p, id, Ok(0));
+            }
+        }
+        let state = h
+            .coordinator_of(id)
+            .and_then(|c| c.txn(id))
+            .map(|m| m.state);
+        assert_eq!(state, Some(crate::txn::TxnState::CompleteAbort));
+        h.resign(p);
+        h.step(0, client, 5, init(id));
+        assert!(matches!(
+            h.poll_outputs()[..],
+            [TxnOutput::Respond {
+                response: TxnResponse::InitProducerId(Err(TxnError::NotCoordinator)),
+                ..
+            }]
+        ));
+    }
+}
