@@ -179,6 +179,15 @@ fn prepared_commit(w: &mut World, markers: &mut Vec<Marker>) -> (ProducerIdAndEp
         panic!("InitProducerId failed");
     };
     assert_eq!(p.producer_epoch, 0);
+    let nowhere = TopicPartition::new("no-such-topic", 0);
+    let mut bad = add(p, false);
+    if let TxnRequest::AddPartitionsToTxn(r) = &mut bad {
+        r.partitions.push(nowhere.clone());
+    }
+    assert_eq!(
+        w.txn_call(bad, markers),
+        TxnResponse::AddPartitionsToTxn(Err(TxnError::UnknownTopicOrPartition(nowhere)))
+    );
     assert_eq!(
         w.txn_call(add(p, false), markers),
         TxnResponse::AddPartitionsToTxn(Ok(()))

@@ -119,6 +119,19 @@ impl<S: Storage + Clone> Broker<S> {
             self.send_txn_response(from, correlation, TxnResponse::FindCoordinator(r));
             return;
         }
+        if let TxnRequest::AddPartitionsToTxn(r) = &request {
+            // Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata:
+            // a transaction must not wait on markers to a partition that does not exist.
+            let unknown = r
+                .partitions
+                .iter()
+                .find(|tp| self.image.partition(tp).is_none());
+            if let Some(tp) = unknown {
+                let e = TxnError::UnknownTopicOrPartition(tp.clone());
+                self.send_txn_response(from, correlation, request.error_response(e));
+                return;
+            }
+        }
         match &mut self.txns.coordinators {
             Some(c) => c.step(now, from, correlation, request),
             None => {
