@@ -652,3 +652,195 @@ fn a_kip360_retry_of_init_gets_the_same_identity() {
     assert_eq!(h.init("t", Some(p0)), TxnResponse::InitProducerId(Ok(p1)));
     assert!(fenced(&h.init("t", Some(pe(p0.producer_id + 1, 0)))));
 }
+
+mod random {
+    //! Random request sequences (with stale identities, refused and lost markers, failed
+    //! writes, failovers and time passing): never a panic (the transition `debug_assert!`s
+    //! hold), the coordinator's memory always agrees with its log, and an id's producer
+    //! epoch never goes back.
+    use super::*;
+    use proptest::prelude::*;
+
+    const IDS: [&str; 2] = ["a", "b"];
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Init {
+            id: usize,
+            current: bool,
+        },
+        Add {
+            id: usize,
+            tp: u32,
+            stale: bool,
+        },
+        Verify {
+            id: usize,
+            tp: u32,
+        },
+        End {
+            id: usize,
+            commit: bool,
+            stale: bool,
+        },
+        AnswerMarkers {
+            ok: bool,
+        },
+        DropMarkers,
+        Advance {
+            ms: u64,
+        },
+        FailNextWrite,
+        Failover,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..2usize, any::<bool>()).prop_map(|(id, current)| Op::Init { id, current }),
+            (0..2usize, 0..3u32, any::<bool>()).prop_map(|(id, tp, stale)| Op::Add {
+                id,
+                tp,
+                stale
+            }),
+            (0..2usize, 0..3u32).prop_map(|(id, tp)| Op::Verify { id, tp }),
+            (0..2usize, any::<bool>(), any::<bool>())
+                .prop_map(|(id, commit, stale)| { Op::End { id, commit, stale } }),
+            any::<bool>().prop_map(|ok| Op::AnswerMarkers { ok }),
+            Just(Op::DropMarkers),
+            (1..3000u64).prop_map(|ms| Op::Advance { ms }),
+            Just(Op::FailNextWrite),
+            Just(Op::Failover),
+        ]
+    }
+
+    /// The identity a request uses: the id's current one, or the one before it.
+    fn identity(h: &H, id: &str, stale: bool) -> ProducerIdAndEpoch {
+        match h.c.txn(id) {
+            Some(m) => pe(
+                m.producer_id,
+                if stale {
+                    m.producer_epoch.saturating_sub(1)
+                } else {
+                    m.producer_epoch
+                },
+            ),
+            None => pe(1, 0),
+        }
+    }
+
+    fn check(h: &H, epochs: &mut BTreeMap<String, (u64, u16)>) {
+        let batches: Vec<RecordBatch> = h
+            .log
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RecordBatch::of_records(0, vec![r.clone()]).at(i as u64))
+            .collect();
+        let logged = records::latest_per_id(&batches).expect("the log reads back");
+        assert_eq!(
+            logged.keys().collect::<Vec<_>>(),
+            h.c.transactional_ids().iter().collect::<Vec<_>>()
+        );
+        for (id, (_, m)) in &logged {
+            let mem = h.c.txn(id).expect("held");
+            // A loaded Ongoing transaction's timeout restarts at the load.
+            let same = TxnMetadata {
+                start_time: mem.start_time,
+                ..m.clone()
+            };
+            assert_eq!(mem, &same, "{id}: memory and log disagree");
+            let before = epochs.insert(id.clone(), (m.producer_id, m.producer_epoch));
+            if let Some((pid, epoch)) = before {
+                if pid == m.producer_id {
+                    assert!(m.producer_epoch >= epoch, "{id}: epoch went back");
+                }
+            }
+            if m.state.is_preparing() {
+                // Markers are on their way (or waiting to be retried).
+                assert!(
+                    !h.c.markers_pending(id).is_empty() || h.c.poll_timeout().is_some(),
+                    "{id}: a Prepare* with nothing to complete it"
+                );
+            }
+        }
+    }
+
+    fn run(ops: Vec<Op>, bugs: TxnBugs) {
+        let mut h = H::new(bugs);
+        let mut epoch = 1;
+        let mut epochs = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Init { id, current } => {
+                    let cur = current.then(|| identity(&h, IDS[id], false));
+                    h.init(IDS[id], cur);
+                }
+                Op::Add { id, tp: p, stale } => {
+                    let who = identity(&h, IDS[id], stale);
+                    h.add(IDS[id], who, &[tp(p)]);
+                }
+                Op::Verify { id, tp: p } => {
+                    let who = identity(&h, IDS[id], false);
+                    h.add_req(IDS[id], who, &[tp(p)], true);
+                }
+                Op::End { id, commit, stale } => {
+                    let who = identity(&h, IDS[id], stale);
+                    let result = if commit {
+                        TxnResult::Commit
+                    } else {
+                        TxnResult::Abort
+                    };
+                    h.end(IDS[id], who, result);
+                }
+                Op::AnswerMarkers { ok } => {
+                    let r = if ok {
+                        Ok(())
+                    } else {
+                        Err(MarkerError::NotLeader)
+                    };
+                    h.answer_markers(r);
+                }
+                Op::DropMarkers => h.markers.clear(),
+                Op::Advance { ms } => {
+                    let t = h.now + ms * 1_000_000;
+                    h.advance_to(t);
+                }
+                Op::FailNextWrite => h.fail_next = Some(AppendError::Timeout),
+                Op::Failover => {
+                    epoch += 1;
+                    let now = h.now;
+                    let log = std::mem::take(&mut h.log);
+                    h = H::loaded(bugs, epoch, log);
+                    h.now = now;
+                }
+            }
+            check(&h, &mut epochs);
+        }
+        // Left alone with every marker answered, everything completes.
+        for _ in 0..20 {
+            h.answer_markers(Ok(()));
+            let t = h.now + 10_000_000_000;
+            h.advance_to(t);
+        }
+        h.answer_markers(Ok(()));
+        for id in h.c.transactional_ids() {
+            let s = h.state(&id);
+            assert!(
+                !s.is_preparing() && s != TxnState::Ongoing,
+                "{id} stuck in {s:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn the_coordinator_agrees_with_its_log(ops in proptest::collection::vec(op(), 1..60)) {
+            run(ops, TxnBugs::default());
+        }
+
+        #[test]
+        fn so_it_does_with_the_bug_switches(ops in proptest::collection::vec(op(), 1..40)) {
+            run(ops, TxnBugs { late_txn_marker: true, no_txn_fencing: true, ..TxnBugs::default() });
+        }
+    }
+}
