@@ -1046,9 +1046,16 @@ impl<S: Storage + Clone> Broker<S> {
     #[inline]
     fn pump_coordinators(&mut self, now: Nanos) {
         self.pump_groups(now);
-        if self.pump_txns(now) {
+        for _ in 0..100 {
+            if self.pump_txns(now) {
+                self.pump_groups(now);
+            }
+            if !self.deliver_txn_loopback(now) {
+                return;
+            }
             self.pump_groups(now);
         }
+        debug_assert!(false, "transaction loopback did not settle");
     }
 
     fn handle_inner(&mut self, now: Nanos, from: Address, msg: Message) {

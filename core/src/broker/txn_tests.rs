@@ -195,7 +195,8 @@ fn prepared_commit(w: &mut World, markers: &mut Vec<Marker>) -> (ProducerIdAndEp
     let coordinator = w.find_txn_coordinator(markers).node;
     // A partition leader's KIP-890 verification comes from a broker address and is
     // answered there.
-    let c = w.send_txn(Address::Node(2), coordinator, add(p, true));
+    let asker = if coordinator == 2 { 3 } else { 2 };
+    let c = w.send_txn(Address::Node(asker), coordinator, add(p, true));
     let mut verified = None;
     w.deliver_only(|_, to, msg| match msg {
         Message::TxnResponse {
@@ -209,7 +210,10 @@ fn prepared_commit(w: &mut World, markers: &mut Vec<Marker>) -> (ProducerIdAndEp
     });
     assert_eq!(
         verified,
-        Some((Address::Node(2), TxnResponse::AddPartitionsToTxn(Ok(()))))
+        Some((
+            Address::Node(asker),
+            TxnResponse::AddPartitionsToTxn(Ok(()))
+        ))
     );
     assert_eq!(
         w.txn_call(end(p), markers),
@@ -277,10 +281,34 @@ fn a_new_coordinator_resumes_the_markers_of_a_prepared_commit() {
     }
     assert!(moved, "no other broker took over the coordinator");
     w.run_taking_markers(50 * MS, &mut markers);
-    assert!(
-        !markers.is_empty(),
-        "the new coordinator sends the markers again"
-    );
+    let t0 = super::tests::tp();
+    if markers.is_empty() {
+        // The new coordinator also leads t-0: its marker went to its own broker (the
+        // partition side answers it there); play that answer.
+        let local = w.brokers[&new].image.partition(&t0).and_then(|s| s.leader);
+        assert_eq!(
+            local,
+            Some(new),
+            "the new coordinator sends the markers again"
+        );
+        let correlation = w.brokers[&new]
+            .txn_coordinators()
+            .and_then(|c| c.coordinator_of(TXN_ID))
+            .and_then(|c| c.marker_in_flight(TXN_ID, &t0))
+            .expect("the marker to t-0 is in flight");
+        markers.push(Marker {
+            from: Address::Node(new),
+            to: Address::Node(new),
+            request: WriteTxnMarkerRequest {
+                correlation,
+                tp: t0,
+                producer_id: p.producer_id,
+                producer_epoch: 1,
+                coordinator_epoch: first_epoch + 1,
+                result: TxnResult::Commit,
+            },
+        });
+    }
     assert!(markers.iter().all(|m| m.from == Address::Node(new)
         && m.request.coordinator_epoch > first_epoch
         && m.request.producer_epoch == 1));
@@ -298,4 +326,64 @@ fn a_new_coordinator_resumes_the_markers_of_a_prepared_commit() {
             producer_epoch: 1
         }))
     );
+}
+
+/// A coordinator's marker to a partition its own broker leads is delivered inside the
+/// broker (drivers do not route a node's messages to itself): it never reaches the
+/// network, while the markers to partitions led elsewhere do.
+#[test]
+fn markers_to_a_partition_led_here_stay_off_the_network() {
+    let mut w = cluster();
+    let mut markers = Vec::new();
+    w.admin(ControllerRequest::CreateTopic {
+        name: "u".into(),
+        config: crate::controller::TopicConfig {
+            partitions: 3,
+            replication_factor: 3,
+            min_insync_replicas: 2,
+            ..Default::default()
+        },
+        assignment: None,
+    });
+    w.run_taking_markers(500 * MS, &mut markers);
+    let TxnResponse::InitProducerId(Ok(p)) = w.txn_call(init(), &mut markers) else {
+        panic!("InitProducerId failed");
+    };
+    let coordinator = w.find_txn_coordinator(&mut markers).node;
+    let image_leader = |w: &World, tp: &TopicPartition| {
+        w.brokers[&coordinator]
+            .image
+            .partition(tp)
+            .and_then(|s| s.leader)
+    };
+    let tps: Vec<TopicPartition> = (0..3).map(|i| TopicPartition::new("u", i)).collect();
+    let local: Vec<&TopicPartition> = tps
+        .iter()
+        .filter(|tp| image_leader(&w, tp) == Some(coordinator))
+        .collect();
+    let remote = tps.len() - local.len();
+    assert!(
+        !local.is_empty() && remote > 0,
+        "leaders spread over the brokers"
+    );
+    let req = TxnRequest::AddPartitionsToTxn(AddPartitionsToTxnRequest {
+        transactional_id: TXN_ID.into(),
+        producer_id: p.producer_id,
+        producer_epoch: p.producer_epoch,
+        partitions: tps.clone(),
+        verify_only: false,
+    });
+    assert_eq!(
+        w.txn_call(req, &mut markers),
+        TxnResponse::AddPartitionsToTxn(Ok(()))
+    );
+    assert!(matches!(
+        w.txn_call(end(p), &mut markers),
+        TxnResponse::EndTxn(Ok(_))
+    ));
+    w.run_taking_markers(20 * MS, &mut markers);
+    assert_eq!(markers.len(), remote, "only the remote markers travel");
+    assert!(markers
+        .iter()
+        .all(|m| m.to != Address::Node(coordinator) && !local.contains(&&m.request.tp)));
 }

@@ -229,6 +229,37 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
+    /// Transaction messages this broker sent itself (a coordinator's marker to a partition
+    /// it leads, the leader's answer, a leader's `verify_only` to the coordinator it hosts,
+    /// the answer): handled here, since drivers do not route a node's messages to itself
+    /// (the node runtime has no connection to itself). Whether any was.
+    pub(super) fn deliver_txn_loopback(&mut self, now: Nanos) -> bool {
+        if self.txns.coordinators.is_none() {
+            return false; // no transactions in this cluster
+        }
+        let me = Address::Node(self.id);
+        let is_mine = |o: &NodeOutput| {
+            matches!(o, NodeOutput::Send { to, msg } if *to == me && matches!(msg,
+                Message::Txn { .. }
+                    | Message::TxnResponse { .. }
+                    | Message::WriteTxnMarker(_)
+                    | Message::WriteTxnMarkerResponse(_)))
+        };
+        if !self.outputs.iter().any(is_mine) {
+            return false;
+        }
+        let (mine, rest): (Vec<NodeOutput>, Vec<NodeOutput>) = std::mem::take(&mut self.outputs)
+            .into_iter()
+            .partition(is_mine);
+        self.outputs = rest;
+        for o in mine {
+            if let NodeOutput::Send { msg, .. } = o {
+                self.handle_inner(now, me, msg);
+            }
+        }
+        true
+    }
+
     /// Run the transaction coordinators' side to a fixpoint (as the group pump does).
     /// Whether anything happened. A no-op until `__transaction_state` exists.
     pub(super) fn pump_txns(&mut self, now: Nanos) -> bool {

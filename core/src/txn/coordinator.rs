@@ -273,6 +273,15 @@ impl TxnCoordinator {
             .unwrap_or_default()
     }
 
+    /// The correlation of the marker in flight to `tp` for `transactional_id`, if one is
+    /// (for observers and tests that play the partition side).
+    pub fn marker_in_flight(&self, transactional_id: &str, tp: &TopicPartition) -> Option<u64> {
+        match self.txns.get(transactional_id)?.markers.get(tp)? {
+            MarkerState::InFlight { correlation, .. } => Some(*correlation),
+            _ => None,
+        }
+    }
+
     fn epoch(&self) -> Option<LeaderEpoch> {
         match self.phase {
             TxnPhase::Active { epoch } => Some(epoch),
