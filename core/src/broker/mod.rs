@@ -77,6 +77,14 @@ pub struct BrokerConfig {
     pub group_append_timeout: Nanos,
     /// Tunables of the hosted group coordinators.
     pub group: GroupConfig,
+    /// `__transaction_state` as this broker asks the controller to create it (on the first
+    /// FindCoordinator for a transactional id when it does not exist).
+    pub transaction_state_topic_partitions: u32,
+    pub transaction_state_topic_replication_factor: u16,
+    pub transaction_state_topic_min_insync_replicas: u16,
+    /// Tunables of the hosted transaction coordinators (`transaction.max.timeout.ms`,
+    /// marker retries); their bug switches come from `bugs.txn`.
+    pub txn: crate::txn::TxnConfig,
     /// How often an offline partition's log is read (or opened) again, in case the
     /// failure was transient.
     pub log_recheck_interval: Nanos,
@@ -106,6 +114,10 @@ impl Default for BrokerConfig {
             offsets_topic_min_insync_replicas: 2,
             group_append_timeout: 5_000_000_000,
             group: GroupConfig::default(),
+            transaction_state_topic_partitions: 8,
+            transaction_state_topic_replication_factor: 3,
+            transaction_state_topic_min_insync_replicas: 2,
+            txn: crate::txn::TxnConfig::default(),
             log_recheck_interval: r.log_recheck_interval,
             bugs: Bugs::default(),
         }
@@ -265,6 +277,8 @@ pub struct Broker<S: Storage + Clone> {
     groups: groups::GroupHost,
     /// Transactional produces held for verification, markers waiting for the HW.
     txn_partition: txn_partition::TxnPartitionHost,
+    /// Transaction coordinators of the `__transaction_state` partitions led here.
+    txns: txns::TxnHost,
     /// Offline partitions as last sent in a heartbeat: a change triggers one at once.
     reported_offline: BTreeSet<TopicPartition>,
     /// Next retry of the logs that failed to open.
@@ -336,6 +350,7 @@ impl<S: Storage + Clone> Broker<S> {
             recovery_ends: BTreeMap::new(),
             groups: groups::GroupHost::default(),
             txn_partition: Default::default(),
+            txns: txns::TxnHost::default(),
             reported_offline: BTreeSet::new(),
             next_open_retry: now,
             metadata_end: 0,
@@ -764,6 +779,7 @@ impl<S: Storage + Clone> Broker<S> {
         fold(replicas.timeout);
         fold(self.groups.poll_timeout());
         fold(self.txn_partition.poll_timeout());
+        fold(self.txn_poll_timeout());
         fold(self.shutdown_deadline());
         if !self.failed.is_empty() {
             fold(Some(self.next_open_retry));
@@ -779,7 +795,8 @@ impl<S: Storage + Clone> Broker<S> {
         if let Some(c) = self.groups_mut() {
             c.handle_timeout(now);
         }
-        self.pump_groups_and_markers(now);
+        self.txn_timeout(now);
+        self.pump_coordinators(now);
     }
 
     fn groups_mut(&mut self) -> Option<&mut crate::group::GroupCoordinators> {
@@ -982,7 +999,8 @@ impl<S: Storage + Clone> Broker<S> {
                     }
                     other => route_rare_effect(
                         &mut self.outputs,
-                        &mut self.groups.acks,
+                        &mut self.groups.host.acks,
+                        &mut self.txns.host.acks,
                         &mut self.txn_partition.marker_acks,
                         controller,
                         other,
@@ -1027,20 +1045,28 @@ impl<S: Storage + Clone> Broker<S> {
     pub fn step(&mut self, now: Nanos, from: Address, msg: Message) {
         self.check_lease(now);
         self.handle_inner(now, from, msg);
-        self.pump_groups_and_markers(now);
+        self.pump_coordinators(now);
     }
 
-    /// The group pump, then marker answers (a committed marker on `__consumer_offsets`
-    /// feeds the group coordinators, whose appends may commit more markers).
-    fn pump_groups_and_markers(&mut self, now: Nanos) {
+    /// The coordinators' pumps, until nothing moves: the groups, the transaction
+    /// coordinators (a no-op without transactions), the answers to markers (a committed
+    /// marker on `__consumer_offsets` feeds the group coordinators, whose appends may
+    /// commit more), and transaction messages this broker sent itself.
+    #[inline]
+    fn pump_coordinators(&mut self, now: Nanos) {
         self.pump_groups(now);
         for _ in 0..100 {
-            if !self.pump_markers(now) {
+            if self.pump_txns(now) {
+                self.pump_groups(now);
+            }
+            let markers = self.pump_markers(now);
+            let looped = self.deliver_txn_loopback(now);
+            if !markers && !looped {
                 return;
             }
             self.pump_groups(now);
         }
-        debug_assert!(false, "marker pump did not settle");
+        debug_assert!(false, "coordinator pumps did not settle");
     }
 
     fn handle_inner(&mut self, now: Nanos, from: Address, msg: Message) {
@@ -1143,9 +1169,6 @@ impl<S: Storage + Clone> Broker<S> {
                     self.reply(from, Message::ListOffsetsResponse(resp));
                 }
             },
-            m @ (Message::WriteTxnMarker(_) | Message::TxnResponse { .. }) => {
-                self.handle_txn_partition(now, from, m)
-            }
             Message::Metadata(req) => {
                 let resp = self.metadata_response(&req);
                 self.reply(from, Message::MetadataResponse(resp));
@@ -1157,6 +1180,10 @@ impl<S: Storage + Clone> Broker<S> {
                 Address::Client(c) => self.handle_group(now, c, correlation, *request),
                 other => tracing::debug!(from = %other, "group request from a non-client ignored"),
             },
+            m @ (Message::Txn { .. }
+            | Message::TxnResponse { .. }
+            | Message::WriteTxnMarker(_)
+            | Message::WriteTxnMarkerResponse(_)) => self.handle_txn_traffic(now, from, m),
             Message::ControllerResponse(resp) => match from {
                 Address::Controller(c) => self.handle_controller(now, c, *resp),
                 other => {
@@ -1168,6 +1195,18 @@ impl<S: Storage + Clone> Broker<S> {
             }
         }
         self.collect_replica_effects();
+    }
+
+    /// Transaction traffic: requests to and answers from coordinators hosted here
+    /// (`txns`), markers to and verification answers for partitions led here
+    /// (`txn_partition`).
+    fn handle_txn_traffic(&mut self, now: Nanos, from: Address, m: Message) {
+        match m {
+            Message::WriteTxnMarker(_) | Message::TxnResponse { .. } => {
+                self.handle_txn_partition(now, from, m)
+            }
+            _ => self.handle_txn_message(now, from, m),
+        }
     }
 
     fn handle_controller(&mut self, now: Nanos, from: NodeId, resp: ControllerResponse) {
@@ -1235,6 +1274,7 @@ impl<S: Storage + Clone> Broker<S> {
                 self.apply_delta(now, &delta);
             }
             ControllerResponse::ControlledShutdown(reply) => self.on_shutdown_reply(now, reply),
+            ControllerResponse::InitProducerId(result) => self.on_producer_id(now, result),
             ControllerResponse::CreateTopic {
                 name,
                 result: Err(e),
@@ -1353,7 +1393,13 @@ impl<S: Storage + Clone> Broker<S> {
                         }
                         // A group append to the partition now gone: matched (or dropped,
                         // if its groups unloaded) like any other answer.
-                        ReplicaEffect::LocalProduceAnswer(resp) => self.groups.acks.push(resp),
+                        ReplicaEffect::LocalProduceAnswer(resp) => {
+                            if resp.tp.topic == crate::txn::TRANSACTION_STATE_TOPIC {
+                                self.txns.host.acks.push(resp)
+                            } else {
+                                self.groups.host.acks.push(resp)
+                            }
+                        }
                         ReplicaEffect::LocalMarkerAnswer(resp) => {
                             self.txn_partition.marker_acks.push(resp)
                         }
@@ -1616,6 +1662,7 @@ fn lapse_answer(msg: &mut Message) {
 fn route_rare_effect(
     outputs: &mut Vec<NodeOutput>,
     acks: &mut Vec<ProduceResponse>,
+    txn_acks: &mut Vec<ProduceResponse>,
     marker_acks: &mut Vec<ProduceResponse>,
     controller: Address,
     effect: ReplicaEffect,
@@ -1625,7 +1672,11 @@ fn route_rare_effect(
         ReplicaEffect::Send { to, msg } => NodeOutput::Send { to, msg },
         // Answers to this broker's own (group coordinator) appends.
         ReplicaEffect::LocalProduceAnswer(resp) => {
-            acks.push(resp);
+            if resp.tp.topic == crate::txn::TRANSACTION_STATE_TOPIC {
+                txn_acks.push(resp);
+            } else {
+                acks.push(resp);
+            }
             return;
         }
         // Answers to transaction markers appended for a coordinator.
@@ -1651,14 +1702,18 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+mod coordinator_host;
 #[cfg(test)]
 mod group_tests;
 mod groups;
 mod replica_set;
 mod shutdown;
+#[cfg(test)]
+mod txn_coordinator_tests;
 mod txn_partition;
 #[cfg(test)]
 mod txn_tests;
+mod txns;
 mod unopened;
 use replica_set::ReplicaSet;
 pub use shutdown::ShutdownPhase;
