@@ -1710,6 +1710,8 @@ mod replica_set;
 mod shutdown;
 #[cfg(test)]
 mod txn_coordinator_tests;
+#[cfg(test)]
+mod txn_e2e_tests;
 mod txn_partition;
 #[cfg(test)]
 mod txn_tests;
