@@ -305,6 +305,16 @@ fn ok_polls(m: &Model) -> Vec<usize> {
         .collect()
 }
 
+/// Polls of any outcome that report records.
+fn reporting_polls(m: &Model) -> Vec<usize> {
+    m.h.events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind != EventType::Invoke && e.records().is_some_and(|r| !r.is_empty()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 fn records_mut(m: &mut Model, at: usize) -> &mut Vec<PolledRecord> {
     match &mut m.h.events[at].value {
         Value::Poll(p) => &mut p.records,
@@ -335,7 +345,10 @@ fn inject(m: &mut Model, kind: AnomalyKind, pick: usize) {
                 .collect();
             let (p, o) = candidates[pick % candidates.len()];
             let value = m.logs[p as usize][o as usize].clone();
-            for at in ok_polls(m) {
+            // Every poll that reported it, info polls included (a read is a read whatever
+            // the poll's outcome): otherwise the value stays read, and a final poll that
+            // skipped it is only an int-poll-skip.
+            for at in reporting_polls(m) {
                 records_mut(m, at).retain(|r| r.value != value);
             }
         }
