@@ -220,6 +220,10 @@ impl World {
                     t.member_crashes += m.crashes;
                     m.finish(&mut ctx);
                 }
+                Client::Txn(x) => {
+                    t.sends += x.sends;
+                    x.finish(&mut ctx);
+                }
             }
         }
         t
