@@ -627,6 +627,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn workload_flag_sets_the_txn_workload_without_group_members() {
+        let opts = SimOpts {
+            workload: Some(crate::modes::Workload::Txn),
+            ..SimOpts::default()
+        };
+        let c = opts.config(7).unwrap();
+        assert_eq!(c.workload, crate::modes::Workload::Txn);
+        assert_eq!(c.group_members, 0);
+        assert_eq!(opts.flags(), " --workload txn");
+        assert_eq!(
+            SimOpts::default().config(7).unwrap().workload,
+            Default::default()
+        );
+        assert!(parse_workload("batch").is_err());
+        // Asked for explicitly, group members are refused (not silently dropped).
+        let opts = SimOpts {
+            group_members: Some(2),
+            ..opts
+        };
+        assert!(opts.config(7).is_err());
+    }
+
+    #[test]
     fn parses_seed_ranges_and_shards() {
         assert_eq!(
             parse_seeds("0..1000"),
