@@ -208,3 +208,64 @@ fn no_lso_bug_is_found_as_aborted_or_intermediate_reads() {
     // Deterministic: each of these seeds reads aborted records (G1a 34, 38, 9, 25 today).
     assert_eq!(found, [1, 2, 3, 4], "seeds that found no-lso");
 }
+
+/// Fencing: producer 1 is paused and a new instance takes its transactional id over (a
+/// zombie when it wakes); producer 2 crashes and restarts with its id. The new instances
+/// commit, the zombie never commits after the takeover, and everything passes.
+#[test]
+fn a_takeover_fences_the_zombie_and_a_restart_goes_on() {
+    use skein_sim::faults::{ClientRef, Fault, Scheduled};
+    let takeover_at = 3_500 * skein_sim::time::MILLIS;
+    let mut c = SimConfig {
+        seed: 5,
+        duration: 12 * SECS,
+        liveness: 4 * SECS,
+        partitions: 3,
+        workload: Workload::Txn,
+        group_members: 0,
+        ..SimConfig::default().with_fault_rate(0.0)
+    };
+    c.schedule = vec![
+        Scheduled {
+            at: 3 * SECS,
+            fault: Fault::ClientPause {
+                client: ClientRef::Producer(1),
+                duration: 2 * SECS,
+                replaced_after: Some(takeover_at - 3 * SECS),
+            },
+        },
+        Scheduled {
+            at: 6 * SECS,
+            fault: Fault::ClientCrash {
+                client: ClientRef::Producer(2),
+                restart_after: Some(SECS),
+            },
+        },
+    ];
+    let (r, events) = run_with_history(&c);
+    assert!(r.passed(), "{:?}\n{r}", r.failed_invariants());
+    let zombie = skein_sim::topic::process_id(1, 0);
+    let committed_by = |prefix: &str| {
+        (events.iter())
+            .filter(|e| e.f == Function::Txn && e.kind == EventType::Ok)
+            .filter(|e| match &e.value {
+                Value::Txn(v) => v
+                    .ops
+                    .iter()
+                    .any(|op| matches!(op, MicroOp::Send(s) if s.value.starts_with(prefix))),
+                _ => false,
+            })
+            .count()
+    };
+    // Instances: t1 (producer 1), t2 (producer 2), t3 (the takeover), t4 (the restart).
+    for prefix in ["t1-", "t2-", "t3-", "t4-"] {
+        assert!(committed_by(prefix) > 0, "no commit by {prefix}*\n{r}");
+    }
+    let late = (events.iter())
+        .filter(|e| e.process == zombie && e.f == Function::Txn && e.kind == EventType::Ok)
+        .filter(|e| e.time > takeover_at)
+        .count();
+    assert_eq!(late, 0, "the zombie committed after the takeover");
+    let stats = r.txn.clone().expect("txn stats");
+    assert_eq!(stats.reinits, 0, "nobody re-initialised: {stats:?}");
+}
