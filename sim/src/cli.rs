@@ -106,6 +106,10 @@ pub struct SimOpts {
     /// Produce requests per simulated second, all producers together [default: 200].
     #[arg(long)]
     pub produce_rate: Option<f64>,
+    /// `plain` (the default) or `txn`: transactional producers (begin, send to 1-2
+    /// partitions, commit or abort on purpose) and read_committed consumers.
+    #[arg(long, value_name = "KIND", value_parser = parse_workload)]
+    pub workload: Option<crate::modes::Workload>,
     /// Fault intensity: 0 = no faults and a perfect network, 1 = default, 2 = twice as many.
     #[arg(long)]
     pub fault_rate: Option<f64>,
@@ -177,6 +181,13 @@ impl SimOpts {
         if let Some(m) = self.group_commit {
             c.group_commit = m;
         }
+        if let Some(w) = self.workload {
+            c.workload = w;
+            // No group members in the txn workload (yet): unless asked for, none.
+            if w == crate::modes::Workload::Txn && self.group_members.is_none() {
+                c.group_members = 0;
+            }
+        }
         if let Some(s) = self.unclean_recovery_strategy {
             c.unclean_recovery_strategy = s;
         }
@@ -235,6 +246,9 @@ impl SimOpts {
         );
         if let Some(m) = self.group_commit {
             s += &format!(" --group-commit {}", m.name());
+        }
+        if let Some(w) = self.workload {
+            s += &format!(" --workload {}", w.name());
         }
         if self.compression {
             s += " --compression";
@@ -603,9 +617,37 @@ fn parse_commit_mode(s: &str) -> Result<crate::modes::CommitMode, String> {
         .ok_or_else(|| format!("expected sync, async or auto, found {s:?}"))
 }
 
+fn parse_workload(s: &str) -> Result<crate::modes::Workload, String> {
+    crate::modes::Workload::from_name(s)
+        .ok_or_else(|| format!("expected plain or txn, found {s:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workload_flag_sets_the_txn_workload_without_group_members() {
+        let opts = SimOpts {
+            workload: Some(crate::modes::Workload::Txn),
+            ..SimOpts::default()
+        };
+        let c = opts.config(7).unwrap();
+        assert_eq!(c.workload, crate::modes::Workload::Txn);
+        assert_eq!(c.group_members, 0);
+        assert_eq!(opts.flags(), " --workload txn");
+        assert_eq!(
+            SimOpts::default().config(7).unwrap().workload,
+            Default::default()
+        );
+        assert!(parse_workload("batch").is_err());
+        // Asked for explicitly, group members are refused (not silently dropped).
+        let opts = SimOpts {
+            group_members: Some(2),
+            ..opts
+        };
+        assert!(opts.config(7).is_err());
+    }
 
     #[test]
     fn parses_seed_ranges_and_shards() {

@@ -38,7 +38,7 @@ pub use consumer::Consumer;
 
 /// Wall-clock origin of simulated record timestamps (2026-01-01T00:00:00Z), so timestamps
 /// look like real ones.
-const EPOCH_MS: i64 = 1_767_225_600_000;
+pub(crate) const EPOCH_MS: i64 = 1_767_225_600_000;
 
 /// How long a producer or consumer waits for a broker's answer to a produce or fetch before
 /// it counts the request as lost and sends it again (the simulated network drops silently).

@@ -7,6 +7,7 @@ use crate::expect::Expect;
 use crate::faults::{FaultRates, Scheduled};
 use crate::modes::Acks;
 use crate::modes::CommitMode;
+pub use crate::modes::Workload;
 use crate::net::NetConfig;
 use crate::time::{SimTime, MILLIS, SECS};
 use skein_core::controller::UncleanRecoveryStrategy;
@@ -156,6 +157,12 @@ pub struct SimConfig {
     /// (`--compression`, scenario `[workload] compression`). Off by default: the default
     /// run's trace is that of uncompressed batches.
     pub compression: bool,
+    /// What the producers and consumers do ([`Workload`]); `Plain` by default, whose
+    /// runs are exactly those before transactions existed.
+    pub workload: Workload,
+    /// Transaction-protocol bugs switched on programmatically (the zoo names come once the
+    /// txn workload finds each within a tested bound); all off by default.
+    pub txn_bugs: skein_core::txn::TxnBugs,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -199,6 +206,8 @@ impl Default for SimConfig {
             acks: Acks::All,
             idempotent: true,
             compression: false,
+            workload: Workload::Plain,
+            txn_bugs: skein_core::txn::TxnBugs::default(),
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),
@@ -397,6 +406,9 @@ impl SimConfig {
 
     /// Checks the shape is runnable; the message names the offending setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.workload == Workload::Txn && self.group_members > 0 {
+            return Err("--workload txn has no group members yet: --group-members 0".into());
+        }
         if self.brokers == 0 {
             return Err("--brokers must be at least 1".into());
         }

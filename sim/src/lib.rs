@@ -32,7 +32,8 @@
 //! 2. A run's description and records: [`expect`], [`config`], [`scenario`], [`history`],
 //!    [`disk`], [`client_step`] (a client step's context and observations).
 //! 3. Checks and tracing: [`invariants`], [`group_invariants`], [`trace`], [`viewer`].
-//! 4. Clients: [`client`] (producers, consumers), [`group_client`] (group members).
+//! 4. Clients: [`client`] (producers, consumers), [`group_client`] (group members),
+//!    [`txn_client`] (transactional producers, `--workload txn`).
 //! 5. The [`world`] that runs them all.
 //! 6. Tools around runs: [`shrink`], [`sweep`], [`cli`].
 
@@ -64,6 +65,7 @@ pub mod sweep;
 pub mod time;
 pub mod topic;
 pub mod trace;
+pub mod txn_client;
 pub mod viewer;
 pub mod violation;
 pub mod world;

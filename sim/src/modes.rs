@@ -38,3 +38,32 @@ impl CommitMode {
         }
     }
 }
+
+/// What the producers do (`--workload`, scenario `[workload] kind`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workload {
+    /// Idempotent (or plain) producers, read_uncommitted consumers, group members.
+    #[default]
+    Plain,
+    /// Transactional producers (begin, send, commit or abort) and read_committed
+    /// consumers; no group members (see docs/simulation.md, "Transactional workload").
+    Txn,
+}
+
+impl Workload {
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "plain" => Some(Workload::Plain),
+            "txn" => Some(Workload::Txn),
+            _ => None,
+        }
+    }
+
+    /// The name [`Self::from_name`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Plain => "plain",
+            Workload::Txn => "txn",
+        }
+    }
+}

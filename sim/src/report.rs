@@ -34,6 +34,17 @@ pub struct GroupStats {
     pub member_crashes: u64,
 }
 
+/// What the transactional producers did (`--workload txn`), for the report: transactions
+/// committed, aborted (on purpose or after an error) and of unknown outcome (fenced,
+/// crashed, or open at the end), and producer instances made again after a fatal error.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TxnStats {
+    pub committed: u64,
+    pub aborted: u64,
+    pub unknown: u64,
+    pub reinits: u64,
+}
+
 /// Deterministic measures of how much work a run did, summed over every node's disk: the
 /// same for the same seed and binary, so a performance regression shows up as a changed
 /// count (`skein sim bench`, docs/PERFORMANCE.md) even on a noisy machine.
@@ -76,6 +87,9 @@ pub struct SimReport {
     /// Consumer group: members, records they processed, commits acknowledged to them,
     /// coordinator loads of the group seen (the first load and every failover).
     pub group: Option<GroupStats>,
+    /// Transactions, in a txn workload run (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub txn: Option<TxnStats>,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
     pub net: NetStats,
@@ -235,6 +249,13 @@ impl fmt::Display for SimReport {
         )?;
         for line in &self.copies_destroyed {
             writeln!(f, "destroyed    {line}")?;
+        }
+        if let Some(t) = &self.txn {
+            writeln!(
+                f,
+                "txns         committed={} aborted={} unknown={} reinits={}",
+                t.committed, t.aborted, t.unknown, t.reinits
+            )?;
         }
         if let Some(g) = &self.group {
             writeln!(

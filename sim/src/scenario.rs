@@ -12,7 +12,8 @@
 //! producers = 2        # acks (0, 1 or "all"), idempotent, compression (true: producers
 //!                      # compress some batches, a seeded codec each); group_members,
 //!                      # group_id, group_commit ("sync" or "async"), group_assignor,
-//!                      # group_static
+//!                      # group_static; kind ("plain", the default, or "txn": transactional
+//!                      # producers and read_committed consumers)
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -117,6 +118,8 @@ pub struct Scenario {
     pub idempotent: Option<bool>,
     /// `[workload] compression`: producers compress some batches (a seeded codec each).
     pub compression: Option<bool>,
+    /// `[workload] kind`: "plain" (the default) or "txn".
+    pub workload: Option<crate::modes::Workload>,
     pub duration: Option<SimTime>,
     pub liveness: Option<SimTime>,
     pub network: Option<NetConfig>,

@@ -30,6 +30,7 @@ use crate::queue::{EventQueue, Slab};
 use crate::report::SimReport;
 use crate::time::{SimTime, MILLIS};
 use crate::trace::Tracer;
+use crate::txn_client::TxnClient;
 use rand_chacha::ChaCha8Rng;
 use skein_core::broker::{Broker, BrokerConfig};
 use skein_core::controller::ControllerConfig;
@@ -174,6 +175,8 @@ enum Client {
     Producer(Box<Producer>),
     Consumer(Box<Consumer>),
     Member(Box<GroupMember>),
+    /// A transactional producer (the txn workload's, in the producers' slots).
+    Txn(Box<TxnClient>),
 }
 
 impl Client {
@@ -182,6 +185,7 @@ impl Client {
             Client::Producer(p) => p.next_wake(),
             Client::Consumer(c) => c.next_wake(),
             Client::Member(m) => m.next_wake(),
+            Client::Txn(t) => t.next_wake(),
         }
     }
 }

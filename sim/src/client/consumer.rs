@@ -1,9 +1,16 @@
 //! The simulated consumer: assigned every partition of the topic, it polls each one's
 //! leader by offset through core's fetch cursor and records what it read in the history.
+//!
+//! A read_committed consumer (the transactional workload's, [`Consumer::read_committed`])
+//! asks for committed records only and records each poll as a one-poll `txn` operation
+//! with the last stable offset the fetch reported as its `end`, so the history checker
+//! judges aborted and intermediate reads and torn transactions.
 
 use super::*;
 use crate::client_step::CursorObs;
 use crate::topic::{process_id, value_of};
+use skein_core::txn::IsolationLevel;
+use skein_jepsen::{Isolation, PollRead, TxnValue};
 
 struct Poll {
     corr: u64,
@@ -22,6 +29,8 @@ pub struct Consumer {
     cursors: Vec<FetchCursor>,
     next_poll: Vec<SimTime>,
     polls: Vec<Option<Poll>>,
+    /// Reads committed records only (`isolation.level=read_committed`).
+    read_committed: bool,
     pub records: u64,
 }
 
@@ -38,8 +47,64 @@ impl Consumer {
             cursors: vec![cursor; partitions as usize],
             next_poll: vec![0; partitions as usize],
             polls: (0..partitions).map(|_| None).collect(),
+            read_committed: false,
             records: 0,
         }
+    }
+
+    /// This consumer reads committed records only, and its polls are `txn` operations in
+    /// the history.
+    pub fn read_committed(mut self) -> Self {
+        self.read_committed = true;
+        for c in &mut self.cursors {
+            *c = c.clone().with_isolation(IsolationLevel::ReadCommitted);
+        }
+        self
+    }
+
+    /// A poll's history event: a plain `poll`, or for a read_committed consumer a `txn`
+    /// holding one poll (`reads`: what it returned, with the fetch's last stable offset).
+    fn poll_event(
+        &self,
+        kind: EventType,
+        p: u32,
+        read: Option<(Vec<(Offset, Text)>, Offset)>,
+    ) -> (Function, Value) {
+        if !self.read_committed {
+            let value = match read {
+                Some((records, _)) => Value::Poll(PollValue {
+                    records: records
+                        .into_iter()
+                        .map(|(o, v)| PolledRecord::new(TOPIC_TEXT, p, o, v))
+                        .collect(),
+                }),
+                None => Value::Null,
+            };
+            return (Function::Poll, value);
+        }
+        let mut r = PollRead::new(TOPIC_TEXT, p);
+        if let Some((records, end)) = read {
+            r.records = records;
+            r.end = Some(end);
+        }
+        let reads = if kind == EventType::Ok {
+            vec![r]
+        } else {
+            Vec::new()
+        };
+        let value = TxnValue::new(Isolation::ReadCommitted).poll(reads);
+        (Function::Txn, Value::Txn(Box::new(value)))
+    }
+
+    fn record_poll(
+        &self,
+        ctx: &mut Ctx<'_>,
+        kind: EventType,
+        p: u32,
+        read: Option<(Vec<(Offset, Text)>, Offset)>,
+    ) {
+        let (f, value) = self.poll_event(kind, p, read);
+        ctx.event(self.client, p, kind, f, value);
     }
 
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
@@ -62,7 +127,7 @@ impl Consumer {
             if let Some(poll) = &self.polls[p as usize] {
                 if ctx.now >= poll.sent_at + DATA_REQUEST_TIMEOUT {
                     self.polls[p as usize] = None;
-                    ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
+                    self.record_poll(ctx, EventType::Info, p, None);
                     self.meta.invalidate();
                 }
             }
@@ -84,13 +149,7 @@ impl Consumer {
                 corr: self.corr,
                 sent_at: ctx.now,
             });
-            ctx.event(
-                self.client,
-                p,
-                EventType::Invoke,
-                Function::Poll,
-                Value::Null,
-            );
+            self.record_poll(ctx, EventType::Invoke, p, None);
             ctx.out.sends.push((
                 Address::Node(leader),
                 Message::ConsumerFetch(self.cursors[p as usize].request(
@@ -141,31 +200,36 @@ impl Consumer {
                 }
                 let next = cursor.position();
                 self.records += out.len() as u64;
-                ctx.out.cursor.push(CursorObs::Polled {
-                    p,
-                    from: pos,
-                    to: next,
-                    records: read,
-                    epoch: recs.leader_epoch,
-                });
                 let delay = if next > pos { 0 } else { POLL_INTERVAL };
                 self.next_poll[p as usize] = ctx.now + delay;
-                ctx.history.push(
-                    ctx.now,
-                    process,
-                    EventType::Ok,
-                    Function::Poll,
-                    Value::Poll(PollValue { records: out }),
-                );
+                if self.read_committed {
+                    // consumer-skipped-records does not judge read_committed consumers: they
+                    // step over aborted records and markers by design (the history checker's
+                    // G1a and torn-transaction judge what they read instead).
+                    let (f, value) =
+                        self.poll_event(EventType::Ok, p, Some((read, recs.last_stable_offset)));
+                    ctx.history.push(ctx.now, process, EventType::Ok, f, value);
+                } else {
+                    ctx.out.cursor.push(CursorObs::Polled {
+                        p,
+                        from: pos,
+                        to: next,
+                        records: read,
+                        epoch: recs.leader_epoch,
+                    });
+                    ctx.history.push(
+                        ctx.now,
+                        process,
+                        EventType::Ok,
+                        Function::Poll,
+                        Value::Poll(PollValue { records: out }),
+                    );
+                }
             }
             Err(e) => {
-                ctx.history.push(
-                    ctx.now,
-                    process,
-                    EventType::Fail,
-                    Function::Poll,
-                    Value::Null,
-                );
+                let (f, value) = self.poll_event(EventType::Fail, p, None);
+                ctx.history
+                    .push(ctx.now, process, EventType::Fail, f, value);
                 // A truncation (the cursor moved back to the divergence point) or records
                 // deleted by retention (it moved to the log start): core's cursor decides.
                 if let Some(cursor) = self.cursors.get_mut(p as usize) {
@@ -216,7 +280,7 @@ impl Consumer {
             if self.polls[p as usize].take().is_none() {
                 continue;
             }
-            ctx.event(self.client, p, EventType::Info, Function::Poll, Value::Null);
+            self.record_poll(ctx, EventType::Info, p, None);
         }
     }
 

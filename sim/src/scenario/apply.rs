@@ -29,6 +29,7 @@ impl SimConfig {
             acks,
             idempotent,
             compression,
+            workload,
             duration,
             liveness,
             network

@@ -54,6 +54,8 @@ pub(super) struct RawWorkload {
     pub(super) group_commit: Option<Spanned<String>>,
     pub(super) group_assignor: Option<Spanned<String>>,
     pub(super) group_static: Option<bool>,
+    /// "plain" or "txn".
+    pub(super) kind: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -299,6 +301,17 @@ impl RawWorkload {
         sc.compression = w.compression;
         sc.group_members = w.group_members;
         sc.group_static = w.group_static;
+        if let Some(k) = w.kind {
+            sc.workload = Some(crate::modes::Workload::from_name(k.get_ref()).ok_or_else(
+                || {
+                    cx.err(
+                        Some(k.span()),
+                        "workload.kind",
+                        "must be \"plain\" or \"txn\"",
+                    )
+                },
+            )?);
+        }
         if let Some(g) = w.group_id {
             if g.get_ref().is_empty() {
                 return Err(cx.err(Some(g.span()), "workload.group_id", "must not be empty"));

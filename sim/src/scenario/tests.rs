@@ -422,3 +422,27 @@ fn raft_max_entries_per_append_is_read_checked_and_applied() {
         (Some(2), Some("cluster.raft_max_entries_per_append"))
     );
 }
+
+#[test]
+fn workload_kind_is_read_checked_and_applied() {
+    use crate::modes::Workload;
+    let sc = Scenario::parse("t.toml", "[workload]\nkind = \"txn\"\nproducers = 1\n").unwrap();
+    assert_eq!(sc.workload, Some(Workload::Txn));
+    let mut c = crate::config::SimConfig::default();
+    assert_eq!(c.workload, Workload::Plain, "the default workload is plain");
+    c.apply_scenario(&sc);
+    assert_eq!(c.workload, Workload::Txn);
+    // Scenarios get group members only when they ask: a txn scenario is valid as it is.
+    assert_eq!(c.validate(), Ok(()));
+    c.group_members = 1;
+    assert!(
+        c.validate().is_err(),
+        "the txn workload has no group members yet"
+    );
+
+    let e = err("[workload]\nkind = \"batch\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(2), Some("workload.kind"))
+    );
+}

@@ -118,6 +118,10 @@ impl World {
                     c.finish(ctx);
                     c.client
                 }
+                Client::Txn(t) => {
+                    t.crash(ctx);
+                    t.client
+                }
                 Client::Member(_) => unreachable!("client faults name producers and consumers"),
             };
             for p in 0..partitions {
@@ -156,6 +160,12 @@ impl World {
             Client::Consumer(_) => {
                 Client::Consumer(Box::new(super::setup::consumer(&self.cfg, id)))
             }
+            // The same transactional id: its InitProducerId fences the dead instance and
+            // ends the transaction it left open.
+            Client::Txn(t) => {
+                let txn_id = t.transactional_id().to_string();
+                Client::Txn(Box::new(self.new_txn_client(id, txn_id, now)))
+            }
             Client::Member(_) => unreachable!("client faults name producers and consumers"),
         };
         self.move_names(idx, new_idx);
@@ -172,6 +182,36 @@ impl World {
     /// it adopts its producer id at the next epoch, so when the paused one wakes, the
     /// brokers fence it.
     pub(super) fn replace_producer(&mut self, idx: usize, now: SimTime) {
+        let down = self.clients[idx].down;
+        if let Client::Txn(old) = &mut self.clients[idx].client {
+            old.supersede();
+            if !down {
+                // A new instance of the same transactional id: its InitProducerId fences the
+                // paused one, which finds out when it wakes (a zombie).
+                let txn_id = old.transactional_id().to_string();
+                let new_idx = self.clients.len();
+                let t = self.new_txn_client(new_idx as u64 + 1, txn_id, now);
+                let seq = self.q.len() as u64;
+                self.tracer.event(
+                    now,
+                    seq,
+                    "producer-replaced",
+                    "",
+                    &[idx as u64 + 1, new_idx as u64 + 1],
+                    || {
+                        format!(
+                            "client {} takes over client {}'s transactional id",
+                            new_idx + 1,
+                            idx + 1
+                        )
+                    },
+                );
+                self.move_names(idx, new_idx);
+                self.clients.push(ClientSlot::new(Client::Txn(Box::new(t))));
+                self.reschedule_client(new_idx, now);
+            }
+            return;
+        }
         let Client::Producer(old) = &self.clients[idx].client else {
             return;
         };

@@ -20,6 +20,7 @@ struct ClientTotals {
     polled: u64,
     processed: u64,
     member_crashes: u64,
+    txn: crate::report::TxnStats,
 }
 
 impl World {
@@ -85,6 +86,7 @@ impl World {
                 coordinator_loads: g.loads,
                 member_crashes: totals.member_crashes,
             }),
+            txn: (self.cfg.workload == crate::config::Workload::Txn).then_some(totals.txn),
             faults: self.fault_counts.clone(),
             atlas: self.atlas.entries(),
             net: self.net.stats.clone(),
@@ -219,6 +221,15 @@ impl World {
                     t.processed += m.records;
                     t.member_crashes += m.crashes;
                     m.finish(&mut ctx);
+                }
+                Client::Txn(x) => {
+                    t.sends += x.sends;
+                    // Finished first: a transaction still open counts as unknown.
+                    x.finish(&mut ctx);
+                    t.txn.committed += x.committed;
+                    t.txn.aborted += x.aborted;
+                    t.txn.unknown += x.unknown;
+                    t.txn.reinits += x.reinits;
                 }
             }
         }

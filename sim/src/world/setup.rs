@@ -5,14 +5,14 @@
 //! `Controller`) or a Raft quorum of 3 or 5 (`QuorumController`s, ids 1..=N).
 
 use super::controllers::CtlMachine;
-use super::workload::producer;
+use super::workload::{producer, txn_client};
 use super::{
     BrokerSlots, Client, ClientSlot, Ev, SimError, Slot, World, AUDIT_INTERVAL, BUG_NAMES,
 };
 use crate::client::Consumer;
 use crate::client_step::ClientOut;
 use crate::clock::NodeClock;
-use crate::config::SimConfig;
+use crate::config::{SimConfig, Workload};
 use crate::disk::SimDisk;
 use crate::faults::{random_client_schedule, random_member_schedule, random_schedule, Scheduled};
 use crate::fields::Fields;
@@ -121,6 +121,14 @@ fn node_configs(
         // Groups: a small __consumer_offsets (created on the first FindCoordinator, so
         // runs without group members never have it), session timeouts scaled down.
         offsets_topic_partitions: 2,
+        // Transactions (the txn workload only; other runs never create the topic): a small
+        // `__transaction_state`, markers resent at the clients' request timeout.
+        transaction_state_topic_partitions: 2,
+        txn: skein_core::txn::TxnConfig {
+            marker_request_timeout: SECS,
+            offsets_topic_partitions: 2,
+            ..skein_core::txn::TxnConfig::default()
+        },
         group_append_timeout: 400 * MILLIS,
         group: GroupConfig {
             min_session_timeout: 100 * MILLIS,
@@ -174,7 +182,11 @@ fn node_slots(cfg: &SimConfig) -> (BrokerSlots, BTreeMap<NodeId, Slot<CtlMachine
 /// read here: it lives in core's client, not in a broker).
 pub(super) fn consumer(cfg: &SimConfig, id: u64) -> Consumer {
     let ignore = bugs_from(&cfg.bugs).is_ok_and(|b| b.consumer_ignores_truncation);
-    Consumer::new(id, cfg.partitions, ignore)
+    let c = Consumer::new(id, cfg.partitions, ignore);
+    match cfg.workload {
+        Workload::Plain => c,
+        Workload::Txn => c.read_committed(),
+    }
 }
 
 /// The workload's clients in slot order (producers, consumers, group members; client id
@@ -183,12 +195,18 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
     let mut clients = Vec::new();
     let mut id = 1u64;
     for i in 0..cfg.producers {
-        clients.push(ClientSlot::new(Client::Producer(Box::new(producer(
-            cfg,
-            id,
-            i + 1,
-            500 * MILLIS,
-        )))));
+        let client = match cfg.workload {
+            Workload::Plain => Client::Producer(Box::new(producer(cfg, id, i + 1, 500 * MILLIS))),
+            // Transactional id per producer slot: restarts and takeovers keep it.
+            Workload::Txn => Client::Txn(Box::new(txn_client(
+                cfg,
+                id,
+                i + 1,
+                format!("txn-{}", i + 1),
+                500 * MILLIS,
+            ))),
+        };
+        clients.push(ClientSlot::new(client));
         id += 1;
     }
     for _ in 0..cfg.consumers {
@@ -226,7 +244,10 @@ impl World {
         recorder: Option<crate::viewer::Recorder>,
     ) -> Result<Self, SimError> {
         let seed = cfg.seed;
-        let bugs = bugs_from(&cfg.bugs)?;
+        let mut bugs = bugs_from(&cfg.bugs)?;
+        if cfg.txn_bugs.any() {
+            bugs.txn = cfg.txn_bugs;
+        }
         let (broker_config, controller_config) =
             node_configs(bugs, cfg.controllers, cfg.retention_bytes());
         let (brokers, controllers) = node_slots(cfg);

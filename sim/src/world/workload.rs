@@ -10,6 +10,7 @@ use crate::fields::Fields;
 use crate::group_client::GroupMember;
 use crate::time::{SimTime, MICROS, MILLIS};
 use crate::topic::TOPIC;
+use crate::txn_client::TxnClient;
 use skein_core::client::{Route, Truncation};
 use skein_core::controller::{ControllerError, ControllerRequest, ControllerResponse, TopicConfig};
 use skein_core::group::{coordinator_partition, CONSUMER_OFFSETS_TOPIC};
@@ -37,6 +38,22 @@ pub(super) fn producer(cfg: &SimConfig, client: u64, index: u32, start_at: SimTi
         stop_dispatch,
     )
     .compressing(cfg.compression.then_some(cfg.seed))
+}
+
+/// A transactional producer of the txn workload: client `client`, transactional id
+/// `txn_id`, values "t{index}-N", from `start_at` until the run's quiet tail (as the
+/// plain producers stop producing new values).
+pub(super) fn txn_client(
+    cfg: &SimConfig,
+    client: u64,
+    index: u32,
+    txn_id: String,
+    start_at: SimTime,
+) -> TxnClient {
+    let heal = cfg.faults_end();
+    let stop = heal + (cfg.duration - heal) / 3;
+    let rng = crate::rng::substream(cfg.seed, crate::rng::Subsystem::Workload, 2000 + client);
+    TxnClient::new(client, index, txn_id, cfg.partitions, rng, start_at, stop)
 }
 
 impl World {
@@ -78,6 +95,8 @@ impl World {
             (Client::Consumer(c), None) => c.tick(ctx),
             (Client::Member(m), Some((from, msg))) => m.handle(from, msg, ctx),
             (Client::Member(m), None) => m.tick(ctx),
+            (Client::Txn(t), Some((_, m))) => t.handle(m, ctx),
+            (Client::Txn(t), None) => t.tick(ctx),
         });
         self.note_fenced(idx, now);
         self.reschedule_client(idx, now);
@@ -109,6 +128,19 @@ impl World {
         let index = self.next_producer_index;
         self.next_producer_index += 1;
         producer(&self.cfg, client, index, now)
+    }
+
+    /// A new transactional client at client `client` with transactional id `txn_id` (a
+    /// restart or a takeover), starting now, with a new value prefix.
+    pub(super) fn new_txn_client(
+        &mut self,
+        client: u64,
+        txn_id: String,
+        now: SimTime,
+    ) -> TxnClient {
+        let index = self.next_producer_index;
+        self.next_producer_index += 1;
+        txn_client(&self.cfg, client, index, txn_id, now)
     }
 
     /// Routes what a client step produced: acknowledgements and reads to the checks, group
