@@ -258,6 +258,13 @@ fn check_run(line: &str) {
     let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!(v["errors"], serde_json::json!([]), "{v}");
     assert_eq!(v["second_committed"], true, "{v}");
+    // ListOffsets with isolation: the open transaction holds read_committed's latest.
+    let latest = |i: usize| {
+        v["open_latest"][i]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{v}"))
+    };
+    assert!(latest(0) < latest(1), "{v}");
     let mut committed: Vec<String> = (0..14).map(|i| format!("c{i}")).collect();
     committed.sort();
     assert_eq!(v["read_committed"], serde_json::json!(committed), "{v}");

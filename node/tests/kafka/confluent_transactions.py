@@ -30,6 +30,14 @@ def produce_all(p, values):
     p.flush(60)
 
 
+def latest(isolation):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm-" + isolation,
+                  "isolation.level": isolation})
+    _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    c.close()
+    return high
+
+
 def run_producer():
     p = Producer({
         "bootstrap.servers": bootstrap,
@@ -49,6 +57,9 @@ def run_producer():
     out["aborted"] = True
     p.begin_transaction()
     produce_all(p, ["c%d" % i for i in range(10, 14)])
+    # While it is open (records delivered): ListOffsets' latest of partition 0 for each
+    # isolation level, the last stable offset below the high watermark.
+    out["open_latest"] = [latest(level) for level in ("read_committed", "read_uncommitted")]
     if pause:
         print("HALF", flush=True)
         sys.stdin.readline()
