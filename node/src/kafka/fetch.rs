@@ -181,11 +181,13 @@ fn abort_at(aborted: &[AbortedTxn], offset: u64) -> Option<&AbortedTxn> {
     aborted.iter().find(|a| a.last_offset == offset)
 }
 
-/// The epoch of the aborted transaction's own batches, if any were returned (clients do
-/// not check a marker's epoch; this keeps the marker truthful where it can).
+/// The epoch of the aborted transaction's own batches (its producer's last one before the
+/// marker), if any were returned: clients do not check a marker's epoch, but the marker
+/// stays truthful where it can.
 fn producer_epoch(r: &message::ConsumerRecords, a: &AbortedTxn) -> u16 {
     r.batches
         .iter()
+        .filter(|b| b.base_offset < a.last_offset)
         .filter_map(|b| b.producer.filter(|p| p.producer_id == a.producer_id))
         .map(|p| p.producer_epoch)
         .next_back()
