@@ -170,6 +170,7 @@ fn end(p: ProducerIdAndEpoch) -> TxnRequest {
         producer_id: p.producer_id,
         producer_epoch: p.producer_epoch,
         result: TxnResult::Commit,
+        keep_epoch: false,
     })
 }
 

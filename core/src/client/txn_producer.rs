@@ -697,6 +697,7 @@ impl TransactionalProducer {
                     producer_id: pid,
                     producer_epoch: epoch,
                     result: *result,
+                    keep_epoch: false,
                 })),
             ),
         };

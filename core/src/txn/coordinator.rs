@@ -674,7 +674,8 @@ impl TxnCoordinator {
             return Err(TxnError::ConcurrentTransactions);
         }
         let m = &e.meta;
-        let bump = !self.config.bugs.late_txn_marker;
+        // An old client's EndTxn (keep_epoch) cannot take a bumped epoch home.
+        let bump = !self.config.bugs.late_txn_marker && !r.keep_epoch;
         let same = m.result() == Some(r.result);
         let done = Ok(Some(TxnResponse::EndTxn(Ok(ProducerIdAndEpoch {
             producer_id: m.producer_id,

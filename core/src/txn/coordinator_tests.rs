@@ -155,6 +155,7 @@ impl H {
             producer_id: p.producer_id,
             producer_epoch: p.producer_epoch,
             result,
+            keep_epoch: false,
         }))
     }
 
@@ -255,6 +256,38 @@ fn late_txn_marker_keeps_the_epoch() {
     // The same epoch opens the next transaction: a late marker cannot be told apart.
     assert_eq!(
         h.add("t", p, &[tp(0)]),
+        TxnResponse::AddPartitionsToTxn(Ok(()))
+    );
+}
+
+#[test]
+fn an_old_clients_end_txn_keeps_the_epoch_and_its_retry_is_answered() {
+    let mut h = H::new(TxnBugs::default());
+    let p = h.init_ok("t");
+    h.add("t", p, &[tp(0)]);
+    let end = |result| {
+        TxnRequest::EndTxn(EndTxnRequest {
+            transactional_id: "t".into(),
+            producer_id: p.producer_id,
+            producer_epoch: p.producer_epoch,
+            result,
+            keep_epoch: true,
+        })
+    };
+    // Kafka's EndTxn v0-4: the answer cannot carry a new epoch, so there is none.
+    assert_eq!(h.send(end(TxnResult::Commit)), TxnResponse::EndTxn(Ok(p)));
+    assert_eq!(h.markers[0].producer_epoch, p.producer_epoch);
+    h.answer_markers(Ok(()));
+    assert_eq!(h.state("t"), TxnState::CompleteCommit);
+    // A retry is answered as the original; the other outcome is refused.
+    assert_eq!(h.send(end(TxnResult::Commit)), TxnResponse::EndTxn(Ok(p)));
+    assert!(matches!(
+        h.send(end(TxnResult::Abort)),
+        TxnResponse::EndTxn(Err(TxnError::InvalidTxnState(_)))
+    ));
+    // The client goes on at the epoch it has.
+    assert_eq!(
+        h.add("t", p, &[tp(1)]),
         TxnResponse::AddPartitionsToTxn(Ok(()))
     );
 }
@@ -623,6 +656,7 @@ fn a_failed_write_changes_nothing_and_the_unload_answers_waiters() {
             producer_id: p.producer_id,
             producer_epoch: p.producer_epoch,
             result: TxnResult::Commit,
+            keep_epoch: false,
         })
     });
     let outs = h.c.poll_outputs();

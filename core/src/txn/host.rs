@@ -251,6 +251,7 @@ mod tests {
                 producer_id: 77,
                 producer_epoch: 0,
                 result: TxnResult::Abort,
+                keep_epoch: false,
             }),
         );
         let mut marker = None;

@@ -138,6 +138,12 @@ pub struct EndTxnRequest {
     pub producer_id: u64,
     pub producer_epoch: u16,
     pub result: TxnResult,
+    /// The client cannot learn a bumped epoch from the answer (Kafka's EndTxn before v5,
+    /// i.e. every client of the Kafka listener's non-flexible versions), so the coordinator
+    /// ends this transaction at the epoch it has, as Kafka does for such clients: no
+    /// KIP-890 part-2 bump, and a retry at the same epoch is answered as the original.
+    #[serde(default)]
+    pub keep_epoch: bool,
 }
 
 /// A request to a transaction coordinator (FindCoordinator: to any broker).

@@ -36,7 +36,8 @@ fn admin_client(s: &Session, timeout: Duration) -> Client {
 }
 
 /// An idempotent producer's id: a fresh one from the controller (epoch 0), as Skein's own
-/// producer gets. Transactional ids are refused (no transactions); a re-initialisation
+/// producer gets. A transactional id goes to its coordinator instead (`txn`); a
+/// re-initialisation
 /// with the old id and epoch (v3+, not offered) would bump the epoch in Kafka.
 pub async fn init_producer_id(
     s: &mut Session,
@@ -45,9 +46,7 @@ pub async fn init_producer_id(
     let resp = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if req.transactional_id.is_some() {
-        return resp.with_error_code(errors::invalid_request());
-    }
+    debug_assert!(req.transactional_id.is_none(), "routed to the coordinator");
     let mut client = admin_client(s, Duration::from_secs(5));
     let result = match client
         .controller_request(ControllerRequest::InitProducerId)

@@ -7,12 +7,13 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -76,6 +77,10 @@ pub enum Body {
     DescribeGroups(DescribeGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 }
 
 /// Reads one frame's bytes. Ok(None): the peer closed cleanly between frames.
@@ -178,6 +183,16 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, CodecError> {
         }
         ApiKey::OffsetDelete => {
             Body::OffsetDelete(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::AddPartitionsToTxn => {
+            Body::AddPartitionsToTxn(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            Body::AddOffsetsToTxn(Decodable::decode(buf, version).map_err(body_err)?)
+        }
+        ApiKey::EndTxn => Body::EndTxn(Decodable::decode(buf, version).map_err(body_err)?),
+        ApiKey::TxnOffsetCommit => {
+            Body::TxnOffsetCommit(Decodable::decode(buf, version).map_err(body_err)?)
         }
         _ => return Err(CodecError::UnsupportedApi(api)),
     };

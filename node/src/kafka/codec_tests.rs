@@ -58,6 +58,60 @@ fn group_tool_sample(api: ApiKey, version: i16) -> Bytes {
     }
 }
 
+/// The transaction APIs, as librdkafka sends them (one topic, two partitions).
+fn txn_sample(api: ApiKey, version: i16) -> Bytes {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{ProducerId, TransactionalId};
+    let id = TransactionalId(StrBytes::from_static_str("tx"));
+    let group = GroupId(StrBytes::from_static_str("g"));
+    match api {
+        ApiKey::AddPartitionsToTxn => {
+            let t = AddPartitionsToTxnTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![0, 1]);
+            let r = AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(id)
+                .with_v3_and_below_producer_id(ProducerId(4))
+                .with_v3_and_below_producer_epoch(1)
+                .with_v3_and_below_topics(vec![t]);
+            frame(api, version, &r)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let r = AddOffsetsToTxnRequest::default()
+                .with_transactional_id(id)
+                .with_producer_id(ProducerId(4))
+                .with_group_id(group);
+            frame(api, version, &r)
+        }
+        ApiKey::EndTxn => {
+            let r = EndTxnRequest::default()
+                .with_transactional_id(id)
+                .with_producer_id(ProducerId(4))
+                .with_committed(true);
+            frame(api, version, &r)
+        }
+        ApiKey::TxnOffsetCommit => {
+            let p = TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(1)
+                .with_committed_offset(5)
+                .with_committed_metadata(Some(StrBytes::from_static_str("x")));
+            let t = TxnOffsetCommitRequestTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![p]);
+            let r = TxnOffsetCommitRequest::default()
+                .with_transactional_id(id)
+                .with_group_id(group)
+                .with_producer_id(ProducerId(4))
+                .with_topics(vec![t]);
+            frame(api, version, &r)
+        }
+        other => panic!("no sample for {other:?}"),
+    }
+}
+
 /// A frame (without size prefix) as a client would send it.
 fn frame<M: Encodable>(api: ApiKey, version: i16, body: &M) -> Bytes {
     let header = RequestHeader::default()
@@ -233,7 +287,8 @@ fn sample(api: ApiKey, version: i16) -> Bytes {
         | ApiKey::DescribeGroups
         | ApiKey::DeleteGroups
         | ApiKey::OffsetDelete => group_tool_sample(api, version),
-        other => panic!("no sample for {other:?}"),
+        // The transaction APIs (and a panic for an API without a sample).
+        _ => txn_sample(api, version),
     }
 }
 
@@ -266,6 +321,10 @@ fn every_advertised_version_decodes() {
                     | (ApiKey::DescribeGroups, Body::DescribeGroups(_))
                     | (ApiKey::DeleteGroups, Body::DeleteGroups(_))
                     | (ApiKey::OffsetDelete, Body::OffsetDelete(_))
+                    | (ApiKey::AddPartitionsToTxn, Body::AddPartitionsToTxn(_))
+                    | (ApiKey::AddOffsetsToTxn, Body::AddOffsetsToTxn(_))
+                    | (ApiKey::EndTxn, Body::EndTxn(_))
+                    | (ApiKey::TxnOffsetCommit, Body::TxnOffsetCommit(_))
             );
             assert!(ok, "{api:?} v{v}: {:?}", req.body);
         }
@@ -340,6 +399,41 @@ fn impossible_counts_are_refused_before_decoding() {
     recs[last] = 0xfe; // zigzag varint: large positive, continuation bit set...
     recs.extend_from_slice(&[0xff, 0xff, 0xff, 0x0f]);
     assert!(super::super::guard::check_records(&recs).is_err());
+}
+
+/// The transaction APIs' arrays: a partition count or a topic count the frame cannot
+/// hold is refused before the decoder reserves for it; the fields read back as sent.
+#[test]
+fn transaction_frames_are_walked_and_read() {
+    // AddPartitionsToTxn v2 ends with the partition array: [count, 0, 1].
+    let mut f = txn_sample(ApiKey::AddPartitionsToTxn, 2).to_vec();
+    let n = f.len();
+    f[n - 12..n - 8].copy_from_slice(&i32::MAX.to_be_bytes());
+    let e = decode_request(Bytes::from(f)).unwrap_err().to_string();
+    assert!(e.contains("array count 2147483647"), "{e}");
+    // TxnOffsetCommit v2's topic count sits right after the epoch.
+    let good = txn_sample(ApiKey::TxnOffsetCommit, 2);
+    let Body::TxnOffsetCommit(r) = decode_request(good.clone()).unwrap().body else {
+        panic!("not a TxnOffsetCommit")
+    };
+    assert_eq!(
+        (r.producer_id.0, r.topics[0].partitions[0].committed_offset),
+        (4, 5)
+    );
+    let at = good.len() - (2 + 1 + 4 + 4 + 8 + 4 + 2 + 1) - 4;
+    let mut f = good.to_vec();
+    f[at..at + 4].copy_from_slice(&(-7i32).to_be_bytes());
+    assert!(decode_request(Bytes::from(f)).is_err());
+    let Body::EndTxn(r) = decode_request(txn_sample(ApiKey::EndTxn, 1)).unwrap().body else {
+        panic!("not an EndTxn")
+    };
+    assert!(r.committed);
+    // The flexible versions are not served: refused by version, not misread.
+    let f = frame(ApiKey::EndTxn, 3, &EndTxnRequest::default());
+    assert!(matches!(
+        decode_request(f),
+        Err(CodecError::UnsupportedVersion { .. })
+    ));
 }
 
 #[test]

@@ -87,6 +87,10 @@ fn encode(req: &Request) -> Option<Bytes> {
         Body::DescribeGroups(b) => b.encode(buf, v),
         Body::DeleteGroups(b) => b.encode(buf, v),
         Body::OffsetDelete(b) => b.encode(buf, v),
+        Body::AddPartitionsToTxn(b) => b.encode(buf, v),
+        Body::AddOffsetsToTxn(b) => b.encode(buf, v),
+        Body::EndTxn(b) => b.encode(buf, v),
+        Body::TxnOffsetCommit(b) => b.encode(buf, v),
     };
     r.expect("a decoded body encodes at its version");
     Some(buf.split().freeze())

@@ -72,9 +72,11 @@ pub async fn find_coordinator(
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let resp = FindCoordinatorResponse::default().with_node_id(BrokerId(-1));
-    // key_type 1 is a transactional id: Skein has no transaction coordinators.
-    if req.key_type != 0 {
-        return resp.with_error_code(errors::invalid_request());
+    match req.key_type {
+        0 => {}
+        // A transactional id's coordinator.
+        1 => return super::txn::find_coordinator(s, &req).await,
+        _ => return resp.with_error_code(errors::invalid_request()),
     }
     let request = GroupRequest::FindCoordinator {
         group_id: text(&req.key),

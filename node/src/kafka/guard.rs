@@ -171,6 +171,34 @@ pub fn check_body(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardErr
     Ok(())
 }
 
+/// The transaction APIs (non-flexible versions, v0-2).
+fn txn(w: &mut Walk, api: ApiKey, version: i16) -> Result<(), GuardError> {
+    match api {
+        ApiKey::AddPartitionsToTxn => {
+            w.string()?; // transactional id
+            w.skip(8 + 2)?; // producer id, epoch
+            topic_partitions(w)?;
+        }
+        // Strings and numbers only.
+        ApiKey::AddOffsetsToTxn | ApiKey::EndTxn => return Ok(()),
+        ApiKey::TxnOffsetCommit => {
+            w.string()?; // transactional id
+            w.string()?; // group id
+            w.skip(8 + 2)?; // producer id, epoch
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    // partition, offset, leader epoch (v2+)
+                    w.skip(4 + 8 + if version >= 2 { 4 } else { 0 })?;
+                    w.string() // metadata
+                })
+            })?;
+        }
+        _ => return Err(GuardError(format!("{api:?} has no layout here"))),
+    }
+    Ok(())
+}
+
 /// The consumer-group APIs (non-flexible versions). Subscription and assignment bytes
 /// inside JoinGroup and SyncGroup are checked when they are translated
 /// ([`check_subscription`], [`check_assignment`]).
@@ -252,7 +280,7 @@ fn groups(w: &mut Walk, api: ApiKey, version: i16) -> Result<(), GuardError> {
                 w.array(|w| w.skip(4))
             })?;
         }
-        _ => return Err(GuardError(format!("{api:?} has no layout here"))),
+        _ => return txn(w, api, version),
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ mod offsets;
 mod produce;
 pub mod records;
 mod session;
+mod txn;
 pub mod versions;
 
 use crate::config::{ClusterAddresses, ValidNodeConfig};
@@ -168,12 +169,47 @@ async fn respond(s: &mut Session, req: Request) -> anyhow::Result<Option<Bytes>>
             encode_response(ApiKey::DescribeConfigs, version, corr, &resp)?
         }
         Body::InitProducerId(r) => {
-            let resp = admin::init_producer_id(s, r).await;
+            let resp = match r.transactional_id.as_ref().map(|id| id.0.to_string()) {
+                Some(id) => txn::init_producer_id(s, id, &r).await,
+                None => admin::init_producer_id(s, r).await,
+            };
             encode_response(ApiKey::InitProducerId, version, corr, &resp)?
         }
+        body @ (Body::AddPartitionsToTxn(_)
+        | Body::AddOffsetsToTxn(_)
+        | Body::EndTxn(_)
+        | Body::TxnOffsetCommit(_)) => txn_request(s, body, version, corr).await?,
         body => group_request(s, body, version, corr).await?,
     };
     Ok(Some(bytes))
+}
+
+/// The transaction APIs (FindCoordinator and InitProducerId aside).
+async fn txn_request(
+    s: &mut Session,
+    body: Body,
+    version: i16,
+    corr: i32,
+) -> anyhow::Result<Bytes> {
+    Ok(match body {
+        Body::AddPartitionsToTxn(r) => {
+            let resp = txn::add_partitions(s, r).await;
+            encode_response(ApiKey::AddPartitionsToTxn, version, corr, &resp)?
+        }
+        Body::AddOffsetsToTxn(r) => {
+            let resp = txn::add_offsets(s, r).await;
+            encode_response(ApiKey::AddOffsetsToTxn, version, corr, &resp)?
+        }
+        Body::EndTxn(r) => {
+            let resp = txn::end_txn(s, r).await;
+            encode_response(ApiKey::EndTxn, version, corr, &resp)?
+        }
+        Body::TxnOffsetCommit(r) => {
+            let resp = txn::txn_offset_commit(s, r).await;
+            encode_response(ApiKey::TxnOffsetCommit, version, corr, &resp)?
+        }
+        other => anyhow::bail!("not a transaction request: {other:?}"),
+    })
 }
 
 /// The consumer-group APIs and the group tooling.

@@ -35,7 +35,9 @@ pub async fn handle(s: &mut Session, req: ListOffsetsRequest, version: i16) -> L
                 correlation,
                 tp,
                 spec,
-                isolation: Default::default(),
+                // v2+ (v1's field reads 0: read_uncommitted). read_committed's Latest is
+                // the last stable offset.
+                isolation: super::fetch::isolation(req.isolation_level),
             }));
         }
     }

@@ -36,6 +36,13 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
         _ => return Some(refuse_all(&req, ResponseError::InvalidRequiredAcks.code())),
     };
     let timeout_ms = u64::try_from(req.timeout_ms).unwrap_or(0);
+    // Named to the leader so it can verify a transactional batch with the coordinator
+    // (KIP-890 part 1); None for everything else, as before.
+    let transactional_id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .filter(|t| !t.is_empty());
     let mut requests = Vec::new();
     let mut pending = Vec::new();
     for (ti, topic) in req.topic_data.iter().enumerate() {
@@ -66,7 +73,7 @@ pub async fn handle(s: &mut Session, req: ProduceRequest) -> Option<ProduceRespo
                             acks,
                             timeout: timeout_ms * 1_000_000,
                             batch,
-                            transactional_id: None,
+                            transactional_id: transactional_id.clone(),
                         }));
                     }
                 }

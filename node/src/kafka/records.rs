@@ -33,8 +33,9 @@ pub enum RecordsError {
          (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"
     )]
     UnsupportedCompression { pos: usize, codec: u8 },
-    #[error("transactional and control batches are not supported")]
-    Transactional,
+    /// Control batches are written by the transaction coordinator, never produced.
+    #[error("a producer cannot write control batches")]
+    Control,
     #[error("{0}")]
     Invalid(&'static str),
 }
@@ -119,9 +120,11 @@ fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
     let Some(first) = records.first() else {
         return Ok(None);
     };
-    if records.iter().any(|r| r.transactional || r.control) {
-        return Err(RecordsError::Transactional);
+    if records.iter().any(|r| r.control) {
+        return Err(RecordsError::Control);
     }
+    // One batch, one attributes field: its first record says whether it is transactional.
+    let transactional = first.transactional;
     let base = records.iter().map(|r| r.offset).min().unwrap_or(0);
     let first_ts = records.iter().map(|r| r.timestamp).min().unwrap_or(0);
     let max_ts = records.iter().map(|r| r.timestamp).max().unwrap_or(0);
@@ -157,11 +160,14 @@ fn to_skein(records: &[KRecord]) -> Result<Option<RecordBatch>, RecordsError> {
                 .collect(),
         });
     }
-    Ok(Some(
-        RecordBatch::of_records(first_ts, out)
-            .with_producer(producer)
-            .with_timestamps(first_ts, max_ts),
-    ))
+    let batch = RecordBatch::of_records(first_ts, out)
+        .with_producer(producer)
+        .with_timestamps(first_ts, max_ts);
+    Ok(Some(if transactional {
+        batch.transactional()
+    } else {
+        batch
+    }))
 }
 
 /// The control record type a leader-epoch marker goes out as: Kafka's COMMIT marker (1).
@@ -222,8 +228,13 @@ pub fn encode_batch(buf: &mut BytesMut, batch: &RecordBatch) -> anyhow::Result<(
     Ok(())
 }
 
-/// A marker batch as one Kafka control record per Skein record (a marker has one).
+/// A marker batch as one Kafka control record per Skein record (a marker has one). A
+/// transaction marker goes out as itself (its producer, its COMMIT/ABORT key): a
+/// read_committed client ends an aborted transaction's range at its ABORT marker.
 fn control_records(batch: &RecordBatch) -> Vec<KRecord> {
+    if batch.as_txn_marker().is_some() {
+        return to_kafka(batch);
+    }
     let (key, value) = control_key_value();
     batch
         .iter_offsets()
@@ -271,8 +282,8 @@ fn to_kafka(batch: &RecordBatch) -> Vec<KRecord> {
     batch
         .iter_offsets()
         .map(|(offset, r)| KRecord {
-            transactional: false,
-            control: false,
+            transactional: batch.is_transactional(),
+            control: batch.is_control(),
             delete_horizon: false,
             partition_leader_epoch: batch.partition_leader_epoch as i32,
             producer_id,
@@ -440,10 +451,46 @@ mod tests {
         assert_eq!(control.key.as_deref(), Some(&[0u8, 0, 0, 1][..]));
         assert_eq!(control.value.as_deref(), Some(&[0u8; 6][..]));
         // A producer may not send one.
-        assert!(matches!(
-            decode_batches(bytes),
-            Err(RecordsError::Transactional)
-        ));
+        assert!(matches!(decode_batches(bytes), Err(RecordsError::Control)));
+    }
+
+    #[test]
+    fn a_transactional_batch_keeps_its_bit_both_ways() {
+        let producer = ProducerInfo {
+            producer_id: 9,
+            producer_epoch: 2,
+            base_sequence: 0,
+        };
+        let txn = batch(0, Some(producer), 2).transactional();
+        let bytes = encode_batches(&[txn, batch(2, Some(producer), 1)]).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert!(infos[0].transactional && !infos[0].control);
+        assert!(!infos[1].transactional);
+        let back = decode_batches(bytes).unwrap();
+        assert!(back[0].is_transactional() && !back[1].is_transactional());
+        assert_eq!(back[0].producer, Some(producer));
+    }
+
+    #[test]
+    fn a_transaction_marker_goes_out_as_itself() {
+        let marker = skein_core::log::TxnMarker {
+            producer_id: 9,
+            producer_epoch: 2,
+            result: skein_core::txn::TxnResult::Abort,
+            coordinator_epoch: 5,
+        };
+        let b = RecordBatch::txn_marker(marker, 1_700_000_000_000).at(7);
+        let bytes = encode_batches(&[b]).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert!(infos[0].control && infos[0].transactional);
+        assert_eq!((infos[0].producer_id, infos[0].producer_epoch), (9, 2));
+        assert_eq!(infos[0].min_offset, 7);
+        let sets = RecordBatchDecoder::decode_all(&mut bytes.clone()).unwrap();
+        let r = &sets[0].records[0];
+        // Key: version 0, type ABORT (0); value: version 0, coordinator epoch 5.
+        assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
+        assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 5][..]));
+        assert_eq!(r.sequence, -1);
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::DescribeConfigs, 1, 3),
     (ApiKey::InitProducerId, 0, 1),
+    (ApiKey::AddPartitionsToTxn, 0, 2),
+    (ApiKey::AddOffsetsToTxn, 0, 2),
+    (ApiKey::EndTxn, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 2),
     (ApiKey::DeleteGroups, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
 ];
@@ -105,6 +109,16 @@ mod tests {
         assert!(!supported(ApiKey::DescribeGroups, 5));
         assert!(supported(ApiKey::DeleteGroups, 1) && !supported(ApiKey::DeleteGroups, 2));
         assert!(supported(ApiKey::OffsetDelete, 0));
+        // The transaction APIs up to their last non-flexible version.
+        for api in [
+            ApiKey::AddPartitionsToTxn,
+            ApiKey::AddOffsetsToTxn,
+            ApiKey::EndTxn,
+            ApiKey::TxnOffsetCommit,
+        ] {
+            assert!(supported(api, 2) && !supported(api, 3), "{api:?}");
+        }
+        assert!(!supported(ApiKey::WriteTxnMarkers, 0));
         // Produce is announced from v0 (librdkafka's compression check) but served from v3.
         let produce = api_versions_response(0)
             .api_keys
