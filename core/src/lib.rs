@@ -17,6 +17,7 @@
 
 pub mod broker;
 pub mod bugs;
+mod byte_reader;
 pub mod client;
 pub mod controller;
 pub mod fxhash;

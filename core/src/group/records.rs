@@ -27,6 +27,7 @@
 //! deposed leader cut off from the controller cannot get it past its HW). Load skips it;
 //! having no value, it is a tombstone, so compaction drops it.
 
+use crate::byte_reader::{ByteReader, ReadError};
 use crate::group::protocol::{GenerationId, GroupId, InstanceId, MemberId, OffsetAndMetadata};
 use crate::log::{Record, RecordBatch};
 use crate::types::{Nanos, Offset, TopicPartition};
@@ -274,66 +275,19 @@ pub fn number_records(records: &mut [Record]) {
 
 // ---- decoding ---------------------------------------------------------------------------
 
-struct R<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> R<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
-    }
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
-        if self.buf.len() - self.pos < n {
-            return Err(RecordError::Truncated(what));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, RecordError> {
-        Ok(self.take(1, what)?[0])
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, RecordError> {
-        Ok(u16::from_be_bytes(self.take(2, what)?.try_into().unwrap()))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, RecordError> {
-        Ok(u32::from_be_bytes(self.take(4, what)?.try_into().unwrap()))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, RecordError> {
-        Ok(u64::from_be_bytes(self.take(8, what)?.try_into().unwrap()))
-    }
-    fn str(&mut self, what: &'static str) -> Result<String, RecordError> {
-        let n = self.u32(what)? as usize;
-        let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| RecordError::BadUtf8(what))
-    }
-    fn opt_str(&mut self, what: &'static str) -> Result<Option<String>, RecordError> {
-        match self.u8(what)? {
-            0 => Ok(None),
-            1 => Ok(Some(self.str(what)?)),
-            t => Err(RecordError::BadOptionTag(t, what)),
-        }
-    }
-    /// A count about to drive a loop: each element takes at least `min_elem` bytes, so a
-    /// corrupt huge count is caught before any allocation.
-    fn count(&mut self, min_elem: usize, what: &'static str) -> Result<usize, RecordError> {
-        let n = self.u32(what)? as usize;
-        if n.saturating_mul(min_elem) > self.buf.len() - self.pos {
-            return Err(RecordError::Truncated(what));
-        }
-        Ok(n)
-    }
-    fn finish(&self, what: &'static str) -> Result<(), RecordError> {
-        match self.buf.len() - self.pos {
-            0 => Ok(()),
-            n => Err(RecordError::TrailingBytes(n, what)),
+impl From<ReadError> for RecordError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Truncated(w) => RecordError::Truncated(w),
+            ReadError::BadUtf8(w) => RecordError::BadUtf8(w),
+            ReadError::BadOptionTag(t, w) => RecordError::BadOptionTag(t, w),
+            ReadError::TrailingBytes(n, w) => RecordError::TrailingBytes(n, w),
         }
     }
 }
 
 pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
-    let mut r = R::new(bytes);
+    let mut r = ByteReader::new(bytes);
     let key = match r.u16("key version")? {
         OFFSET_KEY_VERSION => RecordKey::Offset {
             group: r.str("offset key group")?,
@@ -355,7 +309,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
 pub fn decode_offset_value(
     bytes: &[u8],
 ) -> Result<(OffsetAndMetadata, Option<CommitStamp>), RecordError> {
-    let mut r = R::new(bytes);
+    let mut r = ByteReader::new(bytes);
     let version = r.u16("offset value version")?;
     if version != OFFSET_VALUE_VERSION {
         return Err(RecordError::UnknownValueVersion {
@@ -391,7 +345,7 @@ pub fn decode_offset_value(
 }
 
 pub fn decode_group_value(bytes: &[u8]) -> Result<GroupMetadataValue, RecordError> {
-    let mut r = R::new(bytes);
+    let mut r = ByteReader::new(bytes);
     let version = r.u16("group value version")?;
     if version != GROUP_VALUE_VERSION {
         return Err(RecordError::UnknownValueVersion {
@@ -401,13 +355,13 @@ pub fn decode_group_value(bytes: &[u8]) -> Result<GroupMetadataValue, RecordErro
     }
     let protocol_type = r.str("protocol type")?;
     let generation = r.u32("generation")?;
-    let protocol = r.opt_str("protocol")?;
-    let leader = r.opt_str("leader")?;
+    let protocol = r.opt("protocol", |r| r.str("protocol"))?;
+    let leader = r.opt("leader", |r| r.str("leader"))?;
     let n = r.count(4 + 1 + 16 + 8, "member count")?;
     let mut members = Vec::with_capacity(n);
     for _ in 0..n {
         let member_id = r.str("member id")?;
-        let instance_id = r.opt_str("instance id")?;
+        let instance_id = r.opt("instance id", |r| r.str("instance id"))?;
         let session_timeout = r.u64("session timeout")?;
         let rebalance_timeout = r.u64("rebalance timeout")?;
         let t = r.count(4, "topic count")?;

@@ -14,6 +14,7 @@
 //! An unknown key version is skipped on load (written by a newer coordinator); anything
 //! else malformed is an error, as for `__consumer_offsets`.
 
+use crate::byte_reader::{ByteReader, ReadError};
 use crate::log::{Record, RecordBatch};
 use crate::txn::state::{TxnMetadata, TxnState};
 use crate::types::{Offset, TopicPartition};
@@ -119,47 +120,13 @@ pub fn txn_record(transactional_id: &str, value: Option<&TxnMetadata>) -> Record
     )
 }
 
-struct R<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> R<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], TxnRecordError> {
-        if self.buf.len() - self.pos < n {
-            return Err(TxnRecordError::Truncated(what));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, TxnRecordError> {
-        Ok(self.take(1, what)?[0])
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, TxnRecordError> {
-        Ok(u16::from_be_bytes(
-            self.take(2, what)?.try_into().expect("2"),
-        ))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, TxnRecordError> {
-        Ok(u32::from_be_bytes(
-            self.take(4, what)?.try_into().expect("4"),
-        ))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, TxnRecordError> {
-        Ok(u64::from_be_bytes(
-            self.take(8, what)?.try_into().expect("8"),
-        ))
-    }
-    fn str(&mut self, what: &'static str) -> Result<String, TxnRecordError> {
-        let n = self.u32(what)? as usize;
-        let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| TxnRecordError::BadUtf8(what))
-    }
-    fn finish(&self, what: &'static str) -> Result<(), TxnRecordError> {
-        match self.buf.len() - self.pos {
-            0 => Ok(()),
-            n => Err(TxnRecordError::TrailingBytes(n, what)),
+impl From<ReadError> for TxnRecordError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Truncated(w) => TxnRecordError::Truncated(w),
+            ReadError::BadUtf8(w) => TxnRecordError::BadUtf8(w),
+            ReadError::BadOptionTag(t, w) => TxnRecordError::BadOptionTag(t, w),
+            ReadError::TrailingBytes(n, w) => TxnRecordError::TrailingBytes(n, w),
         }
     }
 }
@@ -167,7 +134,7 @@ impl<'a> R<'a> {
 /// The transactional id of a key; `Ok(None)` for a key version this coordinator does not
 /// know (skipped, not misread).
 pub fn decode_key(bytes: &[u8]) -> Result<Option<String>, TxnRecordError> {
-    let mut r = R { buf: bytes, pos: 0 };
+    let mut r = ByteReader::new(bytes);
     if r.u16("key version")? != KEY_VERSION {
         return Ok(None);
     }
@@ -177,26 +144,19 @@ pub fn decode_key(bytes: &[u8]) -> Result<Option<String>, TxnRecordError> {
 }
 
 pub fn decode_value(bytes: &[u8]) -> Result<TxnMetadata, TxnRecordError> {
-    let mut r = R { buf: bytes, pos: 0 };
+    let mut r = ByteReader::new(bytes);
     let version = r.u16("value version")?;
     if version != VALUE_VERSION {
         return Err(TxnRecordError::UnknownValueVersion(version));
     }
     let producer_id = r.u64("producer id")?;
     let producer_epoch = r.u16("producer epoch")?;
-    let last_producer_epoch = match r.u8("last producer epoch")? {
-        0 => None,
-        1 => Some(r.u16("last producer epoch")?),
-        t => return Err(TxnRecordError::BadOptionTag(t, "last producer epoch")),
-    };
+    let last_producer_epoch = r.opt("last producer epoch", |r| r.u16("last producer epoch"))?;
     let timeout_ms = r.u32("timeout")?;
     let state = state_of(r.u8("state")?)?;
     let start_time = r.u64("start time")?;
-    let n = r.u32("partition count")? as usize;
     // Each partition takes at least 8 bytes: a corrupt huge count fails before allocating.
-    if n.saturating_mul(8) > bytes.len() - r.pos {
-        return Err(TxnRecordError::Truncated("partitions"));
-    }
+    let n = r.count(8, "partitions")?;
     let mut partitions = std::collections::BTreeSet::new();
     for _ in 0..n {
         let topic = r.str("partition topic")?;
