@@ -254,6 +254,8 @@ pub struct Client {
     cursors: BTreeMap<TopicPartition, FetchCursor>,
     /// The codec produced batches are stored with (`set_compression`).
     compression: Codec,
+    /// What fetches and `Latest` offsets see (`set_isolation`).
+    isolation: skein_core::txn::IsolationLevel,
 }
 
 /// Acknowledgement of one produced batch.
@@ -279,6 +281,7 @@ impl Client {
             producer: ProduceClient::plain(),
             cursors: BTreeMap::new(),
             compression: Codec::None,
+            isolation: Default::default(),
         }
     }
 
@@ -290,6 +293,15 @@ impl Client {
     /// section of each batch, docs/format.md); consumers decode them whatever the codec.
     pub fn set_compression(&mut self, codec: Codec) {
         self.compression = codec;
+    }
+
+    /// Reads from now on under `isolation`: `ReadCommitted` stops at each partition's last
+    /// stable offset (also what `Latest` means) and drops aborted transactions' records.
+    pub fn set_isolation(&mut self, isolation: skein_core::txn::IsolationLevel) {
+        if isolation != self.isolation {
+            self.cursors.clear();
+        }
+        self.isolation = isolation;
     }
 
     fn correlation(&mut self) -> u64 {
@@ -959,7 +971,7 @@ impl Client {
         let mut refresh = false;
         let mut cursor = match self.cursors.remove(tp) {
             Some(c) if c.position() == offset => c,
-            _ => FetchCursor::new(offset),
+            _ => FetchCursor::new(offset).with_isolation(self.isolation),
         };
         let mut truncation = None;
         loop {
@@ -1034,7 +1046,7 @@ impl Client {
                         correlation,
                         tp: tp.clone(),
                         spec,
-                        isolation: Default::default(),
+                        isolation: self.isolation,
                     });
                     match self.broker_request(leader, req).await {
                         Ok(Message::ListOffsetsResponse(r)) => match r.result {

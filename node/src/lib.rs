@@ -9,6 +9,7 @@
 //! message back out over the connection to the address it names. [`client`] is the other end: the producer, consumer and admin calls the
 //! `skein` CLI uses. [`config`] reads and validates the TOML configuration.
 
+pub mod broker_pool;
 pub mod client;
 pub mod config;
 pub mod file_storage;
@@ -20,3 +21,4 @@ pub mod kafka;
 pub mod net;
 pub mod runtime;
 pub mod stats;
+pub mod txn_client;

@@ -43,8 +43,30 @@ pub struct ConsumeArgs {
     /// within the session timeout gets its partitions back without a rebalance.
     #[arg(long)]
     pub instance_id: Option<String>,
+    /// `read_committed`: stop at each partition's last stable offset and skip aborted
+    /// transactions' records; `read_uncommitted` (default): everything below the high
+    /// watermark, records of open and aborted transactions included.
+    #[arg(long, value_enum, default_value_t = IsolationArg::ReadUncommitted)]
+    pub isolation: IsolationArg,
     #[command(flatten)]
     pub cluster: ClusterArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationArg {
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    #[value(name = "read_committed")]
+    ReadCommitted,
+}
+
+impl From<IsolationArg> for skein_core::txn::IsolationLevel {
+    fn from(a: IsolationArg) -> Self {
+        match a {
+            IsolationArg::ReadUncommitted => Self::ReadUncommitted,
+            IsolationArg::ReadCommitted => Self::ReadCommitted,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -67,9 +89,15 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
             args.partition.is_none(),
             "--partition and --group exclude each other: the group assigns partitions"
         );
+        anyhow::ensure!(
+            args.isolation == IsolationArg::ReadUncommitted,
+            "--isolation read_committed with --group is not supported yet: the group \
+             member reads uncommitted; consume without --group to read committed"
+        );
         return run_group(args, group);
     }
     let mut c = client(&args.cluster)?;
+    c.set_isolation(args.isolation.into());
     runtime()?.block_on(async move {
         let mut parts: Vec<u32> = c
             .wait_topic(&args.topic)

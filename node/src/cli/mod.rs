@@ -10,5 +10,6 @@ pub mod group;
 pub mod jepsen;
 pub mod node;
 pub mod produce;
+mod produce_txn;
 pub mod sim;
 pub mod topic;

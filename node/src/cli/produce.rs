@@ -59,6 +59,23 @@ pub struct ProduceArgs {
     /// Store each batch compressed: none, gzip, snappy, lz4 or zstd (Kafka's codecs).
     #[arg(long, default_value = "none")]
     pub compression: Codec,
+    /// Write in transactions under this `transactional.id` (KIP-98): records become
+    /// visible to `read_committed` readers only when their transaction commits. Starting
+    /// fences any older producer with the same id and ends its open transaction.
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// With --transactional-id: lines per transaction (0: the whole input is one
+    /// transaction, committed at end of input).
+    #[arg(long, default_value_t = 0, requires = "transactional_id")]
+    pub transaction_size: usize,
+    /// With --transactional-id: abort every transaction instead of committing it (the
+    /// records stay in the log, skipped by `read_committed` readers).
+    #[arg(long, requires = "transactional_id")]
+    pub abort: bool,
+    /// With --transactional-id: `transaction.timeout.ms`; the coordinator aborts a
+    /// transaction left open longer.
+    #[arg(long, default_value_t = 60_000, requires = "transactional_id")]
+    pub transaction_timeout_ms: u32,
     #[command(flatten)]
     pub cluster: ClusterArg,
 }
@@ -66,37 +83,16 @@ pub struct ProduceArgs {
 pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
     super::common::init_tracing("warn");
     anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
+    if args.transactional_id.is_some() {
+        return super::produce_txn::run(args);
+    }
     let mut c = client(&args.cluster)?;
     c.set_compression(args.compression);
-    // Lines are read on a blocking thread and batched here: a batch goes out when full or
-    // when stdin has been quiet for `linger_ms`.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(4096);
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            if tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
+    // Lines are batched here: a batch goes out when full or when stdin has been quiet for
+    // `linger_ms`.
+    let mut rx = stdin_lines();
     runtime()?.block_on(async move {
-        let partitions: Vec<u32> = match args.partition {
-            Some(p) => vec![p],
-            None => {
-                let mut ps: Vec<u32> = c
-                    .wait_topic(&args.topic)
-                    .await?
-                    .iter()
-                    .map(|p| p.tp.partition)
-                    .collect();
-                ps.sort();
-                ps
-            }
-        };
-        anyhow::ensure!(
-            !partitions.is_empty(),
-            "topic {} has no partitions",
-            args.topic
-        );
+        let partitions = partitions_of(&mut c, &args).await?;
         let acks: Acks = args.acks.into();
         if acks == Acks::All && !args.no_idempotence {
             c.enable_idempotence().await?;
@@ -129,13 +125,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
             if batch.is_empty() {
                 continue;
             }
-            let pick = match (&args.key, args.partition) {
-                (Some(k), None) => crc32fast::hash(k.as_bytes()) as usize,
-                _ => {
-                    next += 1;
-                    next - 1
-                }
-            };
+            let pick = pick(&args, &mut next);
             let tp = TopicPartition::new(&args.topic, partitions[pick % partitions.len()]);
             let n = batch.len();
             let key = args.key.as_deref().map(str::as_bytes);
@@ -168,4 +158,55 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<ExitCode> {
         eprintln!("produced {total} record(s) to {}", args.topic);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Lines of stdin, read on a blocking thread.
+pub(super) fn stdin_lines() -> tokio::sync::mpsc::Receiver<std::io::Result<String>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(4096);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The partitions a produce writes to: `--partition`, else every partition of the topic.
+pub(super) async fn partitions_of(
+    c: &mut skein_node::client::Client,
+    args: &ProduceArgs,
+) -> anyhow::Result<Vec<u32>> {
+    let partitions: Vec<u32> = match args.partition {
+        Some(p) => vec![p],
+        None => {
+            let mut ps: Vec<u32> = c
+                .wait_topic(&args.topic)
+                .await?
+                .iter()
+                .map(|p| p.tp.partition)
+                .collect();
+            ps.sort();
+            ps
+        }
+    };
+    anyhow::ensure!(
+        !partitions.is_empty(),
+        "topic {} has no partitions",
+        args.topic
+    );
+    Ok(partitions)
+}
+
+/// Which of the partitions the next batch goes to (an index, taken modulo their count):
+/// by the key's CRC-32 with `--key` (and no `--partition`), else round-robin.
+pub(super) fn pick(args: &ProduceArgs, next: &mut usize) -> usize {
+    match (&args.key, args.partition) {
+        (Some(k), None) => crc32fast::hash(k.as_bytes()) as usize,
+        _ => {
+            *next += 1;
+            *next - 1
+        }
+    }
 }
