@@ -3,8 +3,8 @@
 //! on loopback: a committed transaction's records are read by both isolation levels, an
 //! aborted one's only by `read_uncommitted`; a transaction left open by a killed producer
 //! holds `read_committed` readers at its first offset until a new producer with the same
-//! transactional id fences it (aborting it); and bad arguments are refused with a clear
-//! error.
+//! transactional id fences it (aborting it); `skein bench produce --transactional`
+//! commits what it counts; and bad arguments are refused with a clear error.
 
 mod common;
 
@@ -127,6 +127,48 @@ fn transactional_produce_and_read_committed_consume() {
     let after = consume(&cf, "read_committed");
     assert!(after.contains(&"new1".to_string()), "{after:?}");
     assert!(!after.contains(&"open1".to_string()), "{after:?}");
+
+    // The transactional benchmark: every record it reports is committed, so a
+    // read_committed reader of its topic reads exactly that many.
+    let bench = run(
+        &[
+            "bench",
+            "produce",
+            "--topic",
+            "tb",
+            "--records",
+            "2000",
+            "--batch",
+            "100",
+            "--producers",
+            "2",
+            "--transactional",
+            "--commit-interval-ms",
+            "20",
+            "--cluster",
+            &cf,
+        ],
+        limit,
+    );
+    let said = ok(&bench);
+    assert!(said.contains("produce: 2000 records"), "{said}");
+    assert!(said.contains("commit latency ("), "{said}");
+    let read = run(
+        &[
+            "consume",
+            "--topic",
+            "tb",
+            "--from-beginning",
+            "--idle-exit-ms",
+            "1500",
+            "--isolation",
+            "read_committed",
+            "--cluster",
+            &cf,
+        ],
+        limit,
+    );
+    assert_eq!(ok(&read).lines().count(), 2000);
 
     // Bad arguments: a clear error, no hang.
     let bad = run_input(

@@ -67,6 +67,17 @@ pub enum BenchCommand {
         /// Store each batch compressed: none, gzip, snappy, lz4 or zstd.
         #[arg(long, default_value = "none")]
         compression: Codec,
+        /// Idempotent producers (producer id and sequence numbers; retries never write
+        /// twice): the baseline to compare `--transactional` with.
+        #[arg(long)]
+        idempotent: bool,
+        /// Transactional producers (one transactional id each, `bench-N`): batches go into
+        /// a transaction committed every `--commit-interval-ms`; commit latencies are
+        /// reported too. Needs --acks all.
+        #[arg(long, conflicts_with = "idempotent")]
+        transactional: bool,
+        #[arg(long, default_value_t = 100, requires = "transactional")]
+        commit_interval_ms: u64,
         #[command(flatten)]
         common: Common,
     },
@@ -95,12 +106,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 producers,
                 rate,
                 compression,
+                idempotent,
+                transactional,
+                commit_interval_ms,
                 common,
             } => {
                 anyhow::ensure!(
                     batch > 0 && producers > 0,
                     "--batch and --producers must be > 0"
                 );
+                anyhow::ensure!(
+                    !transactional || Acks::from(acks) == Acks::All,
+                    "--transactional needs --acks all"
+                );
+                let mode = match (idempotent, transactional) {
+                    (_, true) => Mode::Transactional {
+                        commit_every: Duration::from_millis(commit_interval_ms.max(1)),
+                    },
+                    (true, false) => Mode::Idempotent,
+                    (false, false) => Mode::Plain,
+                };
                 anyhow::ensure!(
                     Acks::from(acks) != Acks::None,
                     "--acks 0 has no acknowledgements to time: use all or 1"
@@ -116,6 +141,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     producers,
                     rate,
                     compression,
+                    mode,
                 )
                 .await
             }
@@ -183,6 +209,18 @@ fn bar(total: u64, what: &str) -> ProgressBar {
     pb
 }
 
+/// What kind of producer `bench produce` runs.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Plain,
+    Idempotent,
+    Transactional { commit_every: Duration },
+}
+
+/// One producer task's results: records acknowledged, per-batch latencies, and (for
+/// transactional producers) commit latencies.
+type TaskResult = (u64, Histogram<u64>, Histogram<u64>);
+
 #[allow(clippy::too_many_arguments)]
 async fn produce(
     cluster: ClusterAddresses,
@@ -194,6 +232,7 @@ async fn produce(
     producers: usize,
     rate: Option<u64>,
     compression: Codec,
+    mode: Mode,
 ) -> anyhow::Result<ExitCode> {
     let batches = records.div_ceil(batch as u64);
     let next_batch = Arc::new(AtomicU64::new(0));
@@ -209,9 +248,42 @@ async fn produce(
             next_batch.clone(),
             pb.clone(),
         );
+        let work = Work {
+            next_batch,
+            batches,
+            batch,
+            record_size,
+            started,
+            interval,
+            pb,
+        };
+        if let Mode::Transactional { commit_every } = mode {
+            let id = format!("bench-{p}");
+            tasks.push(tokio::spawn(txn_task(
+                cluster,
+                id,
+                parts,
+                work,
+                compression,
+                commit_every,
+            )));
+            continue;
+        }
+        let Work {
+            next_batch,
+            batches,
+            batch,
+            record_size,
+            started,
+            interval,
+            pb,
+        } = work;
         tasks.push(tokio::spawn(async move {
             let mut c = Client::new(cluster, options());
             c.set_compression(compression);
+            if matches!(mode, Mode::Idempotent) {
+                c.enable_idempotence().await?;
+            }
             let mut h = histogram();
             let payload = vec![b'x'; record_size];
             let mut sent = 0u64;
@@ -237,20 +309,127 @@ async fn produce(
                 sent += batch as u64;
                 pb.inc(batch as u64);
             }
-            anyhow::Ok((sent, h))
+            anyhow::Ok((sent, h, histogram()))
         }));
     }
     let mut total = 0u64;
     let mut h = histogram();
+    let mut commits = histogram();
     for t in tasks {
-        let (sent, th) = t.await.context("producer task panicked")??;
+        let (sent, th, tc): TaskResult = t.await.context("producer task panicked")??;
         total += sent;
         h.add(&th).expect("same bounds");
+        commits.add(&tc).expect("same bounds");
     }
     let secs = started.elapsed().as_secs_f64();
     pb.finish_and_clear();
     report("produce", total, record_size, secs, &h, "batch");
+    if matches!(mode, Mode::Transactional { .. }) {
+        let ms = |q: f64| commits.value_at_quantile(q) as f64 / 1000.0;
+        println!(
+            "commit latency ({} transactions): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            commits.len(),
+            ms(0.5),
+            ms(0.99),
+            commits.max() as f64 / 1000.0
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The batches the producer tasks share out, and how they are paced.
+struct Work {
+    next_batch: Arc<AtomicU64>,
+    batches: u64,
+    batch: usize,
+    record_size: usize,
+    started: Instant,
+    interval: Option<Duration>,
+    pb: ProgressBar,
+}
+
+/// One transactional producer: batches (one in flight, as the other modes) into a
+/// transaction that commits once `commit_every` has passed since it began, and at the end.
+/// A batch's latency runs until it is acknowledged (written, not yet committed).
+async fn txn_task(
+    cluster: ClusterAddresses,
+    id: String,
+    parts: Vec<TopicPartition>,
+    w: Work,
+    compression: Codec,
+    commit_every: Duration,
+) -> anyhow::Result<TaskResult> {
+    use skein_core::client::txn_producer::TxnProducerConfig;
+    use skein_core::log::RecordBatch;
+    use skein_node::txn_client::TxnClient;
+    const WAIT: Duration = Duration::from_secs(30);
+    let mut config = TxnProducerConfig::new(id.clone());
+    // The next transaction's AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS while the
+    // last one's markers are being written; Kafka's producer retries that after 20 ms
+    // rather than its general backoff, and so does the benchmark.
+    config.retry_backoff = Duration::from_millis(20).as_nanos() as u64;
+    let mut txn = TxnClient::new(cluster, config);
+    txn.init(WAIT)
+        .await
+        .with_context(|| format!("init_transactions for {id}"))?;
+    let (mut h, mut commits) = (histogram(), histogram());
+    let payload = vec![b'x'; w.record_size];
+    let mut sent = 0u64;
+    let mut open: Option<Instant> = None;
+    let mut in_txn = 0u64;
+    loop {
+        let i = w.next_batch.fetch_add(1, Ordering::Relaxed);
+        if i >= w.batches {
+            break;
+        }
+        let due = match w.interval {
+            Some(iv) => {
+                let due = w.started + iv.mul_f64(i as f64);
+                tokio::time::sleep_until(due).await;
+                due
+            }
+            None => Instant::now(),
+        };
+        if open.is_none() {
+            txn.begin()?;
+            open = Some(Instant::now());
+        }
+        let tp = parts[i as usize % parts.len()].clone();
+        let values = (0..w.batch).map(|_| payload.clone());
+        let b = RecordBatch::from_values(0, values).with_codec(compression);
+        txn.send(tp.clone(), b)
+            .await
+            .with_context(|| format!("batch {i} to {tp}"))?;
+        txn.wait_written(WAIT)
+            .await
+            .with_context(|| format!("batch {i} to {tp}"))?;
+        let _ = h.record((due.elapsed().as_micros() as u64).max(1));
+        in_txn += w.batch as u64;
+        if open.is_some_and(|t| t.elapsed() >= commit_every) {
+            sent += commit(&mut txn, &mut commits, &mut open, &mut in_txn).await?;
+        }
+        w.pb.inc(w.batch as u64);
+    }
+    if open.is_some() {
+        sent += commit(&mut txn, &mut commits, &mut open, &mut in_txn).await?;
+    }
+    Ok((sent, h, commits))
+}
+
+/// Commits the open transaction; returns its records.
+async fn commit(
+    txn: &mut skein_node::txn_client::TxnClient,
+    commits: &mut Histogram<u64>,
+    open: &mut Option<Instant>,
+    in_txn: &mut u64,
+) -> anyhow::Result<u64> {
+    let t = Instant::now();
+    txn.commit(Duration::from_secs(30))
+        .await
+        .context("commit_transaction")?;
+    let _ = commits.record((t.elapsed().as_micros() as u64).max(1));
+    *open = None;
+    Ok(std::mem::take(in_txn))
 }
 
 async fn consume(
