@@ -84,9 +84,16 @@ fn transactional_produce_and_read_committed_consume() {
     all.sort();
     assert_eq!(all, ["a1", "a2", "c1", "c2", "c3", "c4"]);
 
-    // A producer killed inside a transaction: its records are in the log but the
-    // transaction is open, so read_committed stops before them (the LSO) while
-    // read_uncommitted reads them.
+    open_transaction_fenced(&cf);
+    bench_commits_what_it_counts(&cf);
+    bad_arguments(&cf);
+}
+
+/// A producer killed inside a transaction: its records are in the log but the transaction
+/// is open, so read_committed stops before them (the LSO) while read_uncommitted reads
+/// them, until a new instance of the transactional id fences it.
+fn open_transaction_fenced(cf: &str) {
+    let limit = Duration::from_secs(60);
     let mut zombie: Child = skein()
         .args([
             "produce",
@@ -97,7 +104,7 @@ fn transactional_produce_and_read_committed_consume() {
             "--transactional-id",
             "app-2",
             "--cluster",
-            &cf,
+            cf,
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -111,7 +118,7 @@ fn transactional_produce_and_read_committed_consume() {
         stdin.flush().unwrap();
     }
     let t = Instant::now();
-    while !consume(&cf, "read_uncommitted").contains(&"open1".to_string()) {
+    while !consume(cf, "read_uncommitted").contains(&"open1".to_string()) {
         assert!(
             t.elapsed() < limit,
             "the open transaction's record never appeared"
@@ -119,15 +126,18 @@ fn transactional_produce_and_read_committed_consume() {
     }
     let _ = zombie.kill();
     let _ = zombie.wait();
-    let after = consume(&cf, "read_committed");
+    let after = consume(cf, "read_committed");
     assert!(!after.contains(&"open1".to_string()), "{after:?}");
-    produce_txn(&cf, "app-2", "new1\n", &["--partition", "0"]);
+    produce_txn(cf, "app-2", "new1\n", &["--partition", "0"]);
     // init_transactions of the new instance aborted the open transaction; its own commit
     // is readable, the zombie's record never is.
-    let after = consume(&cf, "read_committed");
+    let after = consume(cf, "read_committed");
     assert!(after.contains(&"new1".to_string()), "{after:?}");
     assert!(!after.contains(&"open1".to_string()), "{after:?}");
+}
 
+fn bench_commits_what_it_counts(cf: &str) {
+    let limit = Duration::from_secs(60);
     // The transactional benchmark: every record it reports is committed, so a
     // read_committed reader of its topic reads exactly that many.
     let bench = run(
@@ -146,7 +156,7 @@ fn transactional_produce_and_read_committed_consume() {
             "--commit-interval-ms",
             "20",
             "--cluster",
-            &cf,
+            cf,
         ],
         limit,
     );
@@ -164,12 +174,15 @@ fn transactional_produce_and_read_committed_consume() {
             "--isolation",
             "read_committed",
             "--cluster",
-            &cf,
+            cf,
         ],
         limit,
     );
     assert_eq!(ok(&read).lines().count(), 2000);
+}
 
+fn bad_arguments(cf: &str) {
+    let limit = Duration::from_secs(60);
     // Bad arguments: a clear error, no hang.
     let bad = run_input(
         &[
@@ -181,7 +194,7 @@ fn transactional_produce_and_read_committed_consume() {
             "--acks",
             "1",
             "--cluster",
-            &cf,
+            cf,
         ],
         "v\n",
         limit,
@@ -196,14 +209,14 @@ fn transactional_produce_and_read_committed_consume() {
             "--isolation",
             "serializable",
             "--cluster",
-            &cf,
+            cf,
         ],
         limit,
     );
     assert!(!bad.status.success());
     says(&bad, "read_committed");
     let bad = run_input(
-        &["produce", "--topic", "t", "--abort", "--cluster", &cf],
+        &["produce", "--topic", "t", "--abort", "--cluster", cf],
         "v\n",
         limit,
     );
