@@ -176,10 +176,20 @@ async fn prepare(common: &Common) -> anyhow::Result<(ClusterAddresses, Vec<Topic
         ..TopicConfig::default()
     };
     match c.create_topic(&common.topic, config).await {
-        Ok(_) => eprintln!(
-            "created topic {} ({} partitions, RF {})",
-            common.topic, common.partitions, common.replication_factor
-        ),
+        Ok(_) => {
+            eprintln!(
+                "created topic {} ({} partitions, RF {})",
+                common.topic, common.partitions, common.replication_factor
+            );
+            // Every broker serves it before producing starts: a transaction coordinator
+            // that has not heard of it yet refuses AddPartitionsToTxn for it.
+            let within = Duration::from_secs(10);
+            let (_, failed) =
+                (c.wait_topic_on_brokers(&common.topic, common.partitions, within)).await;
+            for (id, why) in failed {
+                eprintln!("broker {id} does not serve {} yet: {why}", common.topic);
+            }
+        }
         Err(ClientError::Controller(ControllerError::TopicAlreadyExists { .. })) => {}
         Err(e) => return Err(e).context(format!("cannot create topic {}", common.topic)),
     }
