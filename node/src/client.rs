@@ -201,6 +201,9 @@ pub struct Fetched {
     /// Committed records: (offset, value), in offset order.
     pub records: Vec<(Offset, Option<Vec<u8>>)>,
     pub high_watermark: Offset,
+    /// The partition's last stable offset: the end of what a read_committed reader may
+    /// see (the high watermark when no transaction is open).
+    pub last_stable_offset: Offset,
     /// Where the next fetch starts (past the records and any leader-epoch markers).
     pub next_offset: Offset,
     /// The log was truncated under the reader (an unclean election) and it moved back to
@@ -302,6 +305,11 @@ impl Client {
             self.cursors.clear();
         }
         self.isolation = isolation;
+    }
+
+    /// What reads see (`set_isolation`).
+    pub fn isolation(&self) -> skein_core::txn::IsolationLevel {
+        self.isolation
     }
 
     fn correlation(&mut self) -> u64 {
@@ -994,6 +1002,7 @@ impl Client {
                                 return Ok(Fetched {
                                     records: out,
                                     high_watermark: recs.high_watermark,
+                                    last_stable_offset: recs.last_stable_offset,
                                     next_offset,
                                     truncation,
                                 });

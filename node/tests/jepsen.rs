@@ -289,3 +289,37 @@ fn an_unknown_bug_is_refused_before_anything_starts() {
         &["--controllers must be 1, 3 or 5"],
     );
 }
+
+/// `--workload txn`: transactional producers and read_committed readers under kills
+/// (of partition leaders, so of transaction coordinators too), pauses and partitions. The
+/// run passes, and its report shows transactions of all three outcomes judged by the
+/// transactional checker: committed ones read back, aborted ones never read.
+#[test]
+fn txn_workload_under_faults_passes_the_transactional_checker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["jepsen", "run", "--workload", "txn", "--time", "20s"])
+        .args(["--interval", "4s", "--nemesis", "kill,pause,partition"])
+        .args(["--rate", "20", "--partitions", "2", "--seed", "1", "--dir"])
+        .arg(&dir)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("jepsen: PASS"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let txn = &report["txn"];
+    assert_eq!(txn["valid"], true, "{txn}");
+    let stats = &txn["stats"];
+    let n = |k: &str| stats[k].as_u64().unwrap_or(0);
+    assert!(n("committed") > 50, "{stats}");
+    assert!(n("aborted") > 0, "{stats}");
+    assert!(n("records-read") > 0, "{stats}");
+    for class in ["G1a", "G1b", "lost-write", "duplicate", "torn-transaction"] {
+        assert_eq!(txn[class]["count"], 0, "{class}: {txn}");
+    }
+}

@@ -4,9 +4,11 @@
 use super::TOPIC;
 use anyhow::Context;
 use skein_core::message::Acks;
+use skein_core::txn::IsolationLevel;
 use skein_core::types::TopicPartition;
 use skein_jepsen::{
-    AckPromise, EventType, Function, HistoryWriter, PollValue, PolledRecord, SendValue, Value,
+    AckPromise, EventType, Function, HistoryWriter, Isolation, PollRead, PollValue, PolledRecord,
+    SendValue, TxnValue, Value,
 };
 use skein_node::client::{Client, ClientError, ClientOptions};
 use skein_node::config::ClusterAddresses;
@@ -129,9 +131,10 @@ fn polled(partition: u32, records: Vec<(u64, Option<Vec<u8>>)>) -> Vec<PolledRec
 
 /// A consumer following one partition from offset 0. A fetch that errs is a `fail` poll:
 /// a fetch changes nothing and reported nothing, and the next one starts at the same place.
-pub async fn consumer(process: u64, tp: TopicPartition, ctx: Ctx) {
+pub async fn consumer(process: u64, tp: TopicPartition, isolation: IsolationLevel, ctx: Ctx) {
     let r = &ctx.recorder;
     let mut client = Client::new(ctx.cluster.clone(), client_options());
+    client.set_isolation(isolation);
     let mut position = 0;
     while !ctx.stop.load(Ordering::SeqCst) {
         match poll(&mut client, r, process, &tp, position, 256 * 1024).await {
@@ -147,7 +150,9 @@ pub async fn consumer(process: u64, tp: TopicPartition, ctx: Ctx) {
 }
 
 /// One recorded poll of `tp` from `position`: the invocation, then an `ok` poll with the
-/// records read or a `fail` (a failed fetch changes nothing and reports nothing).
+/// records read or a `fail` (a failed fetch changes nothing and reports nothing). A
+/// read_committed client's poll is a `txn` holding one poll micro-operation whose `end`
+/// is the last stable offset, as the transactional checker wants (docs/history.md).
 async fn poll(
     client: &mut Client,
     r: &Shared,
@@ -156,21 +161,40 @@ async fn poll(
     position: u64,
     max_bytes: usize,
 ) -> Result<Polled, ClientError> {
-    rec(r, process, EventType::Invoke, Function::Poll, Value::Null);
+    let committed = client.isolation() == IsolationLevel::ReadCommitted;
+    let (f, empty) = if committed {
+        let v = TxnValue::new(Isolation::ReadCommitted).poll(Vec::new());
+        (Function::Txn, Value::Txn(Box::new(v)))
+    } else {
+        (Function::Poll, Value::Null)
+    };
+    rec(r, process, EventType::Invoke, f, empty.clone());
     match client.fetch_next(tp, position, max_bytes).await {
-        Ok(f) => {
+        Ok(fetched) => {
             let p = Polled {
-                next: f.next_offset,
-                high_watermark: f.high_watermark,
-                read: f.records.len(),
+                next: fetched.next_offset,
+                high_watermark: fetched.high_watermark,
+                end: if committed {
+                    fetched.last_stable_offset
+                } else {
+                    fetched.high_watermark
+                },
+                read: fetched.records.len(),
             };
-            let records = polled(tp.partition, f.records);
-            let value = Value::Poll(PollValue { records });
-            rec(r, process, EventType::Ok, Function::Poll, value);
+            let records = polled(tp.partition, fetched.records);
+            let value = if committed {
+                let mut read = PollRead::new(TOPIC, tp.partition).end(p.end);
+                read.records = records.into_iter().map(|r| (r.offset, r.value)).collect();
+                let v = TxnValue::new(Isolation::ReadCommitted).poll(vec![read]);
+                Value::Txn(Box::new(v))
+            } else {
+                Value::Poll(PollValue { records })
+            };
+            rec(r, process, EventType::Ok, f, value);
             Ok(p)
         }
         Err(e) => {
-            rec(r, process, EventType::Fail, Function::Poll, Value::Null);
+            rec(r, process, EventType::Fail, f, empty);
             Err(e)
         }
     }
@@ -180,23 +204,38 @@ async fn poll(
 struct Polled {
     next: u64,
     high_watermark: u64,
+    /// Where this reader's view ends: the high watermark, or for read_committed the last
+    /// stable offset.
+    end: u64,
     read: usize,
 }
 
-/// After recovery: a new process per partition reads it from 0 to its high watermark.
-pub async fn final_reads(tps: &[TopicPartition], ctx: &Ctx) -> anyhow::Result<()> {
+/// After recovery: a new process per partition reads it from 0 to its high watermark (for
+/// read_committed, until the last stable offset has reached it: open transactions time
+/// out and are aborted by their coordinators meanwhile).
+pub async fn final_reads(
+    tps: &[TopicPartition],
+    isolation: IsolationLevel,
+    ctx: &Ctx,
+) -> anyhow::Result<()> {
     for tp in tps {
         let process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
-        final_read(process, tp, ctx)
+        final_read(process, tp, isolation, ctx)
             .await
             .with_context(|| format!("final reads of {tp}"))?;
     }
     Ok(())
 }
 
-async fn final_read(process: u64, tp: &TopicPartition, ctx: &Ctx) -> anyhow::Result<()> {
+async fn final_read(
+    process: u64,
+    tp: &TopicPartition,
+    isolation: IsolationLevel,
+    ctx: &Ctx,
+) -> anyhow::Result<()> {
     let r = &ctx.recorder;
     let mut client = Client::new(ctx.cluster.clone(), client_options());
+    client.set_isolation(isolation);
     let mut position = 0;
     let started = Instant::now();
     loop {
@@ -205,6 +244,17 @@ async fn final_read(process: u64, tp: &TopicPartition, ctx: &Ctx) -> anyhow::Res
                 position = p.next;
                 if p.next >= p.high_watermark {
                     return Ok(());
+                }
+                if p.read == 0 && p.end < p.high_watermark {
+                    // Held at an open transaction's first offset until it ends.
+                    if started.elapsed() > Duration::from_secs(60) {
+                        anyhow::bail!(
+                            "the last stable offset stayed at {} below the high watermark {} for 60 s",
+                            p.end,
+                            p.high_watermark
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
             Err(e) => {

@@ -14,6 +14,7 @@
 mod clients;
 mod group;
 mod layout;
+mod txn;
 
 use super::common::runtime;
 use anyhow::{bail, Context};
@@ -88,6 +89,27 @@ pub struct RunArgs {
     /// `skein sim run --bug`), to see the harness catch it on real processes.
     #[arg(long = "bug", value_name = "NAME")]
     pub bugs: Vec<String>,
+    /// `plain`: idempotent producers, a consumer per partition and group members.
+    /// `txn`: transactional producers (--rate transactions/s each, one in five aborted on
+    /// purpose) and read_committed consumers; no group members. The same checker judges
+    /// both (with its transactional classes for `txn`).
+    #[arg(long, value_enum, default_value_t = Workload::Plain)]
+    pub workload: Workload,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    Plain,
+    Txn,
+}
+
+impl Workload {
+    fn isolation(self) -> skein_core::txn::IsolationLevel {
+        match self {
+            Workload::Plain => skein_core::txn::IsolationLevel::ReadUncommitted,
+            Workload::Txn => skein_core::txn::IsolationLevel::ReadCommitted,
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -290,7 +312,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn replay(args: &RunArgs) -> String {
     let bugs: String = args.bugs.iter().map(|b| format!(" --bug {b}")).collect();
     format!(
-        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {} --controllers {} --partitions {} --group-members {}{bugs} --dir NEW_DIR",
+        "skein jepsen run --time {}s --nemesis {} --rate {} --seed {} --interval {}s --producers {} --controllers {} --partitions {} --group-members {} --workload {}{bugs} --dir NEW_DIR",
         args.time.as_secs_f64(),
         args.nemesis,
         args.rate,
@@ -300,6 +322,10 @@ fn replay(args: &RunArgs) -> String {
         args.controllers,
         args.partitions,
         args.group_members,
+        match args.workload {
+            Workload::Plain => "plain",
+            Workload::Txn => "txn",
+        },
     )
 }
 
@@ -374,22 +400,23 @@ async fn workload(
     };
     let mut tasks = Vec::new();
     for p in 0..args.producers {
-        tasks.push(tokio::spawn(clients::producer(
-            p,
-            tps.clone(),
-            args.rate,
-            ctx.clone(),
-        )));
+        let (tps, ctx) = (tps.clone(), ctx.clone());
+        tasks.push(match args.workload {
+            Workload::Plain => tokio::spawn(clients::producer(p, tps, args.rate, ctx)),
+            Workload::Txn => tokio::spawn(txn::producer(p, p, tps, args.rate, args.seed, ctx)),
+        });
     }
+    let isolation = args.workload.isolation();
     for (i, tp) in tps.iter().enumerate() {
         let process = args.producers + i as u64;
-        tasks.push(tokio::spawn(clients::consumer(
-            process,
-            tp.clone(),
-            ctx.clone(),
-        )));
+        let consumer = clients::consumer(process, tp.clone(), isolation, ctx.clone());
+        tasks.push(tokio::spawn(consumer));
     }
-    for index in 0..args.group_members {
+    let members = match args.workload {
+        Workload::Plain => args.group_members,
+        Workload::Txn => 0,
+    };
+    for index in 0..members {
         let member = group::member(index, args.seed, args.partitions, ctx.clone());
         tasks.push(tokio::spawn(member));
     }
@@ -403,7 +430,7 @@ async fn workload(
     wait_healthy(&mut admin, &tps, Duration::from_secs(60))
         .await
         .context("the cluster did not recover after the faults were healed")?;
-    clients::final_reads(&tps, &ctx).await?;
+    clients::final_reads(&tps, isolation, &ctx).await?;
     ctx.recorder
         .lock()
         .expect("recorder lock")
