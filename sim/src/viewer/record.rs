@@ -726,9 +726,11 @@ impl Recorder {
                 let state = txn_state_code(meta.state);
                 let last = self.txn.last.get(&id).map(|&i| &self.txn_states[i]);
                 if let Some(l) = last {
+                    // The same state at a newer coordinator epoch is a new mark: the
+                    // coordinator moved (a failover), which the page shows.
                     if l.coordinator_epoch > epoch
-                        || (l.state, l.producer_id, l.epoch)
-                            == (state, meta.producer_id, meta.producer_epoch)
+                        || (l.state, l.producer_id, l.epoch, l.coordinator_epoch)
+                            == (state, meta.producer_id, meta.producer_epoch, epoch)
                     {
                         continue;
                     }
