@@ -436,6 +436,13 @@ fn a_txn_run_is_recorded_with_states_markers_and_the_lso_and_its_hash_stays() {
         assert!(rec.kinds.contains(&kind), "no {kind} in {:?}", rec.kinds);
     }
     assert!(!rec.kinds.contains(&"Txn"), "a Txn message left unnamed");
+    // Nor did any EndTxn or marker arrive in a later transaction than it was sent in.
+    assert!(rec.msgs.late.is_empty(), "late: {:?}", rec.msgs.late);
+    assert!(rec
+        .msgs
+        .flags
+        .iter()
+        .all(|f| f & skein_sim::viewer::LATE_TXN == 0));
 }
 
 #[test]
@@ -536,13 +543,25 @@ fn a_marker_on_a_later_transaction_is_drawn_and_opened_with_sel_wrong_marker() {
     let i = rec
         .markers
         .iter()
-        .position(|m| m.closed_from.is_some() && m.id.is_some() && m.own >= 1)
-        .expect("a marker that closed a transaction");
+        .position(|m| m.closed_from.is_some() && m.id.is_some() && m.own >= 1 && m.sent.is_some())
+        .expect("a marker sent over the network that closed a transaction");
     let m = &mut rec.markers[i];
     m.verdict = skein_sim::viewer::MARKER_WRONG_TXN;
     m.current = m.own + 1;
     let own = m.own;
+    let (sent, at) = (m.sent.unwrap(), m.at);
     let tp = rec.tps[m.tp as usize].to_string();
+    // Its WriteTxnMarkers, flagged as arriving in the later transaction.
+    let kind = rec
+        .kinds
+        .iter()
+        .position(|k| *k == "WriteTxnMarkers")
+        .unwrap() as u8;
+    let msg = (0..rec.msgs.sent.len())
+        .find(|&j| rec.msgs.kind[j] == kind && rec.msgs.sent[j] == sent && rec.msgs.recv[j] <= at)
+        .expect("the marker's message");
+    rec.msgs.flags[msg] |= skein_sim::viewer::LATE_TXN;
+    rec.msgs.late.push((msg as u32, own, own + 1));
     let path = out_dir().join("txn-wrong-marker.html");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create page"));
     skein_sim::viewer::write_html(&rec, &report, "txn-wrong-marker", &mut f).expect("write");
@@ -566,6 +585,13 @@ fn a_marker_on_a_later_transaction_is_drawn_and_opened_with_sel_wrong_marker() {
         l.dom.contains(&format!("partition {tp}:")),
         "the partition panel is not on the marker's partition"
     );
+    assert!(
+        l.dom.contains("class=\"msg late-txn\""),
+        "the late WriteTxnMarkers arrow is not singled out"
+    );
+    assert!(l
+        .dom
+        .contains("message arriving in a later transaction (1)"));
     assert!(
         l.dom.contains("marker on a later transaction (1)"),
         "no step entry"

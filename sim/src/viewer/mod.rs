@@ -13,8 +13,8 @@
 mod record;
 
 pub use record::{
-    MarkerMark, Recorder, TxnMark, MARKER_LATE, MARKER_OWN, MARKER_UNKNOWN, MARKER_WRONG_TXN,
-    TXN_STATES,
+    MarkerMark, Recorder, TxnMark, LATE_TXN, MARKER_LATE, MARKER_OWN, MARKER_UNKNOWN,
+    MARKER_WRONG_TXN, TXN_STATES,
 };
 
 use crate::report::SimReport;
@@ -80,6 +80,12 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         .map(|(i, t)| (rank[*i as usize], t.as_str()))
         .collect();
     texts.sort();
+    let mut late: Vec<(u32, u32, u32)> = m
+        .late
+        .iter()
+        .map(|&(i, own, current)| (rank[i as usize], own, current))
+        .collect();
+    late.sort();
     let replicas: Vec<Value> = rec
         .replicas
         .iter()
@@ -127,6 +133,7 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
             "b": pick32(&m.b),
             "c": pick32(&m.c),
             "text": texts,
+            "late": late,
         },
         "replicas": replicas,
         "faults": rec.faults.iter().map(|f| json!([us(f.at), f.name, f.lanes, f.end.map(us), f.text])).collect::<Vec<_>>(),

@@ -25,6 +25,9 @@ pub const CUT_IN_FLIGHT: u8 = 4;
 pub const DEAD: u8 = 8;
 pub const DUPLICATE: u8 = 16;
 pub const ERROR: u8 = 32;
+/// An EndTxn or WriteTxnMarkers that arrived while its transactional id was in a later
+/// transaction than the one it was sent in (`Msgs::late` says which).
+pub const LATE_TXN: u8 = 64;
 
 /// "No value" in the numeric columns.
 pub const NONE: u32 = u32::MAX;
@@ -55,6 +58,9 @@ pub struct Msgs {
     pub c: Vec<u32>,
     /// Text for kinds without numeric fields, and for errors: (message index, text).
     pub text: Vec<(u32, String)>,
+    /// Messages flagged `LATE_TXN`: (message index, transaction number it was sent in,
+    /// number when it arrived).
+    pub late: Vec<(u32, u32, u32)>,
 }
 
 /// One replica state, kept when anything in it changed.
@@ -548,28 +554,12 @@ impl Recorder {
                     }
                 }
             }
-            Message::WriteTxnMarker(r) => {
-                tp = self.tp(&r.tp);
-                (a, b, c) = (
-                    clip(r.producer_id),
-                    r.producer_epoch as u32,
-                    r.coordinator_epoch,
-                );
-                text = Some(format!("{:?}", r.result));
-                if flags & !DUPLICATE == 0 {
-                    self.marker_delivered(sent, to_addr, r);
-                }
-            }
-            Message::WriteTxnMarkerResponse(r) => {
-                tp = self.tp(&r.tp);
-                if let Err(e) = &r.result {
-                    flags |= ERROR;
-                    text = Some(text_of(e, 200));
-                }
-            }
-            Message::TxnResponse { response, .. } if response.error().is_some() => {
-                flags |= ERROR;
-                text = Some(text_of(response, 300));
+            Message::Txn { .. }
+            | Message::TxnResponse { .. }
+            | Message::WriteTxnMarker(_)
+            | Message::WriteTxnMarkerResponse(_) => {
+                (tp, a, b, c, text) =
+                    self.txn_message(index, (sent, recv), to_addr, &mut flags, msg);
             }
             other => text = Some(text_of(other, 300)),
         }
@@ -688,6 +678,50 @@ impl Recorder {
         }
     }
 
+    /// The numbers and text of a transaction protocol message (see [`Self::message`]);
+    /// flags it `ERROR` or `LATE_TXN`, and notes a delivered marker for [`Self::marker`].
+    fn txn_message(
+        &mut self,
+        index: u32,
+        (sent, recv): (SimTime, SimTime),
+        to: Address,
+        flags: &mut u8,
+        msg: &Message,
+    ) -> (u16, u32, u32, u32, Option<String>) {
+        let delivered = *flags & !DUPLICATE == 0;
+        match msg {
+            Message::WriteTxnMarker(r) => {
+                if delivered {
+                    self.marker_delivered(sent, to, r);
+                    let id = self.txn.by_producer.get(&r.producer_id).copied();
+                    *flags |= self.late_flag(index, id, sent, recv);
+                }
+                let (pid, epoch) = (clip(r.producer_id), r.producer_epoch as u32);
+                let text = Some(format!("{:?}", r.result));
+                (self.tp(&r.tp), pid, epoch, r.coordinator_epoch, text)
+            }
+            Message::WriteTxnMarkerResponse(r) => {
+                let text = r.result.as_ref().err().map(|e| {
+                    *flags |= ERROR;
+                    text_of(e, 200)
+                });
+                (self.tp(&r.tp), NONE, NONE, NONE, text)
+            }
+            Message::TxnResponse { response, .. } if response.error().is_some() => {
+                *flags |= ERROR;
+                (u16::MAX, NONE, NONE, NONE, Some(text_of(response, 300)))
+            }
+            Message::Txn { request, .. } => {
+                if let (TxnRequest::EndTxn(r), true) = (&**request, delivered) {
+                    let id = self.txn.ids.get(&r.transactional_id).copied();
+                    *flags |= self.late_flag(index, id, sent, recv);
+                }
+                (u16::MAX, NONE, NONE, NONE, Some(text_of(msg, 300)))
+            }
+            other => (u16::MAX, NONE, NONE, NONE, Some(text_of(other, 300))),
+        }
+    }
+
     /// A WriteTxnMarker handed to a broker: the marker its step may append (see
     /// [`Self::marker`]).
     fn marker_delivered(&mut self, sent: SimTime, to: Address, r: &WriteTxnMarkerRequest) {
@@ -700,6 +734,20 @@ impl Recorder {
                 r.result,
             );
             self.txn.delivered.insert(n, m);
+        }
+    }
+
+    /// `LATE_TXN` if transactional id `id` began a later transaction between the send
+    /// (`sent`) and the arrival (`recv`) of message `index` (recorded in `Msgs::late`).
+    fn late_flag(&mut self, index: u32, id: Option<u16>, sent: SimTime, recv: SimTime) -> u8 {
+        let Some(id) = id else { return 0 };
+        let at = |t| self.txn_state_at(id, t).map(|m| (m.state, m.number));
+        match late_arrival(at(sent), at(recv)) {
+            Some((own, current)) => {
+                self.msgs.late.push((index, own, current));
+                LATE_TXN
+            }
+            None => 0,
         }
     }
 
@@ -967,6 +1015,17 @@ fn judge_marker(
     (own, current, verdict)
 }
 
+/// Whether a request about a transaction (an EndTxn, a marker) arrives in a later one than
+/// it was sent in: `sent` and `arrived` are its id's (state, transaction number) then. It
+/// does when the id has begun another transaction since, which is open or being decided
+/// (a retried copy arriving once its own transaction is complete is not late). Returns
+/// (the number it was sent in, the number it arrived in).
+fn late_arrival(sent: Option<(u8, u32)>, arrived: Option<(u8, u32)>) -> Option<(u32, u32)> {
+    let ((_, own), (state, current)) = (sent?, arrived?);
+    // Ongoing, PrepareCommit, PrepareAbort (TXN_STATES order).
+    (current > own && (1..=3).contains(&state)).then_some((own, current))
+}
+
 /// A message's kind as the page names it: the transaction protocol's requests by their
 /// Kafka names (one `Txn` message carries five), the rest by their variant.
 fn kind_name(msg: &Message) -> &'static str {
@@ -1054,6 +1113,29 @@ mod tests {
     const ONGOING: u8 = 1;
     const PREPARE_COMMIT: u8 = 2;
     const COMPLETE_COMMIT: u8 = 4;
+
+    #[test]
+    fn a_request_arriving_in_a_later_transaction_is_late() {
+        // EndTxn of T#3 sent while it was open, arriving while T#4 is open or deciding.
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((ONGOING, 4))),
+            Some((3, 4))
+        );
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((PREPARE_COMMIT, 4))),
+            Some((3, 4))
+        );
+        // Arriving in its own transaction, or once the next one is over: not late.
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((PREPARE_COMMIT, 3))),
+            None
+        );
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((COMPLETE_COMMIT, 4))),
+            None
+        );
+        assert_eq!(late_arrival(None, Some((ONGOING, 4))), None);
+    }
 
     #[test]
     fn a_marker_is_judged_by_the_transaction_that_sent_it() {

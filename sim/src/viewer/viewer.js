@@ -32,12 +32,14 @@
   const u16 = (s) => new Uint16Array(bytes(s).buffer);
   const u32 = (s) => new Uint32Array(bytes(s).buffer);
 
-  const LOST = 1, PARTITIONED = 2, CUT = 4, DEAD = 8, DUP = 16, ERROR = 32;
-  const SPECIAL = LOST | PARTITIONED | CUT | DEAD | ERROR;
+  const LOST = 1, PARTITIONED = 2, CUT = 4, DEAD = 8, DUP = 16, ERROR = 32, LATE_TXN = 64;
+  const SPECIAL = LOST | PARTITIONED | CUT | DEAD | ERROR | LATE_TXN;
   const M = {
     n: D.msgs.n, sent: u32(D.msgs.sent), recv: u32(D.msgs.recv), from: u8(D.msgs.from),
     to: u8(D.msgs.to), kind: u8(D.msgs.kind), flags: u8(D.msgs.flags), tp: u16(D.msgs.tp),
     a: u32(D.msgs.a), b: u32(D.msgs.b), c: u32(D.msgs.c), text: new Map(D.msgs.text),
+    // EndTxn / WriteTxnMarkers that arrived in a later transaction: index -> [sent in, arrived in].
+    late: new Map((D.msgs.late || []).map(([i, own, cur]) => [i, [own, cur]])),
   };
   let maxLatency = 0;
   for (let i = 0; i < M.n; i++) maxLatency = Math.max(maxLatency, M.recv[i] - M.sent[i]);
@@ -310,7 +312,7 @@
       const x1 = X(M.sent[i]);
       let cls = 'msg';
       if (f & LOST) cls += ' lost'; if (f & PARTITIONED) cls += ' partitioned'; if (f & CUT) cls += ' cut';
-      if (f & DEAD) cls += ' dead'; if (f & DUP) cls += ' dup'; if (f & ERROR) cls += ' error';
+      if (f & DEAD) cls += ' dead'; if (f & DUP) cls += ' dup'; if (f & ERROR) cls += ' error'; if (f & LATE_TXN) cls += ' late-txn';
       if (view.sel && view.sel.type === 'm' && view.sel.i === i) cls += ' selected';
       const color = kindColor(M.kind[i]);
       if (f & (LOST | PARTITIONED)) {
@@ -371,7 +373,7 @@
       // Lost, cut and failed messages: a mark above the lane per bin where any was sent.
       for (const [key, f] of bad) {
         const l = y.get(Math.floor(key / 100000)), bx = (key % 100000) * BIN;
-        const color = f & LOST ? '#c0262d' : f & (PARTITIONED | CUT) ? '#7c3aed' : f & ERROR ? '#d97706' : '#555';
+        const color = f & (LOST | LATE_TXN) ? '#c0262d' : f & (PARTITIONED | CUT) ? '#7c3aed' : f & ERROR ? '#d97706' : '#555';
         out.push(`<rect class="bin bad" x="${bx}" y="${l.top + 2}" width="${BIN}" height="4" fill="${color}"/>`);
       }
       if (drawSpecials) for (const i of specials) drawMsg(i);
@@ -618,6 +620,7 @@
       if (f & LOST) fate.push('lost by the network'); if (f & PARTITIONED) fate.push('dropped: link cut by a partition');
       if (f & CUT) fate.push('cut by a partition while in flight'); if (f & DEAD) fate.push('destination down or restarted');
       if (f & DUP) fate.push("the network's duplicate copy"); if (f & ERROR) fate.push('an error answer');
+      if (f & LATE_TXN) { const [own, cur] = M.late.get(i) || ['?', '?']; fate.push(`ARRIVED IN A LATER TRANSACTION: sent during T#${own}, arrived during T#${cur} of its transactional id`); }
       rows += row('from', D.lanes[M.from[i]].name) + row('to', D.lanes[M.to[i]].name) + row('sent', fmtT(M.sent[i]));
       if (!(f & (LOST | PARTITIONED))) rows += row('arrived', fmtT(M.recv[i]) + ' (after ' + fmtDur(M.recv[i] - M.sent[i]) + ')');
       rows += row('fate', fate.length ? fate.join('; ') : 'delivered');
@@ -716,7 +719,7 @@
       for (let i = 0; i < M.n; i++) if (M.kind[i] === ki) times.push([M.sent[i], { type: 'm', i }]);
       add('message: ' + k, 'm:' + k, times);
     });
-    for (const [label, flag] of [['lost', LOST], ['cut by partition', PARTITIONED | CUT], ['error answer', ERROR]]) {
+    for (const [label, flag] of [['lost', LOST], ['cut by partition', PARTITIONED | CUT], ['error answer', ERROR], ['arriving in a later transaction', LATE_TXN]]) {
       const times = [];
       for (let i = 0; i < M.n; i++) if (M.flags[i] & flag) times.push([M.sent[i], { type: 'm', i }]);
       add('message ' + label, 'mf:' + label, times);
@@ -884,7 +887,7 @@
       D.kinds.map((k, i) => `<span><span class="swatch" style="background:${kindColor(i)}"></span>${esc(k)}</span>`).join('') +
       '<span>dashed red ×: lost · purple dashed: cut by a partition · orange: error answer · dotted: destination down · grey band: process down · hatched: partition · triangles: faults · diamonds: broker/controller events · bars on client lanes: operations (green ok, red fail, orange info)</span>' +
       (TX.ids.length ? '<span class="txn-legend">transactions: ' + TX.stateNames.filter((st) => txnSpans.some((sp) => sp.state === st)).map((st) => `<span class="swatch" style="background:${TXN_COLORS[st]};height:8px"></span>${esc(st)}`).join(' ') +
-        ' · markers: <span class="swatch" style="background:#16a34a;height:8px"></span>commit <span class="swatch" style="background:#dc2626;height:8px"></span>abort, faded: late (closed nothing), outlined with !: landed on a later transaction · partition panel: LSO dotted</span>' : '');
+        ' · markers: <span class="swatch" style="background:#16a34a;height:8px"></span>commit <span class="swatch" style="background:#dc2626;height:8px"></span>abort, faded: late (closed nothing), outlined with !: landed on a later transaction · thick red arrow: an EndTxn or WriteTxnMarkers arriving in a later transaction than it was sent in · partition panel: LSO dotted</span>' : '');
     window.addEventListener('resize', scheduleRender);
   }
 
