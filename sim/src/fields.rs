@@ -8,8 +8,10 @@ use crate::violation::Violation;
 use skein_core::broker::BrokerEvent;
 use skein_core::controller::ControllerEvent;
 use skein_core::message::{Address, Message};
-use skein_core::replica::ReplicaView;
+use skein_core::replica::{MarkerJournal, ReplicaView};
+use skein_core::txn::TxnCoordinators;
 use skein_core::NodeId;
+use skein_core::TopicPartition;
 
 /// What happened to a delivered message at its destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +60,14 @@ pub enum Fields<'a> {
     Replicas {
         node: NodeId,
         views: &'a [ReplicaView],
+    },
+    /// A broker's transaction side, after one of its steps (txn runs): the coordinators
+    /// it hosts (their durable state per transactional id) and the journal of markers
+    /// each replica it holds appended as leader.
+    Txns {
+        node: NodeId,
+        coordinators: Option<&'a TxnCoordinators>,
+        markers: &'a [(&'a TopicPartition, &'a MarkerJournal)],
     },
     BrokerEvent {
         node: NodeId,

@@ -21,8 +21,8 @@ use crate::log::{LogConfig, LogError, PartitionLog, RecordBatch, RecoverySummary
 use crate::message::*;
 use crate::node::NodeOutput;
 use crate::replica::{
-    AlterOutcome, Event, IsrProposal, Repair, Replica, ReplicaConfig, ReplicaEffect, ReplicaLog,
-    ReplicaView,
+    AlterOutcome, Event, IsrProposal, MarkerJournal, Repair, Replica, ReplicaConfig, ReplicaEffect,
+    ReplicaLog, ReplicaView,
 };
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -617,6 +617,15 @@ impl<S: Storage + Clone> Broker<S> {
 
     pub fn views(&self) -> Vec<ReplicaView> {
         self.replicas.values().map(|r| r.view()).collect()
+    }
+
+    /// Every hosted replica that has appended a transaction marker as leader, with its
+    /// journal of them (for observers: the run viewer).
+    pub fn marker_journals(&self) -> impl Iterator<Item = (&TopicPartition, &MarkerJournal)> {
+        self.replicas
+            .iter()
+            .map(|(tp, r)| (tp, r.marker_journal()))
+            .filter(|(_, j)| j.appended() > 0)
     }
 
     /// Partitions whose log failed to open here, with the error.

@@ -15,6 +15,7 @@ mod idempotence;
 mod isr;
 mod leader;
 mod log;
+mod marker_journal;
 mod node_map;
 mod repair;
 mod txn;
@@ -26,6 +27,7 @@ pub use check::{CheckError, Checkpoint};
 pub use idempotence::{ProducerCheck, ProducerStateTable};
 pub use leader::AlterOutcome;
 pub use log::{Appended, EncodedAppendError, LogFailure, ReplicaLog};
+pub use marker_journal::{AppendedMarker, MarkerJournal, MARKER_JOURNAL_LEN};
 
 use crate::bugs::Bugs;
 use crate::log::RecordBatch;
@@ -237,6 +239,9 @@ pub struct ReplicaView {
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
     pub high_watermark: Offset,
+    /// Where read_committed readers stop ([`Replica::last_stable_offset`]; the HW when no
+    /// transaction is open or undecided).
+    pub last_stable_offset: Offset,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
     pub flushed_offset: Offset,
@@ -274,6 +279,8 @@ pub struct Replica<L: ReplicaLog> {
     replicas: Vec<NodeId>,
     high_watermark: Offset,
     producers: ProducerStateTable,
+    /// The markers appended as leader, for observers only ([`MarkerJournal`]).
+    markers: MarkerJournal,
     effects: Vec<ReplicaEffect>,
     /// Set when the log has unflushed appends (leader side, flush_interval > 0).
     flush_due: Option<Nanos>,
@@ -329,6 +336,7 @@ impl<L: ReplicaLog> Replica<L> {
             replicas: Vec::new(),
             high_watermark: hw,
             producers: ProducerStateTable::default(),
+            markers: MarkerJournal::default(),
             effects: Vec::new(),
             flush_due: None,
             next_correlation: 1,
@@ -434,6 +442,7 @@ impl<L: ReplicaLog> Replica<L> {
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
             high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log.log_start_offset(),
             log_end_offset: self.log.log_end_offset(),
             flushed_offset: self.log.flushed_offset(),

@@ -33,6 +33,11 @@ impl<L: ReplicaLog> Replica<L> {
         self.producers.txns().aborted_overlapping(from, to)
     }
 
+    /// The markers this replica appended as leader (for observers: the run viewer).
+    pub fn marker_journal(&self) -> &super::MarkerJournal {
+        &self.markers
+    }
+
     /// The producer state table (for views and tests).
     pub fn producer_state(&self) -> &super::ProducerStateTable {
         &self.producers
@@ -108,7 +113,14 @@ impl<L: ReplicaLog> Replica<L> {
                 return Err(MarkerError::Storage(m));
             }
         };
+        let before = self.producers.entry(marker.producer_id);
+        let (partition_epoch, closed_from) = (
+            before.map(|e| e.producer_epoch),
+            before.and_then(|e| e.txn_first_offset),
+        );
         self.producers.record_marker(&marker, appended.base_offset);
+        self.markers
+            .record(appended.base_offset, marker, partition_epoch, closed_from);
         debug_assert!(
             !self
                 .producers

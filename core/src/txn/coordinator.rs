@@ -260,6 +260,12 @@ impl TxnCoordinator {
         self.txns.get(transactional_id).map(|e| &e.meta)
     }
 
+    /// Every transactional id held with its durable metadata, in id order (without
+    /// cloning the ids: observers walk it after every step).
+    pub fn txns(&self) -> impl Iterator<Item = (&str, &TxnMetadata)> {
+        self.txns.iter().map(|(id, e)| (id.as_str(), &e.meta))
+    }
+
     /// Every transactional id held, in id order.
     pub fn transactional_ids(&self) -> Vec<TransactionalId> {
         self.txns.keys().cloned().collect()

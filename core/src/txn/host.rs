@@ -50,6 +50,11 @@ impl TxnCoordinators {
         self.hosted.get(&p)
     }
 
+    /// Every coordinator hosted here, by `__transaction_state` partition.
+    pub fn hosted(&self) -> impl Iterator<Item = &TxnCoordinator> {
+        self.hosted.values()
+    }
+
     /// The coordinator serving `transactional_id`, if hosted here.
     pub fn coordinator_of(&self, transactional_id: &str) -> Option<&TxnCoordinator> {
         self.hosted

@@ -16,6 +16,7 @@ fn view(role: ReplicaRole, epoch: LeaderEpoch, hw: Offset, leo: Offset) -> Repli
         leader_epoch: epoch,
         partition_epoch: epoch,
         high_watermark: hw,
+        last_stable_offset: hw,
         log_start_offset: 0,
         log_end_offset: leo,
         flushed_offset: leo,

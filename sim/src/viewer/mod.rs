@@ -12,7 +12,10 @@
 
 mod record;
 
-pub use record::Recorder;
+pub use record::{
+    MarkerMark, Recorder, TxnMark, LATE_TXN, MARKER_LATE, MARKER_OWN, MARKER_UNKNOWN,
+    MARKER_WRONG_TXN, TXN_STATES,
+};
 
 use crate::report::SimReport;
 use serde_json::{json, Value};
@@ -77,6 +80,12 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         .map(|(i, t)| (rank[*i as usize], t.as_str()))
         .collect();
     texts.sort();
+    let mut late: Vec<(u32, u32, u32)> = m
+        .late
+        .iter()
+        .map(|&(i, own, current)| (rank[i as usize], own, current))
+        .collect();
+    late.sort();
     let replicas: Vec<Value> = rec
         .replicas
         .iter()
@@ -93,6 +102,7 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
                 states.iter().map(|s| s.1.flushed).collect(),
                 states.iter().map(|s| s.1.isr).collect(),
                 states.iter().map(|s| s.1.max_isr).collect(),
+                states.iter().map(|s| s.1.lso).collect(),
             ];
             json!({"tp": tp, "node": node,
                    "cols": cols.into_iter().map(|c| col_u32(c.into_iter())).collect::<Vec<_>>()})
@@ -123,6 +133,7 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
             "b": pick32(&m.b),
             "c": pick32(&m.c),
             "text": texts,
+            "late": late,
         },
         "replicas": replicas,
         "faults": rec.faults.iter().map(|f| json!([us(f.at), f.name, f.lanes, f.end.map(us), f.text])).collect::<Vec<_>>(),
@@ -131,7 +142,26 @@ fn data(rec: &Recorder, report: &SimReport, title: &str) -> Value {
         "partitions": rec.partitions.iter().map(|p| json!([us(p.0), p.1])).collect::<Vec<_>>(),
         "notes": rec.notes.iter().map(|n| json!([us(n.at), n.lane, n.what, n.text])).collect::<Vec<_>>(),
         "history": history(rec),
+        "txns": txns(rec),
         "violations": rec.violations.iter().map(|v| json!([us(v.at), v.invariant, v.detail])).collect::<Vec<_>>(),
+    })
+}
+
+/// The transactions: each id's coordinator states, and the markers partition leaders
+/// appended (with what each closed), as rows (a run holds a few thousand at most).
+fn txns(rec: &Recorder) -> Value {
+    json!({
+        "ids": rec.txn_ids,
+        "stateNames": record::TXN_STATES,
+        "states": rec.txn_states.iter().map(|s| json!([
+            us(s.at), s.id, s.state, s.producer_id, s.epoch, s.node, s.coordinator_epoch,
+            s.number, s.partitions,
+        ])).collect::<Vec<_>>(),
+        "markers": rec.markers.iter().map(|m| json!([
+            us(m.at), m.tp, m.node, m.offset, m.commit, m.producer_id, m.epoch,
+            m.partition_epoch, m.coordinator_epoch, m.closed_from, m.sent.map(us), m.id,
+            m.own, m.current, m.verdict,
+        ])).collect::<Vec<_>>(),
     })
 }
 

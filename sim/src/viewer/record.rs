@@ -8,8 +8,12 @@ use crate::fields::{Arrival, Fields};
 use crate::invariants::Violation;
 use crate::time::SimTime;
 use skein_core::broker::BrokerEvent;
+use skein_core::group::{GroupRequest, GroupResponse};
 use skein_core::message::{Address, ConsumerFetchResponse, FetchResult, Message, ProduceResponse};
-use skein_core::replica::{ReplicaRole, ReplicaView};
+use skein_core::replica::{AppendedMarker, MarkerJournal, ReplicaRole, ReplicaView};
+use skein_core::txn::{
+    TxnCoordinators, TxnPhase, TxnRequest, TxnResponse, TxnResult, TxnState, WriteTxnMarkerRequest,
+};
 use skein_core::{NodeId, TopicPartition};
 use skein_jepsen::{EventType, Function, Value};
 use std::collections::BTreeMap;
@@ -21,6 +25,9 @@ pub const CUT_IN_FLIGHT: u8 = 4;
 pub const DEAD: u8 = 8;
 pub const DUPLICATE: u8 = 16;
 pub const ERROR: u8 = 32;
+/// An EndTxn or WriteTxnMarkers that arrived while its transactional id was in a later
+/// transaction than the one it was sent in (`Msgs::late` says which).
+pub const LATE_TXN: u8 = 64;
 
 /// "No value" in the numeric columns.
 pub const NONE: u32 = u32::MAX;
@@ -51,6 +58,9 @@ pub struct Msgs {
     pub c: Vec<u32>,
     /// Text for kinds without numeric fields, and for errors: (message index, text).
     pub text: Vec<(u32, String)>,
+    /// Messages flagged `LATE_TXN`: (message index, transaction number it was sent in,
+    /// number when it arrived).
+    pub late: Vec<(u32, u32, u32)>,
 }
 
 /// One replica state, kept when anything in it changed.
@@ -63,6 +73,8 @@ pub struct ReplicaState {
     pub epoch: u32,
     pub leo: u32,
     pub hw: u32,
+    /// The last stable offset (the HW unless a transaction is open or undecided).
+    pub lso: u32,
     pub flushed: u32,
     /// Bit n set: broker n in the confirmed ISR (leaders only).
     pub isr: u32,
@@ -105,6 +117,101 @@ pub struct Hist {
     pub text: String,
 }
 
+/// A transactional id's durable state at its coordinator (`TxnState` names, in
+/// [`TXN_STATES`] order).
+pub const TXN_STATES: [&str; 8] = [
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "PrepareEpochFence",
+    "Dead",
+];
+
+fn txn_state_code(s: TxnState) -> u8 {
+    match s {
+        TxnState::Empty => 0,
+        TxnState::Ongoing => 1,
+        TxnState::PrepareCommit => 2,
+        TxnState::PrepareAbort => 3,
+        TxnState::CompleteCommit => 4,
+        TxnState::CompleteAbort => 5,
+        TxnState::PrepareEpochFence => 6,
+        TxnState::Dead => 7,
+    }
+}
+
+/// One durable state of a transactional id, from when its coordinator adopted it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnMark {
+    pub at: SimTime,
+    /// Index into `Recorder::txn_ids`.
+    pub id: u16,
+    /// Index into [`TXN_STATES`].
+    pub state: u8,
+    pub producer_id: u64,
+    pub epoch: u16,
+    /// The broker hosting the coordinator, and its coordinator epoch.
+    pub node: NodeId,
+    pub coordinator_epoch: u32,
+    /// Which transaction of the id this is (1, 2, …: counted at each start of an
+    /// `Ongoing`); 0 before the first.
+    pub number: u32,
+    pub partitions: String,
+}
+
+/// How a marker relates to the transactions of its producer (see [`MarkerMark`]).
+pub const MARKER_OWN: u8 = 0;
+/// Its transaction was already over at the coordinator, and it closed nothing.
+pub const MARKER_LATE: u8 = 1;
+/// Its transaction was over and it closed a later one's records (KAFKA-17754).
+pub const MARKER_WRONG_TXN: u8 = 2;
+/// No coordinator state known for its producer id.
+pub const MARKER_UNKNOWN: u8 = 3;
+
+/// A transaction marker as a partition leader appended it, and what it closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkerMark {
+    pub at: SimTime,
+    pub tp: u16,
+    pub node: NodeId,
+    pub offset: u64,
+    pub commit: bool,
+    pub producer_id: u64,
+    /// The marker's producer epoch, and the producer's epoch at the partition before it.
+    pub epoch: u16,
+    pub partition_epoch: Option<u16>,
+    pub coordinator_epoch: u32,
+    /// First offset of the open transaction it closed (None: it closed nothing).
+    pub closed_from: Option<u64>,
+    /// When its WriteTxnMarker was sent (None: handed over inside the broker).
+    pub sent: Option<SimTime>,
+    pub id: Option<u16>,
+    /// The number of the transaction the coordinator was completing when it sent the
+    /// marker, and of the id's current one when the marker landed (0: unknown).
+    pub own: u32,
+    pub current: u32,
+    /// `MARKER_OWN`, `MARKER_LATE`, `MARKER_WRONG_TXN` or `MARKER_UNKNOWN`.
+    pub verdict: u8,
+}
+
+/// What the recorder follows of the transactions between observations.
+#[derive(Default)]
+struct TxnTracker {
+    ids: BTreeMap<String, u16>,
+    /// Per id: index of its latest mark in `Recorder::txn_states`.
+    last: BTreeMap<u16, usize>,
+    /// Per id: every mark index, in time order (to find the state at a past moment).
+    marks: BTreeMap<u16, Vec<usize>>,
+    by_producer: BTreeMap<u64, u16>,
+    /// Per (partition, broker): the journal sequence already recorded.
+    markers_seen: BTreeMap<(u16, NodeId), u64>,
+    /// Per broker: the last WriteTxnMarker delivered to it (its send time and request).
+    delivered: BTreeMap<NodeId, (SimTime, TopicPartition, u64, u16, TxnResult)>,
+}
+
 /// Everything the viewer shows of one run.
 pub struct Recorder {
     pub lanes: Vec<Lane>,
@@ -127,6 +234,13 @@ pub struct Recorder {
     pub violations: Vec<Violation>,
     pub final_heal: Option<SimTime>,
     pub end: SimTime,
+    /// Transactional ids, in order of first sight.
+    pub txn_ids: Vec<String>,
+    /// Every durable state change of every transactional id, in time order.
+    pub txn_states: Vec<TxnMark>,
+    /// Every marker a partition leader appended, in time order.
+    pub markers: Vec<MarkerMark>,
+    txn: TxnTracker,
 }
 
 fn addr_key(a: Address) -> (u8, u64) {
@@ -179,6 +293,10 @@ impl Recorder {
             violations: Vec::new(),
             final_heal: None,
             end: cfg.duration,
+            txn_ids: Vec::new(),
+            txn_states: Vec::new(),
+            markers: Vec::new(),
+            txn: TxnTracker::default(),
         };
         if cfg.controllers <= 1 {
             r.add_lane(Address::Controller(1), "controller".into(), "controller");
@@ -282,6 +400,8 @@ impl Recorder {
                 let lane = self.lane(node);
                 self.procs.push((at, lane, up));
                 if let (Address::Node(n), false) = (node, up) {
+                    // A restarted broker's replicas journal from 1 again.
+                    self.txn.markers_seen.retain(|(_, b), _| *b != n);
                     for ((_, b), states) in self.replicas.iter_mut() {
                         if *b == n {
                             let last = states.last().map(|s| s.1);
@@ -324,6 +444,21 @@ impl Recorder {
                     text,
                 });
             }
+            Fields::Txns {
+                node,
+                coordinators,
+                markers,
+            } => {
+                if let Some(c) = coordinators {
+                    self.txn_coordinators(at, node, c);
+                }
+                for (tp, journal) in markers {
+                    self.marker_journal(at, node, tp, journal);
+                }
+                // A WriteTxnMarker handed to this broker was appended in that step or not
+                // at all.
+                self.txn.delivered.remove(&node);
+            }
             Fields::History(e) => self.history_event(e),
             Fields::Violation(v) => self.violations.push(v.clone()),
             Fields::FinalHeal => self.final_heal = Some(at),
@@ -340,8 +475,9 @@ impl Recorder {
         msg: &Message,
     ) {
         let index = self.msgs.sent.len() as u32;
+        let to_addr = to;
         let (from, to) = (self.lane(from), self.lane(to));
-        let kind = self.kind(msg.name());
+        let kind = self.kind(kind_name(msg));
         let (mut tp, mut a, mut b, mut c) = (u16::MAX, NONE, NONE, NONE);
         let mut text = None;
         match msg {
@@ -417,6 +553,13 @@ impl Recorder {
                         text = Some(text_of(e, 200));
                     }
                 }
+            }
+            Message::Txn { .. }
+            | Message::TxnResponse { .. }
+            | Message::WriteTxnMarker(_)
+            | Message::WriteTxnMarkerResponse(_) => {
+                (tp, a, b, c, text) =
+                    self.txn_message(index, (sent, recv), to_addr, &mut flags, msg);
             }
             other => text = Some(text_of(other, 300)),
         }
@@ -524,6 +667,7 @@ impl Recorder {
             epoch: v.leader_epoch,
             leo: clip(v.log_end_offset),
             hw: clip(v.high_watermark),
+            lso: clip(v.last_stable_offset),
             flushed: clip(v.flushed_offset),
             isr: mask(&v.isr),
             max_isr: mask(&v.maximal_isr),
@@ -532,6 +676,238 @@ impl Recorder {
         if states.last().map(|l| l.1) != Some(s) {
             states.push((at, s));
         }
+    }
+
+    /// The numbers and text of a transaction protocol message (see [`Self::message`]);
+    /// flags it `ERROR` or `LATE_TXN`, and notes a delivered marker for [`Self::marker`].
+    fn txn_message(
+        &mut self,
+        index: u32,
+        (sent, recv): (SimTime, SimTime),
+        to: Address,
+        flags: &mut u8,
+        msg: &Message,
+    ) -> (u16, u32, u32, u32, Option<String>) {
+        let delivered = *flags & !DUPLICATE == 0;
+        match msg {
+            Message::WriteTxnMarker(r) => {
+                if delivered {
+                    self.marker_delivered(sent, to, r);
+                    let id = self.txn.by_producer.get(&r.producer_id).copied();
+                    *flags |= self.late_flag(index, id, sent, recv);
+                }
+                let (pid, epoch) = (clip(r.producer_id), r.producer_epoch as u32);
+                let text = Some(format!("{:?}", r.result));
+                (self.tp(&r.tp), pid, epoch, r.coordinator_epoch, text)
+            }
+            Message::WriteTxnMarkerResponse(r) => {
+                let text = r.result.as_ref().err().map(|e| {
+                    *flags |= ERROR;
+                    text_of(e, 200)
+                });
+                (self.tp(&r.tp), NONE, NONE, NONE, text)
+            }
+            Message::TxnResponse { response, .. } if response.error().is_some() => {
+                *flags |= ERROR;
+                (u16::MAX, NONE, NONE, NONE, Some(text_of(response, 300)))
+            }
+            Message::Txn { request, .. } => {
+                if let (TxnRequest::EndTxn(r), true) = (&**request, delivered) {
+                    let id = self.txn.ids.get(&r.transactional_id).copied();
+                    *flags |= self.late_flag(index, id, sent, recv);
+                }
+                (u16::MAX, NONE, NONE, NONE, Some(text_of(msg, 300)))
+            }
+            other => (u16::MAX, NONE, NONE, NONE, Some(text_of(other, 300))),
+        }
+    }
+
+    /// A WriteTxnMarker handed to a broker: the marker its step may append (see
+    /// [`Self::marker`]).
+    fn marker_delivered(&mut self, sent: SimTime, to: Address, r: &WriteTxnMarkerRequest) {
+        if let Address::Node(n) = to {
+            let m = (
+                sent,
+                r.tp.clone(),
+                r.producer_id,
+                r.producer_epoch,
+                r.result,
+            );
+            self.txn.delivered.insert(n, m);
+        }
+    }
+
+    /// `LATE_TXN` if transactional id `id` began a later transaction between the send
+    /// (`sent`) and the arrival (`recv`) of message `index` (recorded in `Msgs::late`).
+    fn late_flag(&mut self, index: u32, id: Option<u16>, sent: SimTime, recv: SimTime) -> u8 {
+        let Some(id) = id else { return 0 };
+        let at = |t| self.txn_state_at(id, t).map(|m| (m.state, m.number));
+        match late_arrival(at(sent), at(recv)) {
+            Some((own, current)) => {
+                self.msgs.late.push((index, own, current));
+                LATE_TXN
+            }
+            None => 0,
+        }
+    }
+
+    fn txn_id(&mut self, id: &str) -> u16 {
+        if let Some(&i) = self.txn.ids.get(id) {
+            return i;
+        }
+        let i = self.txn_ids.len() as u16;
+        self.txn_ids.push(id.to_string());
+        self.txn.ids.insert(id.to_string(), i);
+        i
+    }
+
+    /// The durable state of every transactional id an active coordinator on `node` holds:
+    /// a mark when it differs from the id's last one. A deposed coordinator that has not
+    /// noticed yet (an older coordinator epoch) does not overwrite a newer one's.
+    fn txn_coordinators(&mut self, at: SimTime, node: NodeId, cs: &TxnCoordinators) {
+        for c in cs.hosted() {
+            let TxnPhase::Active { epoch } = *c.phase() else {
+                continue;
+            };
+            for (name, meta) in c.txns() {
+                let id = self.txn_id(name);
+                let state = txn_state_code(meta.state);
+                let last = self.txn.last.get(&id).map(|&i| &self.txn_states[i]);
+                if let Some(l) = last {
+                    // The same state at a newer coordinator epoch is a new mark: the
+                    // coordinator moved (a failover), which the page shows.
+                    if l.coordinator_epoch > epoch
+                        || (l.state, l.producer_id, l.epoch, l.coordinator_epoch)
+                            == (state, meta.producer_id, meta.producer_epoch, epoch)
+                    {
+                        continue;
+                    }
+                }
+                let prev_number = last.map_or(0, |l| l.number);
+                let was_ongoing = last.is_some_and(|l| l.state == 1);
+                let number = if state == 1 && !was_ongoing {
+                    prev_number + 1
+                } else {
+                    prev_number
+                };
+                let partitions = meta
+                    .partitions
+                    .iter()
+                    .map(|tp| tp.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                self.txn.by_producer.insert(meta.producer_id, id);
+                let index = self.txn_states.len();
+                self.txn_states.push(TxnMark {
+                    at,
+                    id,
+                    state,
+                    producer_id: meta.producer_id,
+                    epoch: meta.producer_epoch,
+                    node,
+                    coordinator_epoch: epoch,
+                    number,
+                    partitions,
+                });
+                self.txn.last.insert(id, index);
+                self.txn.marks.entry(id).or_default().push(index);
+            }
+        }
+    }
+
+    /// The state mark of `id` in effect at `t`.
+    fn txn_state_at(&self, id: u16, t: SimTime) -> Option<&TxnMark> {
+        let marks = self.txn.marks.get(&id)?;
+        let n = marks.partition_point(|&i| self.txn_states[i].at <= t);
+        n.checked_sub(1).map(|k| &self.txn_states[marks[k]])
+    }
+
+    /// The markers `node`'s replica of `tp` appended since the last look.
+    fn marker_journal(
+        &mut self,
+        at: SimTime,
+        node: NodeId,
+        tp: &TopicPartition,
+        journal: &MarkerJournal,
+    ) {
+        let tpi = self.tp(tp);
+        let seen = self
+            .txn
+            .markers_seen
+            .get(&(tpi, node))
+            .copied()
+            .unwrap_or(0);
+        // A replica made anew (a partition removed and re-created) journals from 1 again.
+        let seen = if journal.appended() < seen { 0 } else { seen };
+        if journal.appended() == seen {
+            return;
+        }
+        let new: Vec<AppendedMarker> = journal.since(seen).copied().collect();
+        self.txn
+            .markers_seen
+            .insert((tpi, node), journal.appended());
+        for m in new {
+            self.marker(at, node, tp, tpi, &m);
+        }
+    }
+
+    /// One appended marker, judged against its producer's transactions: the one the
+    /// coordinator was completing when it sent the marker (its own) and the one current
+    /// when it landed. A marker landing after its own transaction ended that closes open
+    /// records closed a later transaction's (KAFKA-17754's shape).
+    fn marker(
+        &mut self,
+        at: SimTime,
+        node: NodeId,
+        tp: &TopicPartition,
+        tpi: u16,
+        m: &AppendedMarker,
+    ) {
+        let mk = &m.marker;
+        // The WriteTxnMarker this broker was just handed, if it is this marker's (else the
+        // coordinator on this broker handed it over directly, in this step).
+        let sent = match self.txn.delivered.get(&node) {
+            Some((sent, t, pid, epoch, result))
+                if t == tp
+                    && (*pid, *epoch, *result)
+                        == (mk.producer_id, mk.producer_epoch, mk.result) =>
+            {
+                Some(*sent)
+            }
+            _ => None,
+        };
+        let id = self.txn.by_producer.get(&mk.producer_id).copied();
+        let prepare = match mk.result {
+            TxnResult::Commit => 2,
+            TxnResult::Abort => 3,
+        };
+        let (own, current, verdict) = match id {
+            Some(id) => judge_marker(
+                self.txn_state_at(id, sent.unwrap_or(at))
+                    .map(|d| (d.state, d.number)),
+                self.txn_state_at(id, at).map(|n| (n.state, n.number)),
+                prepare,
+                m.closed_from.is_some(),
+            ),
+            None => (0, 0, MARKER_UNKNOWN),
+        };
+        self.markers.push(MarkerMark {
+            at,
+            tp: tpi,
+            node,
+            offset: m.offset,
+            commit: mk.result == TxnResult::Commit,
+            producer_id: mk.producer_id,
+            epoch: mk.producer_epoch,
+            partition_epoch: m.partition_epoch,
+            coordinator_epoch: mk.coordinator_epoch,
+            closed_from: m.closed_from,
+            sent,
+            id,
+            own,
+            current,
+            verdict,
+        });
     }
 
     fn history_event(&mut self, e: &skein_jepsen::Event) {
@@ -611,6 +987,78 @@ impl Recorder {
     }
 }
 
+/// Whose transaction a marker closed: `sent` is its id's (state, transaction number) when
+/// the coordinator sent it, `landed` when the partition appended it; `prepare` the state
+/// that sends it (PrepareCommit or PrepareAbort). Returns (own number, current number,
+/// verdict). Sent by a transaction the coordinator was completing; if the id has started
+/// a later one by the time it lands, it is late, and if it closed open records there it
+/// closed the later transaction's (KAFKA-17754: nothing at the partition tells the two
+/// apart when they share a producer epoch).
+fn judge_marker(
+    sent: Option<(u8, u32)>,
+    landed: Option<(u8, u32)>,
+    prepare: u8,
+    closed: bool,
+) -> (u32, u32, u8) {
+    let (Some((sent_state, own)), Some((_, current))) = (sent, landed) else {
+        return (0, 0, MARKER_UNKNOWN);
+    };
+    let verdict = if sent_state != prepare {
+        MARKER_UNKNOWN // no sending transaction seen (its coordinator's state was missed)
+    } else if current <= own {
+        MARKER_OWN
+    } else if closed {
+        MARKER_WRONG_TXN
+    } else {
+        MARKER_LATE
+    };
+    (own, current, verdict)
+}
+
+/// Whether a request about a transaction (an EndTxn, a marker) arrives in a later one than
+/// it was sent in: `sent` and `arrived` are its id's (state, transaction number) then. It
+/// does when the id has begun another transaction since, which is open or being decided
+/// (a retried copy arriving once its own transaction is complete is not late). Returns
+/// (the number it was sent in, the number it arrived in).
+fn late_arrival(sent: Option<(u8, u32)>, arrived: Option<(u8, u32)>) -> Option<(u32, u32)> {
+    let ((_, own), (state, current)) = (sent?, arrived?);
+    // Ongoing, PrepareCommit, PrepareAbort (TXN_STATES order).
+    (current > own && (1..=3).contains(&state)).then_some((own, current))
+}
+
+/// A message's kind as the page names it: the transaction protocol's requests by their
+/// Kafka names (one `Txn` message carries five), the rest by their variant.
+fn kind_name(msg: &Message) -> &'static str {
+    match msg {
+        Message::Txn { request, .. } => match &**request {
+            TxnRequest::FindCoordinator { .. } => "FindCoordinator(txn)",
+            TxnRequest::InitProducerId(_) => "InitProducerId",
+            TxnRequest::AddPartitionsToTxn(r) if r.verify_only => "AddPartitionsToTxn(verify)",
+            TxnRequest::AddPartitionsToTxn(_) => "AddPartitionsToTxn",
+            TxnRequest::AddOffsetsToTxn(_) => "AddOffsetsToTxn",
+            TxnRequest::EndTxn(_) => "EndTxn",
+        },
+        Message::TxnResponse { response, .. } => match &**response {
+            TxnResponse::FindCoordinator(_) => "FindCoordinator(txn)Response",
+            TxnResponse::InitProducerId(_) => "InitProducerIdResponse",
+            TxnResponse::AddPartitionsToTxn(_) => "AddPartitionsToTxnResponse",
+            TxnResponse::AddOffsetsToTxn(_) => "AddOffsetsToTxnResponse",
+            TxnResponse::EndTxn(_) => "EndTxnResponse",
+        },
+        Message::WriteTxnMarker(_) => "WriteTxnMarkers",
+        Message::WriteTxnMarkerResponse(_) => "WriteTxnMarkersResponse",
+        Message::Group { request, .. } if matches!(**request, GroupRequest::TxnOffsetCommit(_)) => {
+            "TxnOffsetCommit"
+        }
+        Message::GroupResponse { response, .. }
+            if matches!(**response, GroupResponse::TxnOffsetCommit(_)) =>
+        {
+            "TxnOffsetCommitResponse"
+        }
+        other => other.name(),
+    }
+}
+
 fn broker_event_name(e: &BrokerEvent) -> &'static str {
     use skein_core::replica::Event as R;
     match e {
@@ -656,4 +1104,90 @@ fn controller_event_name(text: &str) -> &'static str {
         .find(|n| text.starts_with(*n))
         .copied()
         .unwrap_or("ControllerEvent")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONGOING: u8 = 1;
+    const PREPARE_COMMIT: u8 = 2;
+    const COMPLETE_COMMIT: u8 = 4;
+
+    #[test]
+    fn a_request_arriving_in_a_later_transaction_is_late() {
+        // EndTxn of T#3 sent while it was open, arriving while T#4 is open or deciding.
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((ONGOING, 4))),
+            Some((3, 4))
+        );
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((PREPARE_COMMIT, 4))),
+            Some((3, 4))
+        );
+        // Arriving in its own transaction, or once the next one is over: not late.
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((PREPARE_COMMIT, 3))),
+            None
+        );
+        assert_eq!(
+            late_arrival(Some((ONGOING, 3)), Some((COMPLETE_COMMIT, 4))),
+            None
+        );
+        assert_eq!(late_arrival(None, Some((ONGOING, 4))), None);
+    }
+
+    #[test]
+    fn a_marker_is_judged_by_the_transaction_that_sent_it() {
+        // Sent and appended while T#3 prepares its commit: its own.
+        let own = judge_marker(
+            Some((PREPARE_COMMIT, 3)),
+            Some((PREPARE_COMMIT, 3)),
+            PREPARE_COMMIT,
+            true,
+        );
+        assert_eq!(own, (3, 3, MARKER_OWN));
+        // A retried copy landing after T#3 completed, before T#4 began: still T#3's.
+        let retried = judge_marker(
+            Some((PREPARE_COMMIT, 3)),
+            Some((COMPLETE_COMMIT, 3)),
+            PREPARE_COMMIT,
+            false,
+        );
+        assert_eq!(retried, (3, 3, MARKER_OWN));
+        // KAFKA-17754: T#3's delayed marker lands while T#4 is open and closes its records.
+        let wrong = judge_marker(
+            Some((PREPARE_COMMIT, 3)),
+            Some((ONGOING, 4)),
+            PREPARE_COMMIT,
+            true,
+        );
+        assert_eq!(wrong, (3, 4, MARKER_WRONG_TXN));
+        // Even while T#4 prepares the same outcome at the same epoch (nothing in the
+        // marker tells them apart): the send time does.
+        let same_shape = judge_marker(
+            Some((PREPARE_COMMIT, 3)),
+            Some((PREPARE_COMMIT, 4)),
+            PREPARE_COMMIT,
+            true,
+        );
+        assert_eq!(same_shape.2, MARKER_WRONG_TXN);
+        // The same late copy finding nothing open: late, harmless.
+        let late = judge_marker(
+            Some((PREPARE_COMMIT, 3)),
+            Some((ONGOING, 4)),
+            PREPARE_COMMIT,
+            false,
+        );
+        assert_eq!(late, (3, 4, MARKER_LATE));
+        // No coordinator state seen, or none preparing when it was sent: unknown.
+        assert_eq!(
+            judge_marker(None, Some((ONGOING, 1)), PREPARE_COMMIT, true).2,
+            MARKER_UNKNOWN
+        );
+        assert_eq!(
+            judge_marker(Some((ONGOING, 1)), Some((ONGOING, 1)), PREPARE_COMMIT, true).2,
+            MARKER_UNKNOWN
+        );
+    }
 }

@@ -32,12 +32,14 @@
   const u16 = (s) => new Uint16Array(bytes(s).buffer);
   const u32 = (s) => new Uint32Array(bytes(s).buffer);
 
-  const LOST = 1, PARTITIONED = 2, CUT = 4, DEAD = 8, DUP = 16, ERROR = 32;
-  const SPECIAL = LOST | PARTITIONED | CUT | DEAD | ERROR;
+  const LOST = 1, PARTITIONED = 2, CUT = 4, DEAD = 8, DUP = 16, ERROR = 32, LATE_TXN = 64;
+  const SPECIAL = LOST | PARTITIONED | CUT | DEAD | ERROR | LATE_TXN;
   const M = {
     n: D.msgs.n, sent: u32(D.msgs.sent), recv: u32(D.msgs.recv), from: u8(D.msgs.from),
     to: u8(D.msgs.to), kind: u8(D.msgs.kind), flags: u8(D.msgs.flags), tp: u16(D.msgs.tp),
     a: u32(D.msgs.a), b: u32(D.msgs.b), c: u32(D.msgs.c), text: new Map(D.msgs.text),
+    // EndTxn / WriteTxnMarkers that arrived in a later transaction: index -> [sent in, arrived in].
+    late: new Map((D.msgs.late || []).map(([i, own, cur]) => [i, [own, cur]])),
   };
   let maxLatency = 0;
   for (let i = 0; i < M.n; i++) maxLatency = Math.max(maxLatency, M.recv[i] - M.sent[i]);
@@ -49,7 +51,10 @@
     ProduceResponse: ['base offset', 'leader epoch', 'correlation'],
     ConsumerFetch: ['offset', 'correlation', 'current leader epoch'],
     ConsumerFetchResponse: ['records', 'HW', 'correlation'],
+    WriteTxnMarkers: ['producer id', 'producer epoch', 'coordinator epoch'],
   };
+  // The transaction protocol's messages, labelled on their arrows when few are drawn.
+  const TXN_KIND = /Txn|InitProducerId|FindCoordinator\(txn\)/;
 
   const H = D.history;
   const hist = {
@@ -125,7 +130,7 @@
     if (replicaCache.has(tp)) return replicaCache.get(tp);
     const rows = D.replicas.filter((r) => r.tp === tp).map((r) => {
       const c = r.cols.map(u32);
-      return { node: r.node, t: c[0], role: c[1], epoch: c[2], leo: c[3], hw: c[4], flushed: c[5], isr: c[6], maxIsr: c[7] };
+      return { node: r.node, t: c[0], role: c[1], epoch: c[2], leo: c[3], hw: c[4], flushed: c[5], isr: c[6], maxIsr: c[7], lso: c[8] || c[4] };
     });
     rows.sort((x, y) => x.node - y.node);
     replicaCache.set(tp, rows);
@@ -136,6 +141,34 @@
     const out = [];
     for (let b = 0; b < 32; b++) if (mask & (1 << b)) out.push(b);
     return '{' + out.join(',') + '}';
+  }
+
+  // Transactions (sim/src/viewer/record.rs): each transactional id's coordinator states as
+  // spans (a state lasts until the id's next one), and the markers partition leaders
+  // appended, with what each closed and whose transaction it was.
+  const TX = D.txns || { ids: [], stateNames: [], states: [], markers: [] };
+  const txnSpans = [];
+  {
+    const lastOf = new Map();
+    TX.states.forEach((s, i) => {
+      const [t, id] = s;
+      if (lastOf.has(id)) txnSpans[lastOf.get(id)].to = t;
+      lastOf.set(id, txnSpans.length);
+      txnSpans.push({ i, id, from: t, to: D.end, state: TX.stateNames[s[2]], pid: s[3], epoch: s[4], node: s[5], cepoch: s[6], number: s[7], parts: s[8] });
+    });
+  }
+  const MARKER_OWN = 0, MARKER_LATE = 1, MARKER_WRONG = 2;
+  const markers = TX.markers.map((m, i) => ({ i, at: m[0], tp: m[1], node: m[2], offset: m[3], commit: m[4], pid: m[5], epoch: m[6], partEpoch: m[7], cepoch: m[8], closedFrom: m[9], sent: m[10], id: m[11], own: m[12], current: m[13], verdict: m[14] }));
+  const wrongMarkers = markers.filter((m) => m.verdict === MARKER_WRONG);
+  const TXN_COLORS = { Empty: '#d1d5db', Ongoing: '#3b82f6', PrepareCommit: '#86efac', CompleteCommit: '#16a34a', PrepareAbort: '#fca5a5', CompleteAbort: '#dc2626', PrepareEpochFence: '#f59e0b', Dead: '#111827' };
+  const txnDark = (st) => ['Empty', 'PrepareCommit', 'PrepareAbort'].includes(st);
+  // The span of transaction `number` of id `id` in state `state` (or any state), if recorded.
+  const txnSpanOf = (id, number, pred) => txnSpans.find((sp) => sp.id === id && sp.number === number && (!pred || pred(sp)));
+  function markerTitle(m) {
+    const what = (m.commit ? 'COMMIT' : 'ABORT') + ` marker at ${D.tps[m.tp]} offset ${m.offset}, producer ${m.pid} epoch ${m.epoch}`;
+    if (m.verdict === MARKER_WRONG) return what + ` — LANDED ON A LATER TRANSACTION: sent for T#${m.own}, closed T#${m.current}'s records from offset ${m.closedFrom}`;
+    if (m.verdict === MARKER_LATE) return what + ` — late (T#${m.own} was over), closed nothing`;
+    return what;
   }
 
   // ---- view state ---------------------------------------------------------------------
@@ -279,7 +312,7 @@
       const x1 = X(M.sent[i]);
       let cls = 'msg';
       if (f & LOST) cls += ' lost'; if (f & PARTITIONED) cls += ' partitioned'; if (f & CUT) cls += ' cut';
-      if (f & DEAD) cls += ' dead'; if (f & DUP) cls += ' dup'; if (f & ERROR) cls += ' error';
+      if (f & DEAD) cls += ' dead'; if (f & DUP) cls += ' dup'; if (f & ERROR) cls += ' error'; if (f & LATE_TXN) cls += ' late-txn';
       if (view.sel && view.sel.type === 'm' && view.sel.i === i) cls += ' selected';
       const color = kindColor(M.kind[i]);
       if (f & (LOST | PARTITIONED)) {
@@ -296,6 +329,23 @@
     if (vis.length <= DETAIL_LIMIT) {
       mode = 'detail';
       for (const i of vis) drawMsg(i);
+      // The transaction protocol's requests named on their arrows, when they can be read.
+      const txnMsgs = vis.filter((i) => TXN_KIND.test(D.kinds[M.kind[i]]) && !(M.flags[i] & (LOST | PARTITIONED)));
+      if (txnMsgs.length <= 150) {
+        // Requests only (an answer reads off its request), and none over another label.
+        const placed = [];
+        for (const i of txnMsgs) {
+          let label = D.kinds[M.kind[i]];
+          if (label.endsWith('Response')) continue;
+          const a = y.get(M.from[i]), b = y.get(M.to[i]);
+          if (label === 'WriteTxnMarkers') label += ` ${(M.text.get(i) || '').toLowerCase()} e${M.b[i]}`;
+          const x = (X(M.sent[i]) + X(M.recv[i])) / 2 + 2, ym = (a.mid + b.mid) / 2;
+          const w = label.length * 5;
+          if (placed.some(([px, py, pw]) => Math.abs(py - ym) < 10 && x < px + pw && px < x + w)) continue;
+          placed.push([x, ym, w]);
+          out.push(`<text class="msg-label" x="${x}" y="${ym}">${esc(label)}</text>`);
+        }
+      }
     } else {
       // Too many to draw one by one: message density per sending lane in 3 px bins,
       // darker where more is sent; every lost, cut or failed message is still drawn.
@@ -323,7 +373,7 @@
       // Lost, cut and failed messages: a mark above the lane per bin where any was sent.
       for (const [key, f] of bad) {
         const l = y.get(Math.floor(key / 100000)), bx = (key % 100000) * BIN;
-        const color = f & LOST ? '#c0262d' : f & (PARTITIONED | CUT) ? '#7c3aed' : f & ERROR ? '#d97706' : '#555';
+        const color = f & (LOST | LATE_TXN) ? '#c0262d' : f & (PARTITIONED | CUT) ? '#7c3aed' : f & ERROR ? '#d97706' : '#555';
         out.push(`<rect class="bin bad" x="${bx}" y="${l.top + 2}" width="${BIN}" height="4" fill="${color}"/>`);
       }
       if (drawSpecials) for (const i of specials) drawMsg(i);
@@ -395,6 +445,57 @@
     return short + (m ? ' e' + m[1] : '');
   }
 
+  // ---- the transactions panel ---------------------------------------------------------
+  // One row per transactional id: its coordinator's durable state as coloured spans
+  // (labelled T#n and the producer epoch), and below them the markers partition leaders
+  // appended for its producer id (up: commit, down: abort; outlined with "!" when the
+  // marker closed a later transaction's records than its own).
+  function renderTxns() {
+    const box = document.getElementById('txns-box');
+    if (!TX.ids.length) { box.innerHTML = ''; return; }
+    const width = layout.width, ROW = 18, TICKS = 12, TOP = 22;
+    const height = TOP + TX.ids.length * (ROW + TICKS + 4) + 4;
+    const out = [`<svg xmlns="http://www.w3.org/2000/svg" id="txns" width="${width}" height="${height}">`];
+    out.push(`<defs><clipPath id="plot3"><rect x="${LABEL_W}" y="0" width="${width - LABEL_W - RIGHT}" height="${height}"/></clipPath></defs>`);
+    out.push(`<text class="chart-label" x="6" y="14">transactions: coordinator state per transactional id (T#n = its n-th transaction, e = producer epoch); markers appended below (▲ commit, ▼ abort, ! = landed on a later transaction)</text>`);
+    let drawnStates = 0, drawnMarkers = 0;
+    const seen = new Set();
+    TX.ids.forEach((name, id) => {
+      const y0 = TOP + id * (ROW + TICKS + 4);
+      out.push(`<g class="txn-row" data-txn-id="${esc(name)}"><text class="lane-label" x="6" y="${y0 + ROW / 2}">${esc(name)}</text></g>`);
+      out.push('<g clip-path="url(#plot3)">');
+      for (let k = 0; k < txnSpans.length; k++) {
+        const sp = txnSpans[k];
+        if (sp.id !== id || sp.to < view.t0 || sp.from > view.t1) continue;
+        const x1 = clampX(X(sp.from)), x2 = clampX(X(sp.to));
+        const sel = view.sel && view.sel.type === 'x' && view.sel.i === k ? ' selected' : '';
+        out.push(`<rect class="txn-state${sel}" data-txn="${k}" data-state="${sp.state}" x="${x1}" y="${y0}" width="${Math.max(1, x2 - x1)}" height="${ROW}" fill="${TXN_COLORS[sp.state] || '#999'}"><title>${esc(`${name}: ${sp.state} T#${sp.number} pid ${sp.pid} e${sp.epoch}`)}</title></rect>`);
+        if (x2 - x1 > 46) out.push(`<text class="txn-label${txnDark(sp.state) ? ' dark' : ''}" x="${x1 + 3}" y="${y0 + ROW / 2}">${esc((x2 - x1 > 120 ? sp.state + ' ' : '') + 'T#' + sp.number + ' e' + sp.epoch)}</text>`);
+        seen.add(sp.state);
+        drawnStates++;
+      }
+      const ty = y0 + ROW + 2;
+      for (const m of markers) {
+        if (m.id !== id || m.at < view.t0 || m.at > view.t1) continue;
+        const x = X(m.at);
+        const cls = `txn-marker ${m.commit ? 'commit' : 'abort'}${m.verdict === MARKER_LATE ? ' late' : ''}${m.verdict === MARKER_WRONG ? ' wrong' : ''}${view.sel && view.sel.type === 'k' && view.sel.i === m.i ? ' selected' : ''}`;
+        const d = m.commit ? `M${x - 4},${ty + TICKS - 2} L${x + 4},${ty + TICKS - 2} L${x},${ty} z` : `M${x - 4},${ty} L${x + 4},${ty} L${x},${ty + TICKS - 2} z`;
+        out.push(`<path class="${cls}" data-marker="${m.i}" d="${d}"><title>${esc(markerTitle(m))}</title></path>`);
+        if (m.verdict === MARKER_WRONG) out.push(`<text class="wrong-label" x="${x + 5}" y="${ty + TICKS - 2}">! T#${m.own}→T#${m.current}</text>`);
+        drawnMarkers++;
+      }
+      out.push('</g>');
+    });
+    out.push('</svg>');
+    box.innerHTML = out.join('');
+    document.getElementById('txns').addEventListener('click', (e) => {
+      const el = e.target.closest('[data-txn],[data-marker]');
+      if (!el) return;
+      if (el.dataset.txn) select({ type: 'x', i: +el.dataset.txn }); else select({ type: 'k', i: +el.dataset.marker });
+    });
+    Object.assign(status.dataset, { txnIds: String(TX.ids.length), txnStatesDrawn: String(drawnStates), txnStatesSeen: [...seen].sort().join(','), markersDrawn: String(drawnMarkers), wrongMarkers: String(wrongMarkers.length) });
+  }
+
   // ---- the partition panel ------------------------------------------------------------
   function renderReplicas() {
     const width = layout.width;
@@ -403,7 +504,7 @@
     const height = TOP + rows.length * (ROW + 2) + CHART + 30;
     const out = [`<svg xmlns="http://www.w3.org/2000/svg" id="replicas" width="${width}" height="${height}">`];
     out.push(`<defs><clipPath id="plot2"><rect x="${LABEL_W}" y="0" width="${width - LABEL_W - RIGHT}" height="${height}"/></clipPath></defs>`);
-    out.push(`<text class="chart-label" x="6" y="14">partition ${esc(D.tps[view.tp] || '?')}: leader, epoch, ISR (above); HW solid, LEO dashed, per replica (below)</text>`);
+    out.push(`<text class="chart-label" x="6" y="14">partition ${esc(D.tps[view.tp] || '?')}: leader, epoch, ISR (above${TX.ids.length ? "; markers as ticks on their leader's band" : ''}); HW solid, LEO dashed${TX.ids.length ? ', LSO dotted (leaders)' : ''}, per replica (below)</text>`);
     let lo = Infinity, hi = -Infinity;
     rows.forEach((r, ri) => {
       const y0 = TOP + ri * (ROW + 2);
@@ -425,7 +526,16 @@
         if (r.role[k] % 256 < 2) {
           if (r.hw[k] !== NONE) { lo = Math.min(lo, r.hw[k]); hi = Math.max(hi, r.hw[k]); }
           if (r.leo[k] !== NONE) { lo = Math.min(lo, r.leo[k]); hi = Math.max(hi, r.leo[k]); }
+          if (TX.ids.length && r.role[k] % 256 === 1 && r.lso[k] !== NONE) lo = Math.min(lo, r.lso[k]);
         }
+      }
+      // Markers this replica appended as leader: a tick across its band.
+      for (const m of markers) {
+        if (m.tp !== view.tp || m.node !== r.node || m.at < view.t0 || m.at > view.t1) continue;
+        const x = X(m.at);
+        const cls = `txn-marker ${m.commit ? 'commit' : 'abort'}${m.verdict === MARKER_WRONG ? ' wrong' : ''}${view.sel && view.sel.type === 'k' && view.sel.i === m.i ? ' selected' : ''}`;
+        out.push(`<rect class="${cls}" data-marker="${m.i}" x="${x - 1.5}" y="${y0 - 1}" width="3" height="${ROW + 2}"><title>${esc(markerTitle(m))}</title></rect>`);
+        if (m.verdict === MARKER_WRONG) out.push(`<text class="wrong-label" x="${x + 3}" y="${y0 + ROW - 3}">!</text>`);
       }
       out.push('</g>');
     });
@@ -437,13 +547,17 @@
     out.push(`<text class="chart-label" x="6" y="${cy + 10}">offset ${hi}</text><text class="chart-label" x="6" y="${cy + CHART}">offset ${lo}</text>`);
     out.push('<g clip-path="url(#plot2)">');
     rows.forEach((r) => {
-      for (const [col, cls] of [[r.hw, 'hw'], [r.leo, 'leo']]) {
+      // The LSO only in runs with transactions (elsewhere it is the HW).
+      const lines = TX.ids.length ? [[r.hw, 'hw'], [r.leo, 'leo'], [r.lso, 'lso']] : [[r.hw, 'hw'], [r.leo, 'leo']];
+      for (const [col, cls] of lines) {
         const pts = [];
         const n = r.t.length;
         const start = Math.max(0, lowerBound(r.t, view.t0, n) - 1);
         let lastX = -1;
         for (let k = start; k < n && r.t[k] <= view.t1; k++) {
-          if (col[k] === NONE || (r.role[k] & 0xff) >= 2) { if (pts.length) { emit(pts, cls, r.node); pts.length = 0; } continue; }
+          // The LSO is the leader's (readers read there); a follower's would only repeat its HW.
+          const off = (r.role[k] & 0xff) >= 2 || (cls === 'lso' && (r.role[k] & 0xff) !== 1);
+          if (col[k] === NONE || off) { if (pts.length) { emit(pts, cls, r.node); pts.length = 0; } continue; }
           const x = clampX(X(r.t[k]));
           const yv = Y(col[k]).toFixed(1);
           if (pts.length) pts.push(`${x.toFixed(1)},${pts[pts.length - 1].split(',')[1]}`);
@@ -456,6 +570,12 @@
       }
     });
     function emit(pts, cls, node) { out.push(`<polyline class="${cls}" stroke="${nodeColor(node)}" points="${pts.join(' ')}"/>`); }
+    // Markers at their offset, where the leader's LEO steps over them.
+    for (const m of markers) {
+      if (m.tp !== view.tp || m.at < view.t0 || m.at > view.t1 || m.offset < lo || m.offset > hi) continue;
+      const x = X(m.at), yv = Y(m.offset);
+      out.push(`<path class="txn-marker ${m.commit ? 'commit' : 'abort'}${m.verdict === MARKER_WRONG ? ' wrong' : ''}" data-marker="${m.i}" d="M${x},${yv - 5} L${x + 4},${yv} L${x},${yv + 5} L${x - 4},${yv} z"><title>${esc(markerTitle(m))}</title></path>`);
+    }
     out.push('</g>');
     let lx = LABEL_W;
     rows.forEach((r) => {
@@ -465,6 +585,8 @@
     out.push('</svg>');
     document.getElementById('replicas-box').innerHTML = out.join('');
     document.getElementById('replicas').addEventListener('click', (e) => {
+      const mk = e.target.closest('[data-marker]');
+      if (mk) { select({ type: 'k', i: +mk.dataset.marker }); return; }
       const el = e.target.closest('[data-rep]');
       if (el) { const [ri, k] = el.dataset.rep.split(':').map(Number); select({ type: 'r', tp: view.tp, ri, k }); }
     });
@@ -480,6 +602,8 @@
       case 'v': return D.violations[s.i][0];
       case 's': return spans[s.i].from;
       case 'r': return replicasOf(s.tp)[s.ri].t[s.k];
+      case 'k': return markers[s.i].at;
+      case 'x': return txnSpans[s.i].from;
       default: return null;
     }
   }
@@ -496,6 +620,7 @@
       if (f & LOST) fate.push('lost by the network'); if (f & PARTITIONED) fate.push('dropped: link cut by a partition');
       if (f & CUT) fate.push('cut by a partition while in flight'); if (f & DEAD) fate.push('destination down or restarted');
       if (f & DUP) fate.push("the network's duplicate copy"); if (f & ERROR) fate.push('an error answer');
+      if (f & LATE_TXN) { const [own, cur] = M.late.get(i) || ['?', '?']; fate.push(`ARRIVED IN A LATER TRANSACTION: sent during T#${own}, arrived during T#${cur} of its transactional id`); }
       rows += row('from', D.lanes[M.from[i]].name) + row('to', D.lanes[M.to[i]].name) + row('sent', fmtT(M.sent[i]));
       if (!(f & (LOST | PARTITIONED))) rows += row('arrived', fmtT(M.recv[i]) + ' (after ' + fmtDur(M.recv[i] - M.sent[i]) + ')');
       rows += row('fate', fate.length ? fate.join('; ') : 'delivered');
@@ -536,8 +661,32 @@
       title = `replica ${D.tps[s.tp]} on broker ${r.node}`;
       const role = ROLES[r.role[k] & 0xff];
       rows = row('from', fmtT(r.t[k])) + row('until', fmtT(k + 1 < r.t.length ? r.t[k + 1] : D.end)) + row('role', role + (role === 'follower' ? ' of broker ' + (r.role[k] >> 8) : ''));
-      rows += row('leader epoch', r.epoch[k]) + row('LEO', num(r.leo[k])) + row('HW', num(r.hw[k])) + row('flushed', num(r.flushed[k]));
+      rows += row('leader epoch', r.epoch[k]) + row('LEO', num(r.leo[k])) + row('HW', num(r.hw[k])) + (TX.ids.length ? row('LSO', num(r.lso[k])) : '') + row('flushed', num(r.flushed[k]));
       if (role === 'leader') rows += row('ISR', isrText(r.isr[k])) + row('maximal ISR', isrText(r.maxIsr[k]));
+    } else if (s.type === 'x') {
+      const sp = txnSpans[s.i], name = TX.ids[sp.id];
+      title = `transaction ${name}: ${sp.state}`;
+      rows = row('from', fmtT(sp.from)) + row('until', fmtT(sp.to)) + row('lasted', fmtDur(sp.to - sp.from));
+      rows += row('transaction', 'T#' + sp.number + ' of ' + name) + row('producer id', sp.pid) + row('producer epoch', sp.epoch);
+      rows += row('coordinator', `broker ${sp.node}, coordinator epoch ${sp.cepoch}`) + row('partitions', sp.parts || '-');
+      const its = markers.filter((m) => m.id === sp.id && m.own === sp.number);
+      if (its.length) rows += row('its markers', its.map((m) => `${m.commit ? 'commit' : 'abort'} ${D.tps[m.tp]}@${m.offset} e${m.epoch}${m.verdict === MARKER_WRONG ? ' (landed on T#' + m.current + ')' : m.verdict === MARKER_LATE ? ' (late, closed nothing)' : ''}`).join('; '));
+      const onIt = markers.filter((m) => m.id === sp.id && m.current === sp.number && m.verdict === MARKER_WRONG);
+      if (onIt.length) rows += row('closed by an earlier transaction\'s marker', onIt.map((m) => `${D.tps[m.tp]}@${m.offset} (T#${m.own}'s ${m.commit ? 'commit' : 'abort'}, e${m.epoch})`).join('; '));
+    } else if (s.type === 'k') {
+      const m = markers[s.i], name = m.id != null ? TX.ids[m.id] : '?';
+      title = `${m.commit ? 'COMMIT' : 'ABORT'} marker on ${D.tps[m.tp]}`;
+      rows = row('appended', fmtT(m.at) + ` by broker ${m.node} (leader), at offset ${m.offset}`);
+      rows += row('WriteTxnMarkers sent', m.sent != null ? fmtT(m.sent) + ' (in flight ' + fmtDur(m.at - m.sent) + ')' : 'handed over inside the coordinator\'s broker');
+      rows += row('transactional id', name) + row('producer id', m.pid) + row('marker producer epoch', m.epoch);
+      rows += row("partition's producer epoch before", m.partEpoch == null ? 'none (producer unknown here)' : m.partEpoch) + row('coordinator epoch', m.cepoch);
+      rows += row('closed', m.closedFrom != null ? `the open transaction from offset ${m.closedFrom} (records ${m.closedFrom}..${m.offset - 1})` : 'nothing (no transaction of this producer open here)');
+      const own = m.id != null ? txnSpanOf(m.id, m.own, (sp) => sp.state === (m.commit ? 'PrepareCommit' : 'PrepareAbort')) : null;
+      const cur = m.id != null ? txnSpans.filter((sp) => sp.id === m.id && sp.from <= m.at).pop() : null;
+      if (own) rows += row('its transaction', `T#${m.own}: ${own.state} at epoch ${own.epoch} from ${fmtT(own.from)}`);
+      if (cur) rows += row('the id when it landed', `T#${cur.number}: ${cur.state} at epoch ${cur.epoch}`);
+      const verdict = { 0: 'its own transaction', 1: `late: T#${m.own} was already over; it closed nothing`, 2: `LANDED ON A LATER TRANSACTION: sent for T#${m.own}, it closed T#${m.current}'s records (KAFKA-17754's shape)`, 3: 'unknown (no coordinator state seen for this producer id)' }[m.verdict];
+      rows += row('verdict', verdict);
     }
     box.innerHTML = `<h3>${esc(title)}</h3><table>${rows}</table>`;
   }
@@ -560,13 +709,17 @@
     for (const name of faultNames) add('fault: ' + name, 'f:' + name, D.faults.map((f, i) => [f[0], { type: 'f', i }]).filter((x) => D.faults[x[1].i][1] === name));
     const noteNames = [...new Set(D.notes.map((n) => n[2]))].sort();
     for (const name of noteNames) add('event: ' + name, 'n:' + name, D.notes.map((n, i) => [n[0], { type: 'n', i }]).filter((x) => D.notes[x[1].i][2] === name));
+    add('marker on a later transaction', 'k:wrong', wrongMarkers.map((m) => [m.at, { type: 'k', i: m.i }]));
+    add('marker: commit', 'k:commit', markers.filter((m) => m.commit).map((m) => [m.at, { type: 'k', i: m.i }]));
+    add('marker: abort', 'k:abort', markers.filter((m) => !m.commit).map((m) => [m.at, { type: 'k', i: m.i }]));
+    for (const st of TX.stateNames) add('transaction: ' + st, 'x:' + st, txnSpans.map((sp, k) => [sp.from, { type: 'x', i: k }]).filter((x) => txnSpans[x[1].i].state === st));
     for (const res of ['fail', 'info']) add('operation: ' + res, 'o:' + res, ops.map((o, i) => [o.start, { type: 'o', i }]).filter((x) => ops[x[1].i].result === res));
     D.kinds.forEach((k, ki) => {
       const times = [];
       for (let i = 0; i < M.n; i++) if (M.kind[i] === ki) times.push([M.sent[i], { type: 'm', i }]);
       add('message: ' + k, 'm:' + k, times);
     });
-    for (const [label, flag] of [['lost', LOST], ['cut by partition', PARTITIONED | CUT], ['error answer', ERROR]]) {
+    for (const [label, flag] of [['lost', LOST], ['cut by partition', PARTITIONED | CUT], ['error answer', ERROR], ['arriving in a later transaction', LATE_TXN]]) {
       const times = [];
       for (let i = 0; i < M.n; i++) if (M.flags[i] & flag) times.push([M.sent[i], { type: 'm', i }]);
       add('message ' + label, 'mf:' + label, times);
@@ -657,8 +810,15 @@
     if (h.has('only-tp')) view.onlyTp = true;
     const sel = h.get('sel');
     if (sel) {
-      const m = /^([mfnovs])(\d+)$/.exec(sel);
+      const m = /^([mfnovskx])(\d+)$/.exec(sel);
       if (m) view.sel = { type: m[1], i: +m[2] };
+      // `sel=wrong-marker`: the first marker that closed a later transaction, on its partition.
+      if (sel === 'wrong-marker' && wrongMarkers.length) {
+        const w = wrongMarkers[0];
+        view.sel = { type: 'k', i: w.i };
+        if (!h.has('tp')) view.tp = w.tp;
+        if (!h.has('t')) { view.t0 = Math.max(0, (w.sent != null ? w.sent : w.at) - 5e5); view.t1 = w.at + 2e5; }
+      }
       if (sel === 'violation' && D.violations.length) {
         view.sel = { type: 'v', i: 0 };
         const t = D.violations[0][0];
@@ -725,7 +885,9 @@
     document.getElementById('zoom-out').addEventListener('click', () => zoom(2));
     document.getElementById('legend').innerHTML =
       D.kinds.map((k, i) => `<span><span class="swatch" style="background:${kindColor(i)}"></span>${esc(k)}</span>`).join('') +
-      '<span>dashed red ×: lost · purple dashed: cut by a partition · orange: error answer · dotted: destination down · grey band: process down · hatched: partition · triangles: faults · diamonds: broker/controller events · bars on client lanes: operations (green ok, red fail, orange info)</span>';
+      '<span>dashed red ×: lost · purple dashed: cut by a partition · orange: error answer · dotted: destination down · grey band: process down · hatched: partition · triangles: faults · diamonds: broker/controller events · bars on client lanes: operations (green ok, red fail, orange info)</span>' +
+      (TX.ids.length ? '<span class="txn-legend">transactions: ' + TX.stateNames.filter((st) => txnSpans.some((sp) => sp.state === st)).map((st) => `<span class="swatch" style="background:${TXN_COLORS[st]};height:8px"></span>${esc(st)}`).join(' ') +
+        ' · markers: <span class="swatch" style="background:#16a34a;height:8px"></span>commit <span class="swatch" style="background:#dc2626;height:8px"></span>abort, faded: late (closed nothing), outlined with !: landed on a later transaction · thick red arrow: an EndTxn or WriteTxnMarkers arriving in a later transaction than it was sent in · partition panel: LSO dotted</span>' : '');
     window.addEventListener('resize', scheduleRender);
   }
 
@@ -735,6 +897,7 @@
     document.getElementById('only-tp').checked = view.onlyTp;
     document.getElementById('window').textContent = `${fmtT(Math.max(0, view.t0))} – ${fmtT(view.t1)} (${fmtDur(view.t1 - view.t0)})`;
     renderDiagram();
+    renderTxns();
     renderReplicas();
     writeHash();
   }

@@ -434,6 +434,19 @@ impl World {
                     views: &views,
                 },
             );
+            // Runs without transactions host no coordinator and journal no marker.
+            let coordinators = b.txn_coordinators();
+            let markers: Vec<_> = b.marker_journals().collect();
+            if coordinators.is_some() || !markers.is_empty() {
+                self.tracer.fields(
+                    now,
+                    Fields::Txns {
+                        node: id,
+                        coordinators,
+                        markers: &markers,
+                    },
+                );
+            }
         }
         let from = Address::Node(id);
         for o in outputs.drain(..) {

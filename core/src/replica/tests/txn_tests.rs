@@ -463,3 +463,48 @@ fn only_a_write_outside_an_open_transaction_needs_verification() {
         .r(1)
         .needs_txn_verification(&header(&txn_batch(7, 1, 0, &["v"]))));
 }
+
+#[test]
+fn the_marker_journal_says_what_each_marker_closed_and_the_view_carries_the_lso() {
+    let mut net = three();
+    net.produce(1, Acks::All, &["a"]);
+    produce_txn(&mut net, 1, txn_batch(7, 0, 0, &["t1", "t2"]), Some("tx"));
+    net.run(100 * MS);
+    // Offsets: 0 epoch marker, 1 "a", 2-3 the open transaction: it holds the LSO.
+    let v = net.r(1).view();
+    assert_eq!((v.high_watermark, v.last_stable_offset), (4, 2));
+    assert_eq!(net.r(1).marker_journal().appended(), 0);
+    // KIP-890 part 2's bumped epoch closes the transaction opened at epoch 0 at offset 2.
+    write_marker(&mut net, 1, 1, marker_req(7, 1, 0, TxnResult::Commit)).unwrap();
+    net.run(100 * MS);
+    // A retried copy closes nothing.
+    write_marker(&mut net, 1, 2, marker_req(7, 1, 0, TxnResult::Commit)).unwrap();
+    net.run(100 * MS);
+    let got: Vec<_> = net.r(1).marker_journal().since(0).copied().collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        (
+            got[0].seq,
+            got[0].offset,
+            got[0].partition_epoch,
+            got[0].closed_from
+        ),
+        (1, 4, Some(0), Some(2))
+    );
+    assert_eq!(got[0].marker.producer_epoch, 1);
+    assert_eq!(
+        (
+            got[1].seq,
+            got[1].offset,
+            got[1].partition_epoch,
+            got[1].closed_from
+        ),
+        (2, 5, Some(1), None)
+    );
+    assert_eq!(net.r(1).view().last_stable_offset, 6, "nothing open");
+    // A refused marker is not journaled; followers journal nothing (they append no marker).
+    assert!(write_marker(&mut net, 1, 3, marker_req(7, 0, 0, TxnResult::Abort)).is_err());
+    assert_eq!(net.r(1).marker_journal().appended(), 2);
+    assert_eq!(net.r(2).marker_journal().appended(), 0);
+    assert_eq!(net.r(1).marker_journal().since(1).count(), 1);
+}
