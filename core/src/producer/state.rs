@@ -97,6 +97,13 @@ pub enum MarkerCheck {
         current: u16,
         received: u16,
     },
+    /// A bumped marker whose epoch is not newer than the open transaction's: the open
+    /// transaction is a later one, started at the epoch the marker's own transaction
+    /// ended with, and the marker is a late copy (KAFKA-19446).
+    LateMarker {
+        open: u16,
+        received: u16,
+    },
 }
 
 /// Per-partition producer state table.
@@ -187,8 +194,10 @@ impl ProducerStateTable {
             .is_some_and(|e| e.producer_epoch == producer_epoch && e.txn_first_offset.is_some())
     }
 
-    /// Decides whether a transaction marker may be appended.
-    pub fn check_marker(&self, marker: &TxnMarker) -> MarkerCheck {
+    /// Decides whether a transaction marker may be appended. `bumped`: the coordinator
+    /// bumped the epoch when the transaction ended (KIP-890 part 2), so the marker must
+    /// be newer than the writes of the transaction it ends.
+    pub fn check_marker(&self, marker: &TxnMarker, bumped: bool) -> MarkerCheck {
         let Some(entry) = self.producers.get(&marker.producer_id) else {
             return MarkerCheck::Append;
         };
@@ -203,6 +212,15 @@ impl ProducerStateTable {
         if marker.producer_epoch < entry.producer_epoch {
             return MarkerCheck::InvalidProducerEpoch {
                 current: entry.producer_epoch,
+                received: marker.producer_epoch,
+            };
+        }
+        if bumped
+            && entry.txn_first_offset.is_some()
+            && marker.producer_epoch <= entry.producer_epoch
+        {
+            return MarkerCheck::LateMarker {
+                open: entry.producer_epoch,
                 received: marker.producer_epoch,
             };
         }

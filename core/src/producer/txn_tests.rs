@@ -226,7 +226,7 @@ fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_the_sequence() {
     let mut t = ProducerStateTable::new();
     t.load_batch(&txn_batch(7, 2, 0, 3, 0));
     let bumped = marker(7, 3, TxnResult::Commit, 1);
-    assert_eq!(t.check_marker(&bumped), MarkerCheck::Append);
+    assert_eq!(t.check_marker(&bumped, true), MarkerCheck::Append);
     t.record_marker(&bumped, 3);
     assert_eq!(t.entry(7).unwrap().producer_epoch, 3);
     // A late write of the finished transaction, at the old epoch (KIP-890 part 2).
@@ -248,12 +248,50 @@ fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_the_sequence() {
     );
     // A late marker of the old epoch is refused.
     assert_eq!(
-        t.check_marker(&marker(7, 2, TxnResult::Abort, 1)),
+        t.check_marker(&marker(7, 2, TxnResult::Abort, 1), false),
         MarkerCheck::InvalidProducerEpoch {
             current: 3,
             received: 2
         }
     );
+}
+
+/// KAFKA-19446: with KIP-890 part 2 the next transaction writes at the epoch the last
+/// one's marker was bumped to, so a late copy of that marker (a duplicate, or a retry
+/// that overtook its first copy) carries the open transaction's own epoch. A bumped
+/// marker must be newer than the writes it ends: the copy is refused, the transaction
+/// stays open. Unbumped (part 2 off: the zoo's `late-txn-marker`), nothing tells them
+/// apart and the copy closes the wrong transaction.
+#[test]
+fn a_late_copy_of_a_bumped_marker_does_not_end_the_next_transaction() {
+    let mut t = ProducerStateTable::new();
+    t.load_batch(&txn_batch(7, 2, 0, 3, 0));
+    let first = marker(7, 3, TxnResult::Commit, 1);
+    assert_eq!(t.check_marker(&first, true), MarkerCheck::Append);
+    t.record_marker(&first, 3);
+    // The next transaction, at the bumped epoch.
+    t.load_batch(&txn_batch(7, 3, 0, 2, 4));
+    assert!(t.has_open_txn(7, 3));
+    assert_eq!(
+        t.check_marker(&first, true),
+        MarkerCheck::LateMarker {
+            open: 3,
+            received: 3
+        }
+    );
+    // Its own marker, bumped again, ends it.
+    assert_eq!(
+        t.check_marker(&marker(7, 4, TxnResult::Abort, 1), true),
+        MarkerCheck::Append
+    );
+    // Without the bump the copy looks like the open transaction's own marker.
+    assert_eq!(t.check_marker(&first, false), MarkerCheck::Append);
+    // A bumped marker with no transaction open (a retry after its first copy landed)
+    // closes nothing and may be appended.
+    let mut idle = ProducerStateTable::new();
+    idle.load_batch(&txn_batch(7, 2, 0, 3, 0));
+    idle.record_marker(&first, 3);
+    assert_eq!(idle.check_marker(&first, true), MarkerCheck::Append);
 }
 
 #[test]
@@ -262,19 +300,19 @@ fn a_marker_from_an_older_coordinator_is_fenced() {
     t.load_batch(&txn_batch(7, 0, 0, 1, 0));
     t.record_marker(&marker(7, 0, TxnResult::Commit, 5), 1);
     assert_eq!(
-        t.check_marker(&marker(7, 0, TxnResult::Commit, 4)),
+        t.check_marker(&marker(7, 0, TxnResult::Commit, 4), false),
         MarkerCheck::CoordinatorFenced {
             current: 5,
             received: 4
         }
     );
     assert_eq!(
-        t.check_marker(&marker(7, 0, TxnResult::Commit, 5)),
+        t.check_marker(&marker(7, 0, TxnResult::Commit, 5), false),
         MarkerCheck::Append
     );
     // An unknown producer's marker is appended (it closes nothing).
     assert_eq!(
-        t.check_marker(&marker(9, 0, TxnResult::Abort, 0)),
+        t.check_marker(&marker(9, 0, TxnResult::Abort, 0), false),
         MarkerCheck::Append
     );
     t.record_marker(&marker(9, 0, TxnResult::Abort, 0), 2);

@@ -88,7 +88,7 @@ impl<L: ReplicaLog> Replica<L> {
             result: req.result,
             coordinator_epoch: req.coordinator_epoch,
         };
-        match self.producers.check_marker(&marker) {
+        match self.producers.check_marker(&marker, req.bumped) {
             MarkerCheck::Append => {}
             MarkerCheck::CoordinatorFenced { current, received } => {
                 return Err(MarkerError::CoordinatorFenced {
@@ -100,6 +100,12 @@ impl<L: ReplicaLog> Replica<L> {
                 return Err(MarkerError::InvalidProducerEpoch {
                     request: received,
                     current,
+                })
+            }
+            MarkerCheck::LateMarker { open, received } => {
+                return Err(MarkerError::LateMarker {
+                    request: received,
+                    open,
                 })
             }
         }

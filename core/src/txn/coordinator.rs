@@ -879,6 +879,7 @@ impl TxnCoordinator {
             producer_epoch: e.meta.producer_epoch,
             coordinator_epoch,
             result,
+            bumped: e.meta.bumped,
         };
         self.marker_owner.insert(correlation, id.to_string());
         self.outputs.push(TxnOutput::SendMarker {

@@ -287,6 +287,12 @@ pub struct WriteTxnMarkerRequest {
     /// partition refuses a marker from a coordinator older than the last one it heard.
     pub coordinator_epoch: LeaderEpoch,
     pub result: TxnResult,
+    /// The transaction's end bumped the producer epoch (KIP-890 part 2; Kafka's
+    /// transaction version 2): `producer_epoch` is newer than the epoch the transaction
+    /// wrote at, so a partition whose open transaction is *at* that epoch (the next
+    /// transaction) refuses it as a late copy (KAFKA-19446) instead of closing it.
+    #[serde(default)]
+    pub bumped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,6 +315,13 @@ pub enum MarkerError {
     },
     #[error("producer epoch {request} is older than the partition's {current}")]
     InvalidProducerEpoch { request: u16, current: u16 },
+    /// A bumped marker (KIP-890 part 2) at the epoch the partition's open transaction
+    /// writes at: a late copy of the previous transaction's marker (KAFKA-19446).
+    #[error(
+        "a marker bumped to epoch {request} cannot end a transaction written at epoch \
+         {open}: a late copy of an earlier transaction's marker"
+    )]
+    LateMarker { request: u16, open: u16 },
     #[error("not enough in-sync replicas: {isr} < min.insync.replicas {min_insync}")]
     NotEnoughReplicas { isr: usize, min_insync: usize },
     #[error("timed out waiting for the marker to be replicated")]

@@ -8,9 +8,11 @@
 //!
 //! ```text
 //! key   : u16 version=1 | str transactional_id
-//! value : u16 version=1 | u64 producer_id | u16 producer_epoch | opt<u16> last_producer_epoch
+//! value : u16 version=2 | u64 producer_id | u16 producer_epoch | opt<u16> last_producer_epoch
 //!         | u32 timeout_ms | u8 state | u64 start_time_ns | u32 n | n x (str topic | u32 partition)
+//!         | u8 bumped
 //! ```
+//! Version 1 (no `bumped` byte, read as false) is still read.
 //! An unknown key version is skipped on load (written by a newer coordinator); anything
 //! else malformed is an error, as for `__consumer_offsets`.
 
@@ -21,7 +23,9 @@ use crate::types::{Offset, TopicPartition};
 use std::collections::BTreeMap;
 
 const KEY_VERSION: u16 = 1;
-const VALUE_VERSION: u16 = 1;
+const VALUE_VERSION: u16 = 2;
+/// The value layout before `bumped` (KIP-890 part 2's marker flag) was added.
+const VALUE_VERSION_1: u16 = 1;
 
 /// A `__transaction_state` record that cannot be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -108,6 +112,7 @@ pub fn encode_value(m: &TxnMetadata) -> Vec<u8> {
         put_str(&mut out, &tp.topic);
         out.extend_from_slice(&tp.partition.to_be_bytes());
     }
+    out.push(u8::from(m.bumped));
     out
 }
 
@@ -146,7 +151,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<Option<String>, TxnRecordError> {
 pub fn decode_value(bytes: &[u8]) -> Result<TxnMetadata, TxnRecordError> {
     let mut r = ByteReader::new(bytes);
     let version = r.u16("value version")?;
-    if version != VALUE_VERSION {
+    if version != VALUE_VERSION && version != VALUE_VERSION_1 {
         return Err(TxnRecordError::UnknownValueVersion(version));
     }
     let producer_id = r.u64("producer id")?;
@@ -163,6 +168,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<TxnMetadata, TxnRecordError> {
         let partition = r.u32("partition")?;
         partitions.insert(TopicPartition { topic, partition });
     }
+    let bumped = version != VALUE_VERSION_1 && r.u8("bumped")? != 0;
     r.finish("value")?;
     Ok(TxnMetadata {
         producer_id,
@@ -172,6 +178,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<TxnMetadata, TxnRecordError> {
         state,
         partitions,
         start_time,
+        bumped,
     })
 }
 
@@ -224,6 +231,7 @@ mod tests {
                 TopicPartition::new("__consumer_offsets", 3),
             ]),
             start_time: 123_456_789,
+            bumped: state == TxnState::PrepareCommit,
         }
     }
 
@@ -253,6 +261,18 @@ mod tests {
         m.last_producer_epoch = None;
         m.partitions.clear();
         assert_eq!(decode_value(&encode_value(&m)).unwrap(), m);
+    }
+
+    /// A value written before the `bumped` byte existed still loads (as unbumped).
+    #[test]
+    fn a_version_1_value_loads_as_unbumped() {
+        let m = sample(TxnState::PrepareCommit);
+        assert!(m.bumped);
+        let mut v1 = encode_value(&m);
+        assert_eq!(v1.pop(), Some(1));
+        v1[..2].copy_from_slice(&VALUE_VERSION_1.to_be_bytes());
+        let back = decode_value(&v1).unwrap();
+        assert_eq!(back, TxnMetadata { bumped: false, ..m });
     }
 
     #[test]

@@ -88,6 +88,12 @@ pub struct TxnMetadata {
     pub partitions: BTreeSet<TopicPartition>,
     /// When the ongoing transaction began (coordinator clock); 0 when none is open.
     pub start_time: Nanos,
+    /// The completing transaction's end bumped the epoch (KIP-890 part 2): its markers
+    /// carry an epoch newer than the one its writes were made at, so a partition can tell
+    /// a late copy of them from a marker of the next transaction (which writes at that
+    /// very epoch). False without the bump (an old client's EndTxn, the zoo's
+    /// `late-txn-marker`), and whenever no transaction is completing.
+    pub bumped: bool,
 }
 
 impl TxnMetadata {
@@ -101,6 +107,7 @@ impl TxnMetadata {
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
             start_time: 0,
+            bumped: false,
         }
     }
 
@@ -113,6 +120,15 @@ impl TxnMetadata {
         );
         Self {
             state,
+            // Only a completing transaction's markers carry the flag.
+            bumped: self.bumped
+                && matches!(
+                    state,
+                    TxnState::PrepareCommit
+                        | TxnState::PrepareAbort
+                        | TxnState::CompleteCommit
+                        | TxnState::CompleteAbort
+                ),
             ..self.clone()
         }
     }
@@ -176,6 +192,7 @@ impl TxnMetadata {
         if bump && !self.epoch_exhausted() {
             m.last_producer_epoch = Some(self.producer_epoch);
             m.producer_epoch = self.producer_epoch + 1;
+            m.bumped = true;
         }
         m
     }
@@ -190,7 +207,9 @@ impl TxnMetadata {
             // No retry identity: the fenced instance must not pass as a retry.
             fence.last_producer_epoch = None;
         }
-        fence.to(TxnState::PrepareAbort)
+        let mut abort = fence.to(TxnState::PrepareAbort);
+        abort.bumped = fence.producer_epoch != self.producer_epoch;
+        abort
     }
 
     /// All markers are written: `Complete{Commit,Abort}`, partitions cleared.
