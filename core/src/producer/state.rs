@@ -189,6 +189,21 @@ impl ProducerStateTable {
 
     /// Decides whether a transaction marker may be appended.
     pub fn check_marker(&self, marker: &TxnMarker) -> MarkerCheck {
+        self.check_marker_of(marker, false)
+    }
+
+    /// [`Self::check_marker`] for a marker whose epoch the coordinator bumped (KIP-890
+    /// part 2, `WriteTxnMarkerRequest::bumped`): its transaction's data is at an older
+    /// epoch, so a transaction open *at the marker's epoch* is a later one (KAFKA-17754)
+    /// and must not be ended by it: `InvalidProducerEpoch`, which the coordinator takes as
+    /// settled. (Kafka refuses every transaction-version-2 marker not newer than the
+    /// producer's epoch; one at that epoch with nothing open, a retry of a marker already
+    /// written, closes nothing and is let through here as before.)
+    pub fn check_bumped_marker(&self, marker: &TxnMarker) -> MarkerCheck {
+        self.check_marker_of(marker, true)
+    }
+
+    fn check_marker_of(&self, marker: &TxnMarker, bumped: bool) -> MarkerCheck {
         let Some(entry) = self.producers.get(&marker.producer_id) else {
             return MarkerCheck::Append;
         };
@@ -200,7 +215,13 @@ impl ProducerStateTable {
                 };
             }
         }
-        if marker.producer_epoch < entry.producer_epoch {
+        // A bumped marker at the epoch of an open transaction is a late one: that
+        // transaction is the next one. (At that epoch with nothing open it is a retry of one
+        // already written, which closes nothing: let through, as before.)
+        let late = bumped
+            && marker.producer_epoch == entry.producer_epoch
+            && self.has_open_txn(marker.producer_id, marker.producer_epoch);
+        if marker.producer_epoch < entry.producer_epoch || late {
             return MarkerCheck::InvalidProducerEpoch {
                 current: entry.producer_epoch,
                 received: marker.producer_epoch,

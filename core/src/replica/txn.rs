@@ -83,7 +83,12 @@ impl<L: ReplicaLog> Replica<L> {
             result: req.result,
             coordinator_epoch: req.coordinator_epoch,
         };
-        match self.producers.check_marker(&marker) {
+        let check = if req.bumped {
+            self.producers.check_bumped_marker(&marker)
+        } else {
+            self.producers.check_marker(&marker)
+        };
+        match check {
             MarkerCheck::Append => {}
             MarkerCheck::CoordinatorFenced { current, received } => {
                 return Err(MarkerError::CoordinatorFenced {

@@ -191,6 +191,10 @@ struct Entry {
     markers: BTreeMap<TopicPartition, MarkerState>,
     /// A failed `Complete*` or timeout-abort write is tried again from here.
     retry_at: Option<Nanos>,
+    /// Of a `Prepare*` transaction this coordinator prepared: whether the prepare bumped
+    /// the epoch past its data's (its markers say so, see `WriteTxnMarkerRequest::bumped`).
+    /// In memory only: after a load it is unknown, so false.
+    bumped: bool,
 }
 
 pub struct TxnCoordinator {
@@ -363,6 +367,7 @@ impl TxnCoordinator {
                     meta,
                     markers: BTreeMap::new(),
                     retry_at: None,
+                    bumped: false,
                 },
             );
             self.start_markers(now, &id);
@@ -786,6 +791,9 @@ impl TxnCoordinator {
                     target.state,
                     e.meta.state
                 );
+                // A prepare at a newer epoch than the ongoing transaction's (EndTxn with
+                // KIP-890 part 2, a timeout abort, a fencing abort) bumped it.
+                e.bumped = preparing && target.producer_epoch > e.meta.producer_epoch;
                 e.meta = target;
                 e.retry_at = None;
                 e.markers.clear();
@@ -797,6 +805,7 @@ impl TxnCoordinator {
                         meta: target,
                         markers: BTreeMap::new(),
                         retry_at: None,
+                        bumped: false,
                     },
                 );
             }
@@ -873,6 +882,7 @@ impl TxnCoordinator {
             producer_epoch: e.meta.producer_epoch,
             coordinator_epoch,
             result,
+            bumped: e.bumped,
         };
         self.marker_owner.insert(correlation, id.to_string());
         self.outputs.push(TxnOutput::SendMarker {

@@ -287,6 +287,15 @@ pub struct WriteTxnMarkerRequest {
     /// partition refuses a marker from a coordinator older than the last one it heard.
     pub coordinator_epoch: LeaderEpoch,
     pub result: TxnResult,
+    /// The coordinator bumped the producer epoch for this marker (KIP-890 part 2, Kafka's
+    /// transaction version 2): the transaction's data carries an older epoch, so a
+    /// transaction open at the marker's own epoch is a later one and the partition refuses
+    /// to end it (`InvalidProducerEpoch`). A late marker of a finished transaction then
+    /// never ends the next one, which writes at that epoch (KAFKA-17754). False for markers at the transaction's own epoch (part 2
+    /// off, a pre-KIP-890 client's `keep_epoch`) and for markers a new coordinator resends
+    /// after loading, which cannot tell: those are checked as before (not older).
+    #[serde(default)]
+    pub bumped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
