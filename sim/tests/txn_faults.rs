@@ -281,3 +281,84 @@ fn the_coordinator_of_a_transactional_id_crashes() {
         r.faults
     );
 }
+
+/// The count the history summary gives class `name` (0 if it does not list it).
+fn class_count(r: &SimReport, name: &str) -> u64 {
+    let Some(summary) = r.history_summary.as_deref() else {
+        return 0;
+    };
+    summary
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some(name)).then(|| words.next()?.parse().ok())?
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// KAFKA-17754 step by step (`scenarios/txn-late-marker.toml`, seed 1; docs/transactions.md):
+/// txn-1's abort marker to sim-0 is held 1.6 s, resent and written, and lands while the
+/// next transaction is open there. With KIP-890 part 2 off (core's `late_txn_marker`) it
+/// ends that transaction: the producer is told it committed, but its write is aborted
+/// (history: lost-write). With part 2 on, the marker carries the bumped epoch the next
+/// transaction writes at, is marked bumped, and is refused: the run passes.
+#[test]
+fn the_late_marker_scenario_fails_only_without_kip890_part2() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/txn-late-marker.toml"
+    );
+    let sc = Scenario::load(std::path::Path::new(path)).expect("the scenario");
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    c.seed = sc.seed.expect("the worked example's seed");
+    let (r, trace, _) = run(&c);
+    assert!(r.passed(), "{:?}\n{r}", r.failed_invariants());
+    let held = |trace: &[Ev]| -> (u64, String) {
+        let hit = (trace.iter())
+            .find(|e| e.kind == "message-fault")
+            .expect("the marker was held");
+        let corr = hit
+            .detail
+            .split("correlation: ")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .expect("its correlation")
+            .to_string();
+        assert!(
+            hit.detail.contains("WriteTxnMarker") && hit.detail.contains("result: Abort"),
+            "{}",
+            hit.detail
+        );
+        (hit.time, corr)
+    };
+    let (at, corr) = held(&trace);
+    let answer = |trace: &[Ev]| -> String {
+        (trace.iter())
+            .find(|e| {
+                e.time > at + 1_600 * MILLIS
+                    && e.kind == "deliver"
+                    && e.detail
+                        .contains(&format!("WriteTxnMarkerResponse {{ correlation: {corr},"))
+            })
+            .map(|e| e.detail.clone())
+            .expect("the late copy is answered")
+    };
+    assert!(
+        answer(&trace).contains("Err(InvalidProducerEpoch"),
+        "{}",
+        answer(&trace)
+    );
+
+    c.txn_bugs.late_txn_marker = true;
+    let (r, trace, _) = run(&c);
+    assert_eq!(r.failed_invariants(), ["history"], "{r}");
+    assert!(class_count(&r, "lost-write") > 0, "{r}");
+    assert_eq!(held(&trace).1, corr, "the same marker is held");
+    assert!(
+        answer(&trace).contains("result: Ok(())"),
+        "the late marker is written: {}",
+        answer(&trace)
+    );
+}
