@@ -334,7 +334,11 @@ impl SimConfig {
             if let Fault::ClientPause { client, .. }
             | Fault::ClientCrash { client, .. }
             | Fault::ClientRestart { client }
-            | Fault::ClientIsolate { client, .. } = &s.fault
+            | Fault::ClientIsolate { client, .. }
+            | Fault::Message {
+                from: crate::faults::MessageSender::Client(client),
+                ..
+            } = &s.fault
             {
                 match client {
                     ClientRef::Producer(n) if *n == 0 || *n > self.producers => {
@@ -362,6 +366,10 @@ impl SimConfig {
                     ..
                 }
                 | Fault::CoordinatorCrash {
+                    restart_after: Some(d),
+                    ..
+                }
+                | Fault::TxnCoordinatorCrash {
                     restart_after: Some(d),
                     ..
                 }

@@ -15,10 +15,12 @@ use crate::time::SimTime;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+mod message;
 mod random;
 mod rates;
 mod target;
 
+pub use message::{MessageAction, MessageKind, MessageSender};
 pub use random::{random_client_schedule, random_member_schedule, random_schedule};
 pub use rates::FaultRates;
 pub use target::{ClientRef, ControllerTag, LeaderOf, NodeRef};
@@ -179,6 +181,24 @@ pub enum Fault {
     },
     /// Internal: the replacement of a paused producer starts (see `ClientPause`).
     ClientTakeover { client: ClientRef },
+    /// Arms a one-shot fault on the next message of `kind` that `from` sends: held back
+    /// `delay`, duplicated (a copy `delay` after it was sent), or dropped (see
+    /// [`MessageAction`]). `delay` is 0 for a drop.
+    Message {
+        action: MessageAction,
+        kind: MessageKind,
+        from: MessageSender,
+        delay: SimTime,
+    },
+    /// Crashes the broker that leads the `__transaction_state` partition of
+    /// `transactional_id` at that moment (its transaction coordinator); nothing happens if
+    /// there is none. Restarts after `restart_after` if given.
+    TxnCoordinatorCrash {
+        transactional_id: String,
+        power_loss: bool,
+        unsynced: Unsynced,
+        restart_after: Option<SimTime>,
+    },
 }
 
 /// Timed disk faults, for their end events.
@@ -221,6 +241,8 @@ impl Fault {
             Fault::ClientRestart { .. } => "client-restart",
             Fault::ClientIsolate { .. } => "client-isolate",
             Fault::ClientTakeover { .. } => "client-takeover",
+            Fault::Message { action, .. } => action.kind(),
+            Fault::TxnCoordinatorCrash { .. } => "txn-coordinator-crash",
         }
     }
 }
@@ -311,7 +333,21 @@ impl Fault {
             | Fault::ClientCrash { .. }
             | Fault::ClientRestart { .. }
             | Fault::ClientIsolate { .. }
-            | Fault::ClientTakeover { .. }) => f,
+            | Fault::ClientTakeover { .. }
+            | Fault::TxnCoordinatorCrash { .. }) => f,
+            // A node sender ("leader:P" among them) is resolved when the fault is armed.
+            Fault::Message {
+                action,
+                kind,
+                from: MessageSender::Node(n),
+                delay,
+            } => Fault::Message {
+                action,
+                kind,
+                from: MessageSender::Node(g(n)?),
+                delay,
+            },
+            f @ Fault::Message { .. } => f,
         })
     }
 

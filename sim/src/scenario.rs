@@ -26,6 +26,9 @@
 //!                      # member-crash member-restart member-pause (with `member = N`)
 //!                      # coordinator-crash; client-pause client-crash client-restart
 //!                      # client-isolate (with `client = "producer:N"` / "consumer:N")
+//!                      # message-delay message-duplicate message-drop (with `message`,
+//!                      # `from`, `delay`; docs/scenarios.md); coordinator-crash with
+//!                      # `transactional_id` (or txn-coordinator-crash)
 //! node = 1             # a broker id, "controller", or "leader" / "leader:P": the broker
 //! duration = "4s"      # leading partition P (default 0) when the fault fires
 //! [expect]

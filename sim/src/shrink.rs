@@ -15,7 +15,7 @@ use crate::report::SimReport;
 use crate::time::{SimTime, MILLIS, SECS};
 use crate::world::{realised_schedule, run, SimError};
 
-mod scenario_file;
+pub(crate) mod scenario_file;
 
 pub use scenario_file::scenario_toml;
 

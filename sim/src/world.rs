@@ -55,6 +55,7 @@ mod controllers;
 mod copies;
 mod delivery;
 mod leader_nemesis;
+mod message_faults;
 mod node_faults;
 mod observe;
 mod report;
@@ -326,6 +327,9 @@ struct World {
     next_producer_index: u32,
     /// Where a restarted client lives now: its original slot -> its current slot.
     moved_clients: BTreeMap<usize, usize>,
+    /// Message faults armed by a scenario and not yet spent, in arming order (empty in
+    /// every other run: `send` only looks when there is one).
+    armed_messages: Vec<message_faults::Armed>,
 }
 
 impl World {

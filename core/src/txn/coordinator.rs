@@ -909,8 +909,11 @@ impl TxnCoordinator {
             }
             // The partition has seen a newer epoch of this producer: a later transaction
             // wrote there, so this one is settled there (Kafka drops the marker too).
-            Err(MarkerError::InvalidProducerEpoch { .. }) => {
-                tracing::warn!(%id, tp = %response.tp, "marker refused: producer epoch is older");
+            // (A late-copy refusal names a later transaction the same way.)
+            Err(
+                e2 @ (MarkerError::InvalidProducerEpoch { .. } | MarkerError::LateMarker { .. }),
+            ) => {
+                tracing::warn!(%id, tp = %response.tp, error = %e2, "marker refused: a later transaction wrote there");
                 e.markers.remove(&response.tp);
             }
             Err(MarkerError::CoordinatorFenced { .. }) => {

@@ -3,7 +3,10 @@
 
 use super::raw::{fields_of, Ctx, RawFault};
 use super::ScenarioError;
-use crate::faults::{ClientRef, Fault, LeaderOf, NodeRef, Scheduled, Unsynced};
+use crate::faults::{
+    ClientRef, Fault, LeaderOf, MessageAction, MessageKind, MessageSender, NodeRef, Scheduled,
+    Unsynced,
+};
 use crate::net::Partition;
 use crate::time::SimTime;
 use std::ops::Range;
@@ -59,7 +62,7 @@ pub(super) fn parse_fault(
         "partition" => e.partition()?,
         "heal" => Fault::Heal,
         "clog" => Fault::Clog {
-            from: e.need_node(&f.from, "from")?,
+            from: e.need_node(&e.node_from()?, "from")?,
             to: e.need_node(&f.to, "to")?,
             duration: e.need_dur(&f.duration, "duration")?,
         },
@@ -94,11 +97,18 @@ pub(super) fn parse_fault(
             member: e.need_member()?,
             duration: e.need_dur(&f.duration, "duration")?,
         },
-        "coordinator-crash" => Fault::CoordinatorCrash {
+        "coordinator-crash" if f.transactional_id.is_none() => Fault::CoordinatorCrash {
             power_loss: f.power_loss.unwrap_or(false),
             unsynced: e.unsynced()?,
             restart_after: e.opt_pos_dur(&f.restart_after, "restart_after")?,
         },
+        "coordinator-crash" | "txn-coordinator-crash" => Fault::TxnCoordinatorCrash {
+            transactional_id: e.need_transactional_id(kind)?,
+            power_loss: f.power_loss.unwrap_or(false),
+            unsynced: e.unsynced()?,
+            restart_after: e.opt_pos_dur(&f.restart_after, "restart_after")?,
+        },
+        "message-delay" | "message-duplicate" | "message-drop" => e.message_fault(kind)?,
         "client-pause" => e.client_pause(kind)?,
         "client-crash" => Fault::ClientCrash {
             client: e.need_client(kind)?,
@@ -115,7 +125,7 @@ pub(super) fn parse_fault(
             return Err(cx.err(
                 Some(f.kind.span()),
                 &e.field("kind"),
-                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full, slow-disk, member-crash, member-restart, member-pause, coordinator-crash, client-pause, client-crash, client-restart or client-isolate"),
+                format!("unknown fault kind {other:?}; expected crash, restart, pause, clock-jump, clock-stall, clock-skew, partition, heal, clog, bit-flip, read-errors, disk-full, slow-disk, member-crash, member-restart, member-pause, coordinator-crash, txn-coordinator-crash, client-pause, client-crash, client-restart, client-isolate, message-delay, message-duplicate or message-drop"),
             ))
         }
     };
@@ -313,7 +323,7 @@ impl Entry<'_> {
                 node: self.need_node(&f.node, "node")?,
             },
             "one-way" => Partition::OneWay {
-                from: self.need_node(&f.from.clone().or(f.node.clone()), "from")?,
+                from: self.need_node(&self.node_from()?.or(f.node.clone()), "from")?,
             },
             "split" => self.split()?,
             other => {
@@ -407,6 +417,100 @@ impl Entry<'_> {
             client,
             duration,
             replaced_after,
+        })
+    }
+
+    /// `from` as a node (for `clog` and `partition`): a broker id, "controller" or
+    /// "leader[:P]".
+    fn node_from(&self) -> Result<Option<Spanned<NodeRef>>, ScenarioError> {
+        let Some(v) = &self.f.from else {
+            return Ok(None);
+        };
+        let node: NodeRef = v
+            .get_ref()
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                self.cx
+                    .err(Some(v.span()), &self.field("from"), e.message().trim())
+            })?;
+        Ok(Some(Spanned::new(v.span(), node)))
+    }
+
+    fn need_transactional_id(&self, kind: &str) -> Result<String, ScenarioError> {
+        match &self.f.transactional_id {
+            Some(id) if id.get_ref().is_empty() => Err(self.cx.err(
+                Some(id.span()),
+                &self.field("transactional_id"),
+                "must not be empty",
+            )),
+            Some(id) => Ok(id.get_ref().clone()),
+            None => Err(self.missing(
+                "transactional_id",
+                format!("`{kind}` needs `transactional_id` (in the txn workload, \"txn-N\" is producer N's)"),
+            )),
+        }
+    }
+
+    /// A message fault: `message` (one of [`MessageKind::NAMES`]), `from` (who sends it)
+    /// and, to delay or duplicate, `delay`.
+    fn message_fault(&self, kind: &str) -> Result<Fault, ScenarioError> {
+        let f = self.f;
+        let action = MessageAction::from_kind(kind).expect("a message fault kind");
+        let accepted = || MessageKind::NAMES.join(", ");
+        let message = match &f.message {
+            None => {
+                return Err(self.missing(
+                    "message",
+                    format!("`{kind}` needs `message`, one of {}", accepted()),
+                ))
+            }
+            Some(m) => MessageKind::from_name(m.get_ref()).ok_or_else(|| {
+                self.cx.err(
+                    Some(m.span()),
+                    &self.field("message"),
+                    format!(
+                        "unknown message kind {:?}; expected one of {}",
+                        m.get_ref(),
+                        accepted()
+                    ),
+                )
+            })?,
+        };
+        const SENDERS: &str = "a broker id, \"controller\", \"leader\" / \"leader:P\", \"producer:N\", \"consumer:N\" or \"coordinator:<transactional id>\"";
+        let from = match &f.from {
+            None => return Err(self.missing("from", format!("`{kind}` needs `from`: {SENDERS}"))),
+            Some(v) => {
+                let parsed = match v.get_ref() {
+                    toml::Value::Integer(b) => u32::try_from(*b)
+                        .ok()
+                        .map(|b| MessageSender::Node(NodeRef::Broker(b))),
+                    toml::Value::String(s) => MessageSender::parse(s),
+                    _ => None,
+                };
+                let from = parsed.ok_or_else(|| {
+                    self.cx.err(
+                        Some(v.span()),
+                        &self.field("from"),
+                        format!("expected {SENDERS}, found {}", v.get_ref()),
+                    )
+                })?;
+                if let MessageSender::Node(n) = from {
+                    MessageSender::Node(self.check_node(&Spanned::new(v.span(), n), "from")?)
+                } else {
+                    from
+                }
+            }
+        };
+        let delay = match action {
+            MessageAction::Drop => 0,
+            MessageAction::Delay | MessageAction::Duplicate => self.need_dur(&f.delay, "delay")?,
+        };
+        Ok(Fault::Message {
+            action,
+            kind: message,
+            from,
+            delay,
         })
     }
 }

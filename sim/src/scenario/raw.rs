@@ -92,7 +92,9 @@ pub(super) struct RawFault {
     pub(super) at: Spanned<String>,
     pub(super) kind: Spanned<String>,
     pub(super) node: Option<Spanned<NodeRef>>,
-    pub(super) from: Option<Spanned<NodeRef>>,
+    /// A node for `clog` and `partition`; for message faults also a client or
+    /// "coordinator:<transactional id>" (read per kind, see `fault.rs`).
+    pub(super) from: Option<Spanned<toml::Value>>,
     pub(super) to: Option<Spanned<NodeRef>>,
     pub(super) a: Option<Spanned<Vec<NodeRef>>>,
     pub(super) b: Option<Spanned<Vec<NodeRef>>>,
@@ -107,6 +109,12 @@ pub(super) struct RawFault {
     pub(super) client: Option<Spanned<ClientRef>>,
     pub(super) unsynced: Option<Spanned<String>>,
     pub(super) replaced_after: Option<Spanned<String>>,
+    /// Message faults: which kind of message (`MessageKind::NAMES`).
+    pub(super) message: Option<Spanned<String>>,
+    /// Message faults: how long the message (or its copy) is held.
+    pub(super) delay: Option<Spanned<String>>,
+    /// `coordinator-crash` / `txn-coordinator-crash`: whose transaction coordinator.
+    pub(super) transactional_id: Option<Spanned<String>>,
 }
 
 impl RawFault {
@@ -131,7 +139,10 @@ impl RawFault {
             member,
             client,
             unsynced,
-            replaced_after
+            replaced_after,
+            message,
+            delay,
+            transactional_id
         );
         v
     }
@@ -152,7 +163,20 @@ pub(super) fn fields_of(kind: &str) -> &'static [&'static str] {
         "member-crash" => &["member", "restart_after"],
         "member-restart" => &["member"],
         "member-pause" => &["member", "duration"],
-        "coordinator-crash" => &["power_loss", "unsynced", "restart_after"],
+        "coordinator-crash" => &[
+            "power_loss",
+            "unsynced",
+            "restart_after",
+            "transactional_id",
+        ],
+        "txn-coordinator-crash" => &[
+            "transactional_id",
+            "power_loss",
+            "unsynced",
+            "restart_after",
+        ],
+        "message-delay" | "message-duplicate" => &["message", "from", "delay"],
+        "message-drop" => &["message", "from"],
         "client-pause" => &["client", "duration", "replaced_after"],
         "client-crash" => &["client", "restart_after"],
         "client-restart" => &["client"],

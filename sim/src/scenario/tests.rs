@@ -446,3 +446,127 @@ fn workload_kind_is_read_checked_and_applied() {
         (Some(2), Some("workload.kind"))
     );
 }
+
+#[test]
+fn parses_message_faults_and_txn_coordinator_crashes() {
+    use crate::faults::{MessageAction, MessageKind, MessageSender};
+    let text = "[workload]\nkind = \"txn\"\nproducers = 2\n[[fault]]\nat = \"1s\"\nkind = \"message-delay\"\nmessage = \"end-txn\"\nfrom = \"producer:1\"\ndelay = \"2s\"\n[[fault]]\nat = \"2s\"\nkind = \"message-duplicate\"\nmessage = \"txn-marker\"\nfrom = \"coordinator:txn-2\"\ndelay = \"300ms\"\n[[fault]]\nat = \"3s\"\nkind = \"message-drop\"\nmessage = \"txn-produce\"\nfrom = 2\n[[fault]]\nat = \"4s\"\nkind = \"coordinator-crash\"\ntransactional_id = \"txn-1\"\nrestart_after = \"1s\"\n[[fault]]\nat = \"5s\"\nkind = \"txn-coordinator-crash\"\ntransactional_id = \"txn-2\"\n";
+    let sc = Scenario::parse("m.toml", text).unwrap();
+    assert_eq!(
+        sc.schedule[0].fault,
+        Fault::Message {
+            action: MessageAction::Delay,
+            kind: MessageKind::EndTxn,
+            from: MessageSender::Client(ClientRef::Producer(1)),
+            delay: 2 * SECS
+        }
+    );
+    assert_eq!(
+        sc.schedule[1].fault,
+        Fault::Message {
+            action: MessageAction::Duplicate,
+            kind: MessageKind::TxnMarker,
+            from: MessageSender::TxnCoordinator("txn-2".into()),
+            delay: 300 * crate::time::MILLIS
+        }
+    );
+    assert_eq!(
+        sc.schedule[2].fault,
+        Fault::Message {
+            action: MessageAction::Drop,
+            kind: MessageKind::TxnProduce,
+            from: MessageSender::Node(NodeRef::Broker(2)),
+            delay: 0
+        }
+    );
+    assert_eq!(
+        sc.schedule[3].fault,
+        Fault::TxnCoordinatorCrash {
+            transactional_id: "txn-1".into(),
+            power_loss: false,
+            unsynced: Unsynced::Random,
+            restart_after: Some(SECS)
+        }
+    );
+    assert!(matches!(
+        &sc.schedule[4].fault,
+        Fault::TxnCoordinatorCrash { transactional_id, restart_after: None, .. } if transactional_id == "txn-2"
+    ));
+    let mut c = crate::config::SimConfig::default();
+    c.apply_scenario(&sc);
+    c.validate().unwrap();
+    // A client sender the workload lacks is named before the run.
+    c.producers = 0;
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .contains("producer:1 does not exist"));
+    // Every fault survives the shrinker's scenario writer.
+    for s in &sc.schedule {
+        let body = crate::shrink::scenario_file::fault_toml(s).expect("written");
+        let again = Scenario::parse("w.toml", &body).unwrap();
+        assert_eq!(again.schedule[0].fault, s.fault, "{body}");
+    }
+}
+
+#[test]
+fn message_fault_errors_name_the_field_and_the_accepted_values() {
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"message-delay\"\nmessage = \"commit\"\nfrom = \"producer:1\"\ndelay = \"1s\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(4), Some("fault[0].message"))
+    );
+    assert!(
+        e.message.contains("\"commit\"")
+            && e.message.contains(
+                "any, init-producer-id, add-partitions, add-offsets, end-txn, txn-offset-commit, txn-marker, txn-produce"
+            ),
+        "{e}"
+    );
+    let e = err(
+        "[[fault]]\nat = \"1s\"\nkind = \"message-delay\"\nfrom = \"producer:1\"\ndelay = \"1s\"\n",
+    );
+    assert_eq!(e.field.as_deref(), Some("fault[0].message"));
+    assert!(e.message.contains("end-txn"), "{e}");
+    let e = err(
+        "[[fault]]\nat = \"1s\"\nkind = \"message-delay\"\nmessage = \"end-txn\"\ndelay = \"1s\"\n",
+    );
+    assert_eq!(e.field.as_deref(), Some("fault[0].from"));
+    assert!(
+        e.message.contains("\"coordinator:<transactional id>\""),
+        "{e}"
+    );
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"message-delay\"\nmessage = \"end-txn\"\nfrom = \"producer:1\"\n");
+    assert_eq!(e.field.as_deref(), Some("fault[0].delay"));
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"message-duplicate\"\nmessage = \"end-txn\"\nfrom = \"somebody\"\ndelay = \"1s\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(5), Some("fault[0].from"))
+    );
+    let e = err("[cluster]\nbrokers = 3\n[[fault]]\nat = \"1s\"\nkind = \"message-drop\"\nmessage = \"txn-marker\"\nfrom = 4\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(7), Some("fault[0].from"))
+    );
+    // A drop holds nothing: `delay` is refused, by name.
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"message-drop\"\nmessage = \"end-txn\"\nfrom = \"producer:1\"\ndelay = \"1s\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(6), Some("fault[0].delay"))
+    );
+    // `message` belongs to message faults only; `from` of a clog is still a node.
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"crash\"\nnode = 1\nmessage = \"end-txn\"\n");
+    assert_eq!(e.field.as_deref(), Some("fault[0].message"));
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"clog\"\nfrom = \"producer:1\"\nto = 2\nduration = \"1s\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(4), Some("fault[0].from"))
+    );
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"txn-coordinator-crash\"\n");
+    assert_eq!(e.field.as_deref(), Some("fault[0].transactional_id"));
+    let e = err("[[fault]]\nat = \"1s\"\nkind = \"coordinator-crash\"\ntransactional_id = \"\"\n");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(4), Some("fault[0].transactional_id"))
+    );
+}

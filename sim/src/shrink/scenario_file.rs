@@ -55,7 +55,7 @@ fn crash_fields(
 }
 
 /// One `[[fault]]` entry; `None` for internal faults no file can name.
-fn fault_toml(s: &Scheduled) -> Option<String> {
+pub(crate) fn fault_toml(s: &Scheduled) -> Option<String> {
     let mut o = format!("[[fault]]\nat = \"{}\"\n", format_duration(s.at));
     let d = |t: &SimTime| format!("\"{}\"", format_duration(*t));
     let kind = |o: &mut String, k: &str| {
@@ -146,7 +146,9 @@ fn fault_toml(s: &Scheduled) -> Option<String> {
         | Fault::ClientPause { .. }
         | Fault::ClientCrash { .. }
         | Fault::ClientRestart { .. }
-        | Fault::ClientIsolate { .. }) => group_or_client_fault_toml(&mut o, f),
+        | Fault::ClientIsolate { .. }
+        | Fault::TxnCoordinatorCrash { .. }
+        | Fault::Message { .. }) => group_or_client_fault_toml(&mut o, f),
         Fault::EndDiskFault { .. } | Fault::EndPartition { .. } | Fault::ClientTakeover { .. } => {
             return None
         }
@@ -216,7 +218,34 @@ fn group_or_client_fault_toml(o: &mut String, f: &Fault) {
             kind(o, "client-isolate");
             let _ = writeln!(o, "client = \"{client}\"\nduration = {}", d(duration));
         }
-        _ => unreachable!("fault_toml passes only group and client faults"),
+        Fault::TxnCoordinatorCrash {
+            transactional_id,
+            power_loss,
+            unsynced,
+            restart_after,
+        } => {
+            kind(o, "coordinator-crash");
+            let _ = writeln!(o, "transactional_id = {}", quote(transactional_id));
+            crash_fields(o, *power_loss, *unsynced, *restart_after);
+        }
+        Fault::Message {
+            action,
+            kind: message,
+            from,
+            delay,
+        } => {
+            kind(o, action.kind());
+            let _ = writeln!(
+                o,
+                "message = \"{}\"\nfrom = {}",
+                message.name(),
+                quote(&from.to_string())
+            );
+            if *action != crate::faults::MessageAction::Drop {
+                let _ = writeln!(o, "delay = {}", d(delay));
+            }
+        }
+        _ => unreachable!("fault_toml passes only group, client and message faults"),
     }
 }
 

@@ -626,7 +626,12 @@ impl Recorder {
             | Fault::ClientCrash { client, .. }
             | Fault::ClientRestart { client }
             | Fault::ClientIsolate { client, .. }
-            | Fault::ClientTakeover { client } => {
+            | Fault::ClientTakeover { client }
+            // A message fault on a client's messages: marked on that client's lane.
+            | Fault::Message {
+                from: crate::faults::MessageSender::Client(client),
+                ..
+            } => {
                 let name = match client {
                     ClientRef::Producer(n) => format!("producer {n}"),
                     ClientRef::Consumer(n) => format!("consumer {n}"),

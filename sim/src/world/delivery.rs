@@ -106,17 +106,16 @@ impl World {
     #[inline]
     pub(super) fn send(&mut self, at: SimTime, from: Address, to: Address, msg: Message) {
         let msg = self.in_flight.insert(msg);
+        if !self.armed_messages.is_empty() && self.message_fault(at, from, to, msg) {
+            return;
+        }
         self.send_parked(at, from, to, msg);
     }
 
     /// [`Self::send`] of the message parked in the in-flight slab under `msg`.
     #[inline(never)]
-    fn send_parked(&mut self, at: SimTime, from: Address, to: Address, msg: u32) {
-        let incarnation = match to {
-            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.incarnation),
-            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.incarnation),
-            Address::Client(_) => 0,
-        };
+    pub(super) fn send_parked(&mut self, at: SimTime, from: Address, to: Address, msg: u32) {
+        let incarnation = self.incarnation(to);
         match self.net.send(at, from, to, &mut self.net_rng) {
             Fate::Dropped(why) => self.trace_dropped(at, (from, to), why, msg),
             Fate::Deliver { at: t, duplicate } => {
@@ -139,11 +138,22 @@ impl World {
         }
     }
 
+    /// The incarnation of the process at `to` a message sent now is for (one to a process
+    /// that restarts before it arrives is dropped, as a connection's would be).
+    #[inline]
+    pub(super) fn incarnation(&self, to: Address) -> u64 {
+        match to {
+            Address::Node(n) => self.brokers.get(n).map_or(0, |s| s.incarnation),
+            Address::Controller(n) => self.controllers.get(&n).map_or(0, |s| s.incarnation),
+            Address::Client(_) => 0,
+        }
+    }
+
     /// [`Self::send_parked`]'s rare arms, out of line: the message's deep clone inlined
     /// made it several times the size of its common path.
     #[cold]
     #[inline(never)]
-    fn send_duplicate(
+    pub(super) fn send_duplicate(
         &mut self,
         d: SimTime,
         (from, to, incarnation): (Address, Address, u64),
@@ -167,7 +177,7 @@ impl World {
     /// A dropped message: traced, and taken back from the slab.
     #[cold]
     #[inline(never)]
-    fn trace_dropped(
+    pub(super) fn trace_dropped(
         &mut self,
         at: SimTime,
         (from, to): (Address, Address),

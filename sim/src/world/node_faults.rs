@@ -105,11 +105,9 @@ impl World {
                     self.isolate_client(idx, now, duration);
                 }
             }
-            Fault::CoordinatorCrash {
-                power_loss,
-                unsynced,
-                restart_after,
-            } => self.coordinator_crash(now, power_loss.then_some(unsynced), restart_after),
+            f @ (Fault::CoordinatorCrash { .. }
+            | Fault::TxnCoordinatorCrash { .. }
+            | Fault::Message { .. }) => self.apply_coordinator_or_message_fault(now, f),
             f @ (Fault::ClientPause { .. }
             | Fault::ClientCrash { .. }
             | Fault::ClientRestart { .. }
@@ -200,15 +198,61 @@ impl World {
         }
     }
 
-    /// The broker coordinating the group (as the controller knows it) crashes, if there is
-    /// one, and restarts `restart_after` later.
+    /// A coordinator crash (the group's or a transactional id's) or a message fault.
+    fn apply_coordinator_or_message_fault(&mut self, now: SimTime, f: Fault) {
+        match f {
+            Fault::CoordinatorCrash {
+                power_loss,
+                unsynced,
+                restart_after,
+            } => {
+                let target = self.group_coordinator_broker();
+                let what = format!("the group coordinator is {target:?}");
+                self.coordinator_crash(
+                    now,
+                    target,
+                    what,
+                    power_loss.then_some(unsynced),
+                    restart_after,
+                )
+            }
+            Fault::TxnCoordinatorCrash {
+                transactional_id,
+                power_loss,
+                unsynced,
+                restart_after,
+            } => {
+                let target = self.txn_coordinator_broker(&transactional_id);
+                let what =
+                    format!("the transaction coordinator of {transactional_id:?} is {target:?}");
+                self.coordinator_crash(
+                    now,
+                    target,
+                    what,
+                    power_loss.then_some(unsynced),
+                    restart_after,
+                )
+            }
+            Fault::Message {
+                action,
+                kind,
+                from,
+                delay,
+            } => self.arm_message_fault(now, (action, kind, from, delay)),
+            _ => unreachable!("only coordinator and message faults are passed here"),
+        }
+    }
+
+    /// The coordinating broker `target` (the group's, as the controller knows it, or a
+    /// transactional id's) crashes, if there is one, and restarts `restart_after` later.
     fn coordinator_crash(
         &mut self,
         now: SimTime,
+        target: Option<skein_core::NodeId>,
+        what: String,
         power_loss: Option<Unsynced>,
         restart_after: Option<SimTime>,
     ) {
-        let target = self.group_coordinator_broker();
         let seq = self.q.len() as u64;
         self.tracer.event(
             now,
@@ -216,7 +260,7 @@ impl World {
             "coordinator-crash",
             "",
             &[target.unwrap_or(0) as u64],
-            || format!("the group coordinator is {target:?}"),
+            || what,
         );
         if let Some(id) = target {
             let node = NodeRef::Broker(id);

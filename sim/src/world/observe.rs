@@ -278,7 +278,9 @@ impl World {
     ) -> (crate::atlas::TargetRole, crate::atlas::Moment) {
         use crate::atlas::{Moment, TargetRole};
         let role = match (f, crate::atlas::target(f)) {
-            (Fault::CoordinatorCrash { .. }, _) => TargetRole::Coordinator,
+            (Fault::CoordinatorCrash { .. } | Fault::TxnCoordinatorCrash { .. }, _) => {
+                TargetRole::Coordinator
+            }
             (
                 Fault::MemberCrash { .. } | Fault::MemberPause { .. } | Fault::MemberIsolate { .. },
                 _,

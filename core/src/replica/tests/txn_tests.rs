@@ -509,3 +509,58 @@ fn the_marker_journal_says_what_each_marker_closed_and_the_view_carries_the_lso(
     assert_eq!(net.r(2).marker_journal().appended(), 0);
     assert_eq!(net.r(1).marker_journal().since(1).count(), 1);
 }
+
+/// KAFKA-17754 at the partition: with KIP-890 part 2 the abort of transaction N carries
+/// epoch 1 over its data's 0, and transaction N+1 writes at 1. The first copy of N's marker
+/// ends N; a late copy of it (the coordinator resent it after a timeout) finds N+1 open at
+/// its own epoch. Marked `bumped`, it is refused (`LateMarker`, which the
+/// coordinator takes as settled) and N+1 stays open; unmarked (a pre-KIP-890 marker), the
+/// same epoch passes and ends N+1, as it did before this check.
+#[test]
+fn a_late_bumped_marker_never_ends_the_next_transaction() {
+    for bumped in [true, false] {
+        let mut net = three();
+        let n = produce_txn(&mut net, 1, txn_batch(7, 0, 0, &["n"]), Some("tx"));
+        net.run(100 * MS);
+        assert!(matches!(net.response(n), Some(Ok(_))));
+        let abort = WriteTxnMarkerRequest {
+            bumped,
+            ..marker_req(7, 1, 0, TxnResult::Abort)
+        };
+        assert_eq!(write_marker(&mut net, 1, 50, abort.clone()), Ok(()));
+        net.run(100 * MS);
+        // Transaction N+1, at the bumped epoch (its sequence starts again at 0).
+        let n1 = produce_txn(&mut net, 1, txn_batch(7, 1, 0, &["n+1"]), Some("tx"));
+        net.run(100 * MS);
+        assert!(
+            matches!(net.response(n1), Some(Ok(_))),
+            "{:?}",
+            net.response(n1)
+        );
+        let lso = net.r(1).last_stable_offset();
+        let late = write_marker(&mut net, 1, 51, abort);
+        net.run(100 * MS);
+        if bumped {
+            assert_eq!(
+                late,
+                Err(MarkerError::LateMarker {
+                    request: 1,
+                    open: 1
+                })
+            );
+            assert_eq!(net.r(1).last_stable_offset(), lso, "N+1 is still open");
+            // N+1's own (bumped) marker ends it.
+            let commit = WriteTxnMarkerRequest {
+                bumped,
+                ..marker_req(7, 2, 0, TxnResult::Commit)
+            };
+            assert_eq!(write_marker(&mut net, 1, 52, commit), Ok(()));
+            net.run(100 * MS);
+            assert_eq!(read_committed_values(&mut net, 1, 1 << 20), ["n+1"]);
+        } else {
+            assert_eq!(late, Ok(()), "the pre-KIP-890 check lets it through");
+            assert!(net.r(1).last_stable_offset() > lso, "and it ended N+1");
+            assert!(read_committed_values(&mut net, 1, 1 << 20).is_empty());
+        }
+    }
+}
