@@ -11,6 +11,9 @@
 #   peak-all-500    600,000 records, acks=all, 8 producers x 500-record batches, unpaced
 #   half-all-500  acks=all, 8 x 500, paced at half of peak-all-500's median (10 s of records)
 #   consume       2,000,000 records produced (acks=1), then read by one client per partition
+# Optional cases (not in the default list; issue 52, transactional vs idempotent):
+#   idem-500        600,000 records, idempotent producers (acks=all), 8 x 500, unpaced
+#   txn-500         the same with transactional producers committing every 100 ms
 # Run it on an idle machine (it prints the load average before and after).
 set -euo pipefail
 
@@ -22,7 +25,7 @@ DIV=1 # --quick: a tenth of the records
 
 usage() {
   cat <<EOF
-usage: bench/node.sh [--runs N] [--cases "peak-acks1 peak-all peak-all-500 half-all-500 consume"] [--keep]
+usage: bench/node.sh [--runs N] [--cases "peak-acks1 peak-all peak-all-500 half-all-500 consume idem-500 txn-500"] [--keep]
   --runs   runs per case, each on a fresh cluster (default $RUNS)
   --cases  which cases, in order (half-all-500 needs peak-all-500 before it)
   --keep   keep the temp dir with every log and raw output
@@ -46,7 +49,7 @@ while [ $# -gt 0 ]; do
 done
 case "$RUNS" in '' | *[!0-9]* | 0) die "--runs wants a positive number, got '$RUNS'" ;; esac
 for c in $CASES; do
-  case "$c" in peak-acks1 | peak-all | peak-all-500 | half-all-500 | consume) ;; *) die "unknown case $c" ;; esac
+  case "$c" in peak-acks1 | peak-all | peak-all-500 | half-all-500 | consume | idem-500 | txn-500) ;; *) die "unknown case $c" ;; esac
 done
 case " $CASES " in
   *" half-all-500 "*) case " $CASES " in *" peak-all-500 "*) ;; *) die "half-all-500 needs peak-all-500 in --cases (its rate is half that peak)" ;; esac ;;
@@ -120,6 +123,10 @@ for c in $CASES; do
       peak-all-500) one "$d" produce --records $((600000 / DIV)) --acks all --producers 8 --batch 500 ;;
       half-all-500)
         one "$d" produce --records $((HALF_RATE * 10 / DIV)) --acks all --producers 8 --batch 500 --rate "$HALF_RATE"
+        ;;
+      idem-500) one "$d" produce --records $((600000 / DIV)) --acks all --producers 8 --batch 500 --idempotent ;;
+      txn-500)
+        one "$d" produce --records $((600000 / DIV)) --acks all --producers 8 --batch 500 --transactional --commit-interval-ms 100
         ;;
       consume)
         one "$d" produce --records $((2000000 / DIV)) --acks 1 --producers 8 --batch 5000 -- consume --records $((2000000 / DIV))
