@@ -34,6 +34,14 @@ struct ClientTxn {
     outcome: Option<TxnResult>,
 }
 
+/// One transactional client instance.
+struct Instance {
+    id: String,
+    producer: Option<ProducerIdAndEpoch>,
+    /// When its current (or last) transaction began.
+    began: SimTime,
+}
+
 /// The newest initialised instance of a transactional id.
 #[derive(Clone, Copy)]
 struct Newest {
@@ -75,8 +83,8 @@ pub struct TxnTrack {
     txns: BTreeMap<TxnKey, ClientTxn>,
     /// Which client transaction wrote each value.
     by_value: BTreeMap<Text, TxnKey>,
-    /// Per instance index: its transactional id and its current identity.
-    instances: BTreeMap<u32, (String, Option<ProducerIdAndEpoch>)>,
+    /// Per instance index: its transactional id, identity and current transaction.
+    instances: BTreeMap<u32, Instance>,
     /// Per transactional id: its newest initialised instance.
     newest: BTreeMap<String, Newest>,
     /// Per (broker, partition): the last LSO it served, at which leader epoch.
@@ -117,9 +125,12 @@ impl Checker {
                 for v in values {
                     t.by_value.insert(v, (index, seq));
                 }
-                t.instances
-                    .entry(index)
-                    .or_insert_with(|| (id.clone(), None));
+                let i = t.instances.entry(index).or_insert_with(|| Instance {
+                    id: id.clone(),
+                    producer: None,
+                    began: now,
+                });
+                i.began = now;
                 t.txns.insert((index, seq), ClientTxn { id, outcome: None });
             }
             TxnObs::Initialized {
@@ -127,7 +138,12 @@ impl Checker {
                 id,
                 producer,
             } => {
-                t.instances.insert(index, (id.clone(), Some(producer)));
+                let i = t.instances.entry(index).or_insert_with(|| Instance {
+                    id: id.clone(),
+                    producer: None,
+                    began: 0,
+                });
+                i.producer = Some(producer);
                 t.newest.insert(
                     id,
                     Newest {
@@ -142,7 +158,7 @@ impl Checker {
                 p,
                 base_offset,
             } => {
-                found = t.fenced_act(index, || {
+                found = t.fenced_act(index, false, || {
                     format!("wrote to partition {p} at offset {base_offset}")
                 });
             }
@@ -153,13 +169,14 @@ impl Checker {
                 producer,
             } => {
                 if result == TxnResult::Commit {
-                    found = t.fenced_act(index, || format!("committed its transaction {seq}"));
+                    found =
+                        t.fenced_act(index, true, || format!("committed its transaction {seq}"));
                 }
                 if let Some(x) = t.txns.get_mut(&(index, seq)) {
                     x.outcome = Some(result);
                 }
                 if let Some(i) = t.instances.get_mut(&index) {
-                    i.1 = Some(producer);
+                    i.producer = Some(producer);
                 }
             }
         }
@@ -379,13 +396,22 @@ impl Checker {
 
 impl TxnTrack {
     /// txn-fenced-write: instance `index` wrote or committed (`what`); a violation if a
-    /// newer instance of its transactional id initialised at an identity not newer than its.
-    fn fenced_act(&self, index: u32, what: impl FnOnce() -> String) -> Option<String> {
-        let (id, Some(mine)) = self.instances.get(&index)? else {
-            return None;
-        };
+    /// newer instance of its transactional id was initialised (before) at an identity not
+    /// newer than its own. A write counts only in a transaction begun after that: the
+    /// answer to one begun before may arrive late for a write appended in time. A commit
+    /// always counts: one decided before the takeover bumped the epoch (KIP-890 part 2), so
+    /// the newer instance's identity is newer.
+    fn fenced_act(
+        &self,
+        index: u32,
+        commit: bool,
+        what: impl FnOnce() -> String,
+    ) -> Option<String> {
+        let i = self.instances.get(&index)?;
+        let (id, mine) = (&i.id, i.producer?);
         let n = self.newest.get(id)?;
         let unfenced = n.index != index
+            && (commit || i.began > n.at)
             && n.producer.producer_id == mine.producer_id
             && n.producer.producer_epoch <= mine.producer_epoch;
         unfenced.then(|| {
