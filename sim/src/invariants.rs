@@ -527,6 +527,7 @@ impl Checker {
                 self.violate(ACKED_WRITE_LOST, now, d);
             }
         }
+        self.txn_on_read(now, p, offset);
         // Kept after the checks above: the value moves in, not a copy of it.
         if first {
             self.reads.insert(p, offset, value);

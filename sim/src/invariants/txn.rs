@@ -92,6 +92,8 @@ pub struct TxnTrack {
     /// Per (partition, batch base offset): the served transactional batch with the least
     /// HW (the one most likely served before its marker was committed).
     served: BTreeMap<(u32, Offset), Served>,
+    /// When each (partition, offset) was first read by a read_committed consumer.
+    read_at: BTreeMap<(u32, Offset), SimTime>,
     /// Per partition: its final committed log's transactional records, by offset.
     fates: BTreeMap<u32, BTreeMap<Offset, LogRecord>>,
     /// Per partition: the markers of its final log and the record offsets each closed.
@@ -243,6 +245,13 @@ impl Checker {
         }
     }
 
+    /// A consumer read offset `o` of partition `p` (when, for the violation's time).
+    pub(super) fn txn_on_read(&mut self, now: SimTime, p: u32, o: Offset) {
+        if let Some(t) = self.txn.as_mut() {
+            t.read_at.entry((p, o)).or_insert(now);
+        }
+    }
+
     /// A broker process restarted: its LSO is judged afresh.
     pub(super) fn txn_on_broker_restart(&mut self, broker: NodeId) {
         if let Some(t) = self.txn.as_mut() {
@@ -270,18 +279,22 @@ impl Checker {
         let Some(t) = self.txn.take() else {
             return;
         };
-        let mut found: Vec<(&'static str, String)> = Vec::new();
+        // (invariant, when it happened, what): reads and serves at their time, the final
+        // logs' findings at the end.
+        let mut found: Vec<Finding> = Vec::new();
         // txn-aborted-read and reads of transactions never decided.
         for ((p, o), value) in self.reads.iter() {
             let Some(r) = t.fates.get(&p).and_then(|f| f.get(&o)) else {
                 continue;
             };
+            let at = t.read_at.get(&(p, o)).copied().unwrap_or(now);
             match r.fate {
                 Fate::Closed {
                     marker,
                     result: TxnResult::Abort,
                 } => found.push((
                     TXN_ABORTED_READ,
+                    at,
                     format!(
                         "partition {p} offset {o}: a read_committed consumer read {value:?} of producer {}, aborted by the marker at offset {marker}{}",
                         r.producer_id,
@@ -290,6 +303,7 @@ impl Checker {
                 )),
                 Fate::Open => found.push((
                     TXN_LSO,
+                    at,
                     format!(
                         "partition {p} offset {o}: a read_committed consumer read {value:?} of producer {}, whose transaction never got a marker{}",
                         r.producer_id,
@@ -313,6 +327,7 @@ impl Checker {
                 });
                 found.push((
                     TXN_LSO,
+                    s.at,
                     format!(
                         "partition {p}: broker {} served offset {base} of producer {}'s open transaction to read_committed at {} with its HW at {} ({m} was not committed): the LSO passed an open transaction",
                         s.broker,
@@ -323,6 +338,20 @@ impl Checker {
                 ));
             }
         }
+        found.extend(t.judge_final_logs(now));
+        found.sort_by_key(|f| f.1);
+        for (inv, at, d) in found {
+            self.violate(inv, at, d);
+        }
+    }
+}
+
+impl TxnTrack {
+    /// txn-marker-misapplied and txn-torn, from the final logs alone (and what the clients
+    /// were told): found at the end of the run.
+    fn judge_final_logs(&self, now: SimTime) -> Vec<Finding> {
+        let t = self;
+        let mut found: Vec<Finding> = Vec::new();
         // txn-marker-misapplied: a marker's records belong to one client transaction, which
         // ended as the marker says.
         for (p, markers) in &t.markers {
@@ -336,6 +365,7 @@ impl Checker {
                     let names: Vec<String> = keys.iter().map(|k| t.name(*k)).collect();
                     found.push((
                         TXN_MARKER_MISAPPLIED,
+                        now,
                         format!(
                             "partition {p}: the {result:?} marker at offset {m} (producer {pid}) closed records of {} transactions at once: {}",
                             keys.len(),
@@ -349,6 +379,7 @@ impl Checker {
                     if told.is_some_and(|o| o != *result) {
                         found.push((
                             TXN_MARKER_MISAPPLIED,
+                            now,
                             format!(
                                 "partition {p}: the {result:?} marker at offset {m} (producer {pid}) closed the records of {}, which its client was told ended {:?}: a marker of another transaction",
                                 t.name(k),
@@ -379,6 +410,7 @@ impl Checker {
             if !committed.is_empty() && !aborted.is_empty() {
                 found.push((
                     TXN_TORN,
+                    now,
                     format!(
                         "{} is torn: committed at {}, aborted at {}",
                         t.name(k),
@@ -388,13 +420,9 @@ impl Checker {
                 ));
             }
         }
-        for (inv, d) in found {
-            self.violate(inv, now, d);
-        }
+        found
     }
-}
 
-impl TxnTrack {
     /// txn-fenced-write: instance `index` wrote or committed (`what`); a violation if a
     /// newer instance of its transactional id was initialised (before) at an identity not
     /// newer than its own. A write counts only in a transaction begun after that: the
@@ -445,6 +473,9 @@ impl TxnTrack {
             .map_or(String::new(), |k| format!(", written by {}", self.name(*k)))
     }
 }
+
+/// A finding: (invariant, when it happened, what).
+type Finding = (&'static str, SimTime, String);
 
 /// A marker of a final log: (offset, result, producer id, offsets of the records it closed).
 type MarkerSpan = (Offset, TxnResult, u64, Vec<Offset>);
