@@ -137,6 +137,7 @@ fn send_marker(w: &mut World, to: NodeId, correlation: u64, tp: TopicPartition, 
         producer_epoch: 0,
         coordinator_epoch: 0,
         result,
+        bumped: false,
     };
     let msg = Message::WriteTxnMarker(Box::new(req));
     w.net.queue.push_back((COORDINATOR, Address::Node(to), msg));

@@ -187,8 +187,10 @@ impl ProducerStateTable {
             .is_some_and(|e| e.producer_epoch == producer_epoch && e.txn_first_offset.is_some())
     }
 
-    /// Decides whether a transaction marker may be appended.
-    pub fn check_marker(&self, marker: &TxnMarker) -> MarkerCheck {
+    /// Decides whether a transaction marker may be appended. `bumped`: the coordinator
+    /// bumped the epoch at the transaction's end (KIP-890 part 2), so the marker's epoch is
+    /// one past its transaction's data.
+    pub fn check_marker(&self, marker: &TxnMarker, bumped: bool) -> MarkerCheck {
         let Some(entry) = self.producers.get(&marker.producer_id) else {
             return MarkerCheck::Append;
         };
@@ -200,7 +202,15 @@ impl ProducerStateTable {
                 };
             }
         }
-        if marker.producer_epoch < entry.producer_epoch {
+        // A bumped marker at the producer's current epoch while a transaction is open at it:
+        // that transaction's data carries the epoch this marker's own transaction ended at,
+        // so it is the next transaction and the marker a late copy (KAFKA-17754 under part
+        // 2; Kafka's transaction-version-2 check, KAFKA-19446). At the same epoch with no
+        // transaction open it is a retry, appended as before and closing nothing.
+        let stale_bumped = bumped
+            && marker.producer_epoch == entry.producer_epoch
+            && entry.txn_first_offset.is_some();
+        if marker.producer_epoch < entry.producer_epoch || stale_bumped {
             return MarkerCheck::InvalidProducerEpoch {
                 current: entry.producer_epoch,
                 received: marker.producer_epoch,

@@ -226,7 +226,7 @@ fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_the_sequence() {
     let mut t = ProducerStateTable::new();
     t.load_batch(&txn_batch(7, 2, 0, 3, 0));
     let bumped = marker(7, 3, TxnResult::Commit, 1);
-    assert_eq!(t.check_marker(&bumped), MarkerCheck::Append);
+    assert_eq!(t.check_marker(&bumped, false), MarkerCheck::Append);
     t.record_marker(&bumped, 3);
     assert_eq!(t.entry(7).unwrap().producer_epoch, 3);
     // A late write of the finished transaction, at the old epoch (KIP-890 part 2).
@@ -248,7 +248,7 @@ fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_the_sequence() {
     );
     // A late marker of the old epoch is refused.
     assert_eq!(
-        t.check_marker(&marker(7, 2, TxnResult::Abort, 1)),
+        t.check_marker(&marker(7, 2, TxnResult::Abort, 1), false),
         MarkerCheck::InvalidProducerEpoch {
             current: 3,
             received: 2
@@ -257,24 +257,56 @@ fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_the_sequence() {
 }
 
 #[test]
+fn a_late_bumped_marker_does_not_close_the_next_transaction() {
+    // T1's data at epoch 2; its end bumped the epoch to 3 and its marker (copy 2, a retry)
+    // was written. T2's data then opens a transaction at epoch 3. Copy 1 of T1's marker,
+    // late, also carries epoch 3: it must not close T2 (KAFKA-17754 under KIP-890 part 2;
+    // Kafka's transaction-version-2 check, KAFKA-19446).
+    let mut t = ProducerStateTable::new();
+    t.load_batch(&txn_batch(7, 2, 0, 2, 0));
+    let t1_end = marker(7, 3, TxnResult::Commit, 1);
+    assert_eq!(t.check_marker(&t1_end, true), MarkerCheck::Append);
+    t.record_marker(&t1_end, 2);
+    // A retry at the same epoch with nothing open is still taken (it closes nothing).
+    assert_eq!(t.check_marker(&t1_end, true), MarkerCheck::Append);
+    t.load_batch(&txn_batch(7, 3, 0, 1, 3));
+    assert!(t.has_open_txn(7, 3));
+    assert_eq!(
+        t.check_marker(&t1_end, true),
+        MarkerCheck::InvalidProducerEpoch {
+            current: 3,
+            received: 3
+        }
+    );
+    // T2's own marker, bumped to 4, closes it.
+    assert_eq!(
+        t.check_marker(&marker(7, 4, TxnResult::Abort, 1), true),
+        MarkerCheck::Append
+    );
+    // Without the bump (an old client's keep_epoch, or part 2 off) a marker at the data's
+    // own epoch is its transaction's: taken, as Kafka's transaction version 1 does.
+    assert_eq!(t.check_marker(&t1_end, false), MarkerCheck::Append);
+}
+
+#[test]
 fn a_marker_from_an_older_coordinator_is_fenced() {
     let mut t = ProducerStateTable::new();
     t.load_batch(&txn_batch(7, 0, 0, 1, 0));
     t.record_marker(&marker(7, 0, TxnResult::Commit, 5), 1);
     assert_eq!(
-        t.check_marker(&marker(7, 0, TxnResult::Commit, 4)),
+        t.check_marker(&marker(7, 0, TxnResult::Commit, 4), false),
         MarkerCheck::CoordinatorFenced {
             current: 5,
             received: 4
         }
     );
     assert_eq!(
-        t.check_marker(&marker(7, 0, TxnResult::Commit, 5)),
+        t.check_marker(&marker(7, 0, TxnResult::Commit, 5), false),
         MarkerCheck::Append
     );
     // An unknown producer's marker is appended (it closes nothing).
     assert_eq!(
-        t.check_marker(&marker(9, 0, TxnResult::Abort, 0)),
+        t.check_marker(&marker(9, 0, TxnResult::Abort, 0), false),
         MarkerCheck::Append
     );
     t.record_marker(&marker(9, 0, TxnResult::Abort, 0), 2);

@@ -83,7 +83,7 @@ impl<L: ReplicaLog> Replica<L> {
             result: req.result,
             coordinator_epoch: req.coordinator_epoch,
         };
-        match self.producers.check_marker(&marker) {
+        match self.producers.check_marker(&marker, req.bumped) {
             MarkerCheck::Append => {}
             MarkerCheck::CoordinatorFenced { current, received } => {
                 return Err(MarkerError::CoordinatorFenced {

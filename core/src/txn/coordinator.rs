@@ -191,6 +191,10 @@ struct Entry {
     markers: BTreeMap<TopicPartition, MarkerState>,
     /// A failed `Complete*` or timeout-abort write is tried again from here.
     retry_at: Option<Nanos>,
+    /// The producer epoch of the current transaction's data (its `Ongoing` metadata's):
+    /// its markers are `bumped` when they carry a later one. `None` when not known (loaded
+    /// from the log past `Ongoing`).
+    data_epoch: Option<u16>,
 }
 
 pub struct TxnCoordinator {
@@ -360,6 +364,7 @@ impl TxnCoordinator {
             self.txns.insert(
                 id.clone(),
                 Entry {
+                    data_epoch: (meta.state == TxnState::Ongoing).then_some(meta.producer_epoch),
                     meta,
                     markers: BTreeMap::new(),
                     retry_at: None,
@@ -786,6 +791,9 @@ impl TxnCoordinator {
                     target.state,
                     e.meta.state
                 );
+                if target.state == TxnState::Ongoing {
+                    e.data_epoch = Some(target.producer_epoch);
+                }
                 e.meta = target;
                 e.retry_at = None;
                 e.markers.clear();
@@ -794,6 +802,8 @@ impl TxnCoordinator {
                 self.txns.insert(
                     txn_id.clone(),
                     Entry {
+                        data_epoch: (target.state == TxnState::Ongoing)
+                            .then_some(target.producer_epoch),
                         meta: target,
                         markers: BTreeMap::new(),
                         retry_at: None,
@@ -873,6 +883,7 @@ impl TxnCoordinator {
             producer_epoch: e.meta.producer_epoch,
             coordinator_epoch,
             result,
+            bumped: e.data_epoch.is_some_and(|d| e.meta.producer_epoch > d),
         };
         self.marker_owner.insert(correlation, id.to_string());
         self.outputs.push(TxnOutput::SendMarker {

@@ -287,6 +287,15 @@ pub struct WriteTxnMarkerRequest {
     /// partition refuses a marker from a coordinator older than the last one it heard.
     pub coordinator_epoch: LeaderEpoch,
     pub result: TxnResult,
+    /// The coordinator bumped the epoch when this transaction ended (KIP-890 part 2, Kafka's
+    /// transaction version 2): `producer_epoch` is one past the epoch of the transaction's
+    /// data, so the partition refuses it at the producer's current epoch while a transaction
+    /// is open there (that one is the next transaction: this marker is a late copy).
+    /// `false` (and the serde default): an unbumped end (an old client's `keep_epoch`, the
+    /// `late-txn-marker` bug, an exhausted epoch) or one the coordinator cannot tell (loaded
+    /// in `Prepare*` from the log).
+    #[serde(default)]
+    pub bumped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

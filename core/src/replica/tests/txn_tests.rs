@@ -59,6 +59,7 @@ fn marker_req(
         producer_epoch: epoch,
         coordinator_epoch,
         result,
+        bumped: false,
     }
 }
 
