@@ -22,6 +22,11 @@ pub const BUG_NAMES: &[&str] = &[
     "commit-previous-term",
     "no-check-quorum",
     "unclean-shorter-log",
+    "late-txn-marker",
+    "unverified-txn-partition",
+    "no-lso",
+    "txn-offsets-visible-early",
+    "no-txn-fencing",
 ];
 
 /// A `--bug` name that is not in [`BUG_NAMES`].
@@ -120,6 +125,11 @@ impl Bugs {
             "commit-previous-term" => &mut self.raft.commit_previous_term,
             "no-check-quorum" => &mut self.raft.no_check_quorum,
             "unclean-shorter-log" => &mut self.unclean_shorter_log,
+            "late-txn-marker" => &mut self.txn.late_txn_marker,
+            "unverified-txn-partition" => &mut self.txn.unverified_txn_partition,
+            "no-lso" => &mut self.txn.no_lso,
+            "txn-offsets-visible-early" => &mut self.txn.txn_offsets_visible_early,
+            "no-txn-fencing" => &mut self.txn.no_txn_fencing,
             _ => return None,
         })
     }

@@ -30,6 +30,42 @@ pub struct ClientOut {
     pub pause: Option<SimTime>,
     /// What partition consumers' cursors did, for consumer-skipped-records.
     pub cursor: Vec<CursorObs>,
+    /// What transactional clients began, were told and wrote, for the transaction
+    /// invariants (txn runs only).
+    pub txn: Vec<TxnObs>,
+}
+
+/// One step of a transactional client, as the transaction invariants see it
+/// (`invariants/txn.rs`). `index` names the client instance (its values' `t{index}-`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnObs {
+    /// Transaction `seq` of the instance began, writing `values`.
+    Begin {
+        index: u32,
+        id: String,
+        seq: u64,
+        values: Vec<Text>,
+    },
+    /// The instance's producer was initialised (InitProducerId answered) as `producer`.
+    Initialized {
+        index: u32,
+        id: String,
+        producer: skein_core::controller::ProducerIdAndEpoch,
+    },
+    /// A transactional write of the instance was acknowledged.
+    Written {
+        index: u32,
+        p: u32,
+        base_offset: Offset,
+    },
+    /// The coordinator told the instance its transaction `seq` ended with `result`; the
+    /// instance's identity is `producer` from now on.
+    Ended {
+        index: u32,
+        seq: u64,
+        result: skein_core::txn::TxnResult,
+        producer: skein_core::controller::ProducerIdAndEpoch,
+    },
 }
 
 /// One step of a partition consumer's fetch cursor (core's [`FetchCursor`]).

@@ -21,10 +21,12 @@ pub(crate) mod offset_map;
 mod quorum;
 mod skipped;
 mod spec;
+mod txn;
 
 pub use matching::LogSlice;
 pub use quorum::{RaftView, STALE_LEADER_BOUND};
 pub use skipped::FinalLog;
+pub use txn::TxnTrack;
 
 /// How reports name a partition: its number for the simulator's topic, `topic-n` otherwise
 /// (`__consumer_offsets-1`).
@@ -236,6 +238,9 @@ pub struct Checker {
     quorum: quorum::QuorumState,
     /// `metadata-in-order`'s state.
     metadata: metadata::MetadataOrderState,
+    /// The transaction invariants' state: `Some` in txn workload runs only
+    /// ([`Checker::enable_txn`]), so other runs pay nothing for them.
+    txn: Option<Box<TxnTrack>>,
     /// Unclean elections seen (their losses are expected, and reported).
     pub unclean_elections: u64,
     pub leader_changes: u64,
@@ -300,6 +305,7 @@ impl Checker {
     /// leader it is checked for every acknowledged record again.
     pub fn on_broker_restart(&mut self, broker: NodeId) {
         self.leader_checked.retain(|(_, b), _| *b != broker);
+        self.txn_on_broker_restart(broker);
     }
 
     /// Records a violation found by another checker (the group checks).
@@ -521,6 +527,7 @@ impl Checker {
                 self.violate(ACKED_WRITE_LOST, now, d);
             }
         }
+        self.txn_on_read(now, p, offset);
         // Kept after the checks above: the value moves in, not a copy of it.
         if first {
             self.reads.insert(p, offset, value);

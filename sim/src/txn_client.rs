@@ -21,7 +21,7 @@
 //! must not reach it).
 
 use crate::client::{poll_metadata, topic_leaders, DATA_REQUEST_TIMEOUT, RETRY_BACKOFF};
-use crate::client_step::Ctx;
+use crate::client_step::{Ctx, TxnObs};
 use crate::rng::between;
 use crate::time::{SimTime, MILLIS};
 use crate::topic::{process_id, tp, TOPIC_TEXT};
@@ -67,6 +67,8 @@ enum App {
 /// The transaction in progress, as the history will tell it.
 struct OpenTxn {
     sends: Vec<SendValue>,
+    /// Its number within this instance (the transaction invariants' name for it).
+    seq: u64,
     /// The application decided to abort (on purpose or after an abortable error).
     abort: bool,
     /// commit() or abort() has been called.
@@ -102,6 +104,8 @@ pub struct TxnClient {
     /// re-initialising would fence each other forever).
     superseded: bool,
     pub sends: u64,
+    /// Transactions begun by this instance.
+    begun: u64,
 }
 
 impl TxnClient {
@@ -135,6 +139,7 @@ impl TxnClient {
             reinits: 0,
             superseded: false,
             sends: 0,
+            begun: 0,
         };
         c.producer = Some(c.new_producer());
         c
@@ -307,7 +312,15 @@ impl TxnClient {
             // (abortable, fatal) end it.
             let _ = p.send(now, tp(part), batch);
         }
+        self.begun += 1;
+        ctx.out.txn.push(TxnObs::Begin {
+            index: self.index,
+            id: self.transactional_id.clone(),
+            seq: self.begun,
+            values: sends.iter().map(|s| s.value.clone()).collect(),
+        });
         self.txn = Some(OpenTxn {
+            seq: self.begun,
             sends,
             abort,
             ending: false,
@@ -351,7 +364,12 @@ impl TxnClient {
     fn on_event(&mut self, e: TxnProducerEvent, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
         match e {
-            TxnProducerEvent::Initialized(_) => {
+            TxnProducerEvent::Initialized(producer) => {
+                ctx.out.txn.push(TxnObs::Initialized {
+                    index: self.index,
+                    id: self.transactional_id.clone(),
+                    producer,
+                });
                 self.app = App::Idle { next_begin: now };
             }
             TxnProducerEvent::Written {
@@ -359,6 +377,11 @@ impl TxnClient {
                 base_offset,
                 records,
             } => {
+                ctx.out.txn.push(TxnObs::Written {
+                    index: self.index,
+                    p: tp.partition,
+                    base_offset,
+                });
                 if let Some(t) = self.txn.as_mut() {
                     let mine = t
                         .sends
@@ -370,7 +393,15 @@ impl TxnClient {
                 }
             }
             TxnProducerEvent::OffsetsSent { .. } => {}
-            TxnProducerEvent::Completed { result, .. } => {
+            TxnProducerEvent::Completed { result, producer } => {
+                if let Some(t) = self.txn.as_ref() {
+                    ctx.out.txn.push(TxnObs::Ended {
+                        index: self.index,
+                        seq: t.seq,
+                        result,
+                        producer,
+                    });
+                }
                 let kind = match result {
                     TxnResult::Commit => {
                         self.committed += 1;

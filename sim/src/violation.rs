@@ -91,6 +91,35 @@ pub const GROUP_ACKED_COMMIT_LOST: &str = "group-acked-commit-lost";
 /// processed by some member.
 pub const GROUP_UNPROCESSED: &str = "group-unprocessed-commit";
 
+// The transaction invariants (`invariants/txn.rs`), judged in `--workload txn` runs only.
+
+/// A read_committed consumer never returns a record whose transaction the committed log
+/// aborts (G1a as the log decides it).
+pub const TXN_ABORTED_READ: &str = "txn-aborted-read";
+/// The last stable offset never passes an open transaction (a record served to
+/// read_committed has its marker below the serving leader's HW) and never goes back within
+/// a leader's epoch.
+pub const TXN_LSO: &str = "txn-lso";
+/// Atomic visibility: the committed logs never decide one transaction both ways (some of
+/// its records committed and others aborted, on one partition or across several).
+pub const TXN_TORN: &str = "txn-torn";
+/// Once a newer instance of a transactional id is initialised, an older instance never
+/// writes or commits at an identity (producer id, epoch) not older than the newer one's.
+pub const TXN_FENCED_WRITE: &str = "txn-fenced-write";
+/// A marker applies to its own transaction only: it never closes records of two client
+/// transactions at once, nor records of a transaction its client was told ended the
+/// other way (KAFKA-17754: a late marker landing on the next transaction).
+pub const TXN_MARKER_MISAPPLIED: &str = "txn-marker-misapplied";
+
+/// The transaction invariants, in report order.
+pub const TXN_NAMES: &[&str] = &[
+    TXN_ABORTED_READ,
+    TXN_LSO,
+    TXN_TORN,
+    TXN_FENCED_WRITE,
+    TXN_MARKER_MISAPPLIED,
+];
+
 /// The group invariants, in report order.
 pub const GROUP_NAMES: &[&str] = &[
     GROUP_SINGLE_OWNER,
@@ -128,6 +157,11 @@ pub const NAMES: &[&str] = &[
     GROUP_OFFSET_REGRESSION,
     GROUP_ACKED_COMMIT_LOST,
     GROUP_UNPROCESSED,
+    TXN_ABORTED_READ,
+    TXN_LSO,
+    TXN_TORN,
+    TXN_FENCED_WRITE,
+    TXN_MARKER_MISAPPLIED,
 ];
 
 /// The invariants that judge progress after the heal rather than what was ever observed:

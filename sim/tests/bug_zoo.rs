@@ -9,7 +9,7 @@
 
 mod common;
 
-use skein_sim::config::SimConfig;
+use skein_sim::config::{SimConfig, Workload};
 use skein_sim::invariants::is_safety;
 use skein_sim::scenario::Scenario;
 use skein_sim::time::SECS;
@@ -174,6 +174,29 @@ fn controller_bridges(seed: u64) -> SimConfig {
 /// zoo").
 fn figure_8(seed: u64) -> SimConfig {
     shape("raft-figure-8.toml", seed)
+}
+
+/// The transactional workload (`--workload txn --group-members 0`) as `default_sweep`
+/// runs it: 20 s, default fault rates. Transactional producers commit and abort on
+/// purpose; read_committed consumers read.
+fn txn_sweep(seed: u64) -> SimConfig {
+    SimConfig {
+        workload: Workload::Txn,
+        group_members: 0,
+        ..default_sweep(seed)
+    }
+}
+
+/// `txn_sweep` with transactional-producer pauses only, twice the default rate
+/// (`--workload txn --fault-rate 2 --fault-weights client-pause=3,<everything else>=0`):
+/// a zombie needs a pause whose producer is replaced (a third of random producer pauses)
+/// and that wakes before the new instance's first EndTxn (its epoch bumps, KIP-890 part 2,
+/// fence the zombie after that even without InitProducerId's bump).
+fn txn_zombies(seed: u64) -> SimConfig {
+    let mut c = txn_sweep(seed).with_fault_rate(2.0);
+    c.seed = seed;
+    c.rates.set_weights("crash=0,power-loss=0,controller-crash=0,pause=0,clock=0,partition=0,clog=0,bit-flip=0,read-errors=0,disk-full=0,slow-disk=0,member-crash=0,member-pause=0,member-isolate=0,client-crash=0,client-isolate=0,client-pause=3").expect("valid weights");
+    c
 }
 
 /// A sweep shape file of `sim/tests/shapes/` at `seed`.
@@ -354,6 +377,57 @@ const ZOO: &[Row] = &[
         bound: BOUND_UNCLEAN_SHORTER_LOG,
         sweep: damaged_last_copy,
     },
+    Row {
+        bug: "no-lso",
+        scenario: "txn-read-committed-below-lso.toml",
+        // Seeds 1-3 (no faults needed): read_committed bounded by the HW reads open
+        // transactions, some of which abort.
+        seed: 1,
+        invariant: "txn-lso",
+        // `skein sim sweep --seeds 0..20 --workload txn --group-members 0 --duration 20s
+        // --bug no-lso`: all 20 fail txn-lso and txn-aborted-read (first at seed 0); the
+        // correct core passes seeds 0..400 of this shape.
+        bound: Some(5),
+        sweep: txn_sweep,
+    },
+    Row {
+        bug: "no-txn-fencing",
+        scenario: "txn-zombie-producer-fenced.toml",
+        // Seeds 1, 2 and 5 of 1-8: the zombie wakes before the new instance's first EndTxn.
+        seed: 1,
+        invariant: "txn-fenced-write",
+        // `skein sim sweep --seeds 0..40` of this shape: 9 of 40 seeds fail (txn-fenced-write
+        // on 8; first findings per window of 8 at seeds 4, 9, 19, 25, 38: worst 7); the
+        // correct core passes all 40.
+        bound: Some(15),
+        sweep: txn_zombies,
+    },
+];
+
+/// Bugs in `BUG_NAMES` whose zoo proof is not built yet, each with why: `--bug` switches
+/// them on, but no scenario or random sweep of today's txn workload shows them (see
+/// docs/scenarios.md, "The bug zoo"). The tests above skip them by name, and
+/// `pending_rows_are_exactly_the_unproven_bugs` keeps the list honest.
+const PENDING: &[(&str, &str)] = &[
+    (
+        "late-txn-marker",
+        "its scenario is built (scenarios/txn-late-marker.toml, seed 1: history lost-write, \
+         txn-torn and txn-marker-misapplied with the bug, pass without it; \
+         sim/tests/txn_faults.rs), but no random fault holds one message back past its \
+         sender's retries, which a random sweep needs (random message faults: next)",
+    ),
+    (
+        "unverified-txn-partition",
+        "with KIP-890 part 2 on, every late transactional produce is fenced by the epoch \
+         bump of the transaction's own marker before part 1's verification matters; needs \
+         a client that ends transactions without the bump (an EndTxn v0-2 client, \
+         keep_epoch) in the txn workload",
+    ),
+    (
+        "txn-offsets-visible-early",
+        "the txn workload sends no offsets yet (read-process-write with TxnOffsetCommit is \
+         another branch's)",
+    ),
 ];
 
 /// Seeds of `damaged_last_copy` within which `unclean-shorter-log` must be found.
@@ -366,6 +440,10 @@ const BOUND_NO_CHECK_QUORUM: u64 = 30;
 /// docs/scenarios.md, "The bug zoo").
 const BOUND_COMMIT_PREVIOUS_TERM: Option<u64> = Some(30);
 
+fn pending(bug: &str) -> bool {
+    PENDING.iter().any(|(b, _)| *b == bug)
+}
+
 fn row(bug: &str) -> &'static Row {
     ZOO.iter().find(|r| r.bug == bug).unwrap_or_else(|| {
         panic!("bug {bug:?} is in BUG_NAMES but has no row in sim/tests/bug_zoo.rs: add its scenario and sweep bound")
@@ -374,7 +452,7 @@ fn row(bug: &str) -> &'static Row {
 
 #[test]
 fn every_bug_fails_its_scenario_with_its_invariant() {
-    for bug in BUG_NAMES {
+    for bug in BUG_NAMES.iter().filter(|b| !pending(b)) {
         let r = row(bug);
         let mut c = common::scenario_config(r.scenario, r.seed);
         // Without the bug the scenario meets its expectation (sim/tests/scenarios.rs runs
@@ -395,7 +473,7 @@ fn every_bug_fails_its_scenario_with_its_invariant() {
 #[test]
 fn random_sweeps_find_every_bug_within_their_bound() {
     let mut missed = Vec::new();
-    for bug in BUG_NAMES {
+    for bug in BUG_NAMES.iter().filter(|b| !pending(b)) {
         let r = row(bug);
         // Every row has a sweep that finds its bug (issue 12): a row without one is a miss.
         let Some(bound) = r.bound else {
@@ -427,6 +505,21 @@ fn random_sweeps_find_every_bug_within_their_bound() {
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn pending_rows_are_exactly_the_unproven_bugs() {
+    for (bug, why) in PENDING {
+        assert!(
+            BUG_NAMES.contains(bug),
+            "{bug} is pending but not a bug name"
+        );
+        assert!(!why.is_empty());
+        assert!(
+            !ZOO.iter().any(|r| r.bug == *bug),
+            "{bug} has a row now: take it off PENDING"
+        );
+    }
 }
 
 #[test]
@@ -465,6 +558,8 @@ fn the_correct_core_is_not_a_finding_on_the_same_seeds() {
         zombie_producers,
         flips_and_fencing,
         quorum_faults,
+        txn_sweep,
+        txn_zombies,
     ] {
         for seed in 0..3 {
             let report = common::run(&sweep(seed));

@@ -353,7 +353,13 @@ fn the_late_marker_scenario_fails_only_without_kip890_part2() {
 
     c.txn_bugs.late_txn_marker = true;
     let (r, trace, _) = run(&c);
-    assert_eq!(r.failed_invariants(), ["history"], "{r}");
+    // The checker (lost-write) and the ground-truth invariants agree: the late abort
+    // marker ended a transaction its client was told committed.
+    assert_eq!(
+        r.failed_invariants(),
+        ["history", "txn-torn", "txn-marker-misapplied"],
+        "{r}"
+    );
     assert!(class_count(&r, "lost-write") > 0, "{r}");
     assert_eq!(held(&trace).1, corr, "the same marker is held");
     assert!(

@@ -229,6 +229,8 @@ fn a_committed_transaction_bumps_the_epoch_and_marks_every_partition() {
             (p.producer_id, 1, 1, TxnResult::Commit),
             "markers carry the bumped epoch"
         );
+        // ... and say so: the partition refuses a late copy at the next transaction's epoch.
+        assert!(m.bumped, "a part-2 marker is marked bumped");
     }
     h.answer_markers(Ok(()));
     assert_eq!(h.state("t"), TxnState::CompleteCommit);
@@ -252,6 +254,10 @@ fn late_txn_marker_keeps_the_epoch() {
     h.add("t", p, &[tp(0)]);
     assert_eq!(h.end("t", p, TxnResult::Commit), TxnResponse::EndTxn(Ok(p)));
     assert_eq!(h.markers[0].producer_epoch, p.producer_epoch);
+    assert!(
+        !h.markers[0].bumped,
+        "an unbumped marker is taken at the data's epoch"
+    );
     h.answer_markers(Ok(()));
     // The same epoch opens the next transaction: a late marker cannot be told apart.
     assert_eq!(
@@ -277,6 +283,10 @@ fn an_old_clients_end_txn_keeps_the_epoch_and_its_retry_is_answered() {
     // Kafka's EndTxn v0-4: the answer cannot carry a new epoch, so there is none.
     assert_eq!(h.send(end(TxnResult::Commit)), TxnResponse::EndTxn(Ok(p)));
     assert_eq!(h.markers[0].producer_epoch, p.producer_epoch);
+    assert!(
+        !h.markers[0].bumped,
+        "an unbumped marker is taken at the data's epoch"
+    );
     h.answer_markers(Ok(()));
     assert_eq!(h.state("t"), TxnState::CompleteCommit);
     // A retry is answered as the original; the other outcome is refused.

@@ -825,3 +825,322 @@ fn acked_records_below_every_log_start_are_pruned_and_no_loss_above_is_hidden() 
         "the loss at 15 is found after pruning"
     );
 }
+
+// The transaction invariants (invariants/txn.rs), on crafted client steps and final logs.
+mod txn {
+    use super::*;
+    use crate::client_step::TxnObs;
+    use skein_core::controller::ProducerIdAndEpoch;
+    use skein_core::log::{ProducerInfo, TxnMarker};
+    use skein_core::message::ConsumerRecords;
+    use skein_core::txn::TxnResult;
+
+    fn data(base: Offset, pid: u64, epoch: u16, values: &[&str]) -> RecordBatch {
+        batch(base, 1, values)
+            .with_producer(Some(ProducerInfo {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: 0,
+            }))
+            .transactional()
+    }
+
+    fn marker(base: Offset, pid: u64, epoch: u16, result: TxnResult) -> RecordBatch {
+        let m = TxnMarker {
+            producer_id: pid,
+            producer_epoch: epoch,
+            result,
+            coordinator_epoch: 1,
+        };
+        RecordBatch::txn_marker(m, 0).at(base).in_epoch(1)
+    }
+
+    fn id(pid: u64, epoch: u16) -> ProducerIdAndEpoch {
+        ProducerIdAndEpoch {
+            producer_id: pid,
+            producer_epoch: epoch,
+        }
+    }
+
+    fn checker() -> Checker {
+        let mut c = Checker::new();
+        c.enable_txn();
+        c
+    }
+
+    fn begin(c: &mut Checker, index: u32, seq: u64, values: &[&str]) {
+        let obs = TxnObs::Begin {
+            index,
+            id: "txn-1".into(),
+            seq,
+            values: values.iter().map(|v| Text::new(v)).collect(),
+        };
+        c.on_txn_obs(0, obs);
+    }
+
+    fn ended(c: &mut Checker, index: u32, seq: u64, result: TxnResult, epoch: u16) {
+        let obs = TxnObs::Ended {
+            index,
+            seq,
+            result,
+            producer: id(7, epoch),
+        };
+        c.on_txn_obs(0, obs);
+    }
+
+    fn served(
+        batches: Vec<RecordBatch>,
+        hw: Offset,
+        lso: Offset,
+        epoch: LeaderEpoch,
+    ) -> ConsumerRecords {
+        ConsumerRecords {
+            batches,
+            high_watermark: hw,
+            log_start_offset: 0,
+            leader_epoch: epoch,
+            next_offset: hw,
+            last_epoch: None,
+            last_stable_offset: lso,
+            aborted: Vec::new(),
+        }
+    }
+
+    /// Transaction 1 ("a", "b") aborted, transaction 2 ("c") committed, on partition 0.
+    fn log() -> Vec<RecordBatch> {
+        vec![
+            data(0, 7, 0, &["a", "b"]),
+            marker(2, 7, 1, TxnResult::Abort),
+            data(3, 7, 1, &["c"]),
+            marker(4, 7, 2, TxnResult::Commit),
+        ]
+    }
+
+    #[test]
+    fn an_aborted_read_is_caught_and_a_committed_read_passes() {
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a", "b"]);
+        ended(&mut c, 1, 1, TxnResult::Abort, 1);
+        begin(&mut c, 1, 2, &["c"]);
+        ended(&mut c, 1, 2, TxnResult::Commit, 2);
+        c.on_read(1, 0, 3, Text::new("c"), 1);
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_ABORTED_READ), 0, "{:?}", c.violations());
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a", "b"]);
+        c.on_read(1, 0, 1, Text::new("b"), 1);
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_ABORTED_READ), 1, "{:?}", c.violations());
+        let d = &c.violations()[0].detail;
+        assert!(
+            d.contains("partition 0 offset 1") && d.contains("offset 2"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn an_lso_past_an_open_transaction_or_going_back_is_caught() {
+        // Served "a" with the HW at 2: its abort marker (offset 2) was not committed.
+        let mut c = checker();
+        c.on_txn_served(1, 1, 0, &served(vec![data(0, 7, 0, &["a", "b"])], 2, 2, 1));
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_LSO), 1, "{:?}", c.violations());
+        // The twin: served once the marker was below the HW.
+        let mut c = checker();
+        c.on_txn_served(1, 1, 0, &served(vec![data(0, 7, 0, &["a", "b"])], 3, 3, 1));
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_LSO), 0, "{:?}", c.violations());
+        // Going back within an epoch fails; a new epoch (or a restarted broker) may start
+        // lower.
+        let mut c = checker();
+        c.on_txn_served(1, 1, 0, &served(Vec::new(), 5, 4, 1));
+        c.on_txn_served(2, 1, 0, &served(Vec::new(), 5, 3, 1));
+        assert_eq!(c.count(TXN_LSO), 1, "{:?}", c.violations());
+        c.on_txn_served(3, 1, 0, &served(Vec::new(), 5, 2, 2));
+        c.on_broker_restart(1);
+        c.on_txn_served(4, 1, 0, &served(Vec::new(), 5, 1, 2));
+        assert_eq!(c.count(TXN_LSO), 1, "{:?}", c.violations());
+        // Past the HW.
+        c.on_txn_served(5, 1, 0, &served(Vec::new(), 5, 6, 2));
+        assert_eq!(c.count(TXN_LSO), 2, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn a_transaction_decided_both_ways_is_torn() {
+        // One transaction wrote "a" to partition 0 and "x" to partition 1: committed on 0,
+        // aborted on 1.
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a", "x"]);
+        c.finish_txn_log(
+            0,
+            &[data(0, 7, 0, &["a"]), marker(1, 7, 1, TxnResult::Commit)],
+            2,
+        );
+        c.finish_txn_log(
+            1,
+            &[data(0, 7, 0, &["x"]), marker(1, 7, 1, TxnResult::Abort)],
+            2,
+        );
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_TORN), 1, "{:?}", c.violations());
+        let d = &c.violations()[0].detail;
+        assert!(
+            d.contains("partition 0 offset 0 (a)") && d.contains("partition 1 offset 0 (x)"),
+            "{d}"
+        );
+        // The twin: committed on both.
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a", "x"]);
+        c.finish_txn_log(
+            0,
+            &[data(0, 7, 0, &["a"]), marker(1, 7, 1, TxnResult::Commit)],
+            2,
+        );
+        c.finish_txn_log(
+            1,
+            &[data(0, 7, 0, &["x"]), marker(1, 7, 1, TxnResult::Commit)],
+            2,
+        );
+        c.finish_txn(2);
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+    }
+
+    #[test]
+    fn a_marker_of_another_transaction_is_caught() {
+        // KAFKA-17754's shape: transaction 1's late COMMIT marker closes transaction 2's
+        // record "c" (and 2's own ABORT marker closes nothing), so the marker spans one
+        // transaction told it aborted.
+        let late = vec![
+            data(0, 7, 0, &["a"]),
+            marker(1, 7, 0, TxnResult::Commit),
+            data(2, 7, 0, &["c"]),
+            marker(3, 7, 0, TxnResult::Commit),
+            marker(4, 7, 0, TxnResult::Abort),
+        ];
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a"]);
+        ended(&mut c, 1, 1, TxnResult::Commit, 0);
+        begin(&mut c, 1, 2, &["c"]);
+        ended(&mut c, 1, 2, TxnResult::Abort, 0);
+        c.finish_txn_log(0, &late, 5);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_MARKER_MISAPPLIED), 1, "{:?}", c.violations());
+        assert!(c.violations()[0].detail.contains("offset 3"));
+        // A marker closing two client transactions' records at once.
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a"]);
+        begin(&mut c, 1, 2, &["c"]);
+        let both = vec![
+            data(0, 7, 0, &["a"]),
+            data(1, 7, 0, &["c"]),
+            marker(2, 7, 0, TxnResult::Commit),
+        ];
+        c.finish_txn_log(0, &both, 3);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_MARKER_MISAPPLIED), 1, "{:?}", c.violations());
+        // The twin: each marker closes its own transaction, as told.
+        let mut c = checker();
+        begin(&mut c, 1, 1, &["a", "b"]);
+        ended(&mut c, 1, 1, TxnResult::Abort, 1);
+        begin(&mut c, 1, 2, &["c"]);
+        ended(&mut c, 1, 2, TxnResult::Commit, 2);
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+    }
+
+    #[test]
+    fn an_unfenced_older_instance_writing_is_caught() {
+        let init = |c: &mut Checker, at, index, epoch| {
+            let obs = TxnObs::Initialized {
+                index,
+                id: "txn-1".into(),
+                producer: id(7, epoch),
+            };
+            c.on_txn_obs(at, obs);
+        };
+        let write = |c: &mut Checker, at, index| {
+            let obs = TxnObs::Written {
+                index,
+                p: 0,
+                base_offset: 9,
+            };
+            c.on_txn_obs(at, obs);
+        };
+        let begin_at = |c: &mut Checker, at, index, seq| {
+            let obs = TxnObs::Begin {
+                index,
+                id: "txn-1".into(),
+                seq,
+                values: Vec::new(),
+            };
+            c.on_txn_obs(at, obs);
+        };
+        // Instance 1 at epoch 3; instance 2 takes over at epoch 3 (not fenced). The late
+        // answer to a write of 1's transaction begun before is no finding; a write and a
+        // commit of one begun after are.
+        let mut c = checker();
+        init(&mut c, 1, 1, 3);
+        begin_at(&mut c, 2, 1, 1);
+        write(&mut c, 2, 1);
+        init(&mut c, 3, 2, 3);
+        begin_at(&mut c, 4, 2, 1);
+        write(&mut c, 4, 2);
+        write(&mut c, 5, 1);
+        assert_eq!(c.count(TXN_FENCED_WRITE), 0, "{:?}", c.violations());
+        begin_at(&mut c, 6, 1, 2);
+        write(&mut c, 6, 1);
+        assert_eq!(c.count(TXN_FENCED_WRITE), 1, "{:?}", c.violations());
+        ended(&mut c, 1, 2, TxnResult::Commit, 3);
+        assert_eq!(c.count(TXN_FENCED_WRITE), 2, "{:?}", c.violations());
+        // A commit counts even for a transaction begun before the takeover: the zombie
+        // committed at the identity the newer instance holds.
+        let mut c = checker();
+        init(&mut c, 1, 1, 3);
+        begin_at(&mut c, 2, 1, 1);
+        init(&mut c, 3, 2, 3);
+        ended(&mut c, 1, 1, TxnResult::Commit, 3);
+        assert_eq!(c.count(TXN_FENCED_WRITE), 1, "{:?}", c.violations());
+        // The twin: the takeover bumped the epoch; the older instance's writes and commit
+        // after it are at an older identity (refused in a real run; no finding here).
+        let mut c = checker();
+        init(&mut c, 1, 1, 3);
+        init(&mut c, 3, 2, 4);
+        begin_at(&mut c, 5, 1, 1);
+        write(&mut c, 5, 1);
+        ended(&mut c, 1, 1, TxnResult::Commit, 3);
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+    }
+
+    #[test]
+    fn a_read_of_a_transaction_never_decided_fails_txn_lso() {
+        let mut c = checker();
+        c.on_read(1, 0, 0, Text::new("a"), 1);
+        c.finish_txn_log(0, &[data(0, 7, 0, &["a"])], 1);
+        c.finish_txn(2);
+        assert_eq!(c.count(TXN_LSO), 1, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn txn_invariants_cost_nothing_unless_enabled() {
+        let mut c = Checker::new();
+        c.on_txn_obs(
+            0,
+            TxnObs::Written {
+                index: 1,
+                p: 0,
+                base_offset: 0,
+            },
+        );
+        c.on_read(1, 0, 1, Text::new("b"), 1);
+        c.finish_txn_log(0, &log(), 5);
+        c.finish_txn(2);
+        assert!(!c.txn_enabled() && c.violations().is_empty());
+    }
+}

@@ -114,6 +114,9 @@ impl World {
                         .unwrap_or(0);
                     self.checker
                         .on_served(now, id, r.tp.partition, &recs.batches, hw);
+                    if self.checker.txn_enabled() && r.tp.topic == TOPIC {
+                        self.checker.on_txn_served(now, id, r.tp.partition, recs);
+                    }
                 }
             }
             _ => {}

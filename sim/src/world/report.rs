@@ -49,6 +49,7 @@ impl World {
         self.audit(now);
         self.judge_skipped(now);
         let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
+        self.judge_txn(now, &mut skipped);
         let liveness_window = now.saturating_sub(self.healed_at);
         let judge_liveness = self.judge_liveness(now, liveness_window, &mut skipped);
         let totals = self.finish_clients(now);
@@ -104,6 +105,35 @@ impl World {
                 .map(|n| n.struck.clone())
                 .unwrap_or_default(),
         })
+    }
+
+    /// The transaction invariants (txn runs): each partition's final committed log, as its
+    /// leader holds it, against what the transactional clients and consumers saw.
+    fn judge_txn(&mut self, now: SimTime, skipped: &mut BTreeMap<&'static str, String>) {
+        if !self.checker.txn_enabled() {
+            for name in invariants::TXN_NAMES {
+                skipped.insert(name, "not a txn workload run".into());
+            }
+            return;
+        }
+        for p in 0..self.cfg.partitions {
+            let Some(leader) = self.leader_of(p) else {
+                continue;
+            };
+            let tp = TopicPartition::new(TOPIC, p);
+            let Some(view) = (self.brokers.get(leader))
+                .and_then(|s| s.machine.as_ref())
+                .and_then(|b| b.replica_view(&tp))
+            else {
+                continue;
+            };
+            self.with_reader(leader, &tp, |checker, read| {
+                if let Ok(batches) = read(view.log_start_offset, view.high_watermark) {
+                    checker.finish_txn_log(p, &batches, view.high_watermark);
+                }
+            });
+        }
+        self.checker.finish_txn(now);
     }
 
     /// consumer-skipped-records: each partition's final committed log, as its leader holds

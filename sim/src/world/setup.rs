@@ -273,7 +273,13 @@ impl World {
             admin_asked: None,
             raft_commit_seen: 0,
             clients,
-            checker: Checker::new(),
+            checker: {
+                let mut c = Checker::new();
+                if cfg.workload == crate::config::Workload::Txn {
+                    c.enable_txn();
+                }
+                c
+            },
             history: History::for_run(cfg, recording),
             topic_created: false,
             admin_sent: None,

@@ -180,6 +180,9 @@ impl World {
                 CursorObs::Stop { p } => self.checker.on_consumer_stop(client, p),
             }
         }
+        for obs in out.txn.drain(..) {
+            self.checker.on_txn_obs(now, obs);
+        }
         for obs in out.group.drain(..) {
             if let Some(g) = self.group.as_mut() {
                 g.on_obs(&mut self.checker, now, obs);
