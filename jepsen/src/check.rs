@@ -84,9 +84,11 @@ pub fn check(events: &[Event], options: &CheckOptions) -> Report {
 /// events their reports are identical.
 ///
 /// Transactions are judged at the end from kept events (the transactional checker needs
-/// the whole graph): by default only the `txn` events, so a history that mixes plain
-/// operations with transactions gets no writer-less log entries or reads from the plain
-/// ones (or position resets from crashes and assignments) in its transactional verdict.
+/// the whole graph): by default the `txn` events and the position resets (crashes,
+/// assignments, subscriptions: few, and without them a consumer that transacts across a
+/// reassignment, such as a read-process-write pipeline, seems to step over records), so a
+/// history that mixes plain operations with transactions gets no writer-less log entries or
+/// reads from the plain ones in its transactional verdict.
 /// [`StreamChecker::keep_plain_for_txns`] keeps those too, and the verdict is then
 /// [`check`]'s, at the cost of memory that grows with the history.
 pub struct StreamChecker {
@@ -114,7 +116,16 @@ impl StreamChecker {
     /// The next event of the history (in history order).
     pub fn push(&mut self, event: &Event) {
         self.plain.event(event);
-        if event.f == Function::Txn || (self.keep_plain && crate::txn_check::reads(event)) {
+        let reset = matches!(
+            (event.f, event.kind),
+            (Function::Crash, _)
+                | (
+                    Function::Assign | Function::Subscribe,
+                    EventType::Ok | EventType::Info
+                )
+        );
+        if event.f == Function::Txn || reset || (self.keep_plain && crate::txn_check::reads(event))
+        {
             self.txn_events.push(event.clone());
         }
     }

@@ -319,6 +319,68 @@ fn torn_transaction_twin_read_through_passes() {
     assert_valid(&torn(true).0.report());
 }
 
+/// A consumer that transacts across a reassignment: process 3 reads u-0@4 "c", is
+/// assigned again (its positions restart), then reads t-0@5 "a" and u-0@6 "d". Across the
+/// assignment its step over u-0@5 "b" (of the transaction it saw "a" of) is no torn read;
+/// without the assignment it is. The streamed checker, which keeps only transactions and
+/// position resets by default, judges both as `check` does.
+#[test]
+fn an_assignment_between_transactions_restarts_the_positions() {
+    let build = |assigned: bool| {
+        let mut h = H::default();
+        h.txn(
+            9,
+            EventType::Ok,
+            TxnValue::new(RC).send(send("u", 0, "c", 4)),
+        );
+        h.txn(
+            1,
+            EventType::Ok,
+            TxnValue::new(RC)
+                .send(send("t", 0, "a", 5))
+                .send(send("u", 0, "b", 5)),
+        );
+        h.txn(
+            9,
+            EventType::Ok,
+            TxnValue::new(RC).send(send("u", 0, "d", 6)),
+        );
+        h.txn(
+            3,
+            EventType::Ok,
+            TxnValue::new(RC).poll(vec![read("u", 0, &[(4, "c")])]),
+        );
+        if assigned {
+            let index = h.events.len() as Index;
+            h.events.push(Event::new(
+                index,
+                index * 1000,
+                3,
+                EventType::Ok,
+                Function::Assign,
+                Value::Assign(skein_jepsen::AssignValue::default()),
+            ));
+        }
+        h.txn(
+            3,
+            EventType::Ok,
+            TxnValue::new(RC).poll(vec![read("t", 0, &[(5, "a")]), read("u", 0, &[(6, "d")])]),
+        );
+        h.txn(
+            4,
+            EventType::Ok,
+            TxnValue::new(RC).poll(vec![read("u", 0, &[(5, "b")])]),
+        );
+        h
+    };
+    let torn = build(false);
+    assert_only(&torn.report(), TxnKind::TornTransaction);
+    assert_eq!(streamed(&torn.events, false), torn.report());
+    let twin = build(true);
+    assert_valid(&twin.report());
+    assert_eq!(streamed(&twin.events, false), twin.report());
+}
+
 // ---- exactly-once of read-process-write ----
 
 /// Inputs in-0@0 "i0", @1 "i1"; a processor consumes them and commits offset 2 for group g.

@@ -48,8 +48,8 @@ const PRODUCE_TIMEOUT: SimTime = 500 * MILLIS;
 /// Most records a producer puts in one batch.
 const MAX_BATCH_RECORDS: usize = 16;
 pub(crate) const RETRY_BACKOFF: SimTime = 50 * MILLIS;
-const METADATA_TIMEOUT: SimTime = 500 * MILLIS;
-const METADATA_MIN_INTERVAL: SimTime = 50 * MILLIS;
+pub(crate) const METADATA_TIMEOUT: SimTime = 500 * MILLIS;
+pub(crate) const METADATA_MIN_INTERVAL: SimTime = 50 * MILLIS;
 pub(crate) const POLL_INTERVAL: SimTime = 20 * MILLIS;
 
 /// A send's history value, with the producer's acks level (what its acknowledgement means).

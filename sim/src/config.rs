@@ -163,6 +163,9 @@ pub struct SimConfig {
     /// Transaction-protocol bugs switched on programmatically (the zoo names come once the
     /// txn workload finds each within a tested bound); all off by default.
     pub txn_bugs: skein_core::txn::TxnBugs,
+    /// Read-process-write pipelines of the txn workload (group `group_id`, input the
+    /// workload's topic, outputs `txn_pipeline::OUTPUT_TOPICS`); ignored by other workloads.
+    pub pipelines: u32,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -208,6 +211,7 @@ impl Default for SimConfig {
             compression: false,
             workload: Workload::Plain,
             txn_bugs: skein_core::txn::TxnBugs::default(),
+            pipelines: 2,
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),

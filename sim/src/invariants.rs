@@ -15,6 +15,7 @@ use skein_jepsen::Text;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod audit;
+pub mod exactly_once;
 mod matching;
 mod metadata;
 pub(crate) mod offset_map;

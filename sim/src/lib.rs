@@ -66,6 +66,7 @@ pub mod time;
 pub mod topic;
 pub mod trace;
 pub mod txn_client;
+pub mod txn_pipeline;
 pub mod viewer;
 pub mod violation;
 pub mod world;

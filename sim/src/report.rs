@@ -43,6 +43,13 @@ pub struct TxnStats {
     pub aborted: u64,
     pub unknown: u64,
     pub reinits: u64,
+    /// Read-process-write pipelines' transactions, and the input records their committed
+    /// transactions processed.
+    pub pipeline_committed: u64,
+    pub pipeline_aborted: u64,
+    pub pipeline_unknown: u64,
+    pub pipeline_processed: u64,
+    pub pipeline_reinits: u64,
 }
 
 /// Deterministic measures of how much work a run did, summed over every node's disk: the
@@ -255,6 +262,15 @@ impl fmt::Display for SimReport {
                 f,
                 "txns         committed={} aborted={} unknown={} reinits={}",
                 t.committed, t.aborted, t.unknown, t.reinits
+            )?;
+            writeln!(
+                f,
+                "pipelines    committed={} aborted={} unknown={} reinits={} processed={}",
+                t.pipeline_committed,
+                t.pipeline_aborted,
+                t.pipeline_unknown,
+                t.pipeline_reinits,
+                t.pipeline_processed
             )?;
         }
         if let Some(g) = &self.group {

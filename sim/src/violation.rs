@@ -120,6 +120,13 @@ pub const TXN_NAMES: &[&str] = &[
     TXN_MARKER_MISAPPLIED,
 ];
 
+/// Read-process-write is exactly-once (txn workload): at the end of the run, every
+/// committed input record below the pipelines' group's committed offset has its output
+/// exactly once in each output topic's committed records, and no other output is there
+/// (none of an aborted input, none above the committed offset unless a transaction is
+/// still completing). Judged from the final logs (`invariants/exactly_once.rs`).
+pub const TXN_EXACTLY_ONCE: &str = "txn-exactly-once";
+
 /// The group invariants, in report order.
 pub const GROUP_NAMES: &[&str] = &[
     GROUP_SINGLE_OWNER,
@@ -162,6 +169,7 @@ pub const NAMES: &[&str] = &[
     TXN_TORN,
     TXN_FENCED_WRITE,
     TXN_MARKER_MISAPPLIED,
+    TXN_EXACTLY_ONCE,
 ];
 
 /// The invariants that judge progress after the heal rather than what was ever observed:

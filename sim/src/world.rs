@@ -54,6 +54,7 @@ mod client_faults;
 mod controllers;
 mod copies;
 mod delivery;
+mod exactly_once;
 mod leader_nemesis;
 mod message_faults;
 mod node_faults;
@@ -178,6 +179,8 @@ enum Client {
     Member(Box<GroupMember>),
     /// A transactional producer (the txn workload's, in the producers' slots).
     Txn(Box<TxnClient>),
+    /// A read-process-write pipeline (the txn workload's, after the group members).
+    Pipeline(Box<crate::txn_pipeline::Pipeline>),
 }
 
 impl Client {
@@ -187,6 +190,7 @@ impl Client {
             Client::Consumer(c) => c.next_wake(),
             Client::Member(m) => m.next_wake(),
             Client::Txn(t) => t.next_wake(),
+            Client::Pipeline(x) => x.next_wake(),
         }
     }
 }
@@ -298,7 +302,10 @@ struct World {
     clients: Vec<ClientSlot>,
     checker: Checker,
     history: History,
+    /// Every topic of the workload exists ([`World::admin_topics`]).
     topic_created: bool,
+    /// The admin client creates the workload's topics one after the other: this one now.
+    admin_topic: usize,
     admin_sent: Option<SimTime>,
     fault_counts: BTreeMap<&'static str, u64>,
     /// Which fault kinds struck which roles at which moments (observation only).

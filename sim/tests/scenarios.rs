@@ -87,7 +87,7 @@ const CATCHES: &[(&str, &str, u64, &str)] = &[
     (
         "txn-zombie-producer-fenced.toml",
         "no-txn-fencing",
-        1,
+        8,
         "txn-fenced-write",
     ),
     (

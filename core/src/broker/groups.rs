@@ -274,6 +274,10 @@ impl<S: Storage + Clone> Broker<S> {
             let group_config = crate::group::GroupConfig {
                 no_generation_fencing: self.config.group.no_generation_fencing
                     || self.config.bugs.no_generation_fencing,
+                // The zoo switch lives with the transaction bugs; the coordinator reads it
+                // from its own config (it was never handed over before: issue 52).
+                txn_offsets_visible_early: self.config.group.txn_offsets_visible_early
+                    || self.config.bugs.txn.txn_offsets_visible_early,
                 ..self.config.group.clone()
             };
             let floor = self.groups.changes_floor;

@@ -34,7 +34,12 @@ fn part(p: u32) -> TopicPartition {
 
 /// Three brokers, topic `x` with two partitions (RF 3, min.insync 2).
 fn cluster() -> World {
-    let mut w = World::new(&[1, 2, 3], config());
+    cluster_with(config())
+}
+
+/// [`cluster`] with brokers configured by `config`.
+fn cluster_with(config: BrokerConfig) -> World {
+    let mut w = World::new(&[1, 2, 3], config);
     w.run(100 * MS);
     w.admin(ControllerRequest::CreateTopic {
         name: "x".into(),
@@ -299,6 +304,35 @@ fn committed_aborted_and_open_transactions_are_seen_as_read_committed_allows() {
     assert_eq!(seen, ["a1", "c1"]);
     let (_, hw) = w.read(&part(0), IsolationLevel::ReadUncommitted);
     assert_eq!(lso, hw, "no open transaction: the LSO is the HW");
+}
+
+/// The zoo's `txn_offsets_visible_early`, switched on in the brokers' `bugs.txn`, reaches
+/// the group coordinators they host: offsets sent in a transaction that then aborts are
+/// the group's committed offsets anyway (the correct core drops them: the test below).
+#[test]
+fn the_visible_early_switch_commits_offsets_of_an_aborted_transaction() {
+    let mut cfg = config();
+    cfg.bugs.txn.txn_offsets_visible_early = true;
+    let mut w = cluster_with(cfg);
+    let mut p = initialised(&mut w);
+    p.begin().unwrap();
+    p.send(w.now, part(1), records(&["out-1"])).unwrap();
+    let offsets = BTreeMap::from([(part(0), OffsetAndMetadata::new(5))]);
+    p.send_offsets(w.now, "g", None, None, offsets).unwrap();
+    let sent = |_: &TransactionalProducer, ev: &[TxnProducerEvent]| {
+        ev.iter()
+            .any(|e| matches!(e, TxnProducerEvent::OffsetsSent { .. }))
+    };
+    let ev = w.drive(&mut p, 5_000 * MS, sent);
+    assert!(sent(&p, &ev), "{ev:?}");
+    p.abort(w.now).unwrap();
+    let ev = w.drive(&mut p, 5_000 * MS, completed(TxnResult::Abort));
+    assert!(completed(TxnResult::Abort)(&p, &ev), "{ev:?}");
+    w.run(200 * MS);
+    let committed = w
+        .committed_offsets("g")
+        .expect("the group coordinator answers");
+    assert_eq!(committed.get(&part(0)), Some(&5), "the bug shows");
 }
 
 #[test]

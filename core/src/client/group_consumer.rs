@@ -22,10 +22,18 @@ use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, To
 use crate::group::owned::PartitionMap;
 use crate::group::protocol::*;
 use crate::log::Header;
+use crate::txn::IsolationLevel;
 use crate::types::{LeaderEpoch, Nanos, NodeId, Offset, TimestampMs, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 const MS: Nanos = 1_000_000;
+
+/// A partition's fetch cursor at `offset`, reading at the consumer's isolation level.
+fn new_cursor(offset: Offset, ignore_truncation: bool, isolation: IsolationLevel) -> FetchCursor {
+    FetchCursor::new(offset)
+        .ignoring_truncation(ignore_truncation)
+        .with_isolation(isolation)
+}
 const SECOND: Nanos = 1_000 * MS;
 
 /// Where to start when the group has no committed offset for a partition.
@@ -61,6 +69,9 @@ pub struct ConsumerConfig {
     /// The leader re-reads partition counts this often and rebalances when they changed
     /// (`metadata.max.age.ms`).
     pub metadata_max_age: Nanos,
+    /// `isolation.level`: read_committed fetches stop at the last stable offset and drop
+    /// aborted transactions' records (a read-process-write application's input).
+    pub isolation: IsolationLevel,
 }
 
 impl ConsumerConfig {
@@ -81,6 +92,7 @@ impl ConsumerConfig {
             fetch_max_bytes: 1 << 20,
             max_buffered_records: 1000,
             metadata_max_age: 300 * SECOND,
+            isolation: IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -116,6 +128,8 @@ pub enum ConsumerRequest {
     ListOffsets {
         tp: TopicPartition,
         spec: OffsetSpec,
+        /// `Latest` is the last stable offset under read_committed.
+        isolation: IsolationLevel,
     },
     /// Read committed records (below the HW) of `tp` from `offset`. `last_fetched_epoch`
     /// (the partition's [`FetchCursor`]'s) lets the leader tell whether its log still holds
@@ -125,6 +139,7 @@ pub enum ConsumerRequest {
         offset: Offset,
         max_bytes: usize,
         last_fetched_epoch: Option<LeaderEpoch>,
+        isolation: IsolationLevel,
     },
 }
 
@@ -261,13 +276,25 @@ enum Inflight {
     FindCoordinator,
     Join,
     Sync,
-    Heartbeat { generation: GenerationId },
+    Heartbeat {
+        generation: GenerationId,
+    },
     Leave,
     Commit(PendingCommit),
-    OffsetFetch { partitions: Vec<TopicPartition> },
+    /// `rewinds`: the consumer's [`GroupConsumer::rewind_to_committed`] count when sent
+    /// (an answer from before a rewind is stale).
+    OffsetFetch {
+        partitions: Vec<TopicPartition>,
+        rewinds: u64,
+    },
     Metadata,
-    ListOffsets { tp: TopicPartition },
-    Fetch { tp: TopicPartition, offset: Offset },
+    ListOffsets {
+        tp: TopicPartition,
+    },
+    Fetch {
+        tp: TopicPartition,
+        offset: Offset,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -375,6 +402,8 @@ pub struct GroupConsumer {
     /// Where the records a fetch answer gave lie in it (kept between answers for its
     /// allocation): they are moved out of the answer into the buffer, not copied.
     taken: Vec<(Offset, (usize, usize))>,
+    /// How many times the application rewound to the committed offsets.
+    rewinds: u64,
 }
 
 /// A consumer configuration that cannot work.
@@ -440,6 +469,7 @@ impl GroupConsumer {
             last_now: 0,
             ignore_truncation: false,
             taken: Vec::new(),
+            rewinds: 0,
         })
     }
 
@@ -611,13 +641,13 @@ impl GroupConsumer {
     /// Move the position of an owned partition. Commits may then go below what was
     /// committed before: this is the explicit reset.
     pub fn seek(&mut self, now: Nanos, tp: &TopicPartition, offset: Offset) -> bool {
-        let ignore = self.ignore_truncation;
+        let (ignore, isolation) = (self.ignore_truncation, self.config.isolation);
         let next_sequence = self.commit_sequence + 1;
         let Some(p) = self.owned.get_mut(tp) else {
             return false;
         };
         p.set_position(Some(offset));
-        p.cursor = Some(FetchCursor::new(offset).ignoring_truncation(ignore));
+        p.cursor = Some(new_cursor(offset, ignore, isolation));
         p.buffer.clear();
         p.fetching = false; // an in-flight fetch is now stale (checked by offset)
         p.resolving = false;
@@ -647,10 +677,32 @@ impl GroupConsumer {
             ConsumerRequest::ListOffsets {
                 tp: tp.clone(),
                 spec,
+                isolation: self.config.isolation,
             },
             Inflight::ListOffsets { tp },
         );
         true
+    }
+
+    /// Forget every owned partition's position and buffered records and look the group's
+    /// committed offsets up again (an OffsetFetch with `require_stable`, so a transaction
+    /// still completing is waited for): what a read-process-write application does after
+    /// its transaction aborted or ended unknown (Kafka's `resetToLastCommittedPositions`).
+    /// Answers to lookups sent before are ignored: they may predate the outcome.
+    pub fn rewind_to_committed(&mut self, now: Nanos) {
+        self.rewinds += 1;
+        let next_sequence = self.commit_sequence + 1;
+        for p in self.owned.values_mut() {
+            p.buffer.clear();
+            p.set_position(None);
+            p.cursor = None;
+            p.fetching = false;
+            p.resolving = false;
+            p.no_offset = false;
+            p.retry_at = 0;
+            p.mark_reset(next_sequence);
+        }
+        self.advance(now);
     }
 
     /// Leave the group: revoke (committing first with auto-commit), then LeaveGroup (static
@@ -702,9 +754,16 @@ impl GroupConsumer {
                 self.on_commit(now, c, r)
             }
             (
-                Inflight::OffsetFetch { partitions },
+                Inflight::OffsetFetch {
+                    partitions,
+                    rewinds,
+                },
                 ConsumerResponse::Group(GroupResponse::OffsetFetch(r)),
-            ) => self.on_offset_fetch(now, partitions, r),
+            ) => {
+                if rewinds == self.rewinds {
+                    self.on_offset_fetch(now, partitions, r)
+                }
+            }
             (Inflight::Metadata, ConsumerResponse::Metadata { topics }) => {
                 self.metadata.extend(topics);
                 if self.phase == MemberPhase::AwaitingMetadata {
@@ -721,14 +780,14 @@ impl GroupConsumer {
                 }
             }
             (Inflight::ListOffsets { tp }, ConsumerResponse::ListOffsets(r)) => {
-                let ignore = self.ignore_truncation;
+                let (ignore, isolation) = (self.ignore_truncation, self.config.isolation);
                 if let Some(p) = self.owned.get_mut(&tp) {
                     if p.resolving {
                         p.resolving = false;
                         match r {
                             Ok(Some(o)) => {
                                 p.set_position(Some(o));
-                                p.cursor = Some(FetchCursor::new(o).ignoring_truncation(ignore));
+                                p.cursor = Some(new_cursor(o, ignore, isolation));
                             }
                             Ok(None) | Err(_) => p.retry_at = now + self.config.retry_backoff,
                         }
@@ -1006,7 +1065,15 @@ impl GroupConsumer {
                 partitions: Some(need.clone()),
                 require_stable: true,
             });
-            self.send_group(now, req, Inflight::OffsetFetch { partitions: need });
+            let rewinds = self.rewinds;
+            self.send_group(
+                now,
+                req,
+                Inflight::OffsetFetch {
+                    partitions: need,
+                    rewinds,
+                },
+            );
         }
     }
 
@@ -1024,6 +1091,7 @@ impl GroupConsumer {
                         offset,
                         max_bytes: self.config.fetch_max_bytes,
                         last_fetched_epoch: c.last_fetched_epoch(),
+                        isolation: c.isolation(),
                     };
                     self.send(
                         now,
@@ -1620,7 +1688,7 @@ impl GroupConsumer {
         match r {
             Ok(committed) => {
                 let mut resets = Vec::new();
-                let ignore = self.ignore_truncation;
+                let (ignore, isolation) = (self.ignore_truncation, self.config.isolation);
                 for tp in partitions {
                     let Some(p) = self.owned.get_mut(&tp) else {
                         continue;
@@ -1632,7 +1700,7 @@ impl GroupConsumer {
                         Some(o) => {
                             p.resolving = false;
                             p.set_position(Some(o.offset));
-                            p.cursor = Some(FetchCursor::new(o.offset).ignoring_truncation(ignore));
+                            p.cursor = Some(new_cursor(o.offset, ignore, isolation));
                             p.committed = Some(o.offset);
                             // Answers to commits sent before now are older than this
                             // (the next commit will carry `commit_sequence + 1`).
@@ -1681,6 +1749,7 @@ impl GroupConsumer {
             ConsumerRequest::ListOffsets {
                 tp: tp.clone(),
                 spec,
+                isolation: self.config.isolation,
             },
             Inflight::ListOffsets { tp },
         );
@@ -1764,7 +1833,9 @@ impl GroupConsumer {
             }
             Inflight::Heartbeat { .. } | Inflight::Leave => {}
             Inflight::Commit(c) => self.on_commit(now, c, Err(GroupError::CoordinatorNotAvailable)),
-            Inflight::OffsetFetch { partitions } => {
+            // One sent before a rewind: the rewind's own lookup is in charge now.
+            Inflight::OffsetFetch { rewinds, .. } if rewinds != self.rewinds => {}
+            Inflight::OffsetFetch { partitions, .. } => {
                 for tp in partitions {
                     if let Some(p) = self.owned.get_mut(&tp) {
                         p.resolving = false;

@@ -68,12 +68,16 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
             }),
             Pending::Metadata { topics },
         ),
-        ConsumerRequest::ListOffsets { tp, spec } => (
+        ConsumerRequest::ListOffsets {
+            tp,
+            spec,
+            isolation,
+        } => (
             Message::ListOffsets(ListOffsetsRequest {
                 correlation,
                 tp: tp.clone(),
                 spec,
-                isolation: Default::default(),
+                isolation,
             }),
             Pending::ListOffsets { tp },
         ),
@@ -82,6 +86,7 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
             offset,
             max_bytes,
             last_fetched_epoch,
+            isolation,
         } => (
             Message::ConsumerFetch(ConsumerFetchRequest {
                 correlation,
@@ -90,7 +95,7 @@ pub fn to_message(correlation: u64, request: ConsumerRequest) -> (Message, Pendi
                 max_bytes,
                 current_leader_epoch: None,
                 last_fetched_epoch,
-                isolation: Default::default(),
+                isolation,
             }),
             Pending::Fetch { tp },
         ),

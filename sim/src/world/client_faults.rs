@@ -122,7 +122,9 @@ impl World {
                     t.crash(ctx);
                     t.client
                 }
-                Client::Member(_) => unreachable!("client faults name producers and consumers"),
+                Client::Member(_) | Client::Pipeline(_) => {
+                    unreachable!("client faults name producers and consumers")
+                }
             };
             for p in 0..partitions {
                 ctx.history.push(
@@ -166,7 +168,9 @@ impl World {
                 let txn_id = t.transactional_id().to_string();
                 Client::Txn(Box::new(self.new_txn_client(id, txn_id, now)))
             }
-            Client::Member(_) => unreachable!("client faults name producers and consumers"),
+            Client::Member(_) | Client::Pipeline(_) => {
+                unreachable!("client faults name producers and consumers")
+            }
         };
         self.move_names(idx, new_idx);
         self.clients.push(ClientSlot::new(fresh));

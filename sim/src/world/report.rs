@@ -53,6 +53,7 @@ impl World {
         let liveness_window = now.saturating_sub(self.healed_at);
         let judge_liveness = self.judge_liveness(now, liveness_window, &mut skipped);
         let totals = self.finish_clients(now);
+        self.judge_exactly_once(now, &mut skipped);
         self.finish_group(now, judge_liveness, liveness_window, &mut skipped);
         let history_summary = self.check_history(now, judge_liveness, &mut skipped);
         self.history.finish_output()?;
@@ -260,6 +261,14 @@ impl World {
                     t.txn.aborted += x.aborted;
                     t.txn.unknown += x.unknown;
                     t.txn.reinits += x.reinits;
+                }
+                Client::Pipeline(x) => {
+                    x.finish(&mut ctx);
+                    t.txn.pipeline_committed += x.committed;
+                    t.txn.pipeline_aborted += x.aborted;
+                    t.txn.pipeline_unknown += x.unknown;
+                    t.txn.pipeline_processed += x.processed;
+                    t.txn.pipeline_reinits += x.reinits;
                 }
             }
         }

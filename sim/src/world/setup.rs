@@ -234,6 +234,16 @@ fn workload_clients(cfg: &SimConfig) -> (Vec<ClientSlot>, Vec<usize>) {
         ))));
         id += 1;
     }
+    // Read-process-write pipelines after every other client, so the slots (and client ids)
+    // of producers, consumers and members are those of a run without them.
+    if cfg.workload == Workload::Txn {
+        for i in 0..cfg.pipelines {
+            clients.push(ClientSlot::new(Client::Pipeline(Box::new(
+                super::workload::pipeline(cfg, id, i + 1, 500 * MILLIS),
+            ))));
+            id += 1;
+        }
+    }
     (clients, members)
 }
 
@@ -282,6 +292,7 @@ impl World {
             },
             history: History::for_run(cfg, recording),
             topic_created: false,
+            admin_topic: 0,
             admin_sent: None,
             fault_counts: BTreeMap::new(),
             atlas: crate::atlas::Atlas::default(),

@@ -56,6 +56,28 @@ pub(super) fn txn_client(
     TxnClient::new(client, index, txn_id, cfg.partitions, rng, start_at, stop)
 }
 
+/// Read-process-write pipeline `index` (1-based) of the txn workload at client `client`,
+/// processing from `start_at` until the run's quiet tail (as the producers stop).
+pub(super) fn pipeline(
+    cfg: &SimConfig,
+    client: u64,
+    index: u32,
+    start_at: SimTime,
+) -> crate::txn_pipeline::Pipeline {
+    let heal = cfg.faults_end();
+    let stop = heal + (cfg.duration - heal) / 3;
+    let rng = crate::rng::substream(cfg.seed, crate::rng::Subsystem::Workload, 3000 + client);
+    crate::txn_pipeline::Pipeline::new(
+        client,
+        index,
+        cfg.group_id.clone(),
+        cfg.partitions,
+        rng,
+        start_at,
+        stop,
+    )
+}
+
 impl World {
     /// A client's timer fired: nothing if a newer timer replaced it or the client is down,
     /// re-queued while the client is paused, else the client ticks.
@@ -97,6 +119,8 @@ impl World {
             (Client::Member(m), None) => m.tick(ctx),
             (Client::Txn(t), Some((_, m))) => t.handle(m, ctx),
             (Client::Txn(t), None) => t.tick(ctx),
+            (Client::Pipeline(x), Some((from, m))) => x.handle(from, m, ctx),
+            (Client::Pipeline(x), None) => x.tick(ctx),
         });
         self.note_fenced(idx, now);
         self.reschedule_client(idx, now);
@@ -271,6 +295,16 @@ impl World {
         self.q.push(at, Ev::ClientTimer { client: idx, gen });
     }
 
+    /// The topics the admin client creates, in order: the workload's, then the txn
+    /// workload's pipeline outputs (same configuration).
+    pub(super) fn admin_topics(&self) -> Vec<&'static str> {
+        let mut topics = vec![TOPIC];
+        if self.cfg.workload == crate::config::Workload::Txn && self.cfg.pipelines > 0 {
+            topics.extend(crate::txn_pipeline::OUTPUT_TOPICS);
+        }
+        topics
+    }
+
     /// The admin client: creates the topic (retrying until the controller says it exists).
     pub(super) fn admin(&mut self, now: SimTime, msg: Option<Message>) {
         if self.topic_created {
@@ -287,7 +321,14 @@ impl World {
             if let ControllerResponse::CreateTopic { result, .. } = *resp {
                 match result {
                     Ok(_) | Err(ControllerError::TopicAlreadyExists { .. }) => {
-                        self.topic_created = true;
+                        if self.admin_topic + 1 < self.admin_topics().len() {
+                            // The next topic (the pipelines' outputs), at once.
+                            self.admin_topic += 1;
+                            self.admin_sent = None;
+                            self.q.push(now, Ev::Admin);
+                        } else {
+                            self.topic_created = true;
+                        }
                     }
                     Err(_) => {
                         self.admin_sent = None;
@@ -325,7 +366,7 @@ impl World {
             Address::Client(ADMIN),
             controller,
             Message::ControllerRequest(ControllerRequest::CreateTopic {
-                name: TOPIC.to_string(),
+                name: self.admin_topics()[self.admin_topic].to_string(),
                 config,
                 assignment: None,
             }),

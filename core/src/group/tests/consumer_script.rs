@@ -370,7 +370,11 @@ impl Driven {
 /// of topic "t" (committed offset 5); returns it with its first fetch not yet answered, and
 /// where its metadata lookup went.
 fn lone_leader() -> (Driven, Destination) {
-    let cfg = ConsumerConfig::new("g");
+    lone_leader_with(ConsumerConfig::new("g"))
+}
+
+/// [`lone_leader`] with the consumer configured by `cfg`.
+fn lone_leader_with(cfg: ConsumerConfig) -> (Driven, Destination) {
     let mut d = Driven {
         c: GroupConsumer::new(cfg).unwrap(),
         now: 0,
@@ -515,4 +519,128 @@ fn a_group_member_detects_a_truncation_below_its_position() {
     }));
     assert_eq!(d.c.position(&t0), Some(6));
     assert_eq!(d.c.fetch_position(&t0), Some(6));
+}
+
+/// A read_committed member (a read-process-write application's input) fetches and lists
+/// offsets at that isolation level, and drops the records of an aborted transaction the
+/// answer lists; the default member still reads uncommitted.
+#[test]
+fn a_read_committed_member_fetches_committed_records_only() {
+    use crate::log::{ProducerInfo, RecordBatch};
+    use crate::message::ConsumerRecords;
+    use crate::txn::{AbortedTxn, IsolationLevel};
+    let is_fetch = |r: &ConsumerRequest| matches!(r, ConsumerRequest::Fetch { .. });
+    let (mut plain, _) = lone_leader();
+    let sent = plain.sends();
+    assert!(sent.iter().any(|(_, _, r)| matches!(
+        r,
+        ConsumerRequest::Fetch {
+            isolation: IsolationLevel::ReadUncommitted,
+            ..
+        }
+    )));
+    let mut cfg = ConsumerConfig::new("g");
+    cfg.isolation = IsolationLevel::ReadCommitted;
+    let (mut d, _) = lone_leader_with(cfg);
+    let t0 = TopicPartition::new("t", 0);
+    let txn = |pid: u64, base: u64, values: std::ops::Range<u8>| {
+        RecordBatch::from_values(0, values.map(|i| vec![i]))
+            .at(base)
+            .in_epoch(1)
+            .with_producer(Some(ProducerInfo {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }))
+            .transactional()
+    };
+    // Offsets 5-6 of producer 7 (aborted), 7-8 of producer 9 (committed; markers left out).
+    let (_, req) = d.answer(
+        is_fetch,
+        ConsumerResponse::Fetch(Ok(ConsumerRecords {
+            batches: vec![txn(7, 5, 0..2), txn(9, 7, 2..4)],
+            high_watermark: 9,
+            log_start_offset: 0,
+            leader_epoch: 1,
+            next_offset: 9,
+            last_epoch: Some(1),
+            last_stable_offset: 9,
+            aborted: vec![AbortedTxn {
+                producer_id: 7,
+                first_offset: 5,
+                last_offset: 10,
+            }],
+        })),
+    );
+    assert!(matches!(
+        req,
+        ConsumerRequest::Fetch {
+            offset: 5,
+            isolation: IsolationLevel::ReadCommitted,
+            ..
+        }
+    ));
+    let now = d.now;
+    let got: Vec<(u64, Option<Vec<u8>>)> =
+        d.c.poll(now)
+            .into_iter()
+            .map(|r| (r.offset, r.value))
+            .collect();
+    assert_eq!(got, vec![(7, Some(vec![2])), (8, Some(vec![3]))]);
+    assert_eq!(d.c.position(&t0), Some(9));
+    // A reset lists the last stable offset, not the high watermark.
+    assert!(d.c.seek_to(now, &t0, OffsetSpec::Latest));
+    assert!(d.sends().iter().any(|(_, _, r)| matches!(
+        r,
+        ConsumerRequest::ListOffsets {
+            isolation: IsolationLevel::ReadCommitted,
+            ..
+        }
+    )));
+}
+
+/// After an aborted transaction, a read-process-write application rewinds to the group's
+/// committed offsets: the member forgets its position, asks the coordinator again (stable
+/// offsets only), and an answer to a lookup sent before the rewind does not move it.
+#[test]
+fn rewind_to_committed_looks_the_offsets_up_again() {
+    let (mut d, _) = lone_leader();
+    let t0 = TopicPartition::new("t", 0);
+    assert_eq!(d.c.position(&t0), Some(5));
+    assert!(d.c.seek(d.now, &t0, 9));
+    let now = d.now;
+    d.c.rewind_to_committed(now);
+    assert_eq!(d.c.position(&t0), None);
+    let fetches: Vec<_> = d
+        .sends()
+        .into_iter()
+        .filter(|(_, _, r)| matches!(r, ConsumerRequest::Group(GroupRequest::OffsetFetch(_))))
+        .collect();
+    assert_eq!(fetches.len(), 1, "one lookup of the committed offsets");
+    let (_, first, req) = fetches[0].clone();
+    assert!(matches!(
+        req,
+        ConsumerRequest::Group(GroupRequest::OffsetFetch(OffsetFetchRequest {
+            require_stable: true,
+            ..
+        }))
+    ));
+    // A second rewind before the answer: the first lookup's answer is stale.
+    d.c.rewind_to_committed(now);
+    let (_, second, _) = d
+        .sends()
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, ConsumerRequest::Group(GroupRequest::OffsetFetch(_))))
+        .expect("a new lookup");
+    let answer = |o: u64| {
+        ConsumerResponse::Group(GroupResponse::OffsetFetch(Ok([(
+            TopicPartition::new("t", 0),
+            OffsetAndMetadata::new(o),
+        )]
+        .into())))
+    };
+    d.c.step(now + 1, first, answer(3));
+    assert_eq!(d.c.position(&t0), None, "a stale answer is ignored");
+    d.c.step(now + 2, second, answer(7));
+    assert_eq!(d.c.position(&t0), Some(7));
 }

@@ -325,7 +325,7 @@ impl World {
                     .collect();
                 reply(self, ConsumerResponse::Metadata { topics: known });
             }
-            ConsumerRequest::ListOffsets { tp, spec } => {
+            ConsumerRequest::ListOffsets { tp, spec, .. } => {
                 let r = match (self.hw.get(&tp), spec) {
                     (None, _) => Err(FetchError::UnknownTopicOrPartition),
                     (Some(_), OffsetSpec::Earliest) => Ok(Some(0)),
