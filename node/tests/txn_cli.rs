@@ -83,6 +83,29 @@ fn transactional_produce_and_read_committed_consume() {
     let mut all = consume(&cf, "read_uncommitted");
     all.sort();
     assert_eq!(all, ["a1", "a2", "c1", "c2", "c3", "c4"]);
+    // A group member reads at the same isolation.
+    let group = run(
+        &[
+            "consume",
+            "--topic",
+            "t",
+            "--group",
+            "g",
+            "--from-beginning",
+            "--max",
+            "5",
+            "--idle-exit-ms",
+            "5000",
+            "--isolation",
+            "read_committed",
+            "--cluster",
+            &cf,
+        ],
+        limit,
+    );
+    let mut got: Vec<String> = ok(&group).lines().map(str::to_string).collect();
+    got.sort();
+    assert_eq!(got, ["c1", "c2", "c3", "c4"]);
 
     open_transaction_fenced(&cf);
     bench_commits_what_it_counts(&cf);

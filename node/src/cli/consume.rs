@@ -89,11 +89,6 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
             args.partition.is_none(),
             "--partition and --group exclude each other: the group assigns partitions"
         );
-        anyhow::ensure!(
-            args.isolation == IsolationArg::ReadUncommitted,
-            "--isolation read_committed with --group is not supported yet: the group \
-             member reads uncommitted; consume without --group to read committed"
-        );
         return run_group(args, group);
     }
     let mut c = client(&args.cluster)?;
@@ -306,6 +301,7 @@ fn member_config(args: &ConsumeArgs, group: &str) -> skein_core::client::Consume
         AssignorArg::CooperativeSticky => AssignorKind::CooperativeSticky,
     }];
     config.instance_id = args.instance_id.clone();
+    config.isolation = args.isolation.into();
     config.reset = if args.from_beginning {
         OffsetReset::Earliest
     } else {
