@@ -85,6 +85,12 @@ fn every_scenario_meets_its_expectation() {
 const CATCHES: &[(&str, &str, u64, &str)] = &[
     ("txn-read-committed-below-lso.toml", "no-lso", 1, "txn-lso"),
     (
+        "txn-offsets-at-the-marker.toml",
+        "txn-offsets-visible-early",
+        2,
+        "txn-exactly-once",
+    ),
+    (
         "txn-zombie-producer-fenced.toml",
         "no-txn-fencing",
         8,
