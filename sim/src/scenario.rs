@@ -13,7 +13,8 @@
 //!                      # compress some batches, a seeded codec each); group_members,
 //!                      # group_id, group_commit ("sync" or "async"), group_assignor,
 //!                      # group_static; kind ("plain", the default, or "txn": transactional
-//!                      # producers and read_committed consumers)
+//!                      # producers and read_committed consumers); pipelines (txn only:
+//!                      # read-process-write pipelines, default 2)
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -123,6 +124,8 @@ pub struct Scenario {
     pub compression: Option<bool>,
     /// `[workload] kind`: "plain" (the default) or "txn".
     pub workload: Option<crate::modes::Workload>,
+    /// `[workload] pipelines`: the txn workload's read-process-write pipelines.
+    pub pipelines: Option<u32>,
     pub duration: Option<SimTime>,
     pub liveness: Option<SimTime>,
     pub network: Option<NetConfig>,

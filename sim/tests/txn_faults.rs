@@ -27,10 +27,11 @@ impl Write for Shared {
     }
 }
 
-/// A 20 s txn scenario: seed 1, 3 partitions, no random faults, the given `[[fault]]` entries.
+/// A 20 s txn scenario: seed 1, 3 partitions, no random faults and no read-process-write
+/// pipelines (the recipes below were timed without them), the given `[[fault]]` entries.
 fn scenario(faults: &str) -> SimConfig {
     let text = format!(
-        "seed = 1\n[cluster]\npartitions = 3\n[workload]\nkind = \"txn\"\n[run]\nduration = \"20s\"\nliveness = \"4s\"\n{faults}"
+        "seed = 1\n[cluster]\npartitions = 3\n[workload]\nkind = \"txn\"\npipelines = 0\n[run]\nduration = \"20s\"\nliveness = \"4s\"\n{faults}"
     );
     let sc = Scenario::parse("t.toml", &text).expect("a valid scenario");
     let mut c = SimConfig {

@@ -454,13 +454,14 @@ fn a_txn_page_draws_the_transactions_panel_markers_and_the_lso() {
     let l = load(&b, &page, "", "txn-seed-1");
     assert_clean(&l, "txn page");
     let ids: usize = l.status("data-txn-ids").parse().expect("number");
-    assert!(ids >= 2, "{ids} transactional ids");
     // (The page's own script holds these class names too: match what only drawing makes.)
-    for i in 1..=ids {
+    // A row per id: the producers' txn-N and the read-process-write pipelines' rpw-N.
+    assert_eq!(ids, 4, "two producers and two pipelines");
+    for id in ["txn-1", "txn-2", "rpw-1", "rpw-2"] {
         assert!(
             l.dom
-                .contains(&format!("class=\"txn-row\" data-txn-id=\"txn-{i}\"")),
-            "no row for txn-{i}"
+                .contains(&format!("class=\"txn-row\" data-txn-id=\"{id}\"")),
+            "no row for {id}"
         );
     }
     let seen = l.status("data-txn-states-seen");

@@ -30,6 +30,7 @@ impl SimConfig {
             idempotent,
             compression,
             workload,
+            pipelines,
             duration,
             liveness,
             network

@@ -56,6 +56,8 @@ pub(super) struct RawWorkload {
     pub(super) group_static: Option<bool>,
     /// "plain" or "txn".
     pub(super) kind: Option<Spanned<String>>,
+    /// Read-process-write pipelines (txn workload).
+    pub(super) pipelines: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +327,7 @@ impl RawWorkload {
         sc.compression = w.compression;
         sc.group_members = w.group_members;
         sc.group_static = w.group_static;
+        sc.pipelines = w.pipelines;
         if let Some(k) = w.kind {
             sc.workload = Some(crate::modes::Workload::from_name(k.get_ref()).ok_or_else(
                 || {

@@ -286,6 +286,10 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
     if cfg.compression {
         let _ = writeln!(o, "compression = true");
     }
+    if cfg.workload == crate::modes::Workload::Txn {
+        // A shrunk txn run stays one, with its pipelines.
+        let _ = writeln!(o, "kind = \"txn\"\npipelines = {}", cfg.pipelines);
+    }
     if cfg.group_members > 0 {
         let commit = cfg.group_commit.name();
         let _ = writeln!(
