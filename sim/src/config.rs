@@ -163,6 +163,10 @@ pub struct SimConfig {
     /// Transaction-protocol bugs switched on programmatically (the zoo names come once the
     /// txn workload finds each within a tested bound); all off by default.
     pub txn_bugs: skein_core::txn::TxnBugs,
+    /// The txn workload's producers are old clients (EndTxn before v5,
+    /// `TxnProducerConfig::keep_epoch`): their transactions end without KIP-890 part 2's
+    /// epoch bump, as Kafka clients through the Kafka listener do. Off by default.
+    pub txn_keep_epoch: bool,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -208,6 +212,7 @@ impl Default for SimConfig {
             compression: false,
             workload: Workload::Plain,
             txn_bugs: skein_core::txn::TxnBugs::default(),
+            txn_keep_epoch: false,
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),

@@ -430,3 +430,35 @@ fn random_message_faults_hold_and_duplicate_txn_messages() {
     plain.group_members = 2;
     assert!(skein_sim::realised_schedule(&plain).is_empty());
 }
+
+/// With old clients (`txn_keep_epoch`: EndTxn before v5, no KIP-890 part 2 bump), the
+/// correct core is open to KAFKA-17754 as Kafka is: the late marker of the worked example
+/// carries the epoch the next transaction writes at and is unbumped, so nothing tells it
+/// from that transaction's own, and it ends it (as with `--bug late-txn-marker`). Every
+/// EndTxn they send asks to keep the epoch.
+#[test]
+fn old_clients_keep_their_epoch_and_are_open_to_a_late_marker() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/txn-late-marker.toml"
+    );
+    let sc = Scenario::load(std::path::Path::new(path)).expect("the scenario");
+    let mut c = SimConfig::default();
+    c.apply_scenario(&sc);
+    c.seed = 1;
+    c.txn_keep_epoch = true;
+    let (r, trace, _) = run(&c);
+    assert!(
+        r.failed_invariants().contains(&"txn-marker-misapplied"),
+        "{:?}\n{r}",
+        r.failed_invariants()
+    );
+    let end_txns: Vec<&Ev> = trace
+        .iter()
+        .filter(|e| e.kind == "deliver" && e.detail.contains("EndTxn(EndTxnRequest"))
+        .collect();
+    assert!(!end_txns.is_empty());
+    for e in end_txns {
+        assert!(e.detail.contains("keep_epoch: true"), "{}", e.detail);
+    }
+}
