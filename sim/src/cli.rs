@@ -116,7 +116,8 @@ pub struct SimOpts {
     /// Relative weights of fault kinds in random schedules, e.g. `crash=0,partition=5`
     /// (kinds: crash power-loss controller-crash pause clock partition clog bit-flip
     /// read-errors disk-full slow-disk controller-bridge member-crash member-pause
-    /// member-isolate client-crash client-pause client-isolate).
+    /// member-isolate client-crash client-pause client-isolate message; `message`, 0 by
+    /// default, is the txn workload's random message faults).
     #[arg(long, value_name = "KIND=N,...")]
     pub fault_weights: Option<String>,
     /// At most this many brokers crashed or paused at once in random schedules [default: 1].

@@ -166,6 +166,10 @@ pub struct SimConfig {
     /// Read-process-write pipelines of the txn workload (group `group_id`, input the
     /// workload's topic, outputs `txn_pipeline::OUTPUT_TOPICS`); ignored by other workloads.
     pub pipelines: u32,
+    /// The txn workload's producers are old clients (EndTxn before v5,
+    /// `TxnProducerConfig::keep_epoch`): their transactions end without KIP-890 part 2's
+    /// epoch bump, as Kafka clients through the Kafka listener do. Off by default.
+    pub txn_keep_epoch: bool,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -212,6 +216,7 @@ impl Default for SimConfig {
             workload: Workload::Plain,
             txn_bugs: skein_core::txn::TxnBugs::default(),
             pipelines: 2,
+            txn_keep_epoch: false,
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),

@@ -21,7 +21,10 @@ mod rates;
 mod target;
 
 pub use message::{MessageAction, MessageKind, MessageSender};
-pub use random::{random_client_schedule, random_member_schedule, random_schedule};
+pub use random::{
+    random_client_schedule, random_member_schedule, random_message_schedule, random_schedule,
+    RANDOM_MESSAGE_KINDS,
+};
 pub use rates::FaultRates;
 pub use target::{ClientRef, ControllerTag, LeaderOf, NodeRef};
 

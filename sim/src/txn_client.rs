@@ -106,6 +106,9 @@ pub struct TxnClient {
     pub sends: u64,
     /// Transactions begun by this instance.
     begun: u64,
+    /// An old client (EndTxn before v5: `TxnProducerConfig::keep_epoch`): no KIP-890 part 2
+    /// epoch bump at its transactions' ends.
+    keep_epoch: bool,
 }
 
 impl TxnClient {
@@ -140,9 +143,19 @@ impl TxnClient {
             superseded: false,
             sends: 0,
             begun: 0,
+            keep_epoch: false,
         };
         c.producer = Some(c.new_producer());
         c
+    }
+
+    /// Makes this client an old one (see `keep_epoch`), from its current producer instance on.
+    pub fn keeping_epoch(mut self, keep: bool) -> Self {
+        if keep {
+            self.keep_epoch = true;
+            self.producer = Some(self.new_producer());
+        }
+        self
     }
 
     pub fn transactional_id(&self) -> &str {
@@ -160,6 +173,7 @@ impl TxnClient {
         config.retry_backoff = RETRY_BACKOFF;
         config.request_timeout = DATA_REQUEST_TIMEOUT;
         config.produce_timeout = 500 * MILLIS;
+        config.keep_epoch = self.keep_epoch;
         TransactionalProducer::new(config)
     }
 

@@ -61,6 +61,10 @@ pub struct TxnProducerConfig {
     pub request_timeout: Nanos,
     /// How long a leader may wait for replication (the produce request's timeout).
     pub produce_timeout: Nanos,
+    /// Ends transactions as a client before EndTxn v5 does (`EndTxnRequest::keep_epoch`):
+    /// the coordinator keeps the epoch (no KIP-890 part 2 bump), so every transaction of
+    /// this producer instance writes at one epoch. Off by default.
+    pub keep_epoch: bool,
 }
 
 impl TxnProducerConfig {
@@ -71,6 +75,7 @@ impl TxnProducerConfig {
             retry_backoff: 100 * MS,
             request_timeout: 30_000 * MS,
             produce_timeout: 30_000 * MS,
+            keep_epoch: false,
         }
     }
 }
@@ -697,7 +702,7 @@ impl TransactionalProducer {
                     producer_id: pid,
                     producer_epoch: epoch,
                     result: *result,
-                    keep_epoch: false,
+                    keep_epoch: self.config.keep_epoch,
                 })),
             ),
         };

@@ -32,8 +32,12 @@ struct H {
 
 impl H {
     fn new() -> Self {
+        Self::with(TxnProducerConfig::new("tx-1"))
+    }
+
+    fn with(config: TxnProducerConfig) -> Self {
         Self {
-            p: TransactionalProducer::new(TxnProducerConfig::new("tx-1")),
+            p: TransactionalProducer::new(config),
             now: 0,
             events: Vec::new(),
             sends: Vec::new(),
@@ -84,7 +88,12 @@ impl H {
 
     /// init answered: coordinator TXN_NODE, identity `id(epoch)`.
     fn initialised(epoch: u16) -> Self {
-        let mut h = H::new();
+        Self::initialised_with(TxnProducerConfig::new("tx-1"), epoch)
+    }
+
+    /// `initialised` with a producer of `config` (transactional id "tx-1").
+    fn initialised_with(config: TxnProducerConfig, epoch: u16) -> Self {
+        let mut h = H::with(config);
         h.p.init(0).unwrap();
         let (to, c, r) = h.one();
         assert_eq!(to, Destination::AnyBroker);
@@ -547,6 +556,39 @@ fn retriable_writes_go_again_with_the_same_sequence_before_the_commit() {
     );
     let (_, _, r) = h.one();
     assert_eq!(end_txn(&r).result, TxnResult::Commit);
+}
+
+#[test]
+fn an_old_client_asks_to_keep_its_epoch_at_every_end_txn() {
+    // The default client asks for the KIP-890 part 2 bump...
+    let mut h = H::initialised(0);
+    let (pc, _) = h.written_batch();
+    h.answer(pc, acked(0));
+    h.p.commit(h.now).unwrap();
+    let (_, _, r) = h.one();
+    assert!(!end_txn(&r).keep_epoch);
+    // ...an old one (EndTxn before v5) does not, at commit and at abort alike.
+    let mut config = TxnProducerConfig::new("tx-1");
+    config.keep_epoch = true;
+    let mut h = H::initialised_with(config, 0);
+    for result in [TxnResult::Commit, TxnResult::Abort] {
+        let (pc, _) = h.written_batch();
+        h.answer(pc, acked(0));
+        match result {
+            TxnResult::Commit => h.p.commit(h.now).unwrap(),
+            TxnResult::Abort => h.p.abort(h.now).unwrap(),
+        }
+        let (_, c, r) = h.one();
+        assert_eq!(
+            (
+                end_txn(&r).result,
+                end_txn(&r).keep_epoch,
+                end_txn(&r).producer_epoch
+            ),
+            (result, true, 0)
+        );
+        h.txn_ok(c, TxnResponse::EndTxn(Ok(id(0))));
+    }
 }
 
 #[test]

@@ -2,7 +2,10 @@
 //! and disk faults; group member faults; producer and consumer faults. Each keeps its faults
 //! inside `[start, end)` and respects the rates' limits on how much is down at once.
 
-use super::{ClientRef, ControllerTag, Fault, FaultRates, NodeRef, Scheduled, Unsynced};
+use super::{
+    ClientRef, ControllerTag, Fault, FaultRates, MessageAction, MessageKind, MessageSender,
+    NodeRef, Scheduled, Unsynced,
+};
 use crate::net::Partition;
 use crate::rng::{between, chance, exponential};
 use crate::time::{SimTime, MILLIS, SECS};
@@ -354,6 +357,73 @@ fn one_at_a_time(
         }
         busy_until = t + d;
         out.push(Scheduled { at: t, fault });
+    }
+    out
+}
+
+/// The message kinds a random message fault picks from (uniformly): the transaction
+/// protocol's requests whose late arrival KIP-890 is about, and the offsets a
+/// read-process-write transaction sends. Appending a kind redraws every seed's message faults.
+pub const RANDOM_MESSAGE_KINDS: [MessageKind; 6] = [
+    MessageKind::TxnMarker,
+    MessageKind::EndTxn,
+    MessageKind::AddPartitions,
+    MessageKind::TxnProduce,
+    MessageKind::AddOffsets,
+    MessageKind::TxnOffsetCommit,
+];
+
+/// Draws random message faults (the `message` weight) for a txn workload of `producers`
+/// transactional producers (transactional ids `txn-1..=txn-N`) within `[start, end)`, from
+/// a stream of their own (like [`random_client_schedule`]), at the share of `per_second`
+/// their weight has against the broker weights. Each arms a one-shot fault on the next
+/// message of a random kind of [`RANDOM_MESSAGE_KINDS`] from a random sender: a producer
+/// (`producer:N`), or for markers the transaction coordinator of `txn-N` (resolved when it
+/// is armed). The message is held back (half of them) or duplicated, for 0.5-2.5 s: past
+/// the clients' and the coordinator's request timeouts (1 s), so the late copy can land
+/// after its sender retried and moved on to the next transaction (KAFKA-17754's shape).
+/// Armed faults strike whenever their message comes, which may be after `end`.
+pub fn random_message_schedule(
+    rates: &FaultRates,
+    producers: u32,
+    start: SimTime,
+    end: SimTime,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Scheduled> {
+    if rates.per_second <= 0.0 || end <= start || producers == 0 || rates.message == 0 {
+        return Vec::new();
+    }
+    let per_second =
+        rates.per_second * rates.message as f64 / (rates.message + rates.broker_weight()) as f64;
+    let mean_gap = (SECS as f64 / per_second) as u64;
+    let mut out = Vec::new();
+    let mut t = start;
+    loop {
+        t += exponential(rng, mean_gap).max(MILLIS);
+        if t >= end {
+            break;
+        }
+        let kind = RANDOM_MESSAGE_KINDS[rng.gen_range(0..RANDOM_MESSAGE_KINDS.len())];
+        let n = rng.gen_range(1..=producers);
+        let from = match kind {
+            MessageKind::TxnMarker => MessageSender::TxnCoordinator(format!("txn-{n}")),
+            _ => MessageSender::Client(ClientRef::Producer(n)),
+        };
+        let action = if chance(rng, 0.5) {
+            MessageAction::Delay
+        } else {
+            MessageAction::Duplicate
+        };
+        let delay = between(rng, 500 * MILLIS, 2_500 * MILLIS);
+        out.push(Scheduled {
+            at: t,
+            fault: Fault::Message {
+                action,
+                kind,
+                from,
+                delay,
+            },
+        });
     }
     out
 }

@@ -51,6 +51,14 @@ pub struct FaultRates {
     pub client_crash: u32,
     pub client_pause: u32,
     pub client_isolate: u32,
+    /// Random message faults (`message`: the next message of a random transaction kind
+    /// from a random sender held back or duplicated 0.5-2.5 s, see
+    /// [`random_message_schedule`]), drawn from a stream of their own at their weight's share
+    /// against the broker weights, in the txn workload only. Weight 0 in the default mix, so
+    /// no seed's schedule changes; txn sweeps turn it on.
+    ///
+    /// [`random_message_schedule`]: super::random_message_schedule
+    pub message: u32,
 }
 
 impl Default for FaultRates {
@@ -79,6 +87,7 @@ impl Default for FaultRates {
             client_crash: 1,
             client_pause: 1,
             client_isolate: 1,
+            message: 0,
         }
     }
 }
@@ -141,6 +150,7 @@ impl FaultRates {
         "client-crash",
         "client-pause",
         "client-isolate",
+        "message",
     ];
 
     /// Sets the weight of one fault kind; the error names the unknown kind.
@@ -164,6 +174,7 @@ impl FaultRates {
             "client-crash" => &mut self.client_crash,
             "client-pause" => &mut self.client_pause,
             "client-isolate" => &mut self.client_isolate,
+            "message" => &mut self.message,
             other => {
                 return Err(format!(
                     "unknown fault kind {other:?}; known: {}",

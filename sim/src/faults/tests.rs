@@ -298,3 +298,60 @@ fn max_duration_caps_every_random_fault() {
     assert!(longest(&uncapped) > 300 * MILLIS);
     assert!(longest(&s) <= 300 * MILLIS, "{s:?}");
 }
+
+#[test]
+fn message_schedules_are_off_by_default_seeded_bounded_and_varied() {
+    // Weight 0 by default: nothing drawn, so no seed's run changes.
+    let draw_with = |rates: &FaultRates, producers, seed| {
+        random_message_schedule(
+            rates,
+            producers,
+            SECS,
+            30 * SECS,
+            &mut stream(seed, Subsystem::Faults),
+        )
+    };
+    assert!(draw_with(&rates_at(4.0), 2, 1).is_empty());
+    let mut rates = rates_at(4.0);
+    rates.set_weights("message=3").unwrap();
+    // No transactional producers (the plain workload): nothing either.
+    assert!(draw_with(&rates, 0, 1).is_empty());
+    seeded_and_varied(|seed| draw_with(&rates, 2, seed));
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut actions = std::collections::BTreeSet::new();
+    let mut drawn = 0;
+    for seed in 0..10 {
+        for s in draw_with(&rates, 2, seed) {
+            assert!((SECS..30 * SECS).contains(&s.at));
+            let Fault::Message {
+                action,
+                kind,
+                from,
+                delay,
+            } = s.fault
+            else {
+                panic!("{:?}", s.fault)
+            };
+            assert!((500 * MILLIS..=2_500 * MILLIS).contains(&delay), "{delay}");
+            assert!(action != MessageAction::Drop);
+            // Markers come from a transactional id's coordinator, the rest from producers.
+            match (&kind, &from) {
+                (MessageKind::TxnMarker, MessageSender::TxnCoordinator(id)) => {
+                    assert!(id == "txn-1" || id == "txn-2", "{id}")
+                }
+                (_, MessageSender::Client(ClientRef::Producer(1 | 2))) => {
+                    assert_ne!(kind, MessageKind::TxnMarker)
+                }
+                other => panic!("{other:?}"),
+            }
+            kinds.insert(kind.name());
+            actions.insert(action.kind());
+            drawn += 1;
+        }
+    }
+    assert_eq!(kinds.len(), RANDOM_MESSAGE_KINDS.len(), "{kinds:?}");
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    // At their weight's share against the broker weights (3 of 22) of 4 a second, over
+    // 29 s and 10 seeds: about 158.
+    assert!((100..250).contains(&drawn), "{drawn}");
+}

@@ -570,3 +570,16 @@ fn message_fault_errors_name_the_field_and_the_accepted_values() {
         (Some(4), Some("fault[0].transactional_id"))
     );
 }
+
+#[test]
+fn faults_table_sets_the_message_weight() {
+    // Random message faults are opted into like `controller_bridge`: 0 unless set.
+    let sc = Scenario::parse("m.toml", "[faults]\nper_second = 1.0\nmessage = 3\n").unwrap();
+    let rates = sc.rates.expect("rates");
+    assert_eq!(
+        (rates.message, rates.crash),
+        (3, FaultRates::default().crash)
+    );
+    let sc = Scenario::parse("d.toml", "[faults]\nper_second = 1.0\n").unwrap();
+    assert_eq!(sc.rates.expect("rates").message, 0);
+}

@@ -14,7 +14,10 @@ use crate::client_step::ClientOut;
 use crate::clock::NodeClock;
 use crate::config::{SimConfig, Workload};
 use crate::disk::SimDisk;
-use crate::faults::{random_client_schedule, random_member_schedule, random_schedule, Scheduled};
+use crate::faults::{
+    random_client_schedule, random_member_schedule, random_message_schedule, random_schedule,
+    Scheduled,
+};
 use crate::fields::Fields;
 use crate::group_client::GroupMember;
 use crate::group_invariants::GroupChecker;
@@ -75,6 +78,20 @@ pub fn realised_schedule(cfg: &SimConfig) -> Vec<Scheduled> {
             cfg.faults_start(),
             cfg.faults_end(),
             &mut crng,
+        ));
+        // Message faults from a fifth stream (the leader nemesis has the fourth), and only
+        // for transactional producers: their kinds are the transaction protocol's.
+        let mut msg_rng = substream(cfg.seed, Subsystem::Faults, 4);
+        let txn_producers = match cfg.workload {
+            Workload::Txn => cfg.producers,
+            Workload::Plain => 0,
+        };
+        schedule.extend(random_message_schedule(
+            &cfg.rates,
+            txn_producers,
+            cfg.faults_start(),
+            cfg.faults_end(),
+            &mut msg_rng,
         ));
     }
     schedule.extend(cfg.schedule.iter().cloned());

@@ -54,6 +54,7 @@ pub(super) fn txn_client(
     let stop = heal + (cfg.duration - heal) / 3;
     let rng = crate::rng::substream(cfg.seed, crate::rng::Subsystem::Workload, 2000 + client);
     TxnClient::new(client, index, txn_id, cfg.partitions, rng, start_at, stop)
+        .keeping_epoch(cfg.txn_keep_epoch)
 }
 
 /// Read-process-write pipeline `index` (1-based) of the txn workload at client `client`,
