@@ -364,3 +364,22 @@ fn txn_offsets_visible_early_bug_breaks_exactly_once() {
         "seeds that found txn-offsets-visible-early"
     );
 }
+
+/// The 2,000-seed txn sweep's findings (2026-12-07): a network-duplicated InitProducerId
+/// answer, matched by the broker's FIFO to the next request, gave two transactional ids
+/// (two pipelines) one producer id, so one's markers settled the other's transactional
+/// offsets and input was processed twice. The broker now drops an answer naming a producer
+/// id it already handed out (core/src/broker/txns.rs); these full-length seeds pass.
+#[test]
+fn a_duplicated_producer_id_answer_is_not_handed_out_twice() {
+    for seed in [770, 1118, 1535] {
+        let c = SimConfig {
+            seed,
+            workload: Workload::Txn,
+            group_members: 0,
+            ..SimConfig::default()
+        };
+        let r = skein_sim::run(&c, None, None).expect("runs");
+        assert!(r.passed(), "seed {seed}: {:?}\n{r}", r.failed_invariants());
+    }
+}
