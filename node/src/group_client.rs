@@ -13,10 +13,10 @@
 
 use crate::broker_pool::BrokerPool;
 use crate::config::ClusterAddresses;
-use skein_core::client::group_wire::{self, Route};
+use skein_core::client::group_wire;
 use skein_core::client::{
     ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest, Destination,
-    GroupConsumer,
+    GroupConsumer, Resolved,
 };
 use skein_core::message::*;
 use skein_core::types::{Nanos, NodeId, TopicPartition};
@@ -193,9 +193,9 @@ impl GroupClient {
             self.pool.watch_topic(&tp.topic);
         }
         let node = match group_wire::route(&to, &request, &mut self.pool.leaders) {
-            Route::AnyBroker => self.pool.any_broker(),
-            Route::Node(n) => Some(n),
-            Route::NoLeader(answer) => {
+            Resolved::AnyBroker => self.pool.any_broker(),
+            Resolved::Node(n) => Some(n),
+            Resolved::NoLeader(answer) => {
                 // Answered at once; the consumer retries after its backoff, by when the
                 // refresh this asked for may have found the leader.
                 let now = self.now();

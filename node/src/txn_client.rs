@@ -5,22 +5,23 @@
 //! `send`, `send_offsets`, `commit` or `abort`, and each async call returns when the
 //! producer says the operation ended (or failed).
 //!
-//! Routing: `LeaderOf(tp)` through the pool's leader cache (no leader known: answered at
-//! once as `NotLeader`, and the producer sends it again after its backoff);
+//! Routing: core's `txn_producer::route`, as in the simulator: `LeaderOf(tp)` through the
+//! pool's leader cache (no leader known: answered at once as `NotLeader`, and the producer
+//! sends it again after its backoff);
 //! `AnyBroker` round-robin; `Node(n)` as named. A failed produce answer makes the cache look
 //! again, since most such errors say the leader moved.
 
 use crate::broker_pool::BrokerPool;
 use crate::config::ClusterAddresses;
 use skein_core::client::txn_producer::{
-    from_message, TransactionalProducer, TxnClientError, TxnProducerConfig, TxnProducerEvent,
+    self, from_message, TransactionalProducer, TxnClientError, TxnProducerConfig, TxnProducerEvent,
     TxnProducerOutput, TxnProducerRequest, TxnProducerResponse, TxnProducerState,
 };
-use skein_core::client::Destination;
+use skein_core::client::{Destination, Resolved};
 use skein_core::controller::ProducerIdAndEpoch;
 use skein_core::group::OffsetAndMetadata;
 use skein_core::log::RecordBatch;
-use skein_core::message::{Message, ProduceError};
+use skein_core::message::Message;
 use skein_core::txn::TxnResult;
 use skein_core::types::{NodeId, Offset, TopicPartition};
 use std::collections::BTreeMap;
@@ -292,27 +293,16 @@ impl TxnClient {
         correlation: u64,
         request: TxnProducerRequest,
     ) {
-        let node = match &to {
-            Destination::AnyBroker => self.pool.any_broker(),
-            Destination::Node(n) => Some(*n),
-            Destination::LeaderOf(tp) => {
-                self.pool.watch_topic(&tp.topic);
-                let leader = self.pool.leaders.leader(tp);
-                if leader.is_none() {
-                    // Answered at once as "no leader": the producer sends the batch again
-                    // after its backoff, by when the refresh this asks for may have found
-                    // one (rather than after a whole request timeout).
-                    self.pool.leaders.invalidate();
-                    let now = self.pool.now();
-                    let none = ProduceError::NotLeader {
-                        leader: None,
-                        leader_epoch: 0,
-                    };
-                    self.producer
-                        .step(now, correlation, TxnProducerResponse::Produce(Err(none)));
-                    return;
-                }
-                leader
+        if let Destination::LeaderOf(tp) = &to {
+            self.pool.watch_topic(&tp.topic);
+        }
+        let node = match txn_producer::route(&to, &mut self.pool.leaders) {
+            Resolved::AnyBroker => self.pool.any_broker(),
+            Resolved::Node(n) => Some(n),
+            Resolved::NoLeader(answer) => {
+                let now = self.pool.now();
+                self.producer.step(now, correlation, answer);
+                return;
             }
         };
         let Some(node) = node else {

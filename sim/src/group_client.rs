@@ -26,13 +26,13 @@ use crate::time::{SimTime, MICROS, MILLIS, SECS};
 use crate::topic::{process_id, tp, TOPIC, TOPIC_TEXT};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use skein_core::client::group_wire::{self, Route};
+use skein_core::client::group_wire;
 use skein_core::client::take_records;
-use skein_core::client::TopicLeaders;
 use skein_core::client::{
     CommitError, CommitId, ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput,
     ConsumerRequest, ConsumerResponse, Destination, GroupConsumer, MemberPhase, OffsetReset,
 };
+use skein_core::client::{Resolved, TopicLeaders};
 use skein_core::group::{AssignorKind, GenerationId, GroupRequest, GroupResponse};
 use skein_core::message::{Address, ConsumerRecords, Message};
 use skein_core::{NodeId, Offset, TopicPartition};
@@ -569,9 +569,9 @@ impl GroupMember {
     ) -> Option<ConsumerResponse> {
         let route = self.meta.route(&to, &request);
         let addr = match route {
-            Route::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
-            Route::Node(n) => Address::Node(n),
-            Route::NoLeader(answer) => return Some(answer),
+            Resolved::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
+            Resolved::Node(n) => Address::Node(n),
+            Resolved::NoLeader(answer) => return Some(answer),
         };
         self.wire += 1;
         let w = self.wire;

@@ -15,8 +15,9 @@
 //! (aborted) or `info` (outcome unknown: fenced or crashed mid-transaction, or the run
 //! ended) with the sends and the offsets acknowledged.
 //!
-//! Requests are routed like the group member's: `LeaderOf` through the client's metadata
-//! cache, `Node` as named, `AnyBroker` to a random broker; each under the client's own wire
+//! Requests are routed by core's `txn_producer::route`, as on a real node: `LeaderOf`
+//! through the client's metadata cache (no leader known: answered `NotLeader` at once),
+//! `Node` as named, `AnyBroker` to a random broker; each under the client's own wire
 //! correlation (a new producer instance restarts its numbering, and answers to the old one
 //! must not reach it).
 
@@ -28,10 +29,10 @@ use crate::topic::{process_id, tp, TOPIC_TEXT};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use skein_core::client::txn_producer::{
-    from_message, TransactionalProducer, TxnProducerConfig, TxnProducerEvent, TxnProducerOutput,
-    TxnProducerRequest, TxnProducerResponse, TxnProducerState,
+    self, from_message, TransactionalProducer, TxnProducerConfig, TxnProducerEvent,
+    TxnProducerOutput, TxnProducerRequest, TxnProducerResponse, TxnProducerState,
 };
-use skein_core::client::{Destination, TopicLeaders};
+use skein_core::client::{Destination, Resolved, TopicLeaders};
 use skein_core::log::RecordBatch;
 use skein_core::message::{Address, Message};
 use skein_core::txn::TxnResult;
@@ -224,14 +225,24 @@ impl TxnClient {
             if outs.is_empty() {
                 break;
             }
+            let mut immediate = Vec::new();
             for o in outs {
                 match o {
                     TxnProducerOutput::Send {
                         to,
                         correlation,
                         request,
-                    } => self.route(to, correlation, request, ctx),
+                    } => {
+                        if let Some(r) = self.route(to, correlation, request, ctx) {
+                            immediate.push((correlation, r));
+                        }
+                    }
                     TxnProducerOutput::Event(e) => self.on_event(e, ctx),
+                }
+            }
+            if let Some(p) = self.producer.as_mut() {
+                for (corr, r) in immediate {
+                    p.step(ctx.now, corr, r);
                 }
             }
         }
@@ -481,34 +492,29 @@ impl TxnClient {
         );
     }
 
-    /// Sends a producer request; a partition without a known leader waits for the
-    /// producer's request timeout (and a metadata refresh meanwhile).
+    /// Sends a producer request by core's routing ([`txn_producer::route`]); `Some(answer)`
+    /// if it fails before leaving (no leader known).
     fn route(
         &mut self,
         to: Destination,
         correlation: u64,
         request: TxnProducerRequest,
         ctx: &mut Ctx<'_>,
-    ) {
-        let node = match &to {
-            Destination::AnyBroker => self.rng.gen_range(1..=ctx.brokers),
-            Destination::Node(n) => *n,
-            Destination::LeaderOf(tp) => match self.meta.leader(tp.partition) {
-                Some(n) => n,
-                None => {
-                    self.meta.invalidate();
-                    return;
-                }
-            },
+    ) -> Option<TxnProducerResponse> {
+        let node = match self.meta.with_cache(|c| txn_producer::route(&to, c)) {
+            Resolved::AnyBroker => self.rng.gen_range(1..=ctx.brokers),
+            Resolved::Node(n) => n,
+            Resolved::NoLeader(answer) => return Some(answer),
         };
         self.wire += 1;
         let p = self.producer.as_ref().expect("up");
         let Ok(msg) = p.to_message(self.wire, &request) else {
             // Only an unencodable batch: the producer's timeout gives up on it.
-            return;
+            return None;
         };
         self.pending.insert(self.wire, (correlation, ctx.now));
         ctx.out.sends.push((Address::Node(node), msg));
+        None
     }
 
     /// The process dies (a client fault) or the run ends: the open transaction's outcome

@@ -31,14 +31,14 @@ use crate::topic::{process_id, TOPIC, TOPIC_TEXT};
 use crate::txn_client::{ABORT_PROBABILITY, TRANSACTION_TIMEOUT_MS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use skein_core::client::group_wire::{self, Route};
+use skein_core::client::group_wire;
 use skein_core::client::txn_producer::{
-    from_message, TransactionalProducer, TxnProducerConfig, TxnProducerEvent, TxnProducerOutput,
-    TxnProducerRequest, TxnProducerState,
+    self, from_message, TransactionalProducer, TxnProducerConfig, TxnProducerEvent,
+    TxnProducerOutput, TxnProducerRequest, TxnProducerResponse, TxnProducerState,
 };
 use skein_core::client::{
     ConsumedRecord, ConsumerConfig, ConsumerEvent, ConsumerOutput, ConsumerRequest,
-    ConsumerResponse, Destination, GroupConsumer, OffsetReset, TopicLeaders,
+    ConsumerResponse, Destination, GroupConsumer, OffsetReset, Resolved, TopicLeaders,
 };
 use skein_core::group::{AssignorKind, OffsetAndMetadata};
 use skein_core::log::RecordBatch;
@@ -286,6 +286,7 @@ impl Pipeline {
             for (corr, r) in immediate {
                 self.consumer.step(now, corr, r);
             }
+            let mut immediate = Vec::new();
             for o in self.producer.poll_outputs() {
                 busy = true;
                 match o {
@@ -293,9 +294,16 @@ impl Pipeline {
                         to,
                         correlation,
                         request,
-                    } => self.route_producer(to, correlation, request, ctx),
+                    } => {
+                        if let Some(r) = self.route_producer(to, correlation, request, ctx) {
+                            immediate.push((correlation, r));
+                        }
+                    }
                     TxnProducerOutput::Event(e) => self.on_producer_event(e, ctx),
                 }
+            }
+            for (corr, r) in immediate {
+                self.producer.step(now, corr, r);
             }
             if !busy {
                 break;
@@ -611,9 +619,9 @@ impl Pipeline {
         ctx: &mut Ctx<'_>,
     ) -> Option<ConsumerResponse> {
         let addr = match self.input.route(&to, &request) {
-            Route::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
-            Route::Node(n) => Address::Node(n),
-            Route::NoLeader(answer) => return Some(answer),
+            Resolved::AnyBroker => Address::Node(self.rng.gen_range(1..=ctx.brokers)),
+            Resolved::Node(n) => Address::Node(n),
+            Resolved::NoLeader(answer) => return Some(answer),
         };
         self.wire += 1;
         let (msg, wire) = group_wire::to_message(self.wire, request);
@@ -629,38 +637,32 @@ impl Pipeline {
         None
     }
 
-    /// Sends a producer request; one for a partition without a known leader waits for the
-    /// producer's request timeout (and a metadata refresh meanwhile).
+    /// Sends a producer request by core's routing ([`txn_producer::route`]); `Some(answer)`
+    /// if it fails before leaving (no leader known).
     fn route_producer(
         &mut self,
         to: Destination,
         correlation: u64,
         request: TxnProducerRequest,
         ctx: &mut Ctx<'_>,
-    ) {
-        let node = match &to {
-            Destination::AnyBroker => self.rng.gen_range(1..=ctx.brokers),
-            Destination::Node(n) => *n,
+    ) -> Option<TxnProducerResponse> {
+        let leaders = match &to {
             Destination::LeaderOf(tp) => {
-                let Some(leaders) = OUTPUT_TOPICS
-                    .iter()
-                    .position(|t| *t == tp.topic)
-                    .map(|i| &mut self.outputs[i])
-                else {
-                    return; // the producer writes the output topics only
-                };
-                match leaders.leader(tp.partition) {
-                    Some(n) => n,
-                    None => {
-                        leaders.invalidate();
-                        return;
-                    }
-                }
+                let i = OUTPUT_TOPICS.iter().position(|t| *t == tp.topic);
+                // The producer writes the output topics only.
+                &mut self.outputs[i?]
             }
+            // Coordinator requests: any of the caches resolves them the same way.
+            _ => &mut self.outputs[0],
+        };
+        let node = match leaders.with_cache(|c| txn_producer::route(&to, c)) {
+            Resolved::AnyBroker => self.rng.gen_range(1..=ctx.brokers),
+            Resolved::Node(n) => n,
+            Resolved::NoLeader(answer) => return Some(answer),
         };
         self.wire += 1;
         let Ok(msg) = self.producer.to_message(self.wire, &request) else {
-            return; // only an unencodable batch: the producer's timeout gives up on it
+            return None; // only an unencodable batch: the producer's timeout gives up on it
         };
         self.pending.insert(
             self.wire,
@@ -670,6 +672,7 @@ impl Pipeline {
             },
         );
         ctx.out.sends.push((Address::Node(node), msg));
+        None
     }
 
     /// The run ends: the open transaction's outcome is unknown.

@@ -17,7 +17,7 @@
 //! session timeout — drops its partitions at once (`PartitionsLost`, no commit) before
 //! rejoining. Records are only returned below the high watermark the broker reported.
 
-use super::{FetchCursor, Truncation};
+use super::{FetchCursor, LeaderCache, Truncation};
 use crate::group::assignor::{AssignorKind, AssignorMember, RebalanceProtocol, TopicPartitions};
 use crate::group::owned::PartitionMap;
 use crate::group::protocol::*;
@@ -106,6 +106,40 @@ pub enum Destination {
     Node(NodeId),
     /// The current leader of this partition, as the host's metadata knows it.
     LeaderOf(TopicPartition),
+}
+
+/// Where a [`Destination`] resolves to by what the host's [`LeaderCache`] knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved<A> {
+    /// Any broker the host can reach (the host picks).
+    AnyBroker,
+    Node(NodeId),
+    /// No leader known: the answer to hand the client at once, so it backs off and retries
+    /// (the cache is marked stale, so the host's next refresh looks for one).
+    NoLeader(A),
+}
+
+impl Destination {
+    /// Resolves this destination with `leaders`; `no_leader` builds the client's answer
+    /// when a partition has no known leader. Every client host routes through this, so the
+    /// simulator and the node runtime make the same choice.
+    pub fn resolve<A>(
+        &self,
+        leaders: &mut LeaderCache,
+        no_leader: impl FnOnce() -> A,
+    ) -> Resolved<A> {
+        match self {
+            Destination::AnyBroker => Resolved::AnyBroker,
+            Destination::Node(n) => Resolved::Node(*n),
+            Destination::LeaderOf(tp) => match leaders.leader(tp) {
+                Some(l) => Resolved::Node(l),
+                None => {
+                    leaders.invalidate();
+                    Resolved::NoLeader(no_leader())
+                }
+            },
+        }
+    }
 }
 
 /// Partition-read failures, as the broker reports them on the wire.

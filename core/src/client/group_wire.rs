@@ -8,7 +8,7 @@
 //! cache what the answer says about leaders.
 
 use super::LeaderCache;
-use crate::client::{ConsumerRequest, ConsumerResponse, Destination};
+use crate::client::{ConsumerRequest, ConsumerResponse, Destination, Resolved};
 use crate::message::{
     ConsumerFetchError, ConsumerFetchRequest, ListOffsetsRequest, Message, MetadataRequest,
 };
@@ -24,37 +24,23 @@ pub enum Pending {
     Fetch { tp: TopicPartition },
 }
 
-/// Where a request goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// Any broker the host can reach.
-    AnyBroker,
-    Node(NodeId),
-    /// No leader known: the answer to hand the consumer at once (the cache is marked stale,
-    /// so the host's next refresh looks for one).
-    NoLeader(ConsumerResponse),
-}
-
-/// Resolves `to` for `request`.
-pub fn route(to: &Destination, request: &ConsumerRequest, leaders: &mut LeaderCache) -> Route {
-    match to {
-        Destination::AnyBroker => Route::AnyBroker,
-        Destination::Node(n) => Route::Node(*n),
-        Destination::LeaderOf(tp) => match leaders.leader(tp) {
-            Some(l) => Route::Node(l),
-            None => {
-                leaders.invalidate();
-                let e = ConsumerFetchError::NotLeader {
-                    leader: None,
-                    leader_epoch: 0,
-                };
-                Route::NoLeader(match request {
-                    ConsumerRequest::ListOffsets { .. } => ConsumerResponse::ListOffsets(Err(e)),
-                    _ => ConsumerResponse::Fetch(Err(e)),
-                })
-            }
-        },
-    }
+/// Resolves `to` for `request`: no leader known is answered as the broker would
+/// (`NotLeader`, no hint), so the consumer backs off and asks again.
+pub fn route(
+    to: &Destination,
+    request: &ConsumerRequest,
+    leaders: &mut LeaderCache,
+) -> Resolved<ConsumerResponse> {
+    to.resolve(leaders, || {
+        let e = ConsumerFetchError::NotLeader {
+            leader: None,
+            leader_epoch: 0,
+        };
+        match request {
+            ConsumerRequest::ListOffsets { .. } => ConsumerResponse::ListOffsets(Err(e)),
+            _ => ConsumerResponse::Fetch(Err(e)),
+        }
+    })
 }
 
 /// The wire message for `request`, under `correlation`, and what to remember of it.

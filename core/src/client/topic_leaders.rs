@@ -11,8 +11,8 @@
 //! so the list cannot drift from the cache (the tests check it against the plain meaning).
 //! Hosts (the simulator's clients, a real client) decide only where a refresh goes.
 
-use super::group_wire::{self, Pending, Route};
-use super::{ConsumerRequest, ConsumerResponse, Destination, LeaderCache};
+use super::group_wire::{self, Pending};
+use super::{ConsumerRequest, ConsumerResponse, Destination, LeaderCache, Resolved};
 use crate::message::{Message, MetadataRequest, MetadataResponse};
 use crate::types::{Nanos, NodeId, TopicPartition};
 use std::borrow::Cow;
@@ -98,7 +98,11 @@ impl TopicLeaders {
     }
 
     /// Core's routing of a group member's request ([`group_wire::route`]).
-    pub fn route(&mut self, to: &Destination, request: &ConsumerRequest) -> Route {
+    pub fn route(
+        &mut self,
+        to: &Destination,
+        request: &ConsumerRequest,
+    ) -> Resolved<ConsumerResponse> {
         self.with_cache(|c| group_wire::route(to, request, c))
     }
 

@@ -33,7 +33,7 @@
 //! [`commit`]: TransactionalProducer::commit
 //! [`abort`]: TransactionalProducer::abort
 
-use super::{Destination, ProduceClient, ProduceStep};
+use super::{Destination, LeaderCache, ProduceClient, ProduceStep, Resolved};
 use crate::controller::ProducerIdAndEpoch;
 use crate::group::{
     GenerationId, GroupError, GroupId, GroupRequest, GroupResponse, InstanceId, MemberId,
@@ -949,6 +949,19 @@ impl TransactionalProducer {
         self.offsets.clear();
         self.emit(TxnProducerEvent::Fatal(why));
     }
+}
+
+/// Resolves `to` for a producer request: a partition with no known leader is answered at
+/// once as `NotLeader` (no hint), so the producer sends the batch again after its backoff,
+/// by when the refresh this marks due may have found one (rather than after a whole
+/// request timeout).
+pub fn route(to: &Destination, leaders: &mut LeaderCache) -> Resolved<TxnProducerResponse> {
+    to.resolve(leaders, || {
+        TxnProducerResponse::Produce(Err(ProduceError::NotLeader {
+            leader: None,
+            leader_epoch: 0,
+        }))
+    })
 }
 
 /// The producer's view of an answer off the wire (None: not an answer it understands).

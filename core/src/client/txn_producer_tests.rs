@@ -860,3 +860,37 @@ mod random {
         }
     }
 }
+
+#[test]
+fn route_answers_not_leader_at_once_and_marks_the_cache_stale() {
+    let mut leaders = LeaderCache::new(500, 50);
+    let topics = vec!["out".to_string()];
+    // Learn nothing: no leader of out-0 is known, and nothing is stale yet (a refresh is
+    // due only for the missing leader, at most every min_interval).
+    let first = leaders.poll_refresh(0, 1, &topics, false);
+    assert!(first.is_none(), "nothing missing asked, nothing stale");
+    match route(&Destination::LeaderOf(tp(0)), &mut leaders) {
+        Resolved::NoLeader(TxnProducerResponse::Produce(Err(ProduceError::NotLeader {
+            leader: None,
+            ..
+        }))) => {}
+        other => panic!("expected an immediate NotLeader, got {other:?}"),
+    }
+    assert!(
+        leaders.poll_refresh(100, 2, &topics, false).is_some(),
+        "the cache was marked stale, so a refresh is due without a missing leader"
+    );
+    leaders.learn_leader(&tp(0), Some(4), 3);
+    assert_eq!(
+        route(&Destination::LeaderOf(tp(0)), &mut leaders),
+        Resolved::Node(4)
+    );
+    assert_eq!(
+        route(&Destination::Node(TXN_NODE), &mut leaders),
+        Resolved::Node(TXN_NODE)
+    );
+    assert_eq!(
+        route(&Destination::AnyBroker, &mut leaders),
+        Resolved::AnyBroker
+    );
+}
