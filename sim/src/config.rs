@@ -170,6 +170,11 @@ pub struct SimConfig {
     /// `TxnProducerConfig::keep_epoch`): their transactions end without KIP-890 part 2's
     /// epoch bump, as Kafka clients through the Kafka listener do. Off by default.
     pub txn_keep_epoch: bool,
+    /// The txn workload's applications abort a transaction they chose to abort as soon as
+    /// its writes have left, not once they are acknowledged (as an application does on a
+    /// processing error): a write still in flight, or held by the network, may then land
+    /// after the abort (the hanging transaction KIP-890 part 1 closes). Off by default.
+    pub txn_abort_in_flight: bool,
     pub network: NetConfig,
     pub disk: DiskConfig,
     /// Random fault rates (used unless `random_faults` is false).
@@ -217,6 +222,7 @@ impl Default for SimConfig {
             txn_bugs: skein_core::txn::TxnBugs::default(),
             pipelines: 2,
             txn_keep_epoch: false,
+            txn_abort_in_flight: false,
             network: NetConfig::lossy(1.0),
             disk: DiskConfig::default(),
             rates: FaultRates::default(),

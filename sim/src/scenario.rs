@@ -14,7 +14,9 @@
 //!                      # group_id, group_commit ("sync" or "async"), group_assignor,
 //!                      # group_static; kind ("plain", the default, or "txn": transactional
 //!                      # producers and read_committed consumers); pipelines (txn only:
-//!                      # read-process-write pipelines, default 2)
+//!                      # read-process-write pipelines, default 2); txn_keep_epoch
+//!                      # (txn only: old clients without KIP-890 part 2's bump);
+//!                      # txn_abort_in_flight (txn only: abort before writes are acked)
 //! [run]                # duration, liveness (durations like "30s")
 //! duration = "20s"
 //! [network]            # latency_min, latency_mean_extra, latency_max, drop, duplicate, reorder
@@ -126,6 +128,12 @@ pub struct Scenario {
     pub workload: Option<crate::modes::Workload>,
     /// `[workload] pipelines`: the txn workload's read-process-write pipelines.
     pub pipelines: Option<u32>,
+    /// `[workload] txn_keep_epoch`: the txn workload's producers are old clients (EndTxn
+    /// before v5: no KIP-890 part 2 epoch bump per transaction).
+    pub txn_keep_epoch: Option<bool>,
+    /// `[workload] txn_abort_in_flight`: the txn workload's applications abort without
+    /// waiting for their writes.
+    pub txn_abort_in_flight: Option<bool>,
     pub duration: Option<SimTime>,
     pub liveness: Option<SimTime>,
     pub network: Option<NetConfig>,

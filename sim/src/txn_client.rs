@@ -110,6 +110,9 @@ pub struct TxnClient {
     /// An old client (EndTxn before v5: `TxnProducerConfig::keep_epoch`): no KIP-890 part 2
     /// epoch bump at its transactions' ends.
     keep_epoch: bool,
+    /// Aborts a transaction chosen to abort as soon as its writes left (see
+    /// `SimConfig::txn_abort_in_flight`).
+    abort_in_flight: bool,
 }
 
 impl TxnClient {
@@ -145,9 +148,16 @@ impl TxnClient {
             sends: 0,
             begun: 0,
             keep_epoch: false,
+            abort_in_flight: false,
         };
         c.producer = Some(c.new_producer());
         c
+    }
+
+    /// Makes this client abort without waiting for its writes (see `abort_in_flight`).
+    pub fn aborting_in_flight(mut self, yes: bool) -> Self {
+        self.abort_in_flight = yes;
+        self
     }
 
     /// Makes this client an old one (see `keep_epoch`), from its current producer instance on.
@@ -366,7 +376,7 @@ impl TxnClient {
         let written = t.sends.iter().all(|s| s.offset.is_some());
         let abortable = matches!(p.state(), TxnProducerState::AbortableError(_));
         if t.abort || abortable {
-            if written || abortable {
+            if written || abortable || (self.abort_in_flight && p.all_sent()) {
                 t.abort = true;
                 t.ending = p.abort(now).is_ok();
             }

@@ -307,6 +307,12 @@ impl TransactionalProducer {
         self.added.iter()
     }
 
+    /// Whether every batch the application sent has left (none waits for its partition to
+    /// join the transaction, for stamping or for a backoff).
+    pub fn all_sent(&self) -> bool {
+        self.unsent.values().all(VecDeque::is_empty) && self.resend.is_empty()
+    }
+
     /// Whether `correlation` is a request this producer still waits for.
     pub fn awaits(&self, correlation: u64) -> bool {
         self.in_flight.contains_key(&correlation)

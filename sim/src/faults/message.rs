@@ -44,7 +44,8 @@ impl MessageAction {
 }
 
 /// Which messages a message fault matches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum MessageKind {
     /// Any message at all.
     Any,

@@ -403,7 +403,12 @@ pub fn random_message_schedule(
         if t >= end {
             break;
         }
-        let kind = RANDOM_MESSAGE_KINDS[rng.gen_range(0..RANDOM_MESSAGE_KINDS.len())];
+        let kinds: &[MessageKind] = if rates.message_kinds.is_empty() {
+            &RANDOM_MESSAGE_KINDS
+        } else {
+            &rates.message_kinds
+        };
+        let kind = kinds[rng.gen_range(0..kinds.len())];
         let n = rng.gen_range(1..=producers);
         let from = match kind {
             MessageKind::TxnMarker => MessageSender::TxnCoordinator(format!("txn-{n}")),

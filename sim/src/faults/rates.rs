@@ -1,5 +1,6 @@
 //! The weights of each fault kind in random schedules, and how often faults come.
 
+use super::MessageKind;
 use crate::time::{SimTime, MILLIS};
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +60,13 @@ pub struct FaultRates {
     ///
     /// [`random_message_schedule`]: super::random_message_schedule
     pub message: u32,
+    /// The kinds a random message fault picks from; empty (the default): every kind of
+    /// [`RANDOM_MESSAGE_KINDS`], so no seed's schedule changes. A shape aiming at one
+    /// message of the protocol names it (`message_kinds = ["txn-produce"]`).
+    ///
+    /// [`RANDOM_MESSAGE_KINDS`]: super::RANDOM_MESSAGE_KINDS
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub message_kinds: Vec<MessageKind>,
 }
 
 impl Default for FaultRates {
@@ -88,6 +96,7 @@ impl Default for FaultRates {
             client_pause: 1,
             client_isolate: 1,
             message: 0,
+            message_kinds: Vec::new(),
         }
     }
 }

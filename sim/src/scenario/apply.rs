@@ -31,6 +31,8 @@ impl SimConfig {
             compression,
             workload,
             pipelines,
+            txn_keep_epoch,
+            txn_abort_in_flight,
             duration,
             liveness,
             network

@@ -58,6 +58,10 @@ pub(super) struct RawWorkload {
     pub(super) kind: Option<Spanned<String>>,
     /// Read-process-write pipelines (txn workload).
     pub(super) pipelines: Option<u32>,
+    /// Old transactional clients (no KIP-890 part 2 epoch bump; txn workload).
+    pub(super) txn_keep_epoch: Option<bool>,
+    /// Applications abort without waiting for their writes (txn workload).
+    pub(super) txn_abort_in_flight: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -328,6 +332,8 @@ impl RawWorkload {
         sc.group_members = w.group_members;
         sc.group_static = w.group_static;
         sc.pipelines = w.pipelines;
+        sc.txn_keep_epoch = w.txn_keep_epoch;
+        sc.txn_abort_in_flight = w.txn_abort_in_flight;
         if let Some(k) = w.kind {
             sc.workload = Some(crate::modes::Workload::from_name(k.get_ref()).ok_or_else(
                 || {

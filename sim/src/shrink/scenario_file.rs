@@ -289,6 +289,12 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
     if cfg.workload == crate::modes::Workload::Txn {
         // A shrunk txn run stays one, with its pipelines.
         let _ = writeln!(o, "kind = \"txn\"\npipelines = {}", cfg.pipelines);
+        if cfg.txn_keep_epoch {
+            let _ = writeln!(o, "txn_keep_epoch = true");
+        }
+        if cfg.txn_abort_in_flight {
+            let _ = writeln!(o, "txn_abort_in_flight = true");
+        }
     }
     if cfg.group_members > 0 {
         let commit = cfg.group_commit.name();

@@ -55,6 +55,7 @@ pub(super) fn txn_client(
     let rng = crate::rng::substream(cfg.seed, crate::rng::Subsystem::Workload, 2000 + client);
     TxnClient::new(client, index, txn_id, cfg.partitions, rng, start_at, stop)
         .keeping_epoch(cfg.txn_keep_epoch)
+        .aborting_in_flight(cfg.txn_abort_in_flight)
 }
 
 /// Read-process-write pipeline `index` (1-based) of the txn workload at client `client`,
