@@ -185,8 +185,10 @@ fn prepared_commit(w: &mut World, markers: &mut Vec<Marker>) -> (ProducerIdAndEp
     if let TxnRequest::AddPartitionsToTxn(r) = &mut bad {
         r.partitions.push(nowhere.clone());
     }
+    // Retriable for the client (the coordinator's image may lag a new topic): asked once.
+    let node = w.find_txn_coordinator(markers).node;
     assert_eq!(
-        w.txn_call(bad, markers),
+        w.txn_call_to(node, bad, markers),
         TxnResponse::AddPartitionsToTxn(Err(TxnError::UnknownTopicOrPartition(nowhere)))
     );
     assert_eq!(

@@ -894,3 +894,33 @@ fn route_answers_not_leader_at_once_and_marks_the_cache_stale() {
         Resolved::AnyBroker
     );
 }
+
+#[test]
+fn an_unknown_partition_at_the_coordinator_is_retried_not_abortable() {
+    // Kafka's producer retries UNKNOWN_TOPIC_OR_PARTITION on AddPartitionsToTxn (the
+    // coordinator's metadata may lag a topic's creation); the transaction stays usable.
+    let mut h = H::initialised(0);
+    h.p.begin().unwrap();
+    h.p.send(h.now, tp(0), batch()).unwrap();
+    let (_, c, r) = h.one();
+    assert!(matches!(
+        r,
+        TxnProducerRequest::Txn(TxnRequest::AddPartitionsToTxn(_))
+    ));
+    h.txn_ok(
+        c,
+        TxnResponse::AddPartitionsToTxn(Err(TxnError::UnknownTopicOrPartition(tp(0)))),
+    );
+    assert_eq!(h.p.state(), &TxnProducerState::InTransaction);
+    assert!(h.sent().is_empty(), "no retry before the backoff");
+    h.advance_to_timer();
+    let (to, c, r) = h.one();
+    assert_eq!(to, Destination::Node(TXN_NODE));
+    let TxnProducerRequest::Txn(TxnRequest::AddPartitionsToTxn(a)) = r else {
+        panic!("expected AddPartitionsToTxn again, got {r:?}");
+    };
+    assert_eq!(a.partitions, vec![tp(0)]);
+    h.txn_ok(c, TxnResponse::AddPartitionsToTxn(Ok(())));
+    let (to, _, _) = h.one();
+    assert_eq!(to, Destination::LeaderOf(tp(0)));
+}

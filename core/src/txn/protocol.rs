@@ -251,6 +251,9 @@ impl TxnError {
                 | TxnError::CoordinatorNotAvailable
                 | TxnError::CoordinatorLoadInProgress
                 | TxnError::ConcurrentTransactions
+                // A topic the coordinator's metadata does not know yet (just created, or its
+                // image lags): Kafka's clients retry it (an InvalidMetadataException).
+                | TxnError::UnknownTopicOrPartition(_)
         )
     }
 
