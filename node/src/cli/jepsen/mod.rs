@@ -620,12 +620,21 @@ async fn nemesis(
                 "links": links,
                 "start": start,
                 "end": end,
+                "label": s.label,
             })
         )?;
+        // The label is "<kind> <target>": the kind names the fault lane.
+        let target = s
+            .label
+            .strip_prefix(w.kind.name())
+            .unwrap_or(&s.label)
+            .trim()
+            .to_string();
         shades.push(Shade {
             start,
             end,
-            label: s.label,
+            kind: w.kind.name().to_string(),
+            target,
         });
     }
     sleep_until(origin + total).await;
@@ -656,20 +665,45 @@ fn judge(args: &RunArgs, dir: &Path, shades: &[Shade]) -> anyhow::Result<ExitCod
         dir.join("report.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
-    let ops = plot::operations(&events);
-    std::fs::write(dir.join("latency.svg"), plot::latency_svg(&ops, shades))?;
-    std::fs::write(dir.join("rate.svg"), plot::rate_svg(&ops, shades))?;
-    std::fs::write(
-        dir.join("timeline.html"),
-        plot::timeline_html(
-            &format!("skein jepsen run, seed {}", args.seed),
-            &ops,
-            shades,
+    let mut files = vec![
+        (
+            "history.jsonl".to_string(),
+            "the client history (skein check D/history.jsonl --final-reads re-judges it)"
+                .to_string(),
         ),
-    )?;
+        ("report.txt".into(), "the checker's report".into()),
+        ("report.json".into(), "the same, as JSON".into()),
+        (
+            "nemesis.jsonl".into(),
+            "one line per fault: kind, target, node, links, start and end (ns)".into(),
+        ),
+        ("cluster.toml".into(), "the nodes' addresses".into()),
+    ];
+    let mut logs: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    files.extend(logs.into_iter().map(|l| (l, "node log".to_string())));
+    plot::write_dir(
+        dir,
+        &plot::ReportInput {
+            title: replay(args).replace(" --dir NEW_DIR", ""),
+            events: &events,
+            shades,
+            time_label: "time (s)",
+            roles: Default::default(),
+            report: Some(&report),
+            verdict: text.clone(),
+            valid: report.valid,
+            marks: Vec::new(),
+            files,
+        },
+    )
+    .with_context(|| format!("cannot write the plots into {}", dir.display()))?;
     println!("{text}");
     println!(
-        "jepsen: {} events, {} faults; outputs in {} (history.jsonl, report.txt, latency.svg, rate.svg, timeline.html, nemesis.jsonl, node logs)",
+        "jepsen: {} events, {} faults; outputs in {} (index.html links them: history.jsonl, report.txt, latency.svg, latency-quantiles.svg, rate.svg, unseen.svg, lag.svg, timeline.html, nemesis.jsonl, node logs)",
         events.len(),
         shades.len(),
         dir.display()
