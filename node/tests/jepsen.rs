@@ -190,7 +190,10 @@ fn short_run_with_every_nemesis_passes() {
         faults.len(),
         "one span per fault"
     );
-    assert!(latency.matches("</use>").count() > 50, "a mark per operation");
+    assert!(
+        latency.matches("</use>").count() > 50,
+        "a mark per operation"
+    );
     for plot in ["latency-quantiles.svg", "rate.svg", "unseen.svg", "lag.svg"] {
         let svg = std::fs::read_to_string(dir.join(plot)).unwrap();
         assert!(svg.contains("<polyline"), "{plot} draws lines");
@@ -200,7 +203,10 @@ fn short_run_with_every_nemesis_passes() {
     assert!(timeline.contains(r#""name":"producer 1""#));
     let index = std::fs::read_to_string(dir.join("index.html")).unwrap();
     for link in ["timeline.html", "lag.svg", "broker-1.log", "history.jsonl"] {
-        assert!(index.contains(&format!(r#"href="{link}""#)), "index links {link}");
+        assert!(
+            index.contains(&format!(r#"href="{link}""#)),
+            "index links {link}"
+        );
     }
     for node in [
         "controller-1",
