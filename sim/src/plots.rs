@@ -11,7 +11,8 @@ use crate::report::SimReport;
 use crate::time::SimTime;
 use crate::topic::process_id;
 use crate::viewer::Recorder;
-use skein_jepsen::plot::{Mark, Shade};
+use skein_jepsen::plot::{Mark, ReportInput, Shade};
+use skein_jepsen::{check, CheckOptions, Event};
 use std::collections::BTreeMap;
 
 fn node(n: &NodeRef) -> String {
@@ -210,4 +211,46 @@ pub fn violation_marks(report: &SimReport) -> Vec<Mark> {
             at: Some(v.at),
         })
         .collect()
+}
+
+/// Writes the report directory of a run (`skein_jepsen::plot::write_dir`) from its history
+/// `events`, its report and the recorder that watched it; `files`: more files to link.
+/// Returns the names of the files written.
+pub fn write_report(
+    dir: &std::path::Path,
+    events: &[Event],
+    title: &str,
+    cfg: &SimConfig,
+    report: &SimReport,
+    rec: &Recorder,
+    files: Vec<(String, String)>,
+) -> std::io::Result<Vec<String>> {
+    // The checker's examples to mark on the timeline (the run judged the same history).
+    let checked = check(events, &CheckOptions::default());
+    let shades = fault_shades(rec);
+    let mut verdict = if report.passed() {
+        "PASS: every invariant held".to_string()
+    } else {
+        format!("FAIL: {}", report.failed_invariants().join(", "))
+    };
+    verdict.push_str(&format!("\n\n{report}"));
+    if let Some(h) = &report.history_summary {
+        verdict.push_str("\nhistory check:\n");
+        verdict.push_str(h);
+    }
+    skein_jepsen::plot::write_dir(
+        dir,
+        &ReportInput {
+            title: title.to_string(),
+            events,
+            shades: &shades,
+            time_label: "simulated time (s)",
+            roles: roles(cfg),
+            report: Some(&checked),
+            verdict,
+            valid: report.passed(),
+            marks: violation_marks(report),
+            files,
+        },
+    )
 }

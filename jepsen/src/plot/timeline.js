@@ -106,9 +106,11 @@
       const items = [];
       D.marks.forEach((m, i) => {
         const s = markSpan[i];
-        if (s && inView(s[0], s[1])) items.push({ x0: Math.max(0, x(s[0])), x1: Math.max(0, x(s[0])) + 400, text: m.label });
+        // A label sits at its marker or not at all (the marker's operations keep the name on hover).
+        if (s && inView(s[0], s[1])) items.push({ x0: Math.max(0, x(s[0])), x1: Math.max(0, x(s[0])), text: m.label });
       });
       h += '<div class="lane" data-kind="violation"><div class="name label">violations</div><div class="track" style="left:' + NAME_W + 'px;width:' + w + 'px">';
+      items.sort((a, b) => a.x0 - b.x0);
       for (const l of placeLabels(items, w)) {
         stats.marks += 1;
         h += '<span class="mark-label label" style="left:' + l.at.toFixed(1) + 'px">' + esc(l.text) + '</span>';

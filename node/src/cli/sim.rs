@@ -111,24 +111,10 @@ fn write_plots(
     report: &SimReport,
     recorder: &skein_sim::viewer::Recorder,
 ) -> anyhow::Result<()> {
-    use skein_jepsen::plot;
     let file = std::fs::File::open(history)
         .with_context(|| format!("cannot read the history back from {}", history.display()))?;
     let events = skein_jepsen::read_history(std::io::BufReader::new(file))
         .with_context(|| format!("bad history {}", history.display()))?;
-    // The checker's examples to mark on the timeline (the run judged the same history).
-    let check = skein_jepsen::check(&events, &skein_jepsen::CheckOptions::default());
-    let shades = skein_sim::plots::fault_shades(recorder);
-    let mut verdict = if report.passed() {
-        "PASS: every invariant held".to_string()
-    } else {
-        format!("FAIL: {}", report.failed_invariants().join(", "))
-    };
-    verdict.push_str(&format!("\n\n{report}"));
-    if let Some(h) = &report.history_summary {
-        verdict.push_str("\nhistory check:\n");
-        verdict.push_str(h);
-    }
     let rel = |p: &std::path::Path| {
         p.strip_prefix(dir)
             .map(|r| r.display().to_string())
@@ -138,22 +124,10 @@ fn write_plots(
                     .unwrap_or_else(|_| p.display().to_string())
             })
     };
-    let written = plot::write_dir(
-        dir,
-        &plot::ReportInput {
-            title: title.to_string(),
-            events: &events,
-            shades: &shades,
-            time_label: "simulated time (s)",
-            roles: skein_sim::plots::roles(config),
-            report: Some(&check),
-            verdict,
-            valid: report.passed(),
-            marks: skein_sim::plots::violation_marks(report),
-            files: vec![(rel(history), "the client history (docs/history.md)".into())],
-        },
-    )
-    .with_context(|| format!("cannot write the plots into --plots {}", dir.display()))?;
+    let files = vec![(rel(history), "the client history (docs/history.md)".into())];
+    let written =
+        skein_sim::plots::write_report(dir, &events, title, config, report, recorder, files)
+            .with_context(|| format!("cannot write the plots into --plots {}", dir.display()))?;
     eprintln!(
         "wrote {} files into {} (open index.html)",
         written.len(),
