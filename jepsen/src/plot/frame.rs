@@ -255,7 +255,7 @@ impl<'a> Frame<'a> {
                         r##"<text class="span-label" x="{lx:.1}" y="{}" font-size="{}" fill="#212529">{}</text>"##,
                         y + 11.0,
                         lanes::FONT,
-                        escape(&shade.target)
+                        escape(&s.label)
                     );
                 }
             }

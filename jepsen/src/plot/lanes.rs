@@ -18,12 +18,13 @@ pub fn text_width(text: &str, font: f64) -> f64 {
 }
 
 /// One fault placed on its lane: pixels from `x0` to `x1`, its label at `label_x` if it got
-/// one.
+/// one, cut to `label` when the whole target did not fit before the right edge.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Span {
     pub x0: f64,
     pub x1: f64,
     pub label_x: Option<f64>,
+    pub label: String,
     /// Index of the shade in the input.
     pub shade: usize,
 }
@@ -57,11 +58,18 @@ pub fn pack(shades: &[Shade], x: impl Fn(Nanos) -> f64, right: f64) -> Vec<Lane>
             }
         };
         let (x0, x1) = (x(s.start), x(s.end.max(s.start)));
-        let w = text_width(&s.target, FONT);
-        // As close to the span's start as the previous label allows, but not past its end.
+        // As close to the span's start as the previous label allows, but not past its end;
+        // cut short (at least 6 characters and an ellipsis) if the right edge comes first.
         let at = (x0 + 2.0).max(ends[lane] + GAP);
+        let room = ((right - at) / (FONT * 0.62)).floor().max(0.0) as usize;
+        let label = if s.target.chars().count() <= room || room < 7 {
+            s.target.clone()
+        } else {
+            super::frame::short(&s.target, room)
+        };
+        let w = text_width(&label, FONT);
         let label_x =
-            (!s.target.is_empty() && at <= x1.max(x0 + 2.0) && at + w <= right).then_some(at);
+            (!label.is_empty() && at <= x1.max(x0 + 2.0) && at + w <= right).then_some(at);
         if let Some(lx) = label_x {
             ends[lane] = lx + w;
         }
@@ -69,6 +77,7 @@ pub fn pack(shades: &[Shade], x: impl Fn(Nanos) -> f64, right: f64) -> Vec<Lane>
             x0,
             x1,
             label_x,
+            label,
             shade: i,
         });
     }
@@ -90,15 +99,12 @@ mod tests {
 
     /// No two labels of a lane overlap, every label starts inside its span (or right after
     /// the previous label, still inside), and none runs past the right edge.
-    fn assert_no_overlap(lanes: &[Lane], shades: &[Shade], right: f64) {
+    fn assert_no_overlap(lanes: &[Lane], right: f64) {
         for lane in lanes {
             let mut boxes: Vec<(f64, f64)> = lane
                 .spans
                 .iter()
-                .filter_map(|s| {
-                    s.label_x
-                        .map(|x| (x, x + text_width(&shades[s.shade].target, FONT)))
-                })
+                .filter_map(|s| s.label_x.map(|x| (x, x + text_width(&s.label, FONT))))
                 .collect();
             boxes.sort_by(|a, b| a.0.total_cmp(&b.0));
             for w in boxes.windows(2) {
@@ -137,7 +143,7 @@ mod tests {
             "by first fault"
         );
         assert_eq!(lanes.iter().map(|l| l.spans.len()).sum::<usize>(), 201);
-        assert_no_overlap(&lanes, &shades, 1500.0);
+        assert_no_overlap(&lanes, 1500.0);
         // Some labels had to give way, some were placed.
         let placed = lanes
             .iter()
@@ -159,10 +165,17 @@ mod tests {
             .iter()
             .flat_map(|l| &l.spans)
             .all(|s| s.label_x.is_some()));
-        assert_no_overlap(&lanes, &shades, 1000.0);
-        // A label that would run past the right edge is dropped.
-        let edge = vec![shade("kill", "a-long-target-name", 990, 1000)];
+        assert_no_overlap(&lanes, 1000.0);
+        // A label that would run past the right edge is cut short, or dropped when not even
+        // a few characters fit.
+        let edge = vec![
+            shade("kill", "a-long-target-name-of-a-node", 900, 950),
+            shade("pause", "a-long-target-name", 990, 1000),
+        ];
         let lanes = pack(&edge, |t| t as f64, 1000.0);
-        assert_eq!(lanes[0].spans[0].label_x, None);
+        assert_eq!(lanes[0].spans[0].label, "a-long-target-…");
+        assert!(lanes[0].spans[0].label_x.is_some());
+        assert_eq!(lanes[1].spans[0].label_x, None);
+        assert_no_overlap(&lanes, 1000.0);
     }
 }

@@ -1,6 +1,7 @@
 // The timeline (inlined into timeline.html; no network, no libraries). The page carries
 // one JSON object (<script id="data">, written by jepsen/src/plot/timeline.rs): rows of
-// operations [start s, end s, function, outcome, invoke index, completion index], faults
+// operations [start s, end s, function, outcome, invoke index, completion index] (a row is
+// one role: processes of that role that never overlapped share it), faults
 // and violation marks. render() draws the window in view from `view`; the URL hash keeps it.
 'use strict';
 (function () {
@@ -122,7 +123,7 @@
 
   function rowHtml(r, ops, stats) {
     const w = trackWidth();
-    let h = '<div class="row"><div class="name label" title="' + esc(r.name + ' (process ' + r.process + ')') + '">' + esc(r.name) + '</div><div class="track" style="left:' + NAME_W + 'px;width:' + w + 'px">';
+    let h = '<div class="row"><div class="name label" title="' + esc(r.name + ' (process' + (r.processes.length > 1 ? 'es ' : ' ') + r.processes.join(', ') + ')') + '">' + esc(r.name) + '</div><div class="track" style="left:' + NAME_W + 'px;width:' + w + 'px">';
     for (const op of ops) {
       const a = Math.max(0, x(op[0]));
       const b = Math.min(w, x(op[1]));

@@ -70,13 +70,33 @@ fn data(t: &Timeline<'_>) -> serde_json::Value {
             .cloned()
             .unwrap_or_else(|| format!("process {p}"))
     };
-    let mut order: Vec<&Process> = rows.keys().collect();
+    let mut by_name: BTreeMap<String, Vec<Process>> = BTreeMap::new();
+    for p in rows.keys() {
+        by_name.entry(name(p)).or_default().push(*p);
+    }
+    let mut merged: Vec<(String, Vec<Process>)> = Vec::new();
+    for (n, procs) in by_name {
+        for (k, group) in share_rows(&procs, |p| span(&rows[p]))
+            .into_iter()
+            .enumerate()
+        {
+            let label = if k == 0 {
+                n.clone()
+            } else {
+                format!("{n} ({})", k + 1)
+            };
+            merged.push((label, group));
+        }
+    }
     // Producers, then consumers, then group members, each in number order; natural
     // order for the numbers within a name ("producer 10" after "producer 9").
-    order.sort_by_key(|p| (role_rank(&name(p)), natural(&name(p)), **p));
-    let rows: Vec<serde_json::Value> = order
+    merged.sort_by_key(|(n, procs)| (role_rank(n), natural(n), procs[0]));
+    let rows: Vec<serde_json::Value> = merged
         .into_iter()
-        .map(|p| json!({"name": name(p), "process": p, "ops": rows[p]}))
+        .map(|(n, procs)| {
+            let ops: Vec<&serde_json::Value> = procs.iter().flat_map(|p| &rows[p]).collect();
+            json!({"name": n, "processes": procs, "ops": ops})
+        })
         .collect();
     let faults: Vec<serde_json::Value> = t
         .shades
@@ -112,6 +132,39 @@ fn data(t: &Timeline<'_>) -> serde_json::Value {
         "faults": faults,
         "marks": marks,
     })
+}
+
+/// First invocation and last completion (s) of a row's operations.
+fn span(ops: &[serde_json::Value]) -> (f64, f64) {
+    let at = |o: &serde_json::Value, i: usize| o[i].as_f64().unwrap_or(0.0);
+    let start = ops.iter().map(|o| at(o, 0)).fold(f64::INFINITY, f64::min);
+    let end = ops.iter().map(|o| at(o, 1)).fold(0.0, f64::max);
+    (start, end)
+}
+
+/// Processes of one role share rows: each goes on the first row whose last process ended
+/// before it started (a replaced producer, a member's next incarnation, the final reads
+/// after a consumer), so a role takes as many rows as it had processes at once.
+pub fn share_rows<P: Copy>(procs: &[P], span: impl Fn(&P) -> (f64, f64)) -> Vec<Vec<P>> {
+    let mut order: Vec<(f64, f64, P)> = procs
+        .iter()
+        .map(|p| {
+            let (a, b) = span(p);
+            (a, b, *p)
+        })
+        .collect();
+    order.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut rows: Vec<(f64, Vec<P>)> = Vec::new();
+    for (a, b, p) in order {
+        match rows.iter_mut().find(|(end, _)| *end <= a) {
+            Some(row) => {
+                row.0 = b;
+                row.1.push(p);
+            }
+            None => rows.push((b, vec![p])),
+        }
+    }
+    rows.into_iter().map(|(_, ps)| ps).collect()
 }
 
 fn role_rank(name: &str) -> u8 {
@@ -155,6 +208,23 @@ pub fn timeline_page(t: &Timeline<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_of_one_role_share_rows_when_they_do_not_overlap() {
+        // (process, start, end): 1 then 2 in turn, 3 overlapping 1, 4 after everyone.
+        let spans = [
+            (1u64, 0.0, 5.0),
+            (2, 5.0, 9.0),
+            (3, 4.0, 6.0),
+            (4, 10.0, 11.0),
+        ];
+        let procs: Vec<u64> = spans.iter().map(|s| s.0).collect();
+        let rows = share_rows(&procs, |p| {
+            let s = spans.iter().find(|s| s.0 == *p).unwrap();
+            (s.1, s.2)
+        });
+        assert_eq!(rows, vec![vec![1, 2, 4], vec![3]]);
+    }
 
     #[test]
     fn rows_sort_by_role_then_number() {

@@ -294,7 +294,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Every node goes, whatever happened (the guard does the same on panic).
     drop(rt);
     drop(nodes);
-    let shades = match outcome {
+    let (shades, roles) = match outcome {
         Ok(s) => s,
         Err(e) => {
             eprintln!("jepsen: the run failed: {e:#}");
@@ -306,7 +306,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    judge(&args, &dir, &shades)
+    judge(&args, &dir, &shades, roles)
 }
 
 fn replay(args: &RunArgs) -> String {
@@ -360,15 +360,18 @@ async fn wait_brokers(admin: &mut Client, h: &Harness<'_>, dir: &Path) -> anyhow
     }
 }
 
+/// History processes by role, as the clients named them.
+type Roles = std::collections::BTreeMap<u64, String>;
+
 /// Starts the clients and the nemesis, heals, waits and reads everything; returns the fault
-/// windows as they happened.
+/// windows as they happened and the processes' roles.
 async fn workload(
     args: &RunArgs,
     dir: &Path,
     cluster: ClusterAddresses,
     windows: &[Window],
     h: &Harness<'_>,
-) -> anyhow::Result<Vec<Shade>> {
+) -> anyhow::Result<(Vec<Shade>, Roles)> {
     let mut admin = Client::new(cluster.clone(), client_options());
     wait_brokers(&mut admin, h, dir).await?;
     let config = TopicConfig {
@@ -397,6 +400,7 @@ async fn workload(
         // Producers are processes 0..P, consumers P..P+N; group members, replacements and
         // final reads take theirs from here on.
         next_process: Arc::new(AtomicU64::new(args.producers + u64::from(args.partitions))),
+        roles: Default::default(),
     };
     let mut tasks = Vec::new();
     for p in 0..args.producers {
@@ -409,6 +413,7 @@ async fn workload(
     let isolation = args.workload.isolation();
     for (i, tp) in tps.iter().enumerate() {
         let process = args.producers + i as u64;
+        ctx.name(process, format!("consumer of {tp}"));
         let consumer = clients::consumer(process, tp.clone(), isolation, ctx.clone());
         tasks.push(tokio::spawn(consumer));
     }
@@ -437,7 +442,8 @@ async fn workload(
         .writer
         .flush()
         .context("cannot write the history")?;
-    Ok(shades)
+    let roles = ctx.roles.lock().expect("roles lock").clone();
+    Ok((shades, roles))
 }
 
 /// Waits until every partition has a leader and all replicas in its ISR.
@@ -646,7 +652,7 @@ async fn sleep_until(t: Instant) {
 }
 
 /// Checks the history, writes the report and plots, prints the verdict.
-fn judge(args: &RunArgs, dir: &Path, shades: &[Shade]) -> anyhow::Result<ExitCode> {
+fn judge(args: &RunArgs, dir: &Path, shades: &[Shade], roles: Roles) -> anyhow::Result<ExitCode> {
     let path = dir.join("history.jsonl");
     let file = std::fs::File::open(&path)?;
     let events = read_history(std::io::BufReader::new(file))
@@ -692,7 +698,7 @@ fn judge(args: &RunArgs, dir: &Path, shades: &[Shade]) -> anyhow::Result<ExitCod
             events: &events,
             shades,
             time_label: "time (s)",
-            roles: Default::default(),
+            roles,
             report: Some(&report),
             verdict: text.clone(),
             valid: report.valid,
