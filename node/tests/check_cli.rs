@@ -220,3 +220,60 @@ fn transactions_bad_txn_exits_2_naming_the_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plots_draw_the_history_with_its_faults_and_mark_the_anomaly() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = format!(
+        "{SEND_A}{}",
+        poll(4, r#"{"topic":"t","partition":0,"offset":1,"value":"b"}"#)
+    );
+    let faults = dir.path().join("nemesis.jsonl");
+    std::fs::write(
+        &faults,
+        r#"{"kind":"kill","node":"broker-2","start":1,"end":3,"label":"kill broker-2"}"#,
+    )
+    .unwrap();
+    let plots = dir.path().join("plots");
+    let flags = [
+        "--plots",
+        plots.to_str().unwrap(),
+        "--faults",
+        faults.to_str().unwrap(),
+    ];
+    let out = skein(dir.path(), &history, &flags);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the lost write still fails the check"
+    );
+    for file in skein_jepsen::plot::PLOTS.iter().map(|p| p.0) {
+        let svg = std::fs::read_to_string(plots.join(file)).unwrap();
+        assert!(
+            svg.contains(r#"data-kind="kill""#),
+            "{file}: the kill's lane"
+        );
+        assert!(svg.contains(">broker-2</text>"), "{file}: its target");
+    }
+    let timeline = std::fs::read_to_string(plots.join("timeline.html")).unwrap();
+    assert!(
+        timeline.contains(r#""label":"lost-write #1""#),
+        "the anomaly is marked"
+    );
+    let index = std::fs::read_to_string(plots.join("index.html")).unwrap();
+    assert!(index.contains("INVALID: lost-write"));
+    assert!(index.contains("timeline.html#sel=violation"));
+
+    // A missing faults file names the flag.
+    let missing = dir.path().join("none.jsonl");
+    let flags = [
+        "--plots",
+        plots.to_str().unwrap(),
+        "--faults",
+        missing.to_str().unwrap(),
+    ];
+    let out = skein(dir.path(), &history, &flags);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--faults"), "{stderr}");
+}

@@ -182,18 +182,32 @@ fn short_run_with_every_nemesis_passes() {
     assert_history(&dir);
     let faults = assert_faults(&dir);
 
-    // Outputs: plots with one shaded window per fault, a timeline, node logs.
+    // Outputs: plots with one span per fault in its kind's lane, a timeline, an index
+    // linking them and the node logs.
     let latency = std::fs::read_to_string(dir.join("latency.svg")).unwrap();
     assert_eq!(
-        latency.matches(r#"class="fault""#).count(),
+        latency.matches(r#"class="fault-span""#).count(),
         faults.len(),
-        "one shaded window per fault"
+        "one span per fault"
     );
-    assert!(latency.matches("<circle").count() > 50);
-    let rate = std::fs::read_to_string(dir.join("rate.svg")).unwrap();
-    assert!(rate.contains("<polyline"));
+    assert!(
+        latency.matches("</use>").count() > 50,
+        "a mark per operation"
+    );
+    for plot in ["latency-quantiles.svg", "rate.svg", "unseen.svg", "lag.svg"] {
+        let svg = std::fs::read_to_string(dir.join(plot)).unwrap();
+        assert!(svg.contains("<polyline"), "{plot} draws lines");
+        assert_eq!(svg.matches(r#"class="fault-span""#).count(), faults.len());
+    }
     let timeline = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
-    assert!(timeline.contains(r#"class="op""#));
+    assert!(timeline.contains(r#""name":"producer 1""#));
+    let index = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    for link in ["timeline.html", "lag.svg", "broker-1.log", "history.jsonl"] {
+        assert!(
+            index.contains(&format!(r#"href="{link}""#)),
+            "index links {link}"
+        );
+    }
     for node in [
         "controller-1",
         "controller-2",

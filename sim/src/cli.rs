@@ -304,6 +304,11 @@ pub struct RunArgs {
     /// of nodes, clients, messages, faults, replica states and violations; docs/teaching.md).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the run's report directory to DIR (created): the history, latency, quantiles,
+    /// rate, unseen and lag plots with the faults in lanes, the timeline and index.html, in
+    /// simulated seconds (docs/jepsen.md, "Reading the reports"). The run is the same.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,

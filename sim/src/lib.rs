@@ -35,7 +35,8 @@
 //! 4. Clients: [`client`] (producers, consumers), [`group_client`] (group members),
 //!    [`txn_client`] (transactional producers, `--workload txn`).
 //! 5. The [`world`] that runs them all.
-//! 6. Tools around runs: [`shrink`], [`sweep`], [`cli`].
+//! 6. Tools around runs: [`shrink`], [`sweep`], [`cli`], [`plots`] (a run's faults, roles
+//!    and violations for its report directory).
 
 pub mod atlas;
 pub mod cli;
@@ -55,6 +56,7 @@ pub mod history;
 pub mod invariants;
 pub mod modes;
 pub mod net;
+pub mod plots;
 pub mod queue;
 pub mod report;
 pub mod rng;

@@ -598,3 +598,203 @@ fn a_marker_on_a_later_transaction_is_drawn_and_opened_with_sel_wrong_marker() {
         "no step entry"
     );
 }
+
+// ---- report directories (`skein sim run --plots`, issue 51) -------------------------------
+
+/// Appended to a copy of a report page: measures every drawn text (SVG `<text>` and the
+/// timeline's `.label`s) and counts pairs whose boxes overlap by more than a pixel both
+/// ways, and images that did not load; the results go on `#status` (created if missing).
+const PROBE: &str = r#"<script>(function () {
+  let st = document.getElementById('status');
+  if (!st) { st = document.createElement('div'); st.id = 'status'; st.hidden = true;
+    st.dataset.errors = '0'; st.dataset.ready = '1'; document.body.appendChild(st); }
+  window.addEventListener('error', (e) => { st.dataset.errors = String(+st.dataset.errors + 1); st.dataset.lastError = e.message; });
+  function run() {
+    const els = [...document.querySelectorAll('svg text, .label')]
+      .filter((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
+    const b = els.map((e) => e.getBoundingClientRect());
+    let overlaps = 0, first = '';
+    for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
+      const ix = Math.min(b[i].right, b[j].right) - Math.max(b[i].left, b[j].left);
+      const iy = Math.min(b[i].bottom, b[j].bottom) - Math.max(b[i].top, b[j].top);
+      if (ix > 1 && iy > 1) { overlaps++; if (!first) first = els[i].textContent + ' | ' + els[j].textContent; }
+    }
+    const imgs = [...document.images];
+    Object.assign(st.dataset, { texts: String(b.length), overlaps: String(overlaps), firstOverlap: first,
+      images: String(imgs.length), brokenImages: String(imgs.filter((i) => !i.complete || !i.naturalWidth).length),
+      probed: '1' });
+  }
+  if (document.readyState === 'complete') run(); else window.addEventListener('load', run);
+})();</script>"#;
+
+/// A copy of `page` (in its directory, so relative links hold) with the probe appended.
+fn probed(page: &Path, body: &str) -> PathBuf {
+    let out = page.with_file_name(format!(
+        "{}-probe.html",
+        page.file_stem().unwrap().to_string_lossy()
+    ));
+    let html = match body.rfind("</body>") {
+        Some(i) => format!("{}{PROBE}{}", &body[..i], &body[i..]),
+        None => format!("<!doctype html><html><body>{body}{PROBE}</body></html>"),
+    };
+    std::fs::write(&out, html).expect("write the probed page");
+    out
+}
+
+/// The probe ran, found no script error, measured at least `min_texts` labels and found
+/// none overlapping; the console stayed silent.
+fn assert_probed(l: &Loaded, what: &str, min_texts: usize) {
+    assert_eq!(
+        l.status("data-probed"),
+        "1",
+        "{what}: the probe did not run"
+    );
+    assert_eq!(l.status("data-errors"), "0", "{what}: script errors");
+    let texts: usize = l.status("data-texts").parse().expect("number");
+    assert!(texts >= min_texts, "{what}: only {texts} texts measured");
+    assert_eq!(
+        l.status("data-overlaps"),
+        "0",
+        "{what}: labels overlap, first: {}",
+        l.status("data-first-overlap")
+    );
+    assert!(
+        l.console.is_empty(),
+        "{what}: console output: {:?}",
+        l.console
+    );
+}
+
+/// Runs `config` with the recorder and writes its report directory; returns the directory,
+/// the report and the number of fault spans drawn.
+fn write_report(config: &SimConfig, name: &str) -> (PathBuf, skein_sim::report::SimReport, usize) {
+    let dir = out_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("report dir");
+    let history = dir.join("history.jsonl");
+    let file = std::fs::File::create(&history).expect("history file");
+    let (report, rec) = skein_sim::run_recorded(config, None, Some(Box::new(file))).expect("run");
+    let events = skein_jepsen::read_history(std::io::BufReader::new(
+        std::fs::File::open(&history).expect("history"),
+    ))
+    .expect("read the history back");
+    let files = vec![("history.jsonl".to_string(), "the history".to_string())];
+    skein_sim::plots::write_report(&dir, &events, name, config, &report, &rec, files)
+        .expect("write the report");
+    let spans = skein_sim::plots::fault_shades(&rec).len();
+    (dir, report, spans)
+}
+
+#[test]
+fn a_report_directory_reads_in_a_browser_axes_legends_lanes_and_no_label_overlaps() {
+    // The default run's shape, 15 simulated seconds: every fault kind can strike.
+    let config = SimConfig {
+        seed: 1,
+        duration: 15 * skein_sim::time::SECS,
+        liveness: 5 * skein_sim::time::SECS,
+        ..SimConfig::default()
+    };
+    let (dir, report, spans) = write_report(&config, "report-15s");
+    assert!(report.passed(), "{:?}", report.failed_invariants());
+    assert!(spans >= 3, "only {spans} faults: pick a seed with more");
+    let svgs: Vec<String> = skein_jepsen::plot::PLOTS
+        .iter()
+        .map(|(f, _, _)| std::fs::read_to_string(dir.join(f)).expect("plot written"))
+        .collect();
+    for (svg, (file, _, _)) in svgs.iter().zip(skein_jepsen::plot::PLOTS) {
+        assert_eq!(
+            svg.matches(r#"class="fault-span""#).count(),
+            spans,
+            "{file}: one span per fault"
+        );
+    }
+    let Some(b) = browser() else { return };
+
+    // Every plot, inlined in one page: the probe measures their texts in place.
+    let all = probed(&dir.join("plots.html"), &svgs.concat());
+    let l = load(&b, &all, "", "report-plots");
+    assert_probed(&l, "plots", 100);
+    for class in ["axis-x", "axis-y", "legend"] {
+        assert_eq!(
+            l.count(&format!("<g class=\"{class}\">")),
+            5,
+            "{class} in each plot"
+        );
+    }
+    let lanes = l.count("<g class=\"lane\" data-kind=");
+    assert!(lanes >= 10, "fault lanes: {lanes} over 5 plots");
+    assert!(
+        l.dom.contains("1 s</text>") && l.dom.contains("10 ms</text>"),
+        "decade ticks"
+    );
+    assert!(l.dom.contains("simulated time (s)"));
+
+    // The index: the verdict and five pictures that load.
+    let index = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let l = load(
+        &b,
+        &probed(&dir.join("index.html"), &index),
+        "",
+        "report-index",
+    );
+    assert_probed(&l, "index", 0);
+    assert_eq!(l.status("data-images"), "5");
+    assert_eq!(l.status("data-broken-images"), "0", "a plot did not load");
+    assert!(l.dom.contains("PASS: every invariant held"));
+    assert!(l.dom.contains("href=\"timeline.html\""));
+
+    // The timeline: rows named by role, fault lanes; zoomed to the start, idle rows fold.
+    let tl = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
+    let page = probed(&dir.join("timeline.html"), &tl);
+    let whole = load(&b, &page, "", "report-timeline");
+    assert_clean(&whole, "timeline");
+    assert_probed(&whole, "timeline", 40);
+    for row in [
+        "producer 1 to sim-0",
+        "consumer 2 of sim-5",
+        "group member 1 (commits)",
+    ] {
+        assert!(whole.dom.contains(&format!(">{row}</div>")), "no row {row}");
+    }
+    assert_eq!(
+        whole.status("data-spans"),
+        spans.to_string(),
+        "every fault drawn"
+    );
+    let rows: usize = whole.status("data-rows").parse().unwrap();
+    let early = load(&b, &page, "#t=0-1.2", "report-timeline-start");
+    assert_clean(&early, "zoomed timeline");
+    assert_probed(&early, "zoomed timeline", 5);
+    let (shown, folded): (usize, usize) = (
+        early.status("data-rows").parse().unwrap(),
+        early.status("data-folded").parse().unwrap(),
+    );
+    assert_eq!(shown + folded, rows, "every row shown or folded");
+    assert!(folded > 0, "rows idle before 1.2 s are folded");
+}
+
+#[test]
+fn a_violation_is_marked_on_the_report_timeline() {
+    // The KIP-101 loss (docs/teaching.md), its pinned seed: acked-write-lost.
+    let config = scenario_config(
+        "kip101-new-follower-truncates-then-leader-dies.toml",
+        "truncate-to-hw",
+        1,
+    );
+    let (dir, report, _) = write_report(&config, "report-kip101");
+    assert!(report.failed_invariants().contains(&"acked-write-lost"));
+    let index = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(index.contains("FAIL: ") && index.contains("acked-write-lost"));
+    assert!(index.contains("timeline.html#sel=violation"));
+    let Some(b) = browser() else { return };
+    let tl = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
+    let page = probed(&dir.join("timeline.html"), &tl);
+    let l = load(&b, &page, "#sel=violation", "report-kip101-violation");
+    assert_clean(&l, "violation timeline");
+    assert_probed(&l, "violation timeline", 10);
+    let marks: usize = l.status("data-marks").parse().unwrap();
+    assert!(marks >= 1, "the violation is marked");
+    assert!(l.dom.contains("acked-write-lost</span>"));
+    let t0: f64 = l.status("data-t0").parse().unwrap();
+    assert!(t0 > 0.0, "zoomed to the violation, not the whole run");
+}

@@ -6,7 +6,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use skein_jepsen::{check, read_history, CheckOptions, DEFAULT_MAX_EXAMPLES};
+use skein_jepsen::plot::{self, ReportInput};
+use skein_jepsen::{check, read_history, CheckOptions, Event, Report, DEFAULT_MAX_EXAMPLES};
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
@@ -35,6 +36,14 @@ pub struct CheckArgs {
     /// Examples kept per anomaly.
     #[arg(long, default_value_t = DEFAULT_MAX_EXAMPLES)]
     pub max_examples: usize,
+    /// Also draw the history into DIR (created): latency, quantiles, rate, unseen, lag,
+    /// the timeline (the anomalies' operations marked) and index.html linking them.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// Fault windows to draw under the plots: a `nemesis.jsonl` of `skein jepsen run`
+    /// (one JSON object a line: kind, start, end in ns, and label or node). Needs --plots.
+    #[arg(long, value_name = "FILE", requires = "plots")]
+    pub faults: Option<PathBuf>,
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -59,6 +68,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     let mut report = check(&events, &options);
     report.set_serializable(args.serializable);
+    if let Some(dir) = &args.plots {
+        write_plots(&args, dir, &name, &events, &report)?;
+    }
     let mut out = io::stdout().lock();
     let text = if args.json {
         let mut json = serde_json::to_string_pretty(&report).context("cannot encode the report")?;
@@ -79,4 +91,53 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `--plots DIR`: the report directory of this history (and of `--faults`, if given).
+fn write_plots(
+    args: &CheckArgs,
+    dir: &std::path::Path,
+    name: &str,
+    events: &[Event],
+    report: &Report,
+) -> anyhow::Result<()> {
+    let shades = match &args.faults {
+        None => Vec::new(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --faults {}", path.display()))?;
+            plot::read_faults(&text)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("bad --faults file {}", path.display()))?
+        }
+    };
+    let mut files = Vec::new();
+    if let Some(f) = &args.faults {
+        files.push((
+            f.display().to_string(),
+            "the fault windows drawn".to_string(),
+        ));
+    }
+    let written = plot::write_dir(
+        dir,
+        &ReportInput {
+            title: format!("skein check {name}"),
+            events,
+            shades: &shades,
+            time_label: "time (s)",
+            roles: Default::default(),
+            report: Some(report),
+            verdict: report.to_string(),
+            valid: report.valid,
+            marks: Vec::new(),
+            files,
+        },
+    )
+    .with_context(|| format!("cannot write the plots into --plots {}", dir.display()))?;
+    eprintln!(
+        "wrote {} files into {} (open index.html)",
+        written.len(),
+        dir.display()
+    );
+    Ok(())
 }

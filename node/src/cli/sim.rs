@@ -50,15 +50,33 @@ fn create(path: &PathBuf) -> anyhow::Result<Box<dyn Write>> {
 fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     let config = a.opts.config(a.seed)?;
     let trace = a.trace.as_ref().map(create).transpose()?;
-    let history = a.history.as_ref().map(create).transpose()?;
-    let report = match &a.html {
-        None => skein_sim::run(&config, trace, history)?,
-        Some(path) => {
-            let title = format!("skein sim run --seed {}{}", a.seed, a.opts.flags());
-            let report = write_viewer(&config, trace, history, &title, path)?;
+    // --plots reads the history back: it goes to --history, else into the directory.
+    let history_path = a
+        .history
+        .clone()
+        .or_else(|| a.plots.as_ref().map(|d| d.join("history.jsonl")));
+    if let Some(dir) = &a.plots {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create --plots {}", dir.display()))?;
+    }
+    let history = history_path.as_ref().map(create).transpose()?;
+    let title = format!("skein sim run --seed {}{}", a.seed, a.opts.flags());
+    let report = if a.html.is_none() && a.plots.is_none() {
+        skein_sim::run(&config, trace, history)?
+    } else {
+        // The recorder watches the trace; the run (and its hash) is the same.
+        let (report, recorder) = skein_sim::run_recorded(&config, trace, history)?;
+        if let Some(path) = &a.html {
+            let mut out = create(path)?;
+            skein_sim::viewer::write_html(&recorder, &report, &title, &mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("wrote {} (open it in a browser)", path.display());
-            report
         }
+        if let (Some(dir), Some(history)) = (&a.plots, &history_path) {
+            write_plots(dir, history, &title, &config, &report, &recorder)?;
+        }
+        report
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -82,6 +100,40 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("replay with: {}", a.opts.replay_command(a.seed));
         Ok(ExitCode::from(1))
     }
+}
+
+/// `--plots DIR`: the run's report directory, from the history written to `history`.
+fn write_plots(
+    dir: &std::path::Path,
+    history: &std::path::Path,
+    title: &str,
+    config: &SimConfig,
+    report: &SimReport,
+    recorder: &skein_sim::viewer::Recorder,
+) -> anyhow::Result<()> {
+    let file = std::fs::File::open(history)
+        .with_context(|| format!("cannot read the history back from {}", history.display()))?;
+    let events = skein_jepsen::read_history(std::io::BufReader::new(file))
+        .with_context(|| format!("bad history {}", history.display()))?;
+    let rel = |p: &std::path::Path| {
+        p.strip_prefix(dir)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| {
+                std::fs::canonicalize(p)
+                    .map(|c| format!("file://{}", c.display()))
+                    .unwrap_or_else(|_| p.display().to_string())
+            })
+    };
+    let files = vec![(rel(history), "the client history (docs/history.md)".into())];
+    let written =
+        skein_sim::plots::write_report(dir, &events, title, config, report, recorder, files)
+            .with_context(|| format!("cannot write the plots into --plots {}", dir.display()))?;
+    eprintln!(
+        "wrote {} files into {} (open index.html)",
+        written.len(),
+        dir.display()
+    );
+    Ok(())
 }
 
 /// Runs `config` with the viewer's recorder attached and writes its page to `path`.

@@ -90,6 +90,8 @@ pub struct FaultMark {
     /// When the fault ends by itself (None: instant, or ends at a heal or restart).
     pub end: Option<SimTime>,
     pub text: String,
+    /// The fault itself, targets resolved (for the reports' fault lanes).
+    pub fault: Fault,
 }
 
 /// A note on a lane: a broker or controller event.
@@ -656,6 +658,7 @@ impl Recorder {
             lanes,
             end,
             text: format!("{f:?}"),
+            fault: f.clone(),
         });
     }
 

@@ -12,6 +12,7 @@ use skein_jepsen::{
 };
 use skein_node::client::{Client, ClientError, ClientOptions};
 use skein_node::config::ClusterAddresses;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +59,16 @@ pub struct Ctx {
     pub recorder: Shared,
     pub stop: Arc<AtomicBool>,
     pub next_process: Arc<AtomicU64>,
+    /// What each history process is (`producer 1`, `group member 2 of jepsen-0`), for the
+    /// timeline's rows.
+    pub roles: Arc<Mutex<BTreeMap<u64, String>>>,
+}
+
+impl Ctx {
+    /// Names history process `process` by its role.
+    pub fn name(&self, process: u64, role: String) {
+        self.roles.lock().expect("roles lock").insert(process, role);
+    }
 }
 
 /// One producer: acks=all, idempotent, its n-th value sent to partition n mod the
@@ -68,6 +79,8 @@ pub async fn producer(first: u64, tps: Vec<TopicPartition>, rate: f64, ctx: Ctx)
     let period = Duration::from_secs_f64(1.0 / rate);
     let r = &ctx.recorder;
     let mut process = first;
+    let role = format!("producer {}", first + 1);
+    ctx.name(process, role.clone());
     let mut seq = 0u64;
     let mut client: Option<Client> = None;
     while !ctx.stop.load(Ordering::SeqCst) {
@@ -105,6 +118,7 @@ pub async fn producer(first: u64, tps: Vec<TopicPartition>, rate: f64, ctx: Ctx)
             Err(_) => {
                 send_event(EventType::Info, &send);
                 process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
+                ctx.name(process, role.clone());
                 seq = 0;
                 client = None;
             }
@@ -220,6 +234,7 @@ pub async fn final_reads(
 ) -> anyhow::Result<()> {
     for tp in tps {
         let process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
+        ctx.name(process, format!("final reads of {tp}"));
         final_read(process, tp, isolation, ctx)
             .await
             .with_context(|| format!("final reads of {tp}"))?;

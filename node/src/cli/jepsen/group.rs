@@ -58,17 +58,29 @@ pub async fn member(index: u32, seed: u64, partitions: u32, ctx: Ctx) {
     let mut n = 0;
     while !ctx.stop.load(Ordering::SeqCst) {
         let until = tokio::time::Instant::now() + lifetime(seed, index, n);
-        incarnation(partitions, until, n % 2 == 0, &ctx).await;
+        incarnation(index, partitions, until, n % 2 == 0, &ctx).await;
         n += 1;
     }
 }
 
 /// One member: joins, polls and commits until `until` or the end of the workload, then
 /// leaves (`leave`, or at the end) or crashes.
-async fn incarnation(partitions: u32, until: tokio::time::Instant, leave: bool, ctx: &Ctx) {
+async fn incarnation(
+    index: u32,
+    partitions: u32,
+    until: tokio::time::Instant,
+    leave: bool,
+    ctx: &Ctx,
+) {
     let base = ctx
         .next_process
         .fetch_add(u64::from(partitions) + 1, Ordering::SeqCst);
+    // Named by the member's slot: its incarnations share the slot's timeline rows.
+    ctx.name(base, format!("group member {}", index + 1));
+    for p in 0..partitions {
+        let role = format!("group member {} of {TOPIC}-{p}", index + 1);
+        ctx.name(base + 1 + u64::from(p), role);
+    }
     let mut gc = match GroupClient::new(ctx.cluster.clone(), config()) {
         Ok(gc) => gc,
         Err(e) => {

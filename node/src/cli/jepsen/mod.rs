@@ -294,7 +294,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Every node goes, whatever happened (the guard does the same on panic).
     drop(rt);
     drop(nodes);
-    let shades = match outcome {
+    let (shades, roles) = match outcome {
         Ok(s) => s,
         Err(e) => {
             eprintln!("jepsen: the run failed: {e:#}");
@@ -306,7 +306,7 @@ fn run_test(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    judge(&args, &dir, &shades)
+    judge(&args, &dir, &shades, roles)
 }
 
 fn replay(args: &RunArgs) -> String {
@@ -360,15 +360,18 @@ async fn wait_brokers(admin: &mut Client, h: &Harness<'_>, dir: &Path) -> anyhow
     }
 }
 
+/// History processes by role, as the clients named them.
+type Roles = std::collections::BTreeMap<u64, String>;
+
 /// Starts the clients and the nemesis, heals, waits and reads everything; returns the fault
-/// windows as they happened.
+/// windows as they happened and the processes' roles.
 async fn workload(
     args: &RunArgs,
     dir: &Path,
     cluster: ClusterAddresses,
     windows: &[Window],
     h: &Harness<'_>,
-) -> anyhow::Result<Vec<Shade>> {
+) -> anyhow::Result<(Vec<Shade>, Roles)> {
     let mut admin = Client::new(cluster.clone(), client_options());
     wait_brokers(&mut admin, h, dir).await?;
     let config = TopicConfig {
@@ -397,6 +400,7 @@ async fn workload(
         // Producers are processes 0..P, consumers P..P+N; group members, replacements and
         // final reads take theirs from here on.
         next_process: Arc::new(AtomicU64::new(args.producers + u64::from(args.partitions))),
+        roles: Default::default(),
     };
     let mut tasks = Vec::new();
     for p in 0..args.producers {
@@ -409,6 +413,7 @@ async fn workload(
     let isolation = args.workload.isolation();
     for (i, tp) in tps.iter().enumerate() {
         let process = args.producers + i as u64;
+        ctx.name(process, format!("consumer of {tp}"));
         let consumer = clients::consumer(process, tp.clone(), isolation, ctx.clone());
         tasks.push(tokio::spawn(consumer));
     }
@@ -437,7 +442,8 @@ async fn workload(
         .writer
         .flush()
         .context("cannot write the history")?;
-    Ok(shades)
+    let roles = ctx.roles.lock().expect("roles lock").clone();
+    Ok((shades, roles))
 }
 
 /// Waits until every partition has a leader and all replicas in its ISR.
@@ -620,12 +626,21 @@ async fn nemesis(
                 "links": links,
                 "start": start,
                 "end": end,
+                "label": s.label,
             })
         )?;
+        // The label is "<kind> <target>": the kind names the fault lane.
+        let target = s
+            .label
+            .strip_prefix(w.kind.name())
+            .unwrap_or(&s.label)
+            .trim()
+            .to_string();
         shades.push(Shade {
             start,
             end,
-            label: s.label,
+            kind: w.kind.name().to_string(),
+            target,
         });
     }
     sleep_until(origin + total).await;
@@ -637,7 +652,7 @@ async fn sleep_until(t: Instant) {
 }
 
 /// Checks the history, writes the report and plots, prints the verdict.
-fn judge(args: &RunArgs, dir: &Path, shades: &[Shade]) -> anyhow::Result<ExitCode> {
+fn judge(args: &RunArgs, dir: &Path, shades: &[Shade], roles: Roles) -> anyhow::Result<ExitCode> {
     let path = dir.join("history.jsonl");
     let file = std::fs::File::open(&path)?;
     let events = read_history(std::io::BufReader::new(file))
@@ -656,20 +671,45 @@ fn judge(args: &RunArgs, dir: &Path, shades: &[Shade]) -> anyhow::Result<ExitCod
         dir.join("report.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
-    let ops = plot::operations(&events);
-    std::fs::write(dir.join("latency.svg"), plot::latency_svg(&ops, shades))?;
-    std::fs::write(dir.join("rate.svg"), plot::rate_svg(&ops, shades))?;
-    std::fs::write(
-        dir.join("timeline.html"),
-        plot::timeline_html(
-            &format!("skein jepsen run, seed {}", args.seed),
-            &ops,
-            shades,
+    let mut files = vec![
+        (
+            "history.jsonl".to_string(),
+            "the client history (skein check D/history.jsonl --final-reads re-judges it)"
+                .to_string(),
         ),
-    )?;
+        ("report.txt".into(), "the checker's report".into()),
+        ("report.json".into(), "the same, as JSON".into()),
+        (
+            "nemesis.jsonl".into(),
+            "one line per fault: kind, target, node, links, start and end (ns)".into(),
+        ),
+        ("cluster.toml".into(), "the nodes' addresses".into()),
+    ];
+    let mut logs: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    files.extend(logs.into_iter().map(|l| (l, "node log".to_string())));
+    plot::write_dir(
+        dir,
+        &plot::ReportInput {
+            title: replay(args).replace(" --dir NEW_DIR", ""),
+            events: &events,
+            shades,
+            time_label: "time (s)",
+            roles,
+            report: Some(&report),
+            verdict: text.clone(),
+            valid: report.valid,
+            marks: Vec::new(),
+            files,
+        },
+    )
+    .with_context(|| format!("cannot write the plots into {}", dir.display()))?;
     println!("{text}");
     println!(
-        "jepsen: {} events, {} faults; outputs in {} (history.jsonl, report.txt, latency.svg, rate.svg, timeline.html, nemesis.jsonl, node logs)",
+        "jepsen: {} events, {} faults; outputs in {} (index.html links them: history.jsonl, report.txt, latency.svg, latency-quantiles.svg, rate.svg, unseen.svg, lag.svg, timeline.html, nemesis.jsonl, node logs)",
         events.len(),
         shades.len(),
         dir.display()

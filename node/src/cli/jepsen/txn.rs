@@ -60,6 +60,8 @@ pub async fn producer(
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (0x7478_6e00 + index));
     let r = &ctx.recorder;
     let mut process = first;
+    let role = format!("producer {} ({id})", index + 1);
+    ctx.name(process, role.clone());
     let mut seq = 0u64;
     let mut client: Option<TxnClient> = None;
     while !ctx.stop.load(Ordering::SeqCst) {
@@ -114,6 +116,7 @@ pub async fn producer(
         if kind == EventType::Info {
             // A new instance of the same transactional id: its init fences this one.
             process = ctx.next_process.fetch_add(1, Ordering::SeqCst);
+            ctx.name(process, role.clone());
             seq = 0;
             client = None;
         }
