@@ -74,6 +74,7 @@ fn config() -> impl Strategy<Value = LogConfig> {
             segment_ms: sm,
             max_batch_bytes: 1 << 16,
             truncate_on_corruption: false,
+            compaction: None,
         })
 }
 

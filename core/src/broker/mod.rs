@@ -65,6 +65,11 @@ pub struct BrokerConfig {
     pub session_timeout: Option<Nanos>,
     /// How often retention runs on every hosted log.
     pub retention_check_interval: Nanos,
+    /// How often the log cleaner runs on every hosted compacted log (no timer at all while
+    /// none is hosted), and how many bounded steps ([`crate::log::Cleaner::step`]: one
+    /// batch read or written, or one segment swapped) it takes per log each time.
+    pub cleaner_interval: Nanos,
+    pub cleaner_steps_per_tick: usize,
     /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
     /// (when they changed). A restarted replica starts from its checkpointed HW.
     pub hw_checkpoint_interval: Nanos,
@@ -108,6 +113,8 @@ impl Default for BrokerConfig {
             controllers: vec![1],
             session_timeout: None,
             retention_check_interval: 60_000_000_000,
+            cleaner_interval: 1_000_000_000,
+            cleaner_steps_per_tick: 256,
             hw_checkpoint_interval: 1_000_000_000,
             offsets_topic_partitions: 8,
             offsets_topic_replication_factor: 3,
@@ -250,6 +257,9 @@ pub struct Broker<S: Storage + Clone> {
     /// acknowledged.
     lapsed: bool,
     next_retention: Nanos,
+    /// The log cleaners of the hosted compacted partitions (docs/compaction.md).
+    cleaners: BTreeMap<TopicPartition, crate::log::Cleaner>,
+    next_clean: Nanos,
     next_hw_checkpoint: Nanos,
     last_hw_checkpoint: HwCheckpoint,
     replicas: ReplicaSet<Replica<PartitionLog<S>>>,
@@ -340,6 +350,8 @@ impl<S: Storage + Clone> Broker<S> {
             lease_until: None,
             lapsed,
             next_retention: now,
+            cleaners: BTreeMap::new(),
+            next_clean: now,
             next_hw_checkpoint: now,
             last_hw_checkpoint: Vec::new(),
             replicas: ReplicaSet::new(),
@@ -393,6 +405,11 @@ impl<S: Storage + Clone> Broker<S> {
             // committed lately; Kafka compacts this topic rather than trimming it.
             config.retention_bytes = None;
         }
+        if let Some(topic) = self.image.topic(&tp.topic) {
+            config.compaction = topic.config.compaction();
+        }
+        // A cleaning in progress belonged to the log object that is being replaced.
+        self.cleaners.remove(tp);
         match PartitionLog::open(self.storage.clone(), &dir, config) {
             Ok((log, summary)) => {
                 let cfg = self.config.replica_config(min_insync);
@@ -790,6 +807,9 @@ impl<S: Storage + Clone> Broker<S> {
         fold(self.txn_partition.poll_timeout());
         fold(self.txn_poll_timeout());
         fold(self.shutdown_deadline());
+        if self.hosts_compacted() {
+            fold(Some(self.next_clean));
+        }
         if !self.failed.is_empty() {
             fold(Some(self.next_open_retry));
         }
@@ -875,6 +895,10 @@ impl<S: Storage + Clone> Broker<S> {
                     tracing::warn!(%tp, error = %e, "retention failed");
                 }
             }
+        }
+        if now >= self.next_clean && self.hosts_compacted() {
+            self.next_clean = now + self.config.cleaner_interval;
+            self.run_cleaners(now);
         }
         self.collect_replica_effects();
     }
@@ -1360,8 +1384,13 @@ impl<S: Storage + Clone> Broker<S> {
         }
     }
 
-    /// Make hosted replicas match the image.
+    /// Make hosted replicas match the image, their compaction settings included.
     fn reconcile(&mut self, now: Nanos) {
+        self.reconcile_replicas(now);
+        self.sync_compaction();
+    }
+
+    fn reconcile_replicas(&mut self, now: Nanos) {
         let wanted: BTreeMap<TopicPartition, (PartitionState, u64, usize, bool)> = self
             .image
             .partitions_of_broker(self.id)
@@ -1711,6 +1740,9 @@ fn alter_request(p: IsrProposal) -> ControllerRequest {
     }
 }
 
+mod cleaning;
+#[cfg(test)]
+mod cleaning_tests;
 mod coordinator_host;
 #[cfg(test)]
 mod group_tests;

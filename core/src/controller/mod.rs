@@ -38,7 +38,7 @@ pub use request::{
     ControllerOutput, ControllerRequest, ControllerResponse, FenceReason, HeartbeatReply,
     ProducerIdAndEpoch, ReplicaLogInfo, Requester,
 };
-pub use topic_config::{TopicConfig, UncleanRecoveryStrategy};
+pub use topic_config::{CleanupPolicy, TopicConfig, UncleanRecoveryStrategy};
 
 #[cfg(test)]
 mod proptests;

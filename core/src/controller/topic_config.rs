@@ -24,6 +24,89 @@ pub struct TopicConfig {
     pub retention_ms: Option<i64>,
     /// Delete old segments beyond this many bytes per partition (None: no limit).
     pub retention_bytes: Option<u64>,
+    /// Kafka's `cleanup.policy`: trim by retention (`delete`, the default), keep the latest
+    /// record of every key (`compact`), or both (docs/compaction.md).
+    #[serde(default)]
+    pub cleanup_policy: CleanupPolicy,
+    /// Kafka's `delete.retention.ms`: how long a tombstone (a keyed record with a null
+    /// value) stays readable after the cleaning that first saw it.
+    #[serde(default = "default_delete_retention_ms")]
+    pub delete_retention_ms: i64,
+    /// Kafka's `min.compaction.lag.ms`: a record younger than this is never compacted.
+    #[serde(default)]
+    pub min_compaction_lag_ms: i64,
+    /// Kafka's `min.cleanable.dirty.ratio`, in thousandths (500 = 0.5): a log is cleaned
+    /// once the uncleaned share of its cleanable bytes reaches it.
+    #[serde(default = "default_dirty_ratio_permille")]
+    pub min_cleanable_dirty_ratio_permille: u16,
+}
+
+/// Kafka's default `delete.retention.ms`: one day.
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 3600 * 1000;
+
+/// Kafka's default `min.cleanable.dirty.ratio` (0.5), in thousandths.
+pub const DEFAULT_DIRTY_RATIO_PERMILLE: u16 = 500;
+
+fn default_delete_retention_ms() -> i64 {
+    DEFAULT_DELETE_RETENTION_MS
+}
+
+fn default_dirty_ratio_permille() -> u16 {
+    DEFAULT_DIRTY_RATIO_PERMILLE
+}
+
+/// Kafka's `cleanup.policy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CleanupPolicy {
+    /// Old segments are deleted by `retention.ms` / `retention.bytes`.
+    #[default]
+    Delete,
+    /// The log keeps at least the latest record of every key; nothing is deleted by age.
+    Compact,
+    /// Both: compacted, and old segments deleted by retention.
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// The config value, as Kafka spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Compact => "compact",
+            Self::CompactDelete => "compact,delete",
+        }
+    }
+
+    pub fn compacts(self) -> bool {
+        matches!(self, Self::Compact | Self::CompactDelete)
+    }
+
+    pub fn deletes(self) -> bool {
+        matches!(self, Self::Delete | Self::CompactDelete)
+    }
+}
+
+impl std::str::FromStr for CleanupPolicy {
+    type Err = String;
+
+    /// Kafka's list syntax: `delete`, `compact`, `compact,delete` (either order, spaces
+    /// allowed).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts: Vec<String> = s
+            .split(',')
+            .map(|p| p.trim().to_ascii_lowercase())
+            .collect();
+        parts.sort();
+        parts.dedup();
+        match parts.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["delete"] => Ok(Self::Delete),
+            ["compact"] => Ok(Self::Compact),
+            ["compact", "delete"] => Ok(Self::CompactDelete),
+            _ => Err(format!(
+                "unknown cleanup.policy {s:?} (delete, compact or compact,delete)"
+            )),
+        }
+    }
 }
 
 impl Default for TopicConfig {
@@ -36,6 +119,10 @@ impl Default for TopicConfig {
             unclean_recovery_strategy: UncleanRecoveryStrategy::default(),
             retention_ms: None,
             retention_bytes: None,
+            cleanup_policy: CleanupPolicy::default(),
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio_permille: DEFAULT_DIRTY_RATIO_PERMILLE,
         }
     }
 }
@@ -84,6 +171,17 @@ impl std::str::FromStr for UncleanRecoveryStrategy {
 }
 
 impl TopicConfig {
+    /// The log's compaction settings: None unless `cleanup.policy` holds `compact`.
+    pub fn compaction(&self) -> Option<crate::log::CompactionConfig> {
+        self.cleanup_policy
+            .compacts()
+            .then_some(crate::log::CompactionConfig {
+                delete_retention_ms: self.delete_retention_ms,
+                min_compaction_lag_ms: self.min_compaction_lag_ms,
+                min_cleanable_dirty_ratio_permille: self.min_cleanable_dirty_ratio_permille,
+            })
+    }
+
     /// Checks the config on its own; returns the reason it is invalid.
     pub fn validate(&self) -> Result<(), String> {
         if self.partitions == 0 {
@@ -103,6 +201,15 @@ impl TopicConfig {
         }
         if matches!(self.retention_ms, Some(ms) if ms <= 0) {
             return Err("retention.ms must be positive".into());
+        }
+        if self.delete_retention_ms < 0 {
+            return Err("delete.retention.ms must not be negative".into());
+        }
+        if self.min_compaction_lag_ms < 0 {
+            return Err("min.compaction.lag.ms must not be negative".into());
+        }
+        if self.min_cleanable_dirty_ratio_permille > 1000 {
+            return Err("min.cleanable.dirty.ratio must be between 0 and 1".into());
         }
         Ok(())
     }

@@ -6,14 +6,18 @@
 use super::batch::{verify_crc, BatchHeader, CheckedBatch, DecodeError, EncodeError, RecordBatch};
 use super::checkpoint;
 use super::codec::CODEC_MASK;
+use super::compaction::{CleanState, CompactionConfig};
 use super::epoch_cache::EpochCache;
 use super::segment::{check_crc, SegReader, Segment, Step, Verified, MAX_BATCH_LEN_ON_DISK};
 use super::storage::{join, Storage, StorageError};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use thiserror::Error;
 
+mod compact;
 mod recovery;
 mod repair;
+
+pub use compact::CleanableSegment;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 const RECOVERY_CHECKPOINT: &str = "recovery-point-checkpoint";
@@ -39,6 +43,10 @@ pub struct LogConfig {
     /// segment (reporting it in [`RecoverySummary::corruption`]) instead of failing with
     /// [`LogError::Corrupt`]. Torn unflushed tails are always cut.
     pub truncate_on_corruption: bool,
+    /// Compaction (Kafka's `cleanup.policy` holding `compact`): None, the default, for a
+    /// log that is never compacted. Set, it makes the leader refuse keyless records and
+    /// lets a [`super::cleaner::Cleaner`] run on the log.
+    pub compaction: Option<CompactionConfig>,
 }
 
 impl Default for LogConfig {
@@ -51,6 +59,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_batch_bytes: 1 << 20,
             truncate_on_corruption: false,
+            compaction: None,
         }
     }
 }
@@ -213,6 +222,13 @@ pub struct PartitionLog<S: Storage> {
     batch_scratch: Vec<RecordBatch>,
     /// Where `read_raw` gathers bytes (see [`exact_result`]).
     raw_scratch: Vec<u8>,
+    /// The cleaner checkpoint: below its clean point offsets may be missing (compacted
+    /// away or skipped by a follower copying a compacted leader); above it the log is
+    /// dense. Default (clean point 0) for a log never compacted.
+    clean: CleanState,
+    /// Bumped whenever segments are removed or cut (truncation, retention, repair), so a
+    /// cleaning in progress knows the segments it read may be gone.
+    layout_version: u64,
 }
 
 /// Scratch that grew past this many batches is not kept (most reads return a few).
@@ -285,6 +301,12 @@ fn append_index<S: Storage>(
     })
 }
 
+/// Whether data (a batch, or a segment's end) at offset `next` may follow data ending at
+/// `expected`: right there, or past a gap that lies below the clean point (compacted).
+fn offset_follows(expected: Offset, next: Offset, clean_point: Offset) -> bool {
+    next == expected || (next > expected && next <= clean_point)
+}
+
 fn corrupt(path: &str, pos: u64, offset: Offset, reason: impl Into<String>) -> LogError {
     LogError::Corrupt {
         path: path.to_string(),
@@ -314,6 +336,12 @@ impl<S: Storage> PartitionLog<S> {
 
     pub fn config(&self) -> &LogConfig {
         &self.config
+    }
+
+    /// Turns compaction on or off (a topic's `cleanup.policy` changed, or became known
+    /// after the log was opened).
+    pub fn set_compaction(&mut self, compaction: Option<CompactionConfig>) {
+        self.config.compaction = compaction;
     }
 
     /// Number of segments (for tests and metrics).
@@ -463,8 +491,14 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    fn check_contiguous(&self, base: Offset) -> Result<(), LogError> {
+    fn check_contiguous(&mut self, base: Offset) -> Result<(), LogError> {
         let leo = self.log_end_offset();
+        if base > leo && self.config.compaction.is_some() {
+            // A compacted leader's log has gaps where records were compacted away: the
+            // follower copies them as gaps, made legal (durably) before the batch lands.
+            self.raise_clean_point(base)?;
+            return Ok(());
+        }
         if base != leo {
             return Err(LogError::NonContiguousAppend {
                 expected: leo,
@@ -518,10 +552,13 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<AppendInfo, LogError> {
         let epoch = header.partition_leader_epoch;
         debug_assert!(self.failed.is_none(), "appends go to a usable log");
-        debug_assert_eq!(
-            header.base_offset,
-            self.log_end_offset(),
-            "placed at the LEO"
+        debug_assert!(
+            offset_follows(
+                self.log_end_offset(),
+                header.base_offset,
+                self.clean.clean_point
+            ),
+            "placed at the LEO (or past a gap below the clean point)"
         );
         debug_assert_eq!(header.total_len(), bytes.len(), "exactly one batch");
         debug_assert!(header.record_count > 0, "never an empty batch");
@@ -802,6 +839,7 @@ impl<S: Storage> PartitionLog<S> {
         let mut total = 0usize;
         let mut first = true;
         let chunk = max_bytes.clamp(SCAN_CHUNK, 16 << 20);
+        let clean_point = self.clean.clean_point;
         while idx < self.segments.len() {
             let seg = &self.segments[idx];
             if seg.next_offset <= from {
@@ -825,7 +863,7 @@ impl<S: Storage> PartitionLog<S> {
                         return Err(corrupt(r.path(), pos, expected, reason))
                     }
                     Step::Batch { pos, header, len } => {
-                        if header.base_offset != expected {
+                        if !offset_follows(expected, header.base_offset, clean_point) {
                             return Err(corrupt(
                                 r.path(),
                                 pos,
@@ -844,7 +882,7 @@ impl<S: Storage> PartitionLog<S> {
                         if header.record_count == 0 {
                             return Err(corrupt(r.path(), pos, expected, "batch has no records"));
                         }
-                        let base = expected;
+                        let base = header.base_offset;
                         expected = header.next_offset();
                         if expected <= from {
                             continue;
@@ -863,7 +901,7 @@ impl<S: Storage> PartitionLog<S> {
                     }
                 }
             }
-            if expected != seg_end {
+            if !offset_follows(expected, seg_end, clean_point) {
                 return Err(corrupt(
                     r.path(),
                     r.pos,
@@ -892,6 +930,7 @@ impl<S: Storage> PartitionLog<S> {
             return self.truncate_fully(offset);
         }
         let start = self.log_start_offset();
+        let clean_point = self.clean.clean_point;
         let idx = self.segments.partition_point(|s| s.base <= offset) - 1;
         // Find the cut position: the first batch whose end is past `offset`.
         let seg = &self.segments[idx];
@@ -913,7 +952,7 @@ impl<S: Storage> PartitionLog<S> {
                     break (pos, expected);
                 }
                 Step::Batch { pos, header, len } => {
-                    let valid = header.base_offset == expected
+                    let valid = offset_follows(expected, header.base_offset, clean_point)
                         && header.record_count > 0
                         && verify_crc(r.bytes(pos, len)).is_ok();
                     if !valid {
@@ -934,7 +973,9 @@ impl<S: Storage> PartitionLog<S> {
         // the segment located for it.
         debug_assert!(cut_off <= offset && cut_off >= self.segments[idx].base);
         debug_assert!(cut_pos <= self.segments[idx].size);
+        self.layout_version += 1;
         self.lower_recovery_point(cut_off)?;
+        self.lower_clean_point(cut_off)?;
         if self.epochs.truncate_from_end(cut_off) {
             self.write_epoch_checkpoint()?;
         }
@@ -996,7 +1037,9 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     fn truncate_fully(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.layout_version += 1;
         self.lower_recovery_point(offset)?;
+        self.lower_clean_point(offset)?;
         let below_start = offset < self.log_start_offset() || offset >= self.log_end_offset();
         let changed = if below_start {
             let had = !self.epochs.entries().is_empty();
@@ -1123,6 +1166,7 @@ impl<S: Storage> PartitionLog<S> {
         debug_assert!(n < self.segments.len());
         let new_start = self.segments[n].base;
         debug_assert!(start <= new_start && new_start <= end);
+        self.layout_version += 1;
         for s in self.segments.drain(..n).collect::<Vec<_>>() {
             summary.segments_deleted += 1;
             summary.bytes_deleted += s.size;

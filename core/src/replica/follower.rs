@@ -220,7 +220,9 @@ impl<L: ReplicaLog> Replica<L> {
                     if h.next_offset() <= leo {
                         continue; // already have it (duplicate delivery)
                     }
-                    if h.base_offset != leo {
+                    // A compacted leader's log has gaps: the copy keeps them (the log
+                    // makes the gap legal before the batch lands).
+                    if h.base_offset != leo && !(h.base_offset > leo && self.log.compacted()) {
                         tracing::warn!(tp = %self.tp, base = h.base_offset, leo, "fetched batch does not start at log end");
                         break;
                     }

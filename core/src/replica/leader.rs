@@ -625,6 +625,24 @@ impl<L: ReplicaLog> Replica<L> {
     /// broker itself. The batch stays encoded: what the leader needs (record count,
     /// producer identity, control bit) comes from its header, and the log checks and
     /// places the bytes ([`ReplicaLog::append_encoded_as_leader`]).
+    /// Why a produced batch's records are refused (Kafka's INVALID_RECORD), if they are:
+    /// none, control records (only this broker writes those), or a keyless record on a
+    /// compacted log (compaction keeps the latest record per key: a record without one has
+    /// no place there).
+    fn invalid_records(
+        &self,
+        bytes: &[u8],
+        header: &crate::log::BatchHeader,
+    ) -> Option<&'static str> {
+        if header.record_count == 0 {
+            return Some("empty batch");
+        }
+        if header.attributes & CONTROL_BATCH_BIT != 0 {
+            return Some("clients may not write control batches");
+        }
+        (self.log.compacted() && has_keyless_record(bytes, header)).then_some(KEYLESS_ON_COMPACTED)
+    }
+
     pub fn handle_produce(
         &mut self,
         now: Nanos,
@@ -659,13 +677,8 @@ impl<L: ReplicaLog> Replica<L> {
             };
             reply(r, Err(e))
         };
-        if header.record_count == 0 {
-            let e = ProduceError::InvalidRecord("empty batch".into());
-            return refuse(self, &req.batch, e);
-        }
-        if header.attributes & CONTROL_BATCH_BIT != 0 {
-            let e = ProduceError::InvalidRecord("clients may not write control batches".into());
-            return refuse(self, &req.batch, e);
+        if let Some(why) = self.invalid_records(req.batch.as_bytes(), &header) {
+            return refuse(self, &req.batch, ProduceError::InvalidRecord(why.into()));
         }
         if header.attributes & TRANSACTIONAL_BATCH_BIT != 0 {
             // A transaction is its producer's: without an identity (and, from a client, a
@@ -983,4 +996,15 @@ pub enum AlterOutcome {
     Rejected {
         reason: String,
     },
+}
+
+/// Kafka's message for a keyless record produced to a compacted topic (INVALID_RECORD).
+pub const KEYLESS_ON_COMPACTED: &str = "Compacted topic cannot accept message without key";
+
+/// Whether a record of the batch has no key. A batch whose records do not walk is not
+/// called keyless here: the CRC and record checks that follow refuse it as corrupt.
+fn has_keyless_record(bytes: &[u8], header: &crate::log::BatchHeader) -> bool {
+    let mut keyless = false;
+    let _ = crate::log::walk_batch(bytes, header, |r| keyless |= r.key.is_none());
+    keyless
 }

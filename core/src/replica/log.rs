@@ -123,9 +123,16 @@ pub trait ReplicaLog {
     /// Refill the damaged batch at `batch.base_offset` with another replica's intact copy
     /// (peer repair; see `PartitionLog::replace_damaged` for the checks).
     fn replace_damaged(&mut self, batch: &RecordBatch) -> Result<(), LogFailure>;
+    /// The log is compacted (`cleanup.policy` holds `compact`): every record needs a key.
+    fn compacted(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Storage> ReplicaLog for PartitionLog<S> {
+    fn compacted(&self) -> bool {
+        self.config().compaction.is_some()
+    }
     fn log_start_offset(&self) -> Offset {
         PartitionLog::log_start_offset(self)
     }

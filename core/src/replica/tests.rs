@@ -1784,5 +1784,51 @@ fn a_malformed_produce_batch_is_refused_by_name_and_nothing_is_written() {
     assert_eq!(ack.map(|a| a.base_offset), Ok(end_before));
 }
 
+/// Kafka refuses a keyless record on a compacted topic with INVALID_RECORD and this very
+/// message; keyed records (tombstones included) go in, and a log that is not compacted
+/// still takes keyless ones.
+#[test]
+fn a_compacted_log_refuses_keyless_records_by_kafkas_message() {
+    use super::leader::KEYLESS_ON_COMPACTED;
+    let compacted = LogConfig {
+        compaction: Some(crate::log::CompactionConfig::default()),
+        ..LogConfig::default()
+    };
+    let mut r = lone_leader(compacted);
+    let keyed = RecordBatch::new(0, [(Some(b"k".to_vec()), Some(b"v".to_vec()))]);
+    let tombstone = RecordBatch::new(0, [(Some(b"k".to_vec()), None)]);
+    let mixed = RecordBatch::new(
+        0,
+        [
+            (Some(b"k".to_vec()), Some(b"v".to_vec())),
+            (None, Some(b"x".to_vec())),
+        ],
+    );
+    let compressed = batch(&["no key"]).with_codec(crate::log::Codec::Lz4);
+    for b in [&keyed, &tombstone] {
+        let bytes = EncodedBatch::encode(b).unwrap().into_bytes();
+        produce_bytes(&mut r, bytes).expect("a keyed record is appended");
+    }
+    let end = r.log().log_end_offset();
+    for (what, b) in [
+        ("mixed", mixed),
+        ("keyless", batch(&["v"])),
+        ("lz4", compressed),
+    ] {
+        let bytes = EncodedBatch::encode(&b).unwrap().into_bytes();
+        let e = produce_bytes(&mut r, bytes).expect_err(what);
+        assert_eq!(
+            e,
+            ProduceError::InvalidRecord(KEYLESS_ON_COMPACTED.into()),
+            "{what}"
+        );
+        assert!(!crate::client::retriable(&e));
+        assert_eq!(r.log().log_end_offset(), end, "{what}: nothing written");
+    }
+    let mut plain = lone_leader(LogConfig::default());
+    let bytes = EncodedBatch::encode(&batch(&["v"])).unwrap().into_bytes();
+    produce_bytes(&mut plain, bytes).expect("a log that is not compacted takes it");
+}
+
 #[cfg(test)]
 mod txn_tests;

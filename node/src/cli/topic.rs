@@ -85,6 +85,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                     unclean_recovery_strategy,
                     retention_ms,
                     retention_bytes: None,
+                    ..TopicConfig::default()
                 };
                 if let Err(reason) = config.validate() {
                     bail!("invalid topic config: {reason}");

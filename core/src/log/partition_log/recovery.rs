@@ -143,6 +143,8 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<(Self, RecoverySummary), LogError> {
         config.validate()?;
         let dir = dir.trim_end_matches('/').to_string();
+        compact::finish_swaps(&mut storage, &dir)?;
+        let clean = compact::read_clean_state(&mut storage, &dir)?;
         let names = storage.list(&dir)?;
         let bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         remove_orphan_indexes(&mut storage, &dir, &names, &bases)?;
@@ -167,6 +169,8 @@ impl<S: Storage> PartitionLog<S> {
             read_buf: Vec::new(),
             batch_scratch: Vec::new(),
             raw_scratch: Vec::new(),
+            clean,
+            layout_version: 0,
         };
 
         if bases.is_empty() {
@@ -267,6 +271,15 @@ impl<S: Storage> PartitionLog<S> {
                     summary.batches_validated += v.batches;
                     summary.bytes_validated += v.bytes;
                     found.epochs.extend(v.epochs.iter().copied());
+                    let mut v = v;
+                    if v.fault.is_none() {
+                        // A cleaned segment may end in a gap (its last records compacted).
+                        if let Some(end) = expected_end.filter(|&e| {
+                            offset_follows(v.seg.next_offset, e, self.clean.clean_point)
+                        }) {
+                            v.seg.next_offset = end;
+                        }
+                    }
                     let fault = segment_fault(&v, expected_end);
                     (v.seg, fault)
                 }
@@ -403,14 +416,14 @@ impl<S: Storage> PartitionLog<S> {
                 Step::End => break,
                 Step::Fault { .. } => return Ok(None),
                 Step::Batch { pos, header, len } => {
-                    let ok = header.base_offset == expected
+                    let ok = offset_follows(expected, header.base_offset, self.clean.clean_point)
                         && header.record_count > 0
                         && verify_crc(r.bytes(pos, len)).is_ok();
                     if !ok {
                         return Ok(None);
                     }
                     tail_max = tail_max.max(header.max_timestamp);
-                    seg.last_batch_base = Some(expected);
+                    seg.last_batch_base = Some(header.base_offset);
                     expected = header.next_offset();
                 }
             }
@@ -418,7 +431,7 @@ impl<S: Storage> PartitionLog<S> {
         // The last time entry is taken as the segment's maximum (retention trusts it), so
         // it must at least cover the tail's timestamps.
         let time_ok = seg.time_index.last().is_some_and(|t| t.ts >= tail_max);
-        if expected != end || !time_ok {
+        if !offset_follows(expected, end, self.clean.clean_point) || !time_ok {
             return Ok(None);
         }
         Ok(Some(seg))
@@ -450,7 +463,7 @@ impl<S: Storage> PartitionLog<S> {
                 Step::End => break None,
                 Step::Fault { pos, reason } => break Some((pos, reason)),
                 Step::Batch { pos, header, len } => {
-                    if header.base_offset != expected {
+                    if !offset_follows(expected, header.base_offset, self.clean.clean_point) {
                         break Some((
                             pos,
                             format!(
