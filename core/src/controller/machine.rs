@@ -335,6 +335,7 @@ impl Txn {
         committed: Offset,
         answers: usize,
     ) -> Result<(), ControllerError> {
+        crate::probe!(UncleanRecovery);
         self.set_partition(tp, vec![leader], Some(leader), true)?;
         let leader_epoch = self.image.partition(tp).map_or(0, |s| s.leader_epoch);
         self.push(MetadataRecord::UncleanRecovery {
