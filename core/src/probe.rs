@@ -124,9 +124,10 @@ probes! {
     /// A Raft follower cut a conflicting suffix of its log (entries of a deposed leader's
     /// term that never committed).
     RaftFollowerTruncated = "raft.follower-truncated" @ "core/src/raft/node.rs",
-    /// Sometimes: a leader proposed an ISR shrink that leaves fewer members than
-    /// min.insync.replicas (acks=all produces are refused until it grows back).
-    IsrShrinkBelowMinInsync = "replica.isr-shrink-below-min-insync" @ "core/src/replica/leader.rs",
+    /// Sometimes: the controller shrank an ISR from at least min.insync.replicas members to
+    /// fewer (a leader's proposal or a fencing): acks=all produces are refused until it
+    /// grows back, and KIP-966's ELR starts to matter.
+    IsrBelowMinInsync = "controller.isr-below-min-insync" @ "core/src/controller/machine.rs",
     /// The controller's unclean recovery manager (KIP-966) elected a leader for a
     /// partition none of whose ISR and ELR members could lead.
     UncleanRecovery = "controller.unclean-recovery" @ "core/src/controller/machine.rs",
@@ -205,7 +206,7 @@ pub fn recording() -> bool {
     ON.with(Cell::get)
 }
 
-/// `sometimes!(IsrShrinkBelowMinInsync, isr.len() < min_insync)`: the probe counts when the
+/// `sometimes!(IsrBelowMinInsync, isr.len() < min_insync)`: the probe counts when the
 /// condition holds here. The condition must be side-effect free: it is evaluated only while
 /// a recording is on, so it can never change a run.
 #[macro_export]

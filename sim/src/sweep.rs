@@ -635,7 +635,7 @@ mod tests {
                 ["steady", "electing"][seed as usize % 2]
             )],
             copies_destroyed: Vec::new(),
-            swarm: (seed % 3 == 0).then(|| SwarmMix::draw(seed)),
+            swarm: seed.is_multiple_of(3).then(|| SwarmMix::draw(seed)),
         }
     }
 

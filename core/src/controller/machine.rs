@@ -112,6 +112,13 @@ impl Txn {
         {
             return Ok(());
         }
+        crate::sometimes!(IsrBelowMinInsync, {
+            let min = self
+                .image
+                .topic(&tp.topic)
+                .map_or(1, |t| usize::from(t.config.min_insync_replicas));
+            old.isr.len() >= min && isr.len() < min
+        });
         let leader_changed = leader != old.leader;
         let leader_epoch = old.leader_epoch + u32::from(leader_changed);
         if elr != old.elr {

@@ -490,10 +490,6 @@ impl<L: ReplicaLog> Replica<L> {
         };
         if new_isr.len() < l.isr.confirmed().len() {
             crate::probe!(IsrShrinkProposed);
-            crate::sometimes!(
-                IsrShrinkBelowMinInsync,
-                new_isr.len() < self.config.min_insync_replicas
-            );
         } else {
             crate::probe!(IsrExpandProposed);
         }
