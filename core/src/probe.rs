@@ -7,6 +7,13 @@
 //! probes; the simulator records which probes each run hit, and a sweep lists the probes no
 //! seed reached, a red flag that the fault mix or the workload misses a path.
 //!
+//! Probes are Skein's *sometimes-assertions* (Antithesis' `sometimes`, FoundationDB's
+//! `TEST(cond)`): each says "a good sweep reaches this at least once", with a name and a
+//! place ([`Probe::place`]), and a sweep reports each as hit (in how many seeds) or never
+//! hit. `probe!(Name)` marks a branch; `sometimes!(Name, cond)` counts only when a
+//! condition on the state holds there (a shrink that goes *below* min.insync, not any
+//! shrink), and evaluates `cond` only while recording.
+//!
 //! Probes are a closed set ([`Probe`]), so a report can name the ones never hit and a typo
 //! cannot silently create a new one. Recording is per thread and off by default: outside a
 //! recording (the node, every test that does not ask) `probe!` costs one thread-local flag
@@ -15,7 +22,7 @@
 use std::cell::{Cell, RefCell};
 
 macro_rules! probes {
-    ($($(#[doc = $doc:literal])* $name:ident = $text:literal,)*) => {
+    ($($(#[doc = $doc:literal])* $name:ident = $text:literal @ $place:literal,)*) => {
         /// Every probe, in report order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Probe {
@@ -31,76 +38,99 @@ macro_rules! probes {
                     $(Probe::$name => $text,)*
                 }
             }
+
+            /// The source file that marks it (`probe!` or `sometimes!`), from the
+            /// workspace root: where to look when a sweep never hits it (a test checks
+            /// the file does mark it).
+            pub fn place(self) -> &'static str {
+                match self {
+                    $(Probe::$name => $place,)*
+                }
+            }
         }
     };
 }
 
 probes! {
     /// A follower cut a divergent suffix after the leader answered Diverging (KIP-101/320).
-    FollowerTruncatedDivergent = "replica.truncate-divergent",
+    FollowerTruncatedDivergent = "replica.truncate-divergent" @ "core/src/replica/follower.rs",
     /// The follower's last epoch was older than the leader's: it asked again with an older
     /// epoch (the multi-round truncation of KIP-279).
-    FollowerTruncateOlderEpoch = "replica.truncate-older-epoch",
+    FollowerTruncateOlderEpoch = "replica.truncate-older-epoch" @ "core/src/replica/follower.rs",
     /// A follower truncated below its high watermark (only an unclean leader can cause it).
-    FollowerTruncatedBelowHw = "replica.truncate-below-hw",
+    FollowerTruncatedBelowHw = "replica.truncate-below-hw" @ "core/src/replica/follower.rs",
     /// A follower fetch carried a stale leader epoch and was fenced.
-    FetchFencedLeaderEpoch = "replica.fetch-fenced-epoch",
+    FetchFencedLeaderEpoch = "replica.fetch-fenced-epoch" @ "core/src/replica/leader.rs",
     /// A fetch named an epoch newer than the leader's (the leader has not heard yet).
-    FetchUnknownLeaderEpoch = "replica.fetch-unknown-epoch",
+    FetchUnknownLeaderEpoch = "replica.fetch-unknown-epoch" @ "core/src/replica/leader.rs",
     /// A consumer's fetch failed KIP-320's divergence check (the leader answered
     /// DivergingEpoch): an unclean election rewrote the log under the consumer.
-    ConsumerFetchDiverging = "replica.consumer-fetch-diverging",
+    ConsumerFetchDiverging = "replica.consumer-fetch-diverging" @ "core/src/replica/leader.rs",
     /// The leader proposed removing a lagging follower from the ISR.
-    IsrShrinkProposed = "replica.isr-shrink",
+    IsrShrinkProposed = "replica.isr-shrink" @ "core/src/replica/leader.rs",
     /// The leader proposed adding a caught-up follower back to the ISR.
-    IsrExpandProposed = "replica.isr-expand",
+    IsrExpandProposed = "replica.isr-expand" @ "core/src/replica/leader.rs",
     /// The controller refused an ISR proposal (stale partition epoch, fenced leader...).
-    IsrProposalRejected = "replica.isr-rejected",
+    IsrProposalRejected = "replica.isr-rejected" @ "core/src/replica/leader.rs",
     /// An acks=all produce was refused: the ISR is below min.insync.replicas.
-    ProduceNotEnoughReplicas = "replica.produce-not-enough-replicas",
+    ProduceNotEnoughReplicas = "replica.produce-not-enough-replicas" @ "core/src/replica/leader.rs",
     /// A replica's log failed a read (CRC, I/O) and it went offline for the partition.
-    ReplicaWentOffline = "replica.offline",
+    ReplicaWentOffline = "replica.offline" @ "core/src/replica/mod.rs",
     /// A leader's flush failed (a full disk) with data unflushed: it is tried again on a
     /// timer, not only at the next append (seed 5503).
-    LeaderFlushRetry = "replica.leader-flush-retry",
+    LeaderFlushRetry = "replica.leader-flush-retry" @ "core/src/replica/mod.rs",
     /// A damaged batch was refilled with another replica's intact copy (peer repair).
-    ReplicaPeerRepaired = "replica.peer-repaired",
+    ReplicaPeerRepaired = "replica.peer-repaired" @ "core/src/replica/repair.rs",
     /// An idempotent retry matched a batch already in the log: acknowledged, not rewritten.
-    IdempotentDuplicate = "idempotence.duplicate",
+    IdempotentDuplicate = "idempotence.duplicate" @ "core/src/replica/leader.rs",
     /// A batch's sequence did not follow the last one: OutOfOrderSequence.
-    IdempotentOutOfOrder = "idempotence.out-of-order",
+    IdempotentOutOfOrder = "idempotence.out-of-order" @ "core/src/replica/leader.rs",
     /// A producer epoch older than the current one was refused (a zombie producer).
-    IdempotentStaleEpoch = "idempotence.stale-epoch",
+    IdempotentStaleEpoch = "idempotence.stale-epoch" @ "core/src/replica/leader.rs",
     /// The producer client bumped its epoch to get past a sequence gap.
-    ProducerEpochBump = "producer.epoch-bump",
+    ProducerEpochBump = "producer.epoch-bump" @ "core/src/producer/client.rs",
     /// The controller elected a leader from the ISR.
-    ElectionClean = "controller.election-clean",
+    ElectionClean = "controller.election-clean" @ "core/src/controller/machine.rs",
     /// The ISR had no live member: the controller elected an eligible leader replica
     /// (KIP-966).
-    ElectionEligible = "controller.election-elr",
+    ElectionEligible = "controller.election-elr" @ "core/src/controller/machine.rs",
     /// The controller elected a leader from outside the ISR (unclean election enabled).
-    ElectionUnclean = "controller.election-unclean",
+    ElectionUnclean = "controller.election-unclean" @ "core/src/controller/machine.rs",
     /// The controller found no eligible leader for a partition.
-    ElectionNoneEligible = "controller.election-none",
+    ElectionNoneEligible = "controller.election-none" @ "core/src/controller/machine.rs",
     /// A broker's session expired and the controller fenced it.
-    BrokerFenced = "controller.broker-fenced",
+    BrokerFenced = "controller.broker-fenced" @ "core/src/controller/machine.rs",
     /// A group member's request carried an old generation (IllegalGeneration).
-    GroupIllegalGeneration = "group.illegal-generation",
+    GroupIllegalGeneration = "group.illegal-generation" @ "core/src/group/state.rs",
     /// A request from a member the coordinator no longer knows (UnknownMemberId).
-    GroupUnknownMember = "group.unknown-member",
+    GroupUnknownMember = "group.unknown-member" @ "core/src/group/state.rs",
     /// A group's member session expired and the coordinator removed it.
-    GroupMemberExpired = "group.member-expired",
+    GroupMemberExpired = "group.member-expired" @ "core/src/group/state.rs",
     /// A coordinator loaded its groups from `__consumer_offsets` (first load or failover).
-    CoordinatorLoaded = "group.coordinator-loaded",
+    CoordinatorLoaded = "group.coordinator-loaded" @ "core/src/group/coordinator.rs",
     /// A coordinator could not read `__consumer_offsets` to load (a damaged batch): its
     /// log went offline and another replica's coordinator takes over (seed 361).
-    CoordinatorLoadFailed = "group.coordinator-load-failed",
+    CoordinatorLoadFailed = "group.coordinator-load-failed" @ "core/src/broker/coordinator_host.rs",
     /// Recovery cut a torn or corrupt tail from a segment after a crash.
-    LogRecoveryTruncated = "log.recovery-truncated",
+    LogRecoveryTruncated = "log.recovery-truncated" @ "core/src/log/partition_log/recovery.rs",
     /// A batch failed its CRC on read.
-    LogCrcMismatch = "log.crc-mismatch",
+    LogCrcMismatch = "log.crc-mismatch" @ "core/src/log/batch/header.rs",
     /// A compressed batch's records were decompressed (to check, place or decode it).
-    LogDecompressed = "log.decompressed",
+    LogDecompressed = "log.decompressed" @ "core/src/log/batch/walk.rs",
+    /// Sometimes: a Raft candidate won an election holding entries past its commit index,
+    /// all of older terms (its new no-op not yet appended): the state in which Raft's
+    /// figure 8 (`commit-previous-term`) can commit an older term's entry by counting.
+    RaftLeaderInheritsUncommitted = "raft.leader-inherits-uncommitted" @ "core/src/raft/node.rs",
+    /// A Raft follower cut a conflicting suffix of its log (entries of a deposed leader's
+    /// term that never committed).
+    RaftFollowerTruncated = "raft.follower-truncated" @ "core/src/raft/node.rs",
+    /// Sometimes: the controller shrank an ISR from at least min.insync.replicas members to
+    /// fewer (a leader's proposal or a fencing): acks=all produces are refused until it
+    /// grows back, and KIP-966's ELR starts to matter.
+    IsrBelowMinInsync = "controller.isr-below-min-insync" @ "core/src/controller/machine.rs",
+    /// The controller's unclean recovery manager (KIP-966) elected a leader for a
+    /// partition none of whose ISR and ELR members could lead.
+    UncleanRecovery = "controller.unclean-recovery" @ "core/src/controller/machine.rs",
 }
 
 thread_local! {
@@ -169,6 +199,25 @@ macro_rules! probe {
     };
 }
 
+/// Whether this thread is recording probe hits (so a `sometimes!` condition is worth
+/// evaluating).
+#[inline]
+pub fn recording() -> bool {
+    ON.with(Cell::get)
+}
+
+/// `sometimes!(IsrBelowMinInsync, isr.len() < min_insync)`: the probe counts when the
+/// condition holds here. The condition must be side-effect free: it is evaluated only while
+/// a recording is on, so it can never change a run.
+#[macro_export]
+macro_rules! sometimes {
+    ($name:ident, $cond:expr) => {
+        if $crate::probe::recording() && $cond {
+            $crate::probe::hit($crate::probe::Probe::$name)
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +229,43 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), Probe::ALL.len());
+    }
+
+    /// Every probe's declared place marks it (`probe!(Name)` or `sometimes!(Name, ...)`),
+    /// so the place a report prints for a never-hit probe is where to look.
+    #[test]
+    fn every_probe_is_marked_at_its_place() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        for &p in Probe::ALL {
+            let path = format!("{root}/{}", p.place());
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: place {path}: {e}", p.name()));
+            let name = format!("{p:?}");
+            assert!(
+                text.contains(&format!("probe!({name})"))
+                    || text.contains(&format!("sometimes!({name},")),
+                "{}: {} marks neither probe!({name}) nor sometimes!({name}, ...)",
+                p.name(),
+                p.place()
+            );
+        }
+    }
+
+    #[test]
+    fn sometimes_counts_only_when_its_condition_holds_and_only_while_recording() {
+        let mut evaluated = 0;
+        let mut cond = |v: bool| {
+            evaluated += 1;
+            v
+        };
+        sometimes!(UncleanRecovery, cond(true));
+        let rec = record();
+        sometimes!(UncleanRecovery, cond(false));
+        sometimes!(UncleanRecovery, cond(true));
+        let counts = rec.finish();
+        let got = counts.iter().find(|(q, _)| *q == Probe::UncleanRecovery);
+        assert_eq!(got.map(|(_, n)| n), Some(1));
+        assert_eq!(evaluated, 2, "not evaluated outside a recording");
     }
 
     #[test]

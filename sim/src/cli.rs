@@ -141,15 +141,33 @@ pub struct SimOpts {
     /// Switch a historical bug back on in the core (bug zoo; see docs/simulation.md).
     #[arg(long, value_name = "NAME")]
     pub bug: Vec<String>,
+    /// Swarm testing: each seed draws its own fault mix from the seed (kinds on and off,
+    /// weights, rate, message delays, max-down, fault lengths; docs/search.md), printed
+    /// with its verdict. `--fault-weights`, `--max-down` and `--no-bit-flips` still pin
+    /// what they name.
+    #[arg(long)]
+    pub swarm: bool,
 }
 
 impl SimOpts {
-    /// The run configuration: defaults, then the scenario, then flags.
+    /// The run configuration: defaults, then the scenario, then the seed's swarm mix
+    /// (`--swarm`), then flags.
     pub fn config(&self, seed: u64) -> Result<SimConfig, FlagError> {
+        self.config_from(self.base()?, seed)
+    }
+
+    /// The defaults, `--fault-rate` and the scenario: what does not depend on the seed
+    /// (read once per sweep; [`SimOpts::config_from`] finishes each seed's).
+    pub fn base(&self) -> Result<SimConfig, FlagError> {
         let mut c = SimConfig::default();
         if let Some(rate) = self.fault_rate {
             if !(rate.is_finite() && rate >= 0.0) {
                 return Err(FlagError::Flag("--fault-rate must be a number >= 0".into()));
+            }
+            if self.swarm {
+                return Err(FlagError::Flag(
+                    "--swarm draws each seed's fault rate: drop --fault-rate (pin fault kinds with --fault-weights)".into(),
+                ));
             }
             c = c.with_fault_rate(rate);
         }
@@ -157,7 +175,20 @@ impl SimOpts {
             let sc = Scenario::load(path)?;
             c.apply_scenario(&sc);
         }
+        Ok(c)
+    }
+
+    /// The seed's swarm mix, with `--swarm`.
+    pub fn swarm_mix(&self, seed: u64) -> Option<crate::swarm::SwarmMix> {
+        self.swarm.then(|| crate::swarm::SwarmMix::draw(seed))
+    }
+
+    /// `seed`'s run configuration from [`SimOpts::base`]'s: the swarm mix, then flags.
+    pub fn config_from(&self, mut c: SimConfig, seed: u64) -> Result<SimConfig, FlagError> {
         c.seed = seed;
+        if let Some(mix) = self.swarm_mix(seed) {
+            mix.apply(&mut c);
+        }
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
         }
@@ -278,6 +309,9 @@ impl SimOpts {
         for b in &self.bug {
             s += &format!(" --bug {b}");
         }
+        if self.swarm {
+            s += " --swarm";
+        }
         s
     }
 
@@ -391,6 +425,19 @@ pub struct ZooArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Time to bug: per bug, `--windows` independent attempts, each running seeds one
+    /// after another (attempt K from START + K x `--cap-seeds`; END is not used) until
+    /// the first safety finding or a cap; prints seeds and CPU-seconds to the finding
+    /// (docs/search.md).
+    #[arg(long)]
+    pub time_to_bug: bool,
+    /// With `--time-to-bug`: at most this many seeds per attempt.
+    #[arg(long, default_value_t = 300, value_name = "N")]
+    pub cap_seeds: u64,
+    /// With `--time-to-bug`: at most this much CPU time per attempt (runs of the bug
+    /// only; the correct-core check of a finding is not counted).
+    #[arg(long, default_value = "120s", value_parser = duration_arg, value_name = "DURATION")]
+    pub cap_cpu: SimTime,
 }
 
 #[derive(Args, Debug)]

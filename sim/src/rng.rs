@@ -26,6 +26,9 @@ pub enum Subsystem {
     Clock = 5,
     /// Seeds handed to state machines that want randomness of their own (jitter).
     Nodes = 6,
+    /// A `--swarm` seed's fault mix (`swarm::SwarmMix::draw`), drawn before the run and
+    /// never read by it.
+    Swarm = 7,
 }
 
 /// One deterministic generator per subsystem, derived from the run's seed.

@@ -13,6 +13,7 @@
 //! `skein sim sweep`); this module holds only data, so it stays deterministic.
 
 use crate::report::SimReport;
+use crate::swarm::SwarmMix;
 use crate::time::{Human, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -97,6 +98,9 @@ pub struct SeedResult {
     /// report's `copies_destroyed`): not failures, but counted and listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copies_destroyed: Vec<String>,
+    /// The seed's fault mix, in a `--swarm` sweep (`SimOpts::swarm_mix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<SwarmMix>,
 }
 
 /// Equal when the runs were the same: everything but the wall time.
@@ -113,6 +117,7 @@ impl PartialEq for SeedResult {
             && self.probes == o.probes
             && self.atlas == o.atlas
             && self.copies_destroyed == o.copies_destroyed
+            && self.swarm == o.swarm
     }
 }
 
@@ -147,6 +152,7 @@ impl SeedResult {
             probes: report.probes_hit().into_iter().map(String::from).collect(),
             atlas: report.atlas.iter().map(|(e, _)| e.clone()).collect(),
             copies_destroyed: report.copies_destroyed.clone(),
+            swarm: None,
         }
     }
 
@@ -165,6 +171,7 @@ impl SeedResult {
             probes: Vec::new(),
             atlas: Vec::new(),
             copies_destroyed: Vec::new(),
+            swarm: None,
         }
     }
 
@@ -245,6 +252,28 @@ pub fn write_results(
     Ok(())
 }
 
+/// How the last line of a results file starts: the sweep's sometimes-assertions
+/// ([`SweepResults::sometimes`]), for readers of the file alone; `sim merge` recomputes it.
+pub const SOMETIMES_TRAILER: &str = "{\"sometimes\":";
+
+/// One sometimes-assertion (a probe) over a sweep: how many seeds hit it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sometimes {
+    pub name: String,
+    /// The source file that marks it (empty for a name this binary does not define).
+    pub place: String,
+    pub seeds: u64,
+}
+
+/// Writes the sometimes trailer line of a results file (after [`write_results`]).
+pub fn write_sometimes(
+    results: &SweepResults,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let line = serde_json::json!({ "sometimes": results.sometimes() });
+    writeln!(out, "{line}")
+}
+
 /// Reads one results file (`name` is for error messages).
 pub fn read_results(name: &str, text: &str) -> Result<(SweepHeader, Vec<SeedResult>), SweepError> {
     let mut lines = text
@@ -287,6 +316,10 @@ pub fn read_results(name: &str, text: &str) -> Result<(SweepHeader, Vec<SeedResu
     }
     let mut seeds = Vec::new();
     for (i, line) in lines {
+        // The sometimes-assertions trailer is derived from the seeds: recomputed, not read.
+        if line.starts_with(SOMETIMES_TRAILER) {
+            continue;
+        }
         let r: SeedResult = serde_json::from_str(line).map_err(|e| parse_err(i, e))?;
         let in_range = (header.start..header.end).contains(&r.seed);
         if !in_range || (r.seed - header.start) % header.shard_m != header.shard_k - 1 {
@@ -416,6 +449,23 @@ impl SweepResults {
         out
     }
 
+    /// Every probe (sometimes-assertion) with its place and how many seeds hit it, in
+    /// report order (0: never hit).
+    pub fn sometimes(&self) -> Vec<Sometimes> {
+        use skein_core::probe::Probe;
+        self.probe_runs()
+            .into_iter()
+            .map(|(name, seeds)| Sometimes {
+                place: Probe::ALL
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .map_or(String::new(), |p| p.place().to_string()),
+                name,
+                seeds,
+            })
+            .collect()
+    }
+
     /// Per fault kind, the (role/moment, seeds) where it struck, most seeds first.
     pub fn atlas(&self) -> BTreeMap<String, Vec<(String, u64)>> {
         let mut runs: BTreeMap<&str, u64> = BTreeMap::new();
@@ -499,20 +549,20 @@ impl fmt::Display for Summary<'_> {
                 writeln!(f, "  seed {}: {}", s.seed, s.copies_destroyed.join("; "))?;
             }
         }
-        let probes = r.probe_runs();
-        let never: Vec<&str> = probes
+        let probes = r.sometimes();
+        let never: Vec<String> = probes
             .iter()
-            .filter(|(_, n)| *n == 0)
-            .map(|(p, _)| p.as_str())
+            .filter(|s| s.seeds == 0)
+            .map(|s| format!("{} ({})", s.name, s.place))
             .collect();
         writeln!(
             f,
-            "probes: {} of {} hit by at least one seed (seeds hitting each):",
+            "probes (sometimes-assertions): {} of {} hit by at least one seed (seeds hitting each):",
             probes.len() - never.len(),
             probes.len()
         )?;
-        for (p, n) in probes.iter().filter(|(_, n)| *n > 0) {
-            writeln!(f, "  {p:<40} {n}")?;
+        for s in probes.iter().filter(|s| s.seeds > 0) {
+            writeln!(f, "  {:<40} {}", s.name, s.seeds)?;
         }
         if !never.is_empty() {
             writeln!(f, "  NEVER HIT: {}", never.join(", "))?;
@@ -548,6 +598,9 @@ impl fmt::Display for Summary<'_> {
                 o.seed,
                 h.flags
             )?;
+            if let Some(mix) = &o.swarm {
+                writeln!(f, "  swarm mix: {mix}")?;
+            }
         }
         Ok(())
     }
@@ -582,6 +635,7 @@ mod tests {
                 ["steady", "electing"][seed as usize % 2]
             )],
             copies_destroyed: Vec::new(),
+            swarm: seed.is_multiple_of(3).then(|| SwarmMix::draw(seed)),
         }
     }
 
@@ -676,6 +730,36 @@ mod tests {
             read_results("f", &foreign).unwrap_err(),
             SweepError::ForeignSeed { seed: 3, .. }
         ));
+    }
+
+    #[test]
+    fn the_sometimes_trailer_is_written_skipped_on_reading_and_lists_never_hit_places() {
+        let text = file(0, 12, 1, 1, " --swarm");
+        let whole = merge(&[("a".into(), text.clone())]).unwrap();
+        let mut with_trailer = text.into_bytes();
+        write_sometimes(&whole, &mut with_trailer).unwrap();
+        let with_trailer = String::from_utf8(with_trailer).unwrap();
+        assert!(with_trailer
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with(SOMETIMES_TRAILER));
+        assert_eq!(merge(&[("a".into(), with_trailer)]).unwrap(), whole);
+        let s = whole.sometimes();
+        let shrink = s.iter().find(|s| s.name == "replica.isr-shrink").unwrap();
+        assert_eq!(shrink.seeds, 6);
+        assert_eq!(shrink.place, "core/src/replica/leader.rs");
+        let summary = whole.summary().to_string();
+        assert!(
+            summary
+                .contains("NEVER HIT: replica.truncate-divergent (core/src/replica/follower.rs)"),
+            "{summary}"
+        );
+        // A failing swarm seed prints its mix under its replay command.
+        assert!(summary.contains(&format!(
+            "replay: skein sim replay --seed 0 --swarm\n  swarm mix: {}",
+            SwarmMix::draw(0)
+        )));
     }
 
     #[test]

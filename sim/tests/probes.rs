@@ -57,3 +57,38 @@ fn probe_counts_are_deterministic_and_leave_the_trace_hash_alone() {
     assert!(struck > 0);
     assert_eq!(a.atlas, b.atlas);
 }
+
+/// The sometimes-assertions of issue 47 fire where their scenarios put the cluster in the
+/// state they name, and not in a fault-free run.
+#[test]
+fn the_new_sometimes_assertions_fire_in_their_scenarios() {
+    let cases = [
+        ("raft-figure-8.toml", 1, "raft.leader-inherits-uncommitted"),
+        ("raft-figure-8.toml", 1, "raft.follower-truncated"),
+        (
+            "isr-shrink-to-one.toml",
+            1,
+            "controller.isr-below-min-insync",
+        ),
+        (
+            "unclean-recovery-balanced.toml",
+            161,
+            "controller.unclean-recovery",
+        ),
+    ];
+    for (file, seed, probe) in cases {
+        let r = common::run_scenario(file, seed);
+        assert!(hits(&r, probe) > 0, "{file} seed {seed}: {probe} not hit");
+    }
+    let quiet = SimConfig {
+        seed: 3,
+        duration: 5_000_000_000,
+        liveness: 2_000_000_000,
+        produce_rate: 50.0,
+        ..SimConfig::default().with_fault_rate(0.0)
+    };
+    let r = common::run(&quiet);
+    for (_, _, probe) in cases {
+        assert_eq!(hits(&r, probe), 0, "{probe} in a fault-free run");
+    }
+}

@@ -112,6 +112,13 @@ impl Txn {
         {
             return Ok(());
         }
+        crate::sometimes!(IsrBelowMinInsync, {
+            let min = self
+                .image
+                .topic(&tp.topic)
+                .map_or(1, |t| usize::from(t.config.min_insync_replicas));
+            old.isr.len() >= min && isr.len() < min
+        });
         let leader_changed = leader != old.leader;
         let leader_epoch = old.leader_epoch + u32::from(leader_changed);
         if elr != old.elr {
@@ -335,6 +342,7 @@ impl Txn {
         committed: Offset,
         answers: usize,
     ) -> Result<(), ControllerError> {
+        crate::probe!(UncleanRecovery);
         self.set_partition(tp, vec![leader], Some(leader), true)?;
         let leader_epoch = self.image.partition(tp).map_or(0, |s| s.leader_epoch);
         self.push(MetadataRecord::UncleanRecovery {

@@ -611,6 +611,8 @@ impl<S: Storage> Raft<S> {
         debug_assert_eq!(self.voted_for, Some(self.id()));
         self.set_role(RaftRole::Leader, Some(self.id()));
         let last = self.log.last_index();
+        // Every entry past the commit index is of an older term here (the no-op comes next).
+        crate::sometimes!(RaftLeaderInheritsUncommitted, last > self.commit);
         self.progress = self
             .config
             .voters
@@ -923,6 +925,7 @@ impl<S: Storage> Raft<S> {
             let first = entries[at].index;
             if first <= self.log.last_index() {
                 debug_assert!(first > self.commit, "truncating committed entry {first}");
+                crate::probe!(RaftFollowerTruncated);
                 if let Err(e) = self.store.truncate_from(first) {
                     return self.fail(e);
                 }

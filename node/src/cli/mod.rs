@@ -12,4 +12,5 @@ pub mod node;
 pub mod produce;
 mod produce_txn;
 pub mod sim;
+mod time_to_bug;
 pub mod topic;

@@ -81,6 +81,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        if let Some(mix) = a.opts.swarm_mix(a.seed) {
+            println!("swarm mix    {mix}");
+        }
         println!("{report}");
         if let Some(h) = &report.history_summary {
             println!("history check:\n{h}");
@@ -151,6 +154,16 @@ fn write_viewer(
     Ok(report)
 }
 
+/// Runs one seed's configuration (begun at `started`) into its result.
+fn run_seed(config: &SimConfig, started: Instant) -> SeedResult {
+    let run = skein_sim::run(config, None, None);
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    match run {
+        Ok(r) => SeedResult::from_report(&r, meets_expectation(&r, &config.expect), wall_ms),
+        Err(e) => SeedResult::from_error(config.seed, e.to_string(), wall_ms),
+    }
+}
+
 /// Runs `seeds` on `jobs` threads; the result is sorted by seed and independent of `jobs`.
 pub fn run_seeds(
     opts: &SimOpts,
@@ -159,7 +172,8 @@ pub fn run_seeds(
     on_done: &mut dyn FnMut(&SeedResult),
 ) -> anyhow::Result<Vec<SeedResult>> {
     // Validate the flags once, up front, so a bad scenario is one error, not one per seed.
-    let template = opts.config(seeds.first().copied().unwrap_or(0))?;
+    let template = opts.base()?;
+    opts.config_from(template.clone(), seeds.first().copied().unwrap_or(0))?;
     let next = Arc::new(AtomicUsize::new(0));
     let seeds: Arc<Vec<u64>> = Arc::new(seeds.to_vec());
     let (tx, rx) = mpsc::channel::<SeedResult>();
@@ -171,19 +185,12 @@ pub fn run_seeds(
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&seed) = seeds.get(i) else { break };
-                let config = SimConfig {
-                    seed,
-                    ..template.clone()
-                };
                 let started = Instant::now();
-                let run = skein_sim::run(&config, None, None);
-                let wall_ms = started.elapsed().as_secs_f64() * 1e3;
-                let outcome = match run {
-                    Ok(r) => {
-                        SeedResult::from_report(&r, meets_expectation(&r, &config.expect), wall_ms)
-                    }
-                    Err(e) => SeedResult::from_error(seed, e.to_string(), wall_ms),
+                let mut outcome = match opts.config_from(template.clone(), seed) {
+                    Ok(config) => run_seed(&config, started),
+                    Err(e) => SeedResult::from_error(seed, e.to_string(), 0.0),
                 };
+                outcome.swarm = opts.swarm_mix(seed);
                 if tx.send(outcome).is_err() {
                     break;
                 }
@@ -239,11 +246,6 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     })?;
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
-    if let (Some(out), Some(path)) = (json.as_mut(), &a.json) {
-        skein_sim::sweep::write_results(&header, &results, out)
-            .and_then(|()| out.flush())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
     if a.hashes {
         for o in &results {
             println!("seed {} hash {}", o.seed, o.trace_hash);
@@ -254,6 +256,12 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         seeds: results,
         missing: Vec::new(),
     };
+    if let (Some(out), Some(path)) = (json.as_mut(), &a.json) {
+        skein_sim::sweep::write_results(&results.header, &results.seeds, out)
+            .and_then(|()| skein_sim::sweep::write_sometimes(&results, out))
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     print!("{}", results.summary());
     println!(
         "{:.1}s wall, {:.1} seeds/s, {} jobs",
@@ -280,6 +288,7 @@ fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.json {
         let mut out = create(path)?;
         skein_sim::sweep::write_results(&merged.header, &merged.seeds, &mut out)
+            .and_then(|()| skein_sim::sweep::write_sometimes(&merged, &mut out))
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -397,6 +406,9 @@ fn zoo(a: ZooArgs) -> anyhow::Result<ExitCode> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    if a.time_to_bug {
+        return super::time_to_bug::run(&a, &bugs, &base, jobs);
+    }
     let seeds: Vec<u64> = (a.seeds.start..a.seeds.end).collect();
     let windows = a.windows.clamp(1, seeds.len() as u64) as usize;
     let per = seeds.len() / windows;
@@ -488,6 +500,40 @@ mod tests {
         let two = run_seeds(&opts, &seeds, 2, &mut |_| {}).unwrap();
         assert_eq!(one, two);
         assert_eq!(one.iter().map(|o| o.seed).collect::<Vec<_>>(), seeds);
+    }
+
+    /// A `--swarm` sweep keeps each seed's mix, and `skein sim run --seed S --swarm`
+    /// (`SimOpts::config`) replays the sweep's run of S: the same trace hash.
+    #[test]
+    fn a_swarm_sweep_seed_replays_with_run_swarm() {
+        let opts = SimOpts {
+            duration: Some(3_000_000_000),
+            liveness: Some(1_000_000_000),
+            produce_rate: Some(20.0),
+            no_history_check: true,
+            swarm: true,
+            ..SimOpts::default()
+        };
+        let seeds: Vec<u64> = (3..7).collect();
+        let swarm = run_seeds(&opts, &seeds, 2, &mut |_| {}).unwrap();
+        for r in &swarm {
+            assert_eq!(r.swarm, Some(skein_sim::swarm::SwarmMix::draw(r.seed)));
+            let replay = skein_sim::run(&opts.config(r.seed).unwrap(), None, None).unwrap();
+            assert_eq!(format!("{:016x}", replay.trace_hash), r.trace_hash);
+        }
+        let plain = SimOpts {
+            swarm: false,
+            ..opts
+        };
+        let plain = run_seeds(&plain, &seeds, 1, &mut |_| {}).unwrap();
+        for (p, s) in plain.iter().zip(&swarm) {
+            assert_eq!(p.swarm, None);
+            assert_ne!(
+                p.trace_hash, s.trace_hash,
+                "seed {}: the mix moved the run",
+                p.seed
+            );
+        }
     }
 
     #[test]

@@ -195,6 +195,37 @@ impl FaultRates {
         Ok(())
     }
 
+    /// The weights in [`FaultRates::KINDS`] order.
+    pub fn weights(&self) -> [u32; 19] {
+        [
+            self.crash,
+            self.power_loss,
+            self.controller_crash,
+            self.pause,
+            self.clock,
+            self.partition,
+            self.clog,
+            self.bit_flip,
+            self.read_errors,
+            self.disk_full,
+            self.slow_disk,
+            self.controller_bridge,
+            self.member_crash,
+            self.member_pause,
+            self.member_isolate,
+            self.client_crash,
+            self.client_pause,
+            self.client_isolate,
+            self.message,
+        ]
+    }
+
+    /// The weight of one fault kind (named as in [`FaultRates::KINDS`]); `None` if unknown.
+    pub fn weight(&self, kind: &str) -> Option<u32> {
+        let i = Self::KINDS.iter().position(|k| *k == kind)?;
+        Some(self.weights()[i])
+    }
+
     /// Applies `kind=weight,kind=weight...` (the `--fault-weights` flag).
     pub fn set_weights(&mut self, spec: &str) -> Result<(), String> {
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {

@@ -54,6 +54,26 @@ fn crash_fields(
     }
 }
 
+/// The fault weights and limits that differ from the defaults (a `--swarm` seed's mix, a
+/// `--fault-weights` shape), written out so the file says which mix found the failure.
+/// The random schedule they drew is already explicit (`per_second = 0`), so they change
+/// nothing on replay: the file replays without `--swarm`.
+fn weights_toml(o: &mut String, rates: &crate::faults::FaultRates) {
+    let d = crate::faults::FaultRates::default();
+    let kinds = crate::faults::FaultRates::KINDS.iter();
+    for ((k, w), dw) in kinds.zip(rates.weights()).zip(d.weights()) {
+        if w != dw {
+            let _ = writeln!(o, "{} = {w}", k.replace('-', "_"));
+        }
+    }
+    if rates.max_down != d.max_down {
+        let _ = writeln!(o, "max_down = {}", rates.max_down);
+    }
+    if rates.max_duration_ms != d.max_duration_ms {
+        let _ = writeln!(o, "max_duration_ms = {}", rates.max_duration_ms);
+    }
+}
+
 /// One `[[fault]]` entry; `None` for internal faults no file can name.
 pub(crate) fn fault_toml(s: &Scheduled) -> Option<String> {
     let mut o = format!("[[fault]]\nat = \"{}\"\n", format_duration(s.at));
@@ -325,6 +345,7 @@ pub fn scenario_toml(cfg: &SimConfig, name: &str, description: &str, invariant: 
         n.reorder
     );
     o.push_str("\n[faults]\nper_second = 0\n");
+    weights_toml(&mut o, &cfg.rates);
     for s in &cfg.schedule {
         if let Some(f) = fault_toml(s) {
             o.push('\n');
