@@ -157,7 +157,11 @@ pub fn fault_shades(rec: &Recorder) -> Vec<Shade> {
 
 /// Every history process the run's clients can use, named by its client: `producer 1 to
 /// sim-0`, `consumer 2 of sim-1`, `group member 1 of sim-2`, `group member 1 (commits)`.
-pub fn roles(cfg: &SimConfig) -> BTreeMap<u64, String> {
+///
+/// A client started again as a new client (`restarts`: new id, first id; a client crash's
+/// restart or a producer's takeover) keeps its role's name, numbered: `producer 2 to sim-0
+/// (instance 2)`.
+pub fn roles(cfg: &SimConfig, restarts: &[(u64, u64)]) -> BTreeMap<u64, String> {
     let mut out = BTreeMap::new();
     let parts = 0..cfg.partitions;
     let t = crate::topic::TOPIC;
@@ -195,6 +199,18 @@ pub fn roles(cfg: &SimConfig) -> BTreeMap<u64, String> {
         for i in 1..=cfg.pipelines {
             out.insert(process_id(id, 0), format!("pipeline {i}"));
             id += 1;
+        }
+    }
+    let mut instances: BTreeMap<u64, u32> = BTreeMap::new();
+    for &(new, first) in restarts {
+        let n = instances.entry(first).or_insert(1);
+        *n += 1;
+        let named: Vec<(u64, String)> = out
+            .range(process_id(first, 0)..process_id(first + 1, 0))
+            .map(|(&p, name)| (p - process_id(first, 0), format!("{name} (instance {n})")))
+            .collect();
+        for (offset, name) in named {
+            out.insert(process_id(new, 0) + offset, name);
         }
     }
     out
@@ -245,7 +261,7 @@ pub fn write_report(
             events,
             shades: &shades,
             time_label: "simulated time (s)",
-            roles: roles(cfg),
+            roles: roles(cfg, &report.client_restarts),
             report: Some(&checked),
             verdict,
             valid: report.passed(),
@@ -253,4 +269,27 @@ pub fn write_report(
             files,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarted_client_keeps_its_role_numbered_by_instance() {
+        let cfg = SimConfig {
+            producers: 2,
+            consumers: 1,
+            partitions: 2,
+            group_members: 0,
+            ..SimConfig::default()
+        };
+        // Producer 2 (client 2) restarts as client 4, then again as client 5.
+        let r = roles(&cfg, &[(4, 2), (5, 2)]);
+        assert_eq!(r[&process_id(2, 1)], "producer 2 to sim-1");
+        assert_eq!(r[&process_id(4, 0)], "producer 2 to sim-0 (instance 2)");
+        assert_eq!(r[&process_id(5, 1)], "producer 2 to sim-1 (instance 3)");
+        assert_eq!(r[&process_id(3, 0)], "consumer 1 of sim-0");
+        assert!(!r.contains_key(&process_id(6, 0)));
+    }
 }

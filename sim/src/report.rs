@@ -126,6 +126,10 @@ pub struct SimReport {
     /// `shrink` adds them to it to replay the run with random faults off.
     #[serde(skip)]
     pub nemesis_faults: Vec<crate::faults::Scheduled>,
+    /// Clients restarted after a client crash: (the new client's id, the id of the client it
+    /// first was), in restart order, so reports name a restarted producer by its role.
+    #[serde(skip)]
+    pub client_restarts: Vec<(u64, u64)>,
 }
 
 impl SimReport {

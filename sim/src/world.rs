@@ -334,6 +334,8 @@ struct World {
     next_producer_index: u32,
     /// Where a restarted client lives now: its original slot -> its current slot.
     moved_clients: BTreeMap<usize, usize>,
+    /// Each restarted client's slot -> the slot it first had (for reports).
+    restarted_from: BTreeMap<usize, usize>,
     /// Message faults armed by a scenario and not yet spent, in arming order (empty in
     /// every other run: `send` only looks when there is one).
     armed_messages: Vec<message_faults::Armed>,

@@ -261,6 +261,7 @@ impl World {
             .find(|&(_, &now_at)| now_at == idx)
             .map_or(idx, |(&o, _)| o);
         self.moved_clients.insert(original, new_idx);
+        self.restarted_from.insert(new_idx, original);
     }
 
     /// Traces a producer's fencing the first time it is seen.

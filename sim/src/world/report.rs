@@ -100,6 +100,11 @@ impl World {
             violations,
             history_summary,
             probes: Vec::new(),
+            client_restarts: self
+                .restarted_from
+                .iter()
+                .map(|(&new, &original)| (new as u64 + 1, original as u64 + 1))
+                .collect(),
             nemesis_faults: self
                 .leader_nemesis
                 .as_ref()

@@ -323,6 +323,7 @@ impl World {
             coordinator_partition: None,
             next_producer_index: cfg.producers + 1,
             moved_clients: BTreeMap::new(),
+            restarted_from: BTreeMap::new(),
             armed_messages: Vec::new(),
         };
         w.boot()?;
