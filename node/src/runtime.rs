@@ -127,6 +127,12 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
         cleaner_interval: ms(cfg.tuning.cleaner_interval_ms, d.cleaner_interval),
+        // The node's clock starts at 0 when it opens (right after this), and producers
+        // stamp records with the wall clock: without this the cleaner would find every
+        // record younger than min.compaction.lag.ms (in the future) and never clean.
+        wall_clock_at_zero_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
         log: skein_core::log::LogConfig {
             segment_bytes: cfg.tuning.segment_bytes.unwrap_or(d.log.segment_bytes),
             ..d.log.clone()
