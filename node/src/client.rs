@@ -90,6 +90,9 @@ pub enum ClientError {
 }
 
 /// One connection, one request at a time.
+/// A record to produce: key and value, each optional (no value: a tombstone).
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 pub struct Conn {
     addr: SocketAddr,
     rd: OwnedReadHalf,
@@ -805,12 +808,12 @@ impl Client {
         self.produce_records(tp, keyed, acks).await
     }
 
-    /// `produce` of `(key, value)` records, each key and value optional: a keyed record
+    /// `produce` of `(key, value)` records ([`KeyValue`]), each key and value optional: a keyed record
     /// without a value is a tombstone on a compacted topic (docs/compaction.md).
     pub async fn produce_records(
         &mut self,
         tp: &TopicPartition,
-        records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+        records: Vec<KeyValue>,
         acks: Acks,
     ) -> Result<Produced, ClientError> {
         let count = records.len();
