@@ -90,6 +90,9 @@ pub enum ClientError {
 }
 
 /// One connection, one request at a time.
+/// A record to produce: key and value, each optional (no value: a tombstone).
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 pub struct Conn {
     addr: SocketAddr,
     rd: OwnedReadHalf,
@@ -798,15 +801,27 @@ impl Client {
         values: Vec<Vec<u8>>,
         acks: Acks,
     ) -> Result<Produced, ClientError> {
-        let count = values.len();
+        let keyed = values
+            .into_iter()
+            .map(|v| (key.map(<[u8]>::to_vec), Some(v)))
+            .collect();
+        self.produce_records(tp, keyed, acks).await
+    }
+
+    /// `produce` of `(key, value)` records ([`KeyValue`]), each key and value optional: a keyed record
+    /// without a value is a tombstone on a compacted topic (docs/compaction.md).
+    pub async fn produce_records(
+        &mut self,
+        tp: &TopicPartition,
+        records: Vec<KeyValue>,
+        acks: Acks,
+    ) -> Result<Produced, ClientError> {
+        let count = records.len();
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let keyed = values
-            .into_iter()
-            .map(|v| (key.map(<[u8]>::to_vec), Some(v)));
-        let batch = RecordBatch::new(now_ms, keyed).with_codec(self.compression);
+        let batch = RecordBatch::new(now_ms, records).with_codec(self.compression);
         let mut batch = self.producer.prepare(tp, batch)?;
         let started = Instant::now();
         let mut refresh = false;

@@ -104,6 +104,15 @@ pub struct Tuning {
     /// Broker: a follower not caught up for this long leaves the ISR (default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Broker: roll a partition's active segment before it exceeds this many bytes
+    /// (Kafka's `log.segment.bytes`; default 1 GiB). Only sealed segments are compacted,
+    /// so tests of the cleaner shorten it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_bytes: Option<u64>,
+    /// Broker: how often the log cleaner runs on the hosted compacted logs (Kafka's
+    /// `log.cleaner.backoff.ms`; default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaner_interval_ms: Option<u64>,
 }
 
 /// A node's configuration file.
@@ -432,6 +441,8 @@ impl NodeConfig {
             ("session_timeout_ms", t.session_timeout_ms),
             ("heartbeat_interval_ms", t.heartbeat_interval_ms),
             ("replica_lag_time_max_ms", t.replica_lag_time_max_ms),
+            ("segment_bytes", t.segment_bytes),
+            ("cleaner_interval_ms", t.cleaner_interval_ms),
         ] {
             if v == Some(0) {
                 return Err(ConfigError::ZeroTuning { field });

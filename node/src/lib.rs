@@ -21,4 +21,5 @@ pub mod kafka;
 pub mod net;
 pub mod runtime;
 pub mod stats;
+pub mod topic_configs;
 pub mod txn_client;

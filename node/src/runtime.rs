@@ -126,6 +126,17 @@ pub fn broker_config(cfg: &ValidNodeConfig) -> BrokerConfig {
         },
         heartbeat_interval: ms(cfg.tuning.heartbeat_interval_ms, d.heartbeat_interval),
         replica_lag_time_max: ms(cfg.tuning.replica_lag_time_max_ms, d.replica_lag_time_max),
+        cleaner_interval: ms(cfg.tuning.cleaner_interval_ms, d.cleaner_interval),
+        // The node's clock starts at 0 when it opens (right after this), and producers
+        // stamp records with the wall clock: without this the cleaner would find every
+        // record younger than min.compaction.lag.ms (in the future) and never clean.
+        wall_clock_at_zero_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+        log: skein_core::log::LogConfig {
+            segment_bytes: cfg.tuning.segment_bytes.unwrap_or(d.log.segment_bytes),
+            ..d.log.clone()
+        },
         bugs: cfg.bugs,
         controllers: cfg.cluster.controller_ids(),
         // With a quorum (as in the simulator), a broker cut off from the active controller
@@ -1048,10 +1059,16 @@ mod tests {
             session_timeout_ms: Some(3000),
             heartbeat_interval_ms: Some(100),
             replica_lag_time_max_ms: Some(2000),
+            segment_bytes: Some(4096),
+            cleaner_interval_ms: Some(50),
         };
         let c = cfg(dir.path(), FsyncPolicy::Always, tuning);
         let b = broker_config(&c);
         assert_eq!(b.heartbeat_interval, 100_000_000);
+        assert_eq!(b.log.segment_bytes, 4096);
+        assert_eq!(b.cleaner_interval, 50_000_000);
+        assert_eq!(always.log, d.log, "unset tuning keeps the core defaults");
+        assert_eq!(always.cleaner_interval, d.cleaner_interval);
         assert_eq!(b.replica_lag_time_max, 2_000_000_000);
         let ctl = controller_config(&c);
         assert_eq!(ctl.session_timeout, 3_000_000_000);

@@ -21,6 +21,7 @@ async fn leader_hands_over_before_exit_and_no_acked_record_is_lost() {
             session_timeout_ms: Some(60_000),
             heartbeat_interval_ms: Some(250),
             replica_lag_time_max_ms: None,
+            ..Tuning::default()
         };
         let mut tc = TestCluster::start_tuned(3, FsyncPolicy::Always, tuning).await;
         let mut admin = tc.client();

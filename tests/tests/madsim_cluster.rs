@@ -152,6 +152,7 @@ fn server_node(
             session_timeout_ms: Some(3000),
             heartbeat_interval_ms: Some(250),
             replica_lag_time_max_ms: Some(2000),
+            ..skein_node::config::Tuning::default()
         },
         bugs: Vec::new(),
         cluster: cluster_config(),

@@ -30,7 +30,7 @@ impl<S: Storage + Clone> Broker<S> {
     }
 
     pub(super) fn run_cleaners(&mut self, now: Nanos) {
-        let now_ms = (now / 1_000_000) as i64;
+        let now_ms = (now / 1_000_000) as i64 + self.config.wall_clock_at_zero_ms;
         let steps = self.config.cleaner_steps_per_tick;
         for (tp, r) in self.replicas.iter_mut() {
             if r.log().config().compaction.is_none() || r.log().is_failed() {

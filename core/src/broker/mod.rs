@@ -70,6 +70,11 @@ pub struct BrokerConfig {
     /// batch read or written, or one segment swapped) it takes per log each time.
     pub cleaner_interval: Nanos,
     pub cleaner_steps_per_tick: usize,
+    /// The wall clock (ms since the Unix epoch) at `now` = 0, added to `now` where it is
+    /// compared with record timestamps (the cleaner's `min.compaction.lag.ms` and
+    /// tombstone horizons): a real node's `now` counts from its start while producers
+    /// stamp records with the wall clock. 0 in the simulator, whose clock is its epoch.
+    pub wall_clock_at_zero_ms: i64,
     /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
     /// (when they changed). A restarted replica starts from its checkpointed HW.
     pub hw_checkpoint_interval: Nanos,
@@ -115,6 +120,7 @@ impl Default for BrokerConfig {
             retention_check_interval: 60_000_000_000,
             cleaner_interval: 1_000_000_000,
             cleaner_steps_per_tick: 256,
+            wall_clock_at_zero_ms: 0,
             hw_checkpoint_interval: 1_000_000_000,
             offsets_topic_partitions: 8,
             offsets_topic_replication_factor: 3,

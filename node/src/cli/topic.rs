@@ -3,6 +3,7 @@
 use super::common::{client, runtime, ClusterArg};
 use anyhow::bail;
 use skein_core::controller::{TopicConfig, UncleanRecoveryStrategy};
+use skein_node::topic_configs;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -33,6 +34,13 @@ pub enum TopicCommand {
         unclean_recovery_strategy: UncleanRecoveryStrategy,
         #[arg(long)]
         retention_ms: Option<i64>,
+        /// A topic config by Kafka's name, as `kafka-topics.sh --config`; repeatable:
+        /// cleanup.policy (delete, compact, compact,delete), delete.retention.ms,
+        /// min.compaction.lag.ms, min.cleanable.dirty.ratio, retention.ms, retention.bytes,
+        /// min.insync.replicas, unclean.leader.election.enable, unclean.recovery.strategy.
+        /// Applied after the flags above.
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
         #[command(flatten)]
         cluster: ClusterArg,
     },
@@ -67,6 +75,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                 unclean_leader_election,
                 unclean_recovery_strategy,
                 retention_ms,
+                configs,
                 cluster,
             } => {
                 let mut c = client(&cluster)?;
@@ -77,7 +86,7 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                         cluster.cluster.display()
                     );
                 }
-                let config = TopicConfig {
+                let mut config = TopicConfig {
                     partitions,
                     replication_factor,
                     min_insync_replicas,
@@ -87,11 +96,17 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                     retention_bytes: None,
                     ..TopicConfig::default()
                 };
+                for pair in &configs {
+                    topic_configs::parse_pair(pair)
+                        .and_then(|(k, v)| topic_configs::apply(&mut config, &k, &v))
+                        .map_err(|e| anyhow::anyhow!("--config {pair}: {e}"))?;
+                }
                 if let Err(reason) = config.validate() {
                     bail!("invalid topic config: {reason}");
                 }
+                let policy = config.cleanup_policy.name();
                 let id = c.create_topic(&name, config).await?;
-                println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}");
+                println!("created topic {name} (id {id}): {partitions} partition(s), replication factor {replication_factor}, min.insync.replicas {min_insync_replicas}, cleanup.policy {policy}");
                 // Return once the brokers serve it, so that a client started next does
                 // not meet a broker that has not heard of it yet.
                 let within = std::time::Duration::from_secs(30);
@@ -123,11 +138,19 @@ pub fn run(args: TopicArgs) -> anyhow::Result<ExitCode> {
                     bail!("unknown topic {name:?} (see `skein topic list`)");
                 };
                 println!(
-                    "topic {} (id {}): partitions={} replication_factor={} min_insync_replicas={} unclean_leader_election={} unclean_recovery_strategy={}",
+                    "topic {} (id {}): partitions={} replication_factor={} min_insync_replicas={} unclean_leader_election={} unclean_recovery_strategy={} cleanup.policy={}",
                     t.name, t.topic_id, t.config.partitions, t.config.replication_factor,
                     t.config.min_insync_replicas, t.config.unclean_leader_election,
-                    t.config.unclean_recovery_strategy.name()
+                    t.config.unclean_recovery_strategy.name(), t.config.cleanup_policy.name()
                 );
+                if t.config.cleanup_policy.compacts() {
+                    println!(
+                        "  delete.retention.ms={} min.compaction.lag.ms={} min.cleanable.dirty.ratio={}",
+                        t.config.delete_retention_ms,
+                        t.config.min_compaction_lag_ms,
+                        topic_configs::ratio_text(t.config.min_cleanable_dirty_ratio_permille)
+                    );
+                }
                 for (p, s) in &t.partitions {
                     let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
                     println!(

@@ -1,9 +1,9 @@
 //! CreateTopics, DeleteTopics, DescribeConfigs and InitProducerId, forwarded to Skein's
 //! controller through the ordinary Skein client (the controller speaks no Kafka; any broker
-//! accepts the request, see `metadata`'s controller id). Understood configs:
-//! min.insync.replicas, retention.ms, retention.bytes, unclean.leader.election.enable,
-//! unclean.recovery.strategy;
-//! others are refused (INVALID_CONFIG) and not described.
+//! accepts the request, see `metadata`'s controller id). Understood configs: those of
+//! `crate::topic_configs::SUPPORTED` (min.insync.replicas, retention.*, unclean.*,
+//! cleanup.policy, delete.retention.ms, min.compaction.lag.ms, min.cleanable.dirty.ratio);
+//! others, and bad values, are refused (INVALID_CONFIG) and not described.
 
 use super::errors;
 use super::session::Session;
@@ -175,23 +175,8 @@ fn plan(topic: &CreatableTopic, brokers: usize) -> Result<(TopicConfig, Assignme
     };
     for c in &topic.configs {
         let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-        let bad = |_| format!("{} = {value:?} is not a number", c.name);
-        match c.name.as_str() {
-            "min.insync.replicas" => config.min_insync_replicas = value.parse().map_err(bad)?,
-            "retention.ms" => {
-                let ms: i64 = value.parse().map_err(bad)?;
-                config.retention_ms = (ms >= 0).then_some(ms);
-            }
-            "retention.bytes" => {
-                let b: i64 = value.parse().map_err(bad)?;
-                config.retention_bytes = u64::try_from(b).ok();
-            }
-            "unclean.leader.election.enable" => {
-                config.unclean_leader_election = value == "true";
-            }
-            "unclean.recovery.strategy" => config.unclean_recovery_strategy = value.parse()?,
-            other => return Err(format!("config {other} is not supported by Skein")),
-        }
+        crate::topic_configs::apply(&mut config, c.name.as_str(), &value)
+            .map_err(|e| e.to_string())?;
     }
     Ok((config, assignment))
 }
@@ -223,11 +208,13 @@ const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
+const TYPE_LIST: i8 = 7;
 
 /// One described config: (name, value, Kafka type, whether it differs from the default).
 type Described = (&'static str, String, i8, bool);
 
-/// The Kafka names and values of the topic configs Skein has (the same five CreateTopics
+/// The Kafka names and values of the topic configs Skein has (those CreateTopics
 /// accepts), and whether each one was set rather than left at Skein's default.
 fn topic_configs(c: &TopicConfig) -> Vec<Described> {
     let d = TopicConfig::default();
@@ -264,10 +251,34 @@ fn topic_configs(c: &TopicConfig) -> Vec<Described> {
             TYPE_STRING,
             c.unclean_recovery_strategy != d.unclean_recovery_strategy,
         ),
+        (
+            "cleanup.policy",
+            c.cleanup_policy.name().to_string(),
+            TYPE_LIST,
+            c.cleanup_policy != d.cleanup_policy,
+        ),
+        (
+            "delete.retention.ms",
+            c.delete_retention_ms.to_string(),
+            TYPE_LONG,
+            c.delete_retention_ms != d.delete_retention_ms,
+        ),
+        (
+            "min.compaction.lag.ms",
+            c.min_compaction_lag_ms.to_string(),
+            TYPE_LONG,
+            c.min_compaction_lag_ms != d.min_compaction_lag_ms,
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            crate::topic_configs::ratio_text(c.min_cleanable_dirty_ratio_permille),
+            TYPE_DOUBLE,
+            c.min_cleanable_dirty_ratio_permille != d.min_cleanable_dirty_ratio_permille,
+        ),
     ]
 }
 
-/// DescribeConfigs v1-3, minimal: a topic's five Skein configs from the controller's image
+/// DescribeConfigs v1-3, minimal: a topic's Skein configs from the controller's image
 /// (read-only here: there is no AlterConfigs); a broker has no described configs (an empty
 /// list, no error), any other resource type is refused with INVALID_REQUEST.
 pub async fn describe_configs(

@@ -40,6 +40,7 @@ impl TestCluster {
             session_timeout_ms: Some(3000),
             heartbeat_interval_ms: Some(250),
             replica_lag_time_max_ms: None,
+            ..Tuning::default()
         };
         Self::start_tuned(n, fsync, tuning).await
     }

@@ -139,6 +139,7 @@ impl Layout {
                     session_timeout_ms: Some(3000),
                     heartbeat_interval_ms: Some(300),
                     replica_lag_time_max_ms: Some(3000),
+                    ..Tuning::default()
                 },
                 bugs: bugs.to_vec(),
                 cluster: self.cluster(&address),
