@@ -288,3 +288,43 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn time_retention_reads_record_timestamps_on_the_wall_clock() {
+    // A real node's `now` counts from its start while records carry wall-clock
+    // timestamps; retention must compare like with like (it never deleted on a node).
+    const WALL: i64 = 1_700_000_000_000;
+    let mut config = broker_config();
+    config.log.segment_bytes = 400;
+    config.retention_check_interval = 50 * MS;
+    config.wall_clock_at_zero_ms = WALL;
+    // The broker's log config (a topic's own retention.ms does not reach its logs yet).
+    config.log.retention_ms = Some(60_000);
+    let mut w = World::new(&[1, 2, 3], config);
+    let topic = TopicConfig {
+        partitions: 1,
+        replication_factor: 3,
+        min_insync_replicas: 1,
+        ..TopicConfig::default()
+    };
+    w.admin(ControllerRequest::CreateTopic {
+        name: "t".into(),
+        config: topic,
+        assignment: None,
+    });
+    assert!(w.run_until(2000 * MS, |w| {
+        w.leader().is_some() && w.isr_of_leader().len() == 3
+    }));
+    let leader = w.leader().expect("a leader");
+    // An hour old on the wall clock: past retention.ms, in several segments.
+    for i in 0..30u8 {
+        let b = RecordBatch::new(WALL - 3_600_000, [(Some(vec![i]), Some(vec![i; 40]))]);
+        let c = w.send_produce(leader, Acks::All, b);
+        assert!(w.run_until(2000 * MS, |w| w.produce_response(c).is_some()));
+    }
+    let trimmed = w.run_until(2000 * MS, |w| {
+        let b = w.brokers.get_mut(&leader).expect("up");
+        b.replica_view(&tp()).expect("hosted").log_start_offset > 0
+    });
+    assert!(trimmed, "old segments past retention.ms were never deleted");
+}

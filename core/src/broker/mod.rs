@@ -71,8 +71,8 @@ pub struct BrokerConfig {
     pub cleaner_interval: Nanos,
     pub cleaner_steps_per_tick: usize,
     /// The wall clock (ms since the Unix epoch) at `now` = 0, added to `now` where it is
-    /// compared with record timestamps (the cleaner's `min.compaction.lag.ms` and
-    /// tombstone horizons): a real node's `now` counts from its start while producers
+    /// compared with record timestamps (time-based retention, the cleaner's
+    /// `min.compaction.lag.ms` and tombstone horizons): a real node's `now` counts from its start while producers
     /// stamp records with the wall clock. 0 in the simulator, whose clock is its epoch.
     pub wall_clock_at_zero_ms: i64,
     /// How often the hosted partitions' high watermarks are written to `hw.checkpoint`
@@ -895,7 +895,8 @@ impl<S: Storage + Clone> Broker<S> {
         }
         if now >= self.next_retention {
             self.next_retention = now + self.config.retention_check_interval;
-            let now_ms = (now / 1_000_000) as i64;
+            // Compared with record timestamps: the wall clock on a real node.
+            let now_ms = (now / 1_000_000) as i64 + self.config.wall_clock_at_zero_ms;
             for (tp, r) in self.replicas.iter_mut() {
                 if let Err(e) = r.log_mut().apply_retention(now_ms) {
                     tracing::warn!(%tp, error = %e, "retention failed");
